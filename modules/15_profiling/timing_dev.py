@@ -1,0 +1,741 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Module 15, part 1: Timing and the model adapter
+#
+# Every number this course reports about speed comes out of the code in this notebook.
+# Profiling (the rest of Module 15) and benchmarking (Module 19) never read a clock
+# themselves: they hand a model and an input to **one adapter** and **one timing core**,
+# so there is one place to get timing right and one place to fix it.
+#
+# ```
+# model (nn.Module | object with forward() | plain callable)
+#    └─> adapt(): eval mode, inference_mode, device, input construction
+#          └─> time_callable(): warmup, calibrated blocks, device sync, raw samples in ns
+#                └─> TimingSamples  ──> Profiler / BenchmarkResult / reports
+# ```
+#
+# ## Why a single timing is meaningless
+#
+# A forward pass of a small model takes microseconds. In that time the operating system
+# may deschedule the process, the CPU may change its clock, the garbage collector may run,
+# and the first call pays for lazy initialisation and cold caches. One reading mixes all of
+# that into one number. So the timing core:
+#
+# 1. **warms up** (first calls are slow: allocation, caches, lazy init);
+# 2. **calibrates** how many calls go into one timed block, so the clock's own cost is at most
+#    0.1% of what is measured (below, we measure that cost on this machine);
+# 3. **synchronizes** an accelerator before reading the clock (GPU work is asynchronous);
+# 4. **fixes and records** the thread count, and switches the garbage collector off while timing;
+# 5. keeps **every raw sample**, so statistics (median, percentiles, confidence intervals) are
+#    computed from data, not from a single figure.
+
+# %%
+#| default_exp profiling.timing
+
+# %%
+#| export
+from __future__ import annotations
+
+import contextlib
+import gc
+import itertools
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import psutil
+import torch
+
+# %% [markdown]
+# ## The model adapter
+#
+# Students bring three kinds of models: a `torch.nn.Module`, a TinyTorch-style object with
+# `forward()` and `parameters()` (parameters are numpy arrays or objects with `.data`), and a
+# plain function. Everything downstream wants the same four things from a model: call it on an
+# input in inference mode, build an input of a given shape, list its parameters, and know which
+# device to synchronize. `adapt()` gives exactly that and rejects anything else with a clear
+# message.
+
+# %%
+#| export
+MODEL_KINDS = ("torch", "numpy", "callable")
+
+
+def _is_tinytorch_style(model: Any) -> bool:
+    return callable(getattr(model, "forward", None)) and callable(getattr(model, "parameters", None))
+
+
+@dataclass
+class ModelAdapter:
+    """One uniform view of a model for profiling and benchmarking.
+
+    Build it with `adapt(model)`. `kind` is "torch" (an `nn.Module`), "numpy" (an object with
+    `forward()` and `parameters()`, TinyTorch style) or "callable" (a plain function: it can be
+    timed but its parameters cannot be counted).
+
+    >>> a = adapt(torch.nn.Linear(4, 2), name="fc")
+    >>> a.kind, a.name, tuple(a.forward(a.make_input((1, 4))).shape)
+    ('torch', 'fc', (1, 2))
+    """
+
+    model: Any
+    kind: str
+    name: str
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    @property
+    def torch_module(self) -> torch.nn.Module | None:
+        "The `nn.Module` for torch models, else None."
+        return self.model if self.kind == "torch" else None
+
+    def input_dtype(self) -> torch.dtype:
+        "The floating dtype the model's parameters use (inputs are built in it); float32 if none."
+        if self.kind == "torch":
+            for p in itertools.chain(self.model.parameters(), self.model.buffers()):
+                if p.is_floating_point():
+                    return p.dtype
+        return torch.float32
+
+    def make_input(self, input_shape: Sequence[int], seed: int = 0) -> Any:
+        """A deterministic standard-normal input of `input_shape` (a tensor on the model's
+        device for torch models, a float32 numpy array otherwise)."""
+        shape = _check_shape(input_shape, "input_shape")
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(*shape, generator=g)
+        return self.to_input(x)
+
+    def to_input(self, x: Any) -> Any:
+        "Convert a tensor or array to what this model consumes (kind, dtype, device)."
+        if self.kind == "torch":
+            t = torch.as_tensor(x)
+            if t.is_floating_point():
+                t = t.to(self.input_dtype())
+            return t.to(self.device)
+        if isinstance(x, torch.Tensor):
+            return x.detach().cpu().numpy()
+        # numpy arrays and TinyTorch-style tensors (objects with .data) pass through unchanged
+        return x if hasattr(x, "data") else np.asarray(x)
+
+    def forward(self, x: Any) -> Any:
+        "Run the model once on `x` (callers wrap loops in `inference()`)."
+        if self.kind == "torch":
+            return self.model(x)
+        if self.kind == "numpy":
+            return self.model.forward(x)
+        return self.model(x)
+
+    @contextlib.contextmanager
+    def inference(self) -> Iterator["ModelAdapter"]:
+        "eval() mode and `torch.inference_mode()` for torch models; restores training mode after."
+        module = self.torch_module
+        was_training = module.training if module is not None else False
+        if module is not None:
+            module.eval()
+        try:
+            with torch.inference_mode():
+                yield self
+        finally:
+            if module is not None and was_training:
+                module.train()
+
+    def sync(self) -> None:
+        "Wait for queued accelerator work, so a clock read after it sees the work done."
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def named_parameter_arrays(self) -> list[tuple[str, Any]]:
+        """(name, tensor or array) for every distinct parameter; tied (shared) parameters once.
+
+        Raises TypeError for plain callables, whose parameters cannot be seen."""
+        if self.kind == "torch":
+            return list(self.model.named_parameters())  # torch already drops duplicates
+        if self.kind == "numpy":
+            seen, out = set(), []
+            for i, p in enumerate(self.model.parameters()):
+                arr = p.data if hasattr(p, "data") and not isinstance(p, np.ndarray) else p
+                arr = np.asarray(arr)
+                key = id(p)
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append((f"param_{i}", arr))
+            return out
+        raise TypeError(
+            f"model '{self.name}' is a plain callable: its parameters cannot be counted. "
+            "Pass a torch.nn.Module or an object with forward() and parameters()."
+        )
+
+
+def _check_shape(shape: Any, arg: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"{arg}: expected a sequence of positive ints such as (1, 3, 32, 32), got {shape!r}") from None
+    if not dims or any(d < 1 for d in dims) or any(int(d) != d for d in shape):
+        raise ValueError(f"{arg}: expected a non-empty sequence of positive ints, got {shape!r}")
+    return dims
+
+
+def model_name(model: Any, default: str = "model") -> str:
+    "The model's `.name` if it has one, else its class (or function) name, else `default`."
+    name = getattr(model, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    return getattr(model, "__name__", None) or type(model).__name__ or default
+
+
+def adapt(model: Any, name: str | None = None) -> ModelAdapter:
+    """Wrap `model` in a `ModelAdapter`, rejecting what cannot be run.
+
+    >>> adapt(lambda x: x * 2, name="double").kind
+    'callable'
+    """
+    if isinstance(model, ModelAdapter):
+        return model
+    if isinstance(model, torch.nn.Module):
+        params = list(itertools.chain(model.parameters(), model.buffers()))
+        device = params[0].device if params else torch.device("cpu")
+        return ModelAdapter(model, "torch", name or model_name(model), device)
+    if _is_tinytorch_style(model):
+        return ModelAdapter(model, "numpy", name or model_name(model))
+    if callable(model):
+        return ModelAdapter(model, "callable", name or model_name(model))
+    raise TypeError(
+        "model: expected a torch.nn.Module, an object with forward() and parameters(), "
+        f"or a callable; got {type(model).__name__}"
+    )
+
+# %% [markdown]
+# A quick look: the same adapter API over three kinds of model.
+
+# %%
+if __name__ == "__main__":
+    for m in (torch.nn.Linear(8, 4), lambda x: x + 1):
+        a = adapt(m)
+        print(a.kind, a.name, type(a.forward(a.make_input((2, 8)))).__name__)
+
+# %%
+def test_unit_adapter():
+    lin = torch.nn.Linear(3, 2)
+    a = adapt(lin)
+    assert a.kind == "torch" and a.torch_module is lin
+    x = a.make_input((4, 3), seed=1)
+    assert torch.equal(x, a.make_input((4, 3), seed=1)), "make_input must be deterministic for a seed"
+    assert a.forward(x).shape == (4, 2)
+    # tied parameters are counted once
+    tied = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 3))
+    tied[1].weight = tied[0].weight
+    assert len(adapt(tied).named_parameter_arrays()) == 3
+
+    class NumpyModel:
+        def __init__(self):
+            self.w = np.ones((3, 2), dtype=np.float32)
+        def forward(self, x):
+            return x @ self.w
+        def parameters(self):
+            return [self.w, self.w]  # the same array twice: counted once
+
+    n = adapt(NumpyModel())
+    assert n.kind == "numpy" and len(n.named_parameter_arrays()) == 1
+    assert n.forward(n.make_input((1, 3))).shape == (1, 2)
+    c = adapt(lambda x: x, name="ident")
+    assert c.kind == "callable" and c.name == "ident"
+    try:
+        c.named_parameter_arrays()
+        raise AssertionError("a plain callable has no countable parameters")
+    except TypeError as e:
+        assert "cannot be counted" in str(e)
+    for bad in (42, None):
+        try:
+            adapt(bad)
+            raise AssertionError(f"adapt({bad!r}) should fail")
+        except TypeError as e:
+            assert "model:" in str(e)
+    for bad_shape in ((), (0, 3), (1.5, 2)):
+        try:
+            a.make_input(bad_shape)
+            raise AssertionError(f"make_input({bad_shape}) should fail")
+        except ValueError as e:
+            assert "input_shape" in str(e)
+    # eval mode inside inference(), training mode restored after
+    lin.train()
+    with a.inference():
+        assert not lin.training and torch.is_inference_mode_enabled()
+    assert lin.training
+
+
+if __name__ == "__main__":
+    test_unit_adapter()
+
+# %% [markdown]
+# ## How much does reading the clock cost?
+#
+# `time.perf_counter_ns()` is monotonic and has nanosecond resolution, but calling it is not
+# free. The next cell measures the cost of two back-to-back reads on this machine. If one timed
+# block lasts only a few times longer than that, the clock itself is a large part of what we
+# report. Hence the rule: make every timed block at least 1000× the clock's cost, so the
+# overhead stays below 0.1%. Fast models are therefore timed in **blocks** of several calls, and
+# the per-call time is the block time divided by the number of calls.
+
+# %%
+#| export
+def measure_timer_overhead_ns(reads: int = 2000) -> float:
+    """Median cost in ns of one `perf_counter_ns()` read pair, measured now.
+
+    >>> 0 < measure_timer_overhead_ns() < 10_000
+    True
+    """
+    if reads < 1:
+        raise ValueError(f"reads: expected a positive int, got {reads}")
+    clock = time.perf_counter_ns
+    diffs = []
+    for _ in range(reads):
+        t0 = clock()
+        t1 = clock()
+        diffs.append(t1 - t0)
+    return float(statistics.median(diffs))
+
+# %%
+if __name__ == "__main__":
+    overhead = measure_timer_overhead_ns()
+    print(f"one clock read pair costs {overhead:.0f} ns here; a 0.1% budget needs blocks of "
+          f">= {overhead * 1000 / 1e3:.0f} µs")
+
+# %% [markdown]
+# ## A confidence interval for the median
+#
+# Latency distributions are skewed (a long tail of slow runs), so we summarise them by the
+# median. How sure are we of a median from `n` samples? Without assuming any distribution:
+# the number of samples below the true median is Binomial(n, ½), so the interval between two
+# order statistics chosen from that binomial covers the true median with the stated
+# probability. The timing core uses it to stop as soon as the median is known to ±1%.
+
+# %%
+#| export
+def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median (binomial order statistics).
+
+    With fewer than 6 values no such interval reaches 95%; the sample range is returned then.
+
+    >>> median_ci(list(range(1, 101)))
+    (40, 61)
+    """
+    from scipy.stats import binom
+
+    xs = sorted(values)
+    n = len(xs)
+    if n == 0:
+        raise ValueError("values: expected at least one value, got none")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence: expected a number in (0, 1), got {confidence}")
+    alpha = 1 - confidence
+    k = int(binom.ppf(alpha / 2, n, 0.5))  # samples allowed below the lower bound
+    if k < 1:
+        return xs[0], xs[-1]
+    return xs[k - 1], xs[n - k]
+
+# %%
+def test_unit_median_ci():
+    lo, hi = median_ci(list(range(1, 101)))
+    assert (lo, hi) == (40, 61), (lo, hi)  # the textbook 40th and 61st order statistics
+    assert median_ci([3.0, 1.0, 2.0]) == (1.0, 3.0)  # too few: the range
+    # coverage check against a known distribution: the interval holds the true median ~95% of the time
+    rng = np.random.default_rng(0)
+    hits = sum(lo <= 0.0 <= hi for lo, hi in (median_ci(rng.standard_normal(41)) for _ in range(400)))
+    assert 0.92 <= hits / 400 <= 0.995, hits / 400
+    for bad in ([], ):
+        try:
+            median_ci(bad)
+            raise AssertionError("empty values must fail")
+        except ValueError as e:
+            assert "values" in str(e)
+
+
+if __name__ == "__main__":
+    test_unit_median_ci()
+
+# %% [markdown]
+# ## The timing core
+#
+# `time_callable(fn)` is the only function in the project that reads a clock around model
+# code. Its protocol:
+#
+# ```
+#  warmup calls ──> calibrate calls/block ──> repeat: [clock, n × fn(), sync, clock] ──> samples
+#                   (block ≥ 1000 × clock cost)        stop at `samples`, or when the median's
+#                                                       95% CI is within ±target, or at max_seconds
+# ```
+#
+# The garbage collector is off while timing (a collection in the middle of a block is noise,
+# not model cost) and the torch thread count is fixed for the run and recorded with the result.
+
+# %%
+#| export
+@dataclass
+class TimingSamples:
+    """Raw output of the timing core: one per-call time (ns) per timed block, plus the conditions.
+
+    `per_call_ns[i]` is block i's elapsed time divided by `calls_per_sample`.
+    """
+
+    per_call_ns: list[float]
+    calls_per_sample: int
+    warmup_calls: int
+    timer_overhead_ns: float
+    threads: int
+    device: str
+    gc_disabled: bool
+    stop_reason: str
+    total_seconds: float
+
+    @property
+    def blocked(self) -> bool:
+        "True when several calls were timed per block (a fast model)."
+        return self.calls_per_sample > 1
+
+    @property
+    def per_call_ms(self) -> list[float]:
+        return [v / 1e6 for v in self.per_call_ns]
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.per_call_ns) / 1e6
+
+    def metadata(self) -> dict[str, Any]:
+        "The measurement conditions, for a result's metadata."
+        return {
+            "timer": "time.perf_counter_ns",
+            "samples": len(self.per_call_ns),
+            "calls_per_sample": self.calls_per_sample,
+            "timed_in_blocks": self.blocked,
+            "warmup_calls": self.warmup_calls,
+            "timer_overhead_ns": self.timer_overhead_ns,
+            "timer_overhead_fraction": self.timer_overhead_ns / max(self.calls_per_sample * statistics.median(self.per_call_ns), 1.0),
+            "torch_threads": self.threads,
+            "device": self.device,
+            "gc_disabled": self.gc_disabled,
+            "stop_reason": self.stop_reason,
+            "total_seconds": self.total_seconds,
+        }
+
+
+def _positive_int(value: Any, arg: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{arg}: expected an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+@contextlib.contextmanager
+def fixed_threads(threads: int | None) -> Iterator[int]:
+    "Run the body with `torch.set_num_threads(threads)` (None keeps the current count); yields the count."
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(_positive_int(threads, "threads"))
+    try:
+        yield torch.get_num_threads()
+    finally:
+        if threads is not None:
+            torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def _gc_paused(pause: bool) -> Iterator[None]:
+    was_enabled = gc.isenabled()
+    if pause:
+        gc.collect()
+        gc.disable()
+    try:
+        yield
+    finally:
+        if pause and was_enabled:
+            gc.enable()
+
+
+def _time_block(fn: Callable[[], Any], calls: int, sync: Callable[[], None]) -> int:
+    clock = time.perf_counter_ns
+    repeat = itertools.repeat(None, calls)
+    t0 = clock()
+    for _ in repeat:
+        fn()
+    sync()
+    return clock() - t0
+
+
+def time_callable(
+    fn: Callable[[], Any],
+    *,
+    warmup: int = 5,
+    samples: int = 10,
+    max_overhead_fraction: float = 1e-3,
+    min_block_ns: float = 0.0,
+    target_rel_ci: float | None = None,
+    min_seconds: float = 0.0,
+    max_seconds: float = 60.0,
+    sync: Callable[[], None] | None = None,
+    threads: int | None = None,
+    device: str = "cpu",
+    disable_gc: bool = True,
+) -> TimingSamples:
+    """Time the zero-argument callable `fn` and return every raw sample.
+
+    - `warmup` calls run first, untimed.
+    - Calls per block are calibrated so one block lasts at least
+      `timer_overhead / max_overhead_fraction` (and `min_block_ns`).
+    - At least `samples` blocks are timed, and at least `min_seconds` of timing is spent;
+      with `target_rel_ci` (e.g. 0.01) timing continues until the median's 95% CI half-width is
+      within that fraction of the median, or `max_seconds` pass.
+    - `sync` runs before each clock read that ends a block (accelerator synchronisation).
+    - Exceptions from `fn` propagate: a failing model is never timed as if it worked.
+
+    >>> s = time_callable(lambda: sum(range(100)), samples=5)
+    >>> len(s.per_call_ns), s.calls_per_sample > 1
+    (5, True)
+    """
+    if not callable(fn):
+        raise TypeError(f"fn: expected a zero-argument callable, got {type(fn).__name__}")
+    warmup = _positive_int(warmup, "warmup", minimum=0)
+    samples = _positive_int(samples, "samples")
+    if not 0 < max_overhead_fraction < 1:
+        raise ValueError(f"max_overhead_fraction: expected a number in (0, 1), got {max_overhead_fraction}")
+    if target_rel_ci is not None and not 0 < target_rel_ci < 1:
+        raise ValueError(f"target_rel_ci: expected a fraction in (0, 1) such as 0.01, got {target_rel_ci}")
+    if max_seconds <= 0:
+        raise ValueError(f"max_seconds: expected a positive number, got {max_seconds}")
+    sync = sync or (lambda: None)
+
+    start = time.perf_counter()
+    with fixed_threads(threads) as n_threads, _gc_paused(disable_gc):
+        for _ in range(warmup):
+            fn()
+        sync()
+        overhead = measure_timer_overhead_ns()
+        target_block = max(overhead / max_overhead_fraction, min_block_ns)
+        # calibrate: grow the block until it is long enough (the first blocks double as warmup)
+        calls = 1
+        while True:
+            elapsed = _time_block(fn, calls, sync)
+            if elapsed >= target_block:
+                break
+            grow = target_block / max(elapsed, 1)
+            calls = max(calls * 2, int(math.ceil(calls * grow * 1.2))) if grow > 2 else calls * 2
+        per_call: list[float] = []
+        stop_reason = "samples"
+        timing_start = time.perf_counter()
+        while True:
+            per_call.append(_time_block(fn, calls, sync) / calls)
+            n = len(per_call)
+            spent = time.perf_counter() - timing_start
+            if n < samples or spent < min_seconds:
+                if spent >= max_seconds and n >= 2:
+                    stop_reason = "max_seconds"
+                    break
+                continue
+            if target_rel_ci is None:
+                break
+            lo, hi = median_ci(per_call)
+            med = statistics.median(per_call)
+            if n >= 6 and (hi - lo) / 2 <= target_rel_ci * med:
+                stop_reason = "precision"
+                break
+            if spent >= max_seconds:
+                stop_reason = "max_seconds"
+                break
+    return TimingSamples(
+        per_call_ns=per_call,
+        calls_per_sample=calls,
+        warmup_calls=warmup,
+        timer_overhead_ns=overhead,
+        threads=n_threads,
+        device=device,
+        gc_disabled=disable_gc,
+        stop_reason=stop_reason,
+        total_seconds=time.perf_counter() - start,
+    )
+
+# %% [markdown]
+# `time_model` is what the profiler and the benchmarks call: it adapts the model, builds (or
+# converts) the input, and times `forward` in inference mode through `time_callable`.
+
+# %%
+#| export
+def time_model(
+    model: Any,
+    input_or_shape: Any,
+    *,
+    warmup: int = 5,
+    samples: int = 10,
+    seed: int = 0,
+    **timing_options: Any,
+) -> TimingSamples:
+    """Time one forward pass of `model` (any kind `adapt` accepts) on an input.
+
+    `input_or_shape` is an input (tensor or array) or a shape tuple, from which a deterministic
+    input is built with `seed`. Extra keyword arguments go to `time_callable`.
+
+    >>> s = time_model(torch.nn.Linear(16, 4), (1, 16), samples=5)
+    >>> s.median_ms > 0
+    True
+    """
+    a = adapt(model)
+    if isinstance(input_or_shape, (tuple, list)) and all(isinstance(d, (int, np.integer)) for d in input_or_shape):
+        x = a.make_input(input_or_shape, seed=seed)
+    else:
+        x = a.to_input(input_or_shape)
+    with a.inference():
+        a.forward(x)  # fail fast, with the model's own error, before any timing
+        return time_callable(
+            lambda: a.forward(x), warmup=warmup, samples=samples, sync=a.sync,
+            device=str(a.device), **timing_options,
+        )
+
+# %%
+if __name__ == "__main__":
+    mlp = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    s = time_model(mlp, (1, 64), samples=20)
+    print(f"MLP: median {s.median_ms * 1000:.1f} µs per call, {s.calls_per_sample} calls per block, "
+          f"{s.threads} threads, clock overhead {s.metadata()['timer_overhead_fraction']:.2%} of a block")
+
+# %%
+def test_unit_time_callable():
+    # a callable of known relative cost: 4x the work takes clearly longer than 1x
+    a = torch.randn(96, 96)
+    one = time_callable(lambda: a @ a, samples=15, threads=1)
+    four = time_callable(lambda: [a @ a for _ in range(4)], samples=15, threads=1)
+    ratio = four.median_ms / one.median_ms
+    assert 2.5 < ratio < 6.0, f"4x the work should take ~4x the time, measured {ratio:.2f}x"
+    assert one.threads == 1 and len(one.per_call_ns) == 15
+    # calibration: the block is long enough that the clock costs <= 0.1%
+    meta = one.metadata()
+    assert meta["timer_overhead_fraction"] <= 1e-3 + 1e-9, meta
+    # a no-op is timed in blocks and reports a tiny per-call time
+    noop = time_callable(lambda: None, samples=5)
+    assert noop.blocked and noop.median_ms * 1e6 < 1000, noop.median_ms
+    # adaptive stopping reaches the requested precision (or says it ran out of time)
+    adaptive = time_callable(lambda: a @ a, samples=6, target_rel_ci=0.05, max_seconds=5)
+    assert adaptive.stop_reason in ("precision", "max_seconds")
+    if adaptive.stop_reason == "precision":
+        lo, hi = median_ci(adaptive.per_call_ns)
+        assert (hi - lo) / 2 <= 0.05 * statistics.median(adaptive.per_call_ns)
+    # exceptions propagate; bad arguments are named
+    def boom():
+        raise RuntimeError("model exploded")
+    try:
+        time_callable(boom)
+        raise AssertionError("the model's exception must propagate")
+    except RuntimeError as e:
+        assert "exploded" in str(e)
+    for kwargs, arg in (({"samples": 0}, "samples"), ({"warmup": -1}, "warmup"), ({"threads": 0}, "threads")):
+        try:
+            time_callable(lambda: None, **kwargs)
+            raise AssertionError(f"{kwargs} should fail")
+        except ValueError as e:
+            assert arg in str(e), e
+    assert gc.isenabled(), "the garbage collector must be re-enabled after timing"
+
+
+if __name__ == "__main__":
+    test_unit_time_callable()
+
+# %%
+def test_unit_time_model():
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU())
+    model.train()
+    s = time_model(model, (2, 32), samples=5)
+    assert s.median_ms > 0 and len(s.per_call_ms) == 5
+    assert model.training, "time_model must restore training mode"
+    x = torch.randn(2, 32)
+    assert time_model(model, x, samples=3).median_ms > 0
+    try:
+        time_model(model, (2, 31))
+        raise AssertionError("a wrong input shape must raise the model's error")
+    except RuntimeError:
+        pass
+
+
+if __name__ == "__main__":
+    test_unit_time_model()
+
+# %% [markdown]
+# ## Recording the conditions
+#
+# A latency means little without the machine it was measured on. `system_info()` is saved
+# with every result file: CPU model, cores, the torch thread count, memory, clock frequency and
+# the frequency governor (where Linux exposes them), and library versions. What cannot be read
+# on this machine is `None`, not a guess.
+
+# %%
+#| export
+def _read_text(path: str | Path) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def _cpu_model() -> str | None:
+    info = _read_text("/proc/cpuinfo")
+    if info:
+        for line in info.splitlines():
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or None
+
+
+def system_info() -> dict[str, Any]:
+    """The machine and software a measurement ran on. Unreadable fields are None.
+
+    >>> info = system_info()
+    >>> info["logical_cores"] >= 1 and info["torch_threads"] >= 1
+    True
+    """
+    freq = None
+    try:
+        f = psutil.cpu_freq()
+        freq = round(f.current, 1) if f else None
+    except (OSError, NotImplementedError, AttributeError):
+        freq = None
+    governor = _read_text("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+    return {
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_model": _cpu_model(),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "logical_cores": psutil.cpu_count(logical=True),
+        "torch_threads": torch.get_num_threads(),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 2),
+        "cpu_freq_mhz": freq,
+        "cpu_governor": governor,
+        "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+    }
+
+# %%
+def test_unit_system_info():
+    info = system_info()
+    for key in ("os", "cpu_model", "physical_cores", "logical_cores", "torch_threads",
+                "memory_gb", "cpu_freq_mhz", "cpu_governor", "python", "torch", "numpy"):
+        assert key in info, key
+    assert info["logical_cores"] == os.cpu_count()
+    assert info["torch"] == torch.__version__ and info["python"] == platform.python_version()
+    assert info["memory_gb"] > 0
+
+
+if __name__ == "__main__":
+    test_unit_system_info()
+    print(system_info())
