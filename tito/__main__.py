@@ -1,0 +1,100 @@
+"""`python3 -m tito ARGS` from the repository root.
+
+Standard library only: this runs under whatever python3 the user has. If we are not
+already running inside `<repo>/.venv`, create it (first run), install the pinned
+dependencies, then re-execute `<repo>/.venv/bin/python -m tito ARGS`.
+
+A stamp file in .venv holds a hash of pyproject.toml's dependency list (and the Python
+version); when it matches, set-up is skipped, so later runs start at once.
+"""
+import hashlib
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+VENV = REPO / ".venv"
+STAMP = VENV / "tito-setup.stamp"
+LOG = VENV / "tito-setup.log"
+TORCH_PIN = "torch==2.13.0"
+
+
+def _venv_python() -> Path:
+    return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def _in_venv() -> bool:
+    try:
+        return Path(sys.prefix).resolve() == VENV.resolve()
+    except OSError:
+        return False
+
+
+def deps_hash() -> str:
+    data = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    proj = data.get("project", {})
+    key = "\n".join([
+        f"python={sys.version_info.major}.{sys.version_info.minor}",
+        *proj.get("dependencies", []),
+        *sorted(f"{k}={v}" for k, v in proj.get("scripts", {}).items()),
+        repr(data.get("build-system", {})),
+    ])
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _run_logged(cmd, log) -> None:
+    log.write(f"\n$ {' '.join(map(str, cmd))}\n")
+    log.flush()
+    r = subprocess.run([str(c) for c in cmd], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        raise RuntimeError(f"command failed (exit {r.returncode}): {' '.join(map(str, cmd))}")
+
+
+def setup_venv() -> None:
+    want = deps_hash()
+    if STAMP.exists() and STAMP.read_text().strip() == want and _venv_python().exists():
+        return
+    first = not _venv_python().exists()
+    print("tito: setting up .venv (first run, ~2 min)..." if first
+          else "tito: dependencies changed, updating .venv...", file=sys.stderr, flush=True)
+    if first:
+        import venv
+        venv.EnvBuilder(with_pip=True, clear=False).create(VENV)
+    STAMP.unlink(missing_ok=True)
+    py = _venv_python()
+    try:
+        with open(LOG, "w", encoding="utf-8") as log:
+            # torch first and pinned: an unpinned resolve pulls a multi-GB CUDA build
+            _run_logged([py, "-m", "pip", "install", "--disable-pip-version-check", TORCH_PIN], log)
+            _run_logged([py, "-m", "pip", "install", "--disable-pip-version-check", "-e", "."], log)
+    except (RuntimeError, OSError) as e:
+        print(f"tito: set-up failed: {e}", file=sys.stderr)
+        try:
+            tail = LOG.read_text(encoding="utf-8", errors="replace").splitlines()[-40:]
+            print("---- last lines of " + str(LOG) + " ----", file=sys.stderr)
+            print("\n".join(tail), file=sys.stderr)
+        except OSError:
+            pass
+        sys.exit(1)
+    STAMP.write_text(want + "\n")
+    print(f"tito: .venv ready (log: {LOG.relative_to(REPO)})", file=sys.stderr, flush=True)
+
+
+def main() -> None:
+    if _in_venv() or os.environ.get("TITO_NO_BOOTSTRAP"):
+        from tito.cli import main as cli_main
+        sys.exit(cli_main())
+    setup_venv()
+    py = _venv_python()
+    env = dict(os.environ)
+    env["VIRTUAL_ENV"] = str(VENV)
+    env["PATH"] = str(py.parent) + os.pathsep + env.get("PATH", "")
+    env.pop("PYTHONHOME", None)
+    os.chdir(REPO)
+    os.execve(str(py), [str(py), "-m", "tito", *sys.argv[1:]], env)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""tito: the TinyTorch course command line. `tito --help` lists the commands."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tito.config import TitoError
+
+NOT_YET = 2  # exit code of commands that are not implemented yet
+
+
+def _module_help() -> str:
+    try:
+        from tito.config import Course
+        mods = Course.load().modules
+        return "module number or name (" + ", ".join(mods) + ")"
+    except Exception:  # noqa: BLE001 - help must work even outside a course
+        return "module number or name, e.g. 19 or 19_benchmarking"
+
+
+def _stub(name: str):
+    def run(args) -> int:
+        print(f"tito {name}: not implemented yet", file=sys.stderr)
+        return NOT_YET
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    mh = _module_help()
+    p = argparse.ArgumentParser(
+        prog="tito", description="TinyTorch course tool: export, test, release and benchmark the course modules.",
+        epilog="Run `python3 -m tito COMMAND --help` for a command's options.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def lazy(modname: str, fn: str = "run"):
+        def run(args):
+            import importlib
+            return getattr(importlib.import_module(f"tito.commands.{modname}"), fn)(args)
+        return run
+
+    s = sub.add_parser("export", help="modules/*_dev.py -> nbs/*.ipynb -> tinytorch/ (deterministic)",
+                       description="Convert module sources to notebooks (jupytext, cell ids kept) and export "
+                                   "the package with nbdev. Writes only files whose bytes change.")
+    s.add_argument("modules", nargs="*", metavar="MODULE", help=mh + "; default: all")
+    s.add_argument("--check", action="store_true",
+                   help="export into a temporary copy and report every differing, missing or extra file; "
+                        "never touches the tree; non-zero exit if anything differs")
+    s.set_defaults(func=lazy("export"))
+
+    s = sub.add_parser("test", help="export check, inline tests, notebooks, pytest; one summary",
+                       description="Run every test: export check, each module's inline tests, each notebook "
+                                   "(nbclient), and the pytest suite. With MODULEs: only those modules and "
+                                   "their pytest files (tests/**/test_NN_*.py).")
+    s.add_argument("modules", nargs="*", metavar="MODULE", help=mh + "; default: all")
+    s.add_argument("-v", "--verbose", action="store_true", help="show test output and pytest's report")
+    s.set_defaults(func=lazy("test"))
+
+    s = sub.add_parser("module", help="student workflow: `module complete N`, `module start N`",
+                       description="Student workflow commands for one module.")
+    msub = s.add_subparsers(dest="module_command", metavar="ACTION", required=True)
+    c = msub.add_parser("complete", help="inline tests -> export -> integration tests, with a summary",
+                        description="Run the module's inline tests, export it, run its integration tests "
+                                    "against the exported package, and summarise.")
+    c.add_argument("module", metavar="MODULE", help=mh)
+    c.set_defaults(func=lazy("module", "run_complete"))
+    c = msub.add_parser("start", help="(not implemented yet) set up a student workspace for a module",
+                        description="Not implemented yet: copy a module's student release into the workspace.")
+    c.add_argument("module", metavar="MODULE", help=mh)
+    c.set_defaults(func=_stub("module start"))
+
+    s = sub.add_parser("release", help="nbgrader student release into release/NN_name/, with a leak check",
+                       description="Generate the student version (nbgrader generate_assignment; solutions "
+                                   "become `raise NotImplementedError`), copy it to release/NN_name/, and "
+                                   "fail if any solution or hidden-test line is still in it.")
+    s.add_argument("modules", nargs="+", metavar="MODULE", help=mh)
+    s.add_argument("--release-dir", default=None, help="where to put the release (default: settings.ini release_dir)")
+    s.add_argument("--nbgrader-dir", default=None, help="nbgrader course dir (default: settings.ini nbgrader_dir)")
+    s.set_defaults(func=lazy("release"))
+
+    s = sub.add_parser("benchmark", help="benchmark a model on this machine (default: bundled digits CNN)",
+                       description="Measure latency (distribution, CI) and, for the bundled default model, "
+                                   "accuracy on held-out digits; save JSON with system info.")
+    s.add_argument("--output-dir", default=None, help="where result files go (default: benchmark_results/)")
+    s.add_argument("--runs", type=int, default=30, help="timed samples (default: 30)")
+    s.add_argument("--quiet", action="store_true", help="print only the result file path")
+    s.add_argument("--model", default=None, metavar="FILE", help="saved model: TorchScript or torch.save(nn.Module)")
+    s.add_argument("--input-shape", default=None, metavar="SHAPE", help="input shape, e.g. 1,1,8,8")
+    s.set_defaults(func=lazy("benchmark"))
+
+    for name, text in [("grade", "autograde student submissions (nbgrader) and report scores"),
+                       ("status", "show the state of each module (exported, tested, released)"),
+                       ("olympics", "run the capstone Olympic events and score a submission"),
+                       ("bench-quality", "measure the measurement quality of the benchmark harness")]:
+        s = sub.add_parser(name, help=f"(not implemented yet) {text}",
+                           description=f"Not implemented yet: {text}.")
+        s.set_defaults(func=_stub(name))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except TitoError as e:
+        print(f"tito: error: {e}", file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        print("tito: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

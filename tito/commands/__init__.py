@@ -1,0 +1,1 @@
+"""tito subcommands; each module exposes plain functions the CLI and tests call."""

@@ -1,0 +1,91 @@
+"""Course settings (settings.ini) and module name resolution."""
+from __future__ import annotations
+
+import configparser
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class TitoError(Exception):
+    """An error tito reports as one clear line (no traceback); exit code `code`."""
+
+    def __init__(self, msg: str, code: int = 1):
+        super().__init__(msg)
+        self.code = code
+
+
+def find_root(start: Path | None = None) -> Path:
+    """The course root: nearest folder upward holding settings.ini and pyproject.toml."""
+    p = Path(start or Path.cwd()).resolve()
+    for d in [p, *p.parents]:
+        if (d / "settings.ini").is_file() and (d / "pyproject.toml").is_file():
+            return d
+    # fall back to the checkout tito itself lives in
+    here = Path(__file__).resolve().parent.parent
+    if (here / "settings.ini").is_file():
+        return here
+    raise TitoError("cannot find the course root (a folder with settings.ini and pyproject.toml)")
+
+
+@dataclass
+class Course:
+    root: Path
+    course_id: str = "tinytorch"
+    modules: list[str] = field(default_factory=list)
+    modules_dir: Path = Path("modules")
+    nbs_dir: Path = Path("nbs")
+    lib_dir: Path = Path("tinytorch")
+    release_dir: Path = Path("release")
+    nbgrader_dir: Path = Path("build/nbgrader")
+    workspace_dir: Path = Path("workspace")
+    cell_timeout: int = 300
+
+    @classmethod
+    def load(cls, root: Path | None = None) -> "Course":
+        root = Path(root).resolve() if root else find_root()
+        cp = configparser.ConfigParser(inline_comment_prefixes=("#", ";"))
+        ini = root / "settings.ini"
+        if not cp.read(ini, encoding="utf-8"):
+            raise TitoError(f"cannot read {ini}")
+        s = cp["course"] if cp.has_section("course") else cp[cp.default_section]
+        get = lambda k, d: s.get(k, d).strip()
+        return cls(
+            root=root,
+            course_id=get("course_id", "tinytorch"),
+            modules=get("modules", "").split(),
+            modules_dir=root / get("modules_dir", "modules"),
+            nbs_dir=root / get("nbs_dir", "nbs"),
+            lib_dir=root / get("lib_dir", "tinytorch"),
+            release_dir=root / get("release_dir", "release"),
+            nbgrader_dir=root / get("nbgrader_dir", "build/nbgrader"),
+            workspace_dir=root / get("workspace_dir", "workspace"),
+            cell_timeout=int(get("cell_timeout", "300")),
+        )
+
+    @property
+    def version(self) -> str:
+        data = tomllib.loads((self.root / "pyproject.toml").read_text(encoding="utf-8"))
+        return data.get("project", {}).get("version", "0.0.1")
+
+    def resolve(self, names: list[str] | None) -> list[str]:
+        """Module names ("19" or "19_benchmarking") -> full names; None/[] -> all modules."""
+        if not names:
+            return list(self.modules)
+        out = []
+        for n in names:
+            hit = [m for m in self.modules if n == m or n == m.split("_", 1)[0]
+                   or n.lstrip("0") and n.lstrip("0") == m.split("_", 1)[0].lstrip("0")]
+            if len(hit) != 1:
+                raise TitoError(f"unknown module {n!r}; valid modules: "
+                                + ", ".join(f"{m} ({m.split('_', 1)[0]})" for m in self.modules), code=2)
+            if hit[0] not in out:
+                out.append(hit[0])
+        return out
+
+    def sources(self, module: str) -> list[Path]:
+        """The percent-format sources of a module, sorted by name."""
+        return sorted((self.modules_dir / module).glob("*_dev.py"))
+
+    def notebooks(self, module: str) -> list[Path]:
+        return sorted((self.nbs_dir / module).glob("*.ipynb"))

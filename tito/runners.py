@@ -1,0 +1,208 @@
+"""Building blocks shared by `tito test`, `tito module complete` and (later) `tito grade`.
+
+Every runner returns a StageResult: counts, seconds, and one line per failure.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tito.inline_runner import parse_output
+
+
+@dataclass
+class StageResult:
+    name: str
+    run: int = 0
+    passed: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    failures: list[str] = field(default_factory=list)  # "where: what", first is the first failure
+    skipped_reason: str | None = None
+    details: list[dict] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 and not (self.run == 0 and self.skipped_reason is None)
+
+    def add(self, ok: bool, failure: str | None = None) -> None:
+        self.run += 1
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+            if failure:
+                self.failures.append(failure)
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env.pop("IN_TEST", None)
+    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    env["MPLBACKEND"] = "Agg"
+    bindir = str(Path(sys.executable).parent)
+    if not env.get("PATH", "").startswith(bindir):
+        env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def run_inline(files: list[Path], timeout: float = 900, verbose: bool = False,
+               stage: StageResult | None = None, root: Path | None = None) -> StageResult:
+    """Run each source file's inline tests in a fresh `python -m tito.inline_runner FILE`.
+
+    One test function = one counted test. A file that fails to load, holds no tests, or
+    crashes the runner counts as one failed test of its own.
+    """
+    st = stage or StageResult("inline tests")
+    for f in files:
+        rel = _rel(f, root)
+        t0 = time.perf_counter()
+        try:
+            p = subprocess.run([sys.executable, "-m", "tito.inline_runner", str(f)],
+                               capture_output=True, text=True, timeout=timeout, env=_env(),
+                               cwd=str(root or Path.cwd()))
+            out, err, rc = p.stdout, p.stderr, p.returncode
+        except subprocess.TimeoutExpired as e:
+            out, err, rc = "", f"timed out after {timeout:.0f} s", -1
+        st.seconds += time.perf_counter() - t0
+        res = parse_output(out)
+        if res is None:
+            st.add(False, f"{rel}: runner crashed (exit {rc}): {_tail(err)}")
+            st.details.append({"file": str(f), "ok": False, "error": _tail(err), "tests": []})
+            continue
+        st.details.append(res)
+        if verbose and err.strip():
+            print(err, file=sys.stderr)
+        for t in res["tests"]:
+            st.add(t["status"] == "passed", f"{rel}::{t['name']}: {t['error']}")
+        if res["error"]:
+            st.add(False, f"{rel}: {res['error']}" + (f"\n{_tail(err)}" if "load" in res["error"] else ""))
+    return st
+
+
+def run_notebook(path: Path, timeout: int = 300) -> tuple[bool, str | None, float]:
+    """Execute notebook `path` with nbclient (kernel python3 = this venv's python; cwd = its folder).
+
+    Returns (ok, error, seconds); error names the failing cell and its exception.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    t0 = time.perf_counter()
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    old = dict(os.environ)
+    os.environ.update(_env())
+    try:
+        client.execute()
+        return True, None, time.perf_counter() - t0
+    except CellExecutionError as e:
+        idx = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code" and any(
+            o.get("output_type") == "error" for o in c.get("outputs", []))), None)
+        where = f"cell {idx}" if idx is not None else "a cell"
+        first = (nb.cells[idx].source.strip().splitlines() or [""])[0][:70] if idx is not None else ""
+        return False, f"{where} ({first!r}): {e.ename}: {e.evalue}", time.perf_counter() - t0
+    except (CellTimeoutError, DeadKernelError, RuntimeError) as e:
+        return False, f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}", \
+            time.perf_counter() - t0
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+def run_notebooks(paths: list[Path], timeout: int, root: Path | None = None) -> StageResult:
+    st = StageResult("notebooks")
+    for p in paths:
+        ok, err, secs = run_notebook(p, timeout)
+        st.seconds += secs
+        st.add(ok, f"{_rel(p, root)}: {err}")
+        st.details.append({"notebook": str(p), "ok": ok, "error": err, "seconds": round(secs, 3)})
+    return st
+
+
+def run_pytest(targets: list[Path], root: Path, extra: list[str] | None = None,
+               name: str = "pytest", timeout: float = 1800) -> StageResult:
+    """`python -m pytest -q TARGETS` in `root`; counts read from a JUnit XML report.
+
+    Collection errors and 'no tests collected' (exit 5) are failures.
+    """
+    st = StageResult(name)
+    with tempfile.TemporaryDirectory(prefix="tito-pytest-") as tmp:
+        xml = Path(tmp) / "report.xml"
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
+               *(extra or []), *[str(t) for t in targets]]
+        t0 = time.perf_counter()
+        try:
+            p = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=_env(), timeout=timeout)
+            out, rc = p.stdout + p.stderr, p.returncode
+        except subprocess.TimeoutExpired:
+            out, rc = f"pytest timed out after {timeout:.0f} s", -1
+        st.seconds = time.perf_counter() - t0
+        cases = []
+        if xml.exists():
+            try:
+                cases = list(ET.parse(xml).getroot().iter("testcase"))
+            except ET.ParseError:
+                cases = []
+        for c in cases:
+            bad = c.find("failure") if c.find("failure") is not None else c.find("error")
+            if c.find("skipped") is not None and bad is None:
+                continue
+            nid = f"{c.get('classname', '')}::{c.get('name', '')}".strip(":")
+            msg = (bad.get("message") or "").strip().splitlines()[0][:300] if bad is not None and bad.get("message") else ""
+            st.add(bad is None, f"{nid}: {msg}" if bad is not None else None)
+    st.details.append({"cmd": cmd, "exit": rc, "output": out})
+    if rc == 5:
+        st.add(False, "pytest: no tests collected (exit 5)")
+    elif rc not in (0, 1) or (rc == 1 and st.failed == 0):
+        st.add(False, f"pytest exited {rc}: {_tail(out)}")
+    return st
+
+
+def _tail(text: str, n: int = 6) -> str:
+    lines = [l for l in (text or "").strip().splitlines() if l.strip()]
+    return "\n".join(lines[-n:])
+
+
+def _rel(p: Path, root: Path | None) -> str:
+    try:
+        return str(Path(p).resolve().relative_to(Path(root or Path.cwd()).resolve()))
+    except ValueError:
+        return str(p)
+
+
+def print_table(stages: list[StageResult], title: str = "summary") -> tuple[int, int]:
+    """Print the per-stage table, every failure, and the closing `N passed, N failed` line."""
+    rows = [(s.name, str(s.run), str(s.passed), str(s.failed), f"{s.seconds:.1f}",
+             "skipped: " + s.skipped_reason if s.skipped_reason else ("ok" if s.ok else "FAILED"))
+            for s in stages]
+    hdr = ("stage", "run", "passed", "failed", "seconds", "result")
+    w = [max(len(r[i]) for r in rows + [hdr]) for i in range(len(hdr))]
+    fmt = lambda r: "  ".join(c.ljust(w[i]) if i in (0, 5) else c.rjust(w[i]) for i, c in enumerate(r))
+    print()
+    print(f"== {title} ==")
+    print(fmt(hdr))
+    print("  ".join("-" * x for x in w))
+    for r in rows:
+        print(fmt(r))
+    tp = sum(s.passed for s in stages)
+    tf = sum(s.failed for s in stages)
+    print(fmt(("total", str(sum(s.run for s in stages)), str(tp), str(tf),
+               f"{sum(s.seconds for s in stages):.1f}", "ok" if tf == 0 else "FAILED")))
+    fails = [(s.name, f) for s in stages for f in s.failures]
+    if fails:
+        print()
+        print("failures:")
+        for name, f in fails:
+            print(f"  [{name}] {f}")
+    print()
+    print(f"{tp} passed, {tf} failed")
+    return tp, tf
