@@ -45,12 +45,33 @@ def write_course_config(course_dir: Path, course_id: str, timeout: int = 300) ->
 
 def run_nbgrader(course_dir: Path, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
     """`python -m nbgrader ARGS` in `course_dir`; raises TitoError with its log on failure."""
+    from tito.runners import _env  # venv bin on PATH: nbgrader runs the `alembic` script
+
     p = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course_dir,
-                       capture_output=True, text=True, timeout=timeout)
+                       capture_output=True, text=True, timeout=timeout, env=_env())
     if p.returncode != 0:
         log = "\n".join((p.stdout + p.stderr).strip().splitlines()[-30:])
         raise TitoError(f"nbgrader {' '.join(args)} failed (exit {p.returncode}):\n{log}")
     return p
+
+
+NBGRADER_REQUIRED = {"schema_version": 3, "grade": False, "locked": False, "solution": False}
+
+
+def write_normalized(nb_path: Path, dest: Path) -> None:
+    """Copy a notebook, filling each nbgrader cell header's missing required keys.
+
+    nbgrader 0.9's schema v3 requires schema_version, grade, locked and solution in every
+    nbgrader cell; module headers may give only the true ones (the schema defaults are false).
+    Solution cells are also locked=false; graded test cells keep what they say.
+    """
+    nb = json.loads(Path(nb_path).read_text(encoding="utf-8"))
+    for c in nb.get("cells", []):
+        meta = c.get("metadata", {}).get("nbgrader")
+        if isinstance(meta, dict):
+            for k, v in NBGRADER_REQUIRED.items():
+                meta.setdefault(k, v)
+    Path(dest).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def generate_assignment(course_dir: Path, assignment: str, notebooks: list[Path], course_id: str,
@@ -66,7 +87,7 @@ def generate_assignment(course_dir: Path, assignment: str, notebooks: list[Path]
         shutil.rmtree(src)
     src.mkdir(parents=True)
     for nb in notebooks:
-        shutil.copy2(nb, src / Path(nb).name)
+        write_normalized(nb, src / Path(nb).name)
     run_nbgrader(course_dir, "generate_assignment", assignment, "--force")
     out = course_dir / "release" / assignment
     if not out.exists():
@@ -173,7 +194,7 @@ def autograde(course_dir: Path, assignment: str, student: str, notebooks: list[P
         shutil.rmtree(sub)
     sub.mkdir(parents=True)
     for nb in notebooks:
-        shutil.copy2(nb, sub / Path(nb).name)
+        write_normalized(nb, sub / Path(nb).name)
     run_nbgrader(course_dir, "autograde", assignment, "--student", student, "--force")
     return scores(course_dir, assignment, student)
 

@@ -31,10 +31,8 @@ def _imports():
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
-    try:
-        dims = tuple(int(p) for p in text.replace("x", ",").split(",") if p.strip())
-    except ValueError:
-        dims = ()
+    parts = [p.strip() for p in re.split(r"[,x]", text.strip().strip("()[]"))]
+    dims = tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else ()
     if not dims or any(d < 1 for d in dims):
         raise TitoError(f"--input-shape: expected positive integers like 1,1,8,8; got {text!r}", code=2)
     return dims

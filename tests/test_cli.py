@@ -1,0 +1,76 @@
+"""tito's command line: help for every command, clear errors, exit codes."""
+import subprocess
+import sys
+
+import pytest
+
+from tito.cli import build_parser, main
+
+COMMANDS = ["export", "test", "module", "module complete", "module start", "release", "benchmark",
+            "grade", "status", "olympics", "bench-quality"]
+
+
+def test_top_help(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for c in ["export", "test", "module", "release", "benchmark", "grade", "status", "olympics", "bench-quality"]:
+        assert c in out
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
+def test_every_command_has_help(cmd, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(cmd.split() + ["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: tito " + cmd)
+    assert len(out.splitlines()) >= 3
+
+
+def test_every_subparser_listed():
+    p = build_parser()
+    sub = next(a for a in p._actions if a.dest == "command")
+    assert set(sub.choices) == {"export", "test", "module", "release", "benchmark", "grade", "status",
+                                "olympics", "bench-quality"}
+
+
+def test_unknown_module_lists_valid(capsys, monkeypatch, root):
+    monkeypatch.chdir(root)
+    for argv in (["export", "42"], ["test", "42"], ["release", "42"], ["module", "complete", "42"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "unknown module '42'" in err and "15_profiling" in err and "19_benchmarking" in err
+
+
+def test_module_names_resolve(course):
+    assert course.resolve(["19"]) == ["19_benchmarking"]
+    assert course.resolve(["19_benchmarking", "15"]) == ["19_benchmarking", "15_profiling"]
+    assert course.resolve([]) == course.modules
+
+
+def test_unknown_command(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["frobnicate"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice" in err and "export" in err
+
+
+@pytest.mark.parametrize("cmd", [["grade"], ["status"], ["olympics"], ["bench-quality"], ["module", "start", "19"]])
+def test_stubs_exit_2(cmd, capsys):
+    assert main(cmd) == 2
+    assert "not implemented yet" in capsys.readouterr().err
+
+
+def test_export_check_exit_code(root):
+    p = subprocess.run([sys.executable, "-m", "tito", "export", "--check"], cwd=root, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "in sync" in p.stdout
+
+
+def test_benchmark_bad_shape(capsys, monkeypatch, root):
+    monkeypatch.chdir(root)
+    assert main(["benchmark", "--model", "nope.pt", "--input-shape", "1,x"]) == 2
+    assert "--input-shape" in capsys.readouterr().err

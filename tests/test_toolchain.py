@@ -1,0 +1,237 @@
+"""The toolchain: export in sync and idempotent, inline runner, package hygiene, release, autograde."""
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tito import nbgrader_glue
+from tito.commands import export as export_cmd
+from tito.commands.release import release
+from tito.config import Course, TitoError
+from tito.inline_runner import parse_output
+
+TINY_SRC = '''\
+# %% [markdown]
+# # Tiny module
+
+# %%
+#| default_exp tiny
+
+# %%
+#| export
+def double(x):
+    "Twice x."
+    return 2 * x
+
+def _helper():
+    return 1
+
+# %% nbgrader={"grade": false, "grade_id": "triple", "solution": true, "schema_version": 3}
+#| export
+def triple(x):
+    ### BEGIN SOLUTION
+    result_of_tripling = 3 * x
+    return result_of_tripling
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-triple", "locked": true, "points": 2, "schema_version": 3}
+def test_unit_triple():
+    assert triple(2) == 6
+
+# %%
+def test_unit_double():
+    assert double(2) == 4
+
+# %%
+if __name__ == "__main__":
+    print("DEMO RAN")
+    test_unit_double()
+'''
+
+
+@pytest.fixture()
+def tiny_course(tmp_path, root):
+    """A one-module course in a temp dir, using this repo's pyproject.toml."""
+    shutil.copy2(root / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "settings.ini").write_text(
+        "[course]\ncourse_id = tiny\nmodules = 01_tiny\nmodules_dir = modules\nnbs_dir = nbs\n"
+        "release_dir = release\nnbgrader_dir = build/nbgrader\ncell_timeout = 60\n")
+    (tmp_path / "modules" / "01_tiny").mkdir(parents=True)
+    (tmp_path / "modules" / "01_tiny" / "tiny_dev.py").write_text(TINY_SRC)
+    return tmp_path
+
+
+def _snapshot(d: Path) -> dict:
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+# ---- export -----------------------------------------------------------------------------
+
+def test_export_in_sync(root):
+    d = export_cmd.check(root)
+    assert d.clean, "run `tito export`:\n" + "\n".join(d.lines())
+
+
+def test_export_idempotent(root, tmp_path):
+    """Export into a temp copy, export again: identical bytes, nothing reported."""
+    first = export_cmd.build_export(root, tmp_path)
+    before = _snapshot(tmp_path)
+    d = export_cmd.export(first.root)
+    assert d.clean, d.lines()
+    assert _snapshot(tmp_path) == before
+
+
+def test_tiny_export_roundtrip(tiny_course):
+    d = export_cmd.export(tiny_course)
+    assert "tinytorch/tiny.py" in d.missing and "nbs/01_tiny/tiny_dev.ipynb" in d.missing
+    snap = _snapshot(tiny_course)
+    assert export_cmd.export(tiny_course).clean
+    assert _snapshot(tiny_course) == snap  # second export writes nothing
+    assert export_cmd.check(tiny_course).clean
+    code = (tiny_course / "tinytorch" / "tiny.py").read_text()
+    assert "__all__ = ['double', 'triple']" in code
+    assert "test_unit" not in code and "DEMO RAN" not in code
+    assert (tiny_course / "tinytorch" / "__init__.py").read_text().startswith('__version__ = "')
+    # a changed source is reported by --check, with the files it affects, and the tree is untouched
+    src = tiny_course / "modules" / "01_tiny" / "tiny_dev.py"
+    src.write_text(src.read_text().replace("return 2 * x", "return x + x"))
+    d = export_cmd.check(tiny_course)
+    assert set(d.changed) == {"nbs/01_tiny/tiny_dev.ipynb", "tinytorch/tiny.py"}
+    assert _snapshot(tiny_course) == {**snap, "modules/01_tiny/tiny_dev.py": src.read_bytes()}
+    # an extra generated file is reported and removed by export
+    (tiny_course / "tinytorch" / "stale.py").write_text("x = 1\n")
+    assert "tinytorch/stale.py" in export_cmd.check(tiny_course).extra
+    export_cmd.export(tiny_course)
+    assert not (tiny_course / "tinytorch" / "stale.py").exists()
+    assert export_cmd.check(tiny_course).clean
+
+
+def test_cell_ids_stable(tiny_course):
+    export_cmd.export(tiny_course)
+    nb = tiny_course / "nbs" / "01_tiny" / "tiny_dev.ipynb"
+    ids = [c["id"] for c in json.loads(nb.read_text())["cells"]]
+    src = tiny_course / "modules" / "01_tiny" / "tiny_dev.py"
+    src.write_text(src.read_text().replace("Twice x.", "Two times x."))
+    export_cmd.export(tiny_course)
+    assert [c["id"] for c in json.loads(nb.read_text())["cells"]] == ids
+
+
+# ---- inline runner ----------------------------------------------------------------------
+
+def _run_inline(path: Path) -> tuple[int, dict]:
+    p = subprocess.run([sys.executable, "-m", "tito.inline_runner", str(path)], capture_output=True, text=True)
+    return p.returncode, parse_output(p.stdout)
+
+
+def test_inline_runner_passes_and_skips_main(tiny_course):
+    rc, res = _run_inline(tiny_course / "modules" / "01_tiny" / "tiny_dev.py")
+    assert rc == 0 and res["ok"]
+    assert [t["name"] for t in res["tests"]] == ["test_unit_triple", "test_unit_double"]
+    assert res["passed"] == 2 and res["failed"] == 0
+
+
+def test_inline_runner_reports(tmp_path):
+    f = tmp_path / "x_dev.py"
+    f.write_text(textwrap.dedent('''
+        class Model:
+            def forward(self):
+                raise NotImplementedError("not yet implemented")
+        def test_unit_a():
+            Model().forward()
+        def test_unit_b():
+            assert 1 == 2, "one is not two"
+        def test_module():
+            pass
+    '''))
+    rc, res = _run_inline(f)
+    assert rc == 1 and not res["ok"]
+    by = {t["name"]: t for t in res["tests"]}
+    assert list(by) == ["test_unit_a", "test_unit_b", "test_module"]
+    assert by["test_unit_a"]["error"] == "not yet implemented: Model.forward"
+    assert by["test_unit_b"]["error"].startswith("AssertionError: one is not two")
+    assert by["test_module"]["status"] == "passed"
+
+    f.write_text("def helper():\n    return 1\n")
+    rc, res = _run_inline(f)
+    assert rc == 1 and res["error"].startswith("no tests found")
+
+    f.write_text("import no_such_module_xyz\ndef test_unit_a():\n    pass\n")
+    rc, res = _run_inline(f)
+    assert rc == 1 and "ModuleNotFoundError" in res["error"]
+
+
+# ---- exported package hygiene --------------------------------------------------------------
+
+def _exported_modules(root):
+    lib = root / "tinytorch"
+    return sorted(".".join(p.relative_to(root).with_suffix("").parts) for p in lib.rglob("*.py")
+                  if not p.name.startswith("_"))
+
+
+def test_import_runs_no_tests(root):
+    mods = _exported_modules(root)
+    assert "tinytorch.benchmarking.benchmark" in mods
+    code = ("import importlib, json, sys\n"
+            f"mods = {mods!r}\n"
+            "out = {}\n"
+            "for m in mods:\n"
+            "    mod = importlib.import_module(m)\n"
+            "    out[m] = {'all': list(getattr(mod, '__all__', [])),\n"
+            "              'tests': [n for n in vars(mod) if n.startswith('test_')]}\n"
+            "sys.stderr.write('RESULT' + json.dumps(out))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "", f"importing the package printed: {p.stdout[:500]}"
+    res = json.loads(p.stderr.split("RESULT", 1)[1])
+    for m, info in res.items():
+        assert info["tests"] == [], f"{m} defines test functions {info['tests']}"
+        bad = [n for n in info["all"] if n.startswith("_") or n.startswith("test_")]
+        assert not bad, f"{m}.__all__ holds non-public names {bad}"
+
+
+# ---- release and grading ------------------------------------------------------------------
+
+def test_release_19_has_no_solutions(course, tmp_path):
+    res = release(course, "19_benchmarking", release_dir=tmp_path / "release", course_dir=tmp_path / "nbg")
+    assert not res.leaks, "\n".join(map(str, res.leaks))
+    assert res.notebooks and all(p.exists() for p in res.notebooks)
+    secrets = nbgrader_glue.secret_lines(course.notebooks("19_benchmarking"))
+    assert secrets, "module 19 has no solution regions"
+    text = "\n".join(l.strip() for p in res.notebooks for cell in nbgrader_glue._cell_lines(p) for l in cell)
+    assert not [s for s in secrets if s in text.splitlines()]
+    assert 'raise NotImplementedError("not yet implemented")' in text
+    assert not (course.root / "release" / "tmp").exists()
+
+
+def test_leak_check_finds_a_leak(tiny_course):
+    export_cmd.export(tiny_course)
+    src = tiny_course / "nbs" / "01_tiny" / "tiny_dev.ipynb"
+    leaky = tiny_course / "leaky.ipynb"
+    leaky.write_text(src.read_text().replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", ""))
+    leaks = nbgrader_glue.leak_check([src], [leaky])
+    assert any(l.line == "result_of_tripling = 3 * x" for l in leaks)
+    assert nbgrader_glue.leak_check([src], [src])  # markers themselves count as leaks
+
+
+@pytest.mark.slow
+def test_autograde_solution_full_marks_release_zero(course, tmp_path):
+    module = "19_benchmarking"
+    graded = nbgrader_glue.module_assignment_notebooks(course.nbs_dir, module)
+    assert graded, "module 19 has no nbgrader notebooks"
+    cdir = tmp_path / "nbg"
+    rel = nbgrader_glue.generate_assignment(cdir, module, graded, course.course_id, course.cell_timeout)
+    full = nbgrader_glue.autograde(cdir, module, "solution", graded)
+    assert full["max_score"] > 0 and full["score"] == full["max_score"], full
+    zero = nbgrader_glue.autograde(cdir, module, "blank", sorted(rel.glob("*.ipynb")))
+    assert zero["score"] == 0 and zero["max_score"] == full["max_score"], zero
+
+
+def test_release_unknown_module(course):
+    with pytest.raises(TitoError) as e:
+        course.resolve(["42"])
+    assert "19_benchmarking" in str(e.value) and "15_profiling" in str(e.value)
