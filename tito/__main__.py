@@ -19,6 +19,7 @@ VENV = REPO / ".venv"
 STAMP = VENV / "tito-setup.stamp"
 LOG = VENV / "tito-setup.log"
 TORCH_PIN = "torch==2.13.0"
+EDITABLE_MODE = "editable_mode=compat"
 
 
 def _venv_python() -> Path:
@@ -40,6 +41,7 @@ def deps_hash() -> str:
         *proj.get("dependencies", []),
         *sorted(f"{k}={v}" for k, v in proj.get("scripts", {}).items()),
         repr(data.get("build-system", {})),
+        EDITABLE_MODE,
     ])
     return hashlib.sha256(key.encode()).hexdigest()
 
@@ -68,7 +70,10 @@ def setup_venv() -> None:
         with open(LOG, "w", encoding="utf-8") as log:
             # torch first and pinned: an unpinned resolve pulls a multi-GB CUDA build
             _run_logged([py, "-m", "pip", "install", "--disable-pip-version-check", TORCH_PIN], log)
-            _run_logged([py, "-m", "pip", "install", "--disable-pip-version-check", "-e", "."], log)
+            # compat mode: a .pth puts the repo root on sys.path, so packages exported after
+            # set-up (tinytorch/ on a fresh course) are importable from notebooks' kernels too
+            _run_logged([py, "-m", "pip", "install", "--disable-pip-version-check", "-e", ".",
+                         "--config-settings", EDITABLE_MODE], log)
     except (RuntimeError, OSError) as e:
         print(f"tito: set-up failed: {e}", file=sys.stderr)
         try:

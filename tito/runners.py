@@ -101,8 +101,11 @@ def run_notebook(path: Path, timeout: int = 300) -> tuple[bool, str | None, floa
                             resources={"metadata": {"path": str(path.parent)}})
     old = dict(os.environ)
     os.environ.update(_env())
+    kernel_err = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
     try:
-        client.execute()
+        # the kernel's own stderr (ipykernel's transport warning, crashes) goes to a file,
+        # shown only when the kernel dies
+        client.execute(stderr=kernel_err)
         return True, None, time.perf_counter() - t0
     except CellExecutionError as e:
         idx = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code" and any(
@@ -111,9 +114,12 @@ def run_notebook(path: Path, timeout: int = 300) -> tuple[bool, str | None, floa
         first = (nb.cells[idx].source.strip().splitlines() or [""])[0][:70] if idx is not None else ""
         return False, f"{where} ({first!r}): {e.ename}: {e.evalue}", time.perf_counter() - t0
     except (CellTimeoutError, DeadKernelError, RuntimeError) as e:
-        return False, f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}", \
-            time.perf_counter() - t0
+        kernel_err.seek(0)
+        tail = _tail(kernel_err.read(), 4) if isinstance(e, DeadKernelError) else ""
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return False, f"{type(e).__name__}: {first}" + (f"\n{tail}" if tail else ""), time.perf_counter() - t0
     finally:
+        kernel_err.close()
         os.environ.clear()
         os.environ.update(old)
 

@@ -42,8 +42,8 @@ def run_tests(course: Course, modules: list[str] | None = None, verbose: bool = 
     chk = check_stage(course)
     stages.append(chk)
     if not chk.ok:
+        print("export check failed: run `tito export` first (stopping here)")
         print_table(stages, "tito test")
-        print("export is out of date: run `tito export` first")
         return 1
 
     print("[2/4] inline tests ...", flush=True)
