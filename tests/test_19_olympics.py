@@ -1,0 +1,241 @@
+"""TorchPerf Olympics: submissions round-trip, tampering and broken rules are rejected, verification
+re-measures, leaderboard ranks and ties hand-made submissions, technique comparison and ablation."""
+import copy
+import hashlib
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from tinytorch.benchmarking.benchmark import Benchmark, OlympicEvent  # must keep working
+from tinytorch.benchmarking.digits import DigitsCNN, load_digits_split
+from tinytorch.benchmarking.olympics import (
+    EVENT_RULES, SUBMISSION_SCHEMA, _improvements, _score, ablation, check_constraints,
+    compare_optimization_techniques, default_olympics_models, generate_submission, get_event, leaderboard,
+    rank_with_ties, validate_submission, verify_submission, weights_sha256,
+)
+from tinytorch.benchmarking.optimize import prune_magnitude, quantize_int8
+
+
+@pytest.fixture(scope="module")
+def models():
+    return default_olympics_models()
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_digits_split("test")
+
+
+@pytest.fixture(scope="module")
+def submission(models, digits, tmp_path_factory):
+    base, opt = models
+    path = tmp_path_factory.mktemp("subs") / "memory.json"
+    sub = generate_submission(base, opt, OlympicEvent.MEMORY_CHALLENGE, digits, participant="team-a",
+                              techniques=["prune", "int8"], output_path=path, measurement_runs=10)
+    return path, sub
+
+
+def test_submission_contents(submission, models):
+    path, sub = submission
+    doc = json.loads(path.read_text())
+    assert doc["schema"] == SUBMISSION_SCHEMA and doc["version"] == 1
+    assert doc["event"] == "memory_challenge" and doc["participant"] == "team-a"
+    assert doc["models"]["optimized"]["sha256"] == weights_sha256(models[1])
+    assert doc["models"]["optimized"]["quantization"]["mode"] == "static"
+    assert len(doc["measurements"]["baseline"]["latency"]["values"]) == 10
+    assert len(doc["measurements"]["optimized"]["accuracy"]["per_sample_correct"]) == 450
+    for k in ("speedup", "compression_ratio", "accuracy_delta"):
+        imp = doc["improvements"][k]
+        assert imp["ci_lower"] <= imp["value"] <= imp["ci_upper"], k
+    assert "cpu_model" in doc["system_info"]
+
+
+def test_quantized_pruned_digits_wins_memory_challenge(submission):
+    _, sub = submission
+    comp = sub["improvements"]["compression_ratio"]
+    # independent reference: torch.save sizes of the two state_dicts
+    assert comp["value"] > 1.5 and comp["significant"]
+    assert sub["constraints_met"] and sub["measurements"]["optimized"]["accuracy"]["accuracy"] >= 0.85
+    assert sub["score"]["ci_lower"] > 1.0, "the win must hold across the whole interval"
+    acc = sub["improvements"]["accuracy_delta"]
+    assert acc["value"] >= -0.02
+
+
+def test_roundtrip_validates_and_one_edit_fails(submission, tmp_path):
+    path, _ = submission
+    assert validate_submission(path) == {**validate_submission(path), "valid": True, "reasons": []}
+    doc = json.loads(path.read_text())
+    for edit, where in [
+        (lambda d: d["measurements"]["optimized"]["latency"].__setitem__("median", 0.001), "latency.median"),
+        (lambda d: d["improvements"]["compression_ratio"].__setitem__("value", 9.0), "compression_ratio"),
+        (lambda d: d["measurements"]["baseline"]["accuracy"]["per_sample_correct"].__setitem__(0, 1 - d["measurements"]["baseline"]["accuracy"]["per_sample_correct"][0]), "accuracy"),
+        (lambda d: d["score"].__setitem__("value", 100.0), "score"),
+        (lambda d: d.__setitem__("version", 2), "version"),
+        (lambda d: d.__setitem__("schema", "other"), "schema"),
+        (lambda d: d.__setitem__("event", "marathon"), "event"),
+    ]:
+        bad = copy.deepcopy(doc)
+        edit(bad)
+        p = tmp_path / "edited.json"
+        p.write_text(json.dumps(bad))
+        rep = validate_submission(p)
+        assert not rep["valid"], where
+        assert any(where in r for r in rep["reasons"]), (where, rep["reasons"])
+    p = tmp_path / "truncated.json"
+    p.write_text(path.read_text()[: len(path.read_text()) // 2])
+    rep = validate_submission(p)
+    assert not rep["valid"] and "JSON" in rep["reasons"][0]
+    with pytest.raises(FileNotFoundError, match="path"):
+        validate_submission(tmp_path / "nope.json")
+
+
+def test_constraint_breaking_submission_is_rejected(models, digits, tmp_path):
+    base, _ = models
+    torch.manual_seed(0)
+    sub = generate_submission(base, DigitsCNN(), "latency_sprint", digits, measurement_runs=5,
+                              output_path=tmp_path / "untrained.json")
+    assert not sub["constraints_met"]
+    rep = validate_submission(tmp_path / "untrained.json")
+    assert not rep["valid"] and any("breaks the latency_sprint rule: accuracy >= 0.85" in r for r in rep["reasons"])
+
+
+def test_verify_rebuilds_and_detects_hash_mismatch(submission, models, digits):
+    path, _ = submission
+    base, opt = models
+    rep = verify_submission(path, opt, digits, baseline_model=base, measurement_runs=8)
+    by = {c["claim"]: c for c in rep["checks"]}
+    assert by["optimized weights sha256"]["holds"] and by["optimized accuracy"]["holds"]
+    assert by["compression_ratio"]["holds"]
+    # a different model: the hash no longer matches, whatever its measurements
+    other = prune_magnitude(base, 0.3)
+    rep2 = verify_submission(path, other, digits, measurement_runs=5)
+    assert not rep2["verified"]
+    assert not {c["claim"]: c for c in rep2["checks"]}["optimized weights sha256"]["holds"]
+    assert any("sha256" in r for r in rep2["reasons"])
+
+
+def test_weights_sha256_matches_definition():
+    m = nn.Linear(3, 2)
+    sd = m.state_dict()
+    h = hashlib.sha256()
+    for k in sorted(sd):
+        t = sd[k]
+        h.update(k.encode() + b"\0" + f"{t.dtype}|{tuple(t.shape)}|".encode() + t.numpy().tobytes())
+    assert weights_sha256(m) == h.hexdigest()
+    m2 = copy.deepcopy(m)
+    with torch.no_grad():
+        m2.weight[0, 0] += 1e-6
+    assert weights_sha256(m2) != weights_sha256(m)
+    q1 = quantize_int8(nn.Sequential(nn.Linear(8, 8)))
+    assert weights_sha256(q1) == weights_sha256(copy.deepcopy(q1))
+
+
+def _hand_made(participant, base_bytes, opt_bytes, base_lat, opt_lat, acc_flags_opt, event="memory_challenge", seed=0):
+    n = len(acc_flags_opt)
+    base_flags = [1] * n
+
+    def meas(lat, flags, nbytes):
+        from tinytorch.benchmarking.benchmark import BenchmarkResult, wilson_interval
+        k = int(sum(flags))
+        return {"latency": BenchmarkResult("latency", lat, unit="ms").to_dict(),
+                "accuracy": {"correct": k, "count": n, "accuracy": k / n, "wilson_95": list(wilson_interval(k, n)),
+                             "per_sample_correct": flags},
+                "model_size": {"bytes": nbytes, "mb": nbytes / 2**20, "method": "hand-made"}}
+
+    m = {"baseline": meas(base_lat, base_flags, base_bytes), "optimized": meas(opt_lat, acc_flags_opt, opt_bytes)}
+    ev = get_event(event)
+    imp = _improvements(m["baseline"], m["optimized"], seed)
+    checks = check_constraints(ev, {"accuracy": m["optimized"]["accuracy"]["accuracy"],
+                                    "latency_ms": m["optimized"]["latency"]["median"],
+                                    "model_size_mb": m["optimized"]["model_size"]["mb"]})
+    return {"schema": SUBMISSION_SCHEMA, "version": 1, "event": ev.value, "participant": participant,
+            "techniques": [], "system_info": {}, "protocol": {"seed": seed},
+            "models": {"baseline": {"sha256": "0" * 64}, "optimized": {"sha256": "1" * 64}},
+            "measurements": m, "improvements": imp, "constraints": checks,
+            "constraints_met": all(c["passed"] for c in checks), "score": _score(ev, m["optimized"], imp)}
+
+
+def test_leaderboard_ranks_ties_and_rejects(tmp_path):
+    lat = [1.0, 1.1, 0.9, 1.05, 0.95, 1.0]
+    good = [1] * 95 + [0] * 5
+    subs = {
+        "a": _hand_made("alice", 4000, 1000, lat, lat, good),    # compression 4
+        "b": _hand_made("bob", 4000, 2000, lat, lat, good),      # compression 2
+        "c": _hand_made("carol", 3000, 1500, lat, lat, good),    # compression 2: tied with bob (exact, equal)
+        "d": _hand_made("dave", 4000, 500, lat, lat, [1] * 80 + [0] * 20),  # compression 8 but accuracy 80% < 85%
+    }
+    for k, d in subs.items():
+        (tmp_path / f"{k}.json").write_text(json.dumps(d))
+    (tmp_path / "broken.json").write_text('{"schema": "tinytorch-olympics-submission", "vers')
+    other_event = _hand_made("erin", 4000, 1000, lat, [0.5 * v for v in lat], good, event="latency_sprint")
+    (tmp_path / "e.json").write_text(json.dumps(other_event))
+    board = leaderboard(tmp_path, "memory_challenge", output_path=tmp_path / "out" / "board")
+    t = board["table"]
+    assert list(t["participant"]) == ["alice", "bob", "carol"]
+    assert list(t["rank"]) == [1, 2, 2] and list(t["tied"]) == [False, True, True]
+    rejected = {p.split("/")[-1]: r for p, r in ((i["path"], i["reasons"]) for i in board["invalid"])}
+    assert set(rejected) == {"d.json", "broken.json"}
+    assert any("accuracy >= 0.85" in r for r in rejected["d.json"])
+    assert "Rejected" in board["markdown"] and "(tied)" in board["markdown"]
+    assert (tmp_path / "out" / "board.csv").read_text().startswith("rank,tied,participant")
+    sprint = leaderboard(tmp_path, OlympicEvent.LATENCY_SPRINT)["table"]
+    assert list(sprint["participant"]) == ["erin"] and sprint["score"][0] == pytest.approx(2.0)
+
+
+def test_leaderboard_overlapping_latency_intervals_tie(tmp_path):
+    rng = np.random.default_rng(0)
+    base = list(1.0 + 0.3 * rng.random(12))
+    fast = list(0.5 + 0.3 * rng.random(12))
+    fast2 = list(0.52 + 0.3 * rng.random(12))
+    slow = list(0.98 + 0.02 * rng.random(12))
+    flags = [1] * 100
+    for name, lat in (("x", fast), ("y", fast2), ("z", slow)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(_hand_made(name, 100, 100, base, lat, flags, "latency_sprint")))
+    t = leaderboard(tmp_path, "latency_sprint")["table"]
+    ranks = dict(zip(t["participant"], t["rank"]))
+    assert ranks["x"] == ranks["y"] == 1, "overlapping speedup intervals must tie"
+    assert ranks["z"] == 3
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="latency_sprint"):
+        get_event("sprint")
+    with pytest.raises(ValueError, match="event"):
+        check_constraints("marathon", {})
+    with pytest.raises(FileNotFoundError, match="submissions_dir"):
+        leaderboard("/nonexistent/folder", "memory_challenge")
+    assert rank_with_ties([(1, 2), (1.5, 3)]) == [1, 1]
+    assert set(EVENT_RULES) == set(OlympicEvent)
+
+
+def test_empty_folder(tmp_path):
+    with pytest.raises(ValueError, match="no submission files"):
+        leaderboard(tmp_path, "memory_challenge")
+
+
+def test_compare_techniques_and_ablation(models, digits):
+    base, _ = models
+    Xtr = load_digits_split("train")[0]
+    calib = Xtr[:256].split(64)
+    variants = {"int8": quantize_int8(base, "static", calibration_data=calib), "prune90": prune_magnitude(base, 0.9)}
+    res = compare_optimization_techniques(base, variants, digits, measurement_runs=8)
+    t = res["table"].set_index("model")
+    assert t.loc["int8", "compression_ratio"] > 1.5
+    assert t.loc["int8", "accuracy_per_mb"] > t.loc["baseline", "accuracy_per_mb"]
+    assert set(res["pareto"]) <= {"baseline", "int8", "prune90"} and res["pareto"]
+    mem = res["recommendations"]["memory-constrained (microcontroller, download size)"]
+    assert mem["model"] == "int8" and mem["evidence"]["significant"]
+    for use_case, rec in res["recommendations"].items():
+        assert rec["model"] is None and rec["reason"] or res["comparisons"][rec["model"]], use_case
+    table = ablation(base, [("prune 50%", lambda m: prune_magnitude(m, 0.5)),
+                            ("int8 static", lambda m: quantize_int8(m, "static", calibration_data=calib))],
+                     digits, measurement_runs=8)
+    assert list(table["step"]) == ["baseline", "prune 50%", "int8 static"]
+    assert table["delta_model_size_mb"].iloc[2] < 0 and table["cumulative_compression"].iloc[2] > 1.5
+    assert table["delta_accuracy"].iloc[0] == 0.0
+    assert table["accuracy"].iloc[1] - table["accuracy"].iloc[0] == pytest.approx(table["delta_accuracy"].iloc[1])
+    with pytest.raises(ValueError, match="steps"):
+        ablation(base, [])
