@@ -274,12 +274,14 @@ def test_latency_agrees_with_torch_benchmark(profiler):
     model, x = _matmul_chain(6).eval(), torch.randn(64, 256)
     timer = tb.Timer("with torch.inference_mode(): model(x)", globals={"model": model, "x": x, "torch": torch},
                      num_threads=1)
-    # other processes share this machine's cores: interleave three rounds and compare the best
-    # median of each tool, the one least disturbed by them
+    # Other processes share this machine's cores. Long blocks (blocked_autorange's) then include
+    # their time slices; so time torch.utils.benchmark like our core times a ~0.5 ms model, one
+    # call per block, take each tool's median, interleave three rounds and compare the best
+    # round of each. (blocked_autorange agrees too on a quiet machine: that is a benchmark.)
     ours, ref = [], []
     for _ in range(3):
         ours.append(profiler.measure_latency(model, x, warmup=5, iterations=15, threads=1))
-        ref.append(timer.blocked_autorange(min_run_time=0.3).median * 1e3)
+        ref.append(float(np.median([timer.timeit(1).median for _ in range(15)])) * 1e3)
     ratio = min(ours) / min(ref)
     assert 0.8 < ratio < 1.25, f"profiler {ours} ms vs torch.utils.benchmark {ref} ms"
 
