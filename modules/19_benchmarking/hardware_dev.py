@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -105,9 +106,9 @@ class LayerEstimate:
 
 
 def _check_int(value: Any, arg: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{arg}: expected an int >= {minimum}, got {value!r}")
-    return value
+    return int(value)
 
 
 def estimate_layerwise_stats(model: nn.Module, batch_size: int = 1,
@@ -204,7 +205,7 @@ ROOFLINE_METHOD = "estimated: roofline"
 
 
 def _positive(value: Any, arg: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{arg}: expected a positive number, got {value!r}")
     return float(value)
 
@@ -219,7 +220,7 @@ def roofline_estimate(macs: float, bytes_moved: float, peak_macs_per_s: float,
     """
     ### BEGIN SOLUTION
     for value, arg in ((macs, "macs"), (bytes_moved, "bytes_moved")):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
             raise ValueError(f"{arg}: expected a number >= 0, got {value!r}")
     if macs == 0 and bytes_moved == 0:
         raise ValueError("macs, bytes_moved: expected some work, got 0 MACs and 0 bytes")
@@ -252,6 +253,13 @@ def test_unit_roofline_estimate():
     assert abs(m["arithmetic_intensity"] - 0.01) < 1e-12 and m["ridge_point"] == 10.0
     assert m["method"].startswith("estimated"), "a roofline figure is an estimate and must say so"
     assert roofline_estimate(5, 0, 1, 1)["arithmetic_intensity"] == math.inf
+    import numpy as np
+    assert roofline_estimate(np.int64(1000), np.float64(10.0), 1e6, 1e6)["bound"] == "compute-bound", "numpy numbers work"
+    try:
+        roofline_estimate(0, 0, 1e6, 1e6)
+        raise AssertionError("no work at all must raise ValueError")
+    except ValueError:
+        pass
     for args, arg in (((1e6, 1e6, 0, 1e9), "peak_macs_per_s"), ((1e6, 1e6, 1e9, -1), "bandwidth_bytes_per_s"),
                       ((-1, 1e6, 1e9, 1e9), "macs")):
         try:
