@@ -804,7 +804,7 @@ class MetricInfo:
 METRICS: dict[str, MetricInfo] = {
     "latency": MetricInfo("ms", "min", "faster"),
     "accuracy": MetricInfo("fraction", "max", "more accurate"),
-    "memory": MetricInfo("MB", "min", "lower in peak memory"),
+    "memory": MetricInfo("MB", "min", "smaller in peak memory"),
     "model_size": MetricInfo("MB", "min", "smaller"),
     "parameter_memory": MetricInfo("MB", "min", "smaller in parameter memory"),
     "energy": MetricInfo("mJ", "min", "more energy-efficient"),
@@ -1132,7 +1132,8 @@ class Benchmark:
         x = self._input(input_shape)
         out = {}
         for name, (ms, meta) in self._timed_rounds("latency", x).items():
-            meta.update(input_shape=list(x.shape), input_source=self.input_source, interleaved=self.rounds > 1)
+            meta.update(input_shape=list(x.shape), input_source=self.input_source, interleaved=self.rounds > 1,
+                        method="measured: time_model (perf_counter_ns, calibrated blocks, interleaved rounds)")
             self._store("latency", name, BenchmarkResult("latency", ms, unit="ms", metadata=meta))
             out[name] = self.results["latency"][name]
         return out

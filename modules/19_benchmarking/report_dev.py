@@ -175,15 +175,17 @@ def _table_metrics(payload: dict[str, Any]) -> list[str]:
     return seen
 
 
-def _platform(info: dict[str, Any]) -> str:
+def _platform(payload: dict[str, Any]) -> str:
+    info = payload.get("system_info", {})
     cpu = info.get("cpu_model") or info.get("machine") or "unknown CPU"
-    return f"{cpu}, {info.get('torch_threads')} threads, torch {info.get('torch')}"
+    threads = payload.get("protocol", {}).get("threads") or info.get("torch_threads")
+    return f"{cpu}, {threads} thread{'s' if threads != 1 else ''}, torch {info.get('torch')}"
 
 
 def _benchmark_table(payload: dict[str, Any]) -> list[str]:
     lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MB)** | **Platform** | **References** |",
              "|---|---|---|---|---|---|---|"]
-    platform = payload.get("platform") or _platform(payload.get("system_info", {}))
+    platform = payload.get("platform") or _platform(payload)
     for m in payload["models"]:
         info = payload.get("model_info", {}).get(m, {})
         acc = _row(payload, m, "accuracy")
@@ -209,17 +211,22 @@ def _metric_table(payload: dict[str, Any], metric: str) -> list[str]:
     info = payload.get("metrics", {}).get(metric, {})
     direction = {"min": "lower is better", "max": "higher is better"}.get(info.get("direction"), "")
     lines = [f"### {metric} ({info.get('unit', '')}; {direction})", "",
-             "| model | status | median | mean ± std | 95% CI | n | method / note |", "|---|---|---|---|---|---|---|"]
+             "| model | status | median | 95% CI of the median | mean ± std | 95% CI | n | method / note |",
+             "|---|---|---|---|---|---|---|---|"]
     for m in payload["models"]:
         r = _row(payload, m, metric)
         if r is None:
             continue
         if r["status"] in ("measured", "estimated"):
             ci = f"[{_fmt(r['ci_lower'])}, {_fmt(r['ci_upper'])}]" if r["ci_lower"] is not None else "—"
-            lines.append(f"| {m} | {r['status']} | {_fmt(r['median'])} | {_fmt(r['mean'])} ± {_fmt(r['std'], 2)} | "
+            mci = (f"[{_fmt(r['median_ci_lower'])}, {_fmt(r['median_ci_upper'])}]"
+                   if r.get("median_ci_lower") is not None else "—")
+            lines.append(f"| {m} | {r['status']} | {_fmt(r['median'])} | {mci} | {_fmt(r['mean'])} ± {_fmt(r['std'], 2)} | "
                          f"{ci} | {r['count']} | {r['method'] or ''} |")
         else:
-            lines.append(f"| {m} | {r['status']} | — | — | — | — | {r['note'] or ''} |")
+            lines.append(f"| {m} | {r['status']} | — | — | — | — | — | {r['note'] or ''} |")
+    lines += ["", "95% CI: Student-t interval of the mean (accuracy: Wilson interval); the median's interval uses "
+              "order statistics and is the one to read for skewed timings."]
     return lines
 
 
@@ -255,10 +262,7 @@ def _recommendations(payload: dict[str, Any]) -> list[str]:
             recs.append(f"- **{label}**: {name} ({shown}), the baseline; no variant beats it.")
         else:
             v = verdict(metric, name)
-            supported = v is not None and not v.startswith("no ")
-            recs.append(f"- **{label}**: {name} ({shown})" +
-                        (f"; versus {baseline}: {v}." if supported else
-                         f"; but versus {baseline} the difference is not significant ({v})." if v else "."))
+            recs.append(f"- **{label}**: {name} ({shown})" + (f"; versus {baseline}: {v}." if v else "."))
     for c in comps:
         if c["metric"] == "accuracy" and c["model_a"] == baseline and c["significant"] and c["median_b"] < c["median_a"]:
             recs.append(f"- **accuracy cost**: {c['verdict']}; weigh it against the speed and size gains.")
