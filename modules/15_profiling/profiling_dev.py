@@ -1057,7 +1057,8 @@ if __name__ == "__main__":
     print(f"MACs per image: {_p.count_macs(_digits, DIGITS_INPUT_SHAPE):,}")
     print(f"largest single activation: {_stats['activation_bytes'].max():,} bytes; "
           f"all outputs together: {_stats['activation_bytes'].sum():,} bytes")
-    print(f"measured peak of one forward pass: {_mem['peak_memory_mb'] * 1024:.1f} KiB "
+    print(f"peak memory: {_mem['peak_memory_mb'] * 1024:.1f} KiB = {_mem['parameter_memory_mb'] * 1024:.1f} KiB of "
+          f"parameters + {_mem['forward_peak_memory_mb'] * 1024:.1f} KiB allocated at the forward pass's peak "
           f"({_mem['methods']['forward_peak_memory_mb']})")
     print(_stats.to_string())
 
