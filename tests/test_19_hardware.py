@@ -1,0 +1,208 @@
+"""Hardware analysis and hardware profile (Module 19): layer-wise MACs and bytes against hand
+computation on three architectures, the summary's arithmetic, sweeps, artifacts, batch sizing."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from tinytorch.benchmarking.digits import DigitsCNN, digits_loader
+from tinytorch.benchmarking.hardware import (
+    HARDWARE_ARTIFACTS, LAYERWISE_COLUMNS, PLOT_DPI, SUMMARY_KEYS, SWEEP_COLUMNS, TRADEOFF_COLUMNS,
+    estimate_layerwise_stats, precision_tradeoff_table, roofline_estimate, save_hardware_artifacts,
+    summarize_hardware, sweep,
+)
+from tinytorch.benchmarking.hardware_profile import (
+    HardwareProfile, auto_adjust_batch_size, build_hardware_profile_table, compute_utilization,
+    estimate_batch_memory_mb, write_hardware_profile_artifacts,
+)
+
+
+def conv_macs(c_in, c_out, k, h_out, w_out, groups=1):
+    return c_out * h_out * w_out * (c_in // groups) * k * k
+
+
+def row(df, layer, nth=0):
+    return df[df.layer == layer].iloc[nth]
+
+
+def test_digits_cnn_matches_hand_computation():
+    B = 3
+    df = estimate_layerwise_stats(DigitsCNN(), B, (1, 8, 8))
+    assert list(df.columns) == list(LAYERWISE_COLUMNS)
+    assert row(df, "conv1").macs == B * conv_macs(1, 16, 3, 8, 8)
+    assert row(df, "conv2").macs == B * conv_macs(16, 32, 3, 4, 4)
+    assert row(df, "classifier").macs == B * 128 * 10
+    assert row(df, "conv1").parameter_bytes == (16 * 9 + 16) * 4
+    assert row(df, "conv2").activation_bytes == B * 32 * 4 * 4 * 4
+    assert row(df, "pool", 1).output_elements == B * 32 * 2 * 2, "the second call of the shared pool"
+    assert df.parameter_bytes.sum() == 4 * sum(p.numel() for p in DigitsCNN().parameters())
+
+
+class DepthwiseSeparable(nn.Module):
+    "MobileNet-style block: depthwise 3x3 (groups = channels), pointwise 1x1, classifier."
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
+        self.pw = nn.Conv2d(8, 24, 1)
+        self.head = nn.Linear(24, 5)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        x = torch.relu(self.pw(self.dw(x)))
+        return self.head(x.mean(dim=(2, 3)))
+
+
+def test_depthwise_separable_matches_hand_computation():
+    B = 2
+    df = estimate_layerwise_stats(DepthwiseSeparable(), B, (3, 16, 16))
+    assert row(df, "stem").macs == B * conv_macs(3, 8, 3, 8, 8)
+    assert row(df, "dw").macs == B * conv_macs(8, 8, 3, 8, 8, groups=8) == B * 8 * 8 * 8 * 9
+    assert row(df, "dw").parameter_bytes == 8 * 9 * 4, "depthwise: one 3x3 filter per channel, no bias"
+    assert row(df, "pw").macs == B * conv_macs(8, 24, 1, 8, 8)
+    assert row(df, "head").macs == B * 24 * 5
+    assert row(df, "pw").activation_bytes == B * 24 * 8 * 8 * 4
+    # independent reference: torch's own FLOP counter on the whole model (FLOPs = 2 x MACs)
+    model = DepthwiseSeparable()
+    ref = torch.utils.flop_counter.FlopCounterMode(display=False)
+    with ref:
+        model(torch.zeros(B, 3, 16, 16))
+    assert 2 * df.macs.sum() == ref.get_total_flops()
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, c=6):
+        super().__init__()
+        self.conv_a = nn.Conv2d(c, c, 3, padding=1)
+        self.bn = nn.BatchNorm2d(c)
+        self.conv_b = nn.Conv2d(c, c, 3, padding=1)
+        self.fc = nn.Linear(c * 5 * 5, 4)
+
+    def forward(self, x):
+        y = self.conv_b(torch.relu(self.bn(self.conv_a(x))))
+        return self.fc(torch.flatten(torch.relu(x + y), 1))
+
+
+def test_residual_block_matches_hand_computation():
+    B, c = 4, 6
+    df = estimate_layerwise_stats(ResidualBlock(c).eval(), B, (c, 5, 5))
+    for name in ("conv_a", "conv_b"):
+        assert row(df, name).macs == B * conv_macs(c, c, 3, 5, 5)
+        assert row(df, name).parameter_bytes == (c * c * 9 + c) * 4
+    assert row(df, "bn").parameter_bytes == 2 * c * 4, "BatchNorm weight and bias (running stats are buffers)"
+    assert row(df, "fc").macs == B * c * 25 * 4
+    assert set(df.layer) == {"conv_a", "bn", "conv_b", "fc"}, "only leaf modules that ran have rows"
+
+
+def test_bad_models_and_arguments():
+    with pytest.raises(ValueError, match="input_shape"):
+        estimate_layerwise_stats(DigitsCNN(), 1, ())
+    with pytest.raises(TypeError):
+        estimate_layerwise_stats(lambda x: x, 1, (1, 8, 8))
+    with pytest.raises(Exception, match="conv1|shape|size"):
+        estimate_layerwise_stats(DigitsCNN(), 1, (3, 8, 8))  # wrong channel count: the model's error, named
+
+
+def test_summary_arithmetic_and_verdicts():
+    df = estimate_layerwise_stats(DigitsCNN(), 1, (1, 8, 8))
+    total_bytes = int(df.parameter_bytes.sum() + df.activation_bytes.sum())
+    total_macs = 9216 + 73728 + 1280
+    s = summarize_hardware(df, latency_ms=0.05, memory_bandwidth_gbps=20.0, peak_gmacs=50.0)
+    assert set(SUMMARY_KEYS) <= set(s)
+    assert s["estimated_total_bytes"] == total_bytes and s["estimated_total_macs"] == total_macs
+    assert math.isclose(s["achieved_bandwidth_gbps"], total_bytes / 0.05e-3 / 1e9)
+    assert math.isclose(s["bandwidth_utilization"], s["achieved_bandwidth_gbps"] / 20.0)
+    assert math.isclose(s["achieved_gmacs"], total_macs / 0.05e-3 / 1e9)
+    roof = roofline_estimate(total_macs, total_bytes, 50e9, 20e9)
+    assert math.isclose(s["roofline_latency_ms"], roof["latency_ms"])
+    assert s["verdict"].startswith("overhead-bound"), "0.05 ms is far above a ~2 µs roofline bound"
+    fast = summarize_hardware(df, latency_ms=roof["latency_ms"], memory_bandwidth_gbps=20.0, peak_gmacs=50.0)
+    assert fast["verdict"] == roof["bound"]
+
+
+def test_roofline_regimes():
+    mem = roofline_estimate(1e6, 1e9, 1e12, 1e10)
+    assert mem["bound"] == "memory-bound" and math.isclose(mem["latency_ms"], 100.0)
+    comp = roofline_estimate(1e12, 1e6, 1e12, 1e10)
+    assert comp["bound"] == "compute-bound" and math.isclose(comp["latency_ms"], 1000.0)
+
+
+def test_sweep_with_real_runs():
+    torch.manual_seed(0)
+    from tinytorch.benchmarking.digits import default_digits_model
+
+    model = default_digits_model()
+    df = sweep(model, digits_loader("test", 150), ["fp32", "fp16", "int8"], [1, 8],
+               {"min_accuracy": 0.9, "max_memory_mb": 0.015}, repeats=4, calibration_data=digits_loader("train", 64))
+    assert list(df.columns) == list(SWEEP_COLUMNS) and len(df) == 6
+    by = df.groupby("precision").first()
+    assert not by.loc["fp32", "accepted"] and by.loc["fp32", "violations"] == "max_memory_mb"
+    assert by.loc["fp16", "accepted"] and by.loc["int8", "accepted"]
+    assert math.isclose(by.loc["fp16", "memory_mb"] * 2, by.loc["fp32", "memory_mb"])
+    assert abs(by.loc["int8", "accuracy"] - by.loc["fp32", "accuracy"]) <= 0.03
+    t = precision_tradeoff_table(df)
+    assert list(t.columns) == list(TRADEOFF_COLUMNS) and list(t.latency_ms_mean) == sorted(t.latency_ms_mean)
+    with pytest.raises(ValueError, match="accepted"):
+        precision_tradeoff_table(df.drop(columns=["accepted"]))
+    with pytest.raises(ValueError, match="precision"):
+        sweep(model, digits_loader("test"), ["fp64"], [1])
+    with pytest.raises(ValueError, match="min_accuracy"):
+        sweep(model, digits_loader("test"), ["fp32"], [1], {"min_accuracy": -1})
+
+
+def test_artifacts_columns_and_dpi(tmp_path):
+    from PIL import Image
+
+    layers = estimate_layerwise_stats(DigitsCNN(), 1, (1, 8, 8))
+    summary = summarize_hardware(layers, 0.1, 10.0)
+    table = pd.DataFrame([{c: 1.0 for c in TRADEOFF_COLUMNS} | {"precision": "fp32"}])
+    paths = save_hardware_artifacts(tmp_path, layers, table, summary)
+    assert {p.name for p in paths.values()} == set(HARDWARE_ARTIFACTS.values())
+    for key in ("layerwise_breakdown", "precision_tradeoffs", "hardware_summary"):
+        paths[key].read_text(encoding="utf-8")  # valid UTF-8
+    assert list(pd.read_csv(paths["layerwise_breakdown"]).columns) == list(LAYERWISE_COLUMNS)
+    for key in ("layerwise_activation_memory", "layerwise_macs"):
+        img = Image.open(paths[key])
+        assert img.format == "PNG" and round(img.info["dpi"][0]) == PLOT_DPI == 180
+
+
+def test_batch_memory_and_auto_adjust():
+    assert estimate_batch_memory_mb(2**10, 2**10) == 8.0, "float64 default: 8 bytes per feature"
+    assert auto_adjust_batch_size(128, 2**10, 1.0) == 128, "8 KB per sample: 128 x 8 KB = 1 MB fits exactly"
+    assert auto_adjust_batch_size(129, 2**10, 1.0) == 64
+    assert auto_adjust_batch_size(1, 2**10, 1.0) == 1
+    with pytest.raises(ValueError, match="batch of 1"):
+        auto_adjust_batch_size(4, 2**20, 0.5)
+    with pytest.raises(ValueError, match="memory_limit_mb"):
+        auto_adjust_batch_size(4, 10, 0)
+    with pytest.raises(ValueError, match="batch_size"):
+        auto_adjust_batch_size(0, 10, 1.0)
+
+
+def test_utilization_edges():
+    assert compute_utilization(0.0, 1.0) == 0.0 and compute_utilization(1.0, 1.0) == 1.0
+    assert compute_utilization(3.0, 2.0) == 1.0
+    for cap in (0, -1, float("inf")):
+        with pytest.raises(ValueError, match="capacity"):
+            compute_utilization(1.0, cap)
+
+
+def test_profile_table_estimated_and_written(tmp_path):
+    dev = HardwareProfile("m7", memory_limit_mb=0.3, peak_macs_per_s=4.8e8, memory_bandwidth_gbps=3.84, cache_kb=64)
+    p = build_hardware_profile_table(DigitsCNN(), (1, 1, 8, 8), device_profile=dev, stream_interval_ms=1.0)
+    ops = p["operator_profile"]
+    layers = estimate_layerwise_stats(DigitsCNN(), 1, (1, 8, 8))
+    expect = [roofline_estimate(r.macs, r.parameter_bytes + r.activation_bytes, 4.8e8, 3.84e9)["latency_ms"]
+              for r in layers.itertuples()]
+    assert ops.latency_ms.tolist() == pytest.approx(expect)
+    assert math.isclose(p["totals"]["stream_utilization"], sum(expect) / 1.0)
+    assert p["edge_constraints"]["cache_sensitivity"].startswith("low")
+    paths = write_hardware_profile_artifacts(p, tmp_path)
+    assert list(pd.read_csv(paths["operator_profile"]).columns) == ["operator", "latency_ms", "memory_kb", "method"]
+    assert {"latency_ms", "memory_kb", "estimated_bandwidth_mb_s", "stream_utilization"} <= set(
+        pd.read_csv(paths["hardware_totals"]).columns)
