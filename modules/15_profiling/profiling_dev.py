@@ -36,10 +36,13 @@
 #| export
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
 import tracemalloc
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -673,6 +676,30 @@ if __name__ == "__main__":
 
 # %%
 #| export
+@contextlib.contextmanager
+def _kineto_lines_hidden() -> Iterator[None]:
+    """Hide the profiler's native start/stop log lines ("USDT:... profiler_start") on fd 2.
+
+    The C++ profiler writes them straight to file descriptor 2, past Python's sys.stderr, and no
+    setting turns them off. Everything else written there meanwhile is passed on to stderr."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            for line in captured.read().decode(errors="replace").splitlines(keepends=True):
+                if not line.startswith(("USDT:", "INFO:")):
+                    sys.stderr.write(line)
+
+
 def _torch_peak_bytes(fn: Callable[[], Any], device: torch.device) -> tuple[int, Any, str]:
     "Run fn once; return (peak bytes allocated above the start, fn's result, method)."
     if device.type == "cuda":
@@ -685,7 +712,7 @@ def _torch_peak_bytes(fn: Callable[[], Any], device: torch.device) -> tuple[int,
         return int(max(peak, 0)), result, "measured: torch.cuda.max_memory_allocated above the start"
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with _kineto_lines_hidden(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = fn()
     events = [(e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
               if e.name() == "[memory]" and str(e.device_type()).endswith("CPU")]

@@ -3,10 +3,13 @@
 # %% ../../nbs/15_profiling/profiling_dev.ipynb #47930a41
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
 import tracemalloc
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -93,6 +96,7 @@ class _LayerCall:
     output: Any = None
     flops: int = 0
     flop_method: str = "FlopCounterMode"
+    finished: bool = False
 
 
 @dataclass
@@ -156,9 +160,11 @@ def _quantized_weights(module: torch.nn.Module) -> list[tuple[str, torch.Tensor]
     return out
 
 
-def _torch_leaf_modules(root: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
-    leaves = [(n, m) for n, m in root.named_modules() if next(m.children(), None) is None]
-    return leaves
+def _torch_layer_modules(root: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
+    "Leaf modules, plus modules that hold parameters of their own (e.g. MultiheadAttention)."
+    return [(n, m) for n, m in root.named_modules()
+            if next(m.children(), None) is None or next(m.parameters(recurse=False), None) is not None
+            or _quantized_weights(m)]
 
 
 def _check_not_empty(a: ModelAdapter) -> None:
@@ -183,51 +189,74 @@ def _require_countable(a: ModelAdapter, what: str) -> None:
     _check_not_empty(a)
 
 
+def _cpu_attention_flops(query: Any, key: Any, value: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    from torch.utils.flop_counter import sdpa_flop_count
+
+    return sdpa_flop_count(query, key, value)
+
+
+def _flop_counter() -> FlopCounterMode:
+    """FlopCounterMode, taught the CPU attention kernel it leaves out in torch 2.13, so attention
+    (QKᵀ and AV) counts the same on CPU as on GPU."""
+    op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    return FlopCounterMode(display=False, custom_mapping={op: _cpu_attention_flops} if op is not None else None)
+
+
 def _walk_torch(a: ModelAdapter, x: Any, count_flops: bool = True, keep_inputs: bool = False) -> _Walk:
     root = a.torch_module
     calls: list[_LayerCall] = []
-    stack: list[tuple[str, Any, int]] = []
-    counter = FlopCounterMode(display=False) if count_flops else None
+    stack: list[dict[str, Any]] = []  # the layers running now, innermost last
+    counter = _flop_counter() if count_flops else None
     total = (lambda: counter.get_total_flops()) if counter is not None else (lambda: 0)
     handles = []
 
     def pre_hook(name: str):
         def hook(module, args, kwargs):
-            stack.append((name, args, total()))
+            params = [(id(p), p) for p in module.parameters(recurse=False)]
+            params += [(id(t), t) for _, t in _quantized_weights(module)]
+            calls.append(_LayerCall(name=name or a.name, obj=module, type=type(module).__name__, params=params,
+                                    args=args if keep_inputs else (), kwargs=kwargs if keep_inputs else {}))
+            stack.append({"name": name or a.name, "args": args, "before": total(), "inner": 0, "index": len(calls) - 1})
         return hook
 
     def post_hook(name: str):
         def hook(module, args, kwargs, output):
-            _, _, before = stack.pop()
-            params = [(id(p), p) for p in module.parameters(recurse=False)]
-            params += [(id(module), t) for _, t in _quantized_weights(module)] if _quantized_weights(module) else []
-            call = _LayerCall(name=name or a.name, obj=module, type=type(module).__name__, params=params,
-                              args=args if keep_inputs else (), kwargs=kwargs if keep_inputs else {},
-                              output=output, flops=int(total() - before))
-            qweights = _quantized_weights(module)
-            if call.flops == 0 and qweights:
-                w = dict(qweights).get("weight")
-                if w is not None and w.dim() >= 2:
-                    macs = linear_macs(w.shape[1], _shape_of(output)) if w.dim() == 2 else conv_macs(w.shape, _shape_of(output))
-                    call.flops, call.flop_method = 2 * macs, "analytic from quantized weights"
-            calls.append(call)
+            entry = stack.pop()
+            spent = int(total() - entry["before"])
+            call = calls[entry["index"]]
+            call.output, call.finished = output, True
+            call.flops = spent - entry["inner"]  # FLOPs of this layer itself, not of layers inside it
+            qweights = dict(_quantized_weights(module))
+            if call.flops == 0 and qweights.get("weight") is not None and qweights["weight"].dim() >= 2:
+                w = qweights["weight"]
+                macs = linear_macs(w.shape[1], _shape_of(output)) if w.dim() == 2 else conv_macs(w.shape, _shape_of(output))
+                call.flops, call.flop_method = 2 * macs, "analytic from quantized weights"
+                spent += call.flops
+            if stack:
+                stack[-1]["inner"] += spent
         return hook
 
+    was_training = root.training
     try:
-        for name, module in _torch_leaf_modules(root):
+        for name, module in _torch_layer_modules(root):
             handles.append(module.register_forward_pre_hook(pre_hook(name), with_kwargs=True))
             handles.append(module.register_forward_hook(post_hook(name), with_kwargs=True))
+        root.eval()
         try:
-            if counter is not None:
-                with counter:
+            # eval mode with autograd on: inference-only fused kernels (e.g. the transformer fast
+            # path) would hide their matmuls from the counter and their sub-layers from the hooks
+            with torch.enable_grad():
+                if counter is not None:
+                    with counter:
+                        out = a.forward(x)
+                else:
                     out = a.forward(x)
-            else:
-                out = a.forward(x)
         except Exception as err:  # re-raised with the failing layer's name; never turned into a figure
-            raise _layer_error(a, err, stack, calls) from err
+            raise _layer_error(a, err, [(e["name"], e["args"]) for e in stack], calls) from err
     finally:
         for h in handles:
             h.remove()
+        root.train(was_training)
     methods = {c.name: c.flop_method for c in calls}
     extra = sum(c.flops for c in calls if c.flop_method != "FlopCounterMode")
     return _Walk(calls, out, (counter.get_total_flops() + extra) if counter is not None else None, methods)
@@ -235,12 +264,12 @@ def _walk_torch(a: ModelAdapter, x: Any, count_flops: bool = True, keep_inputs: 
 
 def _layer_error(a: ModelAdapter, err: Exception, stack: list, calls: list[_LayerCall]) -> LayerError:
     if stack:
-        name, args, _ = stack[-1]
-        name = name or a.name
+        name, args = stack[-1]
         return LayerError(f"model '{a.name}': layer '{name}' raised on {_describe_inputs(args)}: "
                           f"{type(err).__name__}: {err}", layer=name)
-    if calls:
-        last = calls[-1]
+    done = [c for c in calls if c.finished]
+    if done:
+        last = done[-1]
         return LayerError(f"model '{a.name}' raised in its own forward code after layer '{last.name}' "
                           f"(output shape {_shape_of(last.output)}): {type(err).__name__}: {err}", layer=last.name)
     return LayerError(f"model '{a.name}' raised before its first layer ran: {type(err).__name__}: {err}", layer=None)
@@ -289,20 +318,20 @@ def _walk_numpy(a: ModelAdapter, x: Any, count_flops: bool = True, keep_inputs: 
         )
     layers = list(layers)
     calls: list[_LayerCall] = []
-    stack: list[tuple[str, Any, int]] = []
+    stack: list[tuple[str, Any]] = []
     patched = []
 
     def wrap(i: int, layer: Any, original: Callable):
         name = getattr(layer, "name", None) if isinstance(getattr(layer, "name", None), str) else f"layers.{i}"
 
         def forward(*args, **kwargs):
-            stack.append((name, args, 0))
+            stack.append((name, args))
             out = original(*args, **kwargs)
             stack.pop()
             flops, method = _numpy_layer_flops(layer, args, out, name) if count_flops else (0, "not counted")
             calls.append(_LayerCall(name=name, obj=layer, type=type(layer).__name__, params=_numpy_layer_params(layer),
                                     args=args if keep_inputs else (), kwargs=kwargs if keep_inputs else {},
-                                    output=out, flops=flops, flop_method=method))
+                                    output=out, flops=flops, flop_method=method, finished=True))
             return out
         return forward
 
@@ -346,9 +375,9 @@ def _as_input(a: ModelAdapter, input_or_shape: Any, arg: str) -> Any:
 
 
 def _walk(a: ModelAdapter, x: Any, count_flops: bool = True, keep_inputs: bool = False) -> _Walk:
+    if a.kind == "torch":
+        return _walk_torch(a, x, count_flops, keep_inputs)
     with a.inference():
-        if a.kind == "torch":
-            return _walk_torch(a, x, count_flops, keep_inputs)
         return _walk_numpy(a, x, count_flops, keep_inputs)
 
 
@@ -373,6 +402,30 @@ def _layer_rows(calls: list[_LayerCall]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(LAYER_COLUMNS))
 
 # %% ../../nbs/15_profiling/profiling_dev.ipynb #ea5b8e93
+@contextlib.contextmanager
+def _kineto_lines_hidden() -> Iterator[None]:
+    """Hide the profiler's native start/stop log lines ("USDT:... profiler_start") on fd 2.
+
+    The C++ profiler writes them straight to file descriptor 2, past Python's sys.stderr, and no
+    setting turns them off. Everything else written there meanwhile is passed on to stderr."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            for line in captured.read().decode(errors="replace").splitlines(keepends=True):
+                if not line.startswith(("USDT:", "INFO:")):
+                    sys.stderr.write(line)
+
+
 def _torch_peak_bytes(fn: Callable[[], Any], device: torch.device) -> tuple[int, Any, str]:
     "Run fn once; return (peak bytes allocated above the start, fn's result, method)."
     if device.type == "cuda":
@@ -385,7 +438,7 @@ def _torch_peak_bytes(fn: Callable[[], Any], device: torch.device) -> tuple[int,
         return int(max(peak, 0)), result, "measured: torch.cuda.max_memory_allocated above the start"
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with _kineto_lines_hidden(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = fn()
     events = [(e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
               if e.name() == "[memory]" and str(e.device_type()).endswith("CPU")]
@@ -471,7 +524,8 @@ class Profiler:
         return self.count_flops(model, input_shape) // 2
 
     def layer_stats(self, model: Any, input_shape: Any) -> pd.DataFrame:
-        """One row per leaf layer call, in execution order, with the columns of `LAYER_COLUMNS`.
+        """One row per layer call (leaf modules and modules with parameters of their own), in the
+        order the calls start, with the columns of `LAYER_COLUMNS`; see the module notes.
 
         >>> df = Profiler().layer_stats(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()), (2, 4))
         >>> df[["layer", "parameters", "macs", "activation_bytes"]].values.tolist()
@@ -490,8 +544,8 @@ class Profiler:
         """Parameter, buffer, activation and peak memory (MiB) of one forward pass, with methods.
 
         >>> r = Profiler().measure_memory(torch.nn.Linear(256, 256), (1, 256))
-        >>> round(r["parameter_memory_mb"], 4), r["methods"]["parameter_memory_mb"]
-        (0.2510, 'counted: numel x element size of each distinct parameter')
+        >>> round(r["parameter_memory_mb"], 3), r["methods"]["parameter_memory_mb"]
+        (0.251, 'counted: numel x element size of each distinct parameter')
         """
         a = adapt(model)
         _require_countable(a, "measuring memory")
@@ -508,9 +562,8 @@ class Profiler:
         if a.kind == "torch" or getattr(a.model, "layers", None) is not None:
             rows = _layer_rows(_walk(a, x, count_flops=False).calls)
             activation_mb = float(rows["activation_bytes"].sum()) / _MB
-            methods["activation_memory_mb"] = "counted: sum of every leaf layer output's bytes for this input"
+            methods["activation_memory_mb"] = "counted: sum of every layer output's bytes for this input"
         else:
-            _walk_checked = None  # noqa: F841 (kept simple: no layers, no per-layer outputs)
             methods["activation_memory_mb"] = "not available: the numpy-style model exposes no `layers`"
         forward_peak, method = _forward_peak_bytes(a, x)
         state = param_bytes + buffer_bytes
@@ -614,10 +667,13 @@ class Profiler:
         measured over one whole step. `loss_fn(output)` must return a scalar (default:
         `output.sum()`). The model runs in eval mode (no running-statistics updates); its
         training flag and existing `.grad` values are restored afterwards. Torch models only.
+        For a model that runs in microseconds, `backward_ms` (a difference of two medians) is
+        dominated by noise on a busy machine, and can even come out negative: time a larger
+        input, or more `iterations`.
 
         >>> r = Profiler().profile_backward_pass(torch.nn.Linear(64, 64), (8, 64), iterations=3)
-        >>> r["backward_ms"] > 0 and r["gradient_memory_mb"] > 0
-        True
+        >>> r["forward_backward_ms"] > 0, r["gradient_memory_mb"] == (64 * 64 + 64) * 4 / 2**20
+        (True, True)
         """
         if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
             raise ValueError(f"iterations: expected an int >= 1 (timed samples), got {iterations!r}")
