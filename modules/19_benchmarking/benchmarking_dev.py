@@ -831,7 +831,7 @@ def _as_tensor(x: Any) -> torch.Tensor:
         return x
     if hasattr(x, "data") and not isinstance(x, np.ndarray):  # TinyTorch-style Tensor
         x = x.data
-    return torch.as_tensor(np.asarray(x))
+    return torch.as_tensor(np.array(x))  # a copy: numpy scalars and read-only arrays become normal tensors
 
 
 class _EvalData:
