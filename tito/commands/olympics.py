@@ -1,0 +1,121 @@
+"""`tito olympics submit | validate | verify | leaderboard`: the capstone competition.
+
+All the measuring and checking lives in `tinytorch.benchmarking.olympics`; this file only maps
+the command line onto it. `submit` and `verify` use the bundled digits models (baseline: the
+digits CNN; optimized: pruned then int8-quantized) so the flow works from a fresh clone.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tito.config import TitoError
+
+
+def _olympics():
+    try:
+        from tinytorch.benchmarking import olympics
+    except ImportError as e:
+        raise TitoError(f"tito olympics needs tinytorch.benchmarking.olympics ({e}); run `python3 -m tito export`") from e
+    return olympics
+
+
+def _print_reasons(reasons) -> None:
+    for r in reasons:
+        print(f"  - {r}")
+
+
+def submit(args) -> int:
+    o = _olympics()
+    if args.runs < 2:
+        raise TitoError(f"--runs: expected at least 2, got {args.runs}", code=2)
+    try:
+        sub = o.olympics_submit(args.event, participant=args.participant, output_path=args.output,
+                                measurement_runs=args.runs)
+    except ValueError as e:  # unknown event and other bad input: the library names the argument
+        raise TitoError(str(e), code=2) from e
+    score = sub.get("score", {})
+    print(f"event       {sub.get('event')}")
+    print(f"score       {score}")
+    for check in sub.get("constraints", []):
+        print(f"constraint  {check}")
+    print(f"wrote {args.output}")
+    return 0
+
+
+def validate(args) -> int:
+    o = _olympics()
+    try:
+        report = o.validate_submission(args.path)
+    except (FileNotFoundError, ValueError) as e:
+        raise TitoError(str(e), code=2) from e
+    if report["valid"]:
+        print(f"{args.path}: valid")
+        return 0
+    print(f"{args.path}: INVALID")
+    _print_reasons(report["reasons"])
+    return 1
+
+
+def verify(args) -> int:
+    o = _olympics()
+    try:
+        report = o.olympics_verify(args.path, measurement_runs=args.runs)
+    except (FileNotFoundError, ValueError) as e:
+        raise TitoError(str(e), code=2) from e
+    for c in report.get("checks", []):
+        status = "holds" if c.get("holds") else "DOES NOT HOLD"
+        scope = "" if c.get("counts", True) else " (for information)"
+        print(f"  {c['claim']}: claimed {c['claimed']}, measured {c['measured']}: {status}{scope}")
+    if report.get("verified"):
+        print(f"{args.path}: verified on this machine")
+        return 0
+    print(f"{args.path}: NOT verified")
+    _print_reasons(report.get("reasons", []))
+    return 1
+
+
+def leaderboard(args) -> int:
+    o = _olympics()
+    try:
+        board = o.leaderboard(args.submissions_dir, args.event, output_path=args.output)
+    except (FileNotFoundError, ValueError) as e:
+        raise TitoError(str(e), code=2) from e
+    print(board["markdown"])
+    if args.output:
+        print(f"wrote {Path(args.output).with_suffix('.md')} and {Path(args.output).with_suffix('.csv')}")
+    return 0
+
+
+def add_parser(sub, lazy) -> None:
+    s = sub.add_parser("olympics", help="the capstone: submit, validate, verify, leaderboard",
+                       description="TorchPerf Olympics: benchmark a baseline against an optimized model "
+                                   "for an event and write a checkable submission; validate or verify one; "
+                                   "rank a folder of submissions.")
+    osub = s.add_subparsers(dest="olympics_command", metavar="ACTION", required=True)
+    events = "latency_sprint, memory_challenge, accuracy_contest, all_around, extreme_push"
+    c = osub.add_parser("submit", help="benchmark the default digits models and write a submission",
+                        description="Benchmark the bundled digits CNN against its pruned+int8 version with one "
+                                    "protocol and write a versioned submission JSON.")
+    c.add_argument("--event", default="memory_challenge", help=f"one of {events} (default memory_challenge)")
+    c.add_argument("--participant", default="anonymous", help="name recorded in the submission")
+    c.add_argument("--output", default="submission.json", help="submission file (default submission.json)")
+    c.add_argument("--runs", type=int, default=30, help="timed samples per model (default 30)")
+    c.set_defaults(func=lazy("olympics", "submit"))
+    c = osub.add_parser("validate", help="check a submission's schema, statistics and constraints",
+                        description="Recompute every statistic from the raw values and check the event's "
+                                    "constraints; exit 1 with the reasons if the submission is invalid.")
+    c.add_argument("path", help="submission JSON")
+    c.set_defaults(func=lazy("olympics", "validate"))
+    c = osub.add_parser("verify", help="re-measure the default models here and check the claims",
+                        description="Rebuild the default digits models, check the weight hashes, re-measure "
+                                    "on this machine and report whether the claims hold within tolerance.")
+    c.add_argument("path", help="submission JSON")
+    c.add_argument("--runs", type=int, default=None, help="timed samples per model (default: as submitted)")
+    c.set_defaults(func=lazy("olympics", "verify"))
+    c = osub.add_parser("leaderboard", help="rank the submissions in a folder for an event",
+                        description="Rank valid submissions; overlapping score intervals are ties; invalid "
+                                    "files are listed with their reasons.")
+    c.add_argument("submissions_dir", help="folder of submission JSON files")
+    c.add_argument("--event", default="memory_challenge", help=f"one of {events}")
+    c.add_argument("--output", default=None, help="also write OUTPUT.md and OUTPUT.csv")
+    c.set_defaults(func=lazy("olympics", "leaderboard"))
