@@ -31,6 +31,7 @@
 #| export
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -55,7 +56,9 @@ def load_model_file(path: str | Path) -> torch.nn.Module:
     if not path.is_file():
         raise FileNotFoundError(f"model_path: no such file {str(path)!r}")
     try:
-        return torch.jit.load(str(path), map_location="cpu").eval()
+        with warnings.catch_warnings():  # TorchScript is deprecated upstream, but a user's file may be one
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return torch.jit.load(str(path), map_location="cpu").eval()
     except RuntimeError as jit_error:  # not a TorchScript archive: try a pickled module
         first_error = jit_error
     try:

@@ -1,0 +1,154 @@
+"""Reports, result files and plots of a BenchmarkSuite, and the default benchmark (the main job)."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from tinytorch.benchmarking.benchmark import BenchmarkSuite
+from tinytorch.benchmarking.report import load_payload, render_markdown
+from tinytorch.benchmarking.suite import DEFAULT_MODEL_NAMES, load_model_file, run_default_benchmark
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def finished_suite(tmp_path_factory):
+    out = tmp_path_factory.mktemp("suite")
+    torch.manual_seed(0)
+    X, y = torch.randn(60, 8), torch.randint(0, 4, (60,))
+    models = {"linear": torch.nn.Linear(8, 4),
+              "mlp": torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)),
+              "raises": torch.nn.Sequential(torch.nn.Linear(8, 5), torch.nn.Linear(4, 4))}  # shape error at run time
+    suite = BenchmarkSuite(models, (X, y), output_dir=out, power_watts=12.0, measurement_runs=4, warmup_runs=1,
+                           batch_sizes=(1, 8), powercap_root=out / "no_counter", progress=False)
+    suite.run_full_benchmark()
+    suite.plot_results()
+    suite.plot_pareto_frontier("latency", "accuracy")
+    suite.plot_latency_distribution()
+    suite.generate_report()
+    return suite
+
+
+def test_report_json_csv_contain_every_model_and_metric(finished_suite):
+    suite, out = finished_suite, finished_suite.output_dir
+    metrics = set(suite.table()["metric"])
+    assert {"latency", "accuracy", "memory", "model_size", "parameter_memory", "throughput_bs1", "throughput_bs8",
+            "energy"} <= metrics
+    report = (out / "benchmark_report.md").read_text()
+    for name in suite.names:
+        assert name in report
+    for metric in metrics:
+        assert f"### {metric} (" in report, f"the report needs a table for {metric}"
+    assert "| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MB)** | **Platform** | **References** |" in report
+    assert "## Failures" in report and "raises" in report and "mat1 and mat2" in report
+    payload = json.loads((out / "results.json").read_text())
+    assert payload["models"] == ["linear", "mlp", "raises"] and payload["system_info"]["torch"] == torch.__version__
+    for metric in metrics:
+        for name in ("linear", "mlp"):
+            if metric != "energy":
+                assert name in payload["results"][metric], f"{metric}/{name} missing from results.json"
+    assert payload["failures"]["latency"]["raises"]["error_type"] == "RuntimeError"
+    with open(out / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    keyed = {(r["model"], r["metric"]): r for r in rows}
+    assert len(rows) == len(keyed) == 3 * len(metrics), "one row per model x metric"
+    assert keyed[("raises", "latency")]["status"] == "failed"
+    assert keyed[("linear", "energy")]["status"] == "estimated"
+    lat = suite.results["latency"]["mlp"]
+    assert float(keyed[("mlp", "latency")]["median"]) == lat.median
+
+
+def test_json_loads_back_equal(finished_suite):
+    loaded = BenchmarkSuite.load_results(finished_suite.output_dir / "results.json")
+    assert set(loaded) == set(finished_suite.results)
+    for metric, by_model in finished_suite.results.items():
+        assert set(loaded[metric]) == set(by_model)
+        for name, r in by_model.items():
+            assert loaded[metric][name].to_dict() == r.to_dict()
+    payload = load_payload(finished_suite.output_dir / "results.json")
+    assert render_markdown(payload) == (finished_suite.output_dir / "benchmark_report.md").read_text(), \
+        "the report re-renders identically from the saved JSON"
+
+
+def test_plots_are_written(finished_suite):
+    out = finished_suite.output_dir
+    expected = {"latency.png", "accuracy.png", "memory.png", "model_size.png", "energy.png", "throughput_bs1.png",
+                "pareto_latency_vs_accuracy.png", "latency_distribution.png"}
+    assert expected <= {p.name for p in finished_suite.plot_paths}
+    for name in expected:
+        assert (out / name).read_bytes()[:8] == PNG, f"{name} must be a PNG"
+    assert not list(out.glob(".*.tmp*")), "atomic writes leave no temporary files"
+
+
+def test_unwritable_output_dir_keeps_results(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    X, y = torch.randn(10, 3), torch.randint(0, 2, (10,))
+    suite = BenchmarkSuite({"m": torch.nn.Linear(3, 2)}, (X, y), output_dir=blocker / "out", measurement_runs=2,
+                           warmup_runs=0, batch_sizes=(1,), progress=False)
+    suite.run_full_benchmark()
+    with pytest.raises(OSError, match="output_dir"):
+        suite.generate_report()
+    assert suite.results["latency"]["m"].count == 2, "measured results stay in memory"
+    suite.output_dir = tmp_path / "elsewhere"
+    assert "m" in suite.generate_report()
+    with pytest.raises(OSError, match="output_dir"):
+        run_default_benchmark(blocker / "out", quiet=True)
+
+
+def test_load_model_file_kinds(tmp_path):
+    lin = torch.nn.Linear(3, 2)
+    torch.jit.save(torch.jit.script(lin), str(tmp_path / "s.pt"))
+    torch.save(lin, tmp_path / "p.pt")
+    torch.save(lin.state_dict(), tmp_path / "w.pt")
+    x = torch.randn(2, 3)
+    assert torch.allclose(load_model_file(tmp_path / "s.pt")(x), lin(x))
+    assert torch.allclose(load_model_file(tmp_path / "p.pt")(x), lin(x))
+    with pytest.raises(TypeError, match="state_dict"):
+        load_model_file(tmp_path / "w.pt")
+    (tmp_path / "junk.pt").write_bytes(b"not a model")
+    with pytest.raises(ValueError, match="model_path"):
+        load_model_file(tmp_path / "junk.pt")
+
+
+def test_default_benchmark_end_to_end(tmp_path, capsys):
+    out = run_default_benchmark(tmp_path / "bench", measurement_runs=4, warmup_runs=1, batch_sizes=(1,))
+    printed = capsys.readouterr().out
+    assert out["models"] == list(DEFAULT_MODEL_NAMES)
+    for name in DEFAULT_MODEL_NAMES:
+        assert name in printed
+        assert out["results"]["accuracy"][name].metadata["count"] == 450
+        assert out["results"]["accuracy"][name].median > 0.9, "trained digits models are > 90% accurate"
+        assert out["results"]["latency"][name].count == 4
+    sizes = {n: out["results"]["model_size"][n].metadata["bytes"] for n in DEFAULT_MODEL_NAMES}
+    assert sizes["digits_cnn_int8"] < 0.7 * sizes["digits_cnn"], "int8 weights take less space on disk"
+    for key in ("report", "json", "csv"):
+        assert Path(out[key]).exists()
+    assert {p.name for p in out["plots"]} >= {"latency.png", "pareto_latency_vs_accuracy.png"}
+    report = out["report"].read_text()
+    assert "static int8" in report and "## Recommendations" in report
+
+
+def test_user_model_without_fitting_data(tmp_path):
+    path = tmp_path / "wide.pt"
+    torch.save(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(20, 3)), path)
+    out = run_default_benchmark(tmp_path / "o", measurement_runs=2, warmup_runs=0, quiet=True, model_path=path,
+                                input_shape=(1, 4, 5), batch_sizes=(1,))
+    assert out["results"]["latency"]["wide"].metadata["input_shape"] == [1, 4, 5]
+    assert "no labelled data fits" in out["suite"].unavailable["accuracy"]["wide"]
+    payload = load_payload(out["json"])
+    assert payload["unavailable"]["accuracy"]["wide"].startswith("no labelled data fits")
+
+
+def test_user_digits_shaped_model_gets_accuracy(tmp_path):
+    from tinytorch.benchmarking.digits import default_digits_model
+    path = tmp_path / "mine.pt"
+    torch.jit.save(torch.jit.trace(default_digits_model(), torch.zeros(1, 1, 8, 8)), str(path))
+    out = run_default_benchmark(tmp_path / "o", measurement_runs=2, warmup_runs=0, quiet=True, model_path=path,
+                                input_shape=(1, 1, 8, 8), batch_sizes=(1,))
+    assert out["results"]["accuracy"]["mine"].metadata["count"] == 450
+    assert out["results"]["model_size"]["mine"].metadata["method"] == "measured: bytes of torch.jit.save(model)"
