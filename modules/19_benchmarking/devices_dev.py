@@ -699,9 +699,9 @@ def write_hardware_report(
     layers = estimate_layerwise_stats(model, shape[0], shape[1:])
     base = sweep_df[(sweep_df.batch_size == min(batch_sizes))].sort_values("precision", key=lambda s: s != "fp32").iloc[0]
     bandwidth, peak = measure_memory_bandwidth_gbps(), measure_peak_gmacs()
-    summary = summarize_hardware(layers, float(base.latency_ms), bandwidth, peak_gmacs=peak)
+    summary = summarize_hardware(layers, float(base.latency_median_ms), bandwidth, peak_gmacs=peak)
     summary.update({
-        "latency_source": f"sweep: {base.precision}, batch {int(base.batch_size)}, mean latency (measured)",
+        "latency_source": f"sweep: {base.precision}, batch {int(base.batch_size)}, median latency (measured)",
         "bandwidth_method": "measured: 64 MB tensor copy on this machine",
         "peak_gmacs_method": "measured: 512x512x512 float32 matmul on this machine",
         "skipped_precisions": json.dumps(sweep_df.attrs["skipped"]),
@@ -717,8 +717,8 @@ def write_hardware_report(
     paths["watch_metrics"] = _write_atomic(out / "watch_metrics.json", json.dumps(watch, indent=2, default=str))
     platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"
     rows = [{"model": f"{name} {r.precision} (batch {int(r.batch_size)})", "task": task, "accuracy": r.accuracy,
-             "latency_ms": r.latency_ms, "model_size_mb": r.memory_mb, "platform": platform,
-             "references": "measured here: tinytorch.benchmarking.hardware.sweep"}
+             "latency_ms": r.latency_median_ms, "model_size_mb": r.memory_mb, "platform": platform,
+             "references": "measured here (median latency): tinytorch.benchmarking.hardware.sweep"}
             for r in sweep_df.itertuples()]
     paths["benchmark_table"] = _write_atomic(out / "benchmark_table.md", benchmark_table_markdown(rows))
     return paths

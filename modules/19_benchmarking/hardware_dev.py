@@ -458,7 +458,7 @@ CONSTRAINTS = {
     "max_memory_mb": ("memory_mb", "<="),
     "max_energy_j": ("energy_proxy_j", "<="),
 }
-SWEEP_COLUMNS = ("precision", "batch_size", "accuracy", "latency_ms", "latency_std_ms", "latency_p95_ms",
+SWEEP_COLUMNS = ("precision", "batch_size", "accuracy", "latency_ms", "latency_median_ms", "latency_std_ms", "latency_p95_ms",
                  "throughput_sps", "memory_mb", "energy_proxy_j", "energy_method", "latency_scaled_by",
                  "accepted", "violations")
 
@@ -534,6 +534,7 @@ def sweep(
             m = collect_metrics(converted, loader, device, power_watts, precision, latency_multiplier, repeats,
                                 batch_size=b)
             row = {"precision": precision, "batch_size": b, "accuracy": m.accuracy, "latency_ms": m.latency_ms,
+                   "latency_median_ms": m.latency_median_ms,
                    "latency_std_ms": m.latency_std_ms, "latency_p95_ms": m.latency_p95_ms,
                    "throughput_sps": m.throughput_sps, "memory_mb": m.memory_mb, "energy_proxy_j": m.energy_j,
                    "energy_method": m.methods.get("energy_j") or f"none: {m.reasons.get('energy_j')}",
