@@ -60,13 +60,25 @@ def build_parser() -> argparse.ArgumentParser:
     msub = s.add_subparsers(dest="module_command", metavar="ACTION", required=True)
     c = msub.add_parser("complete", help="inline tests -> export -> integration tests, with a summary",
                         description="Run the module's inline tests, export it, run its integration tests "
-                                    "against the exported package, and summarise.")
+                                    "against the exported package, and summarise. In a student workspace "
+                                    "(made by `module start`; found from the current folder or --workspace): "
+                                    "the student's notebooks, exported into WORKSPACE/tinytorch, with "
+                                    "progress recorded in WORKSPACE/NN_name/progress.json.")
     c.add_argument("module", metavar="MODULE", help=mh)
-    c.set_defaults(func=lazy("module", "run_complete"))
-    c = msub.add_parser("start", help="(not implemented yet) set up a student workspace for a module",
-                        description="Not implemented yet: copy a module's student release into the workspace.")
+    c.add_argument("--workspace", default=None, metavar="DIR",
+                   help="student workspace (the folder `module start` used, or its NN_name folder)")
+    c.add_argument("--tests", nargs="+", default=None, metavar="FILE",
+                   help="in a workspace: only these integration test files (e.g. test_19_benchmark.py)")
+    c.set_defaults(func=lazy("student", "run_complete"))
+    c = msub.add_parser("start", help="copy a module's student release into your workspace",
+                        description="Copy the student release of a module (running `tito release` first if "
+                                    "it is missing) into WORKSPACE/NN_name/. Never overwrites existing work "
+                                    "without --force (which moves the old folder to WORKSPACE/.tito/backup/).")
     c.add_argument("module", metavar="MODULE", help=mh)
-    c.set_defaults(func=_stub("module start"))
+    c.add_argument("--workspace", default=None, metavar="DIR",
+                   help="workspace folder (default: settings.ini workspace_dir)")
+    c.add_argument("--force", action="store_true", help="replace existing work (the old folder is backed up)")
+    c.set_defaults(func=lazy("student", "run_start"))
 
     s = sub.add_parser("release", help="nbgrader student release into release/NN_name/, with a leak check",
                        description="Generate the student version (nbgrader generate_assignment; solutions "
@@ -87,12 +99,32 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--input-shape", default=None, metavar="SHAPE", help="input shape, e.g. 1,1,8,8")
     s.set_defaults(func=lazy("benchmark"))
 
-    for name, text in [("grade", "autograde student submissions (nbgrader) and report scores"),
-                       ("status", "show the state of each module (exported, tested, released)"),
-]:
-        s = sub.add_parser(name, help=f"(not implemented yet) {text}",
-                           description=f"Not implemented yet: {text}.")
-        s.set_defaults(func=_stub(name))
+    s = sub.add_parser("grade", help="autograde a class's submissions (nbgrader): grades.csv and feedback",
+                       description="Autograde every student's notebooks with nbgrader, one student at a time "
+                                   "in a temporary course folder holding only that student's files (per-cell "
+                                   "timeout from settings.ini). SUBMISSIONS holds one folder per student "
+                                   "(the folder name is the student id) with the notebooks, or nbgrader's "
+                                   "submitted/<student>/<module>/ layout; submitted files are never modified. "
+                                   "Writes OUTPUT/grades.csv (student, notebook, score, max_score, status, "
+                                   "reason) and OUTPUT/students/<student>/ (feedback HTML, autograded "
+                                   "notebooks, gradebook.db, result.json).")
+    s.add_argument("module", metavar="MODULE", help=mh)
+    s.add_argument("submissions", metavar="SUBMISSIONS", help="folder of student submissions")
+    s.add_argument("--student", default=None, metavar="ID", help="(re-)grade only this student")
+    s.add_argument("--output-dir", default=None, metavar="DIR",
+                   help="where grades go (default: build/grades/NN_name/)")
+    s.add_argument("--timeout", type=int, default=None, metavar="SECONDS",
+                   help="per-cell timeout (default: settings.ini cell_timeout)")
+    s.set_defaults(func=lazy("grade"))
+
+    s = sub.add_parser("status", help="per module: exported, released, graded, with counts",
+                       description="For each module: exported files and public names, the student release "
+                                   "(notebooks, data files), and grading (students, mean score).")
+    s.add_argument("modules", nargs="*", metavar="MODULE", help=mh + "; default: all")
+    s.add_argument("--grades-dir", default=None, metavar="DIR",
+                   help="folder holding NN_name/grades.csv (default: build/grades)")
+    s.add_argument("--json", action="store_true", help="print the status as JSON")
+    s.set_defaults(func=lazy("status"))
 
     from tito.commands import bench_quality, olympics
     olympics.add_parser(sub, lazy)

@@ -7,6 +7,7 @@ generated nbgrader_config.py there (no Jupyter server needed).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from tito.config import TitoError
 
+# the stub of a region outside any function; regions inside one name it (nbgrader_named_stubs)
 CODE_STUB = 'raise NotImplementedError("not yet implemented")'
 REGIONS = [("### BEGIN SOLUTION", "### END SOLUTION"), ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")]
 TRIVIAL = {"pass", "return", ")", "]", "}", "),", "],", "},", "else:", "try:", "finally:", '"""', "'''"}
@@ -30,6 +32,12 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 c.ExecutePreprocessor.timeout = {timeout}
 c.Execute.timeout = {timeout}
 c.Execute.kernel_name = "python3"
+# solutions become `raise NotImplementedError("not yet implemented: <function>")`
+from nbgrader.converters.generate_assignment import GenerateAssignment as _GA
+from nbgrader.preprocessors import ClearSolutions as _CS
+from tito.nbgrader_named_stubs import NamedClearSolutions as _NCS
+c.GenerateAssignment.preprocessors = [_NCS if _p is _CS else _p
+                                      for _p in _GA.class_traits()["preprocessors"].default()]
 '''
 
 
@@ -38,21 +46,53 @@ def write_course_config(course_dir: Path, course_id: str, timeout: int = 300) ->
     course_dir = Path(course_dir).resolve()
     course_dir.mkdir(parents=True, exist_ok=True)
     cfg = course_dir / "nbgrader_config.py"
-    cfg.write_text(CONFIG_TEMPLATE.format(root=str(course_dir), course_id=course_id,
-                                          stub=CODE_STUB, timeout=int(timeout)))
+    atomic_write(cfg, CONFIG_TEMPLATE.format(root=str(course_dir), course_id=course_id,
+                                             stub=CODE_STUB, timeout=int(timeout)))
     return cfg
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write `text` to `path` via a temporary file in the same folder and os.replace."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _nbgrader_env() -> dict:
+    """The runners' environment plus tito's own folder on PYTHONPATH (the generated
+    nbgrader_config.py imports tito.nbgrader_named_stubs)."""
+    from tito.runners import _env  # venv bin on PATH: nbgrader runs the `alembic` script
+
+    env = _env()
+    here = str(Path(__file__).resolve().parent.parent)
+    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if here not in parts:
+        env["PYTHONPATH"] = os.pathsep.join(parts + [here])
+    return env
 
 
 def run_nbgrader(course_dir: Path, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
     """`python -m nbgrader ARGS` in `course_dir`; raises TitoError with its log on failure."""
-    from tito.runners import _env  # venv bin on PATH: nbgrader runs the `alembic` script
-
     p = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course_dir,
-                       capture_output=True, text=True, timeout=timeout, env=_env())
+                       capture_output=True, text=True, timeout=timeout, env=_nbgrader_env())
     if p.returncode != 0:
         log = "\n".join((p.stdout + p.stderr).strip().splitlines()[-30:])
         raise TitoError(f"nbgrader {' '.join(args)} failed (exit {p.returncode}):\n{log}")
+    check_config_loaded(p.stdout + p.stderr, args)
     return p
+
+
+CONFIG_ERROR = "Exception while loading config file"
+
+
+def check_config_loaded(log: str, args: tuple | list = ()) -> None:
+    """nbgrader logs a broken nbgrader_config.py and goes on with defaults (nbgrader's own
+    stub, a 30 s timeout): treat that as a failure."""
+    if CONFIG_ERROR in log:
+        i = log.index(CONFIG_ERROR)
+        raise TitoError(f"nbgrader {' '.join(args)}: the generated nbgrader_config.py failed to load:\n"
+                        + "\n".join(log[i:].splitlines()[:20]))
 
 
 NBGRADER_REQUIRED = {"schema_version": 3, "grade": False, "locked": False, "solution": False}
@@ -75,9 +115,11 @@ def write_normalized(nb_path: Path, dest: Path) -> None:
 
 
 def generate_assignment(course_dir: Path, assignment: str, notebooks: list[Path], course_id: str,
-                        timeout: int = 300) -> Path:
+                        timeout: int = 300, data_files: dict[str, Path] | None = None) -> Path:
     """Copy `notebooks` to course_dir/source/ASSIGNMENT/, run generate_assignment.
 
+    `data_files` maps a path relative to the assignment folder (e.g. "data/x.csv") to the
+    file to copy there; nbgrader copies them into the release next to the notebooks.
     Returns course_dir/release/ASSIGNMENT (the student version, outputs cleared).
     """
     course_dir = Path(course_dir).resolve()
@@ -88,6 +130,7 @@ def generate_assignment(course_dir: Path, assignment: str, notebooks: list[Path]
     src.mkdir(parents=True)
     for nb in notebooks:
         write_normalized(nb, src / Path(nb).name)
+    copy_data_files(data_files or {}, src)
     run_nbgrader(course_dir, "generate_assignment", assignment, "--force")
     out = course_dir / "release" / assignment
     if not out.exists():
@@ -160,26 +203,55 @@ class ReleaseResult:
     release_dir: Path
     notebooks: list[Path] = field(default_factory=list)
     leaks: list[Leak] = field(default_factory=list)
+    data_files: list[Path] = field(default_factory=list)
+
+
+def copy_data_files(data_files: dict[str, Path], dest: Path) -> list[Path]:
+    """Copy each `data_files` entry (relative path -> source file) under `dest`; returns the copies."""
+    out = []
+    for rel, src in sorted(data_files.items()):
+        relp = Path(rel)
+        if relp.is_absolute() or ".." in relp.parts:
+            raise TitoError(f"data file destination {rel!r} must be a relative path inside the assignment")
+        if not Path(src).is_file():
+            raise TitoError(f"data file {src} does not exist")
+        target = Path(dest) / relp
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+        out.append(target)
+    return out
 
 
 def release_module(source_notebooks: list[Path], assignment: str, release_dir: Path, course_dir: Path,
-                   course_id: str, timeout: int = 300) -> ReleaseResult:
+                   course_id: str, timeout: int = 300,
+                   data_files: dict[str, Path] | None = None) -> ReleaseResult:
     """generate_assignment + copy to release_dir/ASSIGNMENT + leak check.
 
-    On a leak the copied release is removed again and the result lists the leaks.
+    The release is built in a temporary sibling folder and moved into place only when the
+    leak check passes; on a leak nothing is left at release_dir/ASSIGNMENT and the result
+    lists the leaks. `data_files`: see generate_assignment.
     """
     if not source_notebooks:
         raise TitoError(f"no notebooks to release for {assignment} (run `tito export`?)")
-    gen = generate_assignment(course_dir, assignment, source_notebooks, course_id, timeout)
+    gen = generate_assignment(course_dir, assignment, source_notebooks, course_id, timeout, data_files)
     dest = Path(release_dir) / assignment
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{assignment}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    shutil.copytree(gen, tmp)
+    leaks = leak_check(source_notebooks, sorted(tmp.rglob("*.ipynb")))
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(gen, dest)
-    notebooks = sorted(dest.rglob("*.ipynb"))
-    leaks = leak_check(source_notebooks, notebooks)
     if leaks:
-        shutil.rmtree(dest)
-    return ReleaseResult(assignment, dest, notebooks, leaks)
+        shutil.rmtree(tmp)
+        for leak in leaks:
+            leak.notebook = str(dest / Path(leak.notebook).relative_to(tmp))
+    else:
+        os.replace(tmp, dest)
+    notebooks = sorted(dest.rglob("*.ipynb")) if dest.exists() else []
+    data = sorted(p for p in dest.rglob("*") if p.is_file() and p.suffix != ".ipynb") if dest.exists() else []
+    return ReleaseResult(assignment, dest, notebooks, leaks, data)
 
 
 def autograde(course_dir: Path, assignment: str, student: str, notebooks: list[Path],
