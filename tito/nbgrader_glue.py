@@ -103,7 +103,8 @@ def write_normalized(nb_path: Path, dest: Path) -> None:
 
     nbgrader 0.9's schema v3 requires schema_version, grade, locked and solution in every
     nbgrader cell; module headers may give only the true ones (the schema defaults are false).
-    Solution cells are also locked=false; graded test cells keep what they say.
+    Solution cells are also locked=false; graded test cells keep what they say. A markdown
+    solution cell that is not graded (a written answer) becomes a 0-point graded cell.
     """
     nb = json.loads(Path(nb_path).read_text(encoding="utf-8"))
     for c in nb.get("cells", []):
@@ -111,6 +112,12 @@ def write_normalized(nb_path: Path, dest: Path) -> None:
         if isinstance(meta, dict):
             for k, v in NBGRADER_REQUIRED.items():
                 meta.setdefault(k, v)
+            if c.get("cell_type") == "markdown" and meta.get("solution") and not meta.get("grade"):
+                # a written answer that is not scored: nbgrader only accepts markdown solution
+                # cells as (manually) graded cells, so it becomes one worth 0 points; its answer
+                # key is still replaced by "YOUR ANSWER HERE" and leak-checked
+                meta["grade"] = True
+                meta["points"] = 0
     Path(dest).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 

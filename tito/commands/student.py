@@ -83,7 +83,7 @@ def _write_json(path: Path, data: dict) -> None:
 # ---- module start ----------------------------------------------------------------------------
 
 def start(course: Course, module: str, workspace: Path | None = None, force: bool = False,
-          release_dir: Path | None = None) -> Path:
+          release_dir: Path | None = None, nbgrader_dir: Path | None = None) -> Path:
     """Copy the student release of `module` into WORKSPACE/NN_name; returns that folder.
 
     Runs `tito release` first when the release is missing. Refuses (TitoError) when the
@@ -97,10 +97,17 @@ def start(course: Course, module: str, workspace: Path | None = None, force: boo
     rel = rel_root / module
     if not (rel.is_dir() and any(rel.glob("*.ipynb"))):
         print(f"no release of {module} in {rel}: running `tito release {module}` ...", flush=True)
-        res = release(course, module, release_dir=rel_root)
+        res = release(course, module, release_dir=rel_root, course_dir=nbgrader_dir)
         if res.leaks:
             raise TitoError(f"release of {module} failed the leak check ({len(res.leaks)} solution lines); "
                             "fix the module before students start it")
+    else:
+        have = {p.name for p in rel.glob("*.ipynb")}
+        want = {p.name for p in course.notebooks(module)}
+        if want and have != want:
+            print(f"warning: the release in {rel} does not match the course's notebooks "
+                  f"(missing: {', '.join(sorted(want - have)) or '-'}; extra: {', '.join(sorted(have - want)) or '-'}); "
+                  f"the instructor should run `tito release {module}`", file=sys.stderr)
     dest = ws / module
     if dest.exists() and any(dest.iterdir()):
         if not force:
