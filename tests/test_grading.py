@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,22 @@ def test_cli_grade_and_status_help(root):
     assert p.returncode == 1 and "does not exist" in p.stderr
     p = subprocess.run([sys.executable, "-m", "tito", "status"], cwd=root, capture_output=True, text=True)
     assert p.returncode == 0 and "19_benchmarking" in p.stdout and "public names" in p.stdout
+
+
+def test_tampering_student_stops_the_run(graded_class, tmp_path, monkeypatch):
+    """Code that finds the grading template (solutions, stored tests) and edits it is detected."""
+    course = graded_class["course"]
+    sandbox = tmp_path / "tmp"
+    sandbox.mkdir()
+    monkeypatch.setenv("TMPDIR", str(sandbox))  # the kernel's tempfile.gettempdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(sandbox))  # this process's
+    blank = subs.load(graded_class["release"].notebooks[0])
+    blank["cells"].append({"cell_type": "code", "execution_count": None, "id": "evil", "metadata": {},
+                           "outputs": [], "source":
+                           "import glob, os, tempfile\n"
+                           "for p in glob.glob(os.path.join(tempfile.gettempdir(), 'tito-grade-template-*', '**', "
+                           "'*.ipynb'), recursive=True):\n"
+                           "    open(p, 'a').write(' ')\n"})
+    subs.save(blank, tmp_path / "subs" / "evil" / "stats_dev.ipynb")
+    with pytest.raises(TitoError, match="changed while evil's code ran"):
+        grade_cmd.grade(course, "01_stats", tmp_path / "subs", tmp_path / "out", progress=lambda *a, **k: None)

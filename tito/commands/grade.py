@@ -27,6 +27,7 @@ Output (default build/grades/NN_name/):
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -234,12 +235,12 @@ def grade_student(template: Path, assignment: str, student: str, folder: Path, o
                   course_id: str, timeout: int, overall_timeout: float | None = None) -> StudentGrade:
     """Autograde one student's `folder` in a temporary copy of `template`; results to out_dir."""
     t0 = time.perf_counter()
-    maxima = _assignment_max(template, assignment)
-    wanted = {f"{n}.ipynb" for n in maxima}
     student_out = out_dir / "students" / student
     with tempfile.TemporaryDirectory(prefix=f"tito-grade-{student}-") as tmp:
         cdir = Path(tmp) / "course"
         _clone_course(template, cdir, course_id, timeout)
+        maxima = _assignment_max(cdir, assignment)  # from the copy: the template stays untouched
+        wanted = {f"{n}.ipynb" for n in maxima}
         sub = cdir / "submitted" / student / assignment
         sub.mkdir(parents=True)
         submitted, unreadable = [], {}
@@ -320,6 +321,23 @@ def grade_student(template: Path, assignment: str, student: str, folder: Path, o
     return result
 
 
+def tree_hash(d: Path) -> str:
+    """sha256 over the relative paths and bytes of every file under `d` ("" if it is missing)."""
+    d = Path(d)
+    if not d.exists():
+        return ""
+    h = hashlib.sha256()
+    for f in sorted(p for p in d.rglob("*") if p.is_file()):
+        h.update(f.relative_to(d).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _stat_print(d: Path) -> str:
+    """Cheap fingerprint of a results folder: relative path, size and mtime of each file."""
+    return "\n".join(f"{f.relative_to(d).as_posix()} {f.stat().st_size} {f.stat().st_mtime_ns}"
+                     for f in sorted(Path(d).rglob("*")) if f.is_file()) if Path(d).exists() else ""
+
+
 def _log_reason(log: str) -> str:
     lines = [l.strip() for l in _ANSI.sub("", log).splitlines() if l.strip()]
     errs = [l for l in lines if "[ERROR]" in l or "Error" in l]
@@ -376,13 +394,25 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
         template = build_template(Path(tmp) / "course", module, nbs, course.course_id, timeout,
                                   data_files(course, module))
         csv_path = out_dir / "grades.csv"
+        # student code runs as this user: it cannot reach the other students' temporary folders
+        # (made one at a time, deleted after each), but could look for the template or the
+        # results. Both are fingerprinted and checked after every student.
+        guarded = {template: tree_hash(template)}
+        csv_rows = read_csv(csv_path)
         for student, folder in found.items():
             progress(f"  {student}: autograding ...")
             r = grade_student(template, module, student, folder, out_dir, course.course_id, timeout)
             results.append(r)
-            rows = [row for row in read_csv(csv_path) if row["student"] != student] + r.rows()
-            rows.sort(key=lambda row: (row["student"], row["notebook"] == TOTAL, row["notebook"]))
-            write_csv(csv_path, rows)  # after each student: an interrupted run keeps what it graded
+            changed = [str(k) for k, v in guarded.items() if (tree_hash(k) if k == template else _stat_print(k)) != v]
+            if read_csv(csv_path) != csv_rows:
+                changed.append(str(csv_path))
+            if changed:
+                raise TitoError(f"grading stopped: {', '.join(changed)} changed while {student}'s code ran; "
+                                f"inspect {folder} before trusting any grade")
+            csv_rows = [row for row in csv_rows if row["student"] != student] + r.rows()
+            csv_rows.sort(key=lambda row: (row["student"], row["notebook"] == TOTAL, row["notebook"]))
+            write_csv(csv_path, csv_rows)  # after each student: an interrupted run keeps what it graded
+            guarded[out_dir / "students" / student] = _stat_print(out_dir / "students" / student)
             progress(f"  {student}: {_num(r.score)}/{_num(r.max_score)} {r.status} ({r.seconds:.0f} s)"
                      + (f"\n      {r.reason[:300]}" if r.reason else ""))
     return results
