@@ -58,10 +58,24 @@ def test_unknown_command(capsys):
     assert "invalid choice" in err and "export" in err
 
 
-@pytest.mark.parametrize("cmd", [["olympics"], ["bench-quality"]])
-def test_stubs_exit_2(cmd, capsys):
-    assert main(cmd) == 2
-    assert "not implemented yet" in capsys.readouterr().err
+def test_olympics_needs_an_action(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["olympics"])
+    assert e.value.code == 2
+    assert "ACTION" in capsys.readouterr().err
+
+
+def test_olympics_bad_input_exit_2(tmp_path, capsys):
+    assert main(["olympics", "leaderboard", str(tmp_path / "missing")]) == 2
+    assert "submissions_dir" in capsys.readouterr().err
+    assert main(["olympics", "validate", str(tmp_path / "missing.json")]) == 2
+
+
+def test_benchmark_bad_options_exit_2(capsys):
+    assert main(["benchmark", "--runs", "1"]) == 2
+    assert "--runs" in capsys.readouterr().err
+    assert main(["benchmark", "--model", "x.pt"]) == 2
+    assert "--input-shape" in capsys.readouterr().err
 
 
 def test_export_check_exit_code(root):

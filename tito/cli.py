@@ -89,15 +89,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--nbgrader-dir", default=None, help="nbgrader course dir (default: settings.ini nbgrader_dir)")
     s.set_defaults(func=lazy("release"))
 
-    s = sub.add_parser("benchmark", help="benchmark a model on this machine (default: bundled digits CNN)",
-                       description="Measure latency (distribution, CI) and, for the bundled default model, "
-                                   "accuracy on held-out digits; save JSON with system info.")
-    s.add_argument("--output-dir", default=None, help="where result files go (default: benchmark_results/)")
-    s.add_argument("--runs", type=int, default=30, help="timed samples (default: 30)")
-    s.add_argument("--quiet", action="store_true", help="print only the result file path")
-    s.add_argument("--model", default=None, metavar="FILE", help="saved model: TorchScript or torch.save(nn.Module)")
-    s.add_argument("--input-shape", default=None, metavar="SHAPE", help="input shape, e.g. 1,1,8,8")
-    s.set_defaults(func=lazy("benchmark"))
 
     s = sub.add_parser("grade", help="autograde a class's submissions (nbgrader): grades.csv and feedback",
                        description="Autograde every student's notebooks with nbgrader, one student at a time "
@@ -126,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the status as JSON")
     s.set_defaults(func=lazy("status"))
 
-    from tito.commands import bench_quality, olympics
+    from tito.commands import bench_quality, benchmark, olympics
+    benchmark.add_parser(sub, lazy)
     olympics.add_parser(sub, lazy)
     bench_quality.add_parser(sub, lazy)
     return p
