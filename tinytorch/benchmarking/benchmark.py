@@ -4,20 +4,28 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
+import io
 import math
 import statistics
+import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
+import pandas as pd
+import torch
 from scipy import stats as _stats
 
-from ..profiling.timing import median_ci
+from ..profiling.timing import adapt, median_ci, system_info as _system_info, time_model
 
 # %% auto #0
-__all__ = ['STATISTICS', 'OlympicEvent', 'BenchmarkResult', 'TimerReading', 'precise_timer']
+__all__ = ['STATISTICS', 'METRICS', 'OlympicEvent', 'BenchmarkResult', 'TimerReading', 'precise_timer', 'wilson_interval',
+           'Comparison', 'compare_samples', 'mcnemar_exact', 'pareto_front', 'MetricInfo', 'Benchmark',
+           'BenchmarkSuite']
 
 # %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #93dcfb93
 class OlympicEvent(Enum):
@@ -142,3 +150,1088 @@ def precise_timer() -> Iterator[TimerReading]:
     finally:
         reading.elapsed_ns = time.perf_counter_ns() - start
     ### END SOLUTION
+
+# %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #d5e52ea1
+def wilson_interval(correct: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a proportion `correct / n` (e.g. an accuracy).
+
+    >>> lo, hi = wilson_interval(5, 10)
+    >>> round(lo, 4), round(hi, 4)
+    (0.2366, 0.7634)
+    """
+    ### BEGIN SOLUTION
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise ValueError(f"n: expected a positive number of samples, got {n!r}")
+    if int(correct) != correct or not 0 <= correct <= n:
+        raise ValueError(f"correct: expected an int between 0 and n={n}, got {correct!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence: expected a number in (0, 1), got {confidence!r}")
+    p = correct / n
+    z = float(_stats.norm.ppf((1 + confidence) / 2))
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, center - half), min(1.0, center + half)
+    ### END SOLUTION
+
+# %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #856942ae
+@dataclass
+class Comparison:
+    """The outcome of comparing model `b` against model `a` on one metric.
+
+    `ratio` is `median_b / median_a` with its bootstrap interval; `p_value` comes from `test`;
+    `verdict` says in words what the figures support.
+    """
+
+    model_a: str
+    model_b: str
+    metric: str
+    median_a: float
+    median_b: float
+    ratio: float
+    ci_lower: float | None
+    ci_upper: float | None
+    p_value: float | None
+    significant: bool
+    verdict: str = ""
+    test: str = "Mann-Whitney U (two-sided)"
+    n_a: int = 0
+    n_b: int = 0
+    alpha: float = 0.05
+    min_effect: float = 0.02
+    bootstrap_resamples: int = 0
+    seed: int | None = None
+    higher_is_better: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _format_p(p: float | None) -> str:
+    if p is None:
+        return "no test"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def _verdict_text(c: Comparison, better: str) -> str:
+    if not c.significant:
+        return f"no significant difference ({_format_p(c.p_value)}, ratio {c.ratio:.3f})"
+    b_wins = (c.ratio > 1) == c.higher_is_better
+    winner, loser = (c.model_b, c.model_a) if b_wins else (c.model_a, c.model_b)
+    factor = c.ratio if c.ratio >= 1 else (1 / c.ratio if c.ratio > 0 else math.inf)
+    return f"{winner} is {factor:.2f}× {better} than {loser} ({_format_p(c.p_value)})"
+
+
+def compare_samples(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    names: tuple[str, str] = ("a", "b"),
+    metric: str = "latency",
+    higher_is_better: bool = False,
+    better: str = "faster",
+    alpha: float = 0.05,
+    min_effect: float = 0.02,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Comparison:
+    """Compare two samples of one metric: ratio of medians (b / a) with a bootstrap interval,
+    a Mann-Whitney U p-value, and a verdict.
+
+    A difference counts only when `p < alpha` and the ratio differs from 1 by at least
+    `min_effect`. `better` is the word for the winner ("faster", "smaller", ...).
+
+    >>> c = compare_samples([1.0, 1.1, 0.9, 1.0, 1.05], [2.0, 2.1, 1.9, 2.0, 2.05])
+    >>> c.ratio, c.verdict
+    (2.0, 'a is 2.00× faster than b (p = 0.012)')
+    """
+    a_arr = np.asarray(a, dtype=float)
+    b_arr = np.asarray(b, dtype=float)
+    for arr, arg in ((a_arr, "a"), (b_arr, "b")):
+        if arr.ndim != 1 or arr.size < 2 or not np.all(np.isfinite(arr)):
+            raise ValueError(f"{arg}: expected at least 2 finite measurements, got {arr.tolist()!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha: expected a number in (0, 1), got {alpha!r}")
+    if n_boot < 100:
+        raise ValueError(f"n_boot: expected at least 100 bootstrap resamples, got {n_boot!r}")
+    ### BEGIN SOLUTION
+    median_a, median_b = float(np.median(a_arr)), float(np.median(b_arr))
+    if median_a == 0:
+        raise ValueError("a: its median is 0, so the ratio median(b) / median(a) is undefined")
+    ratio = median_b / median_a
+    rng = np.random.default_rng(seed)
+    boot_a = np.median(a_arr[rng.integers(0, a_arr.size, size=(n_boot, a_arr.size))], axis=1)
+    boot_b = np.median(b_arr[rng.integers(0, b_arr.size, size=(n_boot, b_arr.size))], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = boot_b / boot_a
+    ratios = ratios[np.isfinite(ratios)]
+    ci_lower, ci_upper = (float(v) for v in np.percentile(ratios, [100 * alpha / 2, 100 * (1 - alpha / 2)]))
+    p_value = float(_stats.mannwhitneyu(a_arr, b_arr, alternative="two-sided").pvalue)
+    significant = bool(p_value < alpha and abs(ratio - 1) >= min_effect)
+    ### END SOLUTION
+    c = Comparison(names[0], names[1], metric, median_a, median_b, ratio, ci_lower, ci_upper, p_value,
+                   significant, n_a=int(a_arr.size), n_b=int(b_arr.size), alpha=alpha, min_effect=min_effect,
+                   bootstrap_resamples=n_boot, seed=seed, higher_is_better=higher_is_better)
+    c.verdict = _verdict_text(c, better)
+    return c
+
+# %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #e62ba3e7
+def mcnemar_exact(correct_a: Sequence[int | bool], correct_b: Sequence[int | bool]) -> dict[str, Any]:
+    """McNemar's exact test on paired per-sample correctness (1 = right, 0 = wrong).
+
+    Returns `{"a_only": n01, "b_only": n10, "p_value": p}`; with no disagreements p is 1.
+
+    >>> mcnemar_exact([1, 1, 1, 0], [1, 0, 0, 0])
+    {'a_only': 2, 'b_only': 0, 'p_value': 0.5}
+    """
+    a = np.asarray(correct_a, dtype=bool)
+    b = np.asarray(correct_b, dtype=bool)
+    if a.shape != b.shape or a.ndim != 1 or a.size == 0:
+        raise ValueError(f"correct_a, correct_b: expected two equal-length 1-D sequences of 0/1, "
+                         f"got shapes {a.shape} and {b.shape}")
+    a_only = int(np.sum(a & ~b))
+    b_only = int(np.sum(~a & b))
+    n = a_only + b_only
+    p = 1.0 if n == 0 else float(_stats.binomtest(b_only, n, 0.5, alternative="two-sided").pvalue)
+    return {"a_only": a_only, "b_only": b_only, "p_value": p}
+
+# %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #23bdeccd
+def pareto_front(points: dict[str, dict[str, float]], directions: dict[str, str]) -> list[str]:
+    """The names of the non-dominated points, in input order.
+
+    `points` maps a name to its metric values; `directions` maps each metric to "min" (lower
+    is better) or "max" (higher is better).
+
+    >>> pareto_front({"A": {"lat": 2, "acc": .99}, "B": {"lat": 1, "acc": .98},
+    ...               "C": {"lat": 1.5, "acc": .97}}, {"lat": "min", "acc": "max"})
+    ['A', 'B']
+    """
+    ### BEGIN SOLUTION
+    if not directions:
+        raise ValueError("directions: expected at least one metric, got none")
+    for metric, d in directions.items():
+        if d not in ("min", "max"):
+            raise ValueError(f"directions: expected 'min' or 'max' for '{metric}', got {d!r}")
+    vectors = {}
+    for name, values in points.items():
+        missing = [m for m in directions if m not in values or values[m] is None]
+        if missing:
+            raise ValueError(f"points: '{name}' has no value for {missing}")
+        vectors[name] = np.array([values[m] if d == "min" else -values[m] for m, d in directions.items()], dtype=float)
+    front = []
+    for name, v in vectors.items():
+        dominated = any(np.all(w <= v) and np.any(w < v) for other, w in vectors.items() if other != name)
+        if not dominated:
+            front.append(name)
+    return front
+    ### END SOLUTION
+
+# %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #08f7358d
+@dataclass(frozen=True)
+class MetricInfo:
+    "How to read one metric: its unit, whether lower or higher is better, and the word for 'better'."
+
+    unit: str
+    direction: str  # "min" or "max"
+    better: str
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.direction == "max"
+
+
+METRICS: dict[str, MetricInfo] = {
+    "latency": MetricInfo("ms", "min", "faster"),
+    "accuracy": MetricInfo("fraction", "max", "more accurate"),
+    "memory": MetricInfo("MB", "min", "smaller in peak memory"),
+    "model_size": MetricInfo("MB", "min", "smaller"),
+    "parameter_memory": MetricInfo("MB", "min", "smaller in parameter memory"),
+    "energy": MetricInfo("mJ", "min", "more energy-efficient"),
+}
+
+
+def _throughput_metric(batch_size: int) -> str:
+    return f"throughput_bs{batch_size}"
+
+
+def _labels_tensor(y: Any, arg: str) -> torch.Tensor:
+    t = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y)
+    if t.is_floating_point():
+        if not torch.all(t == t.round()):
+            raise ValueError(f"{arg}: expected integer class labels, got non-integer values")
+        t = t.long()
+    if t.ndim != 1:
+        raise ValueError(f"{arg}: expected a 1-D tensor of class labels, got shape {tuple(t.shape)}")
+    return t.long()
+
+
+def _as_tensor(x: Any) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        return x
+    if hasattr(x, "data") and not isinstance(x, np.ndarray):  # TinyTorch-style Tensor
+        x = x.data
+    return torch.as_tensor(np.array(x))  # a copy: numpy scalars and read-only arrays become normal tensors
+
+
+class _EvalData:
+    "One evaluation set, normalised to batches of (x tensor, y tensor or None)."
+
+    def __init__(self, data: Any, name: str, batch_size: int = 256):
+        from torch.utils.data import DataLoader, Dataset
+
+        self.name = name
+        self._loader = None
+        self._X = self._y = None
+        if isinstance(data, DataLoader):
+            self._loader = data
+        elif isinstance(data, Dataset):
+            self._loader = DataLoader(data, batch_size=batch_size, shuffle=False)
+        elif isinstance(data, (tuple, list)) and 1 <= len(data) <= 2:
+            self._X = _as_tensor(data[0])
+            if len(data) == 2 and data[1] is not None:
+                self._y = _labels_tensor(data[1], f"datasets['{name}'] labels")
+                if len(self._y) != len(self._X):
+                    raise ValueError(f"datasets['{name}']: {len(self._X)} inputs but {len(self._y)} labels")
+        elif isinstance(data, (torch.Tensor, np.ndarray)):
+            self._X = _as_tensor(data)
+        else:
+            raise TypeError(f"datasets: expected a DataLoader, a Dataset, or an (X, y) pair; "
+                            f"'{name}' is a {type(data).__name__}")
+        if self._X is not None and (self._X.ndim < 1 or len(self._X) == 0):
+            raise ValueError(f"datasets['{name}']: expected at least one sample, got shape {tuple(self._X.shape)}")
+        self.batch_size = batch_size
+
+    def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
+        if self._loader is not None:
+            for item in self._loader:
+                if isinstance(item, (tuple, list)):
+                    x = _as_tensor(item[0])
+                    y = _labels_tensor(item[1], f"datasets['{self.name}'] labels") if len(item) > 1 else None
+                else:
+                    x, y = _as_tensor(item), None
+                yield x, y
+            return
+        for i in range(0, len(self._X), self.batch_size):
+            yield self._X[i:i + self.batch_size], None if self._y is None else self._y[i:i + self.batch_size]
+
+    @property
+    def has_labels(self) -> bool:
+        if self._loader is None:
+            return self._y is not None
+        for _, y in self.batches():
+            return y is not None
+        return False
+
+    def first_samples(self, n: int) -> torch.Tensor:
+        "Up to `n` samples from the start of the set (fewer if the set is smaller)."
+        got = []
+        count = 0
+        for x, _ in self.batches():
+            got.append(x[: n - count])
+            count += len(got[-1])
+            if count >= n:
+                break
+        if not got:
+            raise ValueError(f"datasets['{self.name}']: the data set is empty")
+        return torch.cat(got)
+
+
+def _error_record(e: BaseException) -> dict[str, str]:
+    return {"error_type": type(e).__name__, "message": str(e)}
+
+
+def _output_tensor(out: Any) -> torch.Tensor:
+    if isinstance(out, (tuple, list)):
+        raise ValueError(f"model output: expected one (batch, classes) tensor of scores, got a {type(out).__name__}")
+    return _as_tensor(out).detach().cpu()
+
+
+def _json_native(value: Any) -> Any:
+    "Tuples -> lists, numpy scalars -> Python numbers, recursively (so results reload equal)."
+    if isinstance(value, dict):
+        return {str(k): _json_native(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_native(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (torch.device, torch.dtype, Path)):
+        return str(value)
+    return value
+
+
+def _serialized_bytes(adapter: Any) -> tuple[int, str]:
+    module = adapter.torch_module
+    if module is not None:
+        buf = io.BytesIO()
+        if isinstance(module, torch.jit.ScriptModule):
+            torch.jit.save(module, buf)
+            return len(buf.getvalue()), "bytes of torch.jit.save(model)"
+        from tinytorch.benchmarking.optimize import state_dict_bytes
+        return state_dict_bytes(module), "bytes of torch.save(model.state_dict())"
+    arrays = {name: np.asarray(a) for name, a in adapter.named_parameter_arrays()}
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return len(buf.getvalue()), "bytes of numpy.savez(parameters)"
+
+# %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #af107285
+def _split_runs(total: int, rounds: int) -> list[int]:
+    return [total // rounds + (1 if i < total % rounds else 0) for i in range(rounds)]
+
+
+def _merge_timing_metadata(metas: list[dict[str, Any]], n_values: int) -> dict[str, Any]:
+    merged = dict(metas[0])
+    merged.update(
+        samples=n_values,
+        rounds=len(metas),
+        calls_per_sample=[m["calls_per_sample"] for m in metas],
+        timed_in_blocks=any(m["timed_in_blocks"] for m in metas),
+        warmup_calls=sum(m["warmup_calls"] for m in metas),
+        timer_overhead_fraction=max(m["timer_overhead_fraction"] for m in metas),
+        total_seconds=sum(m["total_seconds"] for m in metas),
+        stop_reason=sorted({m["stop_reason"] for m in metas}),
+    )
+    return merged
+
+
+class Benchmark:
+    """Measure several models under one protocol: latency, accuracy, memory, throughput.
+
+    - `models`: a list of torch modules, TinyTorch-style objects (`forward` + `parameters`) or
+      callables, or a dict `{name: model}`. Names come from `names`, the dict keys, or each
+      model's `.name` (else its class name); they must be unique.
+    - `datasets`: labelled evaluation sets (a `DataLoader`, a `Dataset`, an `(X, y)` pair), or a
+      list of them; `dataset_names` names them. Without labels, accuracy is unavailable.
+    - `warmup_runs`: untimed calls before each timed round; `measurement_runs`: timed samples
+      per model, taken in `rounds` interleaved rounds (default `min(5, measurement_runs)`).
+    - `threads`: torch threads while timing (None: the current count); recorded.
+
+    Results: `results[metric][model] -> BenchmarkResult`; `unavailable[metric][model] -> reason`;
+    `failures[metric][model] -> {"error_type", "message"}`.
+
+    >>> import torch
+    >>> X, y = torch.randn(32, 4), torch.randint(0, 3, (32,))
+    >>> b = Benchmark([torch.nn.Linear(4, 3)], [(X, y)], names=["lin"], measurement_runs=4)
+    >>> sorted(b.run_latency_benchmark()), b.results["latency"]["lin"].unit
+    (['lin'], 'ms')
+    """
+
+    def __init__(
+        self,
+        models: Any,
+        datasets: Any = None,
+        warmup_runs: int = 5,
+        measurement_runs: int = 10,
+        names: Sequence[str] | None = None,
+        *,
+        threads: int | None = None,
+        rounds: int | None = None,
+        dataset_names: Sequence[str] | None = None,
+        seed: int = 0,
+        batch_size: int = 256,
+    ):
+        if isinstance(models, dict):
+            if names is not None:
+                raise ValueError("names: give names either as the keys of a models dict or as names=[...], not both")
+            names, models = list(models.keys()), list(models.values())
+        elif isinstance(models, (list, tuple)):
+            models = list(models)
+        else:
+            raise TypeError(f"models: expected a list of models or a dict {{name: model}}, got {type(models).__name__}")
+        if not models:
+            raise ValueError("models: expected at least one model, got an empty list")
+        if names is not None:
+            names = list(names)
+            if len(names) != len(models):
+                raise ValueError(f"names: expected one name per model ({len(models)}), got {len(names)}: {names}")
+        adapters = [adapt(m, name=(names[i] if names is not None else None)) for i, m in enumerate(models)]
+        seen: dict[str, int] = {}
+        for a in adapters:
+            if not isinstance(a.name, str) or not a.name:
+                raise ValueError(f"names: expected non-empty strings, got {a.name!r}")
+            seen[a.name] = seen.get(a.name, 0) + 1
+        dupes = sorted(n for n, c in seen.items() if c > 1)
+        if dupes:
+            raise ValueError(f"names: model names must be unique, got duplicates {dupes}; pass names=[...]")
+        for value, arg, minimum in ((warmup_runs, "warmup_runs", 0), (measurement_runs, "measurement_runs", 1),
+                                    (batch_size, "batch_size", 1)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+                raise ValueError(f"{arg}: expected an int >= {minimum}, got {value!r}")
+        if rounds is None:
+            rounds = min(5, measurement_runs)
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= measurement_runs:
+            raise ValueError(f"rounds: expected an int between 1 and measurement_runs={measurement_runs}, got {rounds!r}")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads: expected a positive int or None, got {threads!r}")
+
+        self.adapters = {a.name: a for a in adapters}
+        self.models = {a.name: a.model for a in adapters}
+        self.names = list(self.adapters)
+        self.datasets = self._normalise_datasets(datasets, dataset_names, batch_size)
+        self.warmup_runs = int(warmup_runs)
+        self.measurement_runs = int(measurement_runs)
+        self.rounds = rounds
+        self.threads = threads
+        self.seed = seed
+        self.system_info = _system_info()
+        self.metric_info: dict[str, MetricInfo] = dict(METRICS)
+        self.results: dict[str, dict[str, BenchmarkResult]] = {}
+        self.unavailable: dict[str, dict[str, str]] = {}
+        self.failures: dict[str, dict[str, dict[str, str]]] = {}
+        self.input_shape: tuple[int, ...] | None = None
+        self.input_source: str | None = None
+
+    @staticmethod
+    def _normalise_datasets(datasets: Any, dataset_names: Sequence[str] | None, batch_size: int) -> list[_EvalData]:
+        from torch.utils.data import DataLoader, Dataset
+
+        if datasets is None:
+            items = []
+        elif isinstance(datasets, (DataLoader, Dataset, torch.Tensor, np.ndarray)):
+            items = [datasets]
+        elif (isinstance(datasets, tuple) and len(datasets) == 2
+              and all(isinstance(d, (torch.Tensor, np.ndarray)) for d in datasets)):
+            items = [datasets]  # a single (X, y) pair
+        elif isinstance(datasets, (list, tuple)):
+            items = list(datasets)
+        else:
+            raise TypeError(f"datasets: expected a DataLoader, a Dataset, an (X, y) pair or a list of them, "
+                            f"got {type(datasets).__name__}")
+        if dataset_names is not None and len(dataset_names) != len(items):
+            raise ValueError(f"dataset_names: expected one name per dataset ({len(items)}), got {len(dataset_names)}")
+        names = list(dataset_names) if dataset_names is not None else [
+            getattr(d, "name", None) if isinstance(getattr(d, "name", None), str) else f"dataset{i}"
+            for i, d in enumerate(items)]
+        if len(set(names)) != len(names):
+            raise ValueError(f"dataset_names: expected unique names, got {names}")
+        return [_EvalData(d, n, batch_size) for d, n in zip(items, names)]
+
+    # ----- bookkeeping -----
+    def _store(self, metric: str, name: str, result: BenchmarkResult) -> None:
+        result.metadata = _json_native(result.metadata)
+        self.results.setdefault(metric, {})[name] = result
+        self.unavailable.get(metric, {}).pop(name, None)
+        self.failures.get(metric, {}).pop(name, None)
+
+    def _fail(self, metric: str, name: str, e: BaseException) -> None:
+        self.failures.setdefault(metric, {})[name] = _error_record(e)
+        self.results.get(metric, {}).pop(name, None)
+
+    def _not_available(self, metric: str, name: str, reason: str) -> None:
+        self.unavailable.setdefault(metric, {})[name] = reason
+        self.results.get(metric, {}).pop(name, None)
+
+    def _input(self, input_shape: Sequence[int] | None) -> torch.Tensor:
+        "The one input every model is timed on: the first dataset sample, or a seeded tensor of `input_shape`."
+        if input_shape is not None:
+            try:
+                shape = tuple(int(d) for d in input_shape)
+            except (TypeError, ValueError):
+                raise TypeError(f"input_shape: expected a sequence of positive ints such as (1, 1, 8, 8), got {input_shape!r}") from None
+            if not shape or any(d < 1 for d in shape):
+                raise ValueError(f"input_shape: expected positive ints such as (1, 1, 8, 8), got {input_shape!r}")
+            g = torch.Generator().manual_seed(self.seed)
+            x, source = torch.randn(*shape, generator=g), f"seeded standard normal (seed {self.seed})"
+        elif self.datasets:
+            x, source = self.datasets[0].first_samples(1), f"first sample of dataset '{self.datasets[0].name}'"
+        else:
+            raise ValueError("input_shape: no dataset to take the input from; pass input_shape=(1, ...)")
+        self.input_shape, self.input_source = tuple(x.shape), source
+        return x
+
+    def _timed_rounds(self, metric: str, x: torch.Tensor) -> dict[str, tuple[list[float], dict[str, Any]]]:
+        "Time every model on `x` in interleaved rounds; failures are recorded, not raised."
+        values: dict[str, list[float]] = {n: [] for n in self.names}
+        metas: dict[str, list[dict[str, Any]]] = {n: [] for n in self.names}
+        failed: set[str] = set()
+        for k in _split_runs(self.measurement_runs, self.rounds):
+            for name in self.names:
+                if name in failed:
+                    continue
+                try:
+                    s = time_model(self.adapters[name], x, warmup=self.warmup_runs, samples=k,
+                                   seed=self.seed, threads=self.threads)
+                except Exception as e:  # the model raised: a failed measurement, recorded with its error
+                    self._fail(metric, name, e)
+                    failed.add(name)
+                    continue
+                values[name].extend(s.per_call_ms)
+                metas[name].append(s.metadata())
+        return {n: (values[n], _merge_timing_metadata(metas[n], len(values[n]))) for n in self.names if n not in failed}
+
+    # ----- measurements -----
+    def run_latency_benchmark(self, input_shape: Sequence[int] | None = None) -> dict[str, BenchmarkResult]:
+        """Latency of one forward pass per model (ms), every model on the same input.
+
+        The input is the first dataset sample unless `input_shape` is given (then a seeded
+        standard-normal tensor). Timing goes through `time_model`: warmup, calibrated blocks,
+        device sync, fixed threads; `metadata` holds the conditions (`timed_in_blocks` says
+        whether fast models were timed several calls per block).
+        """
+        x = self._input(input_shape)
+        out = {}
+        for name, (ms, meta) in self._timed_rounds("latency", x).items():
+            meta.update(input_shape=list(x.shape), input_source=self.input_source, interleaved=self.rounds > 1,
+                        method="measured: time_model (perf_counter_ns, calibrated blocks, interleaved rounds)")
+            self._store("latency", name, BenchmarkResult("latency", ms, unit="ms", metadata=meta))
+            out[name] = self.results["latency"][name]
+        return out
+
+    def run_accuracy_benchmark(self) -> dict[str, BenchmarkResult]:
+        """Top-1 accuracy per model over every labelled sample of every labelled dataset.
+
+        `values` holds one accuracy per dataset; `metadata` the correct and total counts, the
+        Wilson 95% interval, per-dataset figures and the per-sample correctness (for paired
+        tests). Datasets without labels are skipped (and named); with none, accuracy is
+        unavailable. A model whose output does not fit the labels is a recorded failure.
+        """
+        labelled = [d for d in self.datasets if d.has_labels]
+        skipped = [d.name for d in self.datasets if not d.has_labels]
+        if not labelled:
+            reason = ("no labelled dataset: accuracy needs (X, y) data" +
+                      (f"; {skipped} have no labels" if skipped else "; no dataset was given"))
+            for name in self.names:
+                self._not_available("accuracy", name, reason)
+            return {}
+        out = {}
+        for name, a in self.adapters.items():
+            try:
+                per_dataset, per_sample = [], {}
+                for d in labelled:
+                    flags = []
+                    with a.inference():
+                        for x, y in d.batches():
+                            scores = _output_tensor(a.forward(a.to_input(x)))
+                            if scores.ndim != 2 or scores.shape[0] != len(y):
+                                raise ValueError(
+                                    f"model '{name}' on dataset '{d.name}': expected output of shape "
+                                    f"({len(y)}, classes) for top-1 accuracy, got {tuple(scores.shape)}")
+                            if len(y) and (int(y.min()) < 0 or int(y.max()) >= scores.shape[1]):
+                                raise ValueError(
+                                    f"dataset '{d.name}': labels range over [{int(y.min())}, {int(y.max())}] but model "
+                                    f"'{name}' outputs {scores.shape[1]} classes; labels do not match the model's output")
+                            flags.append((scores.argmax(dim=1) == y.cpu()).to(torch.int8))
+                    correct_flags = torch.cat(flags).tolist()
+                    k, n = int(sum(correct_flags)), len(correct_flags)
+                    per_dataset.append({"name": d.name, "correct": k, "count": n, "accuracy": k / n,
+                                        "wilson_95": list(wilson_interval(k, n))})
+                    per_sample[d.name] = correct_flags
+            except Exception as e:  # wrong output, labels out of range, or the model raised
+                self._fail("accuracy", name, e)
+                continue
+            k = sum(p["correct"] for p in per_dataset)
+            n = sum(p["count"] for p in per_dataset)
+            meta = {"method": "measured: top-1 over every labelled sample", "correct": k, "count": n,
+                    "accuracy": k / n, "wilson_95": list(wilson_interval(k, n)), "datasets": per_dataset,
+                    "skipped_unlabelled_datasets": skipped, "per_sample_correct": per_sample}
+            self._store("accuracy", name, BenchmarkResult("accuracy", [p["accuracy"] for p in per_dataset],
+                                                          unit="fraction", metadata=meta))
+            out[name] = self.results["accuracy"][name]
+        return out
+
+    def run_memory_benchmark(self, input_shape: Sequence[int] | None = None) -> dict[str, BenchmarkResult]:
+        """Memory per model through the Profiler, plus the serialized size.
+
+        Stores three metrics: "memory" (peak inference memory, MB, with every field of
+        `Profiler.measure_memory` in metadata), "parameter_memory" (MB, with the parameter
+        count) and "model_size" (bytes of the serialized model, in MB). Returns the "memory"
+        results. Plain callables have no visible parameters: unavailable, with the reason.
+        """
+        from tinytorch.profiling.profiler import Profiler
+
+        x = self._input(input_shape)
+        shape = tuple(x.shape)
+        profiler = Profiler()
+        out = {}
+        for name, a in self.adapters.items():
+            if a.kind == "callable":
+                reason = "a plain callable: its parameters and memory cannot be seen (pass an nn.Module)"
+                for metric in ("memory", "parameter_memory", "model_size"):
+                    self._not_available(metric, name, reason)
+                continue
+            try:
+                size_bytes, size_method = _serialized_bytes(a)
+                self._store("model_size", name, BenchmarkResult(
+                    "model_size", [size_bytes / 2**20], unit="MB",
+                    metadata={"bytes": size_bytes, "method": f"measured: {size_method}"}))
+            except Exception as e:
+                self._fail("model_size", name, e)
+            try:
+                mem = dict(profiler.measure_memory(a.model, shape))
+                params = int(profiler.count_parameters(a.model))
+            except Exception as e:  # the model raised inside the Profiler
+                self._fail("memory", name, e)
+                self._fail("parameter_memory", name, e)
+                continue
+            meta = {"method": "measured: Profiler.measure_memory", "input_shape": list(shape),
+                    "parameters": params, "profiler": mem}
+            for metric, key in (("memory", "peak_memory_mb"), ("parameter_memory", "parameter_memory_mb")):
+                value = mem.get(key)
+                if value is None:
+                    self._not_available(metric, name, f"Profiler.measure_memory gave no {key}: {mem.get('methods')}")
+                else:
+                    self._store(metric, name, BenchmarkResult(metric, [float(value)], unit="MB", metadata=dict(meta)))
+            if "memory" in self.results and name in self.results["memory"]:
+                out[name] = self.results["memory"][name]
+        return out
+
+    def run_throughput_benchmark(self, batch_sizes: Sequence[int] = (1, 8, 32)) -> dict[str, dict[int, BenchmarkResult]]:
+        """Samples per second per model at each batch size (one value per timed sample).
+
+        The batch is the first `b` samples of the first dataset, or a seeded standard-normal
+        batch of the same sample shape when the data set is smaller (recorded as such).
+        Stored as metrics "throughput_bs{b}".
+        """
+        sizes = list(batch_sizes)
+        if not sizes or any(isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1 for b in sizes):
+            raise ValueError(f"batch_sizes: expected positive ints such as (1, 8, 32), got {batch_sizes!r}")
+        if self.datasets:
+            base = self.datasets[0].first_samples(max(sizes))
+        elif self.input_shape is not None:
+            base = self._input(self.input_shape)
+        else:
+            raise ValueError("batch_sizes: no dataset and no input shape to build batches from; give a dataset "
+                             "or run run_latency_benchmark(input_shape=...) first")
+        out: dict[str, dict[int, BenchmarkResult]] = {}
+        for b in sizes:
+            metric = _throughput_metric(int(b))
+            self.metric_info[metric] = MetricInfo("samples/s", "max", f"higher in throughput (batch {b})")
+            if len(base) >= b:
+                xb, source = base[:b], "dataset samples" if self.datasets else self.input_source
+            else:
+                g = torch.Generator().manual_seed(self.seed)
+                xb = torch.randn(b, *base.shape[1:], generator=g)
+                source = f"seeded standard normal (only {len(base)} samples available)"
+            for name, (ms, meta) in self._timed_rounds(metric, xb).items():
+                meta.update(batch_size=int(b), input_shape=list(xb.shape), input_source=source,
+                            method="measured: batch_size / per-call latency")
+                self._store(metric, name, BenchmarkResult(metric, [b / (v / 1e3) for v in ms], unit="samples/s", metadata=meta))
+                out.setdefault(name, {})[int(b)] = self.results[metric][name]
+        return out
+
+    # ----- analysis -----
+    def _all_metrics(self) -> list[str]:
+        seen = []
+        for table in (self.results, self.unavailable, self.failures):
+            for m in table:
+                if m not in seen:
+                    seen.append(m)
+        return seen
+
+    def compare_models(self, metric: str = "latency") -> pd.DataFrame:
+        """One row per model for `metric`: model, metric, unit, status, median, mean, std,
+        ci_lower, ci_upper, count, and the median's interval.
+
+        `ci_lower/ci_upper` is the Student-t interval of the mean, except for accuracy, where it
+        is the Wilson 95% interval and `count` is the number of labelled samples. Models without
+        the metric appear with status "unavailable" or "failed" and the reason in `note`.
+        """
+        if metric not in self._all_metrics():
+            raise ValueError(f"metric: no '{metric}' measurements; measured metrics are {self._all_metrics()}")
+        info = self.metric_info.get(metric)
+        rows = []
+        for name in self.names:
+            row = {"model": name, "metric": metric, "unit": info.unit if info else "", "status": None, "method": None,
+                   "median": None, "mean": None, "std": None, "ci_lower": None, "ci_upper": None, "count": None,
+                   "median_ci_lower": None, "median_ci_upper": None, "note": None}
+            r = self.results.get(metric, {}).get(name)
+            if r is not None:
+                method = r.metadata.get("method", "measured")
+                row.update(status="estimated" if str(method).startswith("estimated") else "measured", method=method,
+                           median=r.median, mean=r.mean, std=r.std, ci_lower=r.ci_lower, ci_upper=r.ci_upper,
+                           count=r.count, unit=r.unit)
+                if r.count >= 2:
+                    row["median_ci_lower"], row["median_ci_upper"] = (float(v) for v in r.median_ci())
+                if metric == "accuracy":
+                    row["median"] = row["mean"] = r.metadata["accuracy"]
+                    row["ci_lower"], row["ci_upper"] = r.metadata["wilson_95"]
+                    row["count"] = r.metadata["count"]
+            elif name in self.failures.get(metric, {}):
+                f = self.failures[metric][name]
+                row.update(status="failed", note=f"{f['error_type']}: {f['message']}")
+            elif name in self.unavailable.get(metric, {}):
+                row.update(status="unavailable", note=self.unavailable[metric][name])
+            else:
+                row.update(status="not run", note="this benchmark was not run for this model")
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def _result_for(self, metric: str, name: str, arg: str) -> BenchmarkResult:
+        if name not in self.adapters:
+            raise ValueError(f"{arg}: unknown model {name!r}; expected one of {self.names}")
+        r = self.results.get(metric, {}).get(name)
+        if r is None:
+            why = (self.failures.get(metric, {}).get(name) or self.unavailable.get(metric, {}).get(name)
+                   or "not measured yet")
+            raise ValueError(f"{arg}: no '{metric}' result for model {name!r} ({why})")
+        return r
+
+    def compare(self, model_a: str, model_b: str, metric: str = "latency", *, alpha: float = 0.05,
+                min_effect: float = 0.02, n_boot: int = 2000, seed: int = 0) -> Comparison:
+        """Compare `model_b` against `model_a` on one measured metric.
+
+        - Repeated measurements (latency, throughput): `compare_samples`, i.e. ratio of
+          medians b/a with a bootstrap interval (seeded), Mann-Whitney U, verdict.
+        - Accuracy: McNemar's exact test on the per-sample correctness of the samples both saw;
+          `ratio` is accuracy_b / accuracy_a (paired bootstrap interval) and a difference must
+          reach `min_effect` in absolute accuracy (0.02 = 2 points).
+        - Single exact values (memory, model size): the ratio, no test; a difference below
+          `min_effect` is none.
+
+        >>> # b.compare("fp32", "int8")  ->  Comparison(..., verdict="int8 is 1.80× faster than fp32 (p < 0.001)")
+        """
+        ra, rb = self._result_for(metric, model_a, "model_a"), self._result_for(metric, model_b, "model_b")
+        info = self.metric_info.get(metric, MetricInfo(ra.unit, "min", "better"))
+        if metric == "accuracy":
+            return self._compare_accuracy(model_a, model_b, ra, rb, alpha, min_effect, n_boot, seed)
+        if ra.count >= 2 and rb.count >= 2:
+            return compare_samples(ra.values, rb.values, names=(model_a, model_b), metric=metric,
+                                   higher_is_better=info.higher_is_better, better=info.better, alpha=alpha,
+                                   min_effect=min_effect, n_boot=n_boot, seed=seed)
+        ratio = rb.median / ra.median if ra.median else math.inf
+        c = Comparison(model_a, model_b, metric, ra.median, rb.median, ratio, None, None, None,
+                       significant=abs(ratio - 1) >= min_effect, test="exact values (single measurement each, no test)",
+                       n_a=ra.count, n_b=rb.count, alpha=alpha, min_effect=min_effect,
+                       higher_is_better=info.higher_is_better)
+        c.verdict = (_verdict_text(c, info.better).replace("(no test)", "(single measurement each)") if c.significant
+                     else f"no difference (ratio {ratio:.3f}, below {min_effect:.0%})")
+        return c
+
+    def _compare_accuracy(self, name_a: str, name_b: str, ra: BenchmarkResult, rb: BenchmarkResult,
+                          alpha: float, min_effect: float, n_boot: int, seed: int) -> Comparison:
+        pa, pb = ra.metadata["per_sample_correct"], rb.metadata["per_sample_correct"]
+        shared = [d for d in pa if d in pb and len(pa[d]) == len(pb[d])]
+        if not shared:
+            raise ValueError(f"model_b: '{name_a}' and '{name_b}' share no evaluated dataset; a paired accuracy test needs the same samples")
+        ca = np.array([v for d in shared for v in pa[d]], dtype=float)
+        cb = np.array([v for d in shared for v in pb[d]], dtype=float)
+        acc_a, acc_b = float(ca.mean()), float(cb.mean())
+        test = mcnemar_exact(ca, cb)
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, ca.size, size=(n_boot, ca.size))
+        boot_a, boot_b = ca[idx].mean(axis=1), cb[idx].mean(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios = boot_b / boot_a
+        ratios = ratios[np.isfinite(ratios)]
+        lo, hi = (float(v) for v in np.percentile(ratios, [100 * alpha / 2, 100 * (1 - alpha / 2)])) if ratios.size else (None, None)
+        diff = acc_b - acc_a
+        significant = bool(test["p_value"] < alpha and abs(diff) >= min_effect)
+        c = Comparison(name_a, name_b, "accuracy", acc_a, acc_b, acc_b / acc_a if acc_a else math.inf, lo, hi,
+                       test["p_value"], significant, test="McNemar exact (paired per-sample correctness)",
+                       n_a=int(ca.size), n_b=int(cb.size), alpha=alpha, min_effect=min_effect,
+                       bootstrap_resamples=n_boot, seed=seed, higher_is_better=True,
+                       details={"difference": diff, "a_only_correct": test["a_only"], "b_only_correct": test["b_only"],
+                                "datasets": shared})
+        if significant:
+            winner, loser = (name_b, name_a) if diff > 0 else (name_a, name_b)
+            c.verdict = (f"{winner} is {abs(diff) * 100:.1f} points more accurate than {loser} "
+                         f"(McNemar {_format_p(test['p_value'])})")
+        else:
+            c.verdict = (f"no significant difference ({abs(diff) * 100:.1f} points, McNemar {_format_p(test['p_value'])}; "
+                         f"{test['a_only']} vs {test['b_only']} disagreements)")
+        return c
+
+# %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #c1a0a99b
+class BenchmarkSuite:
+    """Run latency, accuracy, memory, throughput and energy benchmarks and write the report.
+
+    `models`, `datasets` and the protocol arguments are those of `Benchmark`. `power_watts`
+    enables an *estimated* energy figure when no hardware counter is readable. `tasks` and
+    `references` (dicts keyed by model name) fill the benchmark table.
+
+    >>> # suite = BenchmarkSuite({"fp32": model, "int8": q}, (X_test, y_test), output_dir="out")
+    >>> # suite.run_full_benchmark(); print(suite.generate_report())
+    """
+
+    def __init__(
+        self,
+        models: Any,
+        datasets: Any = None,
+        output_dir: str | Path = "benchmark_results",
+        power_watts: float | None = None,
+        *,
+        warmup_runs: int = 5,
+        measurement_runs: int = 10,
+        names: Sequence[str] | None = None,
+        threads: int | None = None,
+        input_shape: Sequence[int] | None = None,
+        batch_sizes: Sequence[int] = (1, 8, 32),
+        energy_window_s: float = 1.0,
+        powercap_root: str | Path = "/sys/class/powercap",
+        tasks: dict[str, str] | None = None,
+        references: dict[str, str] | None = None,
+        progress: bool = True,
+        **benchmark_options: Any,
+    ):
+        if power_watts is not None and (isinstance(power_watts, bool) or not isinstance(power_watts, (int, float))
+                                        or power_watts <= 0):
+            raise ValueError(f"power_watts: expected a positive number of watts or None, got {power_watts!r}")
+        self.benchmark = Benchmark(models, datasets, warmup_runs=warmup_runs, measurement_runs=measurement_runs,
+                                   names=names, threads=threads, **benchmark_options)
+        self.output_dir = Path(output_dir)
+        self.power_watts = power_watts
+        self.input_shape = tuple(input_shape) if input_shape is not None else None
+        self.batch_sizes = tuple(batch_sizes)
+        self.energy_window_s = energy_window_s
+        self.powercap_root = powercap_root
+        self.tasks = dict(tasks or {})
+        self.references = dict(references or {})
+        self.progress = progress
+        self.comparisons: list[Comparison] = []
+        self.pareto: dict[str, Any] | None = None
+        self.plot_paths: list[Path] = []
+        self.step_errors: dict[str, dict[str, str]] = {}
+        self.created: str | None = None
+
+    # the results live in the Benchmark; these are views of them
+    @property
+    def names(self) -> list[str]:
+        return self.benchmark.names
+
+    @property
+    def results(self) -> dict[str, dict[str, BenchmarkResult]]:
+        return self.benchmark.results
+
+    @property
+    def unavailable(self) -> dict[str, dict[str, str]]:
+        return self.benchmark.unavailable
+
+    @property
+    def failures(self) -> dict[str, dict[str, dict[str, str]]]:
+        return self.benchmark.failures
+
+    @property
+    def system_info(self) -> dict[str, Any]:
+        return self.benchmark.system_info
+
+    def _say(self, text: str) -> None:
+        if self.progress:
+            print(text, file=sys.stderr, flush=True)
+
+    def run_energy_benchmark(self) -> dict[str, BenchmarkResult]:
+        """Energy per inference (mJ): measured from a hardware counter, or estimated from the
+        median latency and `power_watts`, or unavailable with the reason."""
+        from tinytorch.benchmarking.energy import measure_energy
+
+        b = self.benchmark
+        x = b._input(self.input_shape)
+        out = {}
+        for name, a in b.adapters.items():
+            lat = b.results.get("latency", {}).get(name)
+            if name in b.failures.get("latency", {}):  # the model raised when run: its energy cannot be had either
+                b.failures.setdefault("energy", {})[name] = dict(b.failures["latency"][name])
+                continue
+            if lat is None and self.power_watts is not None:
+                self.benchmark._not_available("energy", name, "no latency measurement to base the estimate on")
+                continue
+            xi = a.to_input(x)
+
+            def call(a=a, xi=xi):
+                return a.forward(xi)
+            try:
+                with a.inference():
+                    m = measure_energy(call, power_watts=self.power_watts,
+                                       latency_s=lat.median / 1e3 if lat is not None else None,
+                                       device=str(a.device), min_window_s=self.energy_window_s,
+                                       powercap_root=self.powercap_root, sync=a.sync)
+            except Exception as e:  # the model raised while its energy was measured
+                b._fail("energy", name, e)
+                continue
+            if m.joules_per_call is None:
+                b._not_available("energy", name, m.reason)
+                continue
+            values = [v * 1e3 for v in m.window_joules_per_call] or [m.joules_per_call * 1e3]
+            meta = m.to_dict()
+            meta["method"] = m.method
+            b._store("energy", name, BenchmarkResult("energy", values, unit="mJ", metadata=meta))
+            out[name] = b.results["energy"][name]
+        return out
+
+    def run_full_benchmark(self) -> dict[str, dict[str, BenchmarkResult]]:
+        """Latency, accuracy, memory, throughput and energy for every model, then the comparisons
+        against the first model and the latency/accuracy Pareto set. A step that fails as a
+        whole (not one model) is recorded for every model and the next step runs.
+        Returns `results` (metric -> model -> BenchmarkResult)."""
+        b = self.benchmark
+        self.created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        steps = [("latency", "latency", lambda: b.run_latency_benchmark(self.input_shape)),
+                 ("accuracy", "accuracy", b.run_accuracy_benchmark),
+                 ("memory", "memory", lambda: b.run_memory_benchmark(self.input_shape)),
+                 ("throughput", _throughput_metric(self.batch_sizes[0]) if self.batch_sizes else "throughput",
+                  lambda: b.run_throughput_benchmark(self.batch_sizes)),
+                 ("energy", "energy", self.run_energy_benchmark)]
+        for i, (label, metric, step) in enumerate(steps, start=1):
+            self._say(f"[{i}/{len(steps)}] {label} ({len(self.names)} models) ...")
+            t0 = time.perf_counter()
+            try:
+                step()
+            except Exception as e:  # e.g. no input shape: every model's figure for this step is missing
+                self.step_errors[label] = _error_record(e)
+                for name in self.names:
+                    b._fail(metric, name, e)
+            self._say(f"      done in {time.perf_counter() - t0:.1f} s")
+        self.compare_all()
+        if "latency" in self.results and "accuracy" in self.results:
+            self.pareto_frontier(("latency", "accuracy"))
+        return self.results
+
+    def compare_all(self, baseline: str | None = None) -> list[Comparison]:
+        "Compare every model against `baseline` (default: the first model) on every measured metric."
+        baseline = baseline or self.names[0]
+        comps = []
+        for metric, by_model in self.results.items():
+            if baseline not in by_model:
+                continue
+            for name in self.names:
+                if name != baseline and name in by_model:
+                    comps.append(self.benchmark.compare(baseline, name, metric))
+        self.comparisons = comps
+        return comps
+
+    def compare(self, model_a: str, model_b: str, metric: str = "latency", **options: Any) -> Comparison:
+        "See `Benchmark.compare`."
+        return self.benchmark.compare(model_a, model_b, metric, **options)
+
+    def compare_models(self, metric: str = "latency") -> pd.DataFrame:
+        "See `Benchmark.compare_models`."
+        return self.benchmark.compare_models(metric)
+
+    def pareto_frontier(self, metrics: Sequence[str] = ("latency", "accuracy")) -> list[str]:
+        """The models no other model beats on every one of `metrics` (each metric's direction
+        from its definition; values are medians, accuracy the pooled top-1). Models without a
+        measured value for some metric are left out, and named in `self.pareto["excluded"]`."""
+        metrics = list(metrics)
+        unknown = [m for m in metrics if m not in self.benchmark.metric_info]
+        if not metrics or unknown:
+            raise ValueError(f"metrics: expected names from {sorted(self.benchmark.metric_info)}, got {metrics}")
+        directions = {m: self.benchmark.metric_info[m].direction for m in metrics}
+        points, excluded = {}, {}
+        for name in self.names:
+            vals = {}
+            for m in metrics:
+                r = self.results.get(m, {}).get(name)
+                if r is None:
+                    excluded[name] = f"no measured {m}"
+                    break
+                vals[m] = r.metadata["accuracy"] if m == "accuracy" else r.median
+            else:
+                points[name] = vals
+        front = pareto_front(points, directions) if points else []
+        self.pareto = {"metrics": metrics, "directions": directions, "front": front, "excluded": excluded,
+                       "points": points}
+        return front
+
+    # ----- files -----
+    def table(self) -> pd.DataFrame:
+        "The tidy table: one row per model × metric, every metric (see `Benchmark.compare_models`)."
+        frames = [self.benchmark.compare_models(m) for m in self.benchmark._all_metrics()]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def to_payload(self) -> dict[str, Any]:
+        "Everything measured, as one JSON-ready dict (what results.json holds)."
+        from tinytorch.benchmarking.report import SCHEMA
+
+        b = self.benchmark
+        table = self.table()
+        rows = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+                for r in table.to_dict(orient="records")] if len(table) else []
+        model_info = {}
+        for name, a in b.adapters.items():
+            q = getattr(a.model, "tinytorch_quantization", None)
+            default_ref = f"measured here; {q['path']} ({q['mode']})" if isinstance(q, dict) and "path" in q else "measured here (results.json)"
+            model_info[name] = {"kind": a.kind, "class": type(a.model).__name__,
+                                "task": self.tasks.get(name, "classification" if "accuracy" in b.results else "—"),
+                                "reference": self.references.get(name, default_ref)}
+        return _json_native({
+            "schema": SCHEMA,
+            "created": self.created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "system_info": b.system_info,
+            "protocol": {"warmup_runs": b.warmup_runs, "measurement_runs": b.measurement_runs, "rounds": b.rounds,
+                         "threads": b.threads if b.threads is not None else torch.get_num_threads(),
+                         "input_shape": list(b.input_shape) if b.input_shape else None,
+                         "input_source": b.input_source, "batch_sizes": list(self.batch_sizes),
+                         "power_watts": self.power_watts, "seed": b.seed,
+                         "datasets": [d.name for d in b.datasets]},
+            "models": list(self.names),
+            "model_info": model_info,
+            "metrics": {m: asdict(i) for m, i in b.metric_info.items() if m in b._all_metrics()},
+            "results": {m: {n: r.to_dict() for n, r in by.items()} for m, by in b.results.items()},
+            "unavailable": b.unavailable,
+            "failures": b.failures,
+            "step_errors": self.step_errors,
+            "table": rows,
+            "comparisons": [c.to_dict() for c in self.comparisons],
+            "pareto": {k: v for k, v in self.pareto.items() if k != "points"} if self.pareto else None,
+            "plots": [p.name for p in self.plot_paths],
+        })
+
+    def generate_report(self) -> str:
+        """Write `benchmark_report.md`, `results.json` and `results.csv` into `output_dir`
+        (atomically) and return the Markdown. An unwritable `output_dir` raises an OSError naming
+        it; the results stay in memory."""
+        from tinytorch.benchmarking.report import (CSV_FILE, JSON_FILE, REPORT_FILE, ensure_output_dir,
+                                                   render_markdown, save_json, tidy_csv, write_atomic)
+        if not self.results and not self.failures and not self.unavailable:
+            raise ValueError("generate_report: nothing measured yet; call run_full_benchmark() first")
+        out = ensure_output_dir(self.output_dir)
+        payload = self.to_payload()
+        markdown = render_markdown(payload)
+        save_json(payload, out / JSON_FILE)
+        from tinytorch.benchmarking.report import TABLE_COLUMNS  # noqa: F401 (columns documented there)
+        write_atomic(out / CSV_FILE, tidy_csv(payload["table"]))
+        write_atomic(out / REPORT_FILE, markdown)
+        return markdown
+
+    @staticmethod
+    def load_results(path: str | Path) -> dict[str, dict[str, BenchmarkResult]]:
+        """Read `results.json` back into `{metric: {model: BenchmarkResult}}` (equal to the saved ones)."""
+        from tinytorch.benchmarking.report import load_payload
+
+        payload = load_payload(path)
+        return {m: {n: BenchmarkResult.from_dict(d) for n, d in by.items()} for m, by in payload["results"].items()}
+
+    def _plot(self, make: Callable[[], Path]) -> Path:
+        path = make()
+        if path not in self.plot_paths:
+            self.plot_paths.append(path)
+        return path
+
+    def plot_results(self, show: bool = False) -> list[Path]:
+        "One PNG per measured metric (median, interval error bars, best model marked)."
+        from tinytorch.benchmarking.report import ensure_output_dir, plot_metric
+
+        out = ensure_output_dir(self.output_dir)
+        payload = self.to_payload()
+        paths = [self._plot(lambda m=m: plot_metric(payload, m, out)) for m in self.results]
+        _maybe_show(paths, show)
+        return paths
+
+    def plot_pareto_frontier(self, x_metric: str = "latency", y_metric: str = "accuracy", show: bool = False) -> Path:
+        "PNG of two metrics with every model labelled and the Pareto frontier drawn."
+        from tinytorch.benchmarking.report import ensure_output_dir, plot_pareto
+
+        front = self.pareto_frontier((x_metric, y_metric))
+        out = ensure_output_dir(self.output_dir)
+        path = self._plot(lambda: plot_pareto(self.to_payload(), x_metric, y_metric, front, out))
+        _maybe_show([path], show)
+        return path
+
+    def plot_latency_distribution(self, show: bool = False) -> Path:
+        "PNG of every latency sample per model."
+        from tinytorch.benchmarking.report import ensure_output_dir, plot_distribution
+
+        out = ensure_output_dir(self.output_dir)
+        path = self._plot(lambda: plot_distribution(self.to_payload(), "latency", out))
+        _maybe_show([path], show)
+        return path
+
+
+def _maybe_show(paths: Sequence[Path], show: bool) -> None:
+    if not show:
+        return
+    try:
+        from IPython.display import Image, display
+    except ImportError:
+        raise RuntimeError("show=True needs IPython (a notebook); the plots were saved to " + ", ".join(map(str, paths))) from None
+    for p in paths:
+        display(Image(filename=str(p)))

@@ -289,7 +289,8 @@ class PerfMetrics:
     """The performance of one model in one precision on one device, each figure with its method.
 
     `methods` says how each figure was obtained ("measured: …" or "estimated: …"); `reasons`
-    says why a figure is None. Latencies are per forward call of `batch_size` samples; with
+    says why a figure is None. `latency_ms` is the mean (as the seed defines it); on a busy
+    machine a few slow samples pull it up, so `latency_median_ms` is given too. Latencies are per forward call of `batch_size` samples; with
     `latency_scaled_by != 1` they are measured latencies multiplied by that factor.
     """
 
@@ -300,6 +301,7 @@ class PerfMetrics:
     throughput_sps: float
     memory_mb: float
     energy_j: float | None
+    latency_median_ms: float | None = None
     precision: str = "fp32"
     device: str = "cpu"
     batch_size: int = 1
@@ -374,7 +376,7 @@ def collect_metrics(
     k = float(latency_multiplier)
     scaled = f" x {k:g} (latency_scaled_by={k:g})" if k != 1 else ""
     mean_ms, std_ms, p95_ms = result.mean * k, result.std * k, result.p95 * k
-    for key in ("latency_ms", "latency_std_ms", "latency_p95_ms"):
+    for key in ("latency_ms", "latency_std_ms", "latency_p95_ms", "latency_median_ms"):
         methods[key] = f"measured: timing core, {result.count} samples of batch {batch_size}{scaled}"
     throughput = batch_size / (mean_ms / 1e3)
     methods["throughput_sps"] = f"derived: batch_size / mean latency{' (scaled)' if k != 1 else ''}"
@@ -403,7 +405,8 @@ def collect_metrics(
     conditions = dict(conditions, measured_latency_ms=result.mean, measured_latency_p95_ms=result.p95)
     return PerfMetrics(
         accuracy=accuracy, latency_ms=mean_ms, latency_std_ms=std_ms, latency_p95_ms=p95_ms,
-        throughput_sps=throughput, memory_mb=memory, energy_j=energy_j, precision=precision,
+        throughput_sps=throughput, memory_mb=memory, energy_j=energy_j, latency_median_ms=result.median * k,
+        precision=precision,
         device=str(dev), batch_size=batch_size, latency_scaled_by=k, methods=methods,
         reasons=reasons, conditions=conditions,
     )
