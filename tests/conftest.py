@@ -17,3 +17,8 @@ def root() -> Path:
 def course():
     from tito.config import Course
     return Course.load(ROOT)
+
+
+def pytest_configure(config):
+    # tests/test_lesson.py: executes every Module 19 notebook (release and solutions), minutes
+    config.addinivalue_line("markers", "lesson: executes whole notebooks with nbclient (slow; -m 'not lesson' skips)")

@@ -1,0 +1,399 @@
+"""Module 19 as a lesson (issue 9): the student release and the solutions run, the graded tests
+check behaviour rather than our code, and no markdown cell types in a figure about the machine.
+
+- `test_release_notebook_runs_with_only_expected_errors` / `test_solution_notebook_runs_clean`
+  execute every notebook with nbclient, one test per notebook (marker `lesson`: they take
+  minutes; `pytest -m "not lesson"` skips them). A release notebook may only fail with the
+  stubs' `NotImplementedError` ("not yet implemented: <name>"); a solution notebook may not
+  fail at all. Each must finish within `NOTEBOOK_LIMIT_S`.
+- `test_independent_*`: a second, independently written implementation of two student tasks
+  (`BenchmarkResult.__post_init__` and `precise_timer`) is put into the student version of
+  the notebook's code in place of the stubs, and the graded tests must pass on it (and fail
+  on a deliberately wrong one).
+- `test_no_machine_figures_in_markdown`: the rule in `machine_figures` below.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import sys
+import textwrap
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULE = "19_benchmarking"
+NOTEBOOK_LIMIT_S = 180.0    # the issue: each notebook within 3 minutes on two cores
+CELL_TIMEOUT_S = 180
+
+# ---- executing notebooks --------------------------------------------------------------------
+
+SOLUTION_NOTEBOOKS = sorted((ROOT / "nbs" / MODULE).glob("*.ipynb"))
+
+
+def _execute(path: Path, allow_errors: bool):
+    """Run notebook `path` top to bottom in a fresh python3 kernel (cwd = its folder).
+
+    Returns (notebook with outputs, seconds, error or None); with allow_errors=False the first
+    failing cell stops the run and is returned as the error."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", allow_errors=allow_errors,
+                            resources={"metadata": {"path": str(path.parent)}})
+    t0 = time.perf_counter()
+    try:
+        client.execute()
+        err = None
+    except CellExecutionError as e:
+        err = f"{e.ename}: {e.evalue}"
+    return nb, time.perf_counter() - t0, err
+
+
+def _errors(nb) -> list[tuple[int, dict, dict]]:
+    """(cell index, cell nbgrader metadata, error output) for every error output."""
+    out = []
+    for i, c in enumerate(nb.cells):
+        if c.cell_type != "code":
+            continue
+        for o in c.get("outputs", []):
+            if o.get("output_type") == "error":
+                out.append((i, c.metadata.get("nbgrader", {}), o))
+    return out
+
+
+def _expected(err: dict) -> bool:
+    "A stub's error: NotImplementedError, or a traceback that says 'not yet implemented'."
+    tb = "\n".join(err.get("traceback", []))
+    return err.get("ename") == "NotImplementedError" or "not yet implemented" in tb
+
+
+def _has_solution_regions(nb) -> bool:
+    return any(c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code" for c in nb.cells)
+
+
+@pytest.fixture(scope="module")
+def student_release(course, tmp_path_factory):
+    from tito.commands.release import release
+
+    tmp = tmp_path_factory.mktemp("lesson-release")
+    res = release(course, MODULE, release_dir=tmp / "release", course_dir=tmp / "nbgrader")
+    assert not res.leaks, "\n".join(map(str, res.leaks))
+    return res.release_dir
+
+
+@pytest.fixture()
+def agg_backend(monkeypatch):
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.delenv("IN_TEST", raising=False)
+
+
+@pytest.mark.lesson
+@pytest.mark.parametrize("name", [p.name for p in SOLUTION_NOTEBOOKS])
+def test_release_notebook_runs_with_only_expected_errors(name, student_release, agg_backend):
+    path = student_release / name
+    assert path.exists(), f"{name} is missing from the student release"
+    nb, seconds, _ = _execute(path, allow_errors=True)
+    print(f"release {name}: {seconds:.1f} s")
+    errors = _errors(nb)
+    bad = [(i, o["ename"], o["evalue"][:200]) for i, _, o in errors if not _expected(o)]
+    assert not bad, (f"release {name}: errors other than the stubs' NotImplementedError (cell, type, message); "
+                     f"a cell that uses a variable from a cell that failed on a stub cascades: {bad}")
+    if _has_solution_regions(nb):
+        graded = [i for i, meta, o in errors if meta.get("grade") and _expected(o)]
+        assert graded, (f"release {name}: no graded test cell reported a missing implementation; "
+                        "each stub should be caught and reported by its test")
+    assert seconds < NOTEBOOK_LIMIT_S, f"release {name} took {seconds:.1f} s (limit {NOTEBOOK_LIMIT_S:.0f} s)"
+
+
+@pytest.mark.lesson
+@pytest.mark.parametrize("name", [p.name for p in SOLUTION_NOTEBOOKS])
+def test_solution_notebook_runs_clean(name, agg_backend):
+    nb, seconds, err = _execute(ROOT / "nbs" / MODULE / name, allow_errors=False)
+    print(f"solution {name}: {seconds:.1f} s")
+    assert err is None, f"solution {name} failed: {err}"
+    assert seconds < NOTEBOOK_LIMIT_S, f"solution {name} took {seconds:.1f} s (limit {NOTEBOOK_LIMIT_S:.0f} s)"
+
+
+def test_release_has_answer_keys_removed(student_release):
+    "The systems-thinking answer keys are instructor-only: the release has the stub text instead."
+    src = json.loads((ROOT / "nbs" / MODULE / "systems_thinking_dev.ipynb").read_text(encoding="utf-8"))
+    rel = json.loads((student_release / "systems_thinking_dev.ipynb").read_text(encoding="utf-8"))
+
+    def answers(nb):
+        return {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"]) for c in nb["cells"]
+                if c["cell_type"] == "markdown" and c["metadata"].get("nbgrader", {}).get("solution")}
+
+    keys, stubs = answers(src), answers(rel)
+    assert len(keys) >= 4 and set(keys) == set(stubs), (sorted(keys), sorted(stubs))
+    for gid, text in stubs.items():
+        assert "Answer key" in keys[gid]
+        assert "Answer key" not in text and "YOUR ANSWER HERE" in text, f"{gid}: {text[:200]!r}"
+
+
+# ---- a second, independent implementation of two student tasks ------------------------------
+
+MY_POST_INIT = '''
+xs = [float(v) for v in self.values]
+if not xs:
+    raise ValueError("values must hold at least one measurement")
+if any(v != v or v in (float("inf"), float("-inf")) for v in xs):
+    raise ValueError("values must be finite numbers")
+self.values = xs
+n = len(xs)
+ordered = sorted(xs)
+
+def _pct(q):  # linear interpolation between closest ranks, as numpy's default
+    pos = (n - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, n - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+self.count = n
+self.mean = sum(xs) / n
+self.std = (sum((v - self.mean) ** 2 for v in xs) / (n - 1)) ** 0.5 if n > 1 else 0.0
+self.min, self.max = ordered[0], ordered[-1]
+self.p50 = self.median = _pct(50)
+self.p90, self.p95, self.p99 = _pct(90), _pct(95), _pct(99)
+q1, q3 = _pct(25), _pct(75)
+self.iqr = q3 - q1
+self.cv = None if self.mean == 0 else self.std / self.mean
+self.outliers = len([v for v in xs if v < q1 - 1.5 * self.iqr or v > q3 + 1.5 * self.iqr])
+if n == 1:
+    self.ci_lower = None
+    self.ci_upper = None
+else:
+    from scipy.stats import t as _student_t
+    margin = _student_t.ppf(1 - (1 - self.confidence) / 2, df=n - 1) * self.std / n ** 0.5
+    self.ci_lower = self.mean - margin
+    self.ci_upper = self.mean + margin
+'''
+
+MY_TIMER = '''
+class precise_timer:
+    """A class-based context manager: the reading object is the timer itself."""
+
+    def __init__(self):
+        self.elapsed_ns = None
+        self._t0 = None
+
+    @property
+    def elapsed_ms(self):
+        return None if self.elapsed_ns is None else self.elapsed_ns / 1e6
+
+    @property
+    def elapsed_s(self):
+        return None if self.elapsed_ns is None else self.elapsed_ns / 1e9
+
+    def __enter__(self):
+        self._t0 = time.perf_counter_ns()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.elapsed_ns = time.perf_counter_ns() - self._t0
+        return False  # never swallow the block's exception
+'''
+
+WRONG_POST_INIT = MY_POST_INIT.replace("_student_t.ppf(1 - (1 - self.confidence) / 2, df=n - 1)", "1.959964")
+WRONG_TIMER = MY_TIMER.replace("return False  # never swallow", "return True  # swallows")
+
+
+def _student_cells(nb_path: Path) -> list[dict]:
+    """The code cells of a solution notebook as the release has them: each solution region
+    replaced by its named stub (the transformation `tito release` applies)."""
+    from tito.nbgrader_named_stubs import replace_regions
+
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    cells = []
+    for c in nb["cells"]:
+        if c["cell_type"] != "code":
+            continue
+        src = "".join(c["source"])
+        meta = c["metadata"].get("nbgrader", {})
+        if meta.get("solution"):
+            src, _ = replace_regions(src, meta.get("grade_id", "cell"))
+        cells.append({"source": src, "grade_id": meta.get("grade_id")})
+    return cells
+
+
+def _fill_stub(source: str, name: str, body: str) -> str:
+    "Replace the stub line naming `name` with `body`, indented like the stub."
+    stub = f'raise NotImplementedError("not yet implemented: {name}")'
+    lines = source.split("\n")
+    hits = [i for i, l in enumerate(lines) if l.strip() == stub]
+    assert len(hits) == 1, f"expected one stub for {name} in the cell, found {len(hits)}"
+    indent = lines[hits[0]][: len(lines[hits[0]]) - len(lines[hits[0]].lstrip())]
+    new = textwrap.indent(textwrap.dedent(body).strip("\n"), indent).split("\n")
+    return "\n".join(lines[: hits[0]] + new + lines[hits[0] + 1:])
+
+
+def _replace_function(source: str, name: str, replacement: str) -> str:
+    "Remove top-level def `name` (with its decorators) from `source` and append `replacement`."
+    tree = ast.parse(source)
+    node = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name)
+    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    lines = source.split("\n")
+    return "\n".join(lines[: start - 1] + lines[node.end_lineno:]) + "\n" + textwrap.dedent(replacement)
+
+
+def _namespace(post_init: str, timer: str) -> dict:
+    """Execute benchmarking_dev's code cells, student version, with our two implementations in
+    place of the stubs; `__name__` is not "__main__", so demos and test calls do not run."""
+    cells = _student_cells(ROOT / "nbs" / MODULE / "benchmarking_dev.ipynb")
+    by_id = {c["grade_id"]: c for c in cells if c["grade_id"]}
+    by_id["benchmark-result"]["source"] = _fill_stub(by_id["benchmark-result"]["source"],
+                                                     "BenchmarkResult.__post_init__", post_init)
+    by_id["precise-timer"]["source"] = _replace_function(by_id["precise-timer"]["source"], "precise_timer", timer)
+    mod = types.ModuleType("lesson_student_ns")
+    sys.modules[mod.__name__] = mod  # dataclasses look their module up
+    ns = mod.__dict__
+    try:
+        for c in cells:
+            exec(compile(c["source"], f"<benchmarking_dev:{c['grade_id'] or 'cell'}>", "exec"), ns)
+    except BaseException:
+        sys.modules.pop(mod.__name__, None)
+        raise
+    return ns
+
+
+@pytest.fixture()
+def independent_ns():
+    ns = _namespace(MY_POST_INIT, MY_TIMER)
+    yield ns
+    sys.modules.pop("lesson_student_ns", None)
+
+
+def test_independent_solutions_pass_the_graded_tests(independent_ns):
+    ns = independent_ns
+    assert "numpy" not in ns["BenchmarkResult"].__post_init__.__code__.co_names, "not our solution's code path"
+    assert isinstance(ns["precise_timer"], type), "the injected timer is class-based, unlike the solution's generator"
+    ns["test_unit_benchmark_result"]()
+    ns["test_unit_precise_timer"]()
+
+
+def test_stubs_fail_the_graded_tests_with_their_names():
+    ns = _namespace('raise NotImplementedError("not yet implemented: BenchmarkResult.__post_init__")',
+                    'def precise_timer():\n    raise NotImplementedError("not yet implemented: precise_timer")\n')
+    try:
+        for test, name in (("test_unit_benchmark_result", "BenchmarkResult.__post_init__"),
+                           ("test_unit_precise_timer", "precise_timer")):
+            with pytest.raises(NotImplementedError, match=re.escape(f"not yet implemented: {name}")):
+                ns[test]()
+    finally:
+        sys.modules.pop("lesson_student_ns", None)
+
+
+@pytest.mark.parametrize("post_init, timer, test, expect", [
+    (WRONG_POST_INIT, MY_TIMER, "test_unit_benchmark_result", "Student's t"),
+    (MY_POST_INIT, WRONG_TIMER, "test_unit_precise_timer", "must not swallow exceptions"),
+])
+def test_wrong_solutions_fail_with_what_was_expected(post_init, timer, test, expect):
+    ns = _namespace(post_init, timer)
+    try:
+        with pytest.raises(AssertionError) as e:
+            ns[test]()
+        assert expect in str(e.value), f"{test}: the failure should say what was expected, got: {e.value}"
+    finally:
+        sys.modules.pop("lesson_student_ns", None)
+
+
+# ---- no figure about the machine typed into markdown ----------------------------------------
+#
+# The rule. Markdown is split into sentences (a table row and a list item each count as one).
+# A sentence fails when it holds BOTH
+#   - a number with a unit of time, rate, frequency, temperature, power, energy or memory
+#     (`0.09 ms`, `12 GB/s`, `2.4 GHz`, `45 °C`, `3 W`, `0.02 MB`, ...), and
+#   - a phrase that puts the number on the machine running the notebook ("this machine",
+#     "your machine", "our machine", "this laptop/host/computer/CPU", "a shared machine",
+#     "measured", "we measured", "on my machine", "here it takes/runs").
+# Such a figure must come from a code cell (print it, refer to the variable). Figures that are
+# not about this machine (datasheets, quality targets, worked examples, published results) pass
+# unless written next to such a phrase; a cell where that is intended carries the opt-out
+#     <!-- figures-not-this-machine: REASON -->
+# and the reason is required.
+
+UNITS = (r"ns|µs|μs|us|ms|s|sec|seconds|minutes|min|GB/s|MB/s|GiB/s|GFLOP/s|GFLOPS|GMAC/s|TOPS|it/s|samples/s|sps"
+         r"|°C|MHz|GHz|W|mW|J|mJ|µJ|KB|kB|KiB|MB|MiB|GB|GiB")
+NUMBER_WITH_UNIT = re.compile(r"(?<![\w.])[~≈]?\d+(?:[.,]\d+)*(?:\s?[-–]\s?\d+(?:\.\d+)?)?\s?(?:" + UNITS + r")(?![\w/])")
+ON_THIS_MACHINE = re.compile(
+    r"\b(this machine|your machine|our machine|my machine|this (?:laptop|host|computer|cpu|box)"
+    r"|shared machine|we measured|measured|here it (?:takes|runs|ran))\b", re.I)
+OPT_OUT = re.compile(r"<!--\s*figures-not-this-machine:\s*(\S.*?)\s*-->", re.S)
+
+
+def _sentences(markdown: str) -> list[str]:
+    units, para = [], []
+    for line in markdown.splitlines():
+        s = line.strip()
+        if s.startswith("|") or re.match(r"^(?:[-*+]|\d+\.)\s", s) or not s:
+            if para:
+                units.append(" ".join(para))
+                para = []
+            if s and not re.match(r"^(?:[-*+]|\d+\.)\s", s):
+                units.append(s)  # a table row
+            elif s:
+                para = [s]       # a list item, continued on the following lines
+            continue
+        para.append(s)
+    if para:
+        units.append(" ".join(para))
+    out = []
+    for u in units:
+        out.extend(p for p in re.split(r"(?<=[.!?])\s+", u) if p)
+    return out
+
+
+def machine_figures(markdown: str) -> list[str]:
+    "The sentences of one markdown cell that break the rule (empty for an opted-out cell)."
+    m = OPT_OUT.search(markdown)
+    if m:
+        return []
+    return [s for s in _sentences(markdown) if NUMBER_WITH_UNIT.search(s) and ON_THIS_MACHINE.search(s)]
+
+
+def test_machine_figure_rule_itself():
+    assert machine_figures("On this machine one call takes 0.094 ms.")
+    assert machine_figures("We measured\n2.4 GHz while it ran.")  # a sentence spans lines
+    assert machine_figures("| digits CNN | measured: 0.09 ms |")
+    assert machine_figures("- the timer costs 45 ns on your machine")
+    assert not machine_figures("On this machine the median is printed by the cell below.")
+    assert not machine_figures("| STM32F746 | 216 MHz | 1.7 GB/s | 320 KB |")  # a datasheet row
+    assert not machine_figures("A 30 fps camera leaves 33 ms per frame. Measured latency is printed below.")
+    assert not machine_figures("<!-- figures-not-this-machine: published MLPerf Tiny results -->\n"
+                               "We measured 5 ms on this machine.")
+    assert machine_figures("<!-- figures-not-this-machine: -->\nWe measured 5 ms."), "a reason is required"
+
+
+def _markdown_cells():
+    import jupytext
+
+    for src in sorted((ROOT / "modules").glob("*/*_dev.py")):
+        nb = jupytext.read(src, fmt="py:percent")
+        for i, c in enumerate(nb.cells):
+            if c.cell_type == "markdown":
+                yield src.relative_to(ROOT).as_posix(), i, c.source
+
+
+def test_no_machine_figures_in_markdown():
+    bad = [f"{path} (markdown cell {i}): {s[:160]!r}"
+           for path, i, text in _markdown_cells() for s in machine_figures(text)]
+    assert not bad, ("figures about this machine typed into markdown (let a code cell print them, or "
+                     "opt out with <!-- figures-not-this-machine: REASON -->):\n" + "\n".join(bad))
+
+
+def test_opt_out_markers_are_needed():
+    "An opt-out marker on a cell the rule would pass anyway is stale: remove it."
+    stale = []
+    for path, i, text in _markdown_cells():
+        if OPT_OUT.search(text):
+            stripped = OPT_OUT.sub("", text)
+            if not machine_figures(stripped):
+                stale.append(f"{path} (markdown cell {i})")
+    assert not stale, f"opt-out markers where the rule finds nothing: {stale}"
