@@ -1193,7 +1193,8 @@ if __name__ == "__main__":
 #
 # The demos time with one thread (`threads=1`): on a small shared machine, a second worker
 # thread that the operating system deschedules makes the other wait for a whole scheduler tick,
-# and a 30 µs layer then reads as 8 ms. The thread count is part of every latency's conditions.
+# and a layer of tens of microseconds then reads as a whole tick. The thread count is part of
+# every latency's conditions.
 
 # %%
 if __name__ == "__main__":
