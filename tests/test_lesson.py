@@ -113,13 +113,9 @@ def test_release_notebook_runs_with_only_expected_errors(name, student_release, 
     assert seconds < NOTEBOOK_LIMIT_S, f"release {name} took {seconds:.1f} s (limit {NOTEBOOK_LIMIT_S:.0f} s)"
 
 
-@pytest.mark.lesson
-@pytest.mark.parametrize("name", [p.name for p in SOLUTION_NOTEBOOKS])
-def test_solution_notebook_runs_clean(name, agg_backend):
-    nb, seconds, err = _execute(ROOT / "nbs" / MODULE / name, allow_errors=False)
-    print(f"solution {name}: {seconds:.1f} s")
-    assert err is None, f"solution {name} failed: {err}"
-    assert seconds < NOTEBOOK_LIMIT_S, f"solution {name} took {seconds:.1f} s (limit {NOTEBOOK_LIMIT_S:.0f} s)"
+# The solution notebooks are executed by `tito test` itself (its notebook stage, which fails any
+# notebook that errors or takes longer than settings.ini's notebook_time_limit, 180 s), so they
+# are not executed a second time here.
 
 
 def test_release_has_answer_keys_removed(student_release):

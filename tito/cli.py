@@ -6,8 +6,6 @@ import sys
 
 from tito.config import TitoError
 
-NOT_YET = 2  # exit code of commands that are not implemented yet
-
 
 def _module_help() -> str:
     try:
@@ -16,13 +14,6 @@ def _module_help() -> str:
         return "module number or name (" + ", ".join(mods) + ")"
     except Exception:  # noqa: BLE001 - help must work even outside a course
         return "module number or name, e.g. 19 or 19_benchmarking"
-
-
-def _stub(name: str):
-    def run(args) -> int:
-        print(f"tito {name}: not implemented yet", file=sys.stderr)
-        return NOT_YET
-    return run
 
 
 def build_parser() -> argparse.ArgumentParser:

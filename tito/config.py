@@ -40,6 +40,7 @@ class Course:
     nbgrader_dir: Path = Path("build/nbgrader")
     workspace_dir: Path = Path("workspace")
     cell_timeout: int = 300
+    notebook_time_limit: int = 180
 
     @classmethod
     def load(cls, root: Path | None = None) -> "Course":
@@ -61,6 +62,7 @@ class Course:
             nbgrader_dir=root / get("nbgrader_dir", "build/nbgrader"),
             workspace_dir=root / get("workspace_dir", "workspace"),
             cell_timeout=int(get("cell_timeout", "300")),
+            notebook_time_limit=int(get("notebook_time_limit", "180")),
         )
 
     @property

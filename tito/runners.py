@@ -124,10 +124,14 @@ def run_notebook(path: Path, timeout: int = 300) -> tuple[bool, str | None, floa
         os.environ.update(old)
 
 
-def run_notebooks(paths: list[Path], timeout: int, root: Path | None = None) -> StageResult:
+def run_notebooks(paths: list[Path], timeout: int, root: Path | None = None,
+                  time_limit: float | None = None) -> StageResult:
+    """Execute each notebook; one that errors, or takes longer than `time_limit` s, fails."""
     st = StageResult("notebooks")
     for p in paths:
         ok, err, secs = run_notebook(p, timeout)
+        if ok and time_limit is not None and secs > time_limit:
+            ok, err = False, f"took {secs:.0f} s, over the {time_limit:.0f} s limit (settings.ini notebook_time_limit)"
         st.seconds += secs
         st.add(ok, f"{_rel(p, root)}: {err}")
         st.details.append({"notebook": str(p), "ok": ok, "error": err, "seconds": round(secs, 3)})

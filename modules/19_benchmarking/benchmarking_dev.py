@@ -221,21 +221,24 @@ def test_unit_benchmark_result():
     assert r.count == 5, f"count: expected 5, got {r.count}"
     assert r.mean == 3.0 and r.median == 3.0, "mean and median of 1..5 are both 3"
     assert abs(r.std - statistics.stdev(values)) < 1e-12, "std must be the sample standard deviation (n-1)"
-    assert (r.min, r.max) == (1.0, 5.0)
+    assert (r.min, r.max) == (1.0, 5.0), f"min/max: expected (1.0, 5.0), got ({r.min}, {r.max})"
     assert abs(r.p90 - 4.6) < 1e-12 and abs(r.p99 - 4.96) < 1e-12, "percentiles use linear interpolation"
     assert abs(r.iqr - 2.0) < 1e-12, f"iqr: expected p75 - p25 = 2.0, got {r.iqr}"
-    assert abs(r.cv - statistics.stdev(values) / 3.0) < 1e-12
+    assert r.cv is not None and abs(r.cv - statistics.stdev(values) / 3.0) < 1e-12, \
+        f"cv: expected std / mean = {statistics.stdev(values) / 3.0:.6f}, got {r.cv}"
     # Student-t, not z = 1.96: t(0.975, 4) = 2.776
     half = 2.7764451051977987 * statistics.stdev(values) / math.sqrt(5)
     assert r.ci_lower is not None and abs(r.ci_lower - (3 - half)) < 1e-9, \
         f"ci_lower: expected {3 - half:.4f} from Student's t with 4 degrees of freedom, got {r.ci_lower}"
-    assert abs(r.ci_upper - (3 + half)) < 1e-9
+    assert abs(r.ci_upper - (3 + half)) < 1e-9, f"ci_upper: expected {3 + half:.4f}, got {r.ci_upper}"
     # outliers beyond 1.5 IQR
-    assert BenchmarkResult("x", [1, 1.1, 1.2, 1.1, 1.0, 9.0]).outliers == 1
-    assert r.outliers == 0
+    spiky = BenchmarkResult("x", [1, 1.1, 1.2, 1.1, 1.0, 9.0])
+    assert spiky.outliers == 1, f"outliers: 9.0 lies beyond p75 + 1.5 IQR of the others, expected 1, got {spiky.outliers}"
+    assert r.outliers == 0, f"outliers: 1..5 has none beyond 1.5 IQR, got {r.outliers}"
     # a single value: no interval, no spread
     one = BenchmarkResult("x", [2.5])
-    assert one.std == 0.0 and one.ci_lower is None and one.ci_upper is None
+    assert one.std == 0.0 and one.ci_lower is None and one.ci_upper is None, \
+        f"a single value has std 0.0 and no interval (None, None); got std {one.std}, ({one.ci_lower}, {one.ci_upper})"
     assert BenchmarkResult("x", [0.0, 0.0]).cv is None, "cv is undefined when the mean is 0"
     # bad input is rejected with the argument named
     for bad in ([], [1.0, float("nan")], [float("inf")]):
@@ -314,10 +317,10 @@ def test_unit_precise_timer():
     with precise_timer() as t:
         total = sum(range(200_000))
     outer = time.perf_counter_ns() - outer_start
-    assert total == 199999 * 200000 // 2
+    assert total == 199999 * 200000 // 2, "the timed block must run exactly once, unchanged"
     assert isinstance(t.elapsed_ns, int), f"elapsed_ns should be an int of nanoseconds, got {t.elapsed_ns!r}"
     assert 0 < t.elapsed_ns <= outer, "the timed block cannot take longer than the code around it"
-    assert abs(t.elapsed_ms - t.elapsed_ns / 1e6) < 1e-9
+    assert abs(t.elapsed_ms - t.elapsed_ns / 1e6) < 1e-9, f"elapsed_ms must equal elapsed_ns / 1e6, got {t.elapsed_ms}"
     # exceptions propagate and the time is still recorded
     try:
         with precise_timer() as failed:
@@ -326,7 +329,8 @@ def test_unit_precise_timer():
         pass
     else:
         raise AssertionError("precise_timer must not swallow exceptions")
-    assert failed.elapsed_ns is not None and failed.elapsed_ns >= 0
+    assert failed.elapsed_ns is not None and failed.elapsed_ns >= 0, \
+        "the time must be recorded even when the block raises (read the clock in a finally: block)"
 
 
 if __name__ == "__main__":
@@ -1075,6 +1079,8 @@ class Benchmark:
         self.failures.get(metric, {}).pop(name, None)
 
     def _fail(self, metric: str, name: str, e: BaseException) -> None:
+        if isinstance(e, NotImplementedError) and str(e).startswith("not yet implemented"):
+            raise e  # an unfinished course exercise, not a failed measurement: say so, loudly
         self.failures.setdefault(metric, {})[name] = _error_record(e)
         self.results.get(metric, {}).pop(name, None)
 
@@ -1645,6 +1651,8 @@ class BenchmarkSuite:
             try:
                 step()
             except Exception as e:  # e.g. no input shape: every model's figure for this step is missing
+                if isinstance(e, NotImplementedError) and str(e).startswith("not yet implemented"):
+                    raise  # an unfinished course exercise, not a failed measurement
                 self.step_errors[label] = _error_record(e)
                 for name in self.names:
                     b._fail(metric, name, e)

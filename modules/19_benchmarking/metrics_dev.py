@@ -519,8 +519,10 @@ def test_unit_measure_latency():
     small = nn.Sequential(nn.Linear(64, 64))
     big = nn.Sequential(*[nn.Linear(512, 512) for _ in range(4)])
     x_small, x_big = torch.randn(8, 64), torch.randn(8, 512)
-    t_small = measure_latency(small, x_small, runs=10)
-    t_big = measure_latency(big, x_big, runs=10)
+    # the mean is what the seed API reports, and one scheduler stall on a busy machine can inflate
+    # a 10-sample mean many times over: compare the best of three means
+    t_small = min(measure_latency(small, x_small, runs=10) for _ in range(3))
+    t_big = min(measure_latency(big, x_big, runs=10) for _ in range(3))
     assert t_big > t_small, f"~250x the work must take longer: {t_big} vs {t_small} ms"
     mean, std, p95 = measure_latency_distribution(big, x_big, repeats=12)
     assert std >= 0 and p95 > 0 and mean > 0

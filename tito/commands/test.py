@@ -55,7 +55,7 @@ def run_tests(course: Course, modules: list[str] | None = None, verbose: bool = 
 
     print("[3/4] notebooks ...", flush=True)
     nbs = [p for m in mods for p in course.notebooks(m)]
-    nbst = run_notebooks(nbs, course.cell_timeout, root=course.root)
+    nbst = run_notebooks(nbs, course.cell_timeout, root=course.root, time_limit=course.notebook_time_limit)
     if not nbs:
         nbst.skipped_reason = "no notebooks"
     stages.append(nbst)
