@@ -65,6 +65,7 @@ from torch.utils.data import DataLoader
 from tinytorch.benchmarking.metrics import (
     PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision,
 )
+from tinytorch.benchmarking.report import write_atomic
 from tinytorch.profiling.profiler import Profiler
 from tinytorch.profiling.timing import system_info, time_callable
 
@@ -645,13 +646,6 @@ HARDWARE_ARTIFACTS = {
 PLOT_DPI = 180
 
 
-def _write_text_atomic(path: Path, text: str) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
 def _bar_chart(path: Path, labels: Sequence[str], values: Sequence[float], ylabel: str, title: str) -> Path:
     from matplotlib.figure import Figure
 
@@ -680,14 +674,14 @@ def save_hardware_artifacts(output_dir: str | Path, layer_df: pd.DataFrame, trad
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {k: out / v for k, v in HARDWARE_ARTIFACTS.items()}
-    _write_text_atomic(paths["layerwise_breakdown"], layer_df.to_csv(index=False))
-    _write_text_atomic(paths["precision_tradeoffs"], tradeoff_df.to_csv(index=False))
-    _write_text_atomic(paths["hardware_summary"], pd.DataFrame([summary]).to_csv(index=False))
+    write_atomic(paths["layerwise_breakdown"], layer_df.to_csv(index=False))
+    write_atomic(paths["precision_tradeoffs"], tradeoff_df.to_csv(index=False))
+    write_atomic(paths["hardware_summary"], pd.DataFrame([summary]).to_csv(index=False))
     labels = [f"{i}:{name}" for i, name in enumerate(layer_df["layer"])]
     _bar_chart(paths["layerwise_activation_memory"], labels, [v / 1024 for v in layer_df["activation_bytes"]],
                "activation memory (KB)", "Activation memory per layer call")
     _bar_chart(paths["layerwise_macs"], labels, list(layer_df["macs"]), "MACs", "Multiply-accumulates per layer call")
-    _write_text_atomic(paths["system_info"], json.dumps(system_info(), indent=2))
+    write_atomic(paths["system_info"], json.dumps(system_info(), indent=2))
     return paths
 
 # %%

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -46,6 +45,7 @@ import pandas as pd
 from torch import nn
 
 from tinytorch.benchmarking.hardware import ROOFLINE_METHOD, estimate_layerwise_stats, roofline_estimate
+from tinytorch.benchmarking.report import write_atomic
 from tinytorch.profiling.profiler import Profiler
 
 # %% [markdown]
@@ -405,13 +405,6 @@ PROFILE_ARTIFACTS = {"operator_profile": "operator_profile.csv", "hardware_total
                      "hardware_profile": "hardware_profile.json"}
 
 
-def _write_atomic(path: Path, text: str) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
 def write_hardware_profile_artifacts(profile: dict[str, Any], output_dir: str | Path) -> dict[str, Path]:
     """Write a `build_hardware_profile_table` result; returns {artifact name: path}."""
     sections = ("operator_profile", "totals", "precision_tradeoffs", "edge_constraints")
@@ -422,11 +415,11 @@ def write_hardware_profile_artifacts(profile: dict[str, Any], output_dir: str | 
     out.mkdir(parents=True, exist_ok=True)
     paths = {k: out / v for k, v in PROFILE_ARTIFACTS.items()}
     ops = pd.DataFrame(profile["operator_profile"])
-    _write_atomic(paths["operator_profile"], ops.to_csv(index=False))
-    _write_atomic(paths["hardware_totals"], pd.DataFrame([profile["totals"]]).to_csv(index=False))
+    write_atomic(paths["operator_profile"], ops.to_csv(index=False))
+    write_atomic(paths["hardware_totals"], pd.DataFrame([profile["totals"]]).to_csv(index=False))
     everything = {"operator_profile": ops.to_dict(orient="records"),
                   **{k: profile[k] for k in sections[1:]}}
-    _write_atomic(paths["hardware_profile"], json.dumps(everything, indent=2))
+    write_atomic(paths["hardware_profile"], json.dumps(everything, indent=2))
     return paths
 
 # %%

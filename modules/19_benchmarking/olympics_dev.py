@@ -53,7 +53,6 @@ import hashlib
 import io
 import json
 import math
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +66,7 @@ from torch import nn
 from tinytorch.benchmarking.benchmark import (
     Benchmark, BenchmarkResult, OlympicEvent, STATISTICS, compare_samples, mcnemar_exact, pareto_front, wilson_interval,
 )
+from tinytorch.benchmarking.report import write_atomic
 from tinytorch.profiling.timing import system_info
 
 # %%
@@ -325,19 +325,6 @@ def _constraint_inputs(opt: Mapping[str, Any]) -> dict[str, float]:
             "model_size_mb": opt["model_size"]["mb"]}
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, event: OlympicEvent | str,
                         dataset: Any = None, *, participant: str = "anonymous", techniques: Sequence[str] = (),
                         output_path: str | Path | None = None, measurement_runs: int = 30, warmup_runs: int = 5,
@@ -384,7 +371,7 @@ def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, e
         "tolerance": dict(tolerance or {"accuracy_abs": 0.01, "latency_rel": 0.5, "size_rel": 0.01}),
     }
     if output_path is not None:
-        _atomic_write(Path(output_path), json.dumps(sub, indent=1))
+        write_atomic(Path(output_path), json.dumps(sub, indent=1))
     return sub
 
 # %% [markdown]
@@ -676,8 +663,8 @@ def leaderboard(submissions_dir: str | Path, event: OlympicEvent | str, output_p
     out = {"table": table, "markdown": "\n".join(md) + "\n", "csv": buf.getvalue(), "invalid": invalid}
     if output_path is not None:
         base = Path(output_path).with_suffix("")
-        _atomic_write(base.with_suffix(".md"), out["markdown"])
-        _atomic_write(base.with_suffix(".csv"), out["csv"])
+        write_atomic(base.with_suffix(".md"), out["markdown"])
+        write_atomic(base.with_suffix(".csv"), out["csv"])
     return out
 
 # %% [markdown]

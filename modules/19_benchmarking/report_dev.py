@@ -53,12 +53,15 @@ TABLE_COLUMNS = ("model", "metric", "unit", "status", "method", "median", "mean"
 def write_atomic(path: str | Path, data: str | bytes) -> Path:
     """Write `data` to `path` atomically: a temporary file in the same directory, then `os.replace`.
 
+    Missing parent folders are created. Readers see the old file or the whole new one, never part.
+
     >>> import tempfile
     >>> p = write_atomic(Path(tempfile.mkdtemp()) / "x.txt", "hello")
     >>> p.read_text()
     'hello'
     """
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         if isinstance(data, bytes):

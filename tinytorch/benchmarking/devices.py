@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from tinytorch.benchmarking.hardware_profile import (
 )
 from .energy import measure_energy
 from .metrics import PRECISIONS, check_precision, evaluate_accuracy, model_memory_mb
+from .report import write_atomic
 from ..profiling.profiler import Profiler
 from ..profiling.timing import adapt, system_info, time_callable, time_model
 
@@ -396,13 +396,6 @@ def benchmark_table_markdown(rows: Iterable[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 # %% ../../nbs/19_benchmarking/devices_dev.ipynb #c10f3af2
-def _write_atomic(path: Path, text: str) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
 def write_hardware_report(
     model: nn.Module,
     loader: Any,
@@ -443,20 +436,20 @@ def write_hardware_report(
         "skipped_precisions": json.dumps(sweep_df.attrs["skipped"]),
     })
     paths = save_hardware_artifacts(out, layers, tradeoffs, summary)
-    paths["sweep"] = _write_atomic(out / "sweep.csv", sweep_df.to_csv(index=False))
+    paths["sweep"] = write_atomic(out / "sweep.csv", sweep_df.to_csv(index=False))
     profile = build_hardware_profile_table(model, shape, samples=repeats)
     paths.update(write_hardware_profile_artifacts(profile, out))
     fit = pd.concat([device_fit(model, shape, d, [p for p in ("fp32", "fp16", "int8")]) for d in devices],
                     ignore_index=True)
-    paths["device_fit"] = _write_atomic(out / "device_fit.csv", fit.to_csv(index=False))
+    paths["device_fit"] = write_atomic(out / "device_fit.csv", fit.to_csv(index=False))
     watch = measure_watch_metrics(model, shape, loader=loader, power_watts=power_watts, samples=repeats)
-    paths["watch_metrics"] = _write_atomic(out / "watch_metrics.json", json.dumps(watch, indent=2, default=str))
+    paths["watch_metrics"] = write_atomic(out / "watch_metrics.json", json.dumps(watch, indent=2, default=str))
     platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"
     rows = [{"model": f"{name} {r.precision} (batch {int(r.batch_size)})", "task": task, "accuracy": r.accuracy,
              "latency_ms": r.latency_median_ms, "model_size_mb": r.memory_mb, "platform": platform,
              "references": "measured here (median latency): tinytorch.benchmarking.hardware.sweep"}
             for r in sweep_df.itertuples()]
-    paths["benchmark_table"] = _write_atomic(out / "benchmark_table.md", benchmark_table_markdown(rows))
+    paths["benchmark_table"] = write_atomic(out / "benchmark_table.md", benchmark_table_markdown(rows))
     return paths
 
 

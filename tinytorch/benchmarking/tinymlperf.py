@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import statistics
 import tempfile
@@ -17,6 +16,7 @@ import torch
 from torch import nn
 
 from .benchmark import BenchmarkResult
+from .report import write_atomic
 from ..profiling.timing import adapt, model_name, system_info, time_callable
 
 # %% auto #0
@@ -469,19 +469,6 @@ class TinyMLPerf:
         return results
 
 # %% ../../nbs/19_benchmarking/tinymlperf_dev.ipynb #054319b5
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _fmt(v: Any, spec: str = ".4g") -> str:
     return "—" if v is None else format(v, spec)
 
@@ -525,6 +512,6 @@ def generate_compliance_report(results: Mapping[str, Any], output_path: str | Pa
           "Quality is evaluated only on a real labelled dataset; otherwise it is 'not evaluated'.", "",
           "## System", "", *[f"- {k}: {v}" for k, v in sysinfo.items()], ""]
     paths = {"json": base.with_suffix(".json"), "markdown": base.with_suffix(".md")}
-    _atomic_write(paths["json"], json.dumps(doc, indent=2, default=str))
-    _atomic_write(paths["markdown"], "\n".join(md))
+    write_atomic(paths["json"], json.dumps(doc, indent=2, default=str))
+    write_atomic(paths["markdown"], "\n".join(md))
     return paths
