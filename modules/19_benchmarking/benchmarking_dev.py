@@ -604,7 +604,8 @@ def test_unit_compare_samples():
     fast = [1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 1.02, 0.98]
     slow = [2 * v for v in fast]
     c = compare_samples(fast, slow, names=("fast", "slow"))
-    assert c.median_a == statistics.median(fast) and c.median_b == statistics.median(slow)
+    assert c.median_a == statistics.median(fast) and c.median_b == statistics.median(slow), \
+        f"median_a/median_b: expected the medians of a and b, got {c.median_a}, {c.median_b}"
     assert abs(c.ratio - 2.0) < 1e-12, f"ratio: expected median(b) / median(a) = 2.0, got {c.ratio}"
     expected_p = _stats.mannwhitneyu(fast, slow, alternative="two-sided").pvalue
     assert abs(c.p_value - expected_p) < 1e-12, f"p_value: expected the two-sided Mann-Whitney U p = {expected_p}, got {c.p_value}"
@@ -629,12 +630,13 @@ def test_unit_compare_samples():
         f"a 1% difference is below min_effect=2% and must not be reported, got: {tiny.verdict}"
     # overlapping noisy samples: not significant
     noisy = compare_samples([1.0, 1.5, 0.8, 1.2, 0.9], [1.1, 0.85, 1.4, 1.0, 1.3])
-    assert not noisy.significant and noisy.p_value > 0.05
+    assert not noisy.significant and noisy.p_value > 0.05, \
+        f"overlapping samples: expected no significant difference (p > 0.05), got p = {noisy.p_value}"
     for bad_a, arg in (([1.0], "a"), ([1.0, float("nan")], "a")):
         try:
             compare_samples(bad_a, [1.0, 2.0])
         except ValueError as e:
-            assert arg in str(e)
+            assert arg in str(e), f"the error should name the argument {arg!r}, got: {e}"
         else:
             raise AssertionError(f"compare_samples({bad_a}, ...) should raise ValueError")
 

@@ -258,7 +258,7 @@ def test_unit_estimate_peak_activation_bytes():
         estimate_peak_activation_bytes(pd.DataFrame({"activation_bytes": []}), 10)
         raise AssertionError("an empty table must raise ValueError")
     except ValueError as e:
-        assert "layer_df" in str(e)
+        assert "layer_df" in str(e), f"the error should name the argument 'layer_df', got: {e}"
 
 
 if __name__ == "__main__":

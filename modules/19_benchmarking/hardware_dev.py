@@ -251,7 +251,8 @@ def test_unit_roofline_estimate():
     assert m["bound"] == "memory-bound" and abs(m["latency_ms"] - 100.0) < 1e-9, f"expected memory-bound, 100 ms: {m}"
     c = roofline_estimate(1e10, 1e3, 1e10, 1e9)
     assert c["bound"] == "compute-bound" and abs(c["latency_ms"] - 1000.0) < 1e-9, f"expected compute-bound, 1000 ms: {c}"
-    assert abs(m["arithmetic_intensity"] - 0.01) < 1e-12 and m["ridge_point"] == 10.0
+    assert abs(m["arithmetic_intensity"] - 0.01) < 1e-12 and m["ridge_point"] == 10.0, \
+        f"expected intensity = MACs / bytes = 0.01 and ridge = peak / bandwidth = 10.0, got {m['arithmetic_intensity']}, {m['ridge_point']}"
     assert m["method"].startswith("estimated"), "a roofline figure is an estimate and must say so"
     assert roofline_estimate(5, 0, 1, 1)["arithmetic_intensity"] == math.inf
     import numpy as np

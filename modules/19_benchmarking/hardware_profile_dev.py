@@ -159,13 +159,14 @@ def test_unit_auto_adjust_batch_size():
         auto_adjust_batch_size(8, 2**20, 1.0)  # one sample = 8 MB
         raise AssertionError("a sample larger than the limit must raise ValueError")
     except ValueError as e:
-        assert "batch of 1" in str(e) or "one sample" in str(e), f"the error should say one sample does not fit: {e}"
+        assert "memory_limit_mb" in str(e), \
+            f"the error should name the argument 'memory_limit_mb' (even one sample does not fit it), got: {e}"
     for bad in (0, -1.0):
         try:
             auto_adjust_batch_size(8, 16, bad)
             raise AssertionError(f"memory_limit_mb={bad} must raise ValueError")
         except ValueError as e:
-            assert "memory_limit_mb" in str(e)
+            assert "memory_limit_mb" in str(e), f"the error should name the argument 'memory_limit_mb', got: {e}"
 
 
 if __name__ == "__main__":

@@ -169,6 +169,7 @@ def test_unit_check_constraints():
     assert by_q == {"latency_ms": False, "model_size_mb": True}, "latency must be strictly under 100 ms"
     missing = check_constraints("latency_sprint", {})
     assert missing[0]["passed"] is False, "an unmeasured quantity cannot pass"
+    assert missing[0].get("reason"), f"a failed check on an unmeasured quantity should say why in 'reason', got {missing[0]}"
 
 
 if __name__ == "__main__":

@@ -325,8 +325,8 @@ def test_unit_sparsity():
     try:
         sparsity(nn.ReLU())
         raise AssertionError("a model without Linear/Conv layers should raise ValueError")
-    except ValueError:
-        pass
+    except ValueError as e:
+        assert "model" in str(e), f"the error should name the argument 'model', got: {e}"
 
 
 if __name__ == "__main__":

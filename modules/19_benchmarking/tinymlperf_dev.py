@@ -458,8 +458,8 @@ def test_unit_quality_status():
     try:
         quality_status(float("nan"), 0.9)
         raise AssertionError("NaN must be rejected with ValueError")
-    except ValueError:
-        pass
+    except ValueError as e:
+        assert "measured" in str(e), f"the error should name the argument 'measured', got: {e}"
 
 
 if __name__ == "__main__":
