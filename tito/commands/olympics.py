@@ -35,9 +35,12 @@ def submit(args) -> int:
         raise TitoError(str(e), code=2) from e
     score = sub.get("score", {})
     print(f"event       {sub.get('event')}")
-    print(f"score       {score}")
-    for check in sub.get("constraints", []):
-        print(f"constraint  {check}")
+    if score.get("value") is not None:
+        print(f"score       {score['value']:.4g} [{score['ci_lower']:.4g}, {score['ci_upper']:.4g}] "
+              f"({score.get('description', score.get('rule'))})")
+    for c in sub.get("constraints", []):
+        status = "met" if c.get("passed") else "NOT met" + (f" ({c['reason']})" if c.get("reason") else "")
+        print(f"constraint  {c['quantity']} {c['op']} {c['threshold']}: measured {c['measured']}, {status}")
     print(f"wrote {args.output}")
     return 0
 
