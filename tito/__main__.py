@@ -4,8 +4,9 @@ Standard library only: this runs under whatever python3 the user has. If we are 
 already running inside `<repo>/.venv`, create it (first run), install the pinned
 dependencies, then re-execute `<repo>/.venv/bin/python -m tito ARGS`.
 
-A stamp file in .venv holds a hash of pyproject.toml's dependency list (and the Python
-version); when it matches, set-up is skipped, so later runs start at once.
+Every transitive dependency is pinned too: requirements.lock is passed to pip as constraints.
+A stamp file in .venv holds a hash of pyproject.toml's dependency list, the lock file and the
+Python version; when it matches, set-up is skipped, so later runs start at once.
 """
 import hashlib
 import os
@@ -18,6 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".venv"
 STAMP = VENV / "tito-setup.stamp"
 LOG = VENV / "tito-setup.log"
+LOCK = REPO / "requirements.lock"
 TORCH_PIN = "torch==2.13.0"
 EDITABLE_MODE = "editable_mode=compat"
 
@@ -42,6 +44,7 @@ def deps_hash() -> str:
         *sorted(f"{k}={v}" for k, v in proj.get("scripts", {}).items()),
         repr(data.get("build-system", {})),
         EDITABLE_MODE,
+        LOCK.read_text(encoding="utf-8") if LOCK.exists() else "",
     ])
     return hashlib.sha256(key.encode()).hexdigest()
 
@@ -72,7 +75,8 @@ def setup_venv() -> None:
             _run_logged([py, "-m", "pip", "install", "--disable-pip-version-check", TORCH_PIN], log)
             # compat mode: a .pth puts the repo root on sys.path, so packages exported after
             # set-up (tinytorch/ on a fresh course) are importable from notebooks' kernels too
-            _run_logged([py, "-m", "pip", "install", "--disable-pip-version-check", "-e", ".",
+            lock = ["-c", str(LOCK)] if LOCK.exists() else []
+            _run_logged([py, "-m", "pip", "install", "--disable-pip-version-check", *lock, "-e", ".",
                          "--config-settings", EDITABLE_MODE], log)
     except (RuntimeError, OSError) as e:
         print(f"tito: set-up failed: {e}", file=sys.stderr)
