@@ -14,7 +14,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from ..profiling.timing import fixed_threads
+from .report import write_atomic
+from ..profiling.timing import adapt, fixed_threads
 
 # %% auto #0
 __all__ = ['DIGITS_INPUT_SHAPE', 'DIGITS_CLASSES', 'TRAINING_RECIPE', 'load_digits_split', 'digits_loader', 'DigitsCNN',
@@ -123,17 +124,15 @@ def default_digits_model(cache_dir: str | Path | None = None) -> DigitsCNN:
         model.load_state_dict(torch.load(path, weights_only=True))
         return model.eval()
     model = train_digits_cnn()
-    path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     torch.save(model.state_dict(), buf)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_bytes(buf.getvalue())
-    os.replace(tmp, path)  # atomic: readers see the old state or the whole new file
+    write_atomic(path, buf.getvalue())  # readers see the old state or the whole new file
     return model
 
 # %% ../../nbs/19_benchmarking/digits_dev.ipynb #3f35edea
-def accuracy_on(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> float:
-    "Top-1 accuracy of a torch classifier on (X, y), in eval and inference mode."
-    model.eval()
-    with torch.inference_mode():
-        return float((model(X).argmax(dim=1) == y).float().mean())
+def accuracy_on(model: Any, X: torch.Tensor, y: torch.Tensor) -> float:
+    "Top-1 accuracy of a classifier on (X, y), run through the shared adapter (eval + inference mode)."
+    a = adapt(model)
+    with a.inference():
+        scores = torch.as_tensor(a.forward(a.to_input(X)))
+    return float((scores.argmax(dim=1).cpu() == y.cpu()).float().mean())
