@@ -419,9 +419,10 @@ def _check_not_empty(a: ModelAdapter) -> None:
 
 
 def _require_countable(a: ModelAdapter, what: str) -> None:
-    if a.kind == "callable":
+    if a.kind in ("callable", "forward"):
+        kind = "a plain callable" if a.kind == "callable" else "an object with forward() but no parameters()"
         raise TypeError(
-            f"model '{a.name}' is a plain callable: only latency can be measured for it "
+            f"model '{a.name}' is {kind}: only latency and forward-pass memory can be measured for it "
             f"(use measure_latency); {what} needs a torch.nn.Module or an object with forward() and parameters()."
         )
     _check_not_empty(a)
@@ -747,6 +748,20 @@ def _forward_peak_bytes(a: ModelAdapter, x: Any) -> tuple[int, str]:
             peak, _, method = _tracemalloc_peak_bytes(lambda: a.forward(x))
     return peak, method
 
+
+def forward_peak_bytes(model: Any, input_or_shape: Any) -> tuple[int, str]:
+    """`(bytes, method)`: peak memory allocated during one forward pass, beyond what the model holds.
+
+    Works for every kind of model, including objects with only `forward()` and plain callables
+    (whose parameters cannot be seen): torch allocations through the profiler's memory events,
+    Python/numpy allocations through `tracemalloc`.
+
+    >>> forward_peak_bytes(torch.nn.Linear(256, 256), (64, 256))[0] >= 64 * 256 * 4
+    True
+    """
+    a = adapt(model)
+    return _forward_peak_bytes(a, _as_input(a, input_or_shape, "input_or_shape"))
+
 # %% [markdown]
 # ## The Profiler
 #
@@ -900,7 +915,7 @@ class Profiler:
             raise ValueError(f"warmup: expected an int >= 0, got {warmup!r}")
         a = adapt(model)
         x = _as_input(a, input_tensor, "input_tensor")
-        if a.kind != "callable":
+        if a.kind not in ("callable", "forward"):
             _check_not_empty(a)
             _walk(a, x, count_flops=False)  # fail with the failing layer's name before timing
         self.last_timing = time_model(a, x, warmup=int(warmup), samples=int(iterations), threads=threads)
@@ -1266,8 +1281,9 @@ def quick_profile(model: Any, input_tensor: Any, *, warmup: int = 5, iterations:
     p = Profiler()
     a = adapt(model)
     out: dict[str, Any] = {"model": a.name, "kind": a.kind, "reasons": {}}
-    if a.kind == "callable":
-        reason = "a plain callable: only latency can be measured"
+    if a.kind in ("callable", "forward"):
+        reason = ("a plain callable" if a.kind == "callable" else "an object without parameters()") + \
+            ": only latency can be measured"
         for key in ("parameters", "parameter_memory_mb", "macs", "flops", "activation_memory_mb", "peak_memory_mb"):
             out[key] = None
             out["reasons"][key] = reason

@@ -58,7 +58,7 @@ from tinytorch.benchmarking.hardware_profile import (
 )
 from tinytorch.benchmarking.energy import measure_energy
 from tinytorch.benchmarking.metrics import PRECISIONS, check_precision, evaluate_accuracy, model_memory_mb
-from tinytorch.benchmarking.report import write_atomic
+from tinytorch.benchmarking.results import write_atomic
 from tinytorch.profiling.profiler import Profiler
 from tinytorch.profiling.timing import adapt, system_info, time_callable, time_model
 

@@ -40,7 +40,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from tinytorch.benchmarking.report import write_atomic
+from tinytorch.benchmarking.results import write_atomic
 from tinytorch.profiling.timing import adapt, fixed_threads
 
 # %% [markdown]
@@ -193,11 +193,11 @@ def default_digits_model(cache_dir: str | Path | None = None) -> DigitsCNN:
 # %%
 #| export
 def accuracy_on(model: Any, X: torch.Tensor, y: torch.Tensor) -> float:
-    "Top-1 accuracy of a classifier on (X, y), run through the shared adapter (eval + inference mode)."
-    a = adapt(model)
-    with a.inference():
-        scores = torch.as_tensor(a.forward(a.to_input(X)))
-    return float((scores.argmax(dim=1).cpu() == y.cpu()).float().mean())
+    "Top-1 accuracy of a classifier on (X, y): the share of ones in `results.top1_correct`."
+    from tinytorch.benchmarking.results import top1_correct
+
+    flags = top1_correct(model, (X, y))
+    return sum(flags) / len(flags)
 
 # %%
 if __name__ == "__main__":

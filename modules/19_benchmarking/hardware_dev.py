@@ -65,7 +65,7 @@ from torch.utils.data import DataLoader
 from tinytorch.benchmarking.metrics import (
     PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision,
 )
-from tinytorch.benchmarking.report import write_atomic
+from tinytorch.benchmarking.results import write_atomic
 from tinytorch.profiling.profiler import Profiler
 from tinytorch.profiling.timing import system_info, time_callable
 

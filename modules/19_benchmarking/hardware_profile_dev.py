@@ -45,7 +45,7 @@ import pandas as pd
 from torch import nn
 
 from tinytorch.benchmarking.hardware import ROOFLINE_METHOD, estimate_layerwise_stats, roofline_estimate
-from tinytorch.benchmarking.report import write_atomic
+from tinytorch.benchmarking.results import write_atomic
 from tinytorch.profiling.profiler import Profiler
 
 # %% [markdown]

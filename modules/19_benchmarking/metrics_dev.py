@@ -49,7 +49,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import torch
 from torch import nn
 
-from tinytorch.benchmarking.benchmark import BenchmarkResult
+from tinytorch.benchmarking.results import BenchmarkResult, EvalData, state_tensors, top1_correct
 from tinytorch.benchmarking.energy import measure_energy
 from tinytorch.benchmarking.optimize import PRECISIONS, cast_precision, quantize_int8
 from tinytorch.profiling.timing import adapt, time_callable, time_model
@@ -75,32 +75,7 @@ from tinytorch.profiling.timing import adapt, time_callable, time_model
 MB = 2**20
 
 
-def _flatten_tensors(value: Any) -> Iterator[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        if value.is_quantized:
-            yield torch.int_repr(value)  # the stored integers: element_size() is 1 for int8
-            if value.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric,
-                                   torch.per_channel_affine_float_qparams):
-                yield value.q_per_channel_scales()
-                yield value.q_per_channel_zero_points()
-            else:
-                yield torch.tensor(value.q_scale(), dtype=torch.float64)
-                yield torch.tensor(value.q_zero_point(), dtype=torch.int64)
-        else:
-            yield value
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            yield from _flatten_tensors(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _flatten_tensors(item)
-
-
-def _state_tensors(model: nn.Module) -> list[torch.Tensor]:
-    "Every tensor in `model.state_dict()`, with packed int8 params and quantization params opened."
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    return [t for v in model.state_dict().values() for t in _flatten_tensors(v)]
+_state_tensors = state_tensors  # results.state_tensors: the one walk over a model's state
 
 # %% [markdown]
 # **Your task.** Complete `model_memory_mb(model)`: the total bytes of every tensor in the
@@ -428,14 +403,8 @@ def evaluate_accuracy(
     True
     """
     converted = to_precision(model, precision, device, calibration_data=calibration_data)
-    a = adapt(converted)
-    correct = total = 0
-    with a.inference():
-        for X, y in _batches(loader):
-            pred = a.forward(a.to_input(X)).argmax(dim=1).cpu()
-            correct += int((pred == y.cpu()).sum())
-            total += int(y.numel())
-    return correct / total
+    flags = top1_correct(converted, EvalData(list(_batches(loader)), "loader"))  # the one top-1 evaluation
+    return sum(flags) / len(flags)
 
 # %%
 def test_unit_evaluate_accuracy():

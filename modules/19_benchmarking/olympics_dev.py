@@ -63,10 +63,12 @@ import pandas as pd
 import torch
 from torch import nn
 
-from tinytorch.benchmarking.benchmark import (
-    Benchmark, BenchmarkResult, OlympicEvent, STATISTICS, compare_samples, mcnemar_exact, pareto_front, wilson_interval,
+from tinytorch.benchmarking.benchmark import Benchmark, OlympicEvent
+from tinytorch.benchmarking.results import (
+    STATISTICS, BenchmarkResult, CountResult, ProportionResult, compare_results, compare_samples, pareto_front,
+    wilson_interval,
 )
-from tinytorch.benchmarking.report import write_atomic
+from tinytorch.benchmarking.results import write_atomic
 from tinytorch.profiling.timing import system_info
 
 # %%
@@ -238,16 +240,6 @@ def _default_dataset() -> tuple[torch.Tensor, torch.Tensor]:
     return load_digits_split("test")
 
 
-def _paired_delta_ci(flags_a: Sequence[int], flags_b: Sequence[int], seed: int, n_boot: int = 2000,
-                     confidence: float = 0.95) -> tuple[float, float]:
-    # percentile bootstrap of the accuracy difference b - a, resampling samples (pairs) together
-    a, b = np.asarray(flags_a, dtype=float), np.asarray(flags_b, dtype=float)
-    idx = np.random.default_rng(seed).integers(0, a.size, size=(n_boot, a.size))
-    diffs = b[idx].mean(axis=1) - a[idx].mean(axis=1)
-    lo, hi = np.percentile(diffs, [100 * (1 - confidence) / 2, 100 * (1 + confidence) / 2])
-    return float(lo), float(hi)
-
-
 def _measure_models(models: Mapping[str, nn.Module], dataset: Any, measurement_runs: int, warmup_runs: int,
                     seed: int) -> tuple[dict[str, dict[str, Any]], Benchmark]:
     X, y = dataset
@@ -262,12 +254,12 @@ def _measure_models(models: Mapping[str, nn.Module], dataset: Any, measurement_r
                     for m in ("latency", "accuracy", "model_size") if name not in bench.results.get(m, {})}
         if problems:
             raise RuntimeError(f"model '{name}' could not be measured: {problems}")
-        acc = bench.results["accuracy"][name].metadata
+        acc = bench.results["accuracy"][name]
         size = bench.results["model_size"][name]
         raw[name] = {
             "latency": bench.results["latency"][name].to_dict(),
-            "accuracy": {"correct": acc["correct"], "count": acc["count"], "accuracy": acc["accuracy"],
-                         "wilson_95": list(acc["wilson_95"]), "per_sample_correct": acc["per_sample_correct"]["eval"]},
+            "accuracy": {"correct": acc.correct, "count": acc.count, "accuracy": acc.mean,
+                         "wilson_95": [acc.ci_lower, acc.ci_upper], "per_sample_correct": list(acc.values)},
             "model_size": {"bytes": size.metadata["bytes"], "mb": size.metadata["bytes"] / 2**20,
                            "method": size.metadata["method"]},
         }
@@ -277,20 +269,26 @@ def _measure_models(models: Mapping[str, nn.Module], dataset: Any, measurement_r
 def _improvements(base: Mapping[str, Any], opt: Mapping[str, Any], seed: int) -> dict[str, Any]:
     c = compare_samples(base["latency"]["values"], opt["latency"]["values"], names=("baseline", "optimized"), seed=seed)
     speedup = 1.0 / c.ratio
-    comp = base["model_size"]["bytes"] / opt["model_size"]["bytes"]
-    fa, fb = base["accuracy"]["per_sample_correct"], opt["accuracy"]["per_sample_correct"]
-    acc_a, acc_b = base["accuracy"]["accuracy"], opt["accuracy"]["accuracy"]
-    d_lo, d_hi = _paired_delta_ci(fa, fb, seed)
-    mc = mcnemar_exact(fa, fb)
+    size = compare_results(CountResult("model_size", [base["model_size"]["bytes"]], unit="bytes"),
+                           CountResult("model_size", [opt["model_size"]["bytes"]], unit="bytes"),
+                           names=("baseline", "optimized"))
+    comp = 1.0 / size.ratio
+    acc = compare_results(ProportionResult("accuracy", base["accuracy"]["per_sample_correct"]),
+                          ProportionResult("accuracy", opt["accuracy"]["per_sample_correct"]),
+                          names=("baseline", "optimized"), seed=seed)
+    acc_a, acc_b = acc.median_a, acc.median_b
+    d_lo, d_hi = acc.details["difference_ci"]
     return {
         "speedup": {"value": speedup, "ci_lower": 1.0 / c.ci_upper, "ci_upper": 1.0 / c.ci_lower,
                     "p_value": c.p_value, "significant": c.significant,
                     "method": "median latency ratio, bootstrap 95% CI (seeded), Mann-Whitney U"},
-        "compression_ratio": {"value": comp, "ci_lower": comp, "ci_upper": comp, "significant": comp != 1.0,
-                              "method": "exact byte counts of the serialized state_dicts (no sampling error)"},
-        "accuracy_delta": {"value": acc_b - acc_a, "ci_lower": d_lo, "ci_upper": d_hi, "p_value": mc["p_value"],
-                           "significant": mc["p_value"] < 0.05,
-                           "method": "paired bootstrap 95% CI (seeded), McNemar exact test"},
+        "compression_ratio": {"value": comp, "ci_lower": comp, "ci_upper": comp, "significant": size.significant,
+                              "method": "exact byte counts of the serialized state_dicts (no sampling error); "
+                                        "significant when at least 2% apart"},
+        "accuracy_delta": {"value": acc_b - acc_a, "ci_lower": d_lo, "ci_upper": d_hi, "p_value": acc.p_value,
+                           "significant": acc.significant,
+                           "method": "paired bootstrap 95% CI (seeded), McNemar exact test; significant when "
+                                     "p < 0.05 and at least 2 points"},
         "accuracy_retention": {"value": acc_b / acc_a if acc_a else None,
                                "ci_lower": 1 + d_lo / acc_a if acc_a else None,
                                "ci_upper": 1 + d_hi / acc_a if acc_a else None},

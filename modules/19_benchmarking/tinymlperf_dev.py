@@ -100,8 +100,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from tinytorch.benchmarking.benchmark import BenchmarkResult
-from tinytorch.benchmarking.report import write_atomic
+from tinytorch.benchmarking.results import BenchmarkResult
+from tinytorch.benchmarking.results import write_atomic
 from tinytorch.profiling.timing import adapt, model_name, system_info, time_callable
 
 # %% [markdown]

@@ -24,7 +24,7 @@ from tinytorch.benchmarking.hardware_profile import (
 )
 from .energy import measure_energy
 from .metrics import PRECISIONS, check_precision, evaluate_accuracy, model_memory_mb
-from .report import write_atomic
+from .results import write_atomic
 from ..profiling.profiler import Profiler
 from ..profiling.timing import adapt, system_info, time_callable, time_model
 

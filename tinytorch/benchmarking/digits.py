@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from .report import write_atomic
+from .results import write_atomic
 from ..profiling.timing import adapt, fixed_threads
 
 # %% auto #0
@@ -131,8 +131,8 @@ def default_digits_model(cache_dir: str | Path | None = None) -> DigitsCNN:
 
 # %% ../../nbs/19_benchmarking/digits_dev.ipynb #3f35edea
 def accuracy_on(model: Any, X: torch.Tensor, y: torch.Tensor) -> float:
-    "Top-1 accuracy of a classifier on (X, y), run through the shared adapter (eval + inference mode)."
-    a = adapt(model)
-    with a.inference():
-        scores = torch.as_tensor(a.forward(a.to_input(X)))
-    return float((scores.argmax(dim=1).cpu() == y.cpu()).float().mean())
+    "Top-1 accuracy of a classifier on (X, y): the share of ones in `results.top1_correct`."
+    from tinytorch.benchmarking.results import top1_correct
+
+    flags = top1_correct(model, (X, y))
+    return sum(flags) / len(flags)

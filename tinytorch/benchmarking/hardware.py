@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader
 from tinytorch.benchmarking.metrics import (
     PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision,
 )
-from .report import write_atomic
+from .results import write_atomic
 from ..profiling.profiler import Profiler
 from ..profiling.timing import system_info, time_callable
 

@@ -13,7 +13,7 @@ import pandas as pd
 from torch import nn
 
 from .hardware import ROOFLINE_METHOD, estimate_layerwise_stats, roofline_estimate
-from .report import write_atomic
+from .results import write_atomic
 from ..profiling.profiler import Profiler
 
 # %% auto #0

@@ -10,7 +10,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import torch
 from torch import nn
 
-from .benchmark import BenchmarkResult
+from .results import BenchmarkResult, EvalData, state_tensors, top1_correct
 from .energy import measure_energy
 from .optimize import PRECISIONS, cast_precision, quantize_int8
 from ..profiling.timing import adapt, time_callable, time_model
@@ -24,32 +24,7 @@ __all__ = ['MB', 'model_memory_mb', 'memory_violations', 'UnsupportedPrecisionEr
 MB = 2**20
 
 
-def _flatten_tensors(value: Any) -> Iterator[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        if value.is_quantized:
-            yield torch.int_repr(value)  # the stored integers: element_size() is 1 for int8
-            if value.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric,
-                                   torch.per_channel_affine_float_qparams):
-                yield value.q_per_channel_scales()
-                yield value.q_per_channel_zero_points()
-            else:
-                yield torch.tensor(value.q_scale(), dtype=torch.float64)
-                yield torch.tensor(value.q_zero_point(), dtype=torch.int64)
-        else:
-            yield value
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            yield from _flatten_tensors(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _flatten_tensors(item)
-
-
-def _state_tensors(model: nn.Module) -> list[torch.Tensor]:
-    "Every tensor in `model.state_dict()`, with packed int8 params and quantization params opened."
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    return [t for v in model.state_dict().values() for t in _flatten_tensors(v)]
+_state_tensors = state_tensors  # results.state_tensors: the one walk over a model's state
 
 # %% ../../nbs/19_benchmarking/metrics_dev.ipynb #094f153a
 def model_memory_mb(model: nn.Module) -> float:
@@ -230,14 +205,8 @@ def evaluate_accuracy(
     True
     """
     converted = to_precision(model, precision, device, calibration_data=calibration_data)
-    a = adapt(converted)
-    correct = total = 0
-    with a.inference():
-        for X, y in _batches(loader):
-            pred = a.forward(a.to_input(X)).argmax(dim=1).cpu()
-            correct += int((pred == y.cpu()).sum())
-            total += int(y.numel())
-    return correct / total
+    flags = top1_correct(converted, EvalData(list(_batches(loader)), "loader"))  # the one top-1 evaluation
+    return sum(flags) / len(flags)
 
 # %% ../../nbs/19_benchmarking/metrics_dev.ipynb #61270351
 def measure_latency(model: Any, input_tensor: Any, runs: int = 100, warmup: int = 10) -> float:

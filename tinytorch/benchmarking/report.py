@@ -14,9 +14,9 @@ from typing import Any, Sequence
 import numpy as np
 
 # %% auto #0
-__all__ = ['SCHEMA', 'REPORT_FILE', 'JSON_FILE', 'CSV_FILE', 'TABLE_COLUMNS', 'write_atomic', 'ensure_output_dir', 'save_json',
-           'load_payload', 'tidy_csv', 'render_markdown', 'console_table', 'plot_metric', 'plot_pareto',
-           'plot_distribution']
+__all__ = ['SCHEMA', 'REPORT_FILE', 'JSON_FILE', 'CSV_FILE', 'TABLE_COLUMNS', 'ensure_output_dir', 'save_json', 'load_payload',
+           'tidy_csv', 'render_markdown', 'console_table', 'plot_metric', 'plot_pareto', 'plot_distribution',
+           'write_atomic', 'write_json']
 
 # %% ../../nbs/19_benchmarking/report_dev.ipynb #4db21e50
 SCHEMA = "tinytorch.benchmark.results/1"
@@ -25,29 +25,10 @@ TABLE_COLUMNS = ("model", "metric", "unit", "status", "method", "median", "mean"
                  "count", "median_ci_lower", "median_ci_upper", "note")
 
 
-def write_atomic(path: str | Path, data: str | bytes) -> Path:
-    """Write `data` to `path` atomically: a temporary file in the same directory, then `os.replace`.
+# the one atomic writer and the one JSON writer live with the result types; re-exported here
+from .results import write_atomic, write_json  # noqa: E402
 
-    Missing parent folders are created. Readers see the old file or the whole new one, never part.
-
-    >>> import tempfile
-    >>> p = write_atomic(Path(tempfile.mkdtemp()) / "x.txt", "hello")
-    >>> p.read_text()
-    'hello'
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        if isinstance(data, bytes):
-            tmp.write_bytes(data)
-        else:
-            tmp.write_text(data, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+_all_ = ["write_atomic", "write_json"]
 
 
 def ensure_output_dir(output_dir: str | Path) -> Path:
@@ -66,7 +47,7 @@ def ensure_output_dir(output_dir: str | Path) -> Path:
 # %% ../../nbs/19_benchmarking/report_dev.ipynb #9389774e
 def save_json(payload: dict[str, Any], path: str | Path) -> Path:
     "Write the payload as indented JSON (atomically); NaN and infinity are refused."
-    return write_atomic(path, json.dumps(payload, indent=2, allow_nan=False) + "\n")
+    return write_json(path, payload)
 
 
 def load_payload(path: str | Path) -> dict[str, Any]:
@@ -244,8 +225,8 @@ def render_markdown(payload: dict[str, Any]) -> str:
     """The Markdown report for a results payload (see `BenchmarkSuite.to_payload`)."""
     info = payload.get("system_info", {})
     proto = payload.get("protocol", {})
-    out = ["# Benchmark report", "", f"Created {payload.get('created', '—')}. Models: "
-           + ", ".join(payload["models"]) + ".", "", "## System", "",
+    out = ["# Benchmark Report", "", f"Created {payload.get('created', '—')}. Models: "
+           + ", ".join(payload["models"]) + ".", "", "## System Information", "",
            "| field | value |", "|---|---|"]
     out += [f"| {k} | {_fmt(v)} |" for k, v in info.items()]
     out += ["", "## Protocol", "", "| setting | value |", "|---|---|"]

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .benchmark import BenchmarkResult
-from .report import write_atomic
+from .results import BenchmarkResult
+from .results import write_atomic
 from ..profiling.timing import adapt, model_name, system_info, time_callable
 
 # %% auto #0

@@ -19,8 +19,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from .timing import ModelAdapter, adapt, time_callable, time_model
 
 # %% auto #0
-__all__ = ['LAYER_COLUMNS', 'parameter_count', 'linear_macs', 'conv_macs', 'activation_bytes', 'LayerError', 'Profiler',
-           'quick_profile', 'analyze_weight_distribution']
+__all__ = ['LAYER_COLUMNS', 'parameter_count', 'linear_macs', 'conv_macs', 'activation_bytes', 'LayerError', 'forward_peak_bytes',
+           'Profiler', 'quick_profile', 'analyze_weight_distribution']
 
 # %% ../../nbs/15_profiling/profiling_dev.ipynb #9904a600
 def parameter_count(arrays: Sequence[Any]) -> int:
@@ -181,9 +181,10 @@ def _check_not_empty(a: ModelAdapter) -> None:
 
 
 def _require_countable(a: ModelAdapter, what: str) -> None:
-    if a.kind == "callable":
+    if a.kind in ("callable", "forward"):
+        kind = "a plain callable" if a.kind == "callable" else "an object with forward() but no parameters()"
         raise TypeError(
-            f"model '{a.name}' is a plain callable: only latency can be measured for it "
+            f"model '{a.name}' is {kind}: only latency and forward-pass memory can be measured for it "
             f"(use measure_latency); {what} needs a torch.nn.Module or an object with forward() and parameters()."
         )
     _check_not_empty(a)
@@ -473,6 +474,20 @@ def _forward_peak_bytes(a: ModelAdapter, x: Any) -> tuple[int, str]:
             peak, _, method = _tracemalloc_peak_bytes(lambda: a.forward(x))
     return peak, method
 
+
+def forward_peak_bytes(model: Any, input_or_shape: Any) -> tuple[int, str]:
+    """`(bytes, method)`: peak memory allocated during one forward pass, beyond what the model holds.
+
+    Works for every kind of model, including objects with only `forward()` and plain callables
+    (whose parameters cannot be seen): torch allocations through the profiler's memory events,
+    Python/numpy allocations through `tracemalloc`.
+
+    >>> forward_peak_bytes(torch.nn.Linear(256, 256), (64, 256))[0] >= 64 * 256 * 4
+    True
+    """
+    a = adapt(model)
+    return _forward_peak_bytes(a, _as_input(a, input_or_shape, "input_or_shape"))
+
 # %% ../../nbs/15_profiling/profiling_dev.ipynb #0a5807bb
 _MB = 1024 * 1024
 
@@ -599,7 +614,7 @@ class Profiler:
             raise ValueError(f"warmup: expected an int >= 0, got {warmup!r}")
         a = adapt(model)
         x = _as_input(a, input_tensor, "input_tensor")
-        if a.kind != "callable":
+        if a.kind not in ("callable", "forward"):
             _check_not_empty(a)
             _walk(a, x, count_flops=False)  # fail with the failing layer's name before timing
         self.last_timing = time_model(a, x, warmup=int(warmup), samples=int(iterations), threads=threads)
@@ -777,8 +792,9 @@ def quick_profile(model: Any, input_tensor: Any, *, warmup: int = 5, iterations:
     p = Profiler()
     a = adapt(model)
     out: dict[str, Any] = {"model": a.name, "kind": a.kind, "reasons": {}}
-    if a.kind == "callable":
-        reason = "a plain callable: only latency can be measured"
+    if a.kind in ("callable", "forward"):
+        reason = ("a plain callable" if a.kind == "callable" else "an object without parameters()") + \
+            ": only latency can be measured"
         for key in ("parameters", "parameter_memory_mb", "macs", "flops", "activation_memory_mb", "peak_memory_mb"):
             out[key] = None
             out["reasons"][key] = reason

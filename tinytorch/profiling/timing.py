@@ -22,14 +22,25 @@ import torch
 
 # %% auto #0
 __all__ = ['MODEL_KINDS', 'ModelAdapter', 'model_name', 'adapt', 'measure_timer_overhead_ns', 'median_ci', 'TimingSamples',
-           'fixed_threads', 'time_callable', 'time_model', 'system_info']
+           'fixed_threads', 'time_callable', 'time_model', 'time_interleaved', 'system_info']
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #891b9f58
-MODEL_KINDS = ("torch", "numpy", "callable")
+MODEL_KINDS = ("torch", "numpy", "forward", "callable")
 
 
 def _is_tinytorch_style(model: Any) -> bool:
     return callable(getattr(model, "forward", None)) and callable(getattr(model, "parameters", None))
+
+
+def _tensor_class(model: Any) -> type | None:
+    "The TinyTorch-style tensor class of a model's parameters (objects with `.data`), if it has one."
+    try:
+        first = next(iter(model.parameters()), None)
+    except Exception:  # parameters() of a user object may raise anything: then no class is known
+        return None
+    if first is None or isinstance(first, (np.ndarray, torch.Tensor)) or not hasattr(first, "data"):
+        return None
+    return type(first)
 
 
 @dataclass
@@ -37,8 +48,10 @@ class ModelAdapter:
     """One uniform view of a model for profiling and benchmarking.
 
     Build it with `adapt(model)`. `kind` is "torch" (an `nn.Module`), "numpy" (an object with
-    `forward()` and `parameters()`, TinyTorch style) or "callable" (a plain function: it can be
-    timed but its parameters cannot be counted).
+    `forward()` and `parameters()`, TinyTorch style), "forward" (an object with only `forward()`)
+    or "callable" (a plain function). The last two can be timed, but their parameters cannot be
+    counted. Inputs for a TinyTorch-style model whose parameters are tensors of its own class
+    (objects with `.data`) are built in that class.
 
     >>> a = adapt(torch.nn.Linear(4, 2), name="fc")
     >>> a.kind, a.name, tuple(a.forward(a.make_input((1, 4))).shape)
@@ -81,15 +94,18 @@ class ModelAdapter:
         if self.kind == "callable":
             return x  # a plain function gets exactly what it is given (tensor or array)
         if isinstance(x, torch.Tensor):
-            return x.detach().cpu().numpy()
-        # numpy arrays and TinyTorch-style tensors (objects with .data) pass through unchanged
-        return x if hasattr(x, "data") else np.asarray(x)
+            x = x.detach().cpu().numpy()
+        elif hasattr(x, "data") and not isinstance(x, np.ndarray):
+            return x  # already a TinyTorch-style tensor
+        x = np.asarray(x)
+        cls = _tensor_class(self.model) if self.kind == "numpy" else None
+        return cls(x) if cls is not None else x
 
     def forward(self, x: Any) -> Any:
         "Run the model once on `x` (callers wrap loops in `inference()`)."
         if self.kind == "torch":
             return self.model(x)
-        if self.kind == "numpy":
+        if self.kind in ("numpy", "forward"):
             return self.model.forward(x)
         return self.model(x)
 
@@ -129,8 +145,9 @@ class ModelAdapter:
                 seen.add(key)
                 out.append((f"param_{i}", arr))
             return out
+        what = "a plain callable" if self.kind == "callable" else "an object with forward() but no parameters()"
         raise TypeError(
-            f"model '{self.name}' is a plain callable: its parameters cannot be counted. "
+            f"model '{self.name}' is {what}: its parameters cannot be counted. "
             "Pass a torch.nn.Module or an object with forward() and parameters()."
         )
 
@@ -169,8 +186,10 @@ def adapt(model: Any, name: str | None = None) -> ModelAdapter:
         return ModelAdapter(model, "numpy", name or model_name(model))
     if callable(model):
         return ModelAdapter(model, "callable", name or model_name(model))
+    if callable(getattr(model, "forward", None)):
+        return ModelAdapter(model, "forward", name or model_name(model))
     raise TypeError(
-        "model: expected a torch.nn.Module, an object with forward() and parameters(), "
+        "model: expected a torch.nn.Module, an object with forward() (and parameters()), "
         f"or a callable; got {type(model).__name__}"
     )
 
@@ -429,6 +448,66 @@ def time_model(
             lambda: a.forward(x), warmup=warmup, samples=samples, sync=a.sync,
             device=str(a.device), **timing_options,
         )
+
+# %% ../../nbs/15_profiling/timing_dev.ipynb #6d79791b
+def _split_runs(total: int, rounds: int) -> list[int]:
+    return [total // rounds + (1 if i < total % rounds else 0) for i in range(rounds)]
+
+
+def _merge_metadata(metas: list[dict[str, Any]], n_values: int) -> dict[str, Any]:
+    merged = dict(metas[0])
+    merged.update(
+        samples=n_values,
+        rounds=len(metas),
+        calls_per_sample=[m["calls_per_sample"] for m in metas],
+        timed_in_blocks=any(m["timed_in_blocks"] for m in metas),
+        warmup_calls=sum(m["warmup_calls"] for m in metas),
+        timer_overhead_fraction=max(m["timer_overhead_fraction"] for m in metas),
+        total_seconds=sum(m["total_seconds"] for m in metas),
+        stop_reason=sorted({m["stop_reason"] for m in metas}),
+        interleaved=len(metas) > 1,
+    )
+    return merged
+
+
+def time_interleaved(
+    models: dict[str, Any],
+    input_or_shape: Any,
+    *,
+    samples: int = 10,
+    rounds: int = 5,
+    warmup: int = 5,
+    seed: int = 0,
+    threads: int | None = None,
+) -> dict[str, tuple[list[float], dict[str, Any]] | BaseException]:
+    """Time every model on the same input in interleaved rounds.
+
+    Returns `{name: (per-call ms, metadata)}`, or `{name: exception}` for a model that raised
+    (it is not timed again). `samples` per model are split over `rounds` (at most `samples`).
+
+    >>> out = time_interleaved({"a": torch.nn.Linear(8, 8), "b": torch.nn.Linear(8, 2)}, (1, 8), samples=4, rounds=2)
+    >>> [len(out[n][0]) for n in out], out["a"][1]["rounds"]
+    ([4, 4], 2)
+    """
+    samples = _positive_int(samples, "samples")
+    rounds = _positive_int(rounds, "rounds")
+    if rounds > samples:
+        raise ValueError(f"rounds: expected at most samples={samples}, got {rounds}")
+    values: dict[str, list[float]] = {n: [] for n in models}
+    metas: dict[str, list[dict[str, Any]]] = {n: [] for n in models}
+    failed: dict[str, BaseException] = {}
+    for k in _split_runs(samples, rounds):
+        for name, model in models.items():
+            if name in failed:
+                continue
+            try:
+                s = time_model(model, input_or_shape, warmup=warmup, samples=k, seed=seed, threads=threads)
+            except Exception as e:  # the model raised: reported with its error, the others go on
+                failed[name] = e
+                continue
+            values[name].extend(s.per_call_ms)
+            metas[name].append(s.metadata())
+    return {n: failed[n] if n in failed else (values[n], _merge_metadata(metas[n], len(values[n]))) for n in models}
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #7996bd24
 def _read_text(path: str | Path) -> str | None:

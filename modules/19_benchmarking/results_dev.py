@@ -1,0 +1,1646 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Module 19: Benchmarking — 1. Results, the one currency
+#
+# You have profiled models (Module 15) and made them smaller and faster (Modules 16–18).
+# Each of those steps ended with a claim: *this version is faster*, *that one uses less
+# memory*, *accuracy barely moved*. This module builds the tool that decides whether such a
+# claim is true.
+#
+# A benchmark is an experiment. It has a workload (a model and its data), a protocol (warmup,
+# how many repetitions, which threads, which device), measurements with an uncertainty, and a
+# conclusion that must survive that uncertainty. This first notebook builds the *currency*
+# every later one pays in: the result types. Every figure the library produces — a latency,
+# an accuracy, a byte count — is one of three kinds, and each kind knows its own statistics
+# and how to compare itself with another:
+#
+# | kind | example | estimate | interval | comparison |
+# |---|---|---|---|---|
+# | `BenchmarkResult` (repeated samples) | latency, throughput | median (and mean) | Student-t for the mean, order statistics for the median | ratio of medians, bootstrap interval, Mann–Whitney U |
+# | `ProportionResult` (k of n) | top-1 accuracy | k / n | Wilson | paired: McNemar exact, paired bootstrap |
+# | `CountResult` (exact) | bytes, MACs, parameters | the value | zero width (no sampling error) | the ratio |
+#
+# One resampler (`bootstrap_interval`) and one significance rule (`is_significant`: p < α
+# **and** an effect above a stated floor) serve them all, so "significant" means the same
+# thing in every table, report and leaderboard.
+#
+# ```
+# timing core (Module 15) ──> BenchmarkResult ─┐
+# top-1 evaluation ─────────> ProportionResult ├─> compare() ─> Comparison (ratio, CI, p, verdict)
+# byte / MAC counters ──────> CountResult ─────┘          └──> Pareto set with ties
+# ```
+#
+# Where the code ends up: `tinytorch.benchmarking.results`; the names the capstone uses are
+# re-exported by `tinytorch.benchmarking.benchmark`.
+
+# %%
+#| default_exp benchmarking.results
+
+# %%
+#| export
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import numpy as np
+import torch
+from scipy import stats as _stats
+
+from tinytorch.profiling.timing import median_ci
+
+# %% [markdown]
+# ## BenchmarkResult: measurements and what they tell us
+#
+# Here are ten latency readings (ms) of the same model, taken one after the other:
+#
+# ```
+# 1.21 1.19 1.22 1.20 3.05 1.21 1.18 1.20 1.23 1.19
+#                      ^^^^ the OS scheduled something else for 2 ms
+# ```
+#
+# The mean (1.39 ms) is pulled up by one interruption; the median (1.205 ms) is not. That is
+# why latency is summarised by the **median and percentiles** (p90, p99 tell you about the
+# tail a user feels), while the **mean and its confidence interval** describe averages such as
+# accuracy over several datasets.
+#
+# The confidence interval of a mean from `n` samples is `mean ± t(0.975, n-1) · s / √n`, with
+# Student's t, not the normal distribution's 1.96: with 5 samples t is 2.78, so a z-interval
+# would claim 30% more certainty than the data give.
+#
+# | statistic | meaning |
+# |---|---|
+# | `median`, `p50/p90/p95/p99` | typical and tail values (linear interpolation) |
+# | `mean`, `std` | average and sample standard deviation (n−1) |
+# | `ci_lower`, `ci_upper` | Student-t 95% interval for the mean (`None` for a single value) |
+# | `iqr` | p75 − p25, a robust spread |
+# | `cv` | std / mean, the relative noise (`None` when the mean is 0) |
+# | `outliers` | values beyond 1.5 × IQR from the quartiles |
+#
+# **Your task.** Complete `BenchmarkResult.__post_init__` so it validates the values and
+# computes every statistic in the table.
+#
+# - *Approach:* convert to a float numpy array; reject an empty list and any NaN or infinity
+#   with a `ValueError` that names `values`; then fill each attribute.
+# - *Example:* `BenchmarkResult("latency", [1.0, 2.0, 3.0, 4.0, 5.0], unit="ms")` has
+#   `median == 3.0`, `p90 == 4.6`, `iqr == 2.0` and a 95% interval of about (1.04, 4.96).
+# - *Hints:* `np.percentile`, `scipy.stats.t.ppf(0.975, n - 1)`, `statistics.stdev`.
+
+# %% nbgrader={"grade": false, "grade_id": "benchmark-result", "solution": true, "schema_version": 3}
+#| export
+@dataclass
+class BenchmarkResult:
+    """Raw measurements of one metric for one model, with the statistics that describe them.
+
+    `values` are kept as given (for latency: milliseconds per call, one per timed sample), so a
+    result can be saved, loaded and re-analysed. `metadata` records the conditions.
+
+    >>> r = BenchmarkResult("latency", [1.0, 2.0, 3.0, 4.0, 5.0], unit="ms")
+    >>> r.median, r.p90, r.count
+    (3.0, 4.6, 5)
+    >>> round(r.ci_lower, 3), round(r.ci_upper, 3)
+    (1.037, 4.963)
+    """
+
+    metric_name: str
+    values: list[float]
+    unit: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    confidence: float = 0.95
+
+    kind = "samples"  # the kind of result (see RESULT_KINDS): repeated samples of a noisy quantity
+
+    def __post_init__(self) -> None:
+        ### BEGIN SOLUTION
+        arr = np.asarray(list(self.values), dtype=float)
+        if arr.size == 0:
+            raise ValueError(f"values: expected at least one measurement for '{self.metric_name}', got none")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"values: expected finite numbers for '{self.metric_name}', got {list(arr[~np.isfinite(arr)])}")
+        self.values = arr.tolist()
+        self.count = int(arr.size)
+        self.mean = float(arr.mean())
+        self.std = float(arr.std(ddof=1)) if self.count > 1 else 0.0
+        self.median = float(np.median(arr))
+        self.min = float(arr.min())
+        self.max = float(arr.max())
+        self.p50, self.p90, self.p95, self.p99 = (float(v) for v in np.percentile(arr, [50, 90, 95, 99]))
+        q1, q3 = np.percentile(arr, [25, 75])
+        self.iqr = float(q3 - q1)
+        self.cv = self.std / self.mean if self.mean != 0 else None
+        self.outliers = int(np.sum((arr < q1 - 1.5 * self.iqr) | (arr > q3 + 1.5 * self.iqr)))
+        if self.count > 1:
+            half = float(_stats.t.ppf((1 + self.confidence) / 2, self.count - 1)) * self.std / math.sqrt(self.count)
+            self.ci_lower, self.ci_upper = self.mean - half, self.mean + half
+        else:
+            self.ci_lower = self.ci_upper = None
+        ### END SOLUTION
+
+    # the seed's names for the extremes
+    @property
+    def min_val(self) -> float:
+        return self.min
+
+    @property
+    def max_val(self) -> float:
+        return self.max
+
+    @property
+    def method(self) -> str:
+        "How the values were obtained (`metadata['method']`), e.g. 'measured: …' or 'estimated: …'."
+        return str(self.metadata.get("method", "measured"))
+
+    @property
+    def ci_method(self) -> str:
+        return (f"Student-t {self.confidence:.0%} interval of the mean" if self.count > 1
+                else "none: a single value has no interval")
+
+    def median_ci(self) -> tuple[float, float]:
+        "Distribution-free 95% interval of the median (order statistics)."
+        return median_ci(self.values, self.confidence)
+
+    def compare(self, other: "BenchmarkResult", **options: Any) -> "Comparison":
+        "Compare `other` against this result (see `compare_results`)."
+        return compare_results(self, other, **options)
+
+    def to_dict(self) -> dict[str, Any]:
+        "Every raw value, every statistic and the metadata, JSON-ready."
+        d = {"kind": self.kind, "metric_name": self.metric_name, "unit": self.unit, "values": list(self.values),
+             "confidence": self.confidence, "metadata": dict(self.metadata)}
+        d.update({k: getattr(self, k) for k in STATISTICS})
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BenchmarkResult":
+        """Rebuild a result from `to_dict()` output; statistics are recomputed from the raw values.
+        Called on `BenchmarkResult`, it returns the kind the dict names (samples, proportion, count)."""
+        missing = [k for k in ("metric_name", "values") if k not in d]
+        if missing:
+            raise ValueError(f"d: missing keys {missing}; expected the output of BenchmarkResult.to_dict()")
+        kinds = {c.kind: c for c in (BenchmarkResult, *BenchmarkResult.__subclasses__())}
+        target = kinds.get(d.get("kind", "samples"), cls) if cls is BenchmarkResult else cls
+        return target(d["metric_name"], list(d["values"]), unit=d.get("unit", ""),
+                      metadata=dict(d.get("metadata", {})), confidence=d.get("confidence", 0.95))
+
+    def __str__(self) -> str:
+        u = f" {self.unit}" if self.unit else ""
+        return (f"{self.metric_name}: median {self.median:.4g}{u} "
+                f"(p90 {self.p90:.4g}, mean {self.mean:.4g} ± {self.std:.4g}, n={self.count})")
+
+
+STATISTICS = ("count", "mean", "std", "median", "min", "max", "p50", "p90", "p95", "p99",
+              "iqr", "cv", "outliers", "ci_lower", "ci_upper")
+
+# %% [markdown]
+# A demonstration on the ten readings above: the median ignores the interruption, the mean
+# does not, and the outlier count flags it.
+
+# %%
+if __name__ == "__main__":
+    readings = [1.21, 1.19, 1.22, 1.20, 3.05, 1.21, 1.18, 1.20, 1.23, 1.19]
+    r = BenchmarkResult("latency", readings, unit="ms")
+    print(r)
+    print(f"95% CI of the mean: [{r.ci_lower:.3f}, {r.ci_upper:.3f}] ms; outliers: {r.outliers}; cv: {r.cv:.1%}")
+
+# %% nbgrader={"grade": true, "grade_id": "test-benchmark-result", "locked": true, "points": 10, "schema_version": 3}
+def test_unit_benchmark_result():
+    values = [1.0, 2.0, 3.0, 4.0, 5.0]
+    r = BenchmarkResult("latency", values, unit="ms")
+    assert r.count == 5, f"count: expected 5, got {r.count}"
+    assert r.mean == 3.0 and r.median == 3.0, "mean and median of 1..5 are both 3"
+    assert abs(r.std - statistics.stdev(values)) < 1e-12, "std must be the sample standard deviation (n-1)"
+    assert (r.min, r.max) == (1.0, 5.0), f"min/max: expected (1.0, 5.0), got ({r.min}, {r.max})"
+    assert abs(r.p90 - 4.6) < 1e-12 and abs(r.p99 - 4.96) < 1e-12, "percentiles use linear interpolation"
+    assert abs(r.iqr - 2.0) < 1e-12, f"iqr: expected p75 - p25 = 2.0, got {r.iqr}"
+    assert r.cv is not None and abs(r.cv - statistics.stdev(values) / 3.0) < 1e-12, \
+        f"cv: expected std / mean = {statistics.stdev(values) / 3.0:.6f}, got {r.cv}"
+    # Student-t, not z = 1.96: t(0.975, 4) = 2.776
+    half = 2.7764451051977987 * statistics.stdev(values) / math.sqrt(5)
+    assert r.ci_lower is not None and abs(r.ci_lower - (3 - half)) < 1e-9, \
+        f"ci_lower: expected {3 - half:.4f} from Student's t with 4 degrees of freedom, got {r.ci_lower}"
+    assert abs(r.ci_upper - (3 + half)) < 1e-9, f"ci_upper: expected {3 + half:.4f}, got {r.ci_upper}"
+    # outliers beyond 1.5 IQR
+    spiky = BenchmarkResult("x", [1, 1.1, 1.2, 1.1, 1.0, 9.0])
+    assert spiky.outliers == 1, f"outliers: 9.0 lies beyond p75 + 1.5 IQR of the others, expected 1, got {spiky.outliers}"
+    assert r.outliers == 0, f"outliers: 1..5 has none beyond 1.5 IQR, got {r.outliers}"
+    # a single value: no interval, no spread
+    one = BenchmarkResult("x", [2.5])
+    assert one.std == 0.0 and one.ci_lower is None and one.ci_upper is None, \
+        f"a single value has std 0.0 and no interval (None, None); got std {one.std}, ({one.ci_lower}, {one.ci_upper})"
+    assert BenchmarkResult("x", [0.0, 0.0]).cv is None, "cv is undefined when the mean is 0"
+    # bad input is rejected with the argument named
+    for bad in ([], [1.0, float("nan")], [float("inf")]):
+        try:
+            BenchmarkResult("x", bad)
+        except ValueError as e:
+            assert "values" in str(e), f"the error should name 'values', got: {e}"
+        else:
+            raise AssertionError(f"BenchmarkResult('x', {bad}) should raise ValueError")
+    # round trip
+    back = BenchmarkResult.from_dict(r.to_dict())
+    assert back.to_dict() == r.to_dict(), "from_dict(to_dict()) must give the same result"
+
+
+if __name__ == "__main__":
+    test_unit_benchmark_result()
+
+# %% [markdown]
+# ## precise_timer: timing a block of code
+#
+# Before the full timing core (which repeats, calibrates and synchronizes), here is its
+# smallest correct building block: a context manager that reads `time.perf_counter_ns()`
+# on entry and exit.
+#
+# - `perf_counter_ns` is monotonic (never jumps when the wall clock is adjusted) and returns
+#   integer nanoseconds, so no precision is lost to floating point on long runs.
+# - If the timed code raises, the exception must **propagate**: a failed run that is silently
+#   reported as a (very fast) measurement is the worst kind of benchmark bug.
+#
+# **Your task.** Complete `precise_timer` so that `elapsed_ns` (int) is set when the block
+# ends (`elapsed_ms` and `elapsed`, in seconds, are derived from it), whether or not it raised.
+#
+# - *Approach:* a generator-based context manager: read the clock, `yield` a timer object,
+#   read the clock again in a `finally:` block.
+# - *Example:* `with precise_timer() as t: sum(range(10**6))` then `t.elapsed_ms` is a few ms.
+# - *Hints:* don't catch the exception; `finally` runs either way.
+
+# %% nbgrader={"grade": false, "grade_id": "precise-timer", "solution": true, "schema_version": 3}
+#| export
+@dataclass
+class TimerReading:
+    "What `precise_timer` yields; filled in when the block ends."
+
+    elapsed_ns: int | None = None
+
+    @property
+    def elapsed(self) -> float | None:
+        "Seconds, as a float (the seed's name)."
+        return None if self.elapsed_ns is None else self.elapsed_ns / 1e9
+
+    @property
+    def elapsed_ms(self) -> float | None:
+        return None if self.elapsed_ns is None else self.elapsed_ns / 1e6
+
+    @property
+    def elapsed_s(self) -> float | None:
+        return None if self.elapsed_ns is None else self.elapsed_ns / 1e9
+
+
+@contextlib.contextmanager
+def precise_timer() -> Iterator[TimerReading]:
+    """Time the enclosed block with `time.perf_counter_ns`; exceptions propagate.
+
+    >>> with precise_timer() as t:
+    ...     _ = sum(range(1000))
+    >>> t.elapsed_ns > 0
+    True
+    """
+    ### BEGIN SOLUTION
+    reading = TimerReading()
+    start = time.perf_counter_ns()
+    try:
+        yield reading
+    finally:
+        reading.elapsed_ns = time.perf_counter_ns() - start
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-precise-timer", "locked": true, "points": 5, "schema_version": 3}
+def test_unit_precise_timer():
+    outer_start = time.perf_counter_ns()
+    with precise_timer() as t:
+        total = sum(range(200_000))
+    outer = time.perf_counter_ns() - outer_start
+    assert total == 199999 * 200000 // 2, "the timed block must run exactly once, unchanged"
+    assert isinstance(t.elapsed_ns, int), f"elapsed_ns should be an int of nanoseconds, got {t.elapsed_ns!r}"
+    assert 0 < t.elapsed_ns <= outer, "the timed block cannot take longer than the code around it"
+    assert abs(t.elapsed_ms - t.elapsed_ns / 1e6) < 1e-9, f"elapsed_ms must equal elapsed_ns / 1e6, got {t.elapsed_ms}"
+    # exceptions propagate and the time is still recorded
+    try:
+        with precise_timer() as failed:
+            raise KeyError("boom")
+    except KeyError:
+        pass
+    else:
+        raise AssertionError("precise_timer must not swallow exceptions")
+    assert failed.elapsed_ns is not None and failed.elapsed_ns >= 0, \
+        "the time must be recorded even when the block raises (read the clock in a finally: block)"
+
+
+if __name__ == "__main__":
+    test_unit_precise_timer()
+
+# %% [markdown]
+# ## What makes a comparison fair
+#
+# "Model B is faster than model A" is a claim about two distributions of latencies, measured
+# under conditions that must be the same for both. Four things break that most often:
+#
+# | pitfall | what happens | what the harness does |
+# |---|---|---|
+# | no warmup | the first calls pay for lazy initialisation, allocator growth, cold caches | `warmup_runs` untimed calls before every timed round |
+# | threads differ | torch uses every core by default; another process, or a changed setting, changes the speed | the thread count is fixed for the run and recorded |
+# | inputs differ | a different input shape, or data that takes another code path | every model gets the same input tensor |
+# | one number each | two medians always differ a little; noise can make either look faster | every timed sample is kept; a significance test decides |
+#
+# And one thing makes it *unfair over time*: the machine changes while you measure (another
+# job starts, the CPU clocks down). Timing all of model A and then all of model B puts that
+# drift into the comparison; timing them in **interleaved rounds** (A, B, A, B, …) spreads it
+# over both.
+#
+# Let's see the first two pitfalls on the digits CNN, measured now.
+
+# %%
+if __name__ == "__main__":
+    from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
+    from tinytorch.profiling.timing import fixed_threads, time_model
+
+    _cnn = default_digits_model()
+    _x = load_digits_split("test")[0][:1]
+    with torch.inference_mode():
+        _fresh = torch.jit.trace(type(_cnn)().eval(), _x)  # a freshly traced copy: its first calls are cold
+        _cold = []
+        for _ in range(3):
+            with precise_timer() as _t:
+                _fresh(_x)
+            _cold.append(_t.elapsed_ms)
+    _warm = time_model(_fresh, _x, warmup=5, samples=20)
+    print(f"first three calls of a freshly traced model: {', '.join(f'{c:.3f}' for c in _cold)} ms; "
+          f"after warmup: median {_warm.median_ms:.3f} ms")
+    for _n in sorted({1, torch.get_num_threads()}):
+        _s = time_model(_cnn, _x, samples=20, threads=_n)
+        _r = BenchmarkResult("latency", _s.per_call_ms, unit="ms", metadata=_s.metadata())
+        print(f"{_n} thread(s): {_r}; {_s.calls_per_sample} calls per timed block")
+
+# %% [markdown]
+# ## How sure are we of an accuracy?
+#
+# An accuracy is a proportion: `k` correct out of `n`. 441/450 = 98.0% sounds precise, but a
+# second test set of 450 images from the same source could easily give 97% or 99%. The
+# textbook interval `p ± 1.96 √(p(1−p)/n)` (Wald) is poor exactly where good models live,
+# near 100%: at 450/450 it has width zero, as if we were certain. The **Wilson score
+# interval** fixes that by solving for the proportions that the observed count is
+# consistent with:
+#
+# ```
+# center = (p + z²/2n) / (1 + z²/n)
+# half   = z / (1 + z²/n) · √( p(1−p)/n + z²/4n² )        z = 1.96 for 95%
+# ```
+#
+# **Your task.** Implement `wilson_interval(correct, n, confidence=0.95)`.
+#
+# - *Approach:* validate (`n ≥ 1`, `0 ≤ correct ≤ n`, confidence in (0, 1)); `p = correct / n`;
+#   `z` from the normal quantile; return `(center − half, center + half)`.
+# - *Example:* `wilson_interval(450, 450)` is about `(0.9915, 1.0)`; `wilson_interval(5, 10)`
+#   is about `(0.2366, 0.7634)`.
+# - *Hints:* `scipy.stats.norm.ppf((1 + confidence) / 2)`; errors are `ValueError`s naming the
+#   argument.
+
+# %% nbgrader={"grade": false, "grade_id": "benchmarking-wilson", "solution": true, "schema_version": 3}
+#| export
+def wilson_interval(correct: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a proportion `correct / n` (e.g. an accuracy).
+
+    >>> lo, hi = wilson_interval(5, 10)
+    >>> round(lo, 4), round(hi, 4)
+    (0.2366, 0.7634)
+    """
+    ### BEGIN SOLUTION
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise ValueError(f"n: expected a positive number of samples, got {n!r}")
+    if int(correct) != correct or not 0 <= correct <= n:
+        raise ValueError(f"correct: expected an int between 0 and n={n}, got {correct!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence: expected a number in (0, 1), got {confidence!r}")
+    p = correct / n
+    z = float(_stats.norm.ppf((1 + confidence) / 2))
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, center - half), min(1.0, center + half)
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-benchmarking-wilson", "locked": true, "points": 5, "schema_version": 3}
+def test_unit_wilson_interval():
+    lo, hi = wilson_interval(5, 10)
+    assert abs(lo - 0.2366) < 1e-4 and abs(hi - 0.7634) < 1e-4, f"wilson_interval(5, 10): expected (0.2366, 0.7634), got {(lo, hi)}"
+    lo, hi = wilson_interval(450, 450)
+    assert abs(hi - 1.0) < 1e-9 and 0.990 < lo < 0.993, \
+        f"a perfect score still has uncertainty: expected about (0.9915, 1.0), got {(lo, hi)}"
+    lo, hi = wilson_interval(0, 20)
+    assert lo < 1e-9 and 0.15 < hi < 0.17, f"0/20: expected about (0, 0.161), got {(lo, hi)}"
+    # agrees with statsmodels' reference formula, written independently here
+    k, n, z = 441, 450, 1.959963984540054
+    p = k / n
+    c = (2 * k + z * z) / (2 * (n + z * z))
+    h = z * math.sqrt(z * z + 4 * n * p * (1 - p)) / (2 * (n + z * z))
+    lo, hi = wilson_interval(k, n)
+    assert abs(lo - (c - h)) < 1e-9 and abs(hi - (c + h)) < 1e-9, f"441/450: expected {(c - h, c + h)}, got {(lo, hi)}"
+    wide, narrow = wilson_interval(90, 100), wilson_interval(900, 1000)
+    assert (wide[1] - wide[0]) > 2.5 * (narrow[1] - narrow[0]), "10x the samples: the interval is ~3x narrower"
+    lo99, hi99 = wilson_interval(90, 100, confidence=0.99)
+    assert lo99 < wide[0] and hi99 > wide[1], "a 99% interval is wider than a 95% one"
+    for args, arg in (((5, 0), "n"), ((11, 10), "correct"), ((-1, 10), "correct")):
+        try:
+            wilson_interval(*args)
+        except ValueError as e:
+            assert arg in str(e), f"the error for wilson_interval{args} should name '{arg}', got: {e}"
+        else:
+            raise AssertionError(f"wilson_interval{args} should raise ValueError")
+
+
+if __name__ == "__main__":
+    test_unit_wilson_interval()
+
+
+# %% [markdown]
+# ## One resampler, one rule
+#
+# Every comparison in this library asks the same two questions: *how uncertain is the
+# effect?* and *is it real?* Answer them once, and use the answer everywhere.
+#
+# **The resampler.** A bootstrap interval recomputes a statistic on thousands of resamples of
+# the data (drawn with replacement, from a seeded generator so the interval is reproducible)
+# and takes the middle `confidence` of the results. Two samples are resampled either
+# *independently* (latency of A and of B: different runs) or *paired* (accuracy of A and B on
+# the *same* images: one set of indices for both, so an image's difficulty cancels out).
+#
+# **The rule.** A difference is reported only when it is both statistically significant
+# (`p < alpha`) *and* at least `min_effect` large (2% of a ratio, or 2 points of accuracy):
+# with thousands of samples a 0.3% change can be "significant" and still matter to nobody.
+
+# %%
+#| export
+def bootstrap_interval(
+    statistic: Callable[..., np.ndarray],
+    samples: Sequence[Sequence[float]],
+    *,
+    paired: bool = False,
+    n_boot: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> tuple[float | None, float | None]:
+    """Percentile bootstrap interval of `statistic` over resamples of `samples`.
+
+    `statistic(*resampled)` gets one `(n_boot, n_i)` array per sample and returns `n_boot`
+    values. `paired=True` draws one set of indices for all samples (they must have equal
+    length); otherwise each sample is resampled on its own, in order, from one seeded
+    generator. Non-finite statistics (e.g. a ratio over a zero median) are dropped; with none
+    left the interval is `(None, None)`.
+
+    >>> bootstrap_interval(lambda a: a.mean(axis=1), [[1.0, 1.0, 1.0]])
+    (1.0, 1.0)
+    """
+    arrays = [np.asarray(s, dtype=float) for s in samples]
+    if not arrays or any(a.ndim != 1 or a.size == 0 for a in arrays):
+        raise ValueError("samples: expected one or more non-empty 1-D sequences of numbers")
+    if paired and len({a.size for a in arrays}) != 1:
+        raise ValueError(f"samples: a paired bootstrap needs equal lengths, got {[a.size for a in arrays]}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 100:
+        raise ValueError(f"n_boot: expected at least 100 bootstrap resamples, got {n_boot!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence: expected a number in (0, 1), got {confidence!r}")
+    rng = np.random.default_rng(seed)
+    if paired:
+        idx = rng.integers(0, arrays[0].size, size=(n_boot, arrays[0].size))
+        resampled = [a[idx] for a in arrays]
+    else:
+        resampled = [a[rng.integers(0, a.size, size=(n_boot, a.size))] for a in arrays]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        values = np.asarray(statistic(*resampled), dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return None, None
+    tail = 100 * (1 - confidence) / 2
+    lo, hi = np.percentile(values, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def is_significant(p_value: float | None, effect: float, alpha: float = 0.05, min_effect: float = 0.02) -> bool:
+    """The one significance rule: `p_value < alpha` and `|effect| >= min_effect`.
+
+    `effect` is `ratio - 1` for ratios and the difference for proportions. Exact values have
+    no sampling error (`p_value=None`): only the effect floor applies.
+
+    >>> is_significant(0.001, 0.5), is_significant(0.001, 0.005), is_significant(0.2, 0.5), is_significant(None, 0.1)
+    (True, False, False, True)
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha: expected a number in (0, 1), got {alpha!r}")
+    if min_effect < 0:
+        raise ValueError(f"min_effect: expected a non-negative number, got {min_effect!r}")
+    if abs(effect) < min_effect or (min_effect == 0 and effect == 0):
+        return False
+    return True if p_value is None else bool(p_value < alpha)
+
+# %%
+def test_unit_resampler_and_rule():
+    # independent resampling: the first sample's draws come first, from one seeded generator
+    a, b = np.array([1.0, 2.0, 3.0, 4.0]), np.array([2.0, 4.0, 6.0, 8.0, 10.0])
+    rng = np.random.default_rng(3)
+    ia, ib = rng.integers(0, 4, size=(500, 4)), rng.integers(0, 5, size=(500, 5))
+    ref = np.percentile(b[ib].mean(axis=1) - a[ia].mean(axis=1), [2.5, 97.5])
+    got = bootstrap_interval(lambda x, y: y.mean(axis=1) - x.mean(axis=1), [a, b], n_boot=500, seed=3)
+    assert np.allclose(got, ref), f"expected the percentile interval {ref}, got {got}"
+    # paired: the same indices for both, so b = a + 1 gives a zero-width interval at 1
+    lo, hi = bootstrap_interval(lambda x, y: y.mean(axis=1) - x.mean(axis=1), [a, a + 1], paired=True)
+    assert abs(lo - 1) < 1e-12 and abs(hi - 1) < 1e-12, f"paired difference of a+1 and a is exactly 1, got ({lo}, {hi})"
+    assert is_significant(0.01, -0.05) and not is_significant(0.01, 0.01) and not is_significant(0.06, 0.5)
+    for kwargs, arg in (({"samples": [[1.0], [1.0, 2.0]], "paired": True}, "samples"),
+                        ({"samples": [[1.0]], "n_boot": 10}, "n_boot")):
+        try:
+            bootstrap_interval(lambda x, *r: x.mean(axis=1), **kwargs)
+        except ValueError as e:
+            assert arg in str(e), f"the error should name {arg!r}, got: {e}"
+        else:
+            raise AssertionError(f"bootstrap_interval({kwargs}) should raise ValueError")
+
+
+if __name__ == "__main__":
+    test_unit_resampler_and_rule()
+
+# %% [markdown]
+# ## Is B really faster than A?
+#
+# Two latency samples, A and B. Three numbers answer the question:
+#
+# 1. **The effect:** the ratio of medians, `median(B) / median(A)`. Medians, because latency
+#    has a long right tail.
+# 2. **Its uncertainty:** a bootstrap confidence interval of that ratio. Resample A and B
+#    with replacement (a seeded `numpy.random.Generator`, so the interval is reproducible),
+#    recompute the ratio a few thousand times, take the 2.5th and 97.5th percentiles.
+# 3. **Whether it could be noise:** the Mann–Whitney U test, which asks whether a random value
+#    of B tends to be smaller than a random value of A. It makes no normality assumption,
+#    which latency (skewed, with outliers) would violate.
+#
+# A difference is reported only if it is both *statistically significant* (p < 0.05) and
+# *large enough to matter* (at least 2%): with thousands of samples, a 0.3% difference can be
+# "significant" and still be of no use to anyone.
+#
+# ```
+# A: ▁▂▅█▅▂▁            median 1.00 ms
+# B:        ▁▂▅█▅▂▁     median 1.80 ms    ratio 1.80 [1.74, 1.86], p < 0.001
+#                                         -> "a is 1.80× faster than b (p < 0.001)"
+# ```
+#
+# **Your task.** Complete `compare_samples`: fill in `median_a`, `median_b`, `ratio`,
+# `ci_lower`, `ci_upper`, `p_value` and `significant`; the verdict text is written for you
+# from those.
+#
+# - *Approach:* the medians and their ratio; the interval from the one resampler,
+#   `bootstrap_interval`, with a statistic that turns resampled `a` and `b` (one row per
+#   resample) into ratios of medians, at the level `1 − alpha`; the p-value from
+#   `scipy.stats`' Mann–Whitney U (two-sided); `significant` from the one rule, `is_significant`,
+#   with the effect `ratio − 1`.
+# - *Example:* `compare_samples([1.0, 1.1, 0.9, 1.0, 1.05], [2.0, 2.1, 1.9, 2.0, 2.05])` has
+#   `ratio == 2.0`, `p_value ≈ 0.012`, and the verdict "a is 2.00× faster than b (p = 0.012)".
+# - *Hints:* the statistic gets arrays of shape `(n_boot, len(a))` and `(n_boot, len(b))`:
+#   `np.median(x, axis=1)` is the median of every resample at once.
+
+# %% nbgrader={"grade": false, "grade_id": "benchmarking-compare", "solution": true, "schema_version": 3}
+#| export
+@dataclass
+class Comparison:
+    """The outcome of comparing model `b` against model `a` on one metric.
+
+    `ratio` is `median_b / median_a` with its bootstrap interval; `p_value` comes from `test`;
+    `verdict` says in words what the figures support.
+    """
+
+    model_a: str
+    model_b: str
+    metric: str
+    median_a: float
+    median_b: float
+    ratio: float
+    ci_lower: float | None
+    ci_upper: float | None
+    p_value: float | None
+    significant: bool
+    verdict: str = ""
+    test: str = "Mann-Whitney U (two-sided)"
+    n_a: int = 0
+    n_b: int = 0
+    alpha: float = 0.05
+    min_effect: float = 0.02
+    bootstrap_resamples: int = 0
+    seed: int | None = None
+    higher_is_better: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def winner(self) -> str | None:
+        "The name of the significantly better model, or None when the difference is not significant."
+        if not self.significant:
+            return None
+        b_wins = (self.ratio > 1) == self.higher_is_better
+        return self.model_b if b_wins else self.model_a
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _format_p(p: float | None) -> str:
+    if p is None:
+        return "no test"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def _verdict_text(c: Comparison, better: str) -> str:
+    if not c.significant:
+        return f"no significant difference between {c.model_a} and {c.model_b} ({_format_p(c.p_value)}, ratio {c.ratio:.3f})"
+    b_wins = (c.ratio > 1) == c.higher_is_better
+    winner, loser = (c.model_b, c.model_a) if b_wins else (c.model_a, c.model_b)
+    factor = c.ratio if c.ratio >= 1 else (1 / c.ratio if c.ratio > 0 else math.inf)
+    return f"{winner} is {factor:.2f}× {better} than {loser} ({_format_p(c.p_value)})"
+
+
+def compare_samples(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    names: tuple[str, str] = ("a", "b"),
+    metric: str = "latency",
+    higher_is_better: bool = False,
+    better: str = "faster",
+    alpha: float = 0.05,
+    min_effect: float = 0.02,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Comparison:
+    """Compare two samples of one metric: ratio of medians (b / a) with a bootstrap interval,
+    a Mann-Whitney U p-value, and a verdict.
+
+    A difference counts only when `p < alpha` and the ratio differs from 1 by at least
+    `min_effect`. `better` is the word for the winner ("faster", "smaller", ...).
+
+    >>> c = compare_samples([1.0, 1.1, 0.9, 1.0, 1.05], [2.0, 2.1, 1.9, 2.0, 2.05])
+    >>> c.ratio, c.verdict
+    (2.0, 'a is 2.00× faster than b (p = 0.012)')
+    """
+    a_arr = np.asarray(a, dtype=float)
+    b_arr = np.asarray(b, dtype=float)
+    for arr, arg in ((a_arr, "a"), (b_arr, "b")):
+        if arr.ndim != 1 or arr.size < 2 or not np.all(np.isfinite(arr)):
+            raise ValueError(f"{arg}: expected at least 2 finite measurements, got {arr.tolist()!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha: expected a number in (0, 1), got {alpha!r}")
+    if n_boot < 100:
+        raise ValueError(f"n_boot: expected at least 100 bootstrap resamples, got {n_boot!r}")
+    ### BEGIN SOLUTION
+    median_a, median_b = float(np.median(a_arr)), float(np.median(b_arr))
+    if median_a == 0:
+        raise ValueError("a: its median is 0, so the ratio median(b) / median(a) is undefined")
+    ratio = median_b / median_a
+    ci_lower, ci_upper = bootstrap_interval(lambda x, y: np.median(y, axis=1) / np.median(x, axis=1),
+                                            [a_arr, b_arr], n_boot=n_boot, seed=seed, confidence=1 - alpha)
+    p_value = float(_stats.mannwhitneyu(a_arr, b_arr, alternative="two-sided").pvalue)
+    significant = is_significant(p_value, ratio - 1, alpha, min_effect)
+    ### END SOLUTION
+    c = Comparison(names[0], names[1], metric, median_a, median_b, ratio, ci_lower, ci_upper, p_value,
+                   significant, n_a=int(a_arr.size), n_b=int(b_arr.size), alpha=alpha, min_effect=min_effect,
+                   bootstrap_resamples=n_boot, seed=seed, higher_is_better=higher_is_better)
+    c.verdict = _verdict_text(c, better)
+    return c
+
+# %% nbgrader={"grade": true, "grade_id": "test-benchmarking-compare", "locked": true, "points": 10, "schema_version": 3}
+def test_unit_compare_samples():
+    fast = [1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 1.02, 0.98]
+    slow = [2 * v for v in fast]
+    c = compare_samples(fast, slow, names=("fast", "slow"))
+    assert c.median_a == statistics.median(fast) and c.median_b == statistics.median(slow), \
+        f"median_a/median_b: expected the medians of a and b, got {c.median_a}, {c.median_b}"
+    assert abs(c.ratio - 2.0) < 1e-12, f"ratio: expected median(b) / median(a) = 2.0, got {c.ratio}"
+    expected_p = _stats.mannwhitneyu(fast, slow, alternative="two-sided").pvalue
+    assert abs(c.p_value - expected_p) < 1e-12, f"p_value: expected the two-sided Mann-Whitney U p = {expected_p}, got {c.p_value}"
+    assert c.ci_lower is not None and c.ci_lower <= c.ratio <= c.ci_upper, \
+        f"the bootstrap interval [{c.ci_lower}, {c.ci_upper}] should contain the observed ratio {c.ratio}"
+    assert 1.7 < c.ci_lower and c.ci_upper < 2.3, f"the interval of a clean 2x difference should be near 2, got [{c.ci_lower}, {c.ci_upper}]"
+    assert c.significant and c.verdict.startswith("fast is 2.00× faster than slow"), c.verdict
+    again = compare_samples(fast, slow, names=("fast", "slow"))
+    assert (again.ci_lower, again.ci_upper) == (c.ci_lower, c.ci_upper), "a fixed seed must give the same interval"
+    # direction: higher is better (throughput)
+    t = compare_samples(fast, slow, names=("x", "y"), higher_is_better=True, better="higher throughput")
+    assert t.significant and t.verdict.startswith("y is 2.00× higher throughput than x"), t.verdict
+    # identical samples: no difference
+    same = compare_samples(fast, list(fast))
+    assert not same.significant and same.verdict.startswith("no significant difference"), same.verdict
+    # a tiny but 'significant' shift is below the 2% that matters
+    rng = np.random.default_rng(1)
+    base = 1 + 0.001 * rng.standard_normal(400)
+    tiny = compare_samples(base, base * 1.01)
+    assert tiny.p_value < 0.05, "a consistent 1% shift over 400 samples is statistically detectable"
+    assert not tiny.significant and "no significant difference" in tiny.verdict, \
+        f"a 1% difference is below min_effect=2% and must not be reported, got: {tiny.verdict}"
+    # overlapping noisy samples: not significant
+    noisy = compare_samples([1.0, 1.5, 0.8, 1.2, 0.9], [1.1, 0.85, 1.4, 1.0, 1.3])
+    assert not noisy.significant and noisy.p_value > 0.05, \
+        f"overlapping samples: expected no significant difference (p > 0.05), got p = {noisy.p_value}"
+    for bad_a, arg in (([1.0], "a"), ([1.0, float("nan")], "a")):
+        try:
+            compare_samples(bad_a, [1.0, 2.0])
+        except ValueError as e:
+            assert arg in str(e), f"the error should name the argument {arg!r}, got: {e}"
+        else:
+            raise AssertionError(f"compare_samples({bad_a}, ...) should raise ValueError")
+
+
+if __name__ == "__main__":
+    test_unit_compare_samples()
+
+# %% [markdown]
+# ### Comparing accuracies: a paired test
+#
+# When both models classified the *same* test images, the comparison is paired: what matters
+# is the images on which they disagree. **McNemar's exact test** counts `n01` (A right, B
+# wrong) and `n10` (A wrong, B right); if the models were equally good, each disagreement
+# would go either way with probability ½, so `n10 ~ Binomial(n01 + n10, ½)`. This uses far
+# more of the data's structure than comparing two accuracies as if they came from different
+# images.
+
+# %%
+#| export
+def mcnemar_exact(correct_a: Sequence[int | bool], correct_b: Sequence[int | bool]) -> dict[str, Any]:
+    """McNemar's exact test on paired per-sample correctness (1 = right, 0 = wrong).
+
+    Returns `{"a_only": n01, "b_only": n10, "p_value": p}`; with no disagreements p is 1.
+
+    >>> mcnemar_exact([1, 1, 1, 0], [1, 0, 0, 0])
+    {'a_only': 2, 'b_only': 0, 'p_value': 0.5}
+    """
+    a = np.asarray(correct_a, dtype=bool)
+    b = np.asarray(correct_b, dtype=bool)
+    if a.shape != b.shape or a.ndim != 1 or a.size == 0:
+        raise ValueError(f"correct_a, correct_b: expected two equal-length 1-D sequences of 0/1, "
+                         f"got shapes {a.shape} and {b.shape}")
+    a_only = int(np.sum(a & ~b))
+    b_only = int(np.sum(~a & b))
+    n = a_only + b_only
+    p = 1.0 if n == 0 else float(_stats.binomtest(b_only, n, 0.5, alternative="two-sided").pvalue)
+    return {"a_only": a_only, "b_only": b_only, "p_value": p}
+
+# %% [markdown]
+# ## The Pareto frontier
+#
+# With more than one metric there is rarely a single best model: the int8 model is smaller
+# and faster, the float model a little more accurate. A model is **dominated** when another
+# is at least as good on every metric and strictly better on one; nobody should deploy a
+# dominated model. The models left, the **Pareto frontier**, are the real choices.
+#
+# ```
+# accuracy ↑
+#   0.99 |  ● A (2.0 ms)          A, B: on the frontier
+#   0.98 |        ● B (1.0 ms)    C: dominated by B (slower AND less accurate)
+#   0.97 |              ● C (1.5 ms)
+#        +------------------------> latency (lower is better)
+# ```
+#
+# **Your task.** Implement `pareto_front(points, directions)`.
+#
+# - *Approach:* for each model, check whether any other model dominates it; keep the ones no
+#   one dominates, in the input order.
+# - *Example:* `pareto_front({"A": {"lat": 2, "acc": .99}, "B": {"lat": 1, "acc": .98},
+#   "C": {"lat": 1.5, "acc": .97}}, {"lat": "min", "acc": "max"})` is `["A", "B"]`.
+# - *Hints:* turn every "max" metric into a "min" one by negating it; `a` dominates `b` when
+#   `all(a <= b)` and `any(a < b)`. Two identical points do not dominate each other. Reject a
+#   direction other than "min"/"max" and a model missing a metric with a `ValueError`.
+
+# %% nbgrader={"grade": false, "grade_id": "benchmarking-pareto", "solution": true, "schema_version": 3}
+#| export
+def pareto_front(points: dict[str, dict[str, float]], directions: dict[str, str]) -> list[str]:
+    """The names of the non-dominated points, in input order.
+
+    `points` maps a name to its metric values; `directions` maps each metric to "min" (lower
+    is better) or "max" (higher is better).
+
+    >>> pareto_front({"A": {"lat": 2, "acc": .99}, "B": {"lat": 1, "acc": .98},
+    ...               "C": {"lat": 1.5, "acc": .97}}, {"lat": "min", "acc": "max"})
+    ['A', 'B']
+    """
+    ### BEGIN SOLUTION
+    if not directions:
+        raise ValueError("directions: expected at least one metric, got none")
+    for metric, d in directions.items():
+        if d not in ("min", "max"):
+            raise ValueError(f"directions: expected 'min' or 'max' for '{metric}', got {d!r}")
+    vectors = {}
+    for name, values in points.items():
+        missing = [m for m in directions if m not in values or values[m] is None]
+        if missing:
+            raise ValueError(f"points: '{name}' has no value for {missing}")
+        vectors[name] = np.array([values[m] if d == "min" else -values[m] for m, d in directions.items()], dtype=float)
+    front = []
+    for name, v in vectors.items():
+        dominated = any(np.all(w <= v) and np.any(w < v) for other, w in vectors.items() if other != name)
+        if not dominated:
+            front.append(name)
+    return front
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-benchmarking-pareto", "locked": true, "points": 10, "schema_version": 3}
+def test_unit_pareto_front():
+    pts = {"A": {"lat": 2.0, "acc": 0.99}, "B": {"lat": 1.0, "acc": 0.98}, "C": {"lat": 1.5, "acc": 0.97}}
+    got = pareto_front(pts, {"lat": "min", "acc": "max"})
+    assert got == ["A", "B"], f"C is slower and less accurate than B: expected ['A', 'B'], got {got}"
+    # flipping a direction changes the answer
+    assert pareto_front(pts, {"lat": "max", "acc": "max"}) == ["A"], "A has the highest of both"
+    # ties: identical points do not dominate each other; equal on one metric, better on the other does
+    tie = {"P": {"x": 1, "y": 1}, "Q": {"x": 1, "y": 1}, "R": {"x": 1, "y": 2}}
+    assert pareto_front(tie, {"x": "min", "y": "min"}) == ["P", "Q"]
+    # three metrics, checked against a brute-force count on a fixed grid of points
+    rng = np.random.default_rng(7)
+    many = {f"m{i}": {"a": float(rng.integers(0, 5)), "b": float(rng.integers(0, 5)), "c": float(rng.integers(0, 5))}
+            for i in range(30)}
+    dirs = {"a": "min", "b": "max", "c": "min"}
+    sign = {"min": 1, "max": -1}
+    def dominated(p, q):  # does q dominate p?
+        better_eq = all(sign[d] * q[m] <= sign[d] * p[m] for m, d in dirs.items())
+        strictly = any(sign[d] * q[m] < sign[d] * p[m] for m, d in dirs.items())
+        return better_eq and strictly
+    expected = [n for n, p in many.items() if not any(dominated(p, q) for o, q in many.items() if o != n)]
+    assert pareto_front(many, dirs) == expected, "three-metric frontier differs from a brute-force check"
+    assert pareto_front({"only": {"x": 3}}, {"x": "min"}) == ["only"]
+    for bad_points, bad_dirs, arg in ((pts, {"lat": "lower"}, "directions"), ({"A": {"lat": 1}}, {"lat": "min", "acc": "max"}, "points")):
+        try:
+            pareto_front(bad_points, bad_dirs)
+        except ValueError as e:
+            assert arg in str(e), f"the error should name '{arg}', got: {e}"
+        else:
+            raise AssertionError(f"pareto_front with {bad_dirs} should raise ValueError")
+
+
+if __name__ == "__main__":
+    test_unit_pareto_front()
+
+
+# %% [markdown]
+# ## How to read a metric
+#
+# A number means nothing without its unit and its direction: 3.2 is good for a latency in
+# milliseconds and bad for an accuracy in percent. `METRICS` holds, for every metric the
+# library measures, the unit (binary megabytes are named `MiB`: 2²⁰ bytes), whether lower or
+# higher is better, and the word a verdict uses for "better".
+
+# %%
+#| export
+MiB = 2**20
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    "How to read one metric: its unit, whether lower or higher is better, and the word for 'better'."
+
+    unit: str
+    direction: str  # "min" or "max"
+    better: str
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.direction == "max"
+
+
+METRICS: dict[str, MetricInfo] = {
+    "latency": MetricInfo("ms", "min", "faster"),
+    "accuracy": MetricInfo("fraction", "max", "more accurate"),
+    "memory": MetricInfo("MiB", "min", "smaller in peak memory"),
+    "model_size": MetricInfo("MiB", "min", "smaller"),
+    "parameter_memory": MetricInfo("MiB", "min", "smaller in parameter memory"),
+    "energy": MetricInfo("mJ", "min", "more energy-efficient"),
+}
+
+
+def metric_info(metric: str, unit: str = "") -> MetricInfo:
+    """The `MetricInfo` of `metric`; `throughput_bs{b}` metrics are higher-is-better samples/s.
+
+    >>> metric_info("throughput_bs8").direction, metric_info("latency").unit
+    ('max', 'ms')
+    """
+    if metric in METRICS:
+        return METRICS[metric]
+    if metric.startswith("throughput"):
+        return MetricInfo("samples/s", "max", f"higher in throughput{metric[len('throughput'):].replace('_bs', ' (batch ') + ')' if '_bs' in metric else ''}")
+    return MetricInfo(unit, "min", "better")
+
+# %% [markdown]
+# ## Accuracy and byte counts are results too
+#
+# Two more kinds of figure complete the currency. Both are `BenchmarkResult`s (so every table,
+# report and the capstone's code read `mean`, `ci_lower`, `ci_upper`, `count` from any of
+# them), but each computes its statistics in the way its data demand:
+#
+# - **`ProportionResult`**: an accuracy is `k` correct of `n`. Its `values` are the per-sample
+#   outcomes (1 = right, 0 = wrong), so a paired test can line two models up image by image;
+#   its estimate is `k / n` and its interval Wilson's, not Student's t (which would give
+#   `[1, 1]` at 450/450). Comparing two of them uses McNemar's exact test and a *paired*
+#   bootstrap.
+# - **`CountResult`**: bytes on disk, MACs, parameters. Counting twice gives the same number,
+#   so the interval has zero width and a comparison is just the ratio, with the effect floor
+#   deciding whether it matters.
+#
+# ```
+# 441 correct of 450     -> ProportionResult: mean 0.980, Wilson [0.962, 0.990], count 450
+# 27,093 bytes on disk   -> CountResult:      mean 0.0258 MiB, interval [0.0258, 0.0258]
+# ```
+
+# %%
+#| export
+@dataclass
+class ProportionResult(BenchmarkResult):
+    """`k` successes in `n` trials (e.g. top-1 accuracy), from per-sample outcomes (1 or 0).
+
+    `mean` (and `median`, the estimate) is `k / n`; `ci_lower`/`ci_upper` is the Wilson
+    interval; `count` is `n`, `correct` is `k`. Percentiles of 0/1 outcomes mean nothing and
+    are None. `metadata["datasets"]` (optional) lists `{"name", "count"}` in the order the
+    outcomes were concatenated, so two results can be paired dataset by dataset.
+
+    >>> r = ProportionResult("accuracy", [1, 1, 1, 0], unit="fraction")
+    >>> r.mean, r.correct, r.count, round(r.ci_lower, 3)
+    (0.75, 3, 4, 0.301)
+    """
+
+    kind = "proportion"
+
+    def __post_init__(self) -> None:
+        arr = np.asarray(list(self.values), dtype=float)
+        if arr.size == 0:
+            raise ValueError(f"values: expected at least one outcome for '{self.metric_name}', got none")
+        if not np.all((arr == 0) | (arr == 1)):
+            raise ValueError(f"values: expected per-sample outcomes of 0 or 1 for '{self.metric_name}'")
+        self.values = arr.astype(int).tolist()
+        self.count = int(arr.size)
+        self.correct = int(arr.sum())
+        p = self.correct / self.count
+        self.mean = self.median = self.p50 = p
+        self.std = float(arr.std(ddof=1)) if self.count > 1 else 0.0
+        self.min, self.max = float(arr.min()), float(arr.max())
+        self.p90 = self.p95 = self.p99 = self.iqr = self.cv = None
+        self.outliers = 0
+        self.ci_lower, self.ci_upper = wilson_interval(self.correct, self.count, self.confidence)
+
+    @property
+    def ci_method(self) -> str:
+        return f"Wilson score interval ({self.confidence:.0%})"
+
+    def median_ci(self) -> tuple[float, float]:
+        "For a proportion the interval of the estimate is the Wilson interval."
+        return self.ci_lower, self.ci_upper
+
+    def per_dataset_outcomes(self) -> dict[str, list[int]]:
+        "Outcomes split by `metadata['datasets']` (one entry 'all' when there is none)."
+        parts = self.metadata.get("datasets") or [{"name": "all", "count": self.count}]
+        out, start = {}, 0
+        for d in parts:
+            out[str(d["name"])] = self.values[start:start + int(d["count"])]
+            start += int(d["count"])
+        if start != self.count:
+            raise ValueError(f"metadata: the datasets' counts add up to {start}, but there are {self.count} outcomes")
+        return out
+
+    def __str__(self) -> str:
+        return (f"{self.metric_name}: {self.mean:.4g} ({self.correct}/{self.count}, "
+                f"Wilson {self.confidence:.0%} [{self.ci_lower:.4g}, {self.ci_upper:.4g}])")
+
+
+@dataclass
+class CountResult(BenchmarkResult):
+    """An exact figure (bytes, MACs, parameters): one value, no sampling error.
+
+    The interval has zero width: `ci_lower == ci_upper == mean`.
+
+    >>> r = CountResult("model_size", [0.5], unit="MiB", metadata={"bytes": 524288})
+    >>> (r.mean, r.ci_lower, r.ci_upper, r.std)
+    (0.5, 0.5, 0.5, 0.0)
+    """
+
+    kind = "count"
+
+    def __post_init__(self) -> None:
+        arr = np.asarray(list(self.values), dtype=float)
+        if arr.size == 0 or not np.all(np.isfinite(arr)):
+            raise ValueError(f"values: expected one finite value for '{self.metric_name}', got {list(self.values)!r}")
+        if np.any(arr != arr[0]):
+            raise ValueError(f"values: an exact count has one value; '{self.metric_name}' got differing values {arr.tolist()}")
+        v = float(arr[0])
+        self.values = arr.tolist()
+        self.count = int(arr.size)
+        self.mean = self.median = self.min = self.max = self.p50 = self.p90 = self.p95 = self.p99 = v
+        self.std, self.iqr, self.outliers = 0.0, 0.0, 0
+        self.cv = 0.0 if v != 0 else None
+        self.ci_lower = self.ci_upper = v
+
+    @property
+    def ci_method(self) -> str:
+        return "exact value (zero-width interval)"
+
+    def median_ci(self) -> tuple[float, float]:
+        return self.mean, self.mean
+
+    def __str__(self) -> str:
+        u = f" {self.unit}" if self.unit else ""
+        return f"{self.metric_name}: {self.mean:.6g}{u} (exact)"
+
+
+RESULT_KINDS: dict[str, type] = {"samples": BenchmarkResult, "proportion": ProportionResult, "count": CountResult}
+
+# %% [markdown]
+# ## Comparing any two results
+#
+# `compare_results(a, b)` picks the comparison that fits the kind of result, so a caller never
+# has to know which test applies:
+#
+# | both are | effect | interval | test |
+# |---|---|---|---|
+# | samples (≥ 2 each) | ratio of medians b / a | bootstrap (independent) | Mann–Whitney U |
+# | proportions | difference in points (ratio reported too) | paired bootstrap | McNemar exact |
+# | counts, or single values | ratio b / a | none (exact) | none: the effect floor alone |
+#
+# Every verdict names both models, so a line read on its own still says what was compared.
+
+# %%
+#| export
+def _compare_proportions(ra: ProportionResult, rb: ProportionResult, names: tuple[str, str], alpha: float,
+                         min_effect: float, n_boot: int, seed: int) -> Comparison:
+    name_a, name_b = names
+    pa, pb = ra.per_dataset_outcomes(), rb.per_dataset_outcomes()
+    shared = [d for d in pa if d in pb and len(pa[d]) == len(pb[d])]
+    if not shared:
+        raise ValueError(f"b: '{name_a}' and '{name_b}' share no evaluated dataset of the same size; "
+                         "a paired accuracy test needs the same samples")
+    ca = np.array([v for d in shared for v in pa[d]], dtype=float)
+    cb = np.array([v for d in shared for v in pb[d]], dtype=float)
+    acc_a, acc_b = float(ca.mean()), float(cb.mean())
+    test = mcnemar_exact(ca, cb)
+    lo, hi = bootstrap_interval(lambda x, y: y.mean(axis=1) / x.mean(axis=1), [ca, cb], paired=True,
+                                n_boot=n_boot, seed=seed, confidence=1 - alpha)
+    d_lo, d_hi = bootstrap_interval(lambda x, y: y.mean(axis=1) - x.mean(axis=1), [ca, cb], paired=True,
+                                    n_boot=n_boot, seed=seed, confidence=1 - alpha)
+    diff = acc_b - acc_a
+    significant = is_significant(test["p_value"], diff, alpha, min_effect)
+    c = Comparison(name_a, name_b, ra.metric_name, acc_a, acc_b, acc_b / acc_a if acc_a else math.inf, lo, hi,
+                   test["p_value"], significant, test="McNemar exact (paired per-sample correctness)",
+                   n_a=int(ca.size), n_b=int(cb.size), alpha=alpha, min_effect=min_effect,
+                   bootstrap_resamples=n_boot, seed=seed, higher_is_better=True,
+                   details={"difference": diff, "difference_ci": [d_lo, d_hi], "a_only_correct": test["a_only"],
+                            "b_only_correct": test["b_only"], "datasets": shared})
+    if significant:
+        winner, loser = (name_b, name_a) if diff > 0 else (name_a, name_b)
+        c.verdict = (f"{winner} is {abs(diff) * 100:.1f} points more accurate than {loser} "
+                     f"(McNemar {_format_p(test['p_value'])})")
+    else:
+        c.verdict = (f"no significant difference between {name_a} and {name_b} ({abs(diff) * 100:.1f} points, "
+                     f"McNemar {_format_p(test['p_value'])}; {test['a_only']} vs {test['b_only']} disagreements)")
+    return c
+
+
+def compare_results(
+    a: BenchmarkResult,
+    b: BenchmarkResult,
+    *,
+    names: tuple[str, str] = ("a", "b"),
+    info: MetricInfo | None = None,
+    alpha: float = 0.05,
+    min_effect: float = 0.02,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Comparison:
+    """Compare result `b` against result `a` of the same metric, with the test that fits their kind.
+
+    >>> fast = BenchmarkResult("latency", [1.0, 1.1, 0.9, 1.0, 1.05], unit="ms")
+    >>> slow = BenchmarkResult("latency", [2.0, 2.1, 1.9, 2.0, 2.05], unit="ms")
+    >>> compare_results(fast, slow, names=("fp32", "fp16")).verdict
+    'fp32 is 2.00× faster than fp16 (p = 0.012)'
+    """
+    for r, arg in ((a, "a"), (b, "b")):
+        if not isinstance(r, BenchmarkResult):
+            raise TypeError(f"{arg}: expected a BenchmarkResult, got {type(r).__name__}")
+    info = info or metric_info(a.metric_name, a.unit)
+    if isinstance(a, ProportionResult) and isinstance(b, ProportionResult):
+        return _compare_proportions(a, b, names, alpha, min_effect, n_boot, seed)
+    if type(a) is BenchmarkResult and type(b) is BenchmarkResult and a.count >= 2 and b.count >= 2:
+        return compare_samples(a.values, b.values, names=names, metric=a.metric_name,
+                               higher_is_better=info.higher_is_better, better=info.better, alpha=alpha,
+                               min_effect=min_effect, n_boot=n_boot, seed=seed)
+    if a.median == 0:
+        raise ValueError(f"a: '{names[0]}' has {a.metric_name} 0, so the ratio b / a is undefined")
+    ratio = b.median / a.median
+    exact = isinstance(a, CountResult) and isinstance(b, CountResult)
+    c = Comparison(names[0], names[1], a.metric_name, a.median, b.median, ratio, None, None, None,
+                   significant=is_significant(None, ratio - 1, alpha, min_effect),
+                   test="exact values (no sampling error, no test)" if exact else "single measurement each (no test)",
+                   n_a=a.count, n_b=b.count, alpha=alpha, min_effect=min_effect,
+                   higher_is_better=info.higher_is_better)
+    c.verdict = (_verdict_text(c, info.better).replace("(no test)", "(exact values)" if exact else "(single measurement each)")
+                 if c.significant else
+                 f"no difference between {names[0]} and {names[1]} (ratio {ratio:.3f}, below the {min_effect:.0%} floor)")
+    return c
+
+# %% [markdown]
+# ### The Pareto set, honestly
+#
+# `pareto_front` compares exact numbers: a model 0.2 points more accurate and 2% faster than
+# the baseline "dominates" it even when neither difference survives a significance test.
+# `pareto_front_with_ties` asks `compare_results` instead: on each metric one model is
+# *significantly* better, or the two are **tied**. A model dominates another only when it is
+# better or tied on every metric and better on at least one; models that differ only by noise
+# stay on the frontier together.
+
+# %%
+#| export
+def pareto_front_with_ties(
+    results: Mapping[str, Mapping[str, BenchmarkResult]],
+    metrics: Sequence[str],
+    *,
+    alpha: float = 0.05,
+    min_effect: float = 0.02,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The non-dominated models when differences that are not significant count as ties.
+
+    `results[model][metric]` is a result. Returns `{"front": [names in input order],
+    "dominated_by": {name: dominating name}, "ties": [[a, b, metric], ...]}`.
+
+    >>> r = lambda v: BenchmarkResult("latency", v, unit="ms")
+    >>> p = lambda k: ProportionResult("accuracy", [1] * k + [0] * (100 - k))
+    >>> res = {"A": {"latency": r([1.0, 1.01, 0.99] * 4), "accuracy": p(95)},
+    ...        "B": {"latency": r([1.0, 1.02, 0.98] * 4), "accuracy": p(96)}}
+    >>> pareto_front_with_ties(res, ["latency", "accuracy"])["front"]
+    ['A', 'B']
+    """
+    metrics = list(metrics)
+    if not metrics:
+        raise ValueError("metrics: expected at least one metric name, got none")
+    names = list(results)
+    for n in names:
+        missing = [m for m in metrics if results[n].get(m) is None]
+        if missing:
+            raise ValueError(f"results: model '{n}' has no result for {missing}")
+    outcome: dict[tuple[str, str, str], str | None] = {}  # (a, b, metric) -> winner name or None (tie)
+    ties = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            for m in metrics:
+                c = compare_results(results[a][m], results[b][m], names=(a, b), alpha=alpha,
+                                    min_effect=min_effect, seed=seed)
+                outcome[(a, b, m)] = outcome[(b, a, m)] = c.winner
+                if c.winner is None:
+                    ties.append([a, b, m])
+    dominated_by = {}
+    for b in names:
+        for a in names:
+            if a == b:
+                continue
+            wins = [outcome[(a, b, m)] for m in metrics]
+            if all(w in (a, None) for w in wins) and any(w == a for w in wins):
+                dominated_by[b] = a
+                break
+    return {"front": [n for n in names if n not in dominated_by], "dominated_by": dominated_by, "ties": ties,
+            "alpha": alpha, "min_effect": min_effect}
+
+# %% [markdown]
+# ## One way to read evaluation data, one top-1 evaluation
+#
+# Models are evaluated on data given in many shapes: a `DataLoader`, a `Dataset`, an `(X, y)`
+# pair of tensors or arrays, a bare `X` (no labels), or a dict such as
+# `{"X": ..., "y": ...}` / `{"inputs": ..., "labels": ...}`. `EvalData` turns every one of
+# them into batches of `(x, y or None)`; a dict without array data under a known key (say
+# `{"name": "baseline"}`) has no samples, and says so in `reason` instead of failing later.
+# `top1_correct` then runs a model over those batches once — in eval mode, under
+# `inference_mode`, through the one adapter — and returns the per-sample outcomes that a
+# `ProportionResult` is made of. Every accuracy in the library comes from this function.
+
+# %%
+#| export
+_INPUT_KEYS = ("X", "x", "inputs", "input", "data", "images", "features")
+_LABEL_KEYS = ("y", "labels", "label", "targets", "target")
+
+
+def _labels_tensor(y: Any, arg: str) -> torch.Tensor:
+    t = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y)
+    if t.is_floating_point():
+        if not torch.all(t == t.round()):
+            raise ValueError(f"{arg}: expected integer class labels, got non-integer values")
+        t = t.long()
+    if t.ndim != 1:
+        raise ValueError(f"{arg}: expected a 1-D tensor of class labels, got shape {tuple(t.shape)}")
+    return t.long()
+
+
+def as_tensor(x: Any) -> torch.Tensor:
+    "A torch tensor from a tensor, an array, a nested list or a TinyTorch-style tensor (`.data`)."
+    if isinstance(x, torch.Tensor):
+        return x
+    if hasattr(x, "data") and not isinstance(x, (np.ndarray, np.generic)):  # TinyTorch-style Tensor
+        x = x.data
+    return torch.as_tensor(np.array(x))  # a copy: numpy scalars and read-only arrays become normal tensors
+
+
+def _array_like(v: Any) -> bool:
+    "A tensor, an array, a TinyTorch-style tensor, or a (nested) list of numbers."
+    return isinstance(v, (torch.Tensor, np.ndarray)) or (
+        isinstance(v, (list, tuple)) and len(v) > 0 and isinstance(v[0], (int, float, np.number, list))) or (
+        hasattr(v, "data") and hasattr(v, "shape"))
+
+
+class EvalData:
+    """One evaluation set, normalised to batches of `(x tensor, y tensor or None)`.
+
+    Accepts a `DataLoader`, a `Dataset`, `(X, y)`, `(X,)`, a bare `X`, a list (any re-iterable)
+    of `(x, y)` batches, or a dict with inputs
+    under one of `X, x, inputs, input, data, images, features` and labels under one of `y,
+    labels, label, targets, target`. A dict without array inputs has no samples:
+    `has_samples` is False and `reason` says why.
+
+    >>> d = EvalData({"X": torch.zeros(5, 2), "y": [0, 1, 0, 1, 1]}, "toy", batch_size=2)
+    >>> [tuple(x.shape) for x, _ in d.batches()], d.has_labels
+    ([(2, 2), (2, 2), (1, 2)], True)
+    >>> EvalData({"name": "baseline"}, "d0").reason
+    "dataset 'd0' is a dict without array data under any of X, x, inputs, input, data, images, features (keys: ['name'])"
+    """
+
+    def __init__(self, data: Any, name: str, batch_size: int = 256):
+        from torch.utils.data import DataLoader, Dataset
+
+        self.name, self.batch_size, self.source = name, int(batch_size), data
+        self._loader = None
+        self._X = self._y = None
+        self.reason: str | None = None
+        if isinstance(data, Mapping):
+            data = self._from_dict(data)
+        if self.reason is not None:
+            return
+        if isinstance(data, DataLoader):
+            self._loader = data
+        elif isinstance(data, Dataset):
+            self._loader = DataLoader(data, batch_size=batch_size, shuffle=False)
+        elif isinstance(data, (tuple, list)) and 1 <= len(data) <= 2 and _array_like(data[0]):
+            self._X = as_tensor(data[0])
+            if len(data) == 2 and data[1] is not None:
+                self._y = _labels_tensor(data[1], f"datasets['{name}'] labels")
+                if len(self._y) != len(self._X):
+                    raise ValueError(f"datasets['{name}']: {len(self._X)} inputs but {len(self._y)} labels")
+        elif isinstance(data, (torch.Tensor, np.ndarray)):
+            self._X = as_tensor(data)
+        elif hasattr(data, "__iter__") and not isinstance(data, (str, bytes)):
+            self._loader = data  # any re-iterable of (x, y) batches, e.g. a list of them
+        else:
+            raise TypeError(f"datasets: expected a DataLoader, a Dataset, an (X, y) pair, batches of (x, y) or "
+                            f"a dict with 'X'/'y' arrays; '{name}' is a {type(data).__name__}")
+        if self._X is not None and (self._X.ndim < 1 or len(self._X) == 0):
+            raise ValueError(f"datasets['{name}']: expected at least one sample, got shape {tuple(self._X.shape)}")
+
+    def _from_dict(self, d: Mapping[str, Any]) -> Any:
+        x_key = next((k for k in _INPUT_KEYS if k in d and _array_like(d[k])), None)
+        if x_key is None:
+            self.reason = (f"dataset '{self.name}' is a dict without array data under any of "
+                           f"{', '.join(_INPUT_KEYS)} (keys: {sorted(map(str, d))})")
+            return None
+        y_key = next((k for k in _LABEL_KEYS if k in d and d[k] is not None), None)
+        return (d[x_key], d[y_key]) if y_key else (d[x_key],)
+
+    @property
+    def has_samples(self) -> bool:
+        return self.reason is None
+
+    def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
+        "Batches of `(x, y)`; `y` is None for unlabelled data. Nothing for a set without samples."
+        if self.reason is not None:
+            return
+        if self._loader is not None:
+            for item in self._loader:
+                if isinstance(item, (tuple, list)):
+                    x = as_tensor(item[0])
+                    y = _labels_tensor(item[1], f"datasets['{self.name}'] labels") if len(item) > 1 else None
+                else:
+                    x, y = as_tensor(item), None
+                yield x, y
+            return
+        for i in range(0, len(self._X), self.batch_size):
+            yield self._X[i:i + self.batch_size], None if self._y is None else self._y[i:i + self.batch_size]
+
+    @property
+    def has_labels(self) -> bool:
+        if self.reason is not None:
+            return False
+        if self._loader is None:
+            return self._y is not None
+        for _, y in self.batches():
+            return y is not None
+        return False
+
+    def first_samples(self, n: int) -> torch.Tensor:
+        "Up to `n` samples from the start of the set (fewer if the set is smaller)."
+        if self.reason is not None:
+            raise ValueError(f"datasets['{self.name}']: no samples ({self.reason})")
+        got, count = [], 0
+        for x, _ in self.batches():
+            got.append(x[: n - count])
+            count += len(got[-1])
+            if count >= n:
+                break
+        if not got:
+            raise ValueError(f"datasets['{self.name}']: the data set is empty")
+        return torch.cat(got)
+
+    def arrays(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        "Every sample as one `(X, y)` pair of tensors (`y` None when unlabelled)."
+        xs, ys = [], []
+        for x, y in self.batches():
+            xs.append(x)
+            ys.append(y)
+        if not xs:
+            raise ValueError(f"datasets['{self.name}']: no samples" + (f" ({self.reason})" if self.reason else ""))
+        return torch.cat(xs), (None if any(y is None for y in ys) else torch.cat(ys))
+
+
+def as_eval_sets(datasets: Any, dataset_names: Sequence[str] | None = None, batch_size: int = 256) -> list[EvalData]:
+    """The one dataset normaliser: one `EvalData` per dataset, whatever form they came in.
+
+    A single set (a `DataLoader`, a `Dataset`, an `(X, y)` pair of arrays, a dict, a bare `X`)
+    or a list of them; `None` gives no sets. Names come from `dataset_names`, a `.name`, or
+    `dataset{i}`, and must be unique.
+
+    >>> [d.name for d in as_eval_sets([(torch.zeros(2, 1), [0, 1]), {"data": "test2"}])]
+    ['dataset0', 'dataset1']
+    """
+    from torch.utils.data import DataLoader, Dataset
+
+    if datasets is None:
+        items = []
+    elif isinstance(datasets, (DataLoader, Dataset, torch.Tensor, np.ndarray, Mapping, EvalData)):
+        items = [datasets]
+    elif (isinstance(datasets, tuple) and len(datasets) == 2
+          and all(isinstance(d, (torch.Tensor, np.ndarray)) for d in datasets)):
+        items = [datasets]  # a single (X, y) pair
+    elif isinstance(datasets, (list, tuple)):
+        items = list(datasets)
+    else:
+        raise TypeError(f"datasets: expected a DataLoader, a Dataset, an (X, y) pair, a dict or a list of them, "
+                        f"got {type(datasets).__name__}")
+    if dataset_names is not None and len(dataset_names) != len(items):
+        raise ValueError(f"dataset_names: expected one name per dataset ({len(items)}), got {len(dataset_names)}")
+    names = list(dataset_names) if dataset_names is not None else [
+        d.name if isinstance(d, EvalData) else
+        (getattr(d, "name", None) if isinstance(getattr(d, "name", None), str) else f"dataset{i}")
+        for i, d in enumerate(items)]
+    if len(set(names)) != len(names):
+        raise ValueError(f"dataset_names: expected unique names, got {names}")
+    return [d if isinstance(d, EvalData) else EvalData(d, n, batch_size) for d, n in zip(items, names)]
+
+
+def _output_tensor(out: Any) -> torch.Tensor:
+    if isinstance(out, (tuple, list)):
+        raise ValueError(f"model output: expected one (batch, classes) tensor of scores, got a {type(out).__name__}")
+    return as_tensor(out).detach().cpu()
+
+
+def top1_correct(model: Any, data: Any) -> list[int]:
+    """Per-sample top-1 outcomes (1 = right) of `model` on every labelled sample of `data`.
+
+    `model` is anything `adapt` accepts (or an adapter); `data` is an `EvalData` or anything
+    `EvalData` accepts. Runs in eval mode under `inference_mode`. A model whose output is not
+    `(batch, classes)` or whose class count does not cover the labels raises a `ValueError`
+    that names the problem.
+
+    >>> lin = torch.nn.Linear(2, 2, bias=False)
+    >>> _ = torch.nn.init.eye_(lin.weight)
+    >>> top1_correct(lin, (torch.tensor([[1., 0.], [0., 1.], [1., 0.]]), [0, 1, 1]))
+    [1, 1, 0]
+    """
+    from tinytorch.profiling.timing import adapt
+
+    a = adapt(model)
+    d = data if isinstance(data, EvalData) else EvalData(data, "data")
+    if not d.has_labels:
+        raise ValueError(f"data: '{d.name}' has no labels; top-1 accuracy needs (X, y)"
+                         + (f" ({d.reason})" if d.reason else ""))
+    flags = []
+    with a.inference():
+        for x, y in d.batches():
+            scores = _output_tensor(a.forward(a.to_input(x)))
+            if scores.ndim != 2 or scores.shape[0] != len(y):
+                raise ValueError(f"model '{a.name}' on dataset '{d.name}': expected output of shape "
+                                 f"({len(y)}, classes) for top-1 accuracy, got {tuple(scores.shape)}")
+            if len(y) and (int(y.min()) < 0 or int(y.max()) >= scores.shape[1]):
+                raise ValueError(f"dataset '{d.name}': labels range over [{int(y.min())}, {int(y.max())}] but model "
+                                 f"'{a.name}' outputs {scores.shape[1]} classes; labels do not match the model's output")
+            flags.append((scores.argmax(dim=1) == y.cpu()).to(torch.int8))
+    if not flags:
+        raise ValueError(f"data: '{d.name}' has no samples")
+    return torch.cat(flags).tolist()
+
+# %%
+def test_unit_eval_data_and_top1():
+    from torch.utils.data import DataLoader, TensorDataset
+    lin = torch.nn.Linear(3, 3, bias=False)
+    with torch.no_grad():
+        lin.weight.copy_(torch.eye(3))                     # predicts argmax(x)
+    X = torch.eye(3).repeat(2, 1)                          # predictions 0 1 2 0 1 2
+    y = torch.tensor([0, 1, 2, 1, 1, 0])                   # right:      1 1 1 0 1 0
+    forms = [(X, y), TensorDataset(X, y), DataLoader(TensorDataset(X, y), batch_size=4), (X.numpy(), y.numpy()),
+             {"X": X, "y": y}, {"inputs": X.numpy(), "labels": y.tolist()}]
+    for data in forms:
+        got = top1_correct(lin, data)
+        assert got == [1, 1, 1, 0, 1, 0], f"{type(data).__name__}: hand count is 1 1 1 0 1 0, got {got}"
+    assert as_eval_sets(None) == [] and len(as_eval_sets((X, y))) == 1 and len(as_eval_sets([(X, y), (X,)])) == 2
+    no_data = as_eval_sets([{"name": "baseline"}])[0]
+    assert not no_data.has_samples and not no_data.has_labels and "without array data" in no_data.reason
+    try:
+        top1_correct(lin, (X, torch.tensor([0, 1, 2, 3, 4, 5])))
+    except ValueError as e:
+        assert "labels do not match" in str(e), e
+    else:
+        raise AssertionError("labels beyond the model's 3 classes should raise")
+    r = ProportionResult("accuracy", top1_correct(lin, (X, y)), unit="fraction")
+    assert (r.correct, r.count) == (4, 6) and (r.ci_lower, r.ci_upper) == wilson_interval(4, 6)
+
+
+if __name__ == "__main__":
+    test_unit_eval_data_and_top1()
+
+# %% [markdown]
+# ## Model size: two quantities, two names
+#
+# "How big is the model?" has two honest answers, and mixing them up makes an int8 model look
+# better or worse than it is:
+#
+# - **`state_dict_tensor_bytes`**: the bytes of every tensor the model holds (parameters,
+#   buffers, int8 weights with their scales), from each tensor's real element size. This is
+#   what must fit in a device's memory.
+# - **`serialized_bytes`**: the bytes of the file `torch.save(model.state_dict())` (or
+#   `torch.jit.save` for TorchScript) writes: tensors plus the container's overhead, which
+#   dominates for tiny models. This is the download or Flash size.
+
+# %%
+#| export
+def _flatten_tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        if value.is_quantized:
+            yield torch.int_repr(value)  # the stored integers: element_size() is 1 for int8
+            if value.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric,
+                                   torch.per_channel_affine_float_qparams):
+                yield value.q_per_channel_scales()
+                yield value.q_per_channel_zero_points()
+            else:
+                yield torch.tensor(value.q_scale(), dtype=torch.float64)
+                yield torch.tensor(value.q_zero_point(), dtype=torch.int64)
+        else:
+            yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _flatten_tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _flatten_tensors(item)
+
+
+def state_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
+    "Every tensor in `model.state_dict()`, with packed int8 params and quantization params opened."
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    return [t for v in model.state_dict().values() for t in _flatten_tensors(v)]
+
+
+def state_dict_tensor_bytes(model: torch.nn.Module) -> int:
+    """Bytes of every tensor in the model's state (real element sizes; int8 weights and scales).
+
+    >>> state_dict_tensor_bytes(torch.nn.Linear(256, 256))
+    263168
+    """
+    return int(sum(t.numel() * t.element_size() for t in state_tensors(model)))
+
+
+def serialized_bytes(model: Any) -> tuple[int, str]:
+    """`(bytes, method)`: the size of the saved model file.
+
+    TorchScript: `torch.jit.save(model)`; other `nn.Module`s: `torch.save(model.state_dict())`;
+    TinyTorch-style objects (`parameters()` of arrays or `.data` tensors): `numpy.savez`.
+
+    >>> serialized_bytes(torch.nn.Linear(256, 256))[0] > 256 * 256 * 4
+    True
+    """
+    buf = io.BytesIO()
+    if isinstance(model, torch.jit.ScriptModule):
+        torch.jit.save(model, buf)
+        return len(buf.getvalue()), "bytes of torch.jit.save(model)"
+    if isinstance(model, torch.nn.Module):
+        torch.save(model.state_dict(), buf)
+        return len(buf.getvalue()), "bytes of torch.save(model.state_dict())"
+    params = getattr(model, "parameters", None)
+    if not callable(params):
+        raise TypeError(f"model: expected an nn.Module or an object with parameters(), got {type(model).__name__}")
+    arrays = {f"param_{i}": np.asarray(p.data if hasattr(p, "data") and not isinstance(p, np.ndarray) else p)
+              for i, p in enumerate(params())}
+    np.savez(buf, **arrays)
+    return len(buf.getvalue()), "bytes of numpy.savez(parameters)"
+
+# %% [markdown]
+# ## Writing results: JSON-ready, atomically
+#
+# A benchmark that crashes while writing must not leave half a file that a later run reads as
+# complete. `write_atomic` writes to a temporary file in the same folder and renames it over the
+# target: readers see the old file or the whole new one. `write_json` is the one JSON writer:
+# `json_native` first turns tuples, numpy scalars, devices and paths into plain JSON values,
+# and NaN or infinity (not JSON) are refused.
+
+# %%
+#| export
+def json_native(value: Any) -> Any:
+    "Tuples -> lists, numpy scalars -> Python numbers, devices/dtypes/paths -> strings, recursively."
+    if isinstance(value, dict):
+        return {str(k): json_native(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_native(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (torch.device, torch.dtype, Path)):
+        return str(value)
+    return value
+
+
+def write_atomic(path: str | Path, data: str | bytes) -> Path:
+    """Write `data` to `path` atomically: a temporary file in the same directory, then `os.replace`.
+
+    Missing parent folders are created. Readers see the old file or the whole new one, never part.
+
+    >>> p = write_atomic(Path(tempfile.mkdtemp()) / "x.txt", "hello")
+    >>> p.read_text()
+    'hello'
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def write_json(path: str | Path, obj: Any, indent: int = 2) -> Path:
+    """Write `obj` (made JSON-native) to `path` atomically; NaN and infinity are refused.
+
+    >>> p = write_json(Path(tempfile.mkdtemp()) / "r.json", {"ci": (0.1, 0.2), "n": np.int64(3)})
+    >>> json.loads(p.read_text())
+    {'ci': [0.1, 0.2], 'n': 3}
+    """
+    return write_atomic(path, json.dumps(json_native(obj), indent=indent, allow_nan=False) + "\n")
+
+# %%
+def test_unit_results_kinds():
+    # the three kinds through one entry point: compare_results picks the test
+    lat_a = BenchmarkResult("latency", [1.0, 1.1, 0.9, 1.0, 1.05, 0.95], unit="ms")
+    lat_b = BenchmarkResult("latency", [2.0, 2.2, 1.8, 2.0, 2.1, 1.9], unit="ms")
+    c = compare_results(lat_a, lat_b, names=("fp32", "fp16"))
+    assert c.test.startswith("Mann-Whitney") and c.winner == "fp32" and "fp32" in c.verdict and "fp16" in c.verdict
+    acc_a = ProportionResult("accuracy", [1] * 90 + [0] * 10)
+    acc_b = ProportionResult("accuracy", [1] * 60 + [0] * 40)
+    c = compare_results(acc_a, acc_b, names=("big", "small"))
+    assert c.test.startswith("McNemar") and c.winner == "big", c.verdict
+    assert abs(c.details["difference"] + 0.30) < 1e-12 and c.details["difference_ci"][1] < 0
+    same = compare_results(acc_a, ProportionResult("accuracy", list(acc_a.values)), names=("x", "y"))
+    assert same.winner is None and same.verdict.startswith("no significant difference between x and y"), same.verdict
+    size_a = CountResult("model_size", [1.0], unit="MiB")
+    size_b = CountResult("model_size", [0.25], unit="MiB")
+    c = compare_results(size_a, size_b, names=("fp32", "int8"))
+    assert c.ratio == 0.25 and c.winner == "int8" and c.p_value is None and c.ci_lower is None
+    # the kinds survive a round trip through to_dict / from_dict
+    for r in (lat_a, acc_a, size_a):
+        back = BenchmarkResult.from_dict(r.to_dict())
+        assert type(back) is type(r) and back.to_dict() == r.to_dict()
+    # a Pareto set with ties: B is 1 point more accurate and a little faster, neither significant
+    noisy = [1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 1.0, 0.95]
+    res = {"A": {"latency": BenchmarkResult("latency", noisy), "accuracy": ProportionResult("accuracy", [1] * 95 + [0] * 5)},
+           "B": {"latency": BenchmarkResult("latency", [v * 0.98 for v in noisy]),
+                 "accuracy": ProportionResult("accuracy", [1] * 96 + [0] * 4)},
+           "C": {"latency": BenchmarkResult("latency", [v * 3 for v in noisy]),
+                 "accuracy": ProportionResult("accuracy", [1] * 60 + [0] * 40)}}
+    assert pareto_front({n: {"lat": r["latency"].median, "acc": r["accuracy"].mean} for n, r in res.items()},
+                        {"lat": "min", "acc": "max"}) == ["B"], "by exact numbers B 'dominates' A"
+    p = pareto_front_with_ties(res, ["latency", "accuracy"])
+    assert p["front"] == ["A", "B"] and p["dominated_by"]["C"] in ("A", "B"), p
+
+
+if __name__ == "__main__":
+    test_unit_results_kinds()
