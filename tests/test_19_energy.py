@@ -175,6 +175,7 @@ def test_suite_records_measured_energy_from_a_counter(tmp_path):
                            warmup_runs=1, batch_sizes=(1,), energy_window_s=0.05, powercap_root=root, progress=False)
     suite.run_full_benchmark()
     e = suite.results["energy"]["metered"]
-    assert e.metadata["method"] == METHOD_RAPL and e.unit == "mJ"
-    assert e.median == pytest.approx(2.0), "2000 µJ per call = 2 mJ"
+    assert e.metadata["method"] == METHOD_RAPL and e.unit == "J"
+    assert e.median == pytest.approx(2e-3), "2000 µJ per call = 2 mJ = 0.002 J"
+    assert e.metadata["mj_per_call"] == pytest.approx(2.0)
     assert "energy" in suite.generate_report()

@@ -228,7 +228,7 @@ def test_compare_techniques_and_ablation(models, digits):
     assert t.loc["int8", "compression_ratio"] > 1.5
     assert t.loc["int8", "accuracy_per_mb"] > t.loc["baseline", "accuracy_per_mb"]
     assert set(res["pareto"]) <= {"baseline", "int8", "prune90"} and res["pareto"]
-    mem = res["recommendations"]["memory-constrained (microcontroller, download size)"]
+    mem = res["recommendations"]["for_memory_constrained"]
     assert mem["model"] == "int8" and mem["evidence"]["significant"]
     for use_case, rec in res["recommendations"].items():
         assert rec["model"] is None and rec["reason"] or res["comparisons"][rec["model"]], use_case
@@ -241,3 +241,33 @@ def test_compare_techniques_and_ablation(models, digits):
     assert table["accuracy"].iloc[1] - table["accuracy"].iloc[0] == pytest.approx(table["delta_accuracy"].iloc[1])
     with pytest.raises(ValueError, match="steps"):
         ablation(base, [])
+
+
+def test_cli_submits_and_verifies_the_participants_model(models, tmp_path, capsys):
+    "`tito olympics submit --model FILE [--baseline FILE]`: the capstone takes the student's own model."
+    from tito.cli import main
+
+    base, _ = models
+    mine = prune_magnitude(base, 0.3)
+    model_file, base_file = tmp_path / "mine.pt", tmp_path / "base.pt"
+    torch.save(mine, model_file)
+    torch.jit.save(torch.jit.trace(base, torch.zeros(1, 1, 8, 8)), str(base_file))
+    out = tmp_path / "sub.json"
+    assert main(["olympics", "submit", "--event", "latency_sprint", "--model", str(model_file),
+                 "--baseline", str(base_file), "--output", str(out), "--runs", "6"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["models"]["optimized"]["sha256"] == weights_sha256(mine)
+    assert doc["models"]["baseline"]["sha256"] == weights_sha256(base)
+    assert "participant model from mine.pt" in doc["techniques"]
+    assert validate_submission(out)["valid"]
+    assert main(["olympics", "verify", str(out), "--model", str(model_file), "--baseline", str(base_file),
+                 "--runs", "6"]) == 0
+    # verifying against another model file: the weights' hash gives it away
+    other = tmp_path / "other.pt"
+    torch.save(prune_magnitude(base, 0.6), other)
+    assert main(["olympics", "verify", str(out), "--model", str(other), "--baseline", str(base_file)]) == 1
+    # a baseline alone, or a missing file: exit 2 with the argument named
+    capsys.readouterr()
+    assert main(["olympics", "submit", "--baseline", str(base_file), "--output", str(tmp_path / "x.json")]) == 2
+    assert "baseline_path" in capsys.readouterr().err
+    assert main(["olympics", "submit", "--model", str(tmp_path / "nope.pt"), "--output", str(tmp_path / "y.json")]) == 2

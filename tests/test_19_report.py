@@ -121,7 +121,7 @@ def test_default_benchmark_end_to_end(tmp_path, capsys):
     assert out["models"] == list(DEFAULT_MODEL_NAMES)
     for name in DEFAULT_MODEL_NAMES:
         assert name in printed
-        assert out["results"]["accuracy"][name].metadata["count"] == 450
+        assert out["results"]["accuracy"][name].count == 450
         assert out["results"]["accuracy"][name].median > 0.9, "trained digits models are > 90% accurate"
         assert out["results"]["latency"][name].count == 4
     sizes = {n: out["results"]["model_size"][n].metadata["bytes"] for n in DEFAULT_MODEL_NAMES}
@@ -150,5 +150,5 @@ def test_user_digits_shaped_model_gets_accuracy(tmp_path):
     torch.jit.save(torch.jit.trace(default_digits_model(), torch.zeros(1, 1, 8, 8)), str(path))
     out = run_default_benchmark(tmp_path / "o", measurement_runs=2, warmup_runs=0, quiet=True, model_path=path,
                                 input_shape=(1, 1, 8, 8), batch_sizes=(1,))
-    assert out["results"]["accuracy"]["mine"].metadata["count"] == 450
+    assert out["results"]["accuracy"]["mine"].count == 450
     assert out["results"]["model_size"]["mine"].metadata["method"] == "measured: bytes of torch.jit.save(model)"

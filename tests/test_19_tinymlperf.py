@@ -74,7 +74,7 @@ def test_digits_compliance_trained_passes_untrained_fails():
     assert bad["compliance"]["quality"] == "fail" and bad["quality"]["value"] < 0.5
     lat = ok["latency"]
     assert len(lat["window_throughput_sps"]) == 5
-    assert lat["latency_ms"] == pytest.approx(1000 / np.median(lat["window_throughput_sps"]))
+    assert lat["latency_from_throughput_ms"] == pytest.approx(1000 / np.median(lat["window_throughput_sps"]))
     assert lat["single_stream"]["count"] == 20
     assert lat["p90_over"].startswith(("per-inference", "blocks"))
 

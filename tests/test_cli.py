@@ -88,3 +88,51 @@ def test_benchmark_bad_shape(capsys, monkeypatch, root):
     monkeypatch.chdir(root)
     assert main(["benchmark", "--model", "nope.pt", "--input-shape", "1,x"]) == 2
     assert "--input-shape" in capsys.readouterr().err
+
+
+def test_benchmark_cuda_without_cuda_exit_2(capsys, monkeypatch):
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on this machine, and on any without a GPU
+    assert main(["benchmark", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert "--device" in err and "CUDA is not available" in err
+    assert main(["benchmark", "--runtimes", "eager,tflite"]) == 2
+    assert "--runtimes" in capsys.readouterr().err
+
+
+def test_benchmark_runtimes_and_onnx_model(tmp_path, capsys):
+    import json
+
+    from tinytorch.benchmarking.digits import default_digits_model
+    from tinytorch.benchmarking.optimize import to_onnx
+    out = tmp_path / "rt"
+    assert main(["benchmark", "--runtimes", "eager,onnxruntime", "--runs", "2", "--output-dir", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "digits_cnn[onnxruntime]" in printed and "cross-runtime" in printed
+    payload = json.loads((out / "results.json").read_text())
+    assert set(payload["results"]["latency"]) == {f"{m}[{r}]" for m in ("digits_cnn", "digits_cnn_int8", "digits_cnn_pruned50")
+                                                  for r in ("eager", "onnxruntime")}
+    path = to_onnx(default_digits_model(), __import__("torch").zeros(1, 1, 8, 8), tmp_path / "cnn.onnx")
+    assert main(["benchmark", "--model", str(path), "--input-shape", "1,1,8,8", "--runs", "2", "--quiet",
+                 "--output-dir", str(tmp_path / "onnx")]) == 0
+    payload = json.loads((tmp_path / "onnx" / "results.json").read_text())
+    assert payload["results"]["latency"]["cnn[onnxruntime]"]["metadata"]["runtime"] == "onnxruntime"
+    assert payload["results"]["accuracy"]["cnn[onnxruntime]"]["mean"] > 0.9
+    assert main(["benchmark", "--model", str(path), "--input-shape", "1,1,8,8", "--hardware"]) == 2
+    assert "--hardware needs a PyTorch model" in capsys.readouterr().err
+
+
+def test_benchmark_user_model_hardware(tmp_path):
+    import pandas as pd
+    import torch
+    path = tmp_path / "seq.pt"
+    torch.save(torch.nn.Sequential(torch.nn.Conv1d(2, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                   torch.nn.Linear(4 * 14, 3)), path)
+    out = tmp_path / "o"
+    assert main(["benchmark", "--model", str(path), "--input-shape", "1,2,16", "--hardware", "--runs", "2",
+                 "--quiet", "--output-dir", str(out)]) == 0
+    layers = pd.read_csv(out / "hardware" / "layerwise_breakdown.csv")
+    assert int(layers["macs"].sum()) == 4 * 2 * 3 * 14 + 4 * 14 * 3, "MACs counted for the user's input shape"
+    summary = pd.read_csv(out / "hardware" / "hardware_summary.csv").iloc[0]
+    assert "unavailable: no labelled data fits input shape (1, 2, 16)" in summary["skipped_precisions"]
+    assert (out / "hardware" / "device_fit.csv").exists() and (out / "hardware" / "watch_metrics.json").exists()

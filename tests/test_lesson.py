@@ -240,9 +240,9 @@ def _replace_function(source: str, name: str, replacement: str) -> str:
 
 
 def _namespace(post_init: str, timer: str) -> dict:
-    """Execute benchmarking_dev's code cells, student version, with our two implementations in
+    """Execute results_dev's code cells, student version, with our two implementations in
     place of the stubs; `__name__` is not "__main__", so demos and test calls do not run."""
-    cells = _student_cells(ROOT / "nbs" / MODULE / "benchmarking_dev.ipynb")
+    cells = _student_cells(ROOT / "nbs" / MODULE / "results_dev.ipynb")
     by_id = {c["grade_id"]: c for c in cells if c["grade_id"]}
     by_id["benchmark-result"]["source"] = _fill_stub(by_id["benchmark-result"]["source"],
                                                      "BenchmarkResult.__post_init__", post_init)
@@ -252,7 +252,7 @@ def _namespace(post_init: str, timer: str) -> dict:
     ns = mod.__dict__
     try:
         for c in cells:
-            exec(compile(c["source"], f"<benchmarking_dev:{c['grade_id'] or 'cell'}>", "exec"), ns)
+            exec(compile(c["source"], f"<results_dev:{c['grade_id'] or 'cell'}>", "exec"), ns)
     except BaseException:
         sys.modules.pop(mod.__name__, None)
         raise

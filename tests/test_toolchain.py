@@ -223,10 +223,10 @@ def test_autograde_solution_full_marks_release_zero(course, tmp_path):
     module = "19_benchmarking"
     graded = nbgrader_glue.module_assignment_notebooks(course.nbs_dir, module)
     assert graded, "module 19 has no nbgrader notebooks"
-    # the module's opening notebook (BenchmarkResult, precise_timer, Benchmark, comparisons):
+    # the module's opening notebook (BenchmarkResult, precise_timer, Wilson, comparisons, Pareto):
     # autograding all of module 19 twice takes minutes; tests/test_grading.py covers a class run
-    graded = [nb for nb in graded if nb.name == "benchmarking_dev.ipynb"]
-    assert graded, "benchmarking_dev.ipynb must hold graded cells"
+    graded = [nb for nb in graded if nb.name == "results_dev.ipynb"]
+    assert graded, "results_dev.ipynb must hold graded cells"
     cdir = tmp_path / "nbg"
     rel = nbgrader_glue.generate_assignment(cdir, module, graded, course.course_id, course.cell_timeout)
     full = nbgrader_glue.autograde(cdir, module, "solution", graded)

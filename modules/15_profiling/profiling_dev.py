@@ -16,7 +16,7 @@
 #
 # | question | figure | why it matters on an edge device |
 # |---|---|---|
-# | will the weights fit? | parameters, parameter bytes | a Cortex-M7 has 1-2 MB of flash and 256-512 KB of SRAM |
+# | will the weights fit? | parameters, parameter bytes | a Cortex-M7 part has 1-2 MB of flash and 320 KB-1 MB of SRAM (STM32F746, STM32H743) |
 # | how much arithmetic? | MACs / FLOPs | sets the floor on latency and energy (≈ pJ per MAC) |
 # | will a forward pass fit in RAM? | activation bytes, peak memory | activations live in SRAM while the layer runs |
 # | how long does it take? | latency, per layer | the real budget (e.g. a 30 fps camera leaves 33 ms per frame) |

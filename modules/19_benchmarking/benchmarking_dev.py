@@ -7,31 +7,26 @@
 # ---
 
 # %% [markdown]
-# # Module 19: Benchmarking
+# # Module 19: Benchmarking — 2. The harness: several models, one protocol
 #
-# You have profiled models (Module 15) and made them smaller and faster (Modules 16–18).
-# Each of those steps ended with a claim: *this version is faster*, *that one uses less
-# memory*, *accuracy barely moved*. This module builds the tool that decides whether such a
-# claim is true.
+# The first notebook built the currency: results that know their statistics and compare
+# themselves honestly. This one builds the machine that produces them for several models at
+# once, under one protocol, so that a comparison is fair:
 #
-# A benchmark is an experiment. It has a workload (a model and its data), a protocol (warmup,
-# how many repetitions, which threads, which device), measurements with an uncertainty, and a
-# conclusion that must survive that uncertainty. By the end of this module you will have built:
-#
-# - `BenchmarkResult`: raw measurements plus the statistics that describe them;
-# - `precise_timer`: the simplest correct way to time a piece of code;
-# - `Benchmark` and `BenchmarkSuite`: fair, repeatable comparisons of several models, with
-#   significance tests, Pareto fronts, reports and plots;
-# - the edge-deployment metrics, standard benchmarks (TinyMLPerf) and the TorchPerf Olympics
-#   submission format that the capstone uses.
+# - `Benchmark`: latency (interleaved rounds through the timing core), top-1 accuracy, memory
+#   and throughput, every figure a result, every failure recorded with its reason;
+# - `BenchmarkSuite`: all of those plus energy, every model compared with the baseline, the
+#   Pareto set with ties, and the report (Markdown, JSON, CSV, plots).
 #
 # ```
-# Profiler (Module 15) ──> timing core + adapter ──> BenchmarkResult ──> Benchmark ──> BenchmarkSuite
-#                                                                           │
-#                                                    reports, plots, Pareto, significance, Olympics
+# models ──adapt──> timing core (Module 15) ──> BenchmarkResult ──┐
+# data ──EvalData──> top1_correct ───────────> ProportionResult ──┼─> Benchmark.results[metric][model]
+# Profiler, serialized_bytes ───────────────> CountResult ───────┘        └─> BenchmarkSuite: compare, Pareto, report
 # ```
 #
-# Where the code ends up: `from tinytorch.benchmarking.benchmark import Benchmark, OlympicEvent`.
+# This is also the module the capstone imports: `from tinytorch.benchmarking.benchmark import
+# Benchmark, BenchmarkSuite, BenchmarkResult, TinyMLPerf, OlympicEvent, precise_timer,
+# compare_optimization_techniques`.
 
 # %%
 #| default_exp benchmarking.benchmark
@@ -40,6 +35,7 @@
 #| export
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import importlib
 import math
@@ -148,7 +144,7 @@ class OlympicEvent(Enum):
 
 # %%
 #| export
-DEFAULT_INPUT_SHAPE = (1, 28, 28)  # the seed's default, used only when no dataset has samples
+DEFAULT_INPUT_SHAPE = (1, 28, 28)  # the documented default, used only when no dataset has samples
 
 
 def _throughput_metric(batch_size: int) -> str:
@@ -212,6 +208,8 @@ class Benchmark:
             if len(names) != len(models):
                 raise ValueError(f"names: expected one name per model ({len(models)}), got {len(names)}: {names}")
         adapters = [adapt(m, name=(names[i] if names is not None else None)) for i, m in enumerate(models)]
+        if names is not None:  # an adapter passed in keeps its runtime, but takes the name it was given here
+            adapters = [a if a.name == n else dataclasses.replace(a, name=n) for a, n in zip(adapters, names)]
         seen: dict[str, int] = {}
         for a in adapters:
             if not isinstance(a.name, str) or not a.name:
@@ -270,7 +268,7 @@ class Benchmark:
 
     def _input(self, input_shape: Sequence[int] | None) -> torch.Tensor:
         """The one input every model is timed on: a seeded tensor of `input_shape`, else the first
-        dataset sample, else a seeded tensor of `DEFAULT_INPUT_SHAPE` (the seed's (1, 28, 28))."""
+        dataset sample, else a seeded tensor of `DEFAULT_INPUT_SHAPE` (the documented (1, 28, 28))."""
         if input_shape is not None:
             try:
                 shape = tuple(int(d) for d in input_shape)
@@ -374,6 +372,11 @@ class Benchmark:
         profiler = Profiler()
         out = {}
         for name, a in self.adapters.items():
+            if a.kind in ("compiled", "onnxruntime"):
+                self._runtime_memory(name, a, x)
+                if name in self.results.get("memory", {}):
+                    out[name] = self.results["memory"][name]
+                continue
             if a.kind in ("callable", "forward"):
                 reason = (f"{'a plain callable' if a.kind == 'callable' else 'an object with forward() but no parameters()'}: "
                           "its parameters cannot be seen (pass an nn.Module or an object with parameters())")
@@ -415,6 +418,34 @@ class Benchmark:
             if "memory" in self.results and name in self.results["memory"]:
                 out[name] = self.results["memory"][name]
         return out
+
+    def _runtime_memory(self, name: str, a: Any, x: torch.Tensor) -> None:
+        """Memory of a model that runs outside eager PyTorch (torch.compile, ONNX Runtime): what the
+        adapter says cannot be measured is unavailable with its reason; sizes come from the files."""
+        for metric in ("memory", "parameter_memory", "model_size"):
+            if metric in a.unavailable:
+                self._not_available(metric, name, a.unavailable[metric])
+        if a.kind == "onnxruntime":
+            self._not_available("parameter_memory", name, "an ONNX Runtime session: its weights live in ORT's own "
+                                                          "memory, where no Python-side tool can count them")
+            size = a.info.get("onnx_bytes")
+            if size is None:
+                self._not_available("model_size", name, "the session was not built from an .onnx file on disk")
+            else:
+                self._store("model_size", name, CountResult("model_size", [size / 2**20], unit="MiB", metadata={
+                    "bytes": int(size), "method": "measured: bytes of the .onnx file"}))
+            return
+        module = a.torch_module  # compiled: the module it compiled shares its parameters
+        try:
+            size_bytes, size_method = serialized_bytes(module)
+            self._store("model_size", name, CountResult("model_size", [size_bytes / 2**20], unit="MiB", metadata={
+                "bytes": size_bytes, "method": f"measured: {size_method} (of the module torch.compile wraps)"}))
+            from tinytorch.profiling.profiler import Profiler
+            params = Profiler().measure_memory(module, tuple(x.shape))["parameter_memory_mb"]
+            self._store("parameter_memory", name, CountResult("parameter_memory", [float(params)], unit="MiB", metadata={
+                "bytes": int(round(float(params) * 2**20)), "method": "measured: the compiled module's parameters"}))
+        except Exception as e:  # the wrapped module raised on the input
+            self._fail("parameter_memory", name, e, context=f"input_shape {tuple(x.shape)} ({self.input_source})")
 
     def run_throughput_benchmark(self, batch_sizes: Sequence[int] = (1, 8, 32)) -> dict[str, dict[int, BenchmarkResult]]:
         """Samples per second per model at each batch size (one value per timed sample).
@@ -569,7 +600,7 @@ def test_unit_benchmark_accuracy():
     b = Benchmark([lin], [(X,)], names=["eye"], measurement_runs=2)
     assert b.run_accuracy_benchmark() == {} and "no labelled dataset" in b.unavailable["accuracy"]["eye"]
     assert b.run_latency_benchmark()["eye"].count == 2
-    # a dict without data (as the seed passes datasets): accuracy unavailable, with the reason; latency
+    # a dict without data (as the course's examples pass datasets): accuracy unavailable, with the reason; latency
     # falls back to the default input shape, and a model that cannot take it fails, naming the shape
     b = Benchmark([lin], [{"name": "baseline"}], names=["eye"], measurement_runs=2)
     assert b.run_accuracy_benchmark() == {} and "without array data" in b.unavailable["accuracy"]["eye"]
@@ -726,7 +757,7 @@ class BenchmarkSuite:
             print(text, file=sys.stderr, flush=True)
 
     def run_energy_benchmark(self) -> dict[str, BenchmarkResult]:
-        """Energy per inference (mJ): measured from a hardware counter, or estimated from the
+        """Energy per inference (J; `metadata["mj_per_call"]` in mJ): measured from a hardware counter, or estimated from the
         median latency and `power_watts`, or unavailable with the reason."""
         from tinytorch.benchmarking.energy import measure_energy
 
@@ -757,10 +788,11 @@ class BenchmarkSuite:
             if m.joules_per_call is None:
                 b._not_available("energy", name, m.reason)
                 continue
-            values = [v * 1e3 for v in m.window_joules_per_call] or [m.joules_per_call * 1e3]
+            values = list(m.window_joules_per_call) or [m.joules_per_call]
             meta = m.to_dict()
             meta["method"] = m.method
-            b._store("energy", name, BenchmarkResult("energy", values, unit="mJ", metadata=meta))
+            meta["mj_per_call"] = m.joules_per_call * 1e3  # the derived unit, for reading small figures
+            b._store("energy", name, BenchmarkResult("energy", values, unit="J", metadata=meta))
             out[name] = b.results["energy"][name]
         return out
 
@@ -803,7 +835,10 @@ class BenchmarkSuite:
                 continue
             for name in self.names:
                 if name != baseline and name in by_model:
-                    comps.append(self.benchmark.compare(baseline, name, metric))
+                    try:
+                        comps.append(self.benchmark.compare(baseline, name, metric))
+                    except ValueError as e:  # e.g. two accuracies on different samples: no paired test
+                        self.step_errors[f"compare {metric}: {baseline} vs {name}"] = _error_record(e)
         self.comparisons = comps
         return comps
 
@@ -980,7 +1015,8 @@ def test_unit_benchmark_suite():
         assert set(results["model_size"]) == {"small", "big", "broken"}, "a model that cannot run still has a size on disk"
         energy = results["energy"]["small"]
         assert energy.metadata["method"] == "estimated: latency x power"
-        assert abs(energy.median - results["latency"]["small"].median * 10.0) < 1e-9, "estimate = latency (ms) x 10 W = mJ"
+        assert abs(energy.median - results["latency"]["small"].median * 10.0 / 1e3) < 1e-12, "estimate = latency (s) x 10 W = J"
+        assert energy.unit == "J" and abs(energy.metadata["mj_per_call"] - energy.median * 1e3) < 1e-12
         report = suite.generate_report()
         plots = suite.plot_results() + [suite.plot_pareto_frontier(), suite.plot_latency_distribution()]
         assert all(p.exists() and p.stat().st_size > 0 for p in plots)

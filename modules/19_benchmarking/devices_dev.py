@@ -50,15 +50,15 @@ import torch
 from torch import nn
 
 from tinytorch.benchmarking.hardware import (
-    ROOFLINE_METHOD, estimate_layerwise_stats, measure_memory_bandwidth_gbps, measure_peak_gmacs,
-    precision_tradeoff_table, roofline_estimate, save_hardware_artifacts, summarize_hardware, sweep,
+    ROOFLINE_METHOD, SWEEP_COLUMNS, TRADEOFF_COLUMNS, estimate_layerwise_stats, measure_memory_bandwidth_gbps,
+    measure_peak_gmacs, precision_tradeoff_table, roofline_estimate, save_hardware_artifacts, summarize_hardware, sweep,
 )
 from tinytorch.benchmarking.hardware_profile import (
     HardwareProfile, build_hardware_profile_table, write_hardware_profile_artifacts,
 )
 from tinytorch.benchmarking.energy import measure_energy
 from tinytorch.benchmarking.metrics import PRECISIONS, check_precision, evaluate_accuracy, model_memory_mb
-from tinytorch.benchmarking.results import write_atomic
+from tinytorch.benchmarking.results import write_atomic, write_json
 from tinytorch.profiling.profiler import Profiler
 from tinytorch.profiling.timing import adapt, system_info, time_callable, time_model
 
@@ -656,13 +656,18 @@ if __name__ == "__main__":
 # | `system_info.json` | the machine |
 #
 # `write_default_hardware_artifacts` does it for the bundled digits CNN: this is what
-# `tito benchmark --hardware` runs.
+# `tito benchmark --hardware` runs. For a model of yours (`tito benchmark --model FILE
+# --input-shape ... --hardware`) everything but the precision sweep works for any input shape:
+# layer statistics come from forward hooks, the roofline summary from the measured fp32 latency,
+# device fit and watch metrics from the model itself. The sweep measures *accuracy* per
+# precision, so it needs labelled data that fits the model; without it (`loader=None`) it is
+# "unavailable" with the reason, in `hardware_summary.csv` and `benchmark_table.md`.
 
 # %%
 #| export
 def write_hardware_report(
     model: nn.Module,
-    loader: Any,
+    loader: Any | None,
     input_shape: Sequence[int],
     output_dir: str | Path,
     *,
@@ -675,26 +680,47 @@ def write_hardware_report(
     power_watts: float | None = None,
     devices: Sequence[str] = tuple(TARGET_DEVICES),
     repeats: int = 20,
+    calibration_split: str | None = None,
+    sweep_unavailable_reason: str | None = None,
 ) -> dict[str, Path]:
     """Run the full hardware analysis of `model` and write its artifacts; returns {name: path}.
 
-    `input_shape` is one batch-1 input, e.g. (1, 1, 8, 8). Precisions this machine cannot run
-    are skipped and the reason is written into `hardware_summary.csv` (`skipped_precisions`).
+    `input_shape` is one input batch, e.g. (1, 1, 8, 8), of any shape the model takes.
+    Precisions this machine cannot run are skipped and the reason is written into
+    `hardware_summary.csv` (`skipped_precisions`). With `loader=None` (no labelled data fits the
+    model) the precision sweep is unavailable, with `sweep_unavailable_reason`, and the roofline
+    summary uses the model's measured fp32 latency; every other artifact is written as usual.
+
+    >>> # write_hardware_report(my_model, None, (1, 3, 32, 32), "hw", sweep_unavailable_reason="no labels")
     """
     shape = tuple(input_shape)
+    if len(shape) < 2 or any(not isinstance(d, int) or d < 1 for d in shape):
+        raise ValueError(f"input_shape: expected (batch, *sample_shape) of positive ints such as (1, 1, 8, 8), got {input_shape!r}")
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    sweep_df = sweep(model, loader, precisions, batch_sizes, constraints, power_watts=power_watts,
-                     repeats=repeats, calibration_data=calibration_data, unsupported="skip")
-    if sweep_df.empty:
-        raise RuntimeError(f"model: no precision of {list(precisions)} ran on this machine: {sweep_df.attrs['skipped']}")
-    tradeoffs = precision_tradeoff_table(sweep_df)
+    if loader is not None:
+        sweep_df = sweep(model, loader, precisions, batch_sizes, constraints, power_watts=power_watts,
+                         repeats=repeats, calibration_data=calibration_data, unsupported="skip",
+                         calibration_split=calibration_split)
+        if sweep_df.empty:
+            raise RuntimeError(f"model: no precision of {list(precisions)} ran on this machine: {sweep_df.attrs['skipped']}")
+        tradeoffs = precision_tradeoff_table(sweep_df)
+        base = sweep_df[(sweep_df.batch_size == min(batch_sizes))].sort_values("precision", key=lambda s: s != "fp32").iloc[0]
+        base_latency_ms = float(base.latency_median_ms)
+        latency_source = f"sweep: {base.precision}, batch {int(base.batch_size)}, median latency (measured)"
+    else:
+        reason = "unavailable: " + (sweep_unavailable_reason or "no labelled data fits this model, and the "
+                                    "precision sweep measures accuracy per precision")
+        sweep_df = pd.DataFrame(columns=list(SWEEP_COLUMNS))
+        sweep_df.attrs["skipped"] = {p: reason for p in precisions}
+        tradeoffs = pd.DataFrame(columns=list(TRADEOFF_COLUMNS))
+        base_latency_ms = time_model(model, shape, samples=repeats).median_ms
+        latency_source = f"time_model: fp32, input {shape}, median latency (measured); precision sweep {reason}"
     layers = estimate_layerwise_stats(model, shape[0], shape[1:])
-    base = sweep_df[(sweep_df.batch_size == min(batch_sizes))].sort_values("precision", key=lambda s: s != "fp32").iloc[0]
     bandwidth, peak = measure_memory_bandwidth_gbps(), measure_peak_gmacs()
-    summary = summarize_hardware(layers, float(base.latency_median_ms), bandwidth, peak_gmacs=peak)
+    summary = summarize_hardware(layers, base_latency_ms, bandwidth, peak_gmacs=peak)
     summary.update({
-        "latency_source": f"sweep: {base.precision}, batch {int(base.batch_size)}, median latency (measured)",
+        "latency_source": latency_source,
         "bandwidth_method": "measured: 64 MB tensor copy on this machine",
         "peak_gmacs_method": "measured: 512x512x512 float32 matmul on this machine",
         "skipped_precisions": json.dumps(sweep_df.attrs["skipped"]),
@@ -707,12 +733,16 @@ def write_hardware_report(
                     ignore_index=True)
     paths["device_fit"] = write_atomic(out / "device_fit.csv", fit.to_csv(index=False))
     watch = measure_watch_metrics(model, shape, loader=loader, power_watts=power_watts, samples=repeats)
-    paths["watch_metrics"] = write_atomic(out / "watch_metrics.json", json.dumps(watch, indent=2, default=str))
+    paths["watch_metrics"] = write_json(out / "watch_metrics.json", watch)
     platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"
     rows = [{"model": f"{name} {r.precision} (batch {int(r.batch_size)})", "task": task, "accuracy": r.accuracy,
              "latency_ms": r.latency_median_ms, "model_size_mb": r.memory_mb, "platform": platform,
              "references": "measured here (median latency): tinytorch.benchmarking.hardware.sweep"}
             for r in sweep_df.itertuples()]
+    if loader is None:
+        rows = [{"model": f"{name} fp32 (batch {shape[0]})", "task": task, "accuracy": None,
+                 "latency_ms": base_latency_ms, "model_size_mb": model_memory_mb(model), "platform": platform,
+                 "references": f"measured here (median latency): time_model; accuracy and precision sweep {reason}"}]
     paths["benchmark_table"] = write_atomic(out / "benchmark_table.md", benchmark_table_markdown(rows))
     return paths
 
@@ -727,7 +757,8 @@ def write_default_hardware_artifacts(output_dir: str | Path, *, repeats: int = 2
 
     return write_hardware_report(
         default_digits_model(), digits_loader("test", 64), DIGITS_INPUT_SHAPE, output_dir, name="digits_cnn",
-        calibration_data=digits_loader("train", 64), power_watts=power_watts, repeats=repeats,
+        calibration_data=digits_loader("train", 64), calibration_split="digits train split",
+        power_watts=power_watts, repeats=repeats,
         constraints={"min_accuracy": 0.95},
     )
 
@@ -753,6 +784,24 @@ if __name__ == "__main__":
     test_unit_write_hardware_report()
 
 # %%
+def test_unit_hardware_report_any_model():
+    net = nn.Sequential(nn.Conv1d(3, 8, 5), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 28, 4))  # not an image model
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = write_hardware_report(net, None, (2, 3, 32), tmp, devices=["stm32f446"], repeats=3,
+                                      sweep_unavailable_reason="no labelled data fits input shape (2, 3, 32)")
+        assert paths["layerwise_breakdown"].exists() and paths["device_fit"].exists() and paths["watch_metrics"].exists()
+        summary = pd.read_csv(paths["hardware_summary"]).iloc[0]
+        assert "unavailable: no labelled data fits" in summary["skipped_precisions"]
+        assert summary["latency_source"].startswith("time_model")
+        layers = pd.read_csv(paths["layerwise_breakdown"])
+        assert int(layers["macs"].sum()) == 2 * (8 * 3 * 5 * 28 + 8 * 28 * 4), "MACs counted for this input shape"
+        assert "unavailable" in paths["benchmark_table"].read_text(encoding="utf-8")
+
+
+if __name__ == "__main__":
+    test_unit_hardware_report_any_model()
+
+# %%
 def test_module():
     test_unit_devices()
     test_unit_estimate_peak_activation_bytes()
@@ -760,6 +809,7 @@ def test_module():
     test_unit_measure_watch_metrics()
     test_unit_benchmark_table_markdown()
     test_unit_write_hardware_report()
+    test_unit_hardware_report_any_model()
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ from torch.utils.data import DataLoader
 from tinytorch.benchmarking.metrics import (
     PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision,
 )
-from tinytorch.benchmarking.results import write_atomic
+from tinytorch.benchmarking.results import write_atomic, write_json
 from tinytorch.profiling.profiler import Profiler
 from tinytorch.profiling.timing import system_info, time_callable
 
@@ -323,7 +323,7 @@ if __name__ == "__main__":
 # ## Summarizing a measured run
 #
 # Given the layer table, a measured latency and the memory bandwidth, `summarize_hardware`
-# reports the seed's six figures:
+# reports the six figures of the course API:
 #
 # | key | formula |
 # |---|---|
@@ -500,8 +500,12 @@ def sweep(
     repeats: int = 20,
     calibration_data: Any = None,
     unsupported: str = "raise",
+    calibration_split: str | None = None,
 ) -> pd.DataFrame:
     """One row per (precision, batch size): measured metrics and whether they meet `constraints`.
+
+    Static int8 of a conv model is calibrated on `calibration_data`, which must come from a split
+    other than `loader` (none is taken from it); `calibration_split` names it in `attrs["notes"]`.
 
     >>> from tinytorch.benchmarking.digits import default_digits_model, digits_loader
     >>> df = sweep(default_digits_model(), digits_loader("test"), ["fp32"], [1], {"min_accuracy": 0.9}, repeats=5)
@@ -520,9 +524,12 @@ def sweep(
     check_device(device)
     rows, skipped, notes = [], {}, {}
     has_conv = any(isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) for m in model.modules())
-    if "int8" in precisions and calibration_data is None and has_conv:
-        calibration_data = [item[0] for _, item in zip(range(4), loader)]
-        notes["int8_calibration"] = "static int8 calibrated on the first 4 batches of the evaluation loader"
+    if "int8" in precisions and has_conv:
+        if calibration_data is None:  # never the evaluation loader: that would leak the test set into the model
+            raise ValueError("calibration_data: static int8 of a model with convolutions needs calibration inputs "
+                             "from a split other than `loader` (e.g. digits_loader('train'))")
+        notes["int8_calibration"] = (f"static int8 calibrated on {calibration_split or 'caller-supplied calibration_data'}"
+                                     " (not the evaluation loader)")
     for precision in precisions:
         try:
             converted = to_precision(model, precision, device, calibration_data=calibration_data,
@@ -682,7 +689,7 @@ def save_hardware_artifacts(output_dir: str | Path, layer_df: pd.DataFrame, trad
     _bar_chart(paths["layerwise_activation_memory"], labels, [v / 1024 for v in layer_df["activation_bytes"]],
                "activation memory (KB)", "Activation memory per layer call")
     _bar_chart(paths["layerwise_macs"], labels, list(layer_df["macs"]), "MACs", "Multiply-accumulates per layer call")
-    write_atomic(paths["system_info"], json.dumps(system_info(), indent=2))
+    write_json(paths["system_info"], system_info())
     return paths
 
 # %%

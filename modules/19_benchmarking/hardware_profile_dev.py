@@ -45,7 +45,7 @@ import pandas as pd
 from torch import nn
 
 from tinytorch.benchmarking.hardware import ROOFLINE_METHOD, estimate_layerwise_stats, roofline_estimate
-from tinytorch.benchmarking.results import write_atomic
+from tinytorch.benchmarking.results import write_atomic, write_json
 from tinytorch.profiling.profiler import Profiler
 
 # %% [markdown]
@@ -420,7 +420,7 @@ def write_hardware_profile_artifacts(profile: dict[str, Any], output_dir: str | 
     write_atomic(paths["hardware_totals"], pd.DataFrame([profile["totals"]]).to_csv(index=False))
     everything = {"operator_profile": ops.to_dict(orient="records"),
                   **{k: profile[k] for k in sections[1:]}}
-    write_atomic(paths["hardware_profile"], json.dumps(everything, indent=2))
+    write_json(paths["hardware_profile"], everything)
     return paths
 
 # %%

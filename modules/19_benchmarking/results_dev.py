@@ -152,7 +152,7 @@ class BenchmarkResult:
             self.ci_lower = self.ci_upper = None
         ### END SOLUTION
 
-    # the seed's names for the extremes
+    # the course API's names for the extremes (min / max)
     @property
     def min_val(self) -> float:
         return self.min
@@ -290,7 +290,7 @@ class TimerReading:
 
     @property
     def elapsed(self) -> float | None:
-        "Seconds, as a float (the seed's name)."
+        "Seconds, as a float (the course API's name)."
         return None if self.elapsed_ns is None else self.elapsed_ns / 1e9
 
     @property
@@ -893,8 +893,9 @@ if __name__ == "__main__":
 #
 # A number means nothing without its unit and its direction: 3.2 is good for a latency in
 # milliseconds and bad for an accuracy in percent. `METRICS` holds, for every metric the
-# library measures, the unit (binary megabytes are named `MiB`: 2²⁰ bytes), whether lower or
-# higher is better, and the word a verdict uses for "better".
+# library measures, the unit (binary megabytes are named `MiB`: 2²⁰ bytes; energy is in joules
+# per inference, with millijoules derived where the numbers are small), whether lower or higher
+# is better, and the word a verdict uses for "better".
 
 # %%
 #| export
@@ -920,7 +921,7 @@ METRICS: dict[str, MetricInfo] = {
     "memory": MetricInfo("MiB", "min", "smaller in peak memory"),
     "model_size": MetricInfo("MiB", "min", "smaller"),
     "parameter_memory": MetricInfo("MiB", "min", "smaller in parameter memory"),
-    "energy": MetricInfo("mJ", "min", "more energy-efficient"),
+    "energy": MetricInfo("J", "min", "more energy-efficient"),  # per inference; metadata carries mJ
 }
 
 
@@ -1135,9 +1136,10 @@ def compare_results(
         return compare_samples(a.values, b.values, names=names, metric=a.metric_name,
                                higher_is_better=info.higher_is_better, better=info.better, alpha=alpha,
                                min_effect=min_effect, n_boot=n_boot, seed=seed)
-    if a.median == 0:
-        raise ValueError(f"a: '{names[0]}' has {a.metric_name} 0, so the ratio b / a is undefined")
-    ratio = b.median / a.median
+    if a.median == 0:  # a ratio over zero: equal zeros are no difference, anything else is infinitely far
+        ratio = 1.0 if b.median == 0 else math.copysign(math.inf, b.median)
+    else:
+        ratio = b.median / a.median
     exact = isinstance(a, CountResult) and isinstance(b, CountResult)
     c = Comparison(names[0], names[1], a.metric_name, a.median, b.median, ratio, None, None, None,
                    significant=is_significant(None, ratio - 1, alpha, min_effect),

@@ -3,6 +3,7 @@
 # %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #62aa36d9
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import importlib
 import math
@@ -61,7 +62,7 @@ class OlympicEvent(Enum):
     EXTREME_PUSH = "extreme_push"
 
 # %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #08f7358d
-DEFAULT_INPUT_SHAPE = (1, 28, 28)  # the seed's default, used only when no dataset has samples
+DEFAULT_INPUT_SHAPE = (1, 28, 28)  # the documented default, used only when no dataset has samples
 
 
 def _throughput_metric(batch_size: int) -> str:
@@ -124,6 +125,8 @@ class Benchmark:
             if len(names) != len(models):
                 raise ValueError(f"names: expected one name per model ({len(models)}), got {len(names)}: {names}")
         adapters = [adapt(m, name=(names[i] if names is not None else None)) for i, m in enumerate(models)]
+        if names is not None:  # an adapter passed in keeps its runtime, but takes the name it was given here
+            adapters = [a if a.name == n else dataclasses.replace(a, name=n) for a, n in zip(adapters, names)]
         seen: dict[str, int] = {}
         for a in adapters:
             if not isinstance(a.name, str) or not a.name:
@@ -182,7 +185,7 @@ class Benchmark:
 
     def _input(self, input_shape: Sequence[int] | None) -> torch.Tensor:
         """The one input every model is timed on: a seeded tensor of `input_shape`, else the first
-        dataset sample, else a seeded tensor of `DEFAULT_INPUT_SHAPE` (the seed's (1, 28, 28))."""
+        dataset sample, else a seeded tensor of `DEFAULT_INPUT_SHAPE` (the documented (1, 28, 28))."""
         if input_shape is not None:
             try:
                 shape = tuple(int(d) for d in input_shape)
@@ -286,6 +289,11 @@ class Benchmark:
         profiler = Profiler()
         out = {}
         for name, a in self.adapters.items():
+            if a.kind in ("compiled", "onnxruntime"):
+                self._runtime_memory(name, a, x)
+                if name in self.results.get("memory", {}):
+                    out[name] = self.results["memory"][name]
+                continue
             if a.kind in ("callable", "forward"):
                 reason = (f"{'a plain callable' if a.kind == 'callable' else 'an object with forward() but no parameters()'}: "
                           "its parameters cannot be seen (pass an nn.Module or an object with parameters())")
@@ -327,6 +335,34 @@ class Benchmark:
             if "memory" in self.results and name in self.results["memory"]:
                 out[name] = self.results["memory"][name]
         return out
+
+    def _runtime_memory(self, name: str, a: Any, x: torch.Tensor) -> None:
+        """Memory of a model that runs outside eager PyTorch (torch.compile, ONNX Runtime): what the
+        adapter says cannot be measured is unavailable with its reason; sizes come from the files."""
+        for metric in ("memory", "parameter_memory", "model_size"):
+            if metric in a.unavailable:
+                self._not_available(metric, name, a.unavailable[metric])
+        if a.kind == "onnxruntime":
+            self._not_available("parameter_memory", name, "an ONNX Runtime session: its weights live in ORT's own "
+                                                          "memory, where no Python-side tool can count them")
+            size = a.info.get("onnx_bytes")
+            if size is None:
+                self._not_available("model_size", name, "the session was not built from an .onnx file on disk")
+            else:
+                self._store("model_size", name, CountResult("model_size", [size / 2**20], unit="MiB", metadata={
+                    "bytes": int(size), "method": "measured: bytes of the .onnx file"}))
+            return
+        module = a.torch_module  # compiled: the module it compiled shares its parameters
+        try:
+            size_bytes, size_method = serialized_bytes(module)
+            self._store("model_size", name, CountResult("model_size", [size_bytes / 2**20], unit="MiB", metadata={
+                "bytes": size_bytes, "method": f"measured: {size_method} (of the module torch.compile wraps)"}))
+            from tinytorch.profiling.profiler import Profiler
+            params = Profiler().measure_memory(module, tuple(x.shape))["parameter_memory_mb"]
+            self._store("parameter_memory", name, CountResult("parameter_memory", [float(params)], unit="MiB", metadata={
+                "bytes": int(round(float(params) * 2**20)), "method": "measured: the compiled module's parameters"}))
+        except Exception as e:  # the wrapped module raised on the input
+            self._fail("parameter_memory", name, e, context=f"input_shape {tuple(x.shape)} ({self.input_source})")
 
     def run_throughput_benchmark(self, batch_sizes: Sequence[int] = (1, 8, 32)) -> dict[str, dict[int, BenchmarkResult]]:
         """Samples per second per model at each batch size (one value per timed sample).
@@ -511,7 +547,7 @@ class BenchmarkSuite:
             print(text, file=sys.stderr, flush=True)
 
     def run_energy_benchmark(self) -> dict[str, BenchmarkResult]:
-        """Energy per inference (mJ): measured from a hardware counter, or estimated from the
+        """Energy per inference (J; `metadata["mj_per_call"]` in mJ): measured from a hardware counter, or estimated from the
         median latency and `power_watts`, or unavailable with the reason."""
         from tinytorch.benchmarking.energy import measure_energy
 
@@ -542,10 +578,11 @@ class BenchmarkSuite:
             if m.joules_per_call is None:
                 b._not_available("energy", name, m.reason)
                 continue
-            values = [v * 1e3 for v in m.window_joules_per_call] or [m.joules_per_call * 1e3]
+            values = list(m.window_joules_per_call) or [m.joules_per_call]
             meta = m.to_dict()
             meta["method"] = m.method
-            b._store("energy", name, BenchmarkResult("energy", values, unit="mJ", metadata=meta))
+            meta["mj_per_call"] = m.joules_per_call * 1e3  # the derived unit, for reading small figures
+            b._store("energy", name, BenchmarkResult("energy", values, unit="J", metadata=meta))
             out[name] = b.results["energy"][name]
         return out
 
@@ -588,7 +625,10 @@ class BenchmarkSuite:
                 continue
             for name in self.names:
                 if name != baseline and name in by_model:
-                    comps.append(self.benchmark.compare(baseline, name, metric))
+                    try:
+                        comps.append(self.benchmark.compare(baseline, name, metric))
+                    except ValueError as e:  # e.g. two accuracies on different samples: no paired test
+                        self.step_errors[f"compare {metric}: {baseline} vs {name}"] = _error_record(e)
         self.comparisons = comps
         return comps
 

@@ -10,7 +10,8 @@ from typing import Any, Iterable, Iterator, Sequence
 import torch
 from torch import nn
 
-from .results import BenchmarkResult, EvalData, state_tensors, top1_correct
+from .results import (BenchmarkResult, CountResult, EvalData, ProportionResult,
+                                            state_dict_tensor_bytes, state_tensors, top1_correct)
 from .energy import measure_energy
 from .optimize import PRECISIONS, cast_precision, quantize_int8
 from ..profiling.timing import adapt, time_callable, time_model
@@ -234,7 +235,7 @@ def _latency_result(model: Any, input_tensor: Any, repeats: int, runs: int, warm
                     a.forward(x)
             samples = time_callable(run_block, warmup=warmup, samples=repeats, sync=a.sync, device=str(a.device))
         per_call = [v / runs for v in samples.per_call_ms]
-    return BenchmarkResult("latency_ms", per_call, unit="ms", metadata=samples.metadata()), samples.metadata()
+    return BenchmarkResult("latency", per_call, unit="ms", metadata=dict(samples.metadata(), method="measured: timing core")), samples.metadata()
 
 
 def measure_latency_distribution(
@@ -258,9 +259,15 @@ class PerfMetrics:
     """The performance of one model in one precision on one device, each figure with its method.
 
     `methods` says how each figure was obtained ("measured: …" or "estimated: …"); `reasons`
-    says why a figure is None. `latency_ms` is the mean (as the seed defines it); on a busy
-    machine a few slow samples pull it up, so `latency_median_ms` is given too. Latencies are per forward call of `batch_size` samples; with
-    `latency_scaled_by != 1` they are measured latencies multiplied by that factor.
+    says why a figure is None. `latency_ms` is the mean (as the course API defines it); on a busy
+    machine a few slow samples pull it up, so `latency_median_ms` is given too. Latencies are per
+    forward call of `batch_size` samples; with `latency_scaled_by != 1` they are measured latencies
+    multiplied by that factor. `memory_mb` is `results.state_dict_tensor_bytes` in MiB.
+
+    The fields are a view: `results` holds the measurements they come from, in the library's one
+    currency (`"accuracy"`: a `ProportionResult`, `"latency"`: a `BenchmarkResult` of the
+    unscaled per-call samples, `"memory"`: a `CountResult`), so they compare with any other
+    result through `compare_results`.
     """
 
     accuracy: float | None
@@ -278,10 +285,13 @@ class PerfMetrics:
     methods: dict[str, str] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
     conditions: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, BenchmarkResult] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        "All fields, JSON-ready."
-        return asdict(self)
+        "All fields, JSON-ready (each underlying result as its `to_dict()`)."
+        d = {k: v for k, v in asdict(self).items() if k != "results"}
+        d["results"] = {k: r.to_dict() for k, r in self.results.items()}
+        return d
 
 
 def _first_samples(loader: Iterable, batch_size: int) -> torch.Tensor:
@@ -308,11 +318,14 @@ def collect_metrics(
     *,
     batch_size: int = 1,
     calibration_data: Any = None,
+    calibration_split: str | None = None,
 ) -> PerfMetrics:
     """Measure accuracy, latency (mean/std/p95), throughput, memory and energy of `model` in `precision`.
 
-    `calibration_data` is used for static int8 of conv models; if None, the first batches of
-    `loader` calibrate and `methods["int8_calibration"]` says so.
+    `calibration_data` calibrates static int8 of conv models and must come from a split other
+    than `loader` (calibrating on the evaluation data leaks it into the model); without it such a
+    conversion raises. `calibration_split` names it (e.g. "digits train split") in
+    `methods["int8_calibration"]`.
 
     >>> from tinytorch.benchmarking.digits import default_digits_model, digits_loader
     >>> m = collect_metrics(default_digits_model(), digits_loader("test"), repeats=5)
@@ -329,17 +342,23 @@ def collect_metrics(
         raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
     methods: dict[str, str] = {}
     reasons: dict[str, str] = {}
-    if precision == "int8" and model_precision(model) != "int8" and calibration_data is None \
+    if precision == "int8" and model_precision(model) != "int8" \
             and any(isinstance(m, _CONV_TYPES) for m in model.modules()):
-        calibration_data = [X for X, _ in _batches(loader)][:4]
-        methods["int8_calibration"] = "static int8 calibrated on the first 4 batches of the evaluation loader"
+        if calibration_data is None:
+            raise ValueError("calibration_data: static int8 of a model with convolutions needs calibration inputs "
+                             "from a split other than `loader` (e.g. digits_loader('train')); calibrating on the "
+                             "evaluation data would leak it into the model")
+        methods["int8_calibration"] = (f"static int8 calibrated on {calibration_split or 'caller-supplied calibration_data'}"
+                                       " (not the evaluation loader)")
     x = _first_samples(loader, batch_size)
     converted = to_precision(model, precision, dev, calibration_data=calibration_data, example_input=x)
     if precision == "int8":
         methods["int8_path"] = converted.tinytorch_quantization["path"] if hasattr(converted, "tinytorch_quantization") else "given int8 model"
 
-    accuracy = evaluate_accuracy(converted, loader, dev, precision)
-    methods["accuracy"] = "measured: top-1 over every labelled batch of loader"
+    acc_result = ProportionResult("accuracy", top1_correct(converted, EvalData(list(_batches(loader)), "loader")),
+                                  unit="fraction", metadata={"method": "measured: top-1 over every labelled batch of loader"})
+    accuracy = acc_result.mean
+    methods["accuracy"] = acc_result.method
 
     result, conditions = _latency_result(converted, x, repeats, 1, 10)
     k = float(latency_multiplier)
@@ -352,6 +371,8 @@ def collect_metrics(
 
     memory = model_memory_mb(converted)
     methods["memory_mb"] = "measured: state-dict tensors x element size"
+    mem_result = CountResult("memory", [memory], unit="MiB",
+                             metadata={"bytes": state_dict_tensor_bytes(converted), "method": methods["memory_mb"]})
 
     energy_j: float | None = None
     if k == 1:
@@ -378,4 +399,5 @@ def collect_metrics(
         precision=precision,
         device=str(dev), batch_size=batch_size, latency_scaled_by=k, methods=methods,
         reasons=reasons, conditions=conditions,
+        results={"accuracy": acc_result, "latency": result, "memory": mem_result},
     )

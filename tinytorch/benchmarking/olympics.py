@@ -24,7 +24,7 @@ from tinytorch.benchmarking.results import (
     STATISTICS, BenchmarkResult, CountResult, ProportionResult, compare_results, compare_samples, pareto_front,
     wilson_interval,
 )
-from .results import write_atomic
+from .results import write_atomic, write_json
 from ..profiling.timing import system_info
 
 # %% auto #0
@@ -280,7 +280,7 @@ def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, e
         "tolerance": dict(tolerance or {"accuracy_abs": 0.01, "latency_rel": 0.5, "size_rel": 0.01}),
     }
     if output_path is not None:
-        write_atomic(Path(output_path), json.dumps(sub, indent=1))
+        write_json(output_path, sub, indent=1)
     return sub
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #d01d702b
@@ -509,71 +509,230 @@ def leaderboard(submissions_dir: str | Path, event: OlympicEvent | str, output_p
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #95d14d6c
 _USE_CASES = {
-    "latency-critical (real-time inference)": ("latency", "speedup"),
-    "memory-constrained (microcontroller, download size)": ("model_size", "compression_ratio"),
-    "accuracy-critical": ("accuracy", "accuracy_delta"),
+    "for_latency_critical": ("latency", "speedup", "real-time inference: the lowest latency"),
+    "for_memory_constrained": ("model_size", "compression_ratio", "microcontrollers, download size: the smallest model"),
+    "for_accuracy_preservation": ("accuracy", "accuracy_delta",
+                                  "quality-critical: faster or smaller while keeping the baseline's accuracy"),
+    "for_balanced_deployment": (None, "balanced", "general deployment: the best combined gain without a significant loss"),
 }
 
 
 def _first_dataset(datasets: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    "The first labelled dataset as `(X, y)` (any form `as_eval_sets` takes); None: the bundled digits test split."
+    from tinytorch.benchmarking.results import as_eval_sets
+
     if datasets is None:
         return _default_dataset()
-    if isinstance(datasets, (list, tuple)) and len(datasets) == 2 and isinstance(datasets[0], torch.Tensor):
-        return datasets
-    if isinstance(datasets, (list, tuple)) and datasets and isinstance(datasets[0], (list, tuple)):
-        return datasets[0]
-    raise ValueError("datasets: expected a labelled (X, y) pair or a list of them")
+    sets = as_eval_sets(datasets)
+    labelled = [d for d in sets if d.has_labels]
+    if not labelled:
+        why = "; ".join(d.reason or f"dataset '{d.name}' has no labels" for d in sets) or "no dataset was given"
+        raise ValueError(f"datasets: expected a labelled (X, y) dataset or a list of them, got none with labels ({why})")
+    X, y = labelled[0].arrays()
+    return X, y
 
 
-def compare_optimization_techniques(base_model: nn.Module, optimized_models: Mapping[str, nn.Module],
+def _measured_figure(bench: Benchmark, metric: str, name: str) -> dict[str, Any]:
+    "One measured result as a dict (`value` is its median), or `value` None with the reason."
+    r = bench.results.get(metric, {}).get(name)
+    if r is not None:
+        return {"value": r.median, "unit": r.unit, "mean": r.mean, "ci_lower": r.ci_lower, "ci_upper": r.ci_upper,
+                "ci_method": r.ci_method, "count": r.count, "method": r.method, "result": r.to_dict()}
+    failed = bench.failures.get(metric, {}).get(name)
+    if failed is not None:
+        return {"value": None, "reason": f"failed: {failed['error_type']}: {failed['message']}"}
+    return {"value": None, "reason": bench.unavailable.get(metric, {}).get(name, f"{metric} was not measured")}
+
+
+def _improvement(bench: Benchmark, base: str, name: str, metric: str, seed: int) -> dict[str, Any]:
+    "The variant against the baseline on `metric` (through `compare_results`), or None with the reason."
+    for who in (base, name):
+        if who not in bench.results.get(metric, {}):
+            return {"value": None, "reason": f"no {metric} for '{who}': {_measured_figure(bench, metric, who)['reason']}"}
+    try:
+        c = bench.compare(base, name, metric, seed=seed)
+    except ValueError as e:  # a figure is missing (unavailable or failed), or the results cannot be paired
+        return {"value": None, "reason": str(e)}
+    common = {"p_value": c.p_value, "significant": c.significant, "verdict": c.verdict, "test": c.test}
+    if metric == "accuracy":
+        lo, hi = c.details["difference_ci"]
+        return {"value": c.details["difference"], "ci_lower": lo, "ci_upper": hi, **common,
+                "baseline": c.median_a, "optimized": c.median_b,
+                "retention": c.median_b / c.median_a if c.median_a else None,
+                "method": "accuracy variant - baseline; paired bootstrap interval, McNemar exact test"}
+    inv = lambda v: None if v is None or v == 0 else 1.0 / v  # noqa: E731  (baseline / variant)
+    lo, hi = (inv(c.ratio), inv(c.ratio)) if metric == "model_size" else (inv(c.ci_upper), inv(c.ci_lower))
+    return {"value": inv(c.ratio), "ci_lower": lo, "ci_upper": hi, **common,
+            "baseline": c.median_a, "optimized": c.median_b,
+            "method": ("median latency baseline / variant; bootstrap interval, Mann-Whitney U" if metric == "latency"
+                       else "serialized bytes baseline / variant: exact counts, significant when at least 2% apart")}
+
+
+def _gains(imp: Mapping[str, Any]) -> tuple[bool, bool]:
+    "(a significant gain in speed or size, a significant loss in speed or size)."
+    parts = [imp[k] for k in ("speedup", "compression_ratio") if imp[k]["value"] is not None]
+    return (any(p["significant"] and p["value"] > 1 for p in parts),
+            any(p["significant"] and p["value"] < 1 for p in parts))
+
+
+def _recommend(improvements: Mapping[str, Mapping[str, Any]], max_accuracy_drop: float) -> dict[str, dict[str, Any]]:
+    "One recommendation per use case: a significantly better variant, or None with the reason."
+    recs = {}
+    for key, (metric, figure, use_case) in _USE_CASES.items():
+        candidates, caveats = [], {}
+        for name, imp in improvements.items():
+            acc = imp["accuracy_delta"]
+            if acc["value"] is not None and acc["value"] < -max_accuracy_drop:
+                continue  # loses too much accuracy for any use case
+            caveats[name] = None if acc["value"] is not None else f"accuracy not checked: {acc['reason']}"
+            gain, loss = _gains(imp)
+            if figure in ("speedup", "compression_ratio"):
+                f = imp[figure]
+                if f["value"] is not None and f["significant"] and f["value"] > 1:
+                    candidates.append((f["value"], name, f))
+            elif figure == "accuracy_delta":
+                if acc["value"] is not None and gain:
+                    candidates.append((acc["value"], name, acc))
+            elif gain and not loss:
+                parts = {k: imp[k]["value"] for k in ("speedup", "compression_ratio") if imp[k]["value"] is not None}
+                if acc["value"] is not None and acc.get("retention") is not None:
+                    parts["accuracy_retention"] = acc["retention"]
+                score = math.prod(parts.values()) ** (1 / len(parts))
+                candidates.append((score, name, {"value": score, "parts": parts,
+                                                 "method": "geometric mean of the measured ratios"}))
+        if candidates:
+            value, name, evidence = max(candidates, key=lambda c: c[0])
+            if figure == "speedup":
+                reason = f"significantly faster than the baseline: {value:.2f}x ({evidence['verdict']})"
+            elif figure == "compression_ratio":
+                reason = f"significantly smaller than the baseline: {value:.2f}x ({evidence['verdict']})"
+            elif figure == "accuracy_delta":
+                reason = f"{value * 100:+.1f} accuracy points, with a significant gain in speed or size"
+            else:
+                reason = f"combined gain {value:.2f} ({', '.join(f'{k} {v:.2f}' for k, v in evidence['parts'].items())})"
+            recs[key] = {"model": name, "reason": reason, "use_case": use_case, "metric": metric, figure: value,
+                         "evidence": evidence, "caveat": caveats.get(name)}
+        else:
+            need = {"speedup": "significantly faster", "compression_ratio": "significantly smaller",
+                    "accuracy_delta": "significantly faster or smaller with measured accuracy",
+                    "balanced": "significantly faster or smaller without being significantly slower or larger"}[figure]
+            missing = sorted({imp[f]["reason"] for imp in improvements.values()
+                              for f in ((figure,) if figure in ("speedup", "compression_ratio", "accuracy_delta") else ())
+                              if imp[f]["value"] is None})
+            recs[key] = {"model": None, "use_case": use_case, "metric": metric,
+                         "reason": f"no variant is {need} than the baseline while losing at most "
+                                   f"{max_accuracy_drop:.0%} accuracy" + (f" ({'; '.join(missing)})" if missing else "")}
+    return recs
+
+
+def compare_optimization_techniques(base_model: Any, optimized_models: Sequence[Any] | Mapping[str, Any],
                                     datasets: Any = None, *, measurement_runs: int = 20, seed: int = 0,
-                                    max_accuracy_drop: float = 0.02) -> dict[str, Any]:
-    """Measure the baseline and each optimised variant under one protocol and compare them.
+                                    max_accuracy_drop: float = 0.02,
+                                    input_shape: Sequence[int] | None = None) -> dict[str, Any]:
+    """Measure the baseline and each optimised variant under one protocol (one `Benchmark`) and
+    compare every variant with the baseline.
 
-    Returns `{"table": DataFrame, "pareto": [names], "recommendations": {use_case: {...}},
-    "comparisons": {name: improvements}}`. A recommendation names the variant with the best
-    significant improvement for that use case whose accuracy drop stays within
-    `max_accuracy_drop`; where no variant is significantly better, it is None with the reason.
+    `optimized_models`: a list of models (named by `.name`, else their class) or a dict
+    `{name: model}`; models are anything `Benchmark` accepts. `datasets`: any form `Benchmark`
+    accepts (None: the bundled digits test split); without labelled data accuracy is None with
+    the reason. `input_shape`: the timing input (default: the first dataset sample).
+
+    Returns `base_model` (its name), `base_metrics` and `optimized_results` (per model: latency,
+    accuracy, model_size, memory, each a measured figure or None with the reason),
+    `improvements` (per variant: speedup, compression_ratio, accuracy_delta, each with its
+    interval and significance, or None with the reason), `efficiency_metrics`,
+    `recommendations` (`for_latency_critical`, `for_memory_constrained`,
+    `for_accuracy_preservation`, `for_balanced_deployment`: a model or None, with the reason),
+    `table` (a DataFrame), `pareto` (names; not-significant differences are ties) and
+    `comparisons` (`{name: improvements}`, None for the baseline).
+
+    >>> # res = compare_optimization_techniques(base, [int8_model, pruned_model], [(X, y)])
+    >>> # res["recommendations"]["for_memory_constrained"]["model"]  ->  'int8' (or None, with the reason)
     """
-    if not isinstance(optimized_models, Mapping) or not optimized_models:
-        raise ValueError("optimized_models: expected a non-empty dict {name: model}")
-    if "baseline" in optimized_models:
-        raise ValueError("optimized_models: the name 'baseline' is reserved for base_model")
-    data = _first_dataset(datasets)
-    raw, _ = _measure_models({"baseline": base_model, **optimized_models}, data, measurement_runs, 3, seed)
-    rows, comps = [], {}
-    for name, r in raw.items():
-        imp = _improvements(raw["baseline"], r, seed) if name != "baseline" else None
-        comps[name] = imp
-        acc, ms, mb = r["accuracy"]["accuracy"], r["latency"]["median"], r["model_size"]["mb"]
+    from tinytorch.benchmarking.results import pareto_front_with_ties
+    from tinytorch.profiling.timing import model_name
+
+    if isinstance(optimized_models, Mapping):
+        variants = dict(optimized_models)
+    elif isinstance(optimized_models, (list, tuple)):
+        variants = {}
+        for i, m in enumerate(optimized_models):
+            name = model_name(m, f"optimized_{i}")
+            if name in variants:
+                raise ValueError(f"optimized_models: model names must be unique, got '{name}' twice; "
+                                 "give each a .name or pass a dict {name: model}")
+            variants[name] = m
+    else:
+        raise TypeError("optimized_models: expected a list of models or a dict {name: model}, "
+                        f"got {type(optimized_models).__name__}")
+    if not variants:
+        raise ValueError("optimized_models: expected at least one optimised model, got none")
+    own = getattr(base_model, "name", None)
+    base = own if isinstance(own, str) and own else "baseline"
+    if base in variants:
+        raise ValueError(f"optimized_models: the name '{base}' is the base model's; give the variants other names")
+    if not 0 <= max_accuracy_drop <= 1:
+        raise ValueError(f"max_accuracy_drop: expected a fraction in [0, 1], got {max_accuracy_drop!r}")
+    bench = Benchmark({base: base_model, **variants}, _default_dataset() if datasets is None else datasets,
+                      warmup_runs=3, measurement_runs=measurement_runs, seed=seed)
+    bench.run_latency_benchmark(input_shape)
+    bench.run_accuracy_benchmark()
+    bench.run_memory_benchmark(input_shape)
+
+    metrics = ("latency", "accuracy", "model_size", "memory")
+    measured = {name: {m: _measured_figure(bench, m, name) for m in metrics} for name in bench.names}
+    improvements = {name: {"speedup": _improvement(bench, base, name, "latency", seed),
+                           "compression_ratio": _improvement(bench, base, name, "model_size", seed),
+                           "accuracy_delta": _improvement(bench, base, name, "accuracy", seed)}
+                    for name in variants}
+    for imp in improvements.values():
+        acc = imp["accuracy_delta"]
+        imp["accuracy_retention"] = ({"value": acc["retention"], "method": "accuracy variant / baseline"}
+                                     if acc["value"] is not None else {"value": None, "reason": acc["reason"]})
+    rows, efficiency = [], {}
+    for name in bench.names:
+        fig = measured[name]
+        acc, ms = fig["accuracy"]["value"], fig["latency"]["value"]
+        mb = fig["model_size"]["value"]
+        imp = improvements.get(name)
+        eff = {"accuracy_per_mb": acc / mb if acc is not None and mb else None,
+               "accuracy_per_ms": acc / ms if acc is not None and ms else None}
+        missing = [fig[m]["reason"] for m in ("accuracy", "model_size", "latency") if fig[m]["value"] is None]
+        if missing:
+            eff["reason"] = "; ".join(missing)
+        if imp is not None:
+            efficiency[name] = eff
         rows.append({"model": name, "latency_ms": ms, "model_size_mb": mb, "accuracy": acc,
                      "speedup": imp["speedup"]["value"] if imp else 1.0,
-                     "speedup_ci": (imp["speedup"]["ci_lower"], imp["speedup"]["ci_upper"]) if imp else None,
-                     "compression_ratio": imp["compression_ratio"]["value"] if imp else 1.0,
-                     "accuracy_retention": imp["accuracy_retention"]["value"] if imp else 1.0,
-                     "accuracy_delta": imp["accuracy_delta"]["value"] if imp else 0.0,
-                     "accuracy_per_mb": acc / mb, "accuracy_per_ms": acc / ms})
-    table = pd.DataFrame(rows)
-    points = {row["model"]: {"latency_ms": row["latency_ms"], "model_size_mb": row["model_size_mb"],
-                             "accuracy": row["accuracy"]} for row in rows}
-    pareto = pareto_front(points, {"latency_ms": "min", "model_size_mb": "min", "accuracy": "max"})
-    recs = {}
-    for use_case, (_, key) in _USE_CASES.items():
-        ok = []
-        for name, imp in comps.items():
-            if imp is None:
-                continue
-            drop_ok = imp["accuracy_delta"]["value"] >= -max_accuracy_drop
-            improves = imp[key]["significant"] and (imp[key]["value"] > (0 if key == "accuracy_delta" else 1))
-            if improves and (drop_ok or key == "accuracy_delta"):
-                ok.append((imp[key]["value"], name))
-        if ok:
-            value, name = max(ok)
-            recs[use_case] = {"model": name, key: value, "evidence": comps[name][key]}
-        else:
-            recs[use_case] = {"model": None, "reason": f"no variant is significantly better than the baseline in {key} "
-                                                       f"while losing at most {max_accuracy_drop:.0%} accuracy"}
-    return {"table": table, "pareto": pareto, "recommendations": recs, "comparisons": comps}
+                     "speedup_ci": (imp["speedup"].get("ci_lower"), imp["speedup"].get("ci_upper")) if imp else None,
+                     "speedup_significant": imp["speedup"].get("significant") if imp else None,
+                     "compression_ratio": imp["compression_ratio"]["value"] if imp else (1.0 if mb else None),
+                     "accuracy_retention": imp["accuracy_retention"]["value"] if imp else (1.0 if acc is not None else None),
+                     "accuracy_delta": imp["accuracy_delta"]["value"] if imp else (0.0 if acc is not None else None),
+                     **eff})
+    on_front = [m for m in ("latency", "model_size", "accuracy")
+                if all(name in bench.results.get(m, {}) for name in bench.names)]
+    if on_front:
+        detail = pareto_front_with_ties({n: {m: bench.results[m][n] for m in on_front} for n in bench.names},
+                                        on_front, seed=seed)
+        detail["metrics"] = on_front
+    else:
+        detail = {"front": [], "metrics": [], "reason": "no metric was measured for every model"}
+    return {
+        "base_model": base,
+        "base_metrics": measured[base],
+        "optimized_results": {name: measured[name] for name in variants},
+        "improvements": improvements,
+        "efficiency_metrics": efficiency,
+        "recommendations": _recommend(improvements, max_accuracy_drop),
+        "table": pd.DataFrame(rows),
+        "pareto": list(detail["front"]),
+        "pareto_detail": detail,
+        "comparisons": {base: None, **improvements},
+        "protocol": {"measurement_runs": measurement_runs, "seed": seed, "max_accuracy_drop": max_accuracy_drop,
+                     "input_shape": list(bench.input_shape or ()), "input_source": bench.input_source},
+        "system_info": bench.system_info,
+    }
 
 
 def ablation(base_model: nn.Module, steps: Sequence[tuple[str, Callable[[nn.Module], nn.Module]]], dataset: Any = None,
@@ -634,15 +793,51 @@ def default_olympics_models() -> tuple[nn.Module, nn.Module]:
     return base, quantize_int8(prune_magnitude(base, 0.5), "static", calibration_data=calib)
 
 
+def _submission_models(model_path: str | Path | None, baseline_path: str | Path | None
+                       ) -> tuple[nn.Module, nn.Module, tuple[str, ...]]:
+    "(baseline, optimized, techniques): the bundled pair, or the participant's files (baseline: the digits CNN)."
+    if model_path is None:
+        if baseline_path is not None:
+            raise ValueError("baseline_path: give model_path (your optimized model) as well; "
+                             "a baseline alone has nothing to be compared with")
+        base, opt = default_olympics_models()
+        return base, opt, DEFAULT_TECHNIQUES
+    from tinytorch.benchmarking.digits import default_digits_model
+    from tinytorch.benchmarking.suite import load_model_file
+
+    loaded = []
+    for p, arg in ((model_path, "model_path"), (baseline_path, "baseline_path")):
+        if p is None:
+            loaded.append(None)
+            continue
+        m = load_model_file(p)
+        if not isinstance(m, nn.Module):
+            raise TypeError(f"{arg}: the Olympics hash and verify a torch model's weights; {str(p)!r} is not a "
+                            "TorchScript or torch.save'd nn.Module")
+        loaded.append(m)
+    opt, base = loaded
+    techniques = (f"participant model from {Path(model_path).name}",) + (
+        (f"participant baseline from {Path(baseline_path).name}",) if baseline_path is not None else ())
+    return (base if base is not None else default_digits_model()), opt, techniques
+
+
 def olympics_submit(event: OlympicEvent | str = "memory_challenge", participant: str = "anonymous",
-                    output_path: str | Path = "submission.json", measurement_runs: int = 30) -> dict[str, Any]:
-    "Benchmark the default digits models for `event` and write the submission to `output_path`."
-    base, opt = default_olympics_models()
-    return generate_submission(base, opt, event, None, participant=participant, techniques=DEFAULT_TECHNIQUES,
+                    output_path: str | Path = "submission.json", measurement_runs: int = 30, *,
+                    model_path: str | Path | None = None, baseline_path: str | Path | None = None) -> dict[str, Any]:
+    """Benchmark a baseline against an optimized model for `event` and write the submission.
+
+    Without `model_path`: the bundled pair (`default_olympics_models`). With it: the model in that
+    file against `baseline_path` (default: the bundled digits CNN), on the digits test split.
+
+    >>> # olympics_submit("latency_sprint", "ada", "sub.json", model_path="mine.pt")
+    """
+    base, opt, techniques = _submission_models(model_path, baseline_path)
+    return generate_submission(base, opt, event, None, participant=participant, techniques=techniques,
                                output_path=output_path, measurement_runs=measurement_runs)
 
 
-def olympics_verify(path: str | Path, measurement_runs: int | None = None) -> dict[str, Any]:
-    "Verify a submission made with the default digits models by rebuilding them here."
-    base, opt = default_olympics_models()
+def olympics_verify(path: str | Path, measurement_runs: int | None = None, *,
+                    model_path: str | Path | None = None, baseline_path: str | Path | None = None) -> dict[str, Any]:
+    "Verify a submission here: rebuild the bundled models, or load the files it was made from."
+    base, opt, _ = _submission_models(model_path, baseline_path)
     return verify_submission(path, opt, None, baseline_model=base, measurement_runs=measurement_runs)

@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import io
+import os
 import warnings
+from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import torch
 from torch import nn
 from torch.nn.utils import prune
 
+from .results import serialized_bytes, write_atomic
+from ..profiling.timing import RUNTIMES, ModelAdapter, adapt, onnx_session
+
 # %% auto #0
-__all__ = ['INT8_MODES', 'PRUNE_SCOPES', 'PRECISIONS', 'state_dict_bytes', 'quantize_int8', 'sparsity', 'prune_magnitude',
-           'cast_precision']
+__all__ = ['INT8_MODES', 'INT8_BACKENDS_ONNX', 'ONNX_OPSET', 'PRUNE_SCOPES', 'PRECISIONS', 'state_dict_bytes', 'quantize_int8',
+           'to_onnx', 'RuntimeUnavailableError', 'to_runtime', 'sparsity', 'prune_magnitude', 'cast_precision']
 
 # %% ../../nbs/19_benchmarking/optimize_dev.ipynb #e3901070
 def state_dict_bytes(model: nn.Module) -> int:
@@ -28,12 +34,15 @@ def state_dict_bytes(model: nn.Module) -> int:
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    buf = io.BytesIO()
-    torch.save(model.state_dict(), buf)  # the same quantity as results.serialized_bytes for a plain module
-    return len(buf.getvalue())
+    if isinstance(model, torch.jit.ScriptModule):  # its state_dict, not the whole TorchScript archive
+        buf = io.BytesIO()
+        torch.save(model.state_dict(), buf)
+        return len(buf.getvalue())
+    return serialized_bytes(model)[0]  # the one definition of "bytes on disk" (results.serialized_bytes)
 
 # %% ../../nbs/19_benchmarking/optimize_dev.ipynb #42b97a56
 INT8_MODES = ("dynamic", "static")
+INT8_BACKENDS_ONNX = ("onnxruntime",)
 
 
 @contextlib.contextmanager
@@ -108,8 +117,14 @@ def _static_eager(model: nn.Module, batches: list[torch.Tensor], backend: str) -
     return convert(prepared)
 
 
+def _describe_calibration(batches: list[torch.Tensor], calibration_name: str | None) -> str:
+    n = sum(len(b) for b in batches)
+    what = calibration_name or "caller-supplied calibration_data"
+    return f"{what}: {n} samples in {len(batches)} batches"
+
+
 def quantize_int8(model: nn.Module, mode: str = "dynamic", calibration_data: Any = None,
-                  backend: str | None = None) -> nn.Module:
+                  backend: str | None = None, *, calibration_name: str | None = None) -> Any:
     """A new int8-quantized copy of `model` (the original is untouched), for CPU inference.
 
     - `mode="dynamic"`: `torch.ao.quantization.quantize_dynamic` on every `nn.Linear`
@@ -119,9 +134,14 @@ def quantize_int8(model: nn.Module, mode: str = "dynamic", calibration_data: Any
       eager mode with QuantStub/DeQuantStub when the model cannot be traced.
     - `backend`: the int8 kernel library ("x86", "fbgemm", "qnnpack"); defaults to the best
       one this torch build supports. It is also made the active engine.
+    - `backend="onnxruntime"` (static only): the model goes to ONNX (`to_onnx`) and
+      `onnxruntime.quantization.quantize_static` makes a QDQ int8 graph from it, calibrated on
+      `calibration_data`; the result is an `onnxruntime.InferenceSession` (`adapt` takes it).
+    - `calibration_name` says which data calibrated (e.g. "digits train split"); use a split
+      other than the one you evaluate on, or the test set leaks into the model.
 
-    The result carries `tinytorch_quantization = {"path", "mode", "backend"}` naming the
-    library function that produced it.
+    The result carries `tinytorch_quantization = {"path", "mode", "backend"}` naming the library
+    function that produced it, plus "calibration" (which data, how many samples) when static.
 
     >>> q = quantize_int8(nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)))
     >>> q.tinytorch_quantization["path"]
@@ -131,12 +151,17 @@ def quantize_int8(model: nn.Module, mode: str = "dynamic", calibration_data: Any
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     if mode not in INT8_MODES:
         raise ValueError(f"mode: expected one of {INT8_MODES}, got {mode!r}")
+    if backend in INT8_BACKENDS_ONNX:
+        if mode != "static":
+            raise ValueError(f"mode: backend {backend!r} quantizes statically here; expected mode='static', got {mode!r}")
+        return _quantize_onnxruntime(model, _calibration_batches(calibration_data), calibration_name)
     engines = list(torch.backends.quantized.supported_engines)
     backend = backend or _default_backend()
     if backend not in engines or backend == "none":
         raise ValueError(f"backend: expected one of {[e for e in engines if e != 'none']}, got {backend!r}")
     torch.backends.quantized.engine = backend
     work = copy.deepcopy(model).cpu().float().eval()
+    calibration = None
     with _quiet_ao_deprecation():
         if mode == "dynamic":
             from torch.ao.quantization import quantize_dynamic
@@ -144,6 +169,7 @@ def quantize_int8(model: nn.Module, mode: str = "dynamic", calibration_data: Any
             path = "torch.ao.quantization.quantize_dynamic"
         else:
             batches = _calibration_batches(calibration_data)
+            calibration = _describe_calibration(batches, calibration_name)
             try:
                 result = _static_fx(work, batches, backend)
                 path = "torch.ao.quantization.quantize_fx.prepare_fx+convert_fx"
@@ -152,7 +178,178 @@ def quantize_int8(model: nn.Module, mode: str = "dynamic", calibration_data: Any
                 path = "torch.ao.quantization.prepare+convert (eager, QuantStub/DeQuantStub)"
     result.eval()
     result.tinytorch_quantization = {"path": path, "mode": mode, "backend": backend}
+    if calibration is not None:  # static: which data set the activation ranges
+        result.tinytorch_quantization["calibration"] = calibration
     return result
+
+# %% ../../nbs/19_benchmarking/optimize_dev.ipynb #1d394a04
+ONNX_OPSET = 17
+_ONNX_EXPORTER = f"torch.onnx.export (TorchScript-based exporter, dynamo=False, opset {ONNX_OPSET})"
+
+
+def _onnx_dir() -> Path:
+    return Path(os.environ.get("TINYTORCH_CACHE", Path.home() / ".cache" / "tinytorch")) / "onnx"
+
+
+def _first_tensor(example_input: Any) -> torch.Tensor:
+    if isinstance(example_input, torch.Tensor):
+        return example_input
+    if isinstance(example_input, (tuple, list)) and example_input and isinstance(example_input[0], torch.Tensor):
+        return example_input[0]
+    raise TypeError(f"example_input: expected a tensor (one batch of model input), got {type(example_input).__name__}")
+
+
+def _is_quantized(model: nn.Module) -> bool:
+    return getattr(model, "tinytorch_quantization", None) is not None or any(
+        ".quantized" in type(m).__module__ for m in model.modules())
+
+
+def _store_onnx(proto: Any, stem: str, path: str | Path | None) -> Path:
+    "Write an ONNX model atomically: to `path`, or to the cache under a name keyed by its bytes."
+    data = proto.SerializeToString()
+    if path is None:
+        target = _onnx_dir() / f"{stem}_{hashlib.sha256(data).hexdigest()[:12]}.onnx"
+        if target.is_file() and target.stat().st_size == len(data):
+            return target
+    else:
+        target = Path(path)
+    return write_atomic(target, data)
+
+
+def to_onnx(model: nn.Module, example_input: Any, path: str | Path | None = None, *,
+            dynamic_batch: bool = True) -> Path:
+    """Export `model` to an ONNX file with `torch.onnx.export`, check it with `onnx.checker`; return its path.
+
+    `example_input` is one input batch (its shape and dtype define the graph's input; the batch
+    dimension stays dynamic unless `dynamic_batch=False`). Without `path` the file goes to
+    `$TINYTORCH_CACHE/onnx/` under a name keyed by its content. The file's metadata records
+    the exporter (`tinytorch_export`). A torch.ao int8 model is refused: quantize the float model
+    for ONNX Runtime with `quantize_int8(model, "static", data, backend="onnxruntime")`.
+
+    >>> p = to_onnx(nn.Linear(4, 2), torch.zeros(1, 4))
+    >>> p.suffix
+    '.onnx'
+    """
+    import onnx
+
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    if _is_quantized(model):
+        raise ValueError("model: a torch.ao int8 model does not export to ONNX here; export the float model and "
+                         "quantize it with quantize_int8(model, 'static', calibration_data, backend='onnxruntime')")
+    x = _first_tensor(example_input)
+    work = copy.deepcopy(model).cpu().eval()
+    buf = io.BytesIO()
+    axes = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic_batch else None
+    with warnings.catch_warnings():
+        # the exporter announces its own deprecation in favour of the torch.export path (see above)
+        warnings.filterwarnings("ignore", message=r"You are using the legacy TorchScript-based ONNX export")
+        warnings.filterwarnings("ignore", message=r"The feature will be removed", category=DeprecationWarning)
+        with torch.no_grad():
+            torch.onnx.export(work, (x.detach().cpu(),), buf, dynamo=False, input_names=["input"],
+                              output_names=["output"], dynamic_axes=axes, opset_version=ONNX_OPSET)
+    proto = onnx.load_from_string(buf.getvalue())
+    onnx.checker.check_model(proto, full_check=True)
+    onnx.helper.set_model_props(proto, {"tinytorch_export": f"{_ONNX_EXPORTER}; onnx.checker.check_model(full_check=True) passed"})
+    stem = getattr(model, "name", None) if isinstance(getattr(model, "name", None), str) else type(model).__name__
+    return _store_onnx(proto, stem, path)
+
+
+def _quantize_onnxruntime(model: Any, batches: list[torch.Tensor], calibration_name: str | None) -> Any:
+    "ONNX Runtime static int8 (QDQ) of a float module or .onnx file; returns an InferenceSession."
+    import tempfile
+
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    src = Path(model) if isinstance(model, (str, os.PathLike)) else to_onnx(model, batches[0][:1])
+    input_name = onnx.load(str(src)).graph.input[0].name
+
+    class _Reader(CalibrationDataReader):
+        "Feeds the calibration batches to ONNX Runtime's calibrator, one per `get_next()`."
+
+        def __init__(self) -> None:
+            self._it = iter([{input_name: b.detach().cpu().float().numpy()} for b in batches])
+
+        def get_next(self) -> dict[str, Any] | None:
+            return next(self._it, None)
+
+    calibration = _describe_calibration(batches, calibration_name)
+    path = ("onnxruntime.quantization.quant_pre_process + quantize_static "
+            "(QDQ, per-channel int8 weights, uint8 activations, MinMax calibration)")
+    with tempfile.TemporaryDirectory() as tmp:
+        pre, out = Path(tmp) / "pre.onnx", Path(tmp) / "int8.onnx"
+        quant_pre_process(str(src), str(pre))  # shape inference + graph clean-up, as ORT recommends
+        quantize_static(str(pre), str(out), _Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        proto = onnx.load(str(out))
+    onnx.checker.check_model(proto)
+    onnx.helper.set_model_props(proto, {"tinytorch_export": f"{path}; calibrated on {calibration}"})
+    target = _store_onnx(proto, f"{src.stem}_int8", None)
+    session = onnx_session(target)
+    session.tinytorch_quantization = {"path": f"onnxruntime.quantization.quantize_static ({path})",
+                                      "mode": "static", "backend": "onnxruntime", "calibration": calibration}
+    return session
+
+
+class RuntimeUnavailableError(RuntimeError):
+    "A model cannot run under the requested runtime or device; the message is the reason."
+
+
+def to_runtime(model: Any, runtime: str, example_input: Any = None, *, device: str | torch.device = "cpu",
+               threads: int | None = None, compile_options: dict[str, Any] | None = None,
+               name: str | None = None) -> ModelAdapter:
+    """The adapter for `model` under `runtime`: "eager", "compile" (`torch.compile`) or "onnxruntime".
+
+    - eager: the module itself, moved to `device`.
+    - compile: `torch.compile(module, **compile_options)` on `device` (compiles at its first call).
+    - onnxruntime: `to_onnx(model, example_input)` then an `InferenceSession` (CUDA execution
+      provider on a GPU, where the installed onnxruntime has it) with `threads` intra-op threads.
+      An `InferenceSession` or `.onnx` path is used as it is.
+
+    Raises `RuntimeUnavailableError` with the reason where the combination cannot run (a torch.ao
+    int8 model on CUDA or under ONNX Runtime; ONNX Runtime without a CUDA provider on a GPU).
+
+    >>> to_runtime(nn.Linear(4, 2), "onnxruntime", torch.zeros(1, 4)).kind
+    'onnxruntime'
+    """
+    if runtime not in RUNTIMES:
+        raise ValueError(f"runtime: expected one of {RUNTIMES}, got {runtime!r}")
+    dev = torch.device(device)
+    if isinstance(model, nn.Module) and _is_quantized(model):
+        if dev.type != "cpu":
+            raise RuntimeUnavailableError("unavailable: CPU only (torch.ao int8 kernels run on the CPU)")
+        if runtime == "onnxruntime":
+            raise RuntimeUnavailableError("unavailable: a torch.ao int8 model does not export to ONNX; ONNX Runtime "
+                                          "int8 comes from quantize_int8(float_model, 'static', data, backend='onnxruntime')")
+    if runtime == "eager":
+        return adapt(model, name, device=dev)
+    if runtime == "compile":
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model: torch.compile needs a torch.nn.Module, got {type(model).__name__}")
+        compiled = torch.compile(model.eval(), **(compile_options or {}))  # compiles lazily, at the first call
+        return adapt(compiled, name or _model_name(model), device=dev)  # moves the module it wraps
+    if isinstance(model, nn.Module):
+        if example_input is None:
+            raise ValueError("example_input: exporting to ONNX needs one input batch, e.g. torch.zeros(1, 1, 8, 8)")
+        model = to_onnx(model, example_input)
+    if isinstance(model, (str, os.PathLike)):
+        try:
+            model = onnx_session(model, dev, threads)
+        except RuntimeError as e:
+            if str(e).startswith("unavailable"):
+                raise RuntimeUnavailableError(str(e)) from e
+            raise
+    a = adapt(model, name)
+    if a.device.type != dev.type:
+        raise RuntimeUnavailableError(f"unavailable: the ONNX Runtime session runs on {a.device}, not {dev}")
+    return a
+
+
+def _model_name(model: Any) -> str:
+    name = getattr(model, "name", None)
+    return name if isinstance(name, str) and name else type(model).__name__
 
 # %% ../../nbs/19_benchmarking/optimize_dev.ipynb #890c51b5
 _PRUNABLE = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)

@@ -166,8 +166,9 @@ def _metric_table(payload: dict[str, Any], metric: str) -> list[str]:
                          f"{ci} | {r['count']} | {r['method'] or ''} |")
         else:
             lines.append(f"| {m} | {r['status']} | — | — | — | — | — | {r['note'] or ''} |")
-    lines += ["", "95% CI: Student-t interval of the mean (accuracy: Wilson interval); the median's interval uses "
-              "order statistics and is the one to read for skewed timings."]
+    lines += ["", "95% CI: for repeated samples, the Student-t interval of the mean, and the median's interval "
+              "from order statistics (the one to read for skewed timings); for an accuracy (k of n), the Wilson "
+              "interval; for exact counts (bytes), a zero-width interval."]
     return lines
 
 

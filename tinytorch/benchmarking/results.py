@@ -77,7 +77,7 @@ class BenchmarkResult:
             self.ci_lower = self.ci_upper = None
         ### END SOLUTION
 
-    # the seed's names for the extremes
+    # the course API's names for the extremes (min / max)
     @property
     def min_val(self) -> float:
         return self.min
@@ -141,7 +141,7 @@ class TimerReading:
 
     @property
     def elapsed(self) -> float | None:
-        "Seconds, as a float (the seed's name)."
+        "Seconds, as a float (the course API's name)."
         return None if self.elapsed_ns is None else self.elapsed_ns / 1e9
 
     @property
@@ -436,7 +436,7 @@ METRICS: dict[str, MetricInfo] = {
     "memory": MetricInfo("MiB", "min", "smaller in peak memory"),
     "model_size": MetricInfo("MiB", "min", "smaller"),
     "parameter_memory": MetricInfo("MiB", "min", "smaller in parameter memory"),
-    "energy": MetricInfo("mJ", "min", "more energy-efficient"),
+    "energy": MetricInfo("J", "min", "more energy-efficient"),  # per inference; metadata carries mJ
 }
 
 
@@ -614,9 +614,10 @@ def compare_results(
         return compare_samples(a.values, b.values, names=names, metric=a.metric_name,
                                higher_is_better=info.higher_is_better, better=info.better, alpha=alpha,
                                min_effect=min_effect, n_boot=n_boot, seed=seed)
-    if a.median == 0:
-        raise ValueError(f"a: '{names[0]}' has {a.metric_name} 0, so the ratio b / a is undefined")
-    ratio = b.median / a.median
+    if a.median == 0:  # a ratio over zero: equal zeros are no difference, anything else is infinitely far
+        ratio = 1.0 if b.median == 0 else math.copysign(math.inf, b.median)
+    else:
+        ratio = b.median / a.median
     exact = isinstance(a, CountResult) and isinstance(b, CountResult)
     c = Comparison(names[0], names[1], a.metric_name, a.median, b.median, ratio, None, None, None,
                    significant=is_significant(None, ratio - 1, alpha, min_effect),

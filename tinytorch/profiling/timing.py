@@ -21,11 +21,54 @@ import psutil
 import torch
 
 # %% auto #0
-__all__ = ['MODEL_KINDS', 'ModelAdapter', 'model_name', 'adapt', 'measure_timer_overhead_ns', 'median_ci', 'TimingSamples',
+__all__ = ['MODEL_KINDS', 'RUNTIMES', 'ORT_MEMORY_REASON', 'COMPILED_MEMORY_REASON', 'to_device', 'ModelAdapter', 'model_name',
+           'input_signature', 'onnx_session', 'adapt', 'measure_timer_overhead_ns', 'median_ci', 'TimingSamples',
            'fixed_threads', 'time_callable', 'time_model', 'time_interleaved', 'system_info']
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #891b9f58
-MODEL_KINDS = ("torch", "numpy", "forward", "callable")
+MODEL_KINDS = ("torch", "numpy", "forward", "callable", "compiled", "onnxruntime")
+RUNTIMES = ("eager", "compile", "onnxruntime")
+_KIND_RUNTIME = {"compiled": "compile", "onnxruntime": "onnxruntime"}
+_ORT_DTYPES = {"tensor(float)": (np.float32, torch.float32), "tensor(float16)": (np.float16, torch.float16),
+               "tensor(double)": (np.float64, torch.float64), "tensor(int64)": (np.int64, torch.int64),
+               "tensor(int32)": (np.int32, torch.int32), "tensor(uint8)": (np.uint8, torch.uint8),
+               "tensor(int8)": (np.int8, torch.int8), "tensor(bool)": (np.bool_, torch.bool)}
+ORT_MEMORY_REASON = ("ONNX Runtime allocates its tensors in its own C++ arena, which torch.profiler and "
+                     "tracemalloc cannot see: peak inference memory is not measured for this runtime")
+COMPILED_MEMORY_REASON = ("peak inference memory of a torch.compile'd model is not measured: the Profiler's memory "
+                          "walk profiles eager modules, and the compiled graph allocates differently")
+
+
+def to_device(obj: Any, device: torch.device) -> Any:
+    "Move a module or tensor to `device` (`.to(device)`). The one place the adapter moves anything."
+    return obj.to(device)
+
+
+def _is_compiled_module(model: Any) -> bool:
+    "True for the module `torch.compile(module)` returns (an `OptimizedModule` around `_orig_mod`)."
+    if "torch._dynamo" not in sys.modules:  # nothing was compiled in this process
+        return False
+    from torch._dynamo.eval_frame import OptimizedModule
+    return isinstance(model, OptimizedModule)
+
+
+def _is_ort_session(model: Any) -> bool:
+    if "onnxruntime" not in sys.modules:  # no session can exist without the package imported
+        return False
+    import onnxruntime
+    return isinstance(model, onnxruntime.InferenceSession)
+
+
+def _is_onnx_path(model: Any) -> bool:
+    return isinstance(model, (str, os.PathLike)) and str(model).lower().endswith(".onnx")
+
+
+def _compile_counter() -> int:
+    "Graphs torch.compile has built in this process (dynamo's `unique_graphs` counter)."
+    if "torch._dynamo" not in sys.modules:
+        return 0
+    from torch._dynamo.utils import counters
+    return int(counters["stats"]["unique_graphs"])
 
 
 def _is_tinytorch_style(model: Any) -> bool:
@@ -48,32 +91,53 @@ class ModelAdapter:
     """One uniform view of a model for profiling and benchmarking.
 
     Build it with `adapt(model)`. `kind` is "torch" (an `nn.Module`), "numpy" (an object with
-    `forward()` and `parameters()`, TinyTorch style), "forward" (an object with only `forward()`)
-    or "callable" (a plain function). The last two can be timed, but their parameters cannot be
-    counted. Inputs for a TinyTorch-style model whose parameters are tensors of its own class
-    (objects with `.data`) are built in that class.
+    `forward()` and `parameters()`, TinyTorch style), "forward" (an object with only `forward()`),
+    "callable" (a plain function), "compiled" (`torch.compile(module)`) or "onnxruntime" (an
+    `onnxruntime.InferenceSession`). "forward" and "callable" can be timed, but their parameters
+    cannot be counted. Inputs for a TinyTorch-style model whose parameters are tensors of its own
+    class (objects with `.data`) are built in that class.
+
+    `runtime` is "eager", "compile" or "onnxruntime"; `info` describes the runtime (providers,
+    the ONNX file's size, ...); `unavailable` maps a metric this runtime cannot measure to the
+    reason; `compile_seconds` maps each input signature a compiled model was first called with
+    to the time that first call took (compilation included).
 
     >>> a = adapt(torch.nn.Linear(4, 2), name="fc")
-    >>> a.kind, a.name, tuple(a.forward(a.make_input((1, 4))).shape)
-    ('torch', 'fc', (1, 2))
+    >>> a.kind, a.name, a.runtime, tuple(a.forward(a.make_input((1, 4))).shape)
+    ('torch', 'fc', 'eager', (1, 2))
     """
 
     model: Any
     kind: str
     name: str
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    info: dict[str, Any] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    compile_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def runtime(self) -> str:
+        "Where the model runs: 'eager' (PyTorch, numpy or plain Python), 'compile' or 'onnxruntime'."
+        return _KIND_RUNTIME.get(self.kind, "eager")
 
     @property
     def torch_module(self) -> torch.nn.Module | None:
-        "The `nn.Module` for torch models, else None."
-        return self.model if self.kind == "torch" else None
+        "The `nn.Module` for torch models (for a compiled one, the module it compiled), else None."
+        if self.kind == "torch":
+            return self.model
+        if self.kind == "compiled":
+            return self.model._orig_mod
+        return None
 
     def input_dtype(self) -> torch.dtype:
         "The floating dtype the model's parameters use (inputs are built in it); float32 if none."
-        if self.kind == "torch":
-            for p in itertools.chain(self.model.parameters(), self.model.buffers()):
+        module = self.torch_module
+        if module is not None:
+            for p in itertools.chain(module.parameters(), module.buffers()):
                 if p.is_floating_point():
                     return p.dtype
+        if self.kind == "onnxruntime":
+            return _ORT_DTYPES.get(self.info["input_type"], (None, torch.float32))[1]
         return torch.float32
 
     def make_input(self, input_shape: Sequence[int], seed: int = 0) -> Any:
@@ -86,11 +150,16 @@ class ModelAdapter:
 
     def to_input(self, x: Any) -> Any:
         "Convert a tensor or array to what this model consumes (kind, dtype, device)."
-        if self.kind == "torch":
+        if self.kind in ("torch", "compiled"):
             t = torch.as_tensor(x)
             if t.is_floating_point():
                 t = t.to(self.input_dtype())
-            return t.to(self.device)
+            return to_device(t, self.device) if t.device != self.device else t
+        if self.kind == "onnxruntime":  # a host numpy array of the session's input type
+            if isinstance(x, torch.Tensor):
+                x = x.detach().cpu().numpy()
+            np_dtype = _ORT_DTYPES.get(self.info["input_type"], (np.float32,))[0]
+            return np.ascontiguousarray(np.asarray(x), dtype=np_dtype)
         if self.kind == "callable":
             return x  # a plain function gets exactly what it is given (tensor or array)
         if isinstance(x, torch.Tensor):
@@ -103,11 +172,45 @@ class ModelAdapter:
 
     def forward(self, x: Any) -> Any:
         "Run the model once on `x` (callers wrap loops in `inference()`)."
-        if self.kind == "torch":
+        if self.kind in ("torch", "compiled"):
             return self.model(x)
+        if self.kind == "onnxruntime":
+            return self.model.run(self.info["output_names"], {self.info["input_name"]: x})[0]
         if self.kind in ("numpy", "forward"):
             return self.model.forward(x)
         return self.model(x)
+
+    def prepare(self, x: Any) -> Any:
+        """Run the model once on `x`, outside any timing, and return the output.
+
+        Every timing calls this first: a model that fails raises here, with its own error. For a
+        compiled model the first call with a new input signature compiles; its wall time (the
+        device synchronised) is recorded in `compile_seconds` under `input_signature(x)`.
+        """
+        if self.kind != "compiled":
+            return self.forward(x)
+        key = input_signature(x)
+        if key in self.compile_seconds:
+            return self.forward(x)
+        self.sync()
+        t0 = time.perf_counter()
+        out = self.forward(x)
+        self.sync()
+        self.compile_seconds[key] = time.perf_counter() - t0
+        return out
+
+    def timing_info(self, x: Any) -> dict[str, Any]:
+        "The runtime's conditions for a result's metadata (compile time of `x`'s signature included)."
+        out: dict[str, Any] = {"runtime": self.runtime, "model_kind": self.kind}
+        out.update({k: v for k, v in self.info.items() if k not in ("input_name", "output_names", "input_type")})
+        if self.kind == "compiled":
+            out["compile_seconds"] = self.compile_seconds.get(input_signature(x))
+            out["compile_seconds_total"] = sum(self.compile_seconds.values())
+            out["compile_method"] = ("measured: wall time of the first call per input signature (torch.compile "
+                                     "compiles then), taken before timing and never part of the latency samples; "
+                                     "a graph compiled earlier in this process or found in inductor's on-disk cache "
+                                     "makes it short")
+        return out
 
     @contextlib.contextmanager
     def inference(self) -> Iterator["ModelAdapter"]:
@@ -132,8 +235,17 @@ class ModelAdapter:
         """(name, tensor or array) for every distinct parameter; tied (shared) parameters once.
 
         Raises TypeError for plain callables, whose parameters cannot be seen."""
-        if self.kind == "torch":
-            return list(self.model.named_parameters())  # torch already drops duplicates
+        if self.kind in ("torch", "compiled"):
+            return list(self.torch_module.named_parameters())  # torch already drops duplicates
+        if self.kind == "onnxruntime":
+            proto = self.info.get("onnx_path")
+            if proto is None:
+                raise TypeError(f"model '{self.name}' is an ONNX Runtime session built from bytes: its parameters "
+                                "cannot be read back; build it from an .onnx file (adapt('model.onnx'))")
+            import onnx
+            from onnx import numpy_helper
+            graph = onnx.load(proto).graph
+            return [(t.name, numpy_helper.to_array(t)) for t in graph.initializer]
         if self.kind == "numpy":
             seen, out = set(), []
             for i, p in enumerate(self.model.parameters()):
@@ -170,18 +282,121 @@ def model_name(model: Any, default: str = "model") -> str:
     return getattr(model, "__name__", None) or type(model).__name__ or default
 
 
-def adapt(model: Any, name: str | None = None) -> ModelAdapter:
+def input_signature(x: Any) -> str:
+    "The key a compiled model specialises on: shape, dtype and device of a tensor (or array)."
+    if isinstance(x, torch.Tensor):
+        return f"{tuple(x.shape)}:{str(x.dtype).replace('torch.', '')}:{x.device}"
+    if isinstance(x, np.ndarray):
+        return f"{tuple(x.shape)}:{x.dtype}:cpu"
+    return type(x).__name__
+
+
+def _check_device_arg(device: Any) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device: expected 'cpu' or 'cuda[:n]', got {device!r}") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"device: expected 'cpu' or 'cuda[:n]', got {device!r}")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device: {device!r} needs CUDA, but torch.cuda.is_available() is False on this machine")
+    return dev
+
+
+def onnx_session(path: str | os.PathLike, device: Any = "cpu", threads: int | None = None) -> Any:
+    """An `onnxruntime.InferenceSession` for the `.onnx` file at `path` on `device`.
+
+    On "cuda[:n]" the session uses ONNX Runtime's CUDA execution provider; if the installed
+    onnxruntime has none, a RuntimeError says so and lists the providers it has. `threads` sets
+    the session's intra-op threads (None: ONNX Runtime's default).
+
+    >>> # sess = onnx_session("model.onnx"); sess.get_providers()  ->  ['CPUExecutionProvider']
+    """
+    import onnxruntime
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"model: no such ONNX file {str(path)!r}")
+    dev = torch.device(device)
+    options = onnxruntime.SessionOptions()
+    if threads is not None:
+        options.intra_op_num_threads = _positive_int(threads, "threads")
+    if dev.type == "cuda":
+        have = onnxruntime.get_available_providers()
+        if "CUDAExecutionProvider" not in have:
+            raise RuntimeError(f"unavailable: the installed onnxruntime {onnxruntime.__version__} has no "
+                               f"CUDAExecutionProvider (it has {have}); install onnxruntime-gpu for CUDA")
+        providers = [("CUDAExecutionProvider", {"device_id": dev.index or 0}), "CPUExecutionProvider"]
+    else:
+        providers = ["CPUExecutionProvider"]
+    return onnxruntime.InferenceSession(str(path), options, providers=providers)
+
+
+def _ort_adapter(session: Any, name: str | None) -> ModelAdapter:
+    import onnxruntime
+
+    inputs, outputs = session.get_inputs(), session.get_outputs()
+    if len(inputs) != 1:
+        raise TypeError(f"model: the ONNX model has {len(inputs)} inputs {[i.name for i in inputs]}; "
+                        "the adapter feeds one input tensor")
+    providers = session.get_providers()
+    device = torch.device("cuda", 0) if providers and providers[0] == "CUDAExecutionProvider" else torch.device("cpu")
+    if device.type == "cuda":
+        device_id = session.get_provider_options().get("CUDAExecutionProvider", {}).get("device_id", "0")
+        device = torch.device("cuda", int(device_id))
+    path = getattr(session, "_model_path", None)
+    info = {"input_name": inputs[0].name, "input_type": inputs[0].type, "output_names": [outputs[0].name],
+            "onnxruntime": onnxruntime.__version__, "providers": providers,
+            "onnx_path": str(path) if path else None,
+            "onnx_bytes": Path(path).stat().st_size if path and Path(path).is_file() else None,
+            "intra_op_threads": session.get_session_options().intra_op_num_threads or None}
+    stem = Path(path).stem if path else "onnx_model"
+    return ModelAdapter(session, "onnxruntime", name or getattr(session, "name", None) or stem, device,
+                        info=info, unavailable={"memory": ORT_MEMORY_REASON})
+
+
+def adapt(model: Any, name: str | None = None, *, device: Any = None) -> ModelAdapter:
     """Wrap `model` in a `ModelAdapter`, rejecting what cannot be run.
+
+    `device` ("cpu", "cuda", "cuda:1"): a torch model is moved there (a compiled one through
+    its original module), an `.onnx` path gets a session with that device's execution provider,
+    and inputs follow. None keeps where the model already is.
 
     >>> adapt(lambda x: x * 2, name="double").kind
     'callable'
     """
+    dev = _check_device_arg(device) if device is not None else None
     if isinstance(model, ModelAdapter):
+        if dev is not None and dev != model.device:
+            raise ValueError(f"device: the adapter '{model.name}' is on {model.device}; adapt the model itself "
+                             f"to move it to {dev}")
         return model
+    if _is_onnx_path(model):
+        return _ort_adapter(onnx_session(model, dev or "cpu"), name)
+    if _is_ort_session(model):
+        a = _ort_adapter(model, name)
+        if dev is not None and dev.type != a.device.type:
+            raise ValueError(f"device: the session runs on {a.device} (providers {a.info['providers']}); "
+                             f"build it for {dev} with onnx_session(path, device)")
+        return a
+    if _is_compiled_module(model):
+        inner = model._orig_mod
+        if dev is not None:
+            to_device(inner, dev)  # the compiled wrapper shares the original module's parameters
+        params = list(itertools.chain(inner.parameters(), inner.buffers()))
+        where = dev or (params[0].device if params else torch.device("cpu"))
+        return ModelAdapter(model, "compiled", name or model_name(inner), where,
+                            info={"torch_compile": "torch.compile (TorchDynamo + the backend it was given)"},
+                            unavailable={"memory": COMPILED_MEMORY_REASON})
     if isinstance(model, torch.nn.Module):
+        if dev is not None:
+            model = to_device(model, dev)
         params = list(itertools.chain(model.parameters(), model.buffers()))
-        device = params[0].device if params else torch.device("cpu")
+        device = dev or (params[0].device if params else torch.device("cpu"))
         return ModelAdapter(model, "torch", name or model_name(model), device)
+    if dev is not None and dev.type != "cpu":
+        raise ValueError(f"device: only torch modules and ONNX models can be moved to {dev}; "
+                         f"'{name or model_name(model)}' is a {type(model).__name__}")
     if _is_tinytorch_style(model):
         return ModelAdapter(model, "numpy", name or model_name(model))
     if callable(model):
@@ -189,8 +404,8 @@ def adapt(model: Any, name: str | None = None) -> ModelAdapter:
     if callable(getattr(model, "forward", None)):
         return ModelAdapter(model, "forward", name or model_name(model))
     raise TypeError(
-        "model: expected a torch.nn.Module, an object with forward() (and parameters()), "
-        f"or a callable; got {type(model).__name__}"
+        "model: expected a torch.nn.Module, an object with forward() (and parameters()), a callable, "
+        f"a torch.compile'd module, an onnxruntime.InferenceSession or an .onnx path; got {type(model).__name__}"
     )
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #447d5ddd
@@ -250,6 +465,7 @@ class TimingSamples:
     gc_disabled: bool
     stop_reason: str
     total_seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def blocked(self) -> bool:
@@ -279,6 +495,7 @@ class TimingSamples:
             "gc_disabled": self.gc_disabled,
             "stop_reason": self.stop_reason,
             "total_seconds": self.total_seconds,
+            **self.extra,
         }
 
 
@@ -433,6 +650,12 @@ def time_model(
     `input_or_shape` is an input (tensor or array) or a shape tuple, from which a deterministic
     input is built with `seed`. Extra keyword arguments go to `time_callable`.
 
+    The model first runs once through `ModelAdapter.prepare` (a failing model raises there; a
+    compiled model compiles there), and the runtime's conditions (`runtime`, and for a compiled
+    model `compile_seconds`) land in the metadata. A compiled model that compiles again while
+    being timed would put compile time into the samples: it is timed again (its new graph is
+    then cached), and if it still recompiles a RuntimeError says so.
+
     >>> s = time_model(torch.nn.Linear(16, 4), (1, 16), samples=5)
     >>> s.median_ms > 0
     True
@@ -443,11 +666,24 @@ def time_model(
     else:
         x = a.to_input(input_or_shape)
     with a.inference():
-        a.forward(x)  # fail fast, with the model's own error, before any timing
-        return time_callable(
-            lambda: a.forward(x), warmup=warmup, samples=samples, sync=a.sync,
-            device=str(a.device), **timing_options,
-        )
+        a.prepare(x)  # fail fast, with the model's own error, and compile, before any timing
+        for attempt in range(2):
+            graphs_before = _compile_counter()
+            s = time_callable(
+                lambda: a.forward(x), warmup=warmup, samples=samples, sync=a.sync,
+                device=str(a.device), **timing_options,
+            )
+            recompiled = _compile_counter() - graphs_before
+            if a.kind != "compiled" or recompiled == 0:
+                break
+        if a.kind == "compiled" and recompiled:
+            raise RuntimeError(f"model '{a.name}': torch.compile built {recompiled} new graph(s) while being timed "
+                               "twice; its latency would include compile time (check for guards that fail on every call)")
+        s.extra = a.timing_info(x)
+        if a.kind == "compiled":
+            s.extra["recompiles_during_timing"] = 0
+            s.extra["timing_attempts"] = attempt + 1
+        return s
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #6d79791b
 def _split_runs(total: int, rounds: int) -> list[int]:
@@ -541,17 +777,19 @@ def system_info() -> dict[str, Any]:
         freq = None
     governor = _read_text("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
     return {
-        "os": platform.platform(),
+        "platform": platform.platform(),  # the course API's names: platform, processor, python_version, cpu_count
+        "processor": platform.processor() or platform.machine(),
         "machine": platform.machine(),
         "cpu_model": _cpu_model(),
         "physical_cores": psutil.cpu_count(logical=False),
         "logical_cores": psutil.cpu_count(logical=True),
+        "cpu_count": psutil.cpu_count(logical=True),
         "torch_threads": torch.get_num_threads(),
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 2),
         "cpu_freq_mhz": freq,
         "cpu_governor": governor,
         "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "python": platform.python_version(),
+        "python_version": platform.python_version(),
         "torch": torch.__version__,
         "numpy": np.__version__,
     }

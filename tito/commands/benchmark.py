@@ -3,9 +3,12 @@
 Default: the digits CNN (trained at first use and cached), its static-int8 and 50%-pruned
 variants, on scikit-learn's real `digits` test split: latency, accuracy, memory, throughput and
 energy (where measurable), with comparisons and significance, a Markdown report, results.json,
-results.csv and plots. `--model FILE --input-shape 1,1,8,8` benchmarks a saved PyTorch model
-(TorchScript or torch.save(nn.Module)). `--hardware` also writes the edge/hardware artifacts
-(layer-wise stats, roofline summary, precision sweep, device fit) for the default model.
+results.csv and plots. `--model FILE --input-shape 1,1,8,8` benchmarks a saved model
+(TorchScript, torch.save(nn.Module) or an .onnx file). `--runtimes eager,compile,onnxruntime`
+benchmarks each model under each runtime (rows `<model>[<runtime>]`) with the cross-runtime
+comparison; `--device cuda[:n]` runs on a GPU (exit 2 with a message naming CUDA where there
+is none). `--hardware` also writes the edge/hardware artifacts (layer-wise stats, roofline
+summary, precision sweep, device fit) for the default model or the `--model` file.
 All measuring is done by the exported package; this file only wires it to the CLI.
 """
 from __future__ import annotations
@@ -33,6 +36,20 @@ def _library():
     return run_default_benchmark, write_default_hardware_artifacts
 
 
+def _checked_device_and_runtimes(args) -> tuple[str, tuple[str, ...]]:
+    "Check --device and --runtimes before anything is built; exit 2 naming what is wrong."
+    from tinytorch.benchmarking.suite import check_benchmark_device, parse_runtimes
+    try:
+        runtimes = parse_runtimes(args.runtimes)
+    except ValueError as e:
+        raise TitoError(f"--runtimes: {e}", code=2) from e
+    try:
+        check_benchmark_device(args.device)
+    except ValueError as e:  # CudaUnavailableError too: the message names CUDA
+        raise TitoError(f"--device: {e}", code=2) from e
+    return args.device, runtimes
+
+
 def run(args) -> int:
     course = Course.load()
     run_default_benchmark, write_hardware = _library()
@@ -44,22 +61,34 @@ def run(args) -> int:
         raise TitoError(f"--power-watts: expected a positive number, got {args.power_watts}", code=2)
     if args.model and not args.input_shape:
         raise TitoError("--model needs --input-shape (e.g. --input-shape 1,1,8,8)", code=2)
-    if args.hardware and args.model:
-        raise TitoError("--hardware applies to the bundled default model; leave out --model", code=2)
     shape = parse_shape(args.input_shape) if args.input_shape else None
+    device, runtimes = _checked_device_and_runtimes(args)
+    if args.hardware and args.model and Path(args.model).suffix.lower() == ".onnx":
+        raise TitoError("--hardware needs a PyTorch model: layer statistics come from forward hooks on torch modules, "
+                        "and an .onnx file has none; leave out --hardware to benchmark it", code=2)
     out_dir = Path(args.output_dir) if args.output_dir else course.root / "benchmark_results"
+    from tinytorch.benchmarking.optimize import RuntimeUnavailableError
     try:
         out = run_default_benchmark(out_dir, measurement_runs=args.runs, quiet=args.quiet,
                                     model_path=args.model, input_shape=shape, threads=args.threads,
-                                    power_watts=args.power_watts)
-    except (ValueError, TypeError, FileNotFoundError, OSError) as e:  # bad input, named by the library
+                                    power_watts=args.power_watts, runtimes=runtimes, device=device)
+    except (ValueError, TypeError, FileNotFoundError, OSError, RuntimeUnavailableError) as e:  # bad input, named by the library
         raise TitoError(str(e), code=2) from e
     written = [out["report"], out["json"], out["csv"], *out["plots"]]
     if args.hardware:
         hw_dir = out_dir / "hardware"
         if not args.quiet:
-            print(f"writing hardware artifacts for the default model to {hw_dir} ...", flush=True)
-        written += list(write_hardware(hw_dir, power_watts=args.power_watts).values())
+            print(f"writing hardware artifacts for {'the default model' if not args.model else args.model} "
+                  f"to {hw_dir} (on the CPU) ...", flush=True)
+        if args.model:
+            from tinytorch.benchmarking.suite import write_model_hardware_artifacts
+            try:
+                written += list(write_model_hardware_artifacts(args.model, shape, hw_dir,
+                                                               power_watts=args.power_watts).values())
+            except (ValueError, TypeError) as e:  # e.g. a TorchScript file: no forward hooks
+                raise TitoError(str(e), code=2) from e
+        else:
+            written += list(write_hardware(hw_dir, power_watts=args.power_watts).values())
     if args.quiet:
         print(out["report"])
     else:
@@ -81,8 +110,15 @@ def add_parser(sub, lazy) -> None:
     s.add_argument("--power-watts", type=float, default=None,
                    help="device power for an energy estimate when no energy counter is readable")
     s.add_argument("--quiet", action="store_true", help="print only the report path")
-    s.add_argument("--model", default=None, metavar="FILE", help="saved model: TorchScript or torch.save(nn.Module)")
+    s.add_argument("--model", default=None, metavar="FILE",
+                   help="saved model: TorchScript, torch.save(nn.Module) or an .onnx file (run by ONNX Runtime)")
     s.add_argument("--input-shape", default=None, metavar="SHAPE", help="input shape for --model, e.g. 1,1,8,8")
+    s.add_argument("--runtimes", default="eager", metavar="LIST",
+                   help="comma-separated runtimes to benchmark each model under: eager, compile (torch.compile), "
+                        "onnxruntime (default: eager); rows are named <model>[<runtime>] and compared with eager")
+    s.add_argument("--device", default="cpu", metavar="DEVICE",
+                   help="cpu (default) or cuda[:n]; torch.ao int8 models are CPU only (listed as unavailable)")
     s.add_argument("--hardware", action="store_true",
-                   help="also write hardware artifacts (layer-wise stats, roofline, precision sweep, device fit)")
+                   help="also write hardware artifacts (layer-wise stats, roofline, precision sweep, device fit) "
+                        "for the default model or the --model file")
     s.set_defaults(func=lazy("benchmark"))

@@ -2,7 +2,8 @@
 
 All the measuring and checking lives in `tinytorch.benchmarking.olympics`; this file only maps
 the command line onto it. `submit` and `verify` use the bundled digits models (baseline: the
-digits CNN; optimized: pruned then int8-quantized) so the flow works from a fresh clone.
+digits CNN; optimized: pruned then int8-quantized) so the flow works from a fresh clone, or the
+participant's model files (`--model FILE [--baseline FILE]`).
 """
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ def submit(args) -> int:
         raise TitoError(f"--runs: expected at least 2, got {args.runs}", code=2)
     try:
         sub = o.olympics_submit(args.event, participant=args.participant, output_path=args.output,
-                                measurement_runs=args.runs)
-    except ValueError as e:  # unknown event and other bad input: the library names the argument
+                                measurement_runs=args.runs, model_path=args.model, baseline_path=args.baseline)
+    except (ValueError, TypeError, FileNotFoundError) as e:  # bad input: the library names the argument
         raise TitoError(str(e), code=2) from e
     score = sub.get("score", {})
     print(f"event       {sub.get('event')}")
@@ -62,8 +63,9 @@ def validate(args) -> int:
 def verify(args) -> int:
     o = _olympics()
     try:
-        report = o.olympics_verify(args.path, measurement_runs=args.runs)
-    except (FileNotFoundError, ValueError) as e:
+        report = o.olympics_verify(args.path, measurement_runs=args.runs, model_path=args.model,
+                                   baseline_path=args.baseline)
+    except (FileNotFoundError, ValueError, TypeError) as e:
         raise TitoError(str(e), code=2) from e
     for c in report.get("checks", []):
         status = "holds" if c.get("holds") else "DOES NOT HOLD"
@@ -96,9 +98,12 @@ def add_parser(sub, lazy) -> None:
                                    "rank a folder of submissions.")
     osub = s.add_subparsers(dest="olympics_command", metavar="ACTION", required=True)
     events = "latency_sprint, memory_challenge, accuracy_contest, all_around, extreme_push"
-    c = osub.add_parser("submit", help="benchmark the default digits models and write a submission",
-                        description="Benchmark the bundled digits CNN against its pruned+int8 version with one "
-                                    "protocol and write a versioned submission JSON.")
+    c = osub.add_parser("submit", help="benchmark your model (or the default pair) and write a submission",
+                        description="Benchmark a baseline against an optimized model with one protocol and write "
+                                    "a versioned submission JSON. Default: the bundled digits CNN against its "
+                                    "pruned+int8 version; --model FILE benchmarks your model instead.")
+    c.add_argument("--model", default=None, help="your optimized model: TorchScript or torch.save(module) file")
+    c.add_argument("--baseline", default=None, help="its baseline (default: the bundled digits CNN)")
     c.add_argument("--event", default="memory_challenge", help=f"one of {events} (default memory_challenge)")
     c.add_argument("--participant", default="anonymous", help="name recorded in the submission")
     c.add_argument("--output", default="submission.json", help="submission file (default submission.json)")
@@ -114,6 +119,8 @@ def add_parser(sub, lazy) -> None:
                                     "on this machine and report whether the claims hold within tolerance.")
     c.add_argument("path", help="submission JSON")
     c.add_argument("--runs", type=int, default=None, help="timed samples per model (default: as submitted)")
+    c.add_argument("--model", default=None, help="the optimized model file the submission was made from")
+    c.add_argument("--baseline", default=None, help="its baseline file (default: the bundled digits CNN)")
     c.set_defaults(func=lazy("olympics", "verify"))
     c = osub.add_parser("leaderboard", help="rank the submissions in a folder for an event",
                         description="Rank valid submissions; overlapping score intervals are ties; invalid "
