@@ -81,15 +81,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=lazy("release"))
 
 
-    s = sub.add_parser("grade", help="autograde a class's submissions (nbgrader): grades.csv and feedback",
-                       description="Autograde every student's notebooks with nbgrader, one student at a time "
-                                   "in a temporary course folder holding only that student's files (per-cell "
-                                   "timeout from settings.ini). SUBMISSIONS holds one folder per student "
-                                   "(the folder name is the student id) with the notebooks, or nbgrader's "
-                                   "submitted/<student>/<module>/ layout; submitted files are never modified. "
-                                   "Writes OUTPUT/grades.csv (student, notebook, score, max_score, status, "
-                                   "reason) and OUTPUT/students/<student>/ (feedback HTML, autograded "
-                                   "notebooks, gradebook.db, result.json).")
+    s = sub.add_parser("grade", help="autograde a class's submissions (nbgrader, sandboxed, parallel)",
+                       description="Autograde every student's notebooks with nbgrader. Student code runs only "
+                                   "in bubblewrap sandboxes (read-only system, private /tmp, no network, no "
+                                   "course repository; memory, process, CPU and file-size limits) against a "
+                                   "package holding the student's own export of each notebook's module; graded "
+                                   "tests run again, with hidden tests, in a separate process, and a test "
+                                   "counts only when it passes in both. SUBMISSIONS holds one folder per "
+                                   "student (the folder name is the student id) with the notebooks, or "
+                                   "nbgrader's submitted/<student>/<module>/ layout; submitted files are never "
+                                   "modified. Writes OUTPUT/grades.csv (student, notebook, score, max_score, "
+                                   "status, reason, sandbox), OUTPUT/students/<student>/ (feedback HTML, "
+                                   "autograded notebooks, gradebook.db, result.json) and OUTPUT/problems.txt.")
     s.add_argument("module", metavar="MODULE", help=mh)
     s.add_argument("submissions", metavar="SUBMISSIONS", help="folder of student submissions")
     s.add_argument("--student", default=None, metavar="ID", help="(re-)grade only this student")
@@ -97,6 +100,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where grades go (default: build/grades/NN_name/)")
     s.add_argument("--timeout", type=int, default=None, metavar="SECONDS",
                    help="per-cell timeout (default: settings.ini cell_timeout)")
+    s.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="grade N students at once (default: the number of CPU cores)")
+    s.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="hand each student to this Dask distributed scheduler (e.g. tcp://host:8786); its "
+                        "workers need this course folder, the submissions and OUTPUT at the same paths")
+    s.add_argument("--resume", action="store_true",
+                   help="grade only students without a published result in OUTPUT (after an interruption)")
+    s.add_argument("--no-sandbox", action="store_true",
+                   help="run student code WITHOUT bubblewrap (only where bwrap cannot be installed); "
+                        "the output and grades.csv say the run was not sandboxed")
+    s.add_argument("--memory-limit", type=int, default=6144, metavar="MB",
+                   help="address space per sandboxed process (default 6144)")
+    s.add_argument("--process-limit", type=int, default=256, metavar="N",
+                   help="processes and threads per sandbox (default 256)")
     s.set_defaults(func=lazy("grade"))
 
     s = sub.add_parser("status", help="per module: exported, released, graded, with counts",

@@ -1,0 +1,176 @@
+"""What a graded notebook runs against: the student's own export of its module, and the test plan.
+
+For one notebook of one student:
+
+* `merged_notebook(source, student)`: the instructor's source notebook with every solution cell
+  (nbgrader `solution: true`) replaced by the student's cell of the same grade_id. A cell the
+  student deleted becomes the release stub; a cell that does not compile becomes a stub raising
+  `SyntaxError("your code does not compile ...")`, so the rest of the module still imports and
+  one broken task costs only its own tests. Cells the student added or edited outside solution
+  cells are not part of it (the graded structure is the instructor's).
+* `build_package(reference_lib, merged, dest)`: DEST/<lib> = a copy of the course's reference
+  package whose files exported by this notebook are replaced by the export (nbdev) of the merged
+  notebook, the way `tito module complete` builds a workspace package. The reference copy of
+  the graded module is therefore not in it; other modules are.
+* `test_plan(merged, lib_name)`: the cells the separate hidden-test process runs (see
+  tito.sandbox_driver): exported cells become an import of the student's module.
+
+    >>> src = {"cells": [{"cell_type": "code", "source": "#| export\\ndef f():\\n    ### BEGIN SOLUTION\\n    return 1\\n    ### END SOLUTION",
+    ...         "metadata": {"nbgrader": {"solution": True, "grade_id": "f"}}}]}
+    >>> merged_notebook(src, {"cells": []})["cells"][0]["source"].splitlines()[-1]
+    '    raise NotImplementedError("not yet implemented: f")'
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import copy
+import io
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+from tito.config import TitoError
+from tito.nbgrader_named_stubs import replace_regions
+
+_EXPORT = re.compile(r"^\s*#\|\s*export[si]?\b[ \t]*([\w.]*)", re.M)
+_DEFAULT_EXP = re.compile(r"^\s*#\|\s*default_exp\s+([\w.]+)", re.M)
+_STUB_HEAD = 'NotImplementedError("not yet implemented: '
+
+
+def _src(cell: dict) -> str:
+    s = cell.get("source", "")
+    return "".join(s) if isinstance(s, list) else s
+
+
+def _meta(cell: dict) -> dict:
+    return (cell.get("metadata") or {}).get("nbgrader") or {}
+
+
+def compiles(source: str) -> str | None:
+    """None when `source` (IPython magics and shell lines blanked) is valid Python; else the error.
+
+    >>> compiles("x = (") is not None, compiles("%time x = 1") is None
+    (True, True)
+    """
+    lines = ["" if l.lstrip().startswith(("%", "!")) else l for l in source.split("\n")]
+    try:
+        ast.parse("\n".join(lines))
+    except SyntaxError as e:
+        return f"{e.msg} (line {e.lineno})"
+    return None
+
+
+def merged_notebook(source_nb: dict, student_nb: dict) -> dict:
+    """The source notebook with the student's solution cells (see module doc)."""
+    theirs = {_meta(c).get("grade_id"): c for c in student_nb.get("cells", []) if _meta(c).get("grade_id")}
+    out = copy.deepcopy(source_nb)
+    for cell in out.get("cells", []):
+        meta = _meta(cell)
+        if not meta.get("solution") or cell.get("cell_type") != "code":
+            continue
+        gid = meta.get("grade_id", "this cell")
+        mine = theirs.get(gid)
+        if mine is None:
+            cell["source"] = replace_regions(_src(cell), gid)[0]
+            continue
+        text = _src(mine)
+        why = compiles(text)
+        if why is None:
+            cell["source"] = text
+        else:
+            msg = f"your code does not compile ({why}): "
+            cell["source"] = replace_regions(_src(cell), gid)[0].replace(
+                _STUB_HEAD, 'SyntaxError("' + msg.replace('"', "'"))
+    return out
+
+
+def exported_module(cell_source: str, default_exp: str | None) -> str | None:
+    """Module an nbdev cell exports to (its `#| export NAME` or the notebook's default_exp); None
+    when the cell is not exported."""
+    m = _EXPORT.search(cell_source)
+    if not m:
+        return None
+    return m.group(1) or default_exp
+
+
+def default_exp(nb: dict) -> str | None:
+    for cell in nb.get("cells", []):
+        m = _DEFAULT_EXP.search(_src(cell)) if cell.get("cell_type") == "code" else None
+        if m:
+            return m.group(1)
+    return None
+
+
+def test_plan(merged: dict, lib_name: str) -> dict:
+    """{"cells": [{"kind": setup|import|student|test, "source", "module", "grade_id"}]}, in order."""
+    exp = default_exp(merged)
+    cells = []
+    for cell in merged.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        meta, src = _meta(cell), _src(cell)
+        if meta.get("grade"):
+            cells.append({"kind": "test", "source": src, "grade_id": meta.get("grade_id", "")})
+            continue
+        mod = exported_module(src, exp)
+        if mod:
+            cells.append({"kind": "import", "module": f"{lib_name}.{mod}"})
+        elif meta.get("solution"):
+            cells.append({"kind": "student", "source": src, "grade_id": meta.get("grade_id", "")})
+        else:
+            cells.append({"kind": "setup", "source": src})
+    return {"cells": cells}
+
+
+def _export(nb_path: Path, lib: Path, nbdev_root: Path) -> None:
+    from nbdev.export import nb_export
+
+    buf = io.StringIO()
+    cwd = os.getcwd()
+    try:
+        os.chdir(nbdev_root)  # nbdev reads [tool.nbdev] from the course's pyproject.toml
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            nb_export(str(nb_path), lib_path=str(lib))
+    finally:
+        os.chdir(cwd)
+
+
+def build_package(reference_lib: Path, source_nb: dict, merged: dict, name: str, dest: Path,
+                  nbdev_root: Path) -> list[str]:
+    """DEST/<lib name> = reference package with this notebook's modules exported from `merged`
+    (when nbdev cannot export it: from `source_nb` with every solution stubbed).
+
+    `name` is the notebook's file name (nbdev names nothing after it; it only labels the export).
+    Returns the replaced files, relative to the package. Raises TitoError when nbdev cannot
+    export the notebook even with every solution stubbed.
+    """
+    reference_lib = Path(reference_lib)
+    pkg = Path(dest) / reference_lib.name
+    if pkg.exists():
+        shutil.rmtree(pkg)
+    shutil.copytree(reference_lib, pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
+    scratch = Path(dest) / ".export"
+    attempts = [merged, merged_notebook(source_nb, {"cells": []})]
+    last: Exception | None = None
+    for nb in attempts:
+        if scratch.exists():
+            shutil.rmtree(scratch)
+        (scratch / "lib").mkdir(parents=True)
+        nb_path = scratch / name
+        nb_path.write_text(json.dumps(nb), encoding="utf-8")
+        try:
+            _export(nb_path, scratch / "lib", nbdev_root)
+            break
+        except Exception as e:  # noqa: BLE001 - nbdev raises many kinds; retried with stubs, then reported
+            last = e
+    else:
+        raise TitoError(f"export of {name} failed: {type(last).__name__}: {last}")
+    written = sorted(p.relative_to(scratch / "lib").as_posix() for p in (scratch / "lib").rglob("*.py"))
+    for rel in written:
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(scratch / "lib" / rel, pkg / rel)
+    shutil.rmtree(scratch)
+    return written

@@ -1,0 +1,260 @@
+"""Run untrusted code in a bubblewrap (`bwrap`) sandbox with resource limits.
+
+The sandbox sees a read-only system (/usr, /bin, /lib*, /etc, the Python installation and the
+course's virtual environment; nothing else of the host: no course repository, no home folder,
+no other student's files), a private size-limited /tmp (its HOME), the folders given as
+`mounts` (read-only) at /grading/<name>, no network (`--unshare-all`: new network, pid, ipc,
+uts and user namespaces), and dies with its parent. Resource limits (address space, processes,
+CPU seconds, file size) are set on the sandbox's first process and inherited by everything in
+it; when tito runs as root the sandbox runs as a fresh unprivileged uid, so that the process
+limit is enforced and counts that sandbox's processes only.
+
+The caller reads the sandbox's standard output (capped) and its exit status; there is no
+writable host folder inside, so student code cannot change anything outside the sandbox.
+
+    >>> spec = SandboxSpec(argv=["{python}", "-c", "print(1)"], mounts={})
+    >>> run(spec, timeout=60, bwrap=find_bwrap()).stdout.strip()   # doctest: +SKIP
+    '1'
+"""
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tito.config import TitoError
+
+INSIDE = "/grading"          # mounts appear at /grading/<name> inside the sandbox
+INSTALL_HINT = ("bubblewrap (`bwrap`) is not installed: install it with `sudo apt-get install bubblewrap` "
+                "(Debian/Ubuntu; `python3 -m tito` installs it when run as root), or pass --no-sandbox to "
+                "grade WITHOUT a sandbox (student code then runs with your permissions)")
+SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"]
+
+
+@dataclass
+class Limits:
+    """Resource limits of one sandbox (each process in it: memory, file size, CPU; all of them:
+    process count).
+
+    >>> Limits(memory_mb=2048).rlimits()[resource.RLIMIT_AS]
+    (2147483648, 2147483648)
+    """
+    memory_mb: int = 6144          # address space per process (RLIMIT_AS)
+    processes: int = 256           # processes and threads in the sandbox (RLIMIT_NPROC)
+    cpu_seconds: int = 3600        # CPU time per process (RLIMIT_CPU)
+    file_mb: int = 64              # largest file a process may write (RLIMIT_FSIZE)
+    tmp_mb: int = 512              # size of the private /tmp (tmpfs)
+    output_kb: int = 8192          # standard output the host keeps
+
+    def __post_init__(self) -> None:
+        for k, v in vars(self).items():
+            if not isinstance(v, int) or v <= 0:
+                raise TitoError(f"sandbox limit {k}: expected a positive integer, got {v!r}")
+
+    def rlimits(self) -> dict[int, tuple[int, int]]:
+        mib = 1024 * 1024
+        return {resource.RLIMIT_AS: (self.memory_mb * mib,) * 2,
+                resource.RLIMIT_NPROC: (self.processes,) * 2,
+                resource.RLIMIT_CPU: (self.cpu_seconds,) * 2,
+                resource.RLIMIT_FSIZE: (self.file_mb * mib,) * 2,
+                resource.RLIMIT_CORE: (0, 0)}
+
+
+@dataclass
+class SandboxSpec:
+    """What to run: `argv` (may use {python} and {name} placeholders for mount paths), read-only
+    `mounts` (name -> host folder), environment additions, working directory (inside)."""
+    argv: list[str]
+    mounts: dict[str, Path]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str = "/tmp"
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass
+class SandboxResult:
+    returncode: int | None        # None: killed at the time limit
+    stdout: str
+    stderr: str
+    seconds: float
+    truncated: bool = False
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+
+def find_bwrap() -> str | None:
+    """Path of the `bwrap` executable on PATH, or None."""
+    return shutil.which("bwrap")
+
+
+def require_sandbox(no_sandbox: bool) -> str | None:
+    """The bwrap path; None when `no_sandbox`. Raises TitoError naming bubblewrap and
+    --no-sandbox when bwrap is missing and a sandbox is wanted.
+
+    >>> require_sandbox(True) is None
+    True
+    """
+    if no_sandbox:
+        return None
+    path = find_bwrap()
+    if path is None:
+        raise TitoError("tito grade refuses to run student code unsandboxed: " + INSTALL_HINT)
+    return path
+
+
+def _python_dirs() -> list[str]:
+    out = []
+    for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+              str(Path(sys.executable).resolve().parent.parent)}:
+        if p and Path(p).exists() and p not in SYSTEM_DIRS and p != "/":
+            out.append(p)
+    return sorted(out)
+
+
+def inside_path(name: str, host: Path, sandboxed: bool) -> str:
+    """Where mount `name` appears to the command: /grading/<name> in the sandbox, the host path
+    without one."""
+    return f"{INSIDE}/{name}" if sandboxed else str(Path(host).resolve())
+
+
+def bound_dirs(spec: SandboxSpec) -> dict[str, str]:
+    """Host folders bound read-only into the sandbox -> where they appear inside."""
+    out = {d: d for d in _python_dirs()}
+    for name, host in sorted(spec.mounts.items()):
+        out[str(Path(host).resolve())] = f"{INSIDE}/{name}"
+    return out
+
+
+# run as root, bwrap mounts as root; the sandbox's first process then becomes an unprivileged uid of
+# its own (so RLIMIT_NPROC counts this sandbox's processes only) before anything else runs
+_DROP = ("import os, sys; u = int(sys.argv[1]); os.setgroups([]); os.setgid(u); os.setuid(u); "
+         "os.execv(sys.argv[2], sys.argv[2:])")
+
+
+def sandbox_uid() -> int:
+    """A fresh unprivileged uid for one sandbox (no account needs to exist for it)."""
+    return 200_000 + int.from_bytes(os.urandom(3), "big")
+
+
+def command(spec: SandboxSpec, bwrap: str | None, uid: int | None = None) -> list[str]:
+    """The full command line: bwrap options + argv (placeholders resolved); argv alone without bwrap.
+
+    As root, `uid` (default: a fresh one) is the uid the command runs as inside the sandbox.
+    """
+    sandboxed = bwrap is not None
+    subst = _subst(spec, sandboxed)
+    argv = [a.format(**subst) for a in spec.argv]
+    if not sandboxed:
+        return argv
+    root = os.geteuid() == 0
+    if root:  # no user namespace: the uid drop below makes the process limit count this sandbox only
+        cmd = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+               "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        argv = [sys.executable, "-c", _DROP, str(uid or sandbox_uid()), *argv]
+    else:
+        cmd = [bwrap, "--unshare-all"]
+    cmd += ["--die-with-parent", "--new-session", "--clearenv"]
+    for d in SYSTEM_DIRS:
+        cmd += ["--ro-bind-try", d, d]
+    cmd += ["--dev", "/dev", "--proc", "/proc",
+            "--size", str(spec.limits.tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp",
+            "--perms", "1777", "--dir", "/tmp/home"]
+    binds = bound_dirs(spec)
+    parents = sorted({str(a) for inside in binds.values() for a in Path(inside).parents if str(a) != "/"},
+                     key=lambda a: a.count("/"))
+    for d in parents:  # bwrap would make them 0700: the sandbox user could not reach the binds
+        cmd += ["--perms", "0755", "--dir", d]
+    for host, inside in binds.items():
+        cmd += ["--ro-bind", host, inside]
+    for k, v in sandbox_env(spec, sandboxed, subst).items():
+        cmd += ["--setenv", k, v]
+    cmd += ["--chdir", spec.cwd, "--"]
+    return cmd + argv
+
+
+def _subst(spec: SandboxSpec, sandboxed: bool) -> dict[str, str]:
+    return {"python": sys.executable, **{k: inside_path(k, v, sandboxed) for k, v in spec.mounts.items()}}
+
+
+def sandbox_env(spec: SandboxSpec, sandboxed: bool, subst: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of the command: a minimal one (PATH with the venv's bin, HOME in /tmp);
+    `{name}` in spec.env values becomes the mount's path."""
+    subst = subst if subst is not None else _subst(spec, sandboxed)
+    home = "/tmp/home" if sandboxed else os.environ.get("TMPDIR", "/tmp")
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": home, "TMPDIR": "/tmp",
+           "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
+           "OMP_NUM_THREADS": "1", "JUPYTER_PLATFORM_DIRS": "1"}
+    if sys.prefix != sys.base_prefix:
+        env["VIRTUAL_ENV"] = sys.prefix
+    env.update({k: v.format(**subst) for k, v in spec.env.items()})
+    return env
+
+
+def _preexec(limits: Limits):
+    def setup() -> None:
+        for which, value in limits.rlimits().items():
+            resource.setrlimit(which, value)
+    return setup
+
+
+def _read_capped(stream, cap: int, sink: list, flag: list) -> None:
+    """Read `stream` to its end, keeping the first `cap` bytes in `sink`; `flag` gets True when
+    more came."""
+    kept = 0
+    while True:
+        chunk = stream.read(65536)
+        if not chunk:
+            break
+        room = cap - kept
+        if room > 0:
+            sink.append(chunk[:room])
+            kept += len(sink[-1])
+        if len(chunk) > max(room, 0) and not flag:
+            flag.append(True)
+
+
+def run(spec: SandboxSpec, timeout: float, bwrap: str | None) -> SandboxResult:
+    """Run `spec` (in bwrap when `bwrap` is a path, else directly with the same limits) for at most
+    `timeout` seconds; the whole process group is killed at the limit or when it ends."""
+    if timeout <= 0:
+        raise TitoError(f"sandbox timeout: expected a positive number of seconds, got {timeout}")
+    sandboxed = bwrap is not None
+    cmd = command(spec, bwrap)
+    env = sandbox_env(spec, sandboxed)
+    cwd = spec.cwd if not sandboxed else None
+    cap = spec.limits.output_kb * 1024
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=env if not sandboxed else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                         cwd=cwd, start_new_session=True,
+                         preexec_fn=_preexec(spec.limits))
+    out: list[bytes] = []
+    err: list[bytes] = []
+    trunc: list[bool] = []
+    readers = [threading.Thread(target=_read_capped, args=(p.stdout, cap, out, trunc), daemon=True),
+               threading.Thread(target=_read_capped, args=(p.stderr, 64 * 1024, err, []), daemon=True)]
+    for r in readers:
+        r.start()
+    try:
+        rc: int | None = p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        rc = None
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+    for r in readers:
+        r.join(timeout=10)
+    return SandboxResult(rc, b"".join(out).decode("utf-8", "replace"), b"".join(err).decode("utf-8", "replace"),
+                         time.perf_counter() - t0, bool(trunc))
