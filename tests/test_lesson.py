@@ -393,3 +393,27 @@ def test_opt_out_markers_are_needed():
             if not machine_figures(stripped):
                 stale.append(f"{path} (markdown cell {i})")
     assert not stale, f"opt-out markers where the rule finds nothing: {stale}"
+
+
+@pytest.mark.parametrize("notebook, grade_id, name, wrong, expect", [
+    # a budget formatted with float(): the test names the exact key it wanted
+    ("metrics_dev.ipynb", "test-metrics-memory-violations", "memory_violations",
+     lambda memory_mb, budgets: {f"violates_{float(b)}mb": memory_mb > b for b in budgets},
+     "the key must read violates_1mb, got violates_1.0mb"),
+    # the Wald interval: the first case tried is the one where it fails, and the message says why
+    ("results_dev.ipynb", "test-benchmarking-wilson", "wilson_interval",
+     lambda k, n, confidence=0.95: (k / n - 1.96 * (k / n * (1 - k / n) / n) ** 0.5,
+                                    k / n + 1.96 * (k / n * (1 - k / n) / n) ** 0.5),
+     "that is the Wald interval"),
+])
+def test_typical_wrong_solutions_are_named(notebook, grade_id, name, wrong, expect):
+    "The graded test cell, run against a typical wrong solution, says what the mistake is."
+    cells = {c["grade_id"]: c for c in _student_cells(ROOT / "nbs" / MODULE / notebook) if c["grade_id"]}
+    ns = {"__name__": "lesson_wrong_ns"}
+    exec(compile("import math, statistics\nimport numpy as np\n", "<imports>", "exec"), ns)
+    exec(compile(cells[grade_id]["source"], f"<{notebook}:{grade_id}>", "exec"), ns)
+    ns[name] = wrong
+    test = next(v for k, v in ns.items() if k.startswith("test_unit_"))
+    with pytest.raises(AssertionError) as e:
+        test()
+    assert expect in str(e.value), f"{grade_id}: the failure should say {expect!r}, got: {e.value}"

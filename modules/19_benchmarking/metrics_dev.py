@@ -163,7 +163,12 @@ def memory_violations(memory_mb: float, budgets: Iterable[float]) -> dict[str, b
 # %% nbgrader={"grade": true, "grade_id": "test-metrics-memory-violations", "locked": true, "points": 3, "schema_version": 3}
 def test_unit_memory_violations():
     got = memory_violations(0.75, [0.5, 1, 2])
-    assert got == {"violates_0.5mb": True, "violates_1mb": False, "violates_2mb": False}, f"got {got}"
+    expected = {"violates_0.5mb": True, "violates_1mb": False, "violates_2mb": False}
+    for key in got:
+        if key not in expected and key.endswith(".0mb"):
+            raise AssertionError(f"the key must read {key.replace('.0mb', 'mb')}, got {key}: format a whole-number "
+                                 "budget without its '.0' (e.g. f'{budget:g}')")
+    assert got == expected, f"memory_violations(0.75, [0.5, 1, 2]): expected {expected}, got {got}"
     assert memory_violations(1.0, [1.0]) == {"violates_1mb": False}, "a model exactly at the budget fits"
     assert memory_violations(0.0, []) == {}, "no budgets, no violations"
     for bad_budgets in ([0], [-1], ["1"], [float("nan")], [True]):

@@ -437,11 +437,14 @@ def wilson_interval(correct: int, n: int, confidence: float = 0.95) -> tuple[flo
 
 # %% nbgrader={"grade": true, "grade_id": "test-benchmarking-wilson", "locked": true, "points": 5, "schema_version": 3}
 def test_unit_wilson_interval():
+    # the most telling case first: the textbook (Wald) interval collapses to (1, 1) at 450/450
+    lo, hi = wilson_interval(450, 450)
+    assert abs(hi - 1.0) < 1e-9 and 0.990 < lo < 0.993, (
+        f"a perfect score still has uncertainty: expected about (0.9915, 1.0), got {(lo, hi)}"
+        + (" -- that is the Wald interval p ± z·sqrt(p(1-p)/n), which has width 0 here; use Wilson's center "
+           "and half-width" if abs(lo - 1.0) < 1e-9 else ""))
     lo, hi = wilson_interval(5, 10)
     assert abs(lo - 0.2366) < 1e-4 and abs(hi - 0.7634) < 1e-4, f"wilson_interval(5, 10): expected (0.2366, 0.7634), got {(lo, hi)}"
-    lo, hi = wilson_interval(450, 450)
-    assert abs(hi - 1.0) < 1e-9 and 0.990 < lo < 0.993, \
-        f"a perfect score still has uncertainty: expected about (0.9915, 1.0), got {(lo, hi)}"
     lo, hi = wilson_interval(0, 20)
     assert lo < 1e-9 and 0.15 < hi < 0.17, f"0/20: expected about (0, 0.161), got {(lo, hi)}"
     # agrees with statsmodels' reference formula, written independently here
