@@ -39,7 +39,6 @@ import dataclasses
 import datetime as _dt
 import importlib
 import math
-import statistics
 import sys
 import time
 from dataclasses import asdict

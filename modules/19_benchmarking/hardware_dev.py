@@ -49,7 +49,6 @@
 #| export
 from __future__ import annotations
 
-import json
 import math
 import numbers
 import os

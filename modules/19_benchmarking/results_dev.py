@@ -124,7 +124,7 @@ class BenchmarkResult:
     metadata: dict[str, Any] = field(default_factory=dict)
     confidence: float = 0.95
 
-    kind = "samples"  # the kind of result (see RESULT_KINDS): repeated samples of a noisy quantity
+    kind = "samples"  # repeated samples of a noisy quantity; subclasses: "proportion", "count"
 
     def __post_init__(self) -> None:
         ### BEGIN SOLUTION
@@ -1058,8 +1058,6 @@ class CountResult(BenchmarkResult):
         u = f" {self.unit}" if self.unit else ""
         return f"{self.metric_name}: {self.mean:.6g}{u} (exact)"
 
-
-RESULT_KINDS: dict[str, type] = {"samples": BenchmarkResult, "proportion": ProportionResult, "count": CountResult}
 
 # %% [markdown]
 # ## Comparing any two results

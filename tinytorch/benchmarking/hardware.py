@@ -3,7 +3,6 @@
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #ede8acbc
 from __future__ import annotations
 
-import json
 import math
 import numbers
 import os

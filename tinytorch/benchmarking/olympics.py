@@ -21,10 +21,9 @@ from torch import nn
 
 from .benchmark import Benchmark, OlympicEvent
 from tinytorch.benchmarking.results import (
-    STATISTICS, BenchmarkResult, CountResult, ProportionResult, compare_results, compare_samples, pareto_front,
-    wilson_interval,
+    STATISTICS, BenchmarkResult, CountResult, ProportionResult, compare_results, compare_samples, pareto_front_with_ties,
+    wilson_interval, write_atomic, write_json,
 )
-from .results import write_atomic, write_json
 from ..profiling.timing import system_info
 
 # %% auto #0
@@ -649,7 +648,6 @@ def compare_optimization_techniques(base_model: Any, optimized_models: Sequence[
     >>> # res = compare_optimization_techniques(base, [int8_model, pruned_model], [(X, y)])
     >>> # res["recommendations"]["for_memory_constrained"]["model"]  ->  'int8' (or None, with the reason)
     """
-    from tinytorch.benchmarking.results import pareto_front_with_ties
     from tinytorch.profiling.timing import model_name
 
     if isinstance(optimized_models, Mapping):

@@ -22,7 +22,7 @@ from scipy import stats as _stats
 from ..profiling.timing import median_ci
 
 # %% auto #0
-__all__ = ['STATISTICS', 'MiB', 'METRICS', 'RESULT_KINDS', 'BenchmarkResult', 'TimerReading', 'precise_timer', 'wilson_interval',
+__all__ = ['STATISTICS', 'MiB', 'METRICS', 'BenchmarkResult', 'TimerReading', 'precise_timer', 'wilson_interval',
            'bootstrap_interval', 'is_significant', 'Comparison', 'compare_samples', 'mcnemar_exact', 'pareto_front',
            'MetricInfo', 'metric_info', 'ProportionResult', 'CountResult', 'compare_results', 'pareto_front_with_ties',
            'as_tensor', 'EvalData', 'as_eval_sets', 'top1_correct', 'state_tensors', 'state_dict_tensor_bytes',
@@ -49,7 +49,7 @@ class BenchmarkResult:
     metadata: dict[str, Any] = field(default_factory=dict)
     confidence: float = 0.95
 
-    kind = "samples"  # the kind of result (see RESULT_KINDS): repeated samples of a noisy quantity
+    kind = "samples"  # repeated samples of a noisy quantity; subclasses: "proportion", "count"
 
     def __post_init__(self) -> None:
         ### BEGIN SOLUTION
@@ -547,9 +547,6 @@ class CountResult(BenchmarkResult):
     def __str__(self) -> str:
         u = f" {self.unit}" if self.unit else ""
         return f"{self.metric_name}: {self.mean:.6g}{u} (exact)"
-
-
-RESULT_KINDS: dict[str, type] = {"samples": BenchmarkResult, "proportion": ProportionResult, "count": CountResult}
 
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #de8f6e5b
 def _compare_proportions(ra: ProportionResult, rb: ProportionResult, names: tuple[str, str], alpha: float,
