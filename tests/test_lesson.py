@@ -417,3 +417,38 @@ def test_typical_wrong_solutions_are_named(notebook, grade_id, name, wrong, expe
     with pytest.raises(AssertionError) as e:
         test()
     assert expect in str(e.value), f"{grade_id}: the failure should say {expect!r}, got: {e.value}"
+
+
+def _reading_order() -> list[Path]:
+    "Module 15's notebooks (timing, then profiling), then Module 19's in the order its README gives."
+    import re as _re
+
+    m19 = ROOT / "modules" / "19_benchmarking"
+    rows = _re.findall(r"^\| (\d+) \| `(\w+)` \|", (m19 / "README.md").read_text(encoding="utf-8"), _re.M)
+    assert rows, "modules/19_benchmarking/README.md lists no reading order"
+    assert [int(n) for n, _ in rows] == list(range(1, len(rows) + 1)), f"the reading order is not numbered 1..n: {rows}"
+    listed = [m19 / f"{name}.py" for _, name in rows]
+    assert sorted(listed) == sorted(m19.glob("*_dev.py")), "the README's reading order must list every notebook once"
+    m15 = ROOT / "modules" / "15_profiling"
+    return [m15 / "timing_dev.py", m15 / "profiling_dev.py"] + listed
+
+
+def test_no_notebook_imports_one_read_later():
+    "The reading order is the import order: no notebook (any cell) uses a module the reader meets later."
+    import re as _re
+
+    order = _reading_order()
+    exported = {}
+    for i, path in enumerate(order):
+        m = _re.search(r"^#\| default_exp (\S+)", path.read_text(encoding="utf-8"), _re.M)
+        if m:  # a notebook without default_exp (the summary) exports nothing
+            exported[f"tinytorch.{m.group(1)}"] = i
+    later = []
+    for i, path in enumerate(order):
+        # import statements in any cell (the facade's lazy re-exports of later modules are by design)
+        for used in sorted(set(_re.findall(r"(?:from|import)\s+(tinytorch\.(?:benchmarking|profiling)\.\w+)",
+                                           path.read_text(encoding="utf-8")))):
+            j = exported.get(used)
+            if j is not None and j > i:
+                later.append(f"{path.name} (#{i + 1}) uses {used} from {order[j].name} (#{j + 1})")
+    assert not later, "notebooks use modules read later:\n" + "\n".join(later)

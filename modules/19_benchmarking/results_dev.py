@@ -346,48 +346,6 @@ if __name__ == "__main__":
     test_unit_precise_timer()
 
 # %% [markdown]
-# ## What makes a comparison fair
-#
-# "Model B is faster than model A" is a claim about two distributions of latencies, measured
-# under conditions that must be the same for both. Four things break that most often:
-#
-# | pitfall | what happens | what the harness does |
-# |---|---|---|
-# | no warmup | the first calls pay for lazy initialisation, allocator growth, cold caches | `warmup_runs` untimed calls before every timed round |
-# | threads differ | torch uses every core by default; another process, or a changed setting, changes the speed | the thread count is fixed for the run and recorded |
-# | inputs differ | a different input shape, or data that takes another code path | every model gets the same input tensor |
-# | one number each | two medians always differ a little; noise can make either look faster | every timed sample is kept; a significance test decides |
-#
-# And one thing makes it *unfair over time*: the machine changes while you measure (another
-# job starts, the CPU clocks down). Timing all of model A and then all of model B puts that
-# drift into the comparison; timing them in **interleaved rounds** (A, B, A, B, …) spreads it
-# over both.
-#
-# Let's see the first two pitfalls on the digits CNN, measured now.
-
-# %%
-if __name__ == "__main__":
-    from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
-    from tinytorch.profiling.timing import fixed_threads, time_model
-
-    _cnn = default_digits_model()
-    _x = load_digits_split("test")[0][:1]
-    with torch.inference_mode():
-        _fresh = torch.jit.trace(type(_cnn)().eval(), _x)  # a freshly traced copy: its first calls are cold
-        _cold = []
-        for _ in range(3):
-            with precise_timer() as _t:
-                _fresh(_x)
-            _cold.append(_t.elapsed_ms)
-    _warm = time_model(_fresh, _x, warmup=5, samples=20)
-    print(f"first three calls of a freshly traced model: {', '.join(f'{c:.3f}' for c in _cold)} ms; "
-          f"after warmup: median {_warm.median_ms:.3f} ms")
-    for _n in sorted({1, torch.get_num_threads()}):
-        _s = time_model(_cnn, _x, samples=20, threads=_n)
-        _r = BenchmarkResult("latency", _s.per_call_ms, unit="ms", metadata=_s.metadata())
-        print(f"{_n} thread(s): {_r}; {_s.calls_per_sample} calls per timed block")
-
-# %% [markdown]
 # ## How sure are we of an accuracy?
 #
 # An accuracy is a proportion: `k` correct out of `n`. 441/450 = 98.0% sounds precise, but a

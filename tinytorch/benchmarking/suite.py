@@ -3,21 +3,341 @@
 # %% ../../nbs/19_benchmarking/suite_dev.ipynb #61cb24d4
 from __future__ import annotations
 
+import datetime as _dt
+import math
+import sys
+import time
 import warnings
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
+
+import pandas as pd
 
 import torch
 
-from .benchmark import BenchmarkSuite
+from .benchmark import Benchmark, _error_record, _throughput_metric
+from .results import (BenchmarkResult, Comparison, json_native, pareto_front_with_ties)
 from .optimize import RuntimeUnavailableError, quantize_int8, to_runtime
 from .report import console_table, ensure_output_dir
 from ..profiling.timing import RUNTIMES, ModelAdapter, adapt
 
 # %% auto #0
-__all__ = ['DEFAULT_MODEL_NAMES', 'CALIBRATION_SPLIT', 'CudaUnavailableError', 'check_benchmark_device', 'parse_runtimes',
-           'load_model_file', 'default_models', 'runtime_models', 'cross_runtime_comparisons', 'run_default_benchmark',
-           'write_model_hardware_artifacts']
+__all__ = ['DEFAULT_MODEL_NAMES', 'CALIBRATION_SPLIT', 'BenchmarkSuite', 'CudaUnavailableError', 'check_benchmark_device',
+           'parse_runtimes', 'load_model_file', 'default_models', 'runtime_models', 'cross_runtime_comparisons',
+           'run_default_benchmark', 'write_model_hardware_artifacts']
+
+# %% ../../nbs/19_benchmarking/suite_dev.ipynb #27dbf8c1
+class BenchmarkSuite:
+    """Run latency, accuracy, memory, throughput and energy benchmarks and write the report.
+
+    `models`, `datasets` and the protocol arguments are those of `Benchmark`. `power_watts`
+    enables an *estimated* energy figure when no hardware counter is readable. `tasks` and
+    `references` (dicts keyed by model name) fill the benchmark table.
+
+    >>> # suite = BenchmarkSuite({"fp32": model, "int8": q}, (X_test, y_test), output_dir="out")
+    >>> # suite.run_full_benchmark(); print(suite.generate_report())
+    """
+
+    def __init__(
+        self,
+        models: Any,
+        datasets: Any = None,
+        output_dir: str | Path = "benchmark_results",
+        power_watts: float | None = None,
+        *,
+        warmup_runs: int = 5,
+        measurement_runs: int = 10,
+        names: Sequence[str] | None = None,
+        threads: int | None = None,
+        input_shape: Sequence[int] | None = None,
+        batch_sizes: Sequence[int] = (1, 8, 32),
+        energy_window_s: float = 1.0,
+        powercap_root: str | Path = "/sys/class/powercap",
+        tasks: dict[str, str] | None = None,
+        references: dict[str, str] | None = None,
+        progress: bool = True,
+        **benchmark_options: Any,
+    ):
+        if power_watts is not None and (isinstance(power_watts, bool) or not isinstance(power_watts, (int, float))
+                                        or power_watts <= 0):
+            raise ValueError(f"power_watts: expected a positive number of watts or None, got {power_watts!r}")
+        self.benchmark = Benchmark(models, datasets, warmup_runs=warmup_runs, measurement_runs=measurement_runs,
+                                   names=names, threads=threads, **benchmark_options)
+        self.output_dir = Path(output_dir)
+        self.power_watts = power_watts
+        self.input_shape = tuple(input_shape) if input_shape is not None else None
+        self.batch_sizes = tuple(batch_sizes)
+        self.energy_window_s = energy_window_s
+        self.powercap_root = powercap_root
+        self.tasks = dict(tasks or {})
+        self.references = dict(references or {})
+        self.progress = progress
+        self.comparisons: list[Comparison] = []
+        self.pareto: dict[str, Any] | None = None
+        self.plot_paths: list[Path] = []
+        self.step_errors: dict[str, dict[str, str]] = {}
+        self.created: str | None = None
+
+    # the results live in the Benchmark; these are views of them
+    @property
+    def names(self) -> list[str]:
+        return self.benchmark.names
+
+    @property
+    def results(self) -> dict[str, dict[str, BenchmarkResult]]:
+        return self.benchmark.results
+
+    @property
+    def unavailable(self) -> dict[str, dict[str, str]]:
+        return self.benchmark.unavailable
+
+    @property
+    def failures(self) -> dict[str, dict[str, dict[str, str]]]:
+        return self.benchmark.failures
+
+    @property
+    def system_info(self) -> dict[str, Any]:
+        return self.benchmark.system_info
+
+    def _say(self, text: str) -> None:
+        if self.progress:
+            print(text, file=sys.stderr, flush=True)
+
+    def run_energy_benchmark(self) -> dict[str, BenchmarkResult]:
+        """Energy per inference (J; `metadata["mj_per_call"]` in mJ): measured from a hardware counter, or estimated from the
+        median latency and `power_watts`, or unavailable with the reason."""
+        from tinytorch.benchmarking.energy import measure_energy
+
+        b = self.benchmark
+        x = b._input(self.input_shape)
+        out = {}
+        for name, a in b.adapters.items():
+            lat = b.results.get("latency", {}).get(name)
+            if name in b.failures.get("latency", {}):  # the model raised when run: its energy cannot be had either
+                b.failures.setdefault("energy", {})[name] = dict(b.failures["latency"][name])
+                continue
+            if lat is None and self.power_watts is not None:
+                self.benchmark._not_available("energy", name, "no latency measurement to base the estimate on")
+                continue
+            xi = a.to_input(x)
+
+            def call(a=a, xi=xi):
+                return a.forward(xi)
+            try:
+                with a.inference():
+                    m = measure_energy(call, power_watts=self.power_watts,
+                                       latency_s=lat.median / 1e3 if lat is not None else None,
+                                       device=str(a.device), min_window_s=self.energy_window_s,
+                                       powercap_root=self.powercap_root, sync=a.sync)
+            except Exception as e:  # the model raised while its energy was measured
+                b._fail("energy", name, e)
+                continue
+            if m.joules_per_call is None:
+                b._not_available("energy", name, m.reason)
+                continue
+            values = list(m.window_joules_per_call) or [m.joules_per_call]
+            meta = m.to_dict()
+            meta["method"] = m.method
+            meta["mj_per_call"] = m.joules_per_call * 1e3  # the derived unit, for reading small figures
+            b._store("energy", name, BenchmarkResult("energy", values, unit="J", metadata=meta))
+            out[name] = b.results["energy"][name]
+        return out
+
+    def run_full_benchmark(self) -> dict[str, dict[str, BenchmarkResult]]:
+        """Latency, accuracy, memory, throughput and energy for every model, then the comparisons
+        against the first model and the latency/accuracy Pareto set. A step that fails as a
+        whole (not one model) is recorded for every model and the next step runs.
+        Returns `results` (metric -> model -> BenchmarkResult)."""
+        b = self.benchmark
+        self.created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        steps = [("latency", "latency", lambda: b.run_latency_benchmark(self.input_shape)),
+                 ("accuracy", "accuracy", b.run_accuracy_benchmark),
+                 ("memory", "memory", lambda: b.run_memory_benchmark(self.input_shape)),
+                 ("throughput", _throughput_metric(self.batch_sizes[0]) if self.batch_sizes else "throughput",
+                  lambda: b.run_throughput_benchmark(self.batch_sizes)),
+                 ("energy", "energy", self.run_energy_benchmark)]
+        for i, (label, metric, step) in enumerate(steps, start=1):
+            self._say(f"[{i}/{len(steps)}] {label} ({len(self.names)} models) ...")
+            t0 = time.perf_counter()
+            try:
+                step()
+            except Exception as e:  # e.g. no input shape: every model's figure for this step is missing
+                if isinstance(e, NotImplementedError) and str(e).startswith("not yet implemented"):
+                    raise  # an unfinished course exercise, not a failed measurement
+                self.step_errors[label] = _error_record(e)
+                for name in self.names:
+                    b._fail(metric, name, e)
+            self._say(f"      done in {time.perf_counter() - t0:.1f} s")
+        self.compare_all()
+        if "latency" in self.results and "accuracy" in self.results:
+            self.pareto_frontier(("latency", "accuracy"))
+        return self.results
+
+    def compare_all(self, baseline: str | None = None) -> list[Comparison]:
+        "Compare every model against `baseline` (default: the first model) on every measured metric."
+        baseline = baseline or self.names[0]
+        comps = []
+        for metric, by_model in self.results.items():
+            if baseline not in by_model:
+                continue
+            for name in self.names:
+                if name != baseline and name in by_model:
+                    try:
+                        comps.append(self.benchmark.compare(baseline, name, metric))
+                    except ValueError as e:  # e.g. two accuracies on different samples: no paired test
+                        self.step_errors[f"compare {metric}: {baseline} vs {name}"] = _error_record(e)
+        self.comparisons = comps
+        return comps
+
+    def compare(self, model_a: str, model_b: str, metric: str = "latency", **options: Any) -> Comparison:
+        "See `Benchmark.compare`."
+        return self.benchmark.compare(model_a, model_b, metric, **options)
+
+    def compare_models(self, metric: str = "latency") -> pd.DataFrame:
+        "See `Benchmark.compare_models`."
+        return self.benchmark.compare_models(metric)
+
+    def pareto_frontier(self, metrics: Sequence[str] = ("latency", "accuracy")) -> list[str]:
+        """The models no other model *significantly* beats on every one of `metrics`.
+
+        Differences that are not significant (the one rule: p < alpha and at least 2%, or 2
+        points of accuracy) count as ties, so noise cannot knock a model off the frontier
+        (`results.pareto_front_with_ties`). Models without a measured value for some metric are
+        left out, and named in `self.pareto["excluded"]`."""
+        metrics = list(metrics)
+        unknown = [m for m in metrics if m not in self.benchmark.metric_info]
+        if not metrics or unknown:
+            raise ValueError(f"metrics: expected names from {sorted(self.benchmark.metric_info)}, got {metrics}")
+        directions = {m: self.benchmark.metric_info[m].direction for m in metrics}
+        measured, excluded = {}, {}
+        for name in self.names:
+            missing = [m for m in metrics if self.results.get(m, {}).get(name) is None]
+            if missing:
+                excluded[name] = f"no measured {missing[0]}"
+            else:
+                measured[name] = {m: self.results[m][name] for m in metrics}
+        ties = pareto_front_with_ties(measured, metrics) if measured else {"front": [], "dominated_by": {}, "ties": []}
+        points = {n: {m: r.median for m, r in by.items()} for n, by in measured.items()}
+        self.pareto = {"metrics": metrics, "directions": directions, "front": ties["front"], "excluded": excluded,
+                       "dominated_by": ties["dominated_by"], "ties": ties["ties"],
+                       "method": "pareto_front_with_ties: not-significant differences are ties", "points": points}
+        return ties["front"]
+
+    # ----- files -----
+    def table(self) -> pd.DataFrame:
+        "The tidy table: one row per model × metric, every metric (see `Benchmark.compare_models`)."
+        frames = [self.benchmark.compare_models(m) for m in self.benchmark._all_metrics()]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def to_payload(self) -> dict[str, Any]:
+        "Everything measured, as one JSON-ready dict (what results.json holds)."
+        from tinytorch.benchmarking.report import SCHEMA
+
+        b = self.benchmark
+        table = self.table()
+        rows = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+                for r in table.to_dict(orient="records")] if len(table) else []
+        model_info = {}
+        for name, a in b.adapters.items():
+            q = getattr(a.model, "tinytorch_quantization", None)
+            default_ref = f"measured here; {q['path']} ({q['mode']})" if isinstance(q, dict) and "path" in q else "measured here (results.json)"
+            model_info[name] = {"kind": a.kind, "class": type(a.model).__name__,
+                                "task": self.tasks.get(name, "classification" if "accuracy" in b.results else "—"),
+                                "reference": self.references.get(name, default_ref)}
+        return json_native({
+            "schema": SCHEMA,
+            "created": self.created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "system_info": b.system_info,
+            "protocol": {"warmup_runs": b.warmup_runs, "measurement_runs": b.measurement_runs, "rounds": b.rounds,
+                         "threads": b.threads if b.threads is not None else torch.get_num_threads(),
+                         "input_shape": list(b.input_shape) if b.input_shape else None,
+                         "input_source": b.input_source, "batch_sizes": list(self.batch_sizes),
+                         "power_watts": self.power_watts, "seed": b.seed,
+                         "datasets": [d.name for d in b.datasets]},
+            "models": list(self.names),
+            "model_info": model_info,
+            "metrics": {m: asdict(i) for m, i in b.metric_info.items() if m in b._all_metrics()},
+            "results": {m: {n: r.to_dict() for n, r in by.items()} for m, by in b.results.items()},
+            "unavailable": b.unavailable,
+            "failures": b.failures,
+            "step_errors": self.step_errors,
+            "table": rows,
+            "comparisons": [c.to_dict() for c in self.comparisons],
+            "pareto": {k: v for k, v in self.pareto.items() if k != "points"} if self.pareto else None,
+            "plots": [p.name for p in self.plot_paths],
+        })
+
+    def generate_report(self) -> str:
+        """Write `benchmark_report.md`, `results.json` and `results.csv` into `output_dir`
+        (atomically) and return the Markdown. An unwritable `output_dir` raises an OSError naming
+        it; the results stay in memory."""
+        from tinytorch.benchmarking.report import (CSV_FILE, JSON_FILE, REPORT_FILE, ensure_output_dir,
+                                                   render_markdown, save_json, tidy_csv, write_atomic)
+        if not self.results and not self.failures and not self.unavailable:
+            raise ValueError("generate_report: nothing measured yet; call run_full_benchmark() first")
+        out = ensure_output_dir(self.output_dir)
+        payload = self.to_payload()
+        markdown = render_markdown(payload)
+        save_json(payload, out / JSON_FILE)
+        from tinytorch.benchmarking.report import TABLE_COLUMNS  # noqa: F401 (columns documented there)
+        write_atomic(out / CSV_FILE, tidy_csv(payload["table"]))
+        write_atomic(out / REPORT_FILE, markdown)
+        return markdown
+
+    @staticmethod
+    def load_results(path: str | Path) -> dict[str, dict[str, BenchmarkResult]]:
+        """Read `results.json` back into `{metric: {model: BenchmarkResult}}` (equal to the saved ones)."""
+        from tinytorch.benchmarking.report import load_payload
+
+        payload = load_payload(path)
+        return {m: {n: BenchmarkResult.from_dict(d) for n, d in by.items()} for m, by in payload["results"].items()}
+
+    def _plot(self, make: Callable[[], Path]) -> Path:
+        path = make()
+        if path not in self.plot_paths:
+            self.plot_paths.append(path)
+        return path
+
+    def plot_results(self, show: bool = False) -> list[Path]:
+        "One PNG per measured metric (median, interval error bars, best model marked)."
+        from tinytorch.benchmarking.report import ensure_output_dir, plot_metric
+
+        out = ensure_output_dir(self.output_dir)
+        payload = self.to_payload()
+        paths = [self._plot(lambda m=m: plot_metric(payload, m, out)) for m in self.results]
+        _maybe_show(paths, show)
+        return paths
+
+    def plot_pareto_frontier(self, x_metric: str = "latency", y_metric: str = "accuracy", show: bool = False) -> Path:
+        "PNG of two metrics with every model labelled and the Pareto frontier drawn."
+        from tinytorch.benchmarking.report import ensure_output_dir, plot_pareto
+
+        front = self.pareto_frontier((x_metric, y_metric))
+        out = ensure_output_dir(self.output_dir)
+        path = self._plot(lambda: plot_pareto(self.to_payload(), x_metric, y_metric, front, out))
+        _maybe_show([path], show)
+        return path
+
+    def plot_latency_distribution(self, show: bool = False) -> Path:
+        "PNG of every latency sample per model."
+        from tinytorch.benchmarking.report import ensure_output_dir, plot_distribution
+
+        out = ensure_output_dir(self.output_dir)
+        path = self._plot(lambda: plot_distribution(self.to_payload(), "latency", out))
+        _maybe_show([path], show)
+        return path
+
+
+def _maybe_show(paths: Sequence[Path], show: bool) -> None:
+    if not show:
+        return
+    try:
+        from IPython.display import Image, display
+    except ImportError:
+        raise RuntimeError("show=True needs IPython (a notebook); the plots were saved to " + ", ".join(map(str, paths))) from None
+    for p in paths:
+        display(Image(filename=str(p)))
 
 # %% ../../nbs/19_benchmarking/suite_dev.ipynb #e11b5bbe
 DEFAULT_MODEL_NAMES = ("digits_cnn", "digits_cnn_int8", "digits_cnn_pruned50")
