@@ -892,8 +892,22 @@ if __name__ == "__main__":
 # ```
 # round 1: A(4 samples) B(4) C(4)    round 2: A(4) B(4) C(4)   ...   -> 20 samples each
 # ```
+#
+# **Your task.** Complete `time_interleaved`: the rounds loop (the argument checks, the split of
+# the samples over the rounds, `_split_runs`, and the merge of each model's metadata,
+# `_merge_metadata`, are written for you).
+#
+# - *Approach:* for each round's sample count `k`, for each model in order: `time_model(model,
+#   input_or_shape, warmup=..., samples=k, seed=..., threads=...)`, extend that model's values
+#   with the samples' `per_call_ms` and keep their `metadata()`. A model that raises is recorded
+#   with its exception and skipped in the later rounds; the others go on. Return, per model,
+#   the exception or `(values, _merge_metadata(metas, len(values)))`.
+# - *Example:* two models, `samples=4, rounds=2`: each is timed A B, A B, two samples a round,
+#   and gets 4 values with `metadata["rounds"] == 2`.
+# - *Hints:* `_split_runs(10, 3)` is `[4, 3, 3]`; catch `Exception` (not `BaseException`: a
+#   Ctrl-C must still stop the run).
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "timing-interleaved", "solution": true, "schema_version": 3}
 #| export
 def _split_runs(total: int, rounds: int) -> list[int]:
     return [total // rounds + (1 if i < total % rounds else 0) for i in range(rounds)]
@@ -938,6 +952,7 @@ def time_interleaved(
     rounds = _positive_int(rounds, "rounds")
     if rounds > samples:
         raise ValueError(f"rounds: expected at most samples={samples}, got {rounds}")
+    ### BEGIN SOLUTION
     values: dict[str, list[float]] = {n: [] for n in models}
     metas: dict[str, list[dict[str, Any]]] = {n: [] for n in models}
     failed: dict[str, BaseException] = {}
@@ -953,6 +968,47 @@ def time_interleaved(
             values[name].extend(s.per_call_ms)
             metas[name].append(s.metadata())
     return {n: failed[n] if n in failed else (values[n], _merge_metadata(metas[n], len(values[n]))) for n in models}
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-timing-interleaved", "locked": true, "points": 10, "schema_version": 3}
+def test_unit_time_interleaved():
+    calls: list[str] = []
+
+    def logged(name):
+        def f(x):
+            calls.append(name)
+            return x * 2
+        return f
+
+    def broken(x):
+        calls.append("broken")
+        raise RuntimeError("kaput")
+
+    out = time_interleaved({"a": logged("a"), "broken": broken, "b": logged("b")}, (1, 4),
+                           samples=6, rounds=3, warmup=1)
+    runs = [name for i, name in enumerate(calls) if i == 0 or calls[i - 1] != name]
+    assert runs[:3] == ["a", "broken", "b"], f"round 1 must time a, then broken, then b; the calls went {runs[:6]}"
+    assert runs[3:] == ["a", "b", "a", "b"], (
+        f"after round 1: a b, a b (interleaved rounds, the broken model not tried again); the calls went {runs}")
+    assert isinstance(out["broken"], RuntimeError) and "kaput" in str(out["broken"]), \
+        f"a model that raises is reported with its exception, got {out['broken']!r}"
+    for name in ("a", "b"):
+        ms, meta = out[name]
+        assert len(ms) == 6 and meta["samples"] == 6 and meta["rounds"] == 3 and meta["interleaved"], \
+            f"{name}: expected 6 samples in 3 rounds, got {len(ms)} samples, metadata {meta}"
+        assert all(v > 0 for v in ms)
+    for kwargs, arg in (({"samples": 2, "rounds": 3}, "rounds"), ({"samples": 0}, "samples")):
+        try:
+            time_interleaved({"a": logged("a")}, (1, 4), **kwargs)
+        except ValueError as e:
+            assert arg in str(e), e
+        else:
+            raise AssertionError(f"{kwargs} should raise ValueError naming {arg!r}")
+
+
+if __name__ == "__main__":
+    test_unit_time_interleaved()
 
 # %%
 def test_unit_time_callable():

@@ -444,8 +444,29 @@ if __name__ == "__main__":
 # **The rule.** A difference is reported only when it is both statistically significant
 # (`p < alpha`) *and* at least `min_effect` large (2% of a ratio, or 2 points of accuracy):
 # with thousands of samples a 0.3% change can be "significant" and still matter to nobody.
+#
+# ```
+# a: 1.0 1.1 0.9 1.0      resample (seeded)      statistic per resample      percentiles
+# b: 2.0 2.1 1.9 2.0  ─>  2000 × (a*, b*)   ─>   median(b*) / median(a*) ─>  2.5% .. 97.5%
+# paired: the SAME indices for a* and b* (image k of A is compared with image k of B)
+# ```
+#
+# **Your task.** Complete `bootstrap_interval` (the resampling and the percentiles; the checks
+# on the arguments are written for you) and `is_significant`.
+#
+# - *Approach:* one generator, `np.random.default_rng(seed)`. Independent: draw an index array
+#   of shape `(n_boot, len(sample))` for each sample *in order* and index the sample with it;
+#   paired: draw one index array and use it for every sample. Call `statistic` with the
+#   resampled arrays, keep the finite values, and return the `(1 − confidence) / 2` and
+#   `(1 + confidence) / 2` percentiles as floats, or `(None, None)` when no value is finite.
+#   `is_significant`: not significant below the floor; above it, significant when there is no
+#   p-value (an exact value) or when `p_value < alpha`.
+# - *Example:* `bootstrap_interval(lambda a: a.mean(axis=1), [[1.0, 1.0, 1.0]])` is `(1.0, 1.0)`;
+#   `is_significant(0.001, 0.005)` is False (half a percent is below the 2% floor).
+# - *Hints:* `rng.integers(0, n, size=(n_boot, n))`; `x[idx]` with a 2-D `idx` gives one row per
+#   resample; `np.isfinite`; `np.percentile(values, [lo, hi])` takes percents (2.5, not 0.025).
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "results-resampler-rule", "solution": true, "schema_version": 3}
 #| export
 def bootstrap_interval(
     statistic: Callable[..., np.ndarray],
@@ -476,6 +497,7 @@ def bootstrap_interval(
         raise ValueError(f"n_boot: expected at least 100 bootstrap resamples, got {n_boot!r}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence: expected a number in (0, 1), got {confidence!r}")
+    ### BEGIN SOLUTION
     rng = np.random.default_rng(seed)
     if paired:
         idx = rng.integers(0, arrays[0].size, size=(n_boot, arrays[0].size))
@@ -490,6 +512,7 @@ def bootstrap_interval(
     tail = 100 * (1 - confidence) / 2
     lo, hi = np.percentile(values, [tail, 100 - tail])
     return float(lo), float(hi)
+    ### END SOLUTION
 
 
 def is_significant(p_value: float | None, effect: float, alpha: float = 0.05, min_effect: float = 0.02) -> bool:
@@ -505,11 +528,13 @@ def is_significant(p_value: float | None, effect: float, alpha: float = 0.05, mi
         raise ValueError(f"alpha: expected a number in (0, 1), got {alpha!r}")
     if min_effect < 0:
         raise ValueError(f"min_effect: expected a non-negative number, got {min_effect!r}")
+    ### BEGIN SOLUTION
     if abs(effect) < min_effect or (min_effect == 0 and effect == 0):
         return False
     return True if p_value is None else bool(p_value < alpha)
+    ### END SOLUTION
 
-# %%
+# %% nbgrader={"grade": true, "grade_id": "test-results-resampler-rule", "locked": true, "points": 10, "schema_version": 3}
 def test_unit_resampler_and_rule():
     # independent resampling: the first sample's draws come first, from one seeded generator
     a, b = np.array([1.0, 2.0, 3.0, 4.0]), np.array([2.0, 4.0, 6.0, 8.0, 10.0])
@@ -517,11 +542,21 @@ def test_unit_resampler_and_rule():
     ia, ib = rng.integers(0, 4, size=(500, 4)), rng.integers(0, 5, size=(500, 5))
     ref = np.percentile(b[ib].mean(axis=1) - a[ia].mean(axis=1), [2.5, 97.5])
     got = bootstrap_interval(lambda x, y: y.mean(axis=1) - x.mean(axis=1), [a, b], n_boot=500, seed=3)
-    assert np.allclose(got, ref), f"expected the percentile interval {ref}, got {got}"
+    assert got[0] is not None and np.allclose(got, ref), (
+        f"expected the percentile interval {ref.tolist()} (one rng = default_rng(seed); a's indices drawn first, "
+        f"then b's), got {got}")
     # paired: the same indices for both, so b = a + 1 gives a zero-width interval at 1
     lo, hi = bootstrap_interval(lambda x, y: y.mean(axis=1) - x.mean(axis=1), [a, a + 1], paired=True)
-    assert abs(lo - 1) < 1e-12 and abs(hi - 1) < 1e-12, f"paired difference of a+1 and a is exactly 1, got ({lo}, {hi})"
-    assert is_significant(0.01, -0.05) and not is_significant(0.01, 0.01) and not is_significant(0.06, 0.5)
+    assert abs(lo - 1) < 1e-12 and abs(hi - 1) < 1e-12, (
+        f"paired difference of a+1 and a is exactly 1 in every resample, got ({lo}, {hi}): "
+        "a paired bootstrap uses the same indices for both samples")
+    assert bootstrap_interval(lambda x: x.mean(axis=1) / 0.0, [a]) == (None, None), \
+        "no finite statistic (a ratio over zero): the interval is (None, None)"
+    assert is_significant(0.01, -0.05), "p < 0.05 and a 5% effect (in either direction) is significant"
+    assert not is_significant(0.01, 0.01), "a 1% effect is below the 2% floor, however small p is"
+    assert not is_significant(0.06, 0.5), "p = 0.06 is not below alpha = 0.05"
+    assert is_significant(None, 0.1) and not is_significant(None, 0.01), \
+        "an exact value (p_value None) is significant when the effect reaches the floor"
     for kwargs, arg in (({"samples": [[1.0], [1.0, 2.0]], "paired": True}, "samples"),
                         ({"samples": [[1.0]], "n_boot": 10}, "n_boot")):
         try:
@@ -918,8 +953,23 @@ def metric_info(metric: str, unit: str = "") -> MetricInfo:
 # 441 correct of 450     -> ProportionResult: mean 0.980, Wilson [0.962, 0.990], count 450
 # 27,093 bytes on disk   -> CountResult:      mean 0.0258 MiB, interval [0.0258, 0.0258]
 # ```
+#
+# **Your task.** Complete `ProportionResult.__post_init__`: from the per-sample outcomes (the
+# checks that they are 0s and 1s are written for you), set `count`, `correct`, the estimate
+# (`mean`, `median` and `p50` are all `k / n`), `std`, `min`, `max`, the percentiles and spreads
+# that mean nothing for 0/1 outcomes (`p90`, `p95`, `p99`, `iqr`, `cv`: None; `outliers`: 0), and
+# the interval.
+#
+# - *Approach:* `k = sum`, `n = len`; the interval comes from `wilson_interval(k, n,
+#   self.confidence)`, which you wrote above; `std` is the sample standard deviation of the
+#   outcomes (0.0 for a single one).
+# - *Example:* `ProportionResult("accuracy", [1, 1, 1, 0])` has `mean == 0.75`, `correct == 3`,
+#   `count == 4` and `ci_lower ≈ 0.301`.
+# - *Hints:* keep `self.values` as a list of ints, so two results can be paired outcome by
+#   outcome; Student's t would give an interval beyond 1 at 450/450 — that is why a proportion
+#   has its own.
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "results-proportion", "solution": true, "schema_version": 3}
 #| export
 @dataclass
 class ProportionResult(BenchmarkResult):
@@ -943,6 +993,7 @@ class ProportionResult(BenchmarkResult):
             raise ValueError(f"values: expected at least one outcome for '{self.metric_name}', got none")
         if not np.all((arr == 0) | (arr == 1)):
             raise ValueError(f"values: expected per-sample outcomes of 0 or 1 for '{self.metric_name}'")
+        ### BEGIN SOLUTION
         self.values = arr.astype(int).tolist()
         self.count = int(arr.size)
         self.correct = int(arr.sum())
@@ -953,6 +1004,7 @@ class ProportionResult(BenchmarkResult):
         self.p90 = self.p95 = self.p99 = self.iqr = self.cv = None
         self.outliers = 0
         self.ci_lower, self.ci_upper = wilson_interval(self.correct, self.count, self.confidence)
+        ### END SOLUTION
 
     @property
     def ci_method(self) -> str:
@@ -1016,6 +1068,27 @@ class CountResult(BenchmarkResult):
         u = f" {self.unit}" if self.unit else ""
         return f"{self.metric_name}: {self.mean:.6g}{u} (exact)"
 
+
+# %% nbgrader={"grade": true, "grade_id": "test-results-proportion", "locked": true, "points": 5, "schema_version": 3}
+def test_unit_proportion_result():
+    r = ProportionResult("accuracy", [1] * 450, unit="fraction")
+    assert (r.ci_lower, r.ci_upper) == wilson_interval(450, 450), (
+        f"450/450: expected the Wilson interval {wilson_interval(450, 450)}, got ({r.ci_lower}, {r.ci_upper}); "
+        "a Student-t interval of 0/1 outcomes collapses to (1, 1) here")
+    r = ProportionResult("accuracy", [1, 1, 1, 0], unit="fraction")
+    assert (r.correct, r.count) == (3, 4), f"correct/count: expected (3, 4), got ({r.correct}, {r.count})"
+    assert r.mean == r.median == r.p50 == 0.75, f"the estimate k/n = 0.75 is mean, median and p50; got {r.mean}, {r.median}, {r.p50}"
+    assert abs(r.std - statistics.stdev([1, 1, 1, 0])) < 1e-12, "std: the sample standard deviation of the outcomes"
+    assert (r.min, r.max) == (0.0, 1.0) and r.values == [1, 1, 1, 0] and all(type(v) is int for v in r.values)
+    assert r.p90 is None and r.p95 is None and r.p99 is None and r.iqr is None and r.cv is None and r.outliers == 0, \
+        "percentiles and spreads of 0/1 outcomes mean nothing: None (outliers 0)"
+    assert (r.ci_lower, r.ci_upper) == wilson_interval(3, 4)
+    assert ProportionResult("accuracy", [0]).std == 0.0, "a single outcome has std 0.0"
+    assert BenchmarkResult.from_dict(r.to_dict()).to_dict() == r.to_dict(), "a proportion survives a round trip"
+
+
+if __name__ == "__main__":
+    test_unit_proportion_result()
 
 # %% [markdown]
 # ## Comparing any two results
@@ -1119,8 +1192,26 @@ def compare_results(
 # *significantly* better, or the two are **tied**. A model dominates another only when it is
 # better or tied on every metric and better on at least one; models that differ only by noise
 # stay on the frontier together.
+#
+# ```
+#            latency         accuracy         A vs B
+# A  1.00 ms ± noise     95.0% of 1000
+# B  0.99 ms ± noise     95.2% of 1000   ->  tie (p = 0.6), tie (McNemar p = 0.5)  ->  both on the front
+# C  3.00 ms             60.0%           ->  A wins both (significantly)           ->  C dominated by A
+# ```
+#
+# **Your task.** Complete `pareto_front_with_ties` (the checks on the arguments are written).
+#
+# - *Approach:* for every pair of models and every metric, `compare_results(...)` and keep its
+#   `winner` (a name, or None for a tie); record each tie as `[a, b, metric]`. Then a model `b`
+#   is dominated by `a` when, on every metric, `a` won or they tied, and on at least one `a`
+#   won. Return the front (input order), `dominated_by` (`b -> a`, the first dominating model
+#   found), the ties, and `alpha` and `min_effect`.
+# - *Example:* in the table above the front is `["A", "B"]` and `dominated_by == {"C": "A"}`.
+# - *Hints:* compare each pair once (`names[i + 1:]`) and store the outcome under both orders;
+#   pass `alpha`, `min_effect` and `seed` on to `compare_results`.
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "results-pareto-ties", "solution": true, "schema_version": 3}
 #| export
 def pareto_front_with_ties(
     results: Mapping[str, Mapping[str, BenchmarkResult]],
@@ -1150,6 +1241,7 @@ def pareto_front_with_ties(
         missing = [m for m in metrics if results[n].get(m) is None]
         if missing:
             raise ValueError(f"results: model '{n}' has no result for {missing}")
+    ### BEGIN SOLUTION
     outcome: dict[tuple[str, str, str], str | None] = {}  # (a, b, metric) -> winner name or None (tie)
     ties = []
     for i, a in enumerate(names):
@@ -1171,6 +1263,43 @@ def pareto_front_with_ties(
                 break
     return {"front": [n for n in names if n not in dominated_by], "dominated_by": dominated_by, "ties": ties,
             "alpha": alpha, "min_effect": min_effect}
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-results-pareto-ties", "locked": true, "points": 10, "schema_version": 3}
+def test_unit_pareto_front_with_ties():
+    noisy = [1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 1.0, 0.95]
+    res = {"A": {"latency": BenchmarkResult("latency", noisy), "accuracy": ProportionResult("accuracy", [1] * 950 + [0] * 50)},
+           "B": {"latency": BenchmarkResult("latency", [v * 0.99 for v in noisy]),
+                 "accuracy": ProportionResult("accuracy", [1] * 952 + [0] * 48)},
+           "C": {"latency": BenchmarkResult("latency", [v * 3 for v in noisy]),
+                 "accuracy": ProportionResult("accuracy", [1] * 600 + [0] * 400)}}
+    exact = pareto_front({n: {"lat": r["latency"].median, "acc": r["accuracy"].mean} for n, r in res.items()},
+                         {"lat": "min", "acc": "max"})
+    assert exact == ["B"], "by exact numbers B 'dominates' A"
+    p = pareto_front_with_ties(res, ["latency", "accuracy"])
+    assert p["front"] == ["A", "B"], (
+        f"A and B differ by noise only (no significant difference on either metric): both stay on the front; got "
+        f"{p['front']} -- a model dominates only when it is significantly better somewhere and never worse")
+    assert p["dominated_by"] == {"C": "A"}, f"C is significantly slower and less accurate than A: got {p['dominated_by']}"
+    assert ["A", "B", "latency"] in p["ties"] and ["A", "B", "accuracy"] in p["ties"], f"ties: got {p['ties']}"
+    assert not any(t[:2] == ["A", "C"] for t in p["ties"]), "A and C are significantly different: no tie"
+    # better on one metric, tied on the other: dominance
+    res["B"]["latency"] = BenchmarkResult("latency", [v * 0.5 for v in noisy])
+    p = pareto_front_with_ties(res, ["latency", "accuracy"])
+    assert p["front"] == ["B"] and p["dominated_by"]["A"] == "B", (
+        f"B is now twice as fast and tied on accuracy: it dominates A; got front {p['front']}")
+    assert p["alpha"] == 0.05 and p["min_effect"] == 0.02
+    try:
+        pareto_front_with_ties({"A": {"latency": res["A"]["latency"]}}, ["latency", "accuracy"])
+    except ValueError as e:
+        assert "results" in str(e), e
+    else:
+        raise AssertionError("a model without every metric must be rejected, naming 'results'")
+
+
+if __name__ == "__main__":
+    test_unit_pareto_front_with_ties()
 
 # %% [markdown]
 # ## One way to read evaluation data, one top-1 evaluation
@@ -1590,17 +1719,6 @@ def test_unit_results_kinds():
     for r in (lat_a, acc_a, size_a):
         back = BenchmarkResult.from_dict(r.to_dict())
         assert type(back) is type(r) and back.to_dict() == r.to_dict()
-    # a Pareto set with ties: B is 1 point more accurate and a little faster, neither significant
-    noisy = [1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 1.0, 0.95]
-    res = {"A": {"latency": BenchmarkResult("latency", noisy), "accuracy": ProportionResult("accuracy", [1] * 95 + [0] * 5)},
-           "B": {"latency": BenchmarkResult("latency", [v * 0.98 for v in noisy]),
-                 "accuracy": ProportionResult("accuracy", [1] * 96 + [0] * 4)},
-           "C": {"latency": BenchmarkResult("latency", [v * 3 for v in noisy]),
-                 "accuracy": ProportionResult("accuracy", [1] * 60 + [0] * 40)}}
-    assert pareto_front({n: {"lat": r["latency"].median, "acc": r["accuracy"].mean} for n, r in res.items()},
-                        {"lat": "min", "acc": "max"}) == ["B"], "by exact numbers B 'dominates' A"
-    p = pareto_front_with_ties(res, ["latency", "accuracy"])
-    assert p["front"] == ["A", "B"] and p["dominated_by"]["C"] in ("A", "B"), p
 
 
 if __name__ == "__main__":

@@ -224,6 +224,7 @@ def bootstrap_interval(
         raise ValueError(f"n_boot: expected at least 100 bootstrap resamples, got {n_boot!r}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence: expected a number in (0, 1), got {confidence!r}")
+    ### BEGIN SOLUTION
     rng = np.random.default_rng(seed)
     if paired:
         idx = rng.integers(0, arrays[0].size, size=(n_boot, arrays[0].size))
@@ -238,6 +239,7 @@ def bootstrap_interval(
     tail = 100 * (1 - confidence) / 2
     lo, hi = np.percentile(values, [tail, 100 - tail])
     return float(lo), float(hi)
+    ### END SOLUTION
 
 
 def is_significant(p_value: float | None, effect: float, alpha: float = 0.05, min_effect: float = 0.02) -> bool:
@@ -253,9 +255,11 @@ def is_significant(p_value: float | None, effect: float, alpha: float = 0.05, mi
         raise ValueError(f"alpha: expected a number in (0, 1), got {alpha!r}")
     if min_effect < 0:
         raise ValueError(f"min_effect: expected a non-negative number, got {min_effect!r}")
+    ### BEGIN SOLUTION
     if abs(effect) < min_effect or (min_effect == 0 and effect == 0):
         return False
     return True if p_value is None else bool(p_value < alpha)
+    ### END SOLUTION
 
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #9eb2d773
 @dataclass
@@ -475,6 +479,7 @@ class ProportionResult(BenchmarkResult):
             raise ValueError(f"values: expected at least one outcome for '{self.metric_name}', got none")
         if not np.all((arr == 0) | (arr == 1)):
             raise ValueError(f"values: expected per-sample outcomes of 0 or 1 for '{self.metric_name}'")
+        ### BEGIN SOLUTION
         self.values = arr.astype(int).tolist()
         self.count = int(arr.size)
         self.correct = int(arr.sum())
@@ -485,6 +490,7 @@ class ProportionResult(BenchmarkResult):
         self.p90 = self.p95 = self.p99 = self.iqr = self.cv = None
         self.outliers = 0
         self.ci_lower, self.ci_upper = wilson_interval(self.correct, self.count, self.confidence)
+        ### END SOLUTION
 
     @property
     def ci_method(self) -> str:
@@ -655,6 +661,7 @@ def pareto_front_with_ties(
         missing = [m for m in metrics if results[n].get(m) is None]
         if missing:
             raise ValueError(f"results: model '{n}' has no result for {missing}")
+    ### BEGIN SOLUTION
     outcome: dict[tuple[str, str, str], str | None] = {}  # (a, b, metric) -> winner name or None (tie)
     ties = []
     for i, a in enumerate(names):
@@ -676,6 +683,7 @@ def pareto_front_with_ties(
                 break
     return {"front": [n for n in names if n not in dominated_by], "dominated_by": dominated_by, "ties": ties,
             "alpha": alpha, "min_effect": min_effect}
+    ### END SOLUTION
 
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #80a9a053
 _INPUT_KEYS = ("X", "x", "inputs", "input", "data", "images", "features")

@@ -729,6 +729,7 @@ def time_interleaved(
     rounds = _positive_int(rounds, "rounds")
     if rounds > samples:
         raise ValueError(f"rounds: expected at most samples={samples}, got {rounds}")
+    ### BEGIN SOLUTION
     values: dict[str, list[float]] = {n: [] for n in models}
     metas: dict[str, list[dict[str, Any]]] = {n: [] for n in models}
     failed: dict[str, BaseException] = {}
@@ -744,6 +745,7 @@ def time_interleaved(
             values[name].extend(s.per_call_ms)
             metas[name].append(s.metadata())
     return {n: failed[n] if n in failed else (values[n], _merge_metadata(metas[n], len(values[n]))) for n in models}
+    ### END SOLUTION
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #7996bd24
 def _read_text(path: str | Path) -> str | None:
