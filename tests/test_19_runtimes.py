@@ -108,6 +108,7 @@ def test_cuda_path_moves_model_and_data_and_synchronises(monkeypatch):
 
     monkeypatch.setattr(timing, "to_device", fake_to_device)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)  # the fake machine has one GPU
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: syncs.append(str(device)))
     a = adapt(torch.nn.Linear(4, 2), device="cuda:0")
     assert a.device == torch.device("cuda", 0) and ("Linear", "cuda:0") in moved

@@ -349,15 +349,32 @@ def input_signature(x: Any) -> str:
     return type(x).__name__
 
 
-def _check_device_arg(device: Any) -> torch.device:
+class CudaUnavailableError(ValueError):
+    "`device` asks for CUDA on a machine where torch cannot use it."
+
+
+def check_device(device: str | torch.device) -> torch.device:
+    """The one device check: a `torch.device` for "cpu" or an available "cuda[:n]".
+
+    A malformed or unsupported device is a `ValueError` naming `device`; CUDA that torch cannot
+    use is a `CudaUnavailableError` (a `ValueError`) that names CUDA.
+
+    >>> check_device("cpu")
+    device(type='cpu')
+    """
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError):
         raise ValueError(f"device: expected 'cpu' or 'cuda[:n]', got {device!r}") from None
     if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"device: expected 'cpu' or 'cuda[:n]', got {device!r}")
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device: {device!r} needs CUDA, but torch.cuda.is_available() is False on this machine")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise CudaUnavailableError(
+                f"device: {str(device)!r} needs CUDA, but CUDA is not available on this machine "
+                f"(torch {torch.__version__}, torch.cuda.is_available() is False); use cpu")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise CudaUnavailableError(f"device: {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
     return dev
 
 
@@ -423,7 +440,7 @@ def adapt(model: Any, name: str | None = None, *, device: Any = None) -> ModelAd
     >>> adapt(lambda x: x * 2, name="double").kind
     'callable'
     """
-    dev = _check_device_arg(device) if device is not None else None
+    dev = check_device(device) if device is not None else None
     if isinstance(model, ModelAdapter):
         if dev is not None and dev != model.device:
             raise ValueError(f"device: the adapter '{model.name}' is on {model.device}; adapt the model itself "

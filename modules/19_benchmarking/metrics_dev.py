@@ -53,7 +53,7 @@ from tinytorch.benchmarking.results import (BenchmarkResult, CountResult, EvalDa
                                             state_dict_tensor_bytes, state_tensors, top1_correct)
 from tinytorch.benchmarking.energy import measure_energy
 from tinytorch.benchmarking.optimize import PRECISIONS, cast_precision, quantize_int8
-from tinytorch.profiling.timing import adapt, time_callable, time_model
+from tinytorch.profiling.timing import adapt, check_device, time_callable, time_model
 
 # %% [markdown]
 # ## Memory: count bytes, not parameters
@@ -225,21 +225,7 @@ def check_precision(precision: str) -> str:
     return precision
 
 
-def check_device(device: str | torch.device) -> torch.device:
-    """A `torch.device` for "cpu" or an available "cuda[:n]"; a ValueError otherwise.
-
-    >>> check_device("cpu")
-    device(type='cpu')
-    """
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device: expected 'cpu' or 'cuda[:n]', got {device!r}") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"device: expected 'cpu' or 'cuda[:n]', got {device!r}")
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device: {device!r} requested but torch.cuda.is_available() is False on this machine")
-    return dev
+_all_ = ["check_device"]  # the one device check lives in the timing core (re-exported here)
 
 
 def model_precision(model: nn.Module) -> str:

@@ -66,7 +66,7 @@ from tinytorch.benchmarking.benchmark import Benchmark, _error_record, _throughp
 from tinytorch.benchmarking.results import (BenchmarkResult, Comparison, json_native, pareto_front_with_ties)
 from tinytorch.benchmarking.optimize import RuntimeUnavailableError, quantize_int8, to_runtime
 from tinytorch.benchmarking.report import console_table, ensure_output_dir
-from tinytorch.profiling.timing import RUNTIMES, ModelAdapter, adapt
+from tinytorch.profiling.timing import RUNTIMES, CudaUnavailableError, ModelAdapter, adapt, check_device
 
 # %% [markdown]
 # ## BenchmarkSuite: everything, with a report
@@ -451,30 +451,17 @@ DEFAULT_MODEL_NAMES = ("digits_cnn", "digits_cnn_int8", "digits_cnn_pruned50")
 CALIBRATION_SPLIT = "digits train split (first 256 images, 4 batches of 64)"
 
 
-class CudaUnavailableError(ValueError):
-    "`device` asks for CUDA on a machine where torch cannot use it."
+_all_ = ["CudaUnavailableError"]  # defined with the one device check, in the timing core
 
 
 def check_benchmark_device(device: str | torch.device) -> torch.device:
-    """The `torch.device` for "cpu" or "cuda[:n]"; a `CudaUnavailableError` naming CUDA if torch cannot use it.
+    """`timing.check_device` for the default benchmark: "cpu" or an available "cuda[:n]"; a
+    `CudaUnavailableError` naming CUDA if torch cannot use it.
 
     >>> check_benchmark_device("cpu")
     device(type='cpu')
     """
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device: expected 'cpu' or 'cuda[:n]', got {device!r}") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"device: expected 'cpu' or 'cuda[:n]', got {device!r}")
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise CudaUnavailableError(
-                f"device: {str(device)!r} needs CUDA, but CUDA is not available on this machine "
-                f"(torch {torch.__version__}, torch.cuda.is_available() is False); use --device cpu")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise CudaUnavailableError(f"device: {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-    return dev
+    return check_device(device)
 
 
 def parse_runtimes(runtimes: str | Sequence[str]) -> tuple[str, ...]:

@@ -14,12 +14,12 @@ from .results import (BenchmarkResult, CountResult, EvalData, ProportionResult,
                                             state_dict_tensor_bytes, state_tensors, top1_correct)
 from .energy import measure_energy
 from .optimize import PRECISIONS, cast_precision, quantize_int8
-from ..profiling.timing import adapt, time_callable, time_model
+from ..profiling.timing import adapt, check_device, time_callable, time_model
 
 # %% auto #0
-__all__ = ['MB', 'model_memory_mb', 'memory_violations', 'UnsupportedPrecisionError', 'check_precision', 'check_device',
-           'model_precision', 'to_precision', 'evaluate_accuracy', 'measure_latency', 'measure_latency_distribution',
-           'PerfMetrics', 'collect_metrics']
+__all__ = ['MB', 'model_memory_mb', 'memory_violations', 'UnsupportedPrecisionError', 'check_precision', 'model_precision',
+           'to_precision', 'evaluate_accuracy', 'measure_latency', 'measure_latency_distribution', 'PerfMetrics',
+           'collect_metrics', 'check_device']
 
 # %% ../../nbs/19_benchmarking/metrics_dev.ipynb #68c02bc6
 MB = 2**20
@@ -85,21 +85,7 @@ def check_precision(precision: str) -> str:
     return precision
 
 
-def check_device(device: str | torch.device) -> torch.device:
-    """A `torch.device` for "cpu" or an available "cuda[:n]"; a ValueError otherwise.
-
-    >>> check_device("cpu")
-    device(type='cpu')
-    """
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device: expected 'cpu' or 'cuda[:n]', got {device!r}") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"device: expected 'cpu' or 'cuda[:n]', got {device!r}")
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device: {device!r} requested but torch.cuda.is_available() is False on this machine")
-    return dev
+_all_ = ["check_device"]  # the one device check lives in the timing core (re-exported here)
 
 
 def model_precision(model: nn.Module) -> str:

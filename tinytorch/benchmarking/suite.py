@@ -20,12 +20,12 @@ from .benchmark import Benchmark, _error_record, _throughput_metric
 from .results import (BenchmarkResult, Comparison, json_native, pareto_front_with_ties)
 from .optimize import RuntimeUnavailableError, quantize_int8, to_runtime
 from .report import console_table, ensure_output_dir
-from ..profiling.timing import RUNTIMES, ModelAdapter, adapt
+from ..profiling.timing import RUNTIMES, CudaUnavailableError, ModelAdapter, adapt, check_device
 
 # %% auto #0
-__all__ = ['DEFAULT_MODEL_NAMES', 'CALIBRATION_SPLIT', 'BenchmarkSuite', 'CudaUnavailableError', 'check_benchmark_device',
-           'parse_runtimes', 'load_model_file', 'default_models', 'runtime_models', 'cross_runtime_comparisons',
-           'run_default_benchmark', 'write_model_hardware_artifacts']
+__all__ = ['DEFAULT_MODEL_NAMES', 'CALIBRATION_SPLIT', 'BenchmarkSuite', 'check_benchmark_device', 'parse_runtimes',
+           'load_model_file', 'default_models', 'runtime_models', 'cross_runtime_comparisons', 'run_default_benchmark',
+           'write_model_hardware_artifacts', 'CudaUnavailableError']
 
 # %% ../../nbs/19_benchmarking/suite_dev.ipynb #27dbf8c1
 class BenchmarkSuite:
@@ -344,30 +344,17 @@ DEFAULT_MODEL_NAMES = ("digits_cnn", "digits_cnn_int8", "digits_cnn_pruned50")
 CALIBRATION_SPLIT = "digits train split (first 256 images, 4 batches of 64)"
 
 
-class CudaUnavailableError(ValueError):
-    "`device` asks for CUDA on a machine where torch cannot use it."
+_all_ = ["CudaUnavailableError"]  # defined with the one device check, in the timing core
 
 
 def check_benchmark_device(device: str | torch.device) -> torch.device:
-    """The `torch.device` for "cpu" or "cuda[:n]"; a `CudaUnavailableError` naming CUDA if torch cannot use it.
+    """`timing.check_device` for the default benchmark: "cpu" or an available "cuda[:n]"; a
+    `CudaUnavailableError` naming CUDA if torch cannot use it.
 
     >>> check_benchmark_device("cpu")
     device(type='cpu')
     """
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device: expected 'cpu' or 'cuda[:n]', got {device!r}") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"device: expected 'cpu' or 'cuda[:n]', got {device!r}")
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise CudaUnavailableError(
-                f"device: {str(device)!r} needs CUDA, but CUDA is not available on this machine "
-                f"(torch {torch.__version__}, torch.cuda.is_available() is False); use --device cpu")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise CudaUnavailableError(f"device: {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-    return dev
+    return check_device(device)
 
 
 def parse_runtimes(runtimes: str | Sequence[str]) -> tuple[str, ...]:
