@@ -222,6 +222,28 @@ def _read_capped(stream, cap: int, sink: list, flag: list) -> None:
             flag.append(True)
 
 
+def wait_then_kill_group(p: subprocess.Popen, timeout: float) -> int | None:
+    """Wait up to `timeout` seconds for `p` (started with `start_new_session=True`), then SIGKILL
+    its whole process group, so nothing it started outlives it. Returns its exit code, or None
+    when it ran out of time.
+
+    >>> p = subprocess.Popen(["true"], start_new_session=True)
+    >>> wait_then_kill_group(p, 10)
+    0
+    """
+    try:
+        rc: int | None = p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        rc = None
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+    return rc
+
+
 def run(spec: SandboxSpec, timeout: float, bwrap: str | None) -> SandboxResult:
     """Run `spec` (in bwrap when `bwrap` is a path, else directly with the same limits) for at most
     `timeout` seconds; the whole process group is killed at the limit or when it ends."""
@@ -244,16 +266,7 @@ def run(spec: SandboxSpec, timeout: float, bwrap: str | None) -> SandboxResult:
                threading.Thread(target=_read_capped, args=(p.stderr, 64 * 1024, err, []), daemon=True)]
     for r in readers:
         r.start()
-    try:
-        rc: int | None = p.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        rc = None
-    finally:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.wait()
+    rc = wait_then_kill_group(p, timeout)
     for r in readers:
         r.join(timeout=10)
     return SandboxResult(rc, b"".join(out).decode("utf-8", "replace"), b"".join(err).decode("utf-8", "replace"),

@@ -596,7 +596,7 @@ def runtime_models(models: dict[str, Any], runtimes: Sequence[str], example_inpu
     return rows, missing, refs
 
 
-def _apply_runtime_facts(suite: BenchmarkSuite) -> None:
+def _drop_empty_metrics(suite: BenchmarkSuite) -> None:
     """Drop metrics that no model could measure (every figure unavailable), so tables and plots
     show no empty metric. What each runtime cannot measure is decided in the Benchmark itself."""
     b = suite.benchmark
@@ -726,7 +726,7 @@ def run_default_benchmark(
                            batch_sizes=batch_sizes, tasks=tasks, references=references, progress=not quiet,
                            dataset_names=["digits_test"] if datasets else None)
     suite.run_full_benchmark()
-    _apply_runtime_facts(suite)
+    _drop_empty_metrics(suite)
     if no_accuracy_reason is not None:
         for n in suite.names:
             suite.benchmark.unavailable.setdefault("accuracy", {})[n] = no_accuracy_reason

@@ -187,16 +187,7 @@ def run_isolated(cmd: list[str], cwd: Path, timeout: float, extra_env: dict | No
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as log:
         p = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env,
                              start_new_session=True, preexec_fn=_die_with_parent)
-        try:
-            rc: int | None = p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            rc = None
-        finally:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)  # the kernels nbgrader started, too
-            except ProcessLookupError:
-                pass
-            p.wait()
+        rc = sandbox.wait_then_kill_group(p, timeout)  # the kernels nbgrader started die too
         log.seek(0)
         text = log.read()
     nbgrader_glue.check_config_loaded(text, cmd[2:])
