@@ -440,9 +440,10 @@ def test_no_notebook_imports_one_read_later():
     order = _reading_order()
     exported = {}
     for i, path in enumerate(order):
-        m = _re.search(r"^#\| default_exp (\S+)", path.read_text(encoding="utf-8"), _re.M)
-        if m:  # a notebook without default_exp (the summary) exports nothing
-            exported[f"tinytorch.{m.group(1)}"] = i
+        # its default module and any module a cell sends code to (`#| export benchmarking.report`);
+        # a notebook without either (the summary) exports nothing
+        for m in _re.finditer(r"^#\| (?:default_exp|export) (\S+)", path.read_text(encoding="utf-8"), _re.M):
+            exported.setdefault(f"tinytorch.{m.group(1)}", i)
     later = []
     for i, path in enumerate(order):
         # import statements in any cell (the facade's lazy re-exports of later modules are by design)
@@ -452,3 +453,195 @@ def test_no_notebook_imports_one_read_later():
             if j is not None and j > i:
                 later.append(f"{path.name} (#{i + 1}) uses {used} from {order[j].name} (#{j + 1})")
     assert not later, "notebooks use modules read later:\n" + "\n".join(later)
+
+
+# ---- the lesson's targets (issue 14) --------------------------------------------------------
+#
+# Each graded task's scaffold opens with `**Your task (DIFFICULTY, N points).**` in the markdown
+# above its stub; per notebook, those points must add up to the points of its graded cells.
+
+TASK_LINE = re.compile(r"\*\*Your task \((easy|medium|hard), (\d+) points?\)\.\*\*")
+NBGRADER_HEADER = re.compile(r"^# %%(?: \[markdown\])? nbgrader=(\{.*\})\s*$")
+TARGETS = {"solution_lines": 600, "graded_tasks": 25, "medium_or_hard_share": 0.5, "module_19_lines": 8000}
+
+
+def lesson_counts() -> dict:
+    """Solution lines (non-blank, non-comment code inside solution regions), graded cells with
+    points, the task lines' points by difficulty, and Module 19's source lines, per notebook."""
+    per = {}
+    for src in sorted((ROOT / "modules").glob("1[59]_*/*_dev.py")):
+        text = src.read_text(encoding="utf-8")
+        lines, inside = 0, False
+        graded = []
+        for line in text.split("\n"):
+            s = line.strip()
+            if s == "### BEGIN SOLUTION":
+                inside = True
+            elif s == "### END SOLUTION":
+                inside = False
+            elif inside and s and not s.startswith("#"):
+                lines += 1
+            m = NBGRADER_HEADER.match(line)
+            if m:
+                meta = json.loads(m.group(1))
+                if meta.get("grade") and meta.get("points"):
+                    graded.append(int(meta["points"]))
+        by_level = {"easy": 0, "medium": 0, "hard": 0}
+        for level, pts in TASK_LINE.findall(text):
+            by_level[level] += int(pts)
+        per[src.relative_to(ROOT).as_posix()] = {"source_lines": text.count("\n"), "solution_lines": lines,
+                                                 "graded_cells": len(graded), "graded_points": sum(graded),
+                                                 "task_points": by_level}
+    points = {k: sum(p["task_points"][k] for p in per.values()) for k in ("easy", "medium", "hard")}
+    return {"per_notebook": per,
+            "solution_lines": sum(p["solution_lines"] for p in per.values()),
+            "graded_tasks": sum(p["graded_cells"] for p in per.values()),
+            "points": points,
+            "medium_or_hard_share": (points["medium"] + points["hard"]) / max(1, sum(points.values())),
+            "module_19_lines": sum(p["source_lines"] for k, p in per.items() if k.startswith("modules/19_"))}
+
+
+def test_every_graded_cell_has_its_task_line():
+    bad = [f"{nb}: graded cells hold {p['graded_points']} points, the task lines {sum(p['task_points'].values())}"
+           for nb, p in lesson_counts()["per_notebook"].items()
+           if p["graded_points"] != sum(p["task_points"].values())]
+    assert not bad, ("each graded task opens with '**Your task (easy|medium|hard, N points).**' in the markdown "
+                     "above its stub, N its graded cell's points:\n" + "\n".join(bad))
+
+
+def test_lesson_targets():
+    c = lesson_counts()
+    print({k: v for k, v in c.items() if k != "per_notebook"})
+    assert c["solution_lines"] >= TARGETS["solution_lines"], c["solution_lines"]
+    assert c["graded_tasks"] >= TARGETS["graded_tasks"], c["graded_tasks"]
+    assert c["medium_or_hard_share"] >= TARGETS["medium_or_hard_share"], c["points"]
+    assert c["module_19_lines"] <= TARGETS["module_19_lines"], c["module_19_lines"]
+
+
+# ---- results_dev's tasks: independent solutions pass, typical wrong ones are named ------------
+
+def _solution_namespace(notebook: str) -> dict:
+    "Every code cell of a solution notebook, executed as a module (`__name__` is not '__main__')."
+    nb = json.loads((ROOT / "nbs" / MODULE / notebook).read_text(encoding="utf-8"))
+    mod = types.ModuleType(f"lesson_solution_{Path(notebook).stem}")
+    sys.modules[mod.__name__] = mod  # dataclasses look their module up
+    for c in nb["cells"]:
+        if c["cell_type"] == "code":
+            exec(compile("".join(c["source"]), f"<{notebook}>", "exec"), mod.__dict__)
+    return mod.__dict__
+
+
+def _student_cell_with(ns: dict, notebook: str, grade_id: str, stub: str, body: str) -> None:
+    "Re-define one solution cell in `ns` as the student has it, with `body` in place of the stub `stub`."
+    cell = next(c for c in _student_cells(ROOT / "nbs" / MODULE / notebook) if c["grade_id"] == grade_id)
+    exec(compile(_fill_stub(cell["source"], stub, body), f"<{notebook}:{grade_id}>", "exec"), ns)
+
+
+MY_MCNEMAR = '''
+a_only = b_only = 0
+for x, y in zip(a.tolist(), b.tolist()):
+    a_only += int(x and not y)
+    b_only += int(y and not x)
+n = a_only + b_only
+if n == 0:
+    p = 1.0
+else:  # two-sided exact binomial: twice the smaller tail, capped at 1
+    tail = sum(math.comb(n, i) for i in range(0, min(a_only, b_only) + 1)) / 2 ** n
+    p = min(1.0, 2 * tail)
+'''
+CHI2_MCNEMAR = '''
+a_only, b_only = int(np.sum(a & ~b)), int(np.sum(~a & b))
+n = a_only + b_only
+p = 1.0 if n == 0 else float(_stats.chi2.sf((abs(a_only - b_only) - 1) ** 2 / n, 1))
+'''
+MY_TOP1_LOOP = '''
+for x, y in d.batches():
+    out = a.forward(a.to_input(x))
+    s = (out if isinstance(out, torch.Tensor) else torch.as_tensor(np.asarray(out))).detach().cpu()
+    if s.dim() != 2 or s.size(0) != y.numel():
+        raise ValueError(f"model {a.name}, dataset {d.name}: expected output shape ({y.numel()}, classes), got {tuple(s.shape)}")
+    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= s.size(1)):
+        raise ValueError(f"dataset {d.name}: labels reach {int(y.max())}, model {a.name} has {s.size(1)} classes")
+    flags.append(torch.tensor([int(int(i) == int(t)) for i, t in zip(s.max(dim=1).indices, y)], dtype=torch.int8))
+'''
+WRONG_TOP1_LOOP = MY_TOP1_LOOP.replace("s.max(dim=1).indices", "s.max(dim=0).indices").replace(
+    "if s.dim() != 2 or s.size(0) != y.numel():", "if s.dim() != 2:")
+MY_FLATTEN = '''
+stack = [value]
+while stack:
+    v = stack.pop(0)
+    if isinstance(v, dict):
+        stack[:0] = list(v.values())
+    elif isinstance(v, (list, tuple)):
+        stack[:0] = list(v)
+    elif isinstance(v, torch.Tensor) and not v.is_quantized:
+        yield v
+    elif isinstance(v, torch.Tensor):
+        yield v.int_repr()
+        if v.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+            yield torch.tensor([v.q_scale()], dtype=torch.float64)
+            yield torch.tensor([v.q_zero_point()], dtype=torch.int64)
+        else:
+            yield v.q_per_channel_scales()
+            yield v.q_per_channel_zero_points()
+'''
+WRONG_FLATTEN = '''
+if isinstance(value, torch.Tensor):
+    yield value.int_repr() if value.is_quantized else value
+elif isinstance(value, (list, tuple, dict)):
+    for item in (value.values() if isinstance(value, dict) else value):
+        yield from _flatten_tensors(item)
+'''
+
+
+@pytest.fixture()
+def results_ns():
+    ns = _solution_namespace("results_dev.ipynb")
+    yield ns
+    sys.modules.pop("lesson_solution_results_dev", None)
+
+
+@pytest.mark.parametrize("grade_id, stub, body, test", [
+    ("results-mcnemar", "mcnemar_exact", MY_MCNEMAR, "test_unit_mcnemar_exact"),
+    ("results-top1", "top1_correct", MY_TOP1_LOOP, "test_unit_eval_data_and_top1"),
+    ("results-tensor-bytes", "_flatten_tensors", MY_FLATTEN, "test_unit_state_dict_tensor_bytes"),
+])
+def test_independent_results_solutions_pass(results_ns, grade_id, stub, body, test):
+    _student_cell_with(results_ns, "results_dev.ipynb", grade_id, stub, body)
+    results_ns[test]()
+
+
+def _wrong_pareto_ties(results, metrics, *, alpha=0.05, min_effect=0.02, seed=0):
+    "Ties not handled: dominance decided on the point estimates alone."
+    import numpy as np
+    pts = {n: np.array([r[m].median if not r[m].metric_name.startswith("acc") else -r[m].mean for m in metrics])
+           for n, r in results.items()}
+    dominated = {b: a for b in pts for a in pts if a != b and all(pts[a] <= pts[b]) and any(pts[a] < pts[b])}
+    return {"front": [n for n in pts if n not in dominated], "dominated_by": dominated, "ties": [],
+            "alpha": alpha, "min_effect": min_effect}
+
+
+@pytest.mark.parametrize("grade_id, stub, body, test, expect", [
+    ("benchmark-result", "BenchmarkResult.__post_init__", MY_POST_INIT.replace(
+        "/ (n - 1)) ** 0.5", "/ n) ** 0.5"), "test_unit_benchmark_result", "population std"),
+    ("benchmark-result", "BenchmarkResult.__post_init__", MY_POST_INIT.replace(
+        "pos = (n - 1) * q / 100.0", "pos = float(min(n - 1, int(n * q / 100.0)))"),
+     "test_unit_benchmark_result", "off by one"),
+    ("benchmark-result", "BenchmarkResult.__post_init__", WRONG_POST_INIT, "test_unit_benchmark_result", "z = 1.96"),
+    ("results-mcnemar", "mcnemar_exact", CHI2_MCNEMAR, "test_unit_mcnemar_exact", "chi-square approximation"),
+    ("results-top1", "top1_correct", WRONG_TOP1_LOOP, "test_unit_eval_data_and_top1", "argmax over the batch"),
+    ("results-tensor-bytes", "_flatten_tensors", WRONG_FLATTEN, "test_unit_state_dict_tensor_bytes",
+     "scale and zero point"),
+])
+def test_typical_wrong_results_solutions_are_named(results_ns, grade_id, stub, body, test, expect):
+    _student_cell_with(results_ns, "results_dev.ipynb", grade_id, stub, body)
+    with pytest.raises(AssertionError) as e:
+        results_ns[test]()
+    assert expect in str(e.value), f"{test}: the failure should say {expect!r}, got: {e.value}"
+
+
+def test_pareto_without_ties_is_named(results_ns):
+    results_ns["pareto_front_with_ties"] = _wrong_pareto_ties
+    with pytest.raises(AssertionError) as e:
+        results_ns["test_unit_pareto_front_with_ties"]()
+    assert "differ by noise only" in str(e.value), e.value

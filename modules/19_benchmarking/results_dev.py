@@ -93,8 +93,8 @@ from tinytorch.profiling.timing import median_ci
 # | `cv` | std / mean, the relative noise (`None` when the mean is 0) |
 # | `outliers` | values beyond 1.5 × IQR from the quartiles |
 #
-# **Your task.** Complete `BenchmarkResult.__post_init__` so it validates the values and
-# computes every statistic in the table.
+# **Your task (medium, 10 points).** Complete `BenchmarkResult.__post_init__` so it validates the
+# values and computes every statistic in the table.
 #
 # - *Approach:* convert to a float numpy array; reject an empty list and any NaN or infinity
 #   with a `ValueError` that names `values`; then fill each attribute.
@@ -224,16 +224,24 @@ def test_unit_benchmark_result():
     r = BenchmarkResult("latency", values, unit="ms")
     assert r.count == 5, f"count: expected 5, got {r.count}"
     assert r.mean == 3.0 and r.median == 3.0, "mean and median of 1..5 are both 3"
-    assert abs(r.std - statistics.stdev(values)) < 1e-12, "std must be the sample standard deviation (n-1)"
+    assert abs(r.std - statistics.stdev(values)) < 1e-12, (
+        f"std: expected the sample standard deviation {statistics.stdev(values):.6f} (divides by n-1), got {r.std}"
+        + (" -- that is the population std (ddof=0)" if abs(r.std - statistics.pstdev(values)) < 1e-12 else ""))
     assert (r.min, r.max) == (1.0, 5.0), f"min/max: expected (1.0, 5.0), got ({r.min}, {r.max})"
-    assert abs(r.p90 - 4.6) < 1e-12 and abs(r.p99 - 4.96) < 1e-12, "percentiles use linear interpolation"
+    assert abs(r.p90 - 4.6) < 1e-12 and abs(r.p99 - 4.96) < 1e-12, (
+        f"p90, p99 of 1..5: expected 4.6 and 4.96 (linear interpolation between the closest ranks, numpy's "
+        f"default), got {r.p90} and {r.p99}"
+        + (" -- a percentile read off one rank (off by one, or not interpolated)" if r.p90 in (4.0, 5.0) else ""))
     assert abs(r.iqr - 2.0) < 1e-12, f"iqr: expected p75 - p25 = 2.0, got {r.iqr}"
     assert r.cv is not None and abs(r.cv - statistics.stdev(values) / 3.0) < 1e-12, \
         f"cv: expected std / mean = {statistics.stdev(values) / 3.0:.6f}, got {r.cv}"
     # Student-t, not z = 1.96: t(0.975, 4) = 2.776
     half = 2.7764451051977987 * statistics.stdev(values) / math.sqrt(5)
-    assert r.ci_lower is not None and abs(r.ci_lower - (3 - half)) < 1e-9, \
+    z_half = 1.959963984540054 * statistics.stdev(values) / math.sqrt(5)
+    assert r.ci_lower is not None and abs(r.ci_lower - (3 - half)) < 1e-9, (
         f"ci_lower: expected {3 - half:.4f} from Student's t with 4 degrees of freedom, got {r.ci_lower}"
+        + (" -- that is z = 1.96, the normal quantile; with 5 samples t(0.975, 4) = 2.776"
+           if r.ci_lower is not None and abs(r.ci_lower - (3 - z_half)) < 1e-3 else ""))
     assert abs(r.ci_upper - (3 + half)) < 1e-9, f"ci_upper: expected {3 + half:.4f}, got {r.ci_upper}"
     # outliers beyond 1.5 IQR
     spiky = BenchmarkResult("x", [1, 1.1, 1.2, 1.1, 1.0, 9.0])
@@ -272,7 +280,7 @@ if __name__ == "__main__":
 # - If the timed code raises, the exception must **propagate**: a failed run that is silently
 #   reported as a (very fast) measurement is the worst kind of benchmark bug.
 #
-# **Your task.** Complete `precise_timer` so that `elapsed_ns` (int) is set when the block
+# **Your task (easy, 5 points).** Complete `precise_timer` so that `elapsed_ns` (int) is set when the block
 # ends (`elapsed_ms` and `elapsed`, in seconds, are derived from it), whether or not it raised.
 #
 # - *Approach:* a generator-based context manager: read the clock, `yield` a timer object,
@@ -360,7 +368,7 @@ if __name__ == "__main__":
 # half   = z / (1 + z²/n) · √( p(1−p)/n + z²/4n² )        z = 1.96 for 95%
 # ```
 #
-# **Your task.** Implement `wilson_interval(correct, n, confidence=0.95)`.
+# **Your task (easy, 5 points).** Implement `wilson_interval(correct, n, confidence=0.95)`.
 #
 # - *Approach:* validate (`n ≥ 1`, `0 ≤ correct ≤ n`, confidence in (0, 1)); `p = correct / n`;
 #   `z` from the normal quantile; return `(center − half, center + half)`.
@@ -451,7 +459,7 @@ if __name__ == "__main__":
 # paired: the SAME indices for a* and b* (image k of A is compared with image k of B)
 # ```
 #
-# **Your task.** Complete `bootstrap_interval` (the resampling and the percentiles; the checks
+# **Your task (hard, 10 points).** Complete `bootstrap_interval` (the resampling and the percentiles; the checks
 # on the arguments are written for you) and `is_significant`.
 #
 # - *Approach:* one generator, `np.random.default_rng(seed)`. Independent: draw an index array
@@ -594,7 +602,7 @@ if __name__ == "__main__":
 #                                         -> "a is 1.80× faster than b (p < 0.001)"
 # ```
 #
-# **Your task.** Complete `compare_samples`: fill in `median_a`, `median_b`, `ratio`,
+# **Your task (medium, 10 points).** Complete `compare_samples`: fill in `median_a`, `median_b`, `ratio`,
 # `ci_lower`, `ci_upper`, `p_value` and `significant`; the verdict text is written for you
 # from those.
 #
@@ -768,8 +776,20 @@ if __name__ == "__main__":
 # would go either way with probability ½, so `n10 ~ Binomial(n01 + n10, ½)`. This uses far
 # more of the data's structure than comparing two accuracies as if they came from different
 # images.
+#
+# **Your task (easy, 5 points).** Complete `mcnemar_exact`: count the two kinds of
+# disagreement and test them with the exact binomial distribution.
+#
+# - *TODO:* `a_only`, `b_only` and the two-sided `p_value` (1.0 when the models never disagree).
+# - *Approach:* only the images where exactly one model is right carry information; the images
+#   both got right (or both got wrong) say nothing about which model is better.
+# - *Example:* A right on 3 of 4 images, B on 1 of them (one both got right): `a_only == 2`,
+#   `b_only == 0`, `p_value == 0.5` (two coin flips both landing on A's side, either side).
+# - *Hints:* boolean arrays combine with `&` and `~`; `scipy.stats.binomtest` gives the exact
+#   test. The chi-square formula `(|n01 − n10| − 1)² / (n01 + n10)` is an approximation that is
+#   poor for the handful of disagreements two good models have.
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "results-mcnemar", "solution": true, "schema_version": 3}
 #| export
 def mcnemar_exact(correct_a: Sequence[int | bool], correct_b: Sequence[int | bool]) -> dict[str, Any]:
     """McNemar's exact test on paired per-sample correctness (1 = right, 0 = wrong).
@@ -784,11 +804,40 @@ def mcnemar_exact(correct_a: Sequence[int | bool], correct_b: Sequence[int | boo
     if a.shape != b.shape or a.ndim != 1 or a.size == 0:
         raise ValueError(f"correct_a, correct_b: expected two equal-length 1-D sequences of 0/1, "
                          f"got shapes {a.shape} and {b.shape}")
+    ### BEGIN SOLUTION
     a_only = int(np.sum(a & ~b))
     b_only = int(np.sum(~a & b))
     n = a_only + b_only
     p = 1.0 if n == 0 else float(_stats.binomtest(b_only, n, 0.5, alternative="two-sided").pvalue)
+    ### END SOLUTION
     return {"a_only": a_only, "b_only": b_only, "p_value": p}
+
+# %% nbgrader={"grade": true, "grade_id": "test-results-mcnemar", "locked": true, "points": 5, "schema_version": 3}
+def test_unit_mcnemar_exact():
+    # 10 images A alone got right, 2 that B alone got right, 88 both got right
+    a = [1] * 10 + [0] * 2 + [1] * 88
+    b = [0] * 10 + [1] * 2 + [1] * 88
+    got = mcnemar_exact(a, b)
+    assert (got["a_only"], got["b_only"]) == (10, 2), (
+        f"expected a_only=10, b_only=2 (only the disagreements), got {got['a_only']}, {got['b_only']}")
+    exact = _stats.binomtest(2, 12, 0.5).pvalue
+    chi2 = float(_stats.chi2.sf((abs(10 - 2) - 1) ** 2 / 12, 1))
+    assert abs(got["p_value"] - exact) < 1e-12, (
+        f"p_value: expected the exact two-sided binomial p = {exact:.5f}, got {got['p_value']:.5f}"
+        + (" -- that is the chi-square approximation" if abs(got["p_value"] - chi2) < 1e-6 else ""))
+    assert mcnemar_exact([1, 0, 1], [1, 0, 1]) == {"a_only": 0, "b_only": 0, "p_value": 1.0}, \
+        "no disagreement: no evidence either way, p = 1.0"
+    assert mcnemar_exact([1, 1, 1, 0], [1, 0, 0, 0]) == {"a_only": 2, "b_only": 0, "p_value": 0.5}
+    try:
+        mcnemar_exact([1, 0], [1])
+    except ValueError as e:
+        assert "correct_a" in str(e), f"the error should name the arguments, got: {e}"
+    else:
+        raise AssertionError("outcomes of different lengths cannot be paired: expected a ValueError")
+
+
+if __name__ == "__main__":
+    test_unit_mcnemar_exact()
 
 # %% [markdown]
 # ## The Pareto frontier
@@ -806,7 +855,7 @@ def mcnemar_exact(correct_a: Sequence[int | bool], correct_b: Sequence[int | boo
 #        +------------------------> latency (lower is better)
 # ```
 #
-# **Your task.** Implement `pareto_front(points, directions)`.
+# **Your task (medium, 10 points).** Implement `pareto_front(points, directions)`.
 #
 # - *Approach:* for each model, check whether any other model dominates it; keep the ones no
 #   one dominates, in the input order.
@@ -954,7 +1003,7 @@ def metric_info(metric: str, unit: str = "") -> MetricInfo:
 # 27,093 bytes on disk   -> CountResult:      mean 0.0258 MiB, interval [0.0258, 0.0258]
 # ```
 #
-# **Your task.** Complete `ProportionResult.__post_init__`: from the per-sample outcomes (the
+# **Your task (easy, 5 points).** Complete `ProportionResult.__post_init__`: from the per-sample outcomes (the
 # checks that they are 0s and 1s are written for you), set `count`, `correct`, the estimate
 # (`mean`, `median` and `p50` are all `k / n`), `std`, `min`, `max`, the percentiles and spreads
 # that mean nothing for 0/1 outcomes (`p90`, `p95`, `p99`, `iqr`, `cv`: None; `outliers`: 0), and
@@ -1200,7 +1249,7 @@ def compare_results(
 # C  3.00 ms             60.0%           ->  A wins both (significantly)           ->  C dominated by A
 # ```
 #
-# **Your task.** Complete `pareto_front_with_ties` (the checks on the arguments are written).
+# **Your task (hard, 10 points).** Complete `pareto_front_with_ties` (the checks on the arguments are written).
 #
 # - *Approach:* for every pair of models and every metric, `compare_results(...)` and keep its
 #   `winner` (a name, or None for a tie); record each tie as `[a, b, metric]`. Then a model `b`
@@ -1312,8 +1361,24 @@ if __name__ == "__main__":
 # `top1_correct` then runs a model over those batches once — in eval mode, under
 # `inference_mode`, through the one adapter — and returns the per-sample outcomes that a
 # `ProportionResult` is made of. Every accuracy in the library comes from this function.
+#
+# **Your task (medium, 10 points).** Complete the loop of `top1_correct` (below `EvalData`):
+# one outcome (1 right, 0 wrong) per labelled sample, in order, with the checks that stop a
+# wrong model or wrong labels from producing a plausible-looking accuracy.
+#
+# - *TODO:* for each batch `(x, y)`: run the model, check the output's shape and that the labels
+#   fit the model's classes (a `ValueError` that names the model, the dataset and what was
+#   expected), and collect the outcomes.
+# - *Approach:* the adapter knows how to feed the model (`to_input`) and call it (`forward`);
+#   the output becomes a CPU tensor of scores, one row per sample and one column per class;
+#   the prediction is the best-scoring class of each row.
+# - *Example:* an identity `Linear(2, 2)` on inputs `[1, 0], [0, 1], [1, 0]` with labels
+#   `[0, 1, 1]` gives `[1, 1, 0]`.
+# - *Hints:* which axis of a `(batch, classes)` array holds the classes? Labels of 10 classes
+#   against a model with 3 outputs must fail loudly, not score 30%. `_output_tensor` is written
+#   for you.
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "results-top1", "solution": true, "schema_version": 3}
 #| export
 _INPUT_KEYS = ("X", "x", "inputs", "input", "data", "images", "features")
 _LABEL_KEYS = ("y", "labels", "label", "targets", "target")
@@ -1520,6 +1585,7 @@ def top1_correct(model: Any, data: Any) -> list[int]:
                          + (f" ({d.reason})" if d.reason else ""))
     flags = []
     with a.inference():
+        ### BEGIN SOLUTION
         for x, y in d.batches():
             scores = _output_tensor(a.forward(a.to_input(x)))
             if scores.ndim != 2 or scores.shape[0] != len(y):
@@ -1529,11 +1595,12 @@ def top1_correct(model: Any, data: Any) -> list[int]:
                 raise ValueError(f"dataset '{d.name}': labels range over [{int(y.min())}, {int(y.max())}] but model "
                                  f"'{a.name}' outputs {scores.shape[1]} classes; labels do not match the model's output")
             flags.append((scores.argmax(dim=1) == y.cpu()).to(torch.int8))
+        ### END SOLUTION
     if not flags:
         raise ValueError(f"data: '{d.name}' has no samples")
     return torch.cat(flags).tolist()
 
-# %%
+# %% nbgrader={"grade": true, "grade_id": "test-results-top1", "locked": true, "points": 10, "schema_version": 3}
 def test_unit_eval_data_and_top1():
     from torch.utils.data import DataLoader, TensorDataset
     lin = torch.nn.Linear(3, 3, bias=False)
@@ -1541,6 +1608,16 @@ def test_unit_eval_data_and_top1():
         lin.weight.copy_(torch.eye(3))                     # predicts argmax(x)
     X = torch.eye(3).repeat(2, 1)                          # predictions 0 1 2 0 1 2
     y = torch.tensor([0, 1, 2, 1, 1, 0])                   # right:      1 1 1 0 1 0
+    # the most telling case first: 4 samples of 3 classes, so argmax over the wrong axis gives 3 outcomes
+    got = top1_correct(lin, (X[:4], y[:4]))
+    assert got == [1, 1, 1, 0], (
+        f"expected one outcome per sample, [1, 1, 1, 0], got {got}"
+        + (" -- that is an argmax over the batch (dim=0); the class is the argmax of each row (dim=1)"
+           if len(got) == 3 else ""))
+    # eval mode: a model with dropout must give the same outcomes on every call
+    drop = torch.nn.Sequential(torch.nn.Dropout(0.9), lin)
+    assert top1_correct(drop, (X, y)) == [1, 1, 1, 0, 1, 0] and drop.training, \
+        "dropout active while evaluating: run the model through the adapter's inference() (eval mode), then restore"
     forms = [(X, y), TensorDataset(X, y), DataLoader(TensorDataset(X, y), batch_size=4), (X.numpy(), y.numpy()),
              {"X": X, "y": y}, {"inputs": X.numpy(), "labels": y.tolist()}]
     for data in forms:
@@ -1552,9 +1629,16 @@ def test_unit_eval_data_and_top1():
     try:
         top1_correct(lin, (X, torch.tensor([0, 1, 2, 3, 4, 5])))
     except ValueError as e:
-        assert "labels do not match" in str(e), e
+        assert "label" in str(e) and "3" in str(e), (
+            f"the error should say that the labels do not fit the model's 3 classes, got: {e}")
     else:
-        raise AssertionError("labels beyond the model's 3 classes should raise")
+        raise AssertionError("labels up to 5 with a 3-class model: expected a ValueError, not a low accuracy")
+    try:
+        top1_correct(torch.nn.Sequential(torch.nn.Linear(3, 1), torch.nn.Flatten(0)), (X, y))
+    except ValueError as e:
+        assert "shape" in str(e), f"the error should give the expected output shape, got: {e}"
+    else:
+        raise AssertionError("a model with one output column cannot be scored on 3 classes: expected a ValueError")
     r = ProportionResult("accuracy", top1_correct(lin, (X, y)), unit="fraction")
     assert (r.correct, r.count) == (4, 6) and (r.ci_lower, r.ci_upper) == wilson_interval(4, 6)
 
@@ -1574,10 +1658,34 @@ if __name__ == "__main__":
 # - **`serialized_bytes`**: the bytes of the file `torch.save(model.state_dict())` (or
 #   `torch.jit.save` for TorchScript) writes: tensors plus the container's overhead, which
 #   dominates for tiny models. This is the download or Flash size.
+#
+# The tensor count has a trap. An int8 `Linear` keeps its weight *packed*: the state dict holds
+# a tuple `(quantized weight, bias)`, and a quantized tensor's `element_size()` is not the
+# story: it stores int8 integers **plus** its quantization parameters (one scale and zero point,
+# or one per output channel).
+#
+# ```
+# Linear(256, 128) fp32:  weight 256·128·4 + bias 128·4                      = 131,584 B
+# after dynamic int8:     weight 256·128·1 + scale 8 + zero point 8 + bias 128·4 = 33,296 B  (+ the module's own
+#                         output scale and zero point, 4 + 8 B)
+# ```
+#
+# **Your task (medium, 10 points).** Complete `_flatten_tensors`: yield every tensor a state
+# dict value holds, so that summing `numel() · element_size()` counts the bytes really stored.
+#
+# - *TODO:* a plain tensor is itself; a quantized tensor is its stored integers and its
+#   quantization parameters (per tensor or per channel); tuples, lists and dicts are opened
+#   recursively; anything else (a `torch.dtype` entry, a string) holds no tensor bytes.
+# - *Approach:* recursion on containers; `value.is_quantized` tells the two tensor kinds apart.
+# - *Example:* the 256 → 128 → 10 dynamic int8 MLP has 34,656 bytes of state, against 136,744 in fp32.
+# - *Hints:* `torch.int_repr`, `q_scale`/`q_zero_point` (Python numbers: make them 0-d tensors of
+#   float64 and int64), `q_per_channel_scales`/`q_per_channel_zero_points`, `value.qscheme()`.
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "results-tensor-bytes", "solution": true, "schema_version": 3}
 #| export
 def _flatten_tensors(value: Any) -> Iterator[torch.Tensor]:
+    "Every tensor `value` holds, with a quantized tensor opened into its integers and parameters."
+    ### BEGIN SOLUTION
     if isinstance(value, torch.Tensor):
         if value.is_quantized:
             yield torch.int_repr(value)  # the stored integers: element_size() is 1 for int8
@@ -1596,6 +1704,7 @@ def _flatten_tensors(value: Any) -> Iterator[torch.Tensor]:
     elif isinstance(value, dict):
         for item in value.values():
             yield from _flatten_tensors(item)
+    ### END SOLUTION
 
 
 def state_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
@@ -1637,6 +1746,35 @@ def serialized_bytes(model: Any) -> tuple[int, str]:
               for i, p in enumerate(params())}
     np.savez(buf, **arrays)
     return len(buf.getvalue()), "bytes of numpy.savez(parameters)"
+
+# %% nbgrader={"grade": true, "grade_id": "test-results-tensor-bytes", "locked": true, "points": 10, "schema_version": 3}
+def test_unit_state_dict_tensor_bytes():
+    import warnings
+
+    mlp = torch.nn.Sequential(torch.nn.Linear(256, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    fp32 = sum(p.numel() * 4 for p in mlp.parameters())
+    assert state_dict_tensor_bytes(mlp) == fp32, f"fp32: expected {fp32} bytes (sum of numel * 4), got {state_dict_tensor_bytes(mlp)}"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notice
+        q = torch.ao.quantization.quantize_dynamic(mlp, {torch.nn.Linear}, dtype=torch.qint8)
+    # hand count: int8 weights, fp32 biases, per weight a float64 scale + int64 zero point, per layer the
+    # module's own output scale (float32) and zero point (int64)
+    expected = (256 * 128 + 128 * 10) * 1 + (128 + 10) * 4 + 2 * (8 + 8) + 2 * (4 + 8)
+    got = state_dict_tensor_bytes(q)
+    hint = ""
+    if got == 2 * (4 + 8):
+        hint = " -- the packed (weight, bias) tuples were skipped: open tuples recursively"
+    elif got == expected - 2 * (8 + 8):
+        hint = " -- the weights' scale and zero point are stored too"
+    assert got == expected, f"dynamic int8 MLP: expected {expected} bytes by hand count, got {got}{hint}"
+    per_channel = torch.quantize_per_channel(torch.randn(4, 3), torch.ones(4, dtype=torch.float64),
+                                             torch.zeros(4, dtype=torch.int64), 0, torch.qint8)
+    got = sum(t.numel() * t.element_size() for t in _flatten_tensors({"w": per_channel, "dtype": torch.qint8}))
+    assert got == 12 + 4 * 8 + 4 * 8, f"per-channel int8 (4 x 3): expected 12 + 32 + 32 = 76 bytes, got {got}"
+
+
+if __name__ == "__main__":
+    test_unit_state_dict_tensor_bytes()
 
 # %% [markdown]
 # ## Writing results: JSON-ready, atomically

@@ -380,10 +380,12 @@ def mcnemar_exact(correct_a: Sequence[int | bool], correct_b: Sequence[int | boo
     if a.shape != b.shape or a.ndim != 1 or a.size == 0:
         raise ValueError(f"correct_a, correct_b: expected two equal-length 1-D sequences of 0/1, "
                          f"got shapes {a.shape} and {b.shape}")
+    ### BEGIN SOLUTION
     a_only = int(np.sum(a & ~b))
     b_only = int(np.sum(~a & b))
     n = a_only + b_only
     p = 1.0 if n == 0 else float(_stats.binomtest(b_only, n, 0.5, alternative="two-sided").pvalue)
+    ### END SOLUTION
     return {"a_only": a_only, "b_only": b_only, "p_value": p}
 
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #16de36b3
@@ -891,6 +893,7 @@ def top1_correct(model: Any, data: Any) -> list[int]:
                          + (f" ({d.reason})" if d.reason else ""))
     flags = []
     with a.inference():
+        ### BEGIN SOLUTION
         for x, y in d.batches():
             scores = _output_tensor(a.forward(a.to_input(x)))
             if scores.ndim != 2 or scores.shape[0] != len(y):
@@ -900,12 +903,15 @@ def top1_correct(model: Any, data: Any) -> list[int]:
                 raise ValueError(f"dataset '{d.name}': labels range over [{int(y.min())}, {int(y.max())}] but model "
                                  f"'{a.name}' outputs {scores.shape[1]} classes; labels do not match the model's output")
             flags.append((scores.argmax(dim=1) == y.cpu()).to(torch.int8))
+        ### END SOLUTION
     if not flags:
         raise ValueError(f"data: '{d.name}' has no samples")
     return torch.cat(flags).tolist()
 
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #e2c7d874
 def _flatten_tensors(value: Any) -> Iterator[torch.Tensor]:
+    "Every tensor `value` holds, with a quantized tensor opened into its integers and parameters."
+    ### BEGIN SOLUTION
     if isinstance(value, torch.Tensor):
         if value.is_quantized:
             yield torch.int_repr(value)  # the stored integers: element_size() is 1 for int8
@@ -924,6 +930,7 @@ def _flatten_tensors(value: Any) -> Iterator[torch.Tensor]:
     elif isinstance(value, dict):
         for item in value.values():
             yield from _flatten_tensors(item)
+    ### END SOLUTION
 
 
 def state_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
