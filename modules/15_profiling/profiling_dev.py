@@ -66,16 +66,17 @@ from tinytorch.profiling.timing import ModelAdapter, adapt, time_callable, time_
 #
 # ### Task 1: `parameter_count`
 #
-# **Build** `parameter_count(arrays)`: the total number of scalars in a sequence of torch
-# tensors or numpy arrays.
+# **Your task (easy, 2 points).** Implement `parameter_count(arrays)`: the total number of
+# scalars in a sequence of torch tensors or numpy arrays.
 #
-# **Approach**: for each array take the product of its shape (`math.prod(a.shape)`; a 0-d
-# array has shape `()` and holds one scalar, and `math.prod(())` is 1), and add them up.
-#
-# **Example**: a `Linear(3, 2)` has a (2, 3) weight and a (2,) bias:
-# `parameter_count([torch.zeros(2, 3), torch.zeros(2)]) == 8`.
-#
-# **Hints**: return a Python `int`; do not deduplicate here (the adapter already did).
+# - *TODO:* one number for the whole sequence, a Python `int`.
+# - *Approach:* how many scalars an array holds follows from its shape alone, whatever kind of
+#   array it is; the total is then a sum over the arrays.
+# - *Example:* a `Linear(3, 2)` has a (2, 3) weight and a (2,) bias:
+#   `parameter_count([torch.zeros(2, 3), torch.zeros(2)]) == 8`.
+# - *Hints:* both kinds of array have `.shape`, but only one has `.numel()`. A 0-d array has
+#   shape `()` and still holds one scalar: check what your product of an empty shape gives (the
+#   `math` module has a product function). Do not deduplicate here: the adapter already did.
 
 # %% nbgrader={"grade": false, "grade_id": "profiling-parameter-count", "solution": true, "schema_version": 3}
 #| export
@@ -95,9 +96,12 @@ def test_unit_parameter_count():
     expected = sum(p.numel() for p in mlp.parameters())  # (7*5+5) + (5*3+3) = 58
     got = parameter_count(list(mlp.parameters()))
     assert got == expected == 58, f"expected 58 parameters for Linear(7,5)+Linear(5,3), got {got}"
-    assert parameter_count([np.zeros((4, 4)), np.zeros(3)]) == 19, "numpy arrays: 16 + 3 = 19 scalars"
-    assert parameter_count([np.float32(1.0) * np.ones(())]) == 1, "a 0-d array holds one scalar"
-    assert parameter_count([]) == 0, "no arrays: 0 scalars"
+    got_np = parameter_count([np.zeros((4, 4)), np.zeros(3)])
+    assert got_np == 19, f"numpy arrays (4, 4) and (3,): expected 16 + 3 = 19 scalars, got {got_np}"
+    got_0d = parameter_count([np.float32(1.0) * np.ones(())])
+    assert got_0d == 1, (f"a 0-d array (shape ()) holds one scalar: expected 1, got {got_0d}"
+                         + (" -- the product of an empty shape is 1, not 0" if got_0d == 0 else ""))
+    assert parameter_count([]) == 0, f"no arrays: expected 0 scalars, got {parameter_count([])}"
     assert isinstance(got, int), f"expected a Python int, got {type(got).__name__}"
 
 
@@ -134,14 +138,16 @@ if __name__ == "__main__":
 #
 # ### Task 2: `linear_macs`
 #
-# **Build** `linear_macs(in_features, output_shape)`: the MACs of a linear layer that produced
-# an output of `output_shape` from inputs with `in_features` features.
+# **Your task (easy, 2 points).** Implement `linear_macs(in_features, output_shape)`: the MACs
+# of a linear layer that produced an output of `output_shape` from inputs with `in_features`
+# features.
 #
-# **Approach**: number of output elements (`math.prod(output_shape)`) times `in_features`.
-#
-# **Example**: `Linear(128, 10)` on a batch of 4: output (4, 10) → 40 × 128 = 5,120 MACs.
-#
-# **Hints**: the batch (and any sequence dimension) is already in `output_shape`.
+# - *TODO:* return the count as a Python `int`.
+# - *Approach:* use the formula above: how many output elements are there, and how long is the
+#   dot product behind each one?
+# - *Example:* `Linear(128, 10)` on a batch of 4 gives an output of (4, 10): 5,120 MACs.
+# - *Hints:* the batch (and any sequence dimension) is already in `output_shape`; the weight's
+#   shape is not needed.
 
 # %% nbgrader={"grade": false, "grade_id": "profiling-linear-macs", "solution": true, "schema_version": 3}
 #| export
@@ -157,8 +163,10 @@ def linear_macs(in_features: int, output_shape: Sequence[int]) -> int:
 
 # %% nbgrader={"grade": true, "grade_id": "test-profiling-linear-macs", "locked": true, "points": 2, "schema_version": 3}
 def test_unit_linear_macs():
-    assert linear_macs(128, (4, 10)) == 5120, "Linear(128,10), batch 4: 4*10 outputs x 128 = 5120 MACs"
-    assert linear_macs(64, (2, 7, 32)) == 2 * 7 * 32 * 64, "a sequence dimension multiplies the outputs"
+    got = linear_macs(128, (4, 10))
+    assert got == 5120, f"Linear(128, 10), batch 4: expected 4*10 outputs x 128 = 5120 MACs, got {got}"
+    got = linear_macs(64, (2, 7, 32))
+    assert got == 2 * 7 * 32 * 64, f"output (2, 7, 32), 64 features: expected {2 * 7 * 32 * 64} MACs (every output dimension counts), got {got}"
     # independent reference: torch's FLOP counter (FLOPs = 2 x MACs)
     layer, x = torch.nn.Linear(33, 17), torch.randn(5, 33)
     with FlopCounterMode(display=False) as fc:
@@ -173,18 +181,20 @@ if __name__ == "__main__":
 # %% [markdown]
 # ### Task 3: `conv_macs`
 #
-# **Build** `conv_macs(weight_shape, output_shape)`: the MACs of a convolution (1-D, 2-D or
-# 3-D) whose weight has `weight_shape` `(C_out, C_in / groups, *kernel)` and which produced an
-# output of `output_shape` `(N, C_out, *spatial)`.
+# **Your task (easy, 3 points).** Implement `conv_macs(weight_shape, output_shape)`: the MACs of
+# a convolution (1-D, 2-D or 3-D) whose weight has `weight_shape` `(C_out, C_in / groups,
+# *kernel)` and which produced an output of `output_shape` `(N, C_out, *spatial)`.
 #
-# **Approach**: output elements × the product of `weight_shape[1:]`.
-#
-# **Example**: `Conv2d(16, 32, 3, padding=1)` on (1, 16, 8, 8): weight (32, 16, 3, 3), output
-# (1, 32, 8, 8) → 2048 × 144 = 294,912 MACs. Depthwise `Conv2d(16, 16, 3, groups=16)`: weight
-# (16, 1, 3, 3), so each output element costs only 9 MACs.
-#
-# **Hints**: you do not need stride, padding or groups: they are already reflected in the
-# output shape and in the weight's second dimension.
+# - *TODO:* return the count as a Python `int`, for any number of spatial dimensions.
+# - *Approach:* as for a linear layer, output elements times the length of one dot product;
+#   here that length is what one output channel reads: which of the weight's dimensions
+#   describe it, and which one does not?
+# - *Example:* `Conv2d(16, 32, 3, padding=1)` on (1, 16, 8, 8): weight (32, 16, 3, 3), output
+#   (1, 32, 8, 8), 294,912 MACs. Depthwise `Conv2d(16, 16, 3, groups=16)` has the weight
+#   (16, 1, 3, 3), so each of its output elements costs only 9 MACs.
+# - *Hints:* you do not need stride, padding or groups: they are already reflected in the
+#   output shape and in the weight's second dimension. The test checks you against
+#   `torch.utils.flop_counter` (FLOPs = 2 × MACs) on strided, grouped, depthwise and 1-D cases.
 
 # %% nbgrader={"grade": false, "grade_id": "profiling-conv-macs", "solution": true, "schema_version": 3}
 #| export
@@ -203,7 +213,8 @@ def conv_macs(weight_shape: Sequence[int], output_shape: Sequence[int]) -> int:
 
 # %% nbgrader={"grade": true, "grade_id": "test-profiling-conv-macs", "locked": true, "points": 3, "schema_version": 3}
 def test_unit_conv_macs():
-    assert conv_macs((32, 16, 3, 3), (1, 32, 8, 8)) == 294912, "Conv2d(16,32,3,pad 1) on 8x8: 2048 x 144"
+    got = conv_macs((32, 16, 3, 3), (1, 32, 8, 8))
+    assert got == 294912, f"Conv2d(16, 32, 3, padding=1) on 8x8: expected 2048 outputs x 144 = 294912 MACs, got {got}"
     cases = {
         "strided+padded": torch.nn.Conv2d(3, 6, 5, stride=2, padding=2),
         "depthwise": torch.nn.Conv2d(12, 12, 3, groups=12, padding=1),
@@ -230,16 +241,17 @@ if __name__ == "__main__":
 #
 # ### Task 4: `activation_bytes`
 #
-# **Build** `activation_bytes(shape, dtype)`: the bytes of a tensor of `shape` and `dtype`,
-# where `dtype` is a torch dtype (`torch.float16`) or anything numpy accepts (`np.float32`,
-# `"int8"`).
+# **Your task (easy, 2 points).** Implement `activation_bytes(shape, dtype)`: the bytes of a
+# tensor of `shape` and `dtype`, where `dtype` is a torch dtype (`torch.float16`) or anything
+# numpy accepts (`np.float32`, `"int8"`).
 #
-# **Approach**: `math.prod(shape)` elements × bytes per element. Both `torch.float16.itemsize`
-# and `np.dtype("int8").itemsize` give the bytes per element.
-#
-# **Example**: a float32 output of shape (1, 16, 8, 8) is 1024 × 4 = 4,096 bytes.
-#
-# **Hints**: convert a non-torch dtype with `np.dtype(dtype)` first.
+# - *TODO:* return the size as a Python `int`, for both kinds of dtype.
+# - *Approach:* elements times bytes per element; the dtype alone tells the bytes per element,
+#   but torch and numpy describe dtypes with different objects.
+# - *Example:* a float32 output of shape (1, 16, 8, 8) is 4,096 bytes; ten `"int8"` values are 10.
+# - *Hints:* a string or a numpy scalar type becomes a numpy dtype object with `np.dtype(...)`;
+#   look for an attribute that both a numpy dtype and a `torch.dtype` have (bfloat16 has no
+#   numpy counterpart, so do not convert torch dtypes to numpy).
 
 # %% nbgrader={"grade": false, "grade_id": "profiling-activation-bytes", "solution": true, "schema_version": 3}
 #| export
@@ -256,13 +268,16 @@ def activation_bytes(shape: Sequence[int], dtype: Any) -> int:
 
 # %% nbgrader={"grade": true, "grade_id": "test-profiling-activation-bytes", "locked": true, "points": 2, "schema_version": 3}
 def test_unit_activation_bytes():
-    assert activation_bytes((1, 16, 8, 8), torch.float32) == 4096, "1024 float32 values = 4096 bytes"
-    assert activation_bytes((3, 5), torch.float16) == 30, "15 float16 values = 30 bytes"
-    assert activation_bytes((3, 5), torch.bfloat16) == 30, "15 bfloat16 values = 30 bytes"
-    assert activation_bytes((7,), np.float64) == 56, "7 float64 values = 56 bytes"
-    assert activation_bytes((10,), "int8") == 10, "10 int8 values = 10 bytes"
+    for shape, dtype, expected, what in (((1, 16, 8, 8), torch.float32, 4096, "1024 float32 values"),
+                                         ((3, 5), torch.float16, 30, "15 float16 values"),
+                                         ((3, 5), torch.bfloat16, 30, "15 bfloat16 values"),
+                                         ((7,), np.float64, 56, "7 float64 values"),
+                                         ((10,), "int8", 10, "10 int8 values")):
+        got = activation_bytes(shape, dtype)
+        assert got == expected, f"{what}: expected {expected} bytes, got {got}"
     t = torch.zeros(4, 9, dtype=torch.float64)
-    assert activation_bytes(tuple(t.shape), t.dtype) == t.numel() * t.element_size(), "must match torch's own size"
+    got = activation_bytes(tuple(t.shape), t.dtype)
+    assert got == t.numel() * t.element_size(), f"a (4, 9) float64 tensor: expected torch's own size {t.numel() * t.element_size()}, got {got}"
 
 
 if __name__ == "__main__":

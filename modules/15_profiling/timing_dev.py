@@ -550,13 +550,29 @@ if __name__ == "__main__":
 # ## How much does reading the clock cost?
 #
 # `time.perf_counter_ns()` is monotonic and has nanosecond resolution, but calling it is not
-# free. The next cell measures the cost of two back-to-back reads on this machine. If one timed
-# block lasts only a few times longer than that, the clock itself is a large part of what we
-# report. Hence the rule: make every timed block at least 1000× the clock's cost, so the
-# overhead stays below 0.1%. Fast models are therefore timed in **blocks** of several calls, and
-# the per-call time is the block time divided by the number of calls.
+# free. Your function below measures the cost of two back-to-back reads, and the cell after its
+# test prints it for this machine. If one timed block lasts only a few times longer than that,
+# the clock itself is a large part of what we report. Hence the rule: make every timed block at
+# least 1000× the clock's cost, so the overhead stays below 0.1%. Fast models are therefore
+# timed in **blocks** of several calls, and the per-call time is the block time divided by the
+# number of calls.
+#
+# **Your task (easy, 3 points).** Implement `measure_timer_overhead_ns(reads)`: the typical cost,
+# in ns, of reading the clock twice in a row.
+#
+# - *TODO:* take `reads` pairs of back-to-back clock readings and return their typical difference
+#   as a float (the check on `reads` is written for you).
+# - *Approach:* one pair's difference is exactly what the start and stop reads of a timed block
+#   add to it. Most pairs cost the same few tens of nanoseconds; now and then the operating system
+#   interrupts the process between the two reads, and that one pair costs microseconds. Summarise
+#   the pairs so that such rare interruptions do not move the answer.
+# - *Example:* with a clock whose reads cost 40 ns, except that one pair in fifty is interrupted
+#   for 100 µs, the answer is 40.0.
+# - *Hints:* read the clock through `time.perf_counter_ns` inside the function (the graded test
+#   swaps this module's `time` for a fake clock); which summary statistic ignores a few huge
+#   values? The `statistics` module has it.
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "timing-overhead", "solution": true, "schema_version": 3}
 #| export
 def measure_timer_overhead_ns(reads: int = 2000) -> float:
     """Median cost in ns of one `perf_counter_ns()` read pair, measured now.
@@ -564,8 +580,9 @@ def measure_timer_overhead_ns(reads: int = 2000) -> float:
     >>> 0 < measure_timer_overhead_ns() < 10_000
     True
     """
-    if reads < 1:
-        raise ValueError(f"reads: expected a positive int, got {reads}")
+    if isinstance(reads, bool) or not isinstance(reads, (int, np.integer)) or reads < 1:
+        raise ValueError(f"reads: expected a positive int, got {reads!r}")
+    ### BEGIN SOLUTION
     clock = time.perf_counter_ns
     diffs = []
     for _ in range(reads):
@@ -573,6 +590,51 @@ def measure_timer_overhead_ns(reads: int = 2000) -> float:
         t1 = clock()
         diffs.append(t1 - t0)
     return float(statistics.median(diffs))
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-timing-overhead", "locked": true, "points": 3, "schema_version": 3}
+def test_unit_measure_timer_overhead():
+    real_time = measure_timer_overhead_ns.__globals__["time"]
+
+    class FakeClock:  # stands in for the `time` module: each read costs 40 ns, every 50th pair is interrupted
+        def __init__(self):
+            self.now, self.reads = 10**9, 0
+
+        def perf_counter_ns(self):
+            self.reads += 1
+            t = self.now
+            self.now += 40 + (100_000 if self.reads % 100 == 1 else 0)
+            return t
+
+        def __getattr__(self, name):
+            return getattr(real_time, name)
+
+    fake = FakeClock()
+    measure_timer_overhead_ns.__globals__["time"] = fake
+    try:
+        got = measure_timer_overhead_ns(500)
+    finally:
+        measure_timer_overhead_ns.__globals__["time"] = real_time
+    assert fake.reads == 1000, (f"reads=500 read pairs: expected 1000 reads of time.perf_counter_ns(), got {fake.reads}"
+                                + (" -- read the clock through time.perf_counter_ns inside the function" if fake.reads == 0 else ""))
+    mean = (500 * 40 + 10 * 100_000) / 500
+    assert got == 40.0, (f"expected 40.0 ns (the typical read pair), got {got!r}"
+                         + (" -- that is the mean: ten interrupted pairs of 100 µs pull it up; the median is the "
+                            "typical cost" if abs(got - mean) < 1 else ""))
+    assert isinstance(got, float), f"expected a float, got {type(got).__name__}"
+    real = measure_timer_overhead_ns()
+    assert 0 < real < 10_000, f"the real clock: expected a read pair to cost between 0 and 10 µs, got {real} ns"
+    for bad in (0, -5):
+        try:
+            measure_timer_overhead_ns(bad)
+        except ValueError as e:
+            assert "reads" in str(e), f"the error for reads={bad} should name 'reads', got: {e}"
+        else:
+            raise AssertionError(f"measure_timer_overhead_ns({bad}) should raise ValueError")
+
+
+if __name__ == "__main__":
+    test_unit_measure_timer_overhead()
 
 # %%
 if __name__ == "__main__":
@@ -585,11 +647,36 @@ if __name__ == "__main__":
 #
 # Latency distributions are skewed (a long tail of slow runs), so we summarise them by the
 # median. How sure are we of a median from `n` samples? Without assuming any distribution:
-# the number of samples below the true median is Binomial(n, ½), so the interval between two
-# order statistics chosen from that binomial covers the true median with the stated
-# probability. The timing core uses it to stop as soon as the median is known to ±1%.
+# each sample falls below the true median with probability ½, so the number of samples below
+# it is Binomial(n, ½), and the interval between two order statistics chosen from that
+# binomial covers the true median with the stated probability. The timing core uses it to
+# stop as soon as the median is known to ±1%.
+#
+# ```
+#  sorted samples   x(1) ≤ x(2) ≤ ... ≤ x(k) ≤ ... ≤ x(n-k+1) ≤ ... ≤ x(n)
+#                                      └── interval ──┘
+#  it misses the true median m only if fewer than k samples lie below m, or fewer than k above
+# ```
+#
+# **Your task (medium, 6 points).** Implement the interval of `median_ci(values, confidence)`
+# (the checks on the arguments are written for you).
+#
+# - *TODO:* return two of the sample's own values, a lower and an upper one, that hold the true
+#   median with probability at least `confidence`; when no pair of values reaches that (very
+#   few values), return the smallest and the largest value.
+# - *Approach:* with `B` ~ Binomial(n, ½) the number of samples below the true median, the
+#   interval from the k-th smallest to the k-th largest value misses it when `B < k` or
+#   `B > n − k`, two tails of equal probability. Take the largest `k` whose lower tail,
+#   P(B ≤ k − 1), stays below (1 − confidence) / 2.
+# - *Example:* for the values 1, 2, …, 100 at 95% that `k` is 40 and the interval is `(40, 61)`;
+#   `median_ci([3.0, 1.0, 2.0])` is `(1.0, 3.0)`.
+# - *Hints:* `scipy.stats.binom` has the binomial's cdf and its inverse, `ppf` (read what `ppf`
+#   returns: the smallest count whose cdf reaches the level). The maths counts ranks from 1,
+#   Python indexes from 0, and the k-th largest is counted from the other end: check your
+#   indices on the 1..100 example, where every value equals its rank. An interval for the
+#   median is not the mean's `mean ± t·s/√n`.
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "timing-median-ci", "solution": true, "schema_version": 3}
 #| export
 def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
     """Distribution-free confidence interval of the median (binomial order statistics).
@@ -601,33 +688,55 @@ def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float,
     """
     from scipy.stats import binom
 
-    xs = sorted(values)
-    n = len(xs)
-    if n == 0:
+    values = list(values)
+    if not values:
         raise ValueError("values: expected at least one value, got none")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence: expected a number in (0, 1), got {confidence}")
-    alpha = 1 - confidence
-    k = int(binom.ppf(alpha / 2, n, 0.5))  # samples allowed below the lower bound
+    ### BEGIN SOLUTION
+    xs = sorted(values)
+    n = len(xs)
+    k = int(binom.ppf((1 - confidence) / 2, n, 0.5))  # samples allowed below the lower bound
     if k < 1:
         return xs[0], xs[-1]
     return xs[k - 1], xs[n - k]
+    ### END SOLUTION
 
-# %%
+# %% nbgrader={"grade": true, "grade_id": "test-timing-median-ci", "locked": true, "points": 6, "schema_version": 3}
 def test_unit_median_ci():
-    lo, hi = median_ci(list(range(1, 101)))
-    assert (lo, hi) == (40, 61), (lo, hi)  # the textbook 40th and 61st order statistics
-    assert median_ci([3.0, 1.0, 2.0]) == (1.0, 3.0)  # too few: the range
-    # coverage check against a known distribution: the interval holds the true median ~95% of the time
+    ranks = list(range(1, 101))  # each value is its own rank, so the answer reads as ranks
+    lo, hi = median_ci(ranks[::-1])
+    assert lo in ranks and hi in ranks, (
+        f"values 1..100: expected two of the sample's values, (40, 61), got ({lo}, {hi}) -- an interval of the "
+        "median is made of order statistics; " + ("that looks like mean ± t·s (an interval for the mean, which "
+                                                   "assumes a symmetric distribution)" if abs((lo + hi) / 2 - 50.5) < 1e-6
+                                                   else "both ends must be values of the sample"))
+    if (lo, hi) != (40, 61) and abs(lo - 40) <= 1 and abs(hi - 61) <= 1:
+        raise AssertionError(f"values 1..100: expected (40, 61), the 40th smallest and the 40th largest value, got "
+                             f"{(lo, hi)}, ranks {lo} and {hi}: an off-by-one rank -- the k-th smallest of the sorted "
+                             "values is xs[k-1] and the k-th largest is xs[n-k]")
+    assert (lo, hi) == (40, 61), (f"values 1..100 (given in descending order): expected (40, 61), got {(lo, hi)}"
+                                  + (" -- sort the values first" if lo > hi else ""))
+    assert median_ci(list(range(1, 101)), confidence=0.99) == (37, 64), \
+        f"values 1..100 at 99%: expected (37, 64), got {median_ci(list(range(1, 101)), confidence=0.99)}"
+    assert median_ci([5.0, 1.0, 9.0, 2.0, 7.0, 3.0]) == (1.0, 9.0), \
+        f"6 values at 95%: k is 1, the interval is the range (1.0, 9.0), got {median_ci([5.0, 1.0, 9.0, 2.0, 7.0, 3.0])}"
+    assert median_ci([3.0, 1.0, 2.0]) == (1.0, 3.0), \
+        f"3 values: no pair reaches 95%, expected the range (1.0, 3.0), got {median_ci([3.0, 1.0, 2.0])}"
+    # a skewed sample: the interval sits around the median, not around the mean
+    skewed = [1.0] * 30 + [2.0] * 30 + [100.0] * 10
+    assert median_ci(skewed) == (1.0, 2.0), f"30 x 1.0, 30 x 2.0, 10 x 100.0: expected (1.0, 2.0), got {median_ci(skewed)}"
+    # coverage against a known distribution: the interval holds the true median (0) ~95% of the time
     rng = np.random.default_rng(0)
     hits = sum(lo <= 0.0 <= hi for lo, hi in (median_ci(rng.standard_normal(41)) for _ in range(400)))
-    assert 0.92 <= hits / 400 <= 0.995, hits / 400
-    for bad in ([], ):
+    assert 0.92 <= hits / 400 <= 0.995, f"coverage of the true median: expected about 95%, got {hits / 400:.1%}"
+    for bad, arg in ((([],), "values"), (([1.0, 2.0], 1.5), "confidence")):
         try:
-            median_ci(bad)
-            raise AssertionError("empty values must fail")
+            median_ci(*bad)
         except ValueError as e:
-            assert "values" in str(e)
+            assert arg in str(e), f"the error for median_ci{bad} should name '{arg}', got: {e}"
+        else:
+            raise AssertionError(f"median_ci{bad} should raise ValueError")
 
 
 if __name__ == "__main__":
@@ -647,6 +756,7 @@ if __name__ == "__main__":
 #
 # The garbage collector is off while timing (a collection in the middle of a block is noise,
 # not model cost) and the torch thread count is fixed for the run and recorded with the result.
+# `TimingSamples` holds what comes out: every per-call sample in ns and the conditions.
 
 # %%
 #| export
@@ -705,10 +815,39 @@ def _positive_int(value: Any, arg: str, minimum: int = 1) -> int:
         raise ValueError(f"{arg}: expected an int >= {minimum}, got {value!r}")
     return int(value)
 
+# %% [markdown]
+# ### Fixing the conditions
+#
+# Two settings must not change while a model is timed: the number of threads torch uses (it
+# can change a latency severalfold) and the garbage collector (a collection in the middle of a
+# block is noise, not model cost). Each is a *context manager*: it changes the setting for the
+# body of a `with` and puts it back afterwards, also when the body raises, so a failing model
+# never leaves the process with one thread or with the collector off.
+#
+# **Your task (easy, 4 points).** Complete the context managers `fixed_threads(threads)` and
+# `_gc_paused(pause)`.
+#
+# - *TODO:* `fixed_threads`: while the body runs torch uses `threads` threads (None leaves the
+#   count alone); it yields the count in force; afterwards the count from before is back.
+#   `_gc_paused`: with `pause`, the collector is off while the body runs, and afterwards it is
+#   on again if, and only if, it was on before.
+# - *Approach:* remember the setting, change it, `yield`, restore it, written so that the
+#   restoring also happens when the body raises.
+# - *Example:* `with fixed_threads(1) as n:` gives `n == 1` and one torch thread inside, the old
+#   count after; `with fixed_threads(None) as n:` gives the current count and changes nothing.
+# - *Hints:* `torch.get_num_threads` / `torch.set_num_threads`; `gc.isenabled`, `gc.disable`,
+#   `gc.enable`. Check `threads` with `_positive_int(threads, "threads")`, so a bad count is an
+#   error that names the argument. An exception raised in the body of a `with` reappears at your
+#   `yield`: which statement runs its cleanup whatever happens in its body? Do not call
+#   `gc.collect()` first: once torch is loaded a full collection takes about a tenth of a second,
+#   paid on every timing run.
 
+# %% nbgrader={"grade": false, "grade_id": "timing-conditions", "solution": true, "schema_version": 3}
+#| export
 @contextlib.contextmanager
 def fixed_threads(threads: int | None) -> Iterator[int]:
     "Run the body with `torch.set_num_threads(threads)` (None keeps the current count); yields the count."
+    ### BEGIN SOLUTION
     before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(_positive_int(threads, "threads"))
@@ -717,12 +856,13 @@ def fixed_threads(threads: int | None) -> Iterator[int]:
     finally:
         if threads is not None:
             torch.set_num_threads(before)
+    ### END SOLUTION
 
 
 @contextlib.contextmanager
 def _gc_paused(pause: bool) -> Iterator[None]:
-    # like timeit: switch collection off, without a full gc.collect() first (that alone takes
-    # ~0.1 s once torch is loaded, and it would be paid on every timing run)
+    "Switch the garbage collector off for the body (like `timeit`); on again after, if it was on."
+    ### BEGIN SOLUTION
     was_enabled = gc.isenabled()
     if pause:
         gc.disable()
@@ -731,9 +871,178 @@ def _gc_paused(pause: bool) -> Iterator[None]:
     finally:
         if pause and was_enabled:
             gc.enable()
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-timing-conditions", "locked": true, "points": 4, "schema_version": 3}
+def test_unit_timing_conditions():
+    before, gc_was_on = torch.get_num_threads(), gc.isenabled()
+    other = 2 if before == 1 else 1
+    try:
+        with fixed_threads(other) as n:
+            inside = torch.get_num_threads()
+        assert n == other and inside == other, f"fixed_threads({other}): expected {other} threads inside, got {inside} (yielded {n})"
+        assert torch.get_num_threads() == before, f"after fixed_threads: expected the {before} threads from before, got {torch.get_num_threads()}"
+        try:
+            with fixed_threads(other):
+                raise KeyError("the model failed")
+        except KeyError:
+            pass
+        assert torch.get_num_threads() == before, (
+            f"fixed_threads must restore the thread count when the body raises: expected {before}, got "
+            f"{torch.get_num_threads()} -- restore it in a `finally` around the yield")
+        with fixed_threads(None) as n:
+            assert n == before == torch.get_num_threads(), f"fixed_threads(None): expected the current {before} threads, got {n}"
+        for bad in (0, -2, 1.5):
+            try:
+                with fixed_threads(bad):
+                    pass
+            except ValueError as e:
+                assert "threads" in str(e), f"the error for threads={bad!r} should name 'threads', got: {e}"
+            else:
+                raise AssertionError(f"fixed_threads({bad!r}) should raise ValueError")
+        gc.enable()
+        with _gc_paused(True):
+            assert not gc.isenabled(), "_gc_paused(True): the collector must be off inside"
+        assert gc.isenabled(), "_gc_paused(True): the collector must be on again after the body"
+        with _gc_paused(False):
+            assert gc.isenabled(), "_gc_paused(False) must leave the collector alone"
+        try:
+            with _gc_paused(True):
+                raise KeyError("the model failed")
+        except KeyError:
+            pass
+        assert gc.isenabled(), ("_gc_paused must switch the collector on again when the body raises -- "
+                                "restore it in a `finally` around the yield")
+        gc.disable()
+        with _gc_paused(True):
+            pass
+        assert not gc.isenabled(), "the collector was off before _gc_paused: it must stay off after"
+    finally:
+        torch.set_num_threads(before)
+        (gc.enable if gc_was_on else gc.disable)()
 
 
+if __name__ == "__main__":
+    test_unit_timing_conditions()
+
+# %% [markdown]
+# ### When to stop
+#
+# The timing core takes samples one at a time and, after each, asks whether it has enough.
+# Three budgets decide: a number of samples, a minimum time spent, and, optionally, a
+# precision: stop as soon as the median is known to ±`target_rel_ci` of itself, that is, when
+# the half-width of its 95% interval (`median_ci`) is at most `target_rel_ci` × the median. A
+# time limit, `max_seconds`, stops a model that never gets there.
+#
+# **Your task (medium, 5 points).** Implement `_stop_reason(per_call_ns, samples, spent_s, ...)`:
+# why the timing stops after these samples, or `None` to take another one.
+#
+# - *TODO:* return the first reason that holds, in this order of rules:
+#   1. fewer than `samples` values, or less than `min_seconds` spent: go on, unless `max_seconds`
+#      is spent and there are at least 2 values (`"max_seconds"`);
+#   2. no precision target: `"samples"`;
+#   3. the median known within the target, from at least 6 values: `"precision"`;
+#   4. `max_seconds` spent: `"max_seconds"`; else go on.
+# - *Approach:* the rules read top to bottom; each one either returns or lets the next one decide.
+# - *Example:* `samples=10` and 10 values, no target: `"samples"`; the same values with
+#   `target_rel_ci=0.01` and all equal: `"precision"`; with 5 values and `samples=3` and a target,
+#   go on (`None`).
+# - *Hints:* the target is on the *half*-width, (hi − lo) / 2, relative to the median (not the
+#   mean). Why 6 values? With fewer, `median_ci` returns the range, which is no 95% interval:
+#   five equal values do not make a median known to ±0%. Why 2 values at the time limit? One
+#   sample has no spread at all.
+
+# %% nbgrader={"grade": false, "grade_id": "timing-stop", "solution": true, "schema_version": 3}
+#| export
+def _stop_reason(per_call_ns: Sequence[float], samples: int, spent_s: float, *, min_seconds: float = 0.0,
+                 max_seconds: float = 60.0, target_rel_ci: float | None = None) -> str | None:
+    """Why timing stops after `per_call_ns` (taken in `spent_s` seconds): "samples", "precision" or
+    "max_seconds"; None to take another sample."""
+    ### BEGIN SOLUTION
+    n = len(per_call_ns)
+    if n < samples or spent_s < min_seconds:
+        return "max_seconds" if spent_s >= max_seconds and n >= 2 else None
+    if target_rel_ci is None:
+        return "samples"
+    lo, hi = median_ci(per_call_ns)
+    if n >= 6 and (hi - lo) / 2 <= target_rel_ci * statistics.median(per_call_ns):
+        return "precision"
+    return "max_seconds" if spent_s >= max_seconds else None
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-timing-stop", "locked": true, "points": 5, "schema_version": 3}
+def test_unit_stop_reason():
+    tight = [1000.0 + (i % 7) for i in range(60)]  # 60 values within 0.6% of each other
+    lo, hi = median_ci(tight)
+    med = statistics.median(tight)
+    between = ((hi - lo) / 2 / med + (hi - lo) / med) / 2  # a target the half-width meets, the full width does not
+    got = _stop_reason(tight, 10, 1.0, target_rel_ci=between)
+    assert got == "precision", (f"60 values, 95% interval {(lo, hi)} around the median {med}, target ±{between:.4%}: "
+                                f"expected 'precision' (half-width {(hi - lo) / 2 / med:.4%} <= target), got {got!r}"
+                                + (" -- that compares the full width hi - lo; the target is on the half-width"
+                                   if got is None else ""))
+    cases = [  # (values, samples, spent_s, options, expected, what it shows)
+        (tight[:10], 10, 0.5, {}, "samples", "10 values of samples=10, no target"),
+        (tight[:9], 10, 0.5, {}, None, "9 values of samples=10: go on"),
+        (tight[:10], 10, 0.5, {"min_seconds": 2.0}, None, "min_seconds=2 not yet spent: go on"),
+        (tight[:10], 10, 3.0, {"min_seconds": 2.0}, "samples", "samples and min_seconds both reached"),
+        (tight[:1], 10, 99.0, {"max_seconds": 60.0}, None, "one value at the time limit: one sample has no spread, go on"),
+        (tight[:2], 10, 99.0, {"max_seconds": 60.0}, "max_seconds", "2 values of 10 when max_seconds is spent"),
+        ([5.0] * 5, 3, 0.5, {"target_rel_ci": 0.01}, None,
+         "5 equal values with a target: below 6 values median_ci gives the range, no 95% interval: go on"),
+        ([5.0] * 6, 3, 0.5, {"target_rel_ci": 0.01}, "precision", "6 equal values with a target"),
+        ([1.0, 9.0] * 10, 3, 0.5, {"target_rel_ci": 0.01}, None, "a wide spread with a target, time left: go on"),
+        ([1.0, 9.0] * 10, 3, 61.0, {"target_rel_ci": 0.01}, "max_seconds", "a wide spread with a target, time spent"),
+    ]
+    for values, samples, spent, options, expected, what in cases:
+        got = _stop_reason(values, samples, spent, **options)
+        assert got == expected, f"{what}: expected {expected!r}, got {got!r}"
+
+
+if __name__ == "__main__":
+    test_unit_stop_reason()
+
+# %% [markdown]
+# ### The timing loop
+#
+# Now the loop itself. Two things make it more than "read the clock, call, read the clock".
+# A call shorter than the clock's budget is timed in a **block** of many calls, and the block's
+# length is found by **calibration**: time a block, and if it was too short, time a longer one.
+# And on an accelerator, `fn()` only *queues* work and returns at once, so the clock must not be
+# read before that work is done.
+#
+# **Your task (hard, 14 points).** Write the timing loop: `_time_block`, and the part of
+# `time_callable` between the argument checks and the `return`.
+#
+# - *TODO:*
+#   - `_time_block(fn, calls, sync)`: the elapsed ns of `calls` calls of `fn`, the work they queued
+#     on an accelerator included.
+#   - `time_callable`: run the `warmup` calls; measure the clock's cost (`overhead`); calibrate
+#     `calls`, the calls per block, so that one block lasts at least twice the larger of
+#     `overhead / max_overhead_fraction` and `min_block_ns`; then time blocks, appending each
+#     block's time per call to `per_call`, until `_stop_reason` gives a reason (`stop_reason`;
+#     measure `spent_s` with `time.perf_counter()` from the first sample on). The `with` that fixes
+#     the threads and pauses the collector, and the `return` that reads `overhead`, `calls`,
+#     `per_call` and `stop_reason`, are written.
+# - *Approach:* calibrate from one call upwards: time a block; if it was too short, grow `calls`
+#   and time again. Doubling always gets there, but a 50 ns function would then need a dozen
+#   rounds; when a block falls far short, grow by about the factor it fell short by, with a
+#   little margin. The calibration blocks are not samples (they warm the code up a little more).
+# - *Example:* with a clock whose reads cost 40 ns and `max_overhead_fraction=1e-3`, a block must
+#   last at least 80 µs: a function of 1 µs gets about 80 to 100 calls per block, one of 5 ms one
+#   call.
+# - *Hints:* what must happen between the last `fn()` of a block and the clock read that ends
+#   it, so that the block includes the work queued on a GPU? The same holds after the warmup:
+#   the first block must not start while warmup work is still queued. Read the clock as
+#   `time.perf_counter_ns()` inside the functions: the graded test replaces this module's `time`
+#   with a fake clock and records the order of the `fn` calls, the `sync` calls and the clock
+#   reads.
+
+# %% nbgrader={"grade": false, "grade_id": "timing-loop", "solution": true, "schema_version": 3}
+#| export
 def _time_block(fn: Callable[[], Any], calls: int, sync: Callable[[], None]) -> int:
+    "Elapsed ns of `calls` calls of `fn`, synchronised before the clock read that ends the block."
+    ### BEGIN SOLUTION
     clock = time.perf_counter_ns
     repeat = itertools.repeat(None, calls)
     t0 = clock()
@@ -741,6 +1050,7 @@ def _time_block(fn: Callable[[], Any], calls: int, sync: Callable[[], None]) -> 
         fn()
     sync()
     return clock() - t0
+    ### END SOLUTION
 
 
 def time_callable(
@@ -787,6 +1097,7 @@ def time_callable(
 
     start = time.perf_counter()
     with fixed_threads(threads) as n_threads, _gc_paused(disable_gc):
+        ### BEGIN SOLUTION
         for _ in range(warmup):
             fn()
         sync()
@@ -794,7 +1105,6 @@ def time_callable(
         # a 2x margin: one calibration block can run faster than the typical block, and the
         # overhead bound must hold for the median block, not the luckiest one
         target_block = 2 * max(overhead / max_overhead_fraction, min_block_ns)
-        # calibrate: grow the block until it is long enough (the first blocks double as warmup)
         calls = 1
         while True:
             elapsed = _time_block(fn, calls, sync)
@@ -803,27 +1113,14 @@ def time_callable(
             grow = target_block / max(elapsed, 1)
             calls = max(calls * 2, int(math.ceil(calls * grow * 1.2))) if grow > 2 else calls * 2
         per_call: list[float] = []
-        stop_reason = "samples"
         timing_start = time.perf_counter()
         while True:
             per_call.append(_time_block(fn, calls, sync) / calls)
-            n = len(per_call)
-            spent = time.perf_counter() - timing_start
-            if n < samples or spent < min_seconds:
-                if spent >= max_seconds and n >= 2:
-                    stop_reason = "max_seconds"
-                    break
-                continue
-            if target_rel_ci is None:
+            stop_reason = _stop_reason(per_call, samples, time.perf_counter() - timing_start, min_seconds=min_seconds,
+                                       max_seconds=max_seconds, target_rel_ci=target_rel_ci)
+            if stop_reason is not None:
                 break
-            lo, hi = median_ci(per_call)
-            med = statistics.median(per_call)
-            if n >= 6 and (hi - lo) / 2 <= target_rel_ci * med:
-                stop_reason = "precision"
-                break
-            if spent >= max_seconds:
-                stop_reason = "max_seconds"
-                break
+        ### END SOLUTION
     return TimingSamples(
         per_call_ns=per_call,
         calls_per_sample=calls,
@@ -835,6 +1132,105 @@ def time_callable(
         stop_reason=stop_reason,
         total_seconds=time.perf_counter() - start,
     )
+
+# %% nbgrader={"grade": true, "grade_id": "test-timing-loop", "locked": true, "points": 14, "schema_version": 3}
+def test_unit_timing_loop():
+    g = time_callable.__globals__
+    real_time = g["time"]
+
+    class FakeClock:  # stands in for the `time` module; fn and sync are the timed function's
+        def __init__(self, read_ns, call_ns):
+            self.now, self.read_ns, self.call_ns, self.log = 10**9, read_ns, call_ns, []
+
+        def perf_counter_ns(self):
+            self.log.append("clock")
+            t = self.now
+            self.now += self.read_ns
+            return t
+
+        def perf_counter(self):
+            return self.now / 1e9
+
+        def __getattr__(self, name):
+            return getattr(real_time, name)
+
+        def fn(self):
+            self.log.append("call")
+            self.now += self.call_ns
+
+        def sync(self):
+            self.log.append("sync")
+
+    def run(read_ns, call_ns, **options):
+        fake = FakeClock(read_ns, call_ns)
+        g["time"] = fake
+        try:
+            s = time_callable(fake.fn, sync=fake.sync, **options)
+        finally:
+            g["time"] = real_time
+        return s, fake.log
+
+    s, log = run(40, 1000, warmup=7, samples=5)
+    # 1. device sync: after fn() ran, sync() must come before the clock is read again
+    assert "sync" in log, "no sync: sync() was never called -- call it before each clock read that ends a block"
+    pending = False
+    for i, event in enumerate(log):
+        if event == "call":
+            pending = True
+        elif event == "sync":
+            pending = False
+        elif pending:
+            raise AssertionError(
+                f"no sync before a clock read: event {i} reads the clock right after fn() ran, without sync() in "
+                f"between (the events around it: {log[max(0, i - 3):i + 2]}) -- on a GPU fn() only queues work, so "
+                "sync() must come after the last call and before the clock read that ends the block (and after the warmup)")
+    # 2. warmup: untimed calls before the first timed block
+    first_block = next((i for i in range(len(log) - 1) if log[i] == "clock" and log[i + 1] == "call"), None)
+    assert first_block is not None, f"no timed block: the clock was never read just before a call ({log[:10]} ...)"
+    warm = log[:first_block].count("call")
+    assert warm >= 7, (f"no warmup: expected the warmup=7 untimed calls before the first timed block, got {warm} "
+                       "-- first calls are slow (allocation, caches, lazy initialisation)")
+    assert s.warmup_calls == 7, f"warmup_calls: expected 7, got {s.warmup_calls}"
+    # 3. the clock's cost, measured with the clock in use
+    assert s.timer_overhead_ns == 40, (f"timer_overhead_ns: expected the measured cost of a read pair of this "
+                                       f"test's clock, 40 ns, got {s.timer_overhead_ns} -- use measure_timer_overhead_ns()")
+    # 4. calibration: a 1 µs call needs blocks of >= 40 ns / 1e-3 = 40 µs
+    block = s.calls_per_sample * statistics.median(s.per_call_ns)
+    assert s.calls_per_sample > 1, (
+        "block length not calibrated: one call per sample, although one call (1000 ns) is far shorter than the "
+        "block the overhead budget needs (40 ns / max_overhead_fraction 0.001 = 40000 ns): time blocks of many calls")
+    assert 40_000 <= block <= 20 * 80_000, (
+        f"block length not calibrated: blocks of {s.calls_per_sample} calls last {block:.0f} ns; expected at least "
+        f"the overhead budget 40 ns / 0.001 = 40000 ns (twice that with the margin), and not many times more")
+    # 5. the samples: block time / calls, as many as asked
+    assert len(s.per_call_ns) == 5 and s.stop_reason == "samples", \
+        f"samples=5: expected 5 samples and stop_reason 'samples', got {len(s.per_call_ns)} and {s.stop_reason!r}"
+    assert all(1000 <= v <= 1001 for v in s.per_call_ns), (
+        f"per_call_ns: each sample is its block's elapsed time divided by its calls, about 1000 ns here, got "
+        f"{s.per_call_ns[:3]} ...")
+    # 6. the budget follows the measured overhead, max_overhead_fraction and min_block_ns
+    for read_ns, call_ns, options, budget in ((500, 1000, {"max_overhead_fraction": 1e-2}, 50_000),
+                                              (40, 1000, {"min_block_ns": 1e6}, 1e6),
+                                              (40, 5e6, {}, 40_000)):
+        s, _ = run(read_ns, call_ns, warmup=1, samples=3, **options)
+        block = s.calls_per_sample * statistics.median(s.per_call_ns)
+        assert budget <= block <= max(20 * 2 * budget, 2 * call_ns), (
+            f"block length not calibrated from the measured overhead: with {read_ns} ns clock reads, calls of "
+            f"{call_ns:.0f} ns and {options or 'the defaults'}, a block must last at least {budget:.0f} ns, got "
+            f"{s.calls_per_sample} calls = {block:.0f} ns")
+    # 7. the stop rule decides how many samples
+    s, _ = run(40, 1000, warmup=1, samples=3, target_rel_ci=0.05)
+    assert s.stop_reason == "precision" and len(s.per_call_ns) == 6, (
+        f"equal samples and target_rel_ci=0.05: expected 'precision' after 6 samples (_stop_reason decides), got "
+        f"{s.stop_reason!r} after {len(s.per_call_ns)}")
+    s, _ = run(40, 5e8, warmup=1, samples=100, max_seconds=3.0)
+    assert s.stop_reason == "max_seconds" and len(s.per_call_ns) < 10, (
+        f"calls of 0.5 s, samples=100, max_seconds=3: expected to stop at 'max_seconds' after a few samples, got "
+        f"{s.stop_reason!r} after {len(s.per_call_ns)}")
+
+
+if __name__ == "__main__":
+    test_unit_timing_loop()
 
 # %% [markdown]
 # `time_model` is what the profiler and the benchmarks call: it adapts the model, builds (or
@@ -910,19 +1306,22 @@ if __name__ == "__main__":
 # round 1: A(4 samples) B(4) C(4)    round 2: A(4) B(4) C(4)   ...   -> 20 samples each
 # ```
 #
-# **Your task.** Complete `time_interleaved`: the rounds loop (the argument checks, the split of
-# the samples over the rounds, `_split_runs`, and the merge of each model's metadata,
-# `_merge_metadata`, are written for you).
+# **Your task (medium, 10 points).** Complete `time_interleaved`: the rounds loop (the argument
+# checks, the split of the samples over the rounds, `_split_runs`, and the merge of each
+# model's metadata, `_merge_metadata`, are written for you).
 #
-# - *Approach:* for each round's sample count `k`, for each model in order: `time_model(model,
-#   input_or_shape, warmup=..., samples=k, seed=..., threads=...)`, extend that model's values
-#   with the samples' `per_call_ms` and keep their `metadata()`. A model that raises is recorded
-#   with its exception and skipped in the later rounds; the others go on. Return, per model,
-#   the exception or `(values, _merge_metadata(metas, len(values)))`.
-# - *Example:* two models, `samples=4, rounds=2`: each is timed A B, A B, two samples a round,
-#   and gets 4 values with `metadata["rounds"] == 2`.
-# - *Hints:* `_split_runs(10, 3)` is `[4, 3, 3]`; catch `Exception` (not `BaseException`: a
-#   Ctrl-C must still stop the run).
+# - *TODO:* time every model, round after round, each time for that round's share of the
+#   samples, with `time_model` and the caller's `warmup`, `seed` and `threads`; collect each
+#   model's per-call times (ms) and the metadata of each of its timings. Return, per model name,
+#   either `(values, merged metadata)` or the exception it raised.
+# - *Approach:* the outer loop runs over the rounds and the inner one over the models, in their
+#   order; that nesting is what makes the rounds interleaved. A model that raises is recorded
+#   with its exception and left out of the later rounds; the others go on.
+# - *Example:* two models, `samples=4, rounds=2`: the calls go A B, A B, two samples a round,
+#   and each model ends with 4 values and `metadata["rounds"] == 2`.
+# - *Hints:* `_split_runs(10, 3)` is `[4, 3, 3]`. A `TimingSamples` gives its samples in ms and
+#   its conditions as a dict. Catch `Exception`, not `BaseException`: a Ctrl-C must still stop
+#   the run.
 
 # %% nbgrader={"grade": false, "grade_id": "timing-interleaved", "solution": true, "schema_version": 3}
 #| export
@@ -1203,3 +1602,42 @@ def test_unit_system_info():
 if __name__ == "__main__":
     test_unit_system_info()
     print(system_info())
+
+# %% [markdown]
+# ## Putting it together
+#
+# `test_module()` runs this notebook's job end to end on this machine: three models, one of
+# them broken, go through the adapter and the timing core in interleaved rounds with one
+# thread; the two that work are summarised by their medians and the medians' intervals, and
+# every condition the result needs is recorded with it.
+
+# %%
+def test_module():
+    threads_before, gc_before = torch.get_num_threads(), gc.isenabled()
+    one = torch.nn.Sequential(torch.nn.Linear(160, 160, bias=False)).train()
+    four = torch.nn.Sequential(*[torch.nn.Linear(160, 160, bias=False) for _ in range(4)])
+    broken = torch.nn.Linear(100, 10)  # expects 100 features, gets 160
+    out = time_interleaved({"one": one, "broken": broken, "four": four}, (32, 160),
+                           samples=12, rounds=3, warmup=2, threads=1)
+    assert isinstance(out["broken"], RuntimeError), f"the broken model is reported with its error, got {out['broken']!r}"
+    medians = {}
+    for name in ("one", "four"):
+        ms, meta = out[name]
+        assert len(ms) == 12 and meta["rounds"] == 3 and meta["interleaved"], (name, len(ms), meta)
+        assert meta["torch_threads"] == 1 and meta["warmup_calls"] == 3 * 2 and meta["gc_disabled"], meta
+        assert meta["timer_overhead_fraction"] <= 1e-3 + 1e-9, f"{name}: the clock's share of a block {meta}"
+        assert meta["runtime"] == "eager" and meta["device"] == "cpu", meta
+        medians[name] = statistics.median(ms)
+        lo, hi = median_ci(ms)
+        assert lo <= medians[name] <= hi, f"{name}: the median {medians[name]} must lie in its interval {(lo, hi)}"
+    ratio = medians["four"] / medians["one"]
+    assert 2.0 < ratio < 8.0, f"four layers should take about 4x one layer, measured {ratio:.2f}x"
+    assert one.training, "timing must leave a model in the mode it was in"
+    assert torch.get_num_threads() == threads_before and gc.isenabled() == gc_before, "timing must restore the conditions"
+    info = system_info()
+    assert info["torch_threads"] == threads_before and info["logical_cores"] >= 1, info
+
+
+if __name__ == "__main__":
+    test_module()
+    print("Module 15 timing: all tests passed")

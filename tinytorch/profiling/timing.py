@@ -433,8 +433,9 @@ def measure_timer_overhead_ns(reads: int = 2000) -> float:
     >>> 0 < measure_timer_overhead_ns() < 10_000
     True
     """
-    if reads < 1:
-        raise ValueError(f"reads: expected a positive int, got {reads}")
+    if isinstance(reads, bool) or not isinstance(reads, (int, np.integer)) or reads < 1:
+        raise ValueError(f"reads: expected a positive int, got {reads!r}")
+    ### BEGIN SOLUTION
     clock = time.perf_counter_ns
     diffs = []
     for _ in range(reads):
@@ -442,6 +443,7 @@ def measure_timer_overhead_ns(reads: int = 2000) -> float:
         t1 = clock()
         diffs.append(t1 - t0)
     return float(statistics.median(diffs))
+    ### END SOLUTION
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #a3af909e
 def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
@@ -454,17 +456,19 @@ def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float,
     """
     from scipy.stats import binom
 
-    xs = sorted(values)
-    n = len(xs)
-    if n == 0:
+    values = list(values)
+    if not values:
         raise ValueError("values: expected at least one value, got none")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence: expected a number in (0, 1), got {confidence}")
-    alpha = 1 - confidence
-    k = int(binom.ppf(alpha / 2, n, 0.5))  # samples allowed below the lower bound
+    ### BEGIN SOLUTION
+    xs = sorted(values)
+    n = len(xs)
+    k = int(binom.ppf((1 - confidence) / 2, n, 0.5))  # samples allowed below the lower bound
     if k < 1:
         return xs[0], xs[-1]
     return xs[k - 1], xs[n - k]
+    ### END SOLUTION
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #490a899c
 @dataclass
@@ -522,10 +526,11 @@ def _positive_int(value: Any, arg: str, minimum: int = 1) -> int:
         raise ValueError(f"{arg}: expected an int >= {minimum}, got {value!r}")
     return int(value)
 
-
+# %% ../../nbs/15_profiling/timing_dev.ipynb #4952afde
 @contextlib.contextmanager
 def fixed_threads(threads: int | None) -> Iterator[int]:
     "Run the body with `torch.set_num_threads(threads)` (None keeps the current count); yields the count."
+    ### BEGIN SOLUTION
     before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(_positive_int(threads, "threads"))
@@ -534,12 +539,13 @@ def fixed_threads(threads: int | None) -> Iterator[int]:
     finally:
         if threads is not None:
             torch.set_num_threads(before)
+    ### END SOLUTION
 
 
 @contextlib.contextmanager
 def _gc_paused(pause: bool) -> Iterator[None]:
-    # like timeit: switch collection off, without a full gc.collect() first (that alone takes
-    # ~0.1 s once torch is loaded, and it would be paid on every timing run)
+    "Switch the garbage collector off for the body (like `timeit`); on again after, if it was on."
+    ### BEGIN SOLUTION
     was_enabled = gc.isenabled()
     if pause:
         gc.disable()
@@ -548,9 +554,29 @@ def _gc_paused(pause: bool) -> Iterator[None]:
     finally:
         if pause and was_enabled:
             gc.enable()
+    ### END SOLUTION
 
+# %% ../../nbs/15_profiling/timing_dev.ipynb #1de32927
+def _stop_reason(per_call_ns: Sequence[float], samples: int, spent_s: float, *, min_seconds: float = 0.0,
+                 max_seconds: float = 60.0, target_rel_ci: float | None = None) -> str | None:
+    """Why timing stops after `per_call_ns` (taken in `spent_s` seconds): "samples", "precision" or
+    "max_seconds"; None to take another sample."""
+    ### BEGIN SOLUTION
+    n = len(per_call_ns)
+    if n < samples or spent_s < min_seconds:
+        return "max_seconds" if spent_s >= max_seconds and n >= 2 else None
+    if target_rel_ci is None:
+        return "samples"
+    lo, hi = median_ci(per_call_ns)
+    if n >= 6 and (hi - lo) / 2 <= target_rel_ci * statistics.median(per_call_ns):
+        return "precision"
+    return "max_seconds" if spent_s >= max_seconds else None
+    ### END SOLUTION
 
+# %% ../../nbs/15_profiling/timing_dev.ipynb #a43773c6
 def _time_block(fn: Callable[[], Any], calls: int, sync: Callable[[], None]) -> int:
+    "Elapsed ns of `calls` calls of `fn`, synchronised before the clock read that ends the block."
+    ### BEGIN SOLUTION
     clock = time.perf_counter_ns
     repeat = itertools.repeat(None, calls)
     t0 = clock()
@@ -558,6 +584,7 @@ def _time_block(fn: Callable[[], Any], calls: int, sync: Callable[[], None]) -> 
         fn()
     sync()
     return clock() - t0
+    ### END SOLUTION
 
 
 def time_callable(
@@ -604,6 +631,7 @@ def time_callable(
 
     start = time.perf_counter()
     with fixed_threads(threads) as n_threads, _gc_paused(disable_gc):
+        ### BEGIN SOLUTION
         for _ in range(warmup):
             fn()
         sync()
@@ -611,7 +639,6 @@ def time_callable(
         # a 2x margin: one calibration block can run faster than the typical block, and the
         # overhead bound must hold for the median block, not the luckiest one
         target_block = 2 * max(overhead / max_overhead_fraction, min_block_ns)
-        # calibrate: grow the block until it is long enough (the first blocks double as warmup)
         calls = 1
         while True:
             elapsed = _time_block(fn, calls, sync)
@@ -620,27 +647,14 @@ def time_callable(
             grow = target_block / max(elapsed, 1)
             calls = max(calls * 2, int(math.ceil(calls * grow * 1.2))) if grow > 2 else calls * 2
         per_call: list[float] = []
-        stop_reason = "samples"
         timing_start = time.perf_counter()
         while True:
             per_call.append(_time_block(fn, calls, sync) / calls)
-            n = len(per_call)
-            spent = time.perf_counter() - timing_start
-            if n < samples or spent < min_seconds:
-                if spent >= max_seconds and n >= 2:
-                    stop_reason = "max_seconds"
-                    break
-                continue
-            if target_rel_ci is None:
+            stop_reason = _stop_reason(per_call, samples, time.perf_counter() - timing_start, min_seconds=min_seconds,
+                                       max_seconds=max_seconds, target_rel_ci=target_rel_ci)
+            if stop_reason is not None:
                 break
-            lo, hi = median_ci(per_call)
-            med = statistics.median(per_call)
-            if n >= 6 and (hi - lo) / 2 <= target_rel_ci * med:
-                stop_reason = "precision"
-                break
-            if spent >= max_seconds:
-                stop_reason = "max_seconds"
-                break
+        ### END SOLUTION
     return TimingSamples(
         per_call_ns=per_call,
         calls_per_sample=calls,

@@ -1,0 +1,383 @@
+"""Module 15 as a lesson (issue 14): the timing core's graded tasks.
+
+- An independently written solution of each task in timing_dev (pure Python where ours uses a
+  library, class-based context managers where ours uses generators, calibration by estimate and
+  doubling where ours grows by the shortfall) is put into the student release's code in place of
+  the stubs, and every graded test passes on it.
+- Each typical wrong solution named in the issue fails its graded test with a message that names
+  the mistake: no sync, no warmup, block length not calibrated, an off-by-one rank and mean ± t·s
+  for the median's interval; and a few more (the mean clock cost, the full width as the precision,
+  a context manager that does not restore on an exception).
+- The scaffolds' `**Your task (DIFFICULTY, N points).**` lines agree with the graded cells.
+- The Module 15 student release runs top to bottom with only "not yet implemented" errors
+  (marker `lesson`: it executes both notebooks with nbclient).
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+import types
+
+import pytest
+
+from tests.test_lesson import (ROOT, NOTEBOOK_LIMIT_S, _errors, _execute, _expected, _fill_stub,
+                               _has_solution_regions, _replace_function, _student_cells)
+
+MODULE = "15_profiling"
+TIMING_NB = ROOT / "nbs" / MODULE / "timing_dev.ipynb"
+
+# ---- independent solutions ------------------------------------------------------------------
+
+MY_OVERHEAD = '''
+# pure Python: the left read happens first, so the difference is negative; the median by hand
+pairs = sorted(-(time.perf_counter_ns() - time.perf_counter_ns()) for _ in range(reads))
+mid = len(pairs) // 2
+return float(pairs[mid]) if len(pairs) % 2 else (pairs[mid - 1] + pairs[mid]) / 2.0
+'''
+
+MY_MEDIAN_CI = '''
+# the binomial tail summed by hand (no scipy), ranks found by argsort
+n = len(values)
+order = sorted(range(n), key=lambda i: values[i])
+tail = (1 - confidence) / 2
+k, cdf = 0, 0.0
+while True:
+    cdf += math.comb(n, k) / 2 ** n  # P(B <= k)
+    if cdf >= tail:
+        break
+    k += 1
+if k < 1:
+    return min(values), max(values)
+return values[order[k - 1]], values[order[n - k]]
+'''
+
+MY_CONDITIONS = '''
+class fixed_threads:
+    """Class-based: the count is set on entry and put back on exit, exception or not."""
+
+    def __init__(self, threads):
+        self._want = threads
+
+    def __enter__(self):
+        self._had = torch.get_num_threads()
+        if self._want is not None:
+            if isinstance(self._want, bool) or not isinstance(self._want, int) or self._want < 1:
+                raise ValueError(f"threads: expected a positive int, got {self._want!r}")
+            torch.set_num_threads(self._want)
+        return torch.get_num_threads()
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self._had)
+        return False
+
+
+class _gc_paused:
+    def __init__(self, pause):
+        self._pause = pause
+
+    def __enter__(self):
+        self._turn_on = bool(self._pause) and gc.isenabled()
+        if self._pause:
+            gc.disable()
+
+    def __exit__(self, *exc):
+        if self._turn_on:
+            gc.enable()
+        return False
+'''
+
+MY_STOP = '''
+n = len(per_call_ns)
+out_of_time = spent_s >= max_seconds
+if n >= samples and spent_s >= min_seconds:
+    if target_rel_ci is None:
+        return "samples"
+    if n > 5:
+        lo, hi = median_ci(per_call_ns)
+        ordered = sorted(per_call_ns)
+        med = (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
+        if hi - lo <= 2 * target_rel_ci * med:
+            return "precision"
+    return "max_seconds" if out_of_time else None
+return "max_seconds" if out_of_time and n > 1 else None
+'''
+
+MY_TIME_BLOCK = '''
+start = time.perf_counter_ns()
+done = 0
+while done < calls:
+    fn()
+    done += 1
+sync()
+return time.perf_counter_ns() - start
+'''
+
+# calibration by an estimate from one call, then doubling (ours grows by the shortfall)
+MY_TIMING_LOOP = '''
+for _ in range(warmup):
+    fn()
+sync()
+overhead = measure_timer_overhead_ns()
+need = 2.0 * max(overhead / max_overhead_fraction, min_block_ns)
+calls = 1
+took = _time_block(fn, 1, sync)
+if took < need:
+    calls = max(2, int(need / max(took, 1)) + 1)
+    while _time_block(fn, calls, sync) < need:
+        calls *= 2
+per_call = []
+t_start = time.perf_counter()
+stop_reason = None
+while stop_reason is None:
+    per_call.append(_time_block(fn, calls, sync) / calls)
+    stop_reason = _stop_reason(per_call, samples, time.perf_counter() - t_start, min_seconds=min_seconds,
+                               max_seconds=max_seconds, target_rel_ci=target_rel_ci)
+'''
+
+MY_INTERLEAVED = '''
+failed = {}
+values = {name: [] for name in models}
+metas = {name: [] for name in models}
+for k in _split_runs(samples, rounds):
+    for name, model in models.items():
+        if name in failed:
+            continue
+        try:
+            t = time_model(model, input_or_shape, warmup=warmup, samples=k, seed=seed, threads=threads)
+        except Exception as err:
+            failed[name] = err
+        else:
+            values[name] += t.per_call_ms
+            metas[name].append(t.metadata())
+return {name: failed[name] if name in failed else (values[name], _merge_metadata(metas[name], len(values[name])))
+        for name in models}
+'''
+
+SOLUTIONS = {  # grade_id -> [(stub name, body to fill in) or (function name, replacement source)]
+    "timing-overhead": [("fill", "measure_timer_overhead_ns", MY_OVERHEAD)],
+    "timing-median-ci": [("fill", "median_ci", MY_MEDIAN_CI)],
+    "timing-conditions": [("replace", "fixed_threads", MY_CONDITIONS.split("\n\nclass _gc_paused")[0]),
+                          ("replace", "_gc_paused", "class _gc_paused" + MY_CONDITIONS.split("\n\nclass _gc_paused")[1])],
+    "timing-stop": [("fill", "_stop_reason", MY_STOP)],
+    "timing-loop": [("fill", "_time_block", MY_TIME_BLOCK), ("fill", "time_callable", MY_TIMING_LOOP)],
+    "timing-interleaved": [("fill", "time_interleaved", MY_INTERLEAVED)],
+}
+
+GRADED_TESTS = {"timing-overhead": "test_unit_measure_timer_overhead", "timing-median-ci": "test_unit_median_ci",
+                "timing-conditions": "test_unit_timing_conditions", "timing-stop": "test_unit_stop_reason",
+                "timing-loop": "test_unit_timing_loop", "timing-interleaved": "test_unit_time_interleaved"}
+
+# ---- typical wrong solutions ----------------------------------------------------------------
+
+WRONG = {
+    "mean clock cost": ("timing-overhead", "fill", "measure_timer_overhead_ns", '''
+diffs = []
+for _ in range(reads):
+    t0 = time.perf_counter_ns()
+    diffs.append(time.perf_counter_ns() - t0)
+return sum(diffs) / len(diffs)
+''', "that is the mean"),
+    "off-by-one rank": ("timing-median-ci", "fill", "median_ci", '''
+xs = sorted(values)
+n = len(xs)
+k = int(binom.ppf((1 - confidence) / 2, n, 0.5))
+if k < 1:
+    return xs[0], xs[-1]
+return xs[k], xs[n - k - 1]
+''', "off-by-one rank"),
+    "mean ± t·s": ("timing-median-ci", "fill", "median_ci", '''
+from scipy.stats import t as student_t
+n = len(values)
+m = statistics.mean(values)
+half = student_t.ppf((1 + confidence) / 2, n - 1) * statistics.stdev(values) / n ** 0.5
+return m - half, m + half
+''', "mean ± t·s"),
+    "no restore on an exception": ("timing-conditions", "fill", "fixed_threads", '''
+before = torch.get_num_threads()
+if threads is not None:
+    torch.set_num_threads(_positive_int(threads, "threads"))
+yield torch.get_num_threads()
+torch.set_num_threads(before)
+''', "when the body raises"),
+    "full width as the precision": ("timing-stop", "fill", "_stop_reason", '''
+n = len(per_call_ns)
+if n < samples or spent_s < min_seconds:
+    return "max_seconds" if spent_s >= max_seconds and n >= 2 else None
+if target_rel_ci is None:
+    return "samples"
+lo, hi = median_ci(per_call_ns)
+if n >= 6 and hi - lo <= target_rel_ci * statistics.median(per_call_ns):
+    return "precision"
+return "max_seconds" if spent_s >= max_seconds else None
+''', "full width"),
+    "no sync (clock read before sync)": ("timing-loop", "fill", "_time_block", '''
+t0 = time.perf_counter_ns()
+for _ in range(calls):
+    fn()
+elapsed = time.perf_counter_ns() - t0
+sync()
+return elapsed
+''', "no sync"),
+    "no sync at all": ("timing-loop", "fill", "time_callable",
+                       MY_TIMING_LOOP.replace("sync()\n", "").replace(", sync)", ", lambda: None)"), "no sync"),
+    "no warmup": ("timing-loop", "fill", "time_callable",
+                  MY_TIMING_LOOP.replace("for _ in range(warmup):\n    fn()\n", ""), "no warmup"),
+    "one call per sample": ("timing-loop", "fill", "time_callable",
+                            MY_TIMING_LOOP.replace("if took < need:", "if False:"), "block length not calibrated"),
+    "a fixed block of 100 calls": ("timing-loop", "fill", "time_callable",
+                                   MY_TIMING_LOOP.replace("if took < need:", "calls = 100\nif False:"),
+                                   "not calibrated from the measured overhead"),
+}
+
+
+def _namespace(overrides: dict[str, list[tuple[str, str, str]]] | None = None) -> dict:
+    """Execute timing_dev's code cells as the release has them, every stub replaced by our
+    independent solution (or by `overrides[grade_id]`); `__name__` is not "__main__", so the
+    demos and test calls do not run."""
+    plan = dict(SOLUTIONS, **(overrides or {}))
+    cells = _student_cells(TIMING_NB)
+    mod = types.ModuleType("lesson_timing_ns")
+    sys.modules[mod.__name__] = mod  # dataclasses look their module up
+    ns = mod.__dict__
+    try:
+        for c in cells:
+            src = c["source"]
+            for how, name, body in plan.get(c["grade_id"], []):
+                src = _fill_stub(src, name, body) if how == "fill" else _replace_function(src, name, body)
+            exec(compile(src, f"<timing_dev:{c['grade_id'] or 'cell'}>", "exec"), ns)
+    except BaseException:
+        sys.modules.pop(mod.__name__, None)
+        raise
+    return ns
+
+
+@pytest.fixture()
+def fresh():
+    made = []
+
+    def make(overrides=None):
+        ns = _namespace(overrides)
+        made.append(ns)
+        return ns
+
+    yield make
+    sys.modules.pop("lesson_timing_ns", None)
+
+
+def test_every_stub_has_an_independent_solution():
+    stubs = set()
+    for c in _student_cells(TIMING_NB):
+        stubs.update((c["grade_id"], n) for n in re.findall(r'not yet implemented: ([\w.<>]+)"', c["source"]))
+    planned = {(gid, name) for gid, items in SOLUTIONS.items() for _, name, _ in items}
+    assert stubs == planned, f"stubs in the release {sorted(stubs)} vs independent solutions {sorted(planned)}"
+
+
+def test_independent_solutions_pass_the_graded_tests(fresh):
+    ns = fresh()
+    assert "ppf" not in ns["median_ci"].__code__.co_names, "not our solution's code path"
+    assert isinstance(ns["fixed_threads"], type), "the injected context managers are classes, unlike ours"
+    for gid, test in GRADED_TESTS.items():
+        ns[test]()
+
+
+@pytest.mark.parametrize("gid", list(SOLUTIONS))
+def test_a_stub_fails_its_graded_test_with_its_name(gid, fresh):
+    "Everything else solved, this task's stub left in: its graded test says which function is missing."
+    ns = fresh({gid: []})
+    names = "|".join(re.escape(name) for _, name, _ in SOLUTIONS[gid])
+    with pytest.raises(NotImplementedError, match=f"not yet implemented: (?:{names})"):
+        ns[GRADED_TESTS[gid]]()
+
+
+@pytest.mark.parametrize("mistake", list(WRONG))
+def test_typical_wrong_solutions_are_named(mistake, fresh):
+    gid, how, name, body, expect = WRONG[mistake]
+    others = [item for item in SOLUTIONS[gid] if item[1] != name]
+    ns = fresh({gid: others + [(how, name, body)]})
+    with pytest.raises(AssertionError) as e:
+        ns[GRADED_TESTS[gid]]()
+    assert expect in str(e.value), f"{mistake}: the failure should say {expect!r}, got: {e.value}"
+
+
+def test_the_graded_timing_loop_leaves_the_clock_alone(fresh):
+    "The graded test swaps the module's `time` for a fake clock: it must put the real one back, pass or fail."
+    import time as real_time
+
+    ns = fresh()
+    ns["test_unit_timing_loop"]()
+    assert ns["time"] is real_time
+    ns = fresh({"timing-loop": [SOLUTIONS["timing-loop"][0], ("fill", "time_callable", WRONG["no warmup"][3])]})
+    with pytest.raises(AssertionError):
+        ns["test_unit_timing_loop"]()
+    assert ns["time"] is real_time
+
+
+# ---- the scaffolds agree with the graded cells ------------------------------------------------
+
+TASK_LINE = re.compile(r"^\*\*Your task \((easy|medium|hard), (\d+) points?\)\.\*\* \S", re.M)
+
+
+@pytest.mark.parametrize("stem", ["timing_dev", "profiling_dev"])
+def test_task_lines_match_graded_points(stem):
+    nb = json.loads((ROOT / "nbs" / MODULE / f"{stem}.ipynb").read_text(encoding="utf-8"))
+    cells = nb["cells"]
+    found, by_level = [], {"easy": 0, "medium": 0, "hard": 0}
+    for i, c in enumerate(cells):
+        meta = c["metadata"].get("nbgrader", {})
+        if c["cell_type"] != "code" or not meta.get("solution"):
+            continue
+        above = "".join(cells[i - 1]["source"]) if cells[i - 1]["cell_type"] == "markdown" else ""
+        m = TASK_LINE.search(above)
+        assert m, f"{stem}: the markdown above solution cell {meta['grade_id']!r} has no '**Your task (D, N points).**' line"
+        graded = next(d for d in cells[i + 1:] if d["metadata"].get("nbgrader", {}).get("grade"))
+        points = graded["metadata"]["nbgrader"]["points"]
+        assert int(m.group(2)) == points, (f"{stem}: {meta['grade_id']} says {m.group(2)} points, its graded cell "
+                                           f"{graded['metadata']['nbgrader']['grade_id']} gives {points}")
+        assert "Approach:" in above and "Hints:" in above and "Example:" in above and "TODO:" in above, \
+            f"{stem}: {meta['grade_id']}: the scaffold needs TODO, Approach, Example and Hints bullets"
+        by_level[m.group(1)] += points
+        found.append(meta["grade_id"])
+    assert found, f"{stem}: no graded task"
+    if stem == "timing_dev":
+        assert by_level["medium"] + by_level["hard"] >= sum(by_level.values()) / 2, by_level
+
+
+# ---- the Module 15 release runs with only the stubs' errors ----------------------------------
+
+@pytest.fixture(scope="module")
+def release_15(course, tmp_path_factory):
+    from tito.commands.release import release
+
+    tmp = tmp_path_factory.mktemp("lesson-release-15")
+    res = release(course, MODULE, release_dir=tmp / "release", course_dir=tmp / "nbgrader")
+    assert not res.leaks, "\n".join(map(str, res.leaks))
+    return res.release_dir
+
+
+@pytest.fixture()
+def agg_backend(monkeypatch):
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.delenv("IN_TEST", raising=False)
+
+
+@pytest.mark.lesson
+@pytest.mark.parametrize("name", ["timing_dev.ipynb", "profiling_dev.ipynb"])
+def test_release_15_runs_with_only_expected_errors(name, release_15, agg_backend):
+    path = release_15 / name
+    assert path.exists(), f"{name} is missing from the Module 15 release"
+    src = path.read_text(encoding="utf-8")
+    assert "### BEGIN SOLUTION" not in src and "not yet implemented" in src, f"{name}: solutions left in the release"
+    nb, seconds, _ = _execute(path, allow_errors=True)
+    print(f"release 15 {name}: {seconds:.1f} s")
+    errors = _errors(nb)
+    bad = [(i, o["ename"], o["evalue"][:200]) for i, _, o in errors if not _expected(o)]
+    assert not bad, (f"release {name}: errors other than the stubs' NotImplementedError (cell, type, message); "
+                     f"a cell that uses a variable from a cell that failed on a stub cascades: {bad}")
+    if _has_solution_regions(nb):
+        graded = {meta.get("grade_id") for i, meta, o in errors if meta.get("grade") and _expected(o)}
+        solution_ids = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells
+                        if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"}
+        missing = {f"test-{gid}" for gid in solution_ids} - graded
+        assert not missing, f"release {name}: graded cells that did not report their missing implementation: {missing}"
+    assert seconds < NOTEBOOK_LIMIT_S, f"release {name} took {seconds:.1f} s (limit {NOTEBOOK_LIMIT_S:.0f} s)"
