@@ -1,5 +1,5 @@
 """TorchPerf Olympics: submissions round-trip, tampering and broken rules are rejected, verification
-re-measures, leaderboard ranks and ties hand-made submissions, technique comparison and ablation."""
+re-measures, leaderboard ranks and ties hand-made submissions, technique comparison."""
 import copy
 import hashlib
 import json
@@ -12,7 +12,7 @@ from torch import nn
 from tinytorch.benchmarking.benchmark import Benchmark, OlympicEvent  # must keep working
 from tinytorch.benchmarking.digits import DigitsCNN, load_digits_split
 from tinytorch.benchmarking.olympics import (
-    EVENT_RULES, SUBMISSION_SCHEMA, _improvements, _score, ablation, check_constraints,
+    EVENT_RULES, SUBMISSION_SCHEMA, _improvements, _score, check_constraints,
     compare_optimization_techniques, default_olympics_models, generate_submission, get_event, leaderboard,
     rank_with_ties, validate_submission, verify_submission, weights_sha256,
 )
@@ -218,7 +218,7 @@ def test_empty_folder(tmp_path):
         leaderboard(tmp_path, "memory_challenge")
 
 
-def test_compare_techniques_and_ablation(models, digits):
+def test_compare_techniques(models, digits):
     base, _ = models
     Xtr = load_digits_split("train")[0]
     calib = Xtr[:256].split(64)
@@ -232,15 +232,13 @@ def test_compare_techniques_and_ablation(models, digits):
     assert mem["model"] == "int8" and mem["evidence"]["significant"]
     for use_case, rec in res["recommendations"].items():
         assert rec["model"] is None and rec["reason"] or res["comparisons"][rec["model"]], use_case
-    table = ablation(base, [("prune 50%", lambda m: prune_magnitude(m, 0.5)),
-                            ("int8 static", lambda m: quantize_int8(m, "static", calibration_data=calib))],
-                     digits, measurement_runs=8)
-    assert list(table["step"]) == ["baseline", "prune 50%", "int8 static"]
-    assert table["delta_model_size_mb"].iloc[2] < 0 and table["cumulative_compression"].iloc[2] > 1.5
-    assert table["delta_accuracy"].iloc[0] == 0.0
-    assert table["accuracy"].iloc[1] - table["accuracy"].iloc[0] == pytest.approx(table["delta_accuracy"].iloc[1])
-    with pytest.raises(ValueError, match="steps"):
-        ablation(base, [])
+    # the same comparison a submission makes: the int8 variant's improvements equal _improvements on its raw values
+    imp = res["improvements"]["int8"]
+    assert imp["accuracy_retention"]["value"] == pytest.approx(t.loc["int8", "accuracy"] / t.loc["baseline", "accuracy"])
+    assert imp["compression_ratio"]["ci_lower"] == imp["compression_ratio"]["value"], "exact sizes: zero-width interval"
+    assert imp["speedup"]["ci_lower"] <= imp["speedup"]["value"] <= imp["speedup"]["ci_upper"]
+    with pytest.raises(ValueError, match="unique"):
+        compare_optimization_techniques(base, [DigitsCNN(), DigitsCNN()], digits)
 
 
 def test_cli_submits_and_verifies_the_participants_model(models, tmp_path, capsys):

@@ -11,8 +11,8 @@ from torch import nn
 from tinytorch.benchmarking.digits import DigitsCNN, default_digits_model, load_digits_split
 from tinytorch.benchmarking.tinymlperf import (
     DSCNN, TASKS, FCAutoEncoder, IncompatibleModelError, MobileNetV1, ResNet8, TinyMLPerf,
-    evaluate_quality, generate_compliance_report, load_cifar10_batches, load_feature_folder,
-    quality_status, reference_model,
+    compliance_decision, evaluate_quality, generate_compliance_report, load_cifar10_batches, load_feature_folder,
+    reference_model,
 )
 
 
@@ -113,6 +113,28 @@ def test_anomaly_auc_against_sklearn():
         score = ((ae(X) - X) ** 2).mean(1).numpy()
     assert q["value"] == pytest.approx(roc_auc_score(y.numpy(), score))
     assert q["value"] > 0.9  # large-norm inputs reconstruct worse even untrained
+    # the interval: a paired bootstrap of the same AUC, seeded (the same seed gives the same interval)
+    lo, hi = q["ci_95"]
+    assert lo <= q["value"] <= hi and q["ci_95"] == evaluate_quality(ae, "anomaly_detection", (X, y))["ci_95"]
+    ties = ((X[:3], torch.tensor([0, 1, 0])))  # three samples: an AUC, but an interval far too wide to pass 0.85
+    r = TinyMLPerf().run_standard_benchmark(ae, "anomaly_detection", num_runs=3, dataset=ties)
+    assert r["compliance"]["quality"] in ("inconclusive", "fail") and r["compliant"] is not True
+
+
+def test_small_test_set_is_inconclusive(tmp_path):
+    "20 images cannot show 90% accuracy: the Wilson interval straddles the target, so the decision waits for data."
+    X, y = load_digits_split("test")
+    r = TinyMLPerf().run_standard_benchmark(default_digits_model(), "digits", num_runs=5, dataset=(X[:20], y[:20]))
+    lo, hi = r["quality"]["ci_95"]
+    assert lo < 0.90 <= hi and r["quality"]["value"] >= 0.9
+    assert r["compliance"]["quality"] == r["compliance"]["overall"] == "inconclusive"
+    assert r["compliant"] is None and r["accuracy_met"] is None and "straddles the target 0.9" in r["compliant_reason"]
+    full = TinyMLPerf().run_standard_benchmark(default_digits_model(), "digits", num_runs=5)
+    paths = generate_compliance_report({"digits": full, "image_classification": {**r, "benchmark": "image_classification"}},
+                                       tmp_path / "report")
+    doc = json.loads(paths["json"].read_text())
+    assert doc["summary"]["compliance_rate"] == 1.0 and doc["summary"]["not_evaluated_benchmark_names"] == ["image_classification"]
+    assert "(inconclusive)" in paths["markdown"].read_text()
 
 
 def test_incompatible_model_reported_with_error(tmp_path):
@@ -126,8 +148,8 @@ def test_incompatible_model_reported_with_error(tmp_path):
         assert res[name]["status"] == "incompatible" and res[name]["error"]
     paths = generate_compliance_report(res, tmp_path / "compliance")
     doc = json.loads(paths["json"].read_text())
-    assert doc["criteria"]["digits"][1]["status"] == "pass"
-    assert doc["criteria"]["anomaly_detection"][0]["status"] == "fail"
+    assert doc["results"]["digits"]["compliance"]["quality"] == "pass"
+    assert doc["results"]["anomaly_detection"]["compliance"]["input_shape"] == "fail"
     assert doc["system_info"]["torch"] == torch.__version__
     md = paths["markdown"].read_text()
     assert "| digits |" in md and "does not accept" in md
@@ -141,7 +163,13 @@ def test_bad_names_and_arguments():
         TinyMLPerf().run_all_benchmarks({"vww": MobileNetV1()})
     with pytest.raises(ValueError, match="num_runs"):
         TinyMLPerf().run_standard_benchmark(ResNet8(), "image_classification", num_runs=0)
-    assert quality_status(None, 0.9) == "not evaluated"
+    assert compliance_decision(None, 0.9) == "not evaluated"
+    with pytest.raises(ValueError, match="target"):
+        compliance_decision(None, 1.5)
+    with pytest.raises(ValueError, match="latency_ms"):
+        compliance_decision(None, 0.9, latency_budget_ms=100.0)
+    with pytest.raises(TypeError, match="quality"):
+        compliance_decision(0.95, 0.9)
 
 
 def test_cifar10_loader(tmp_path):

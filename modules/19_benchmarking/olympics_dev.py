@@ -9,22 +9,16 @@
 # %% [markdown]
 # # Module 19, the capstone: the TorchPerf Olympics
 #
-# You optimise a model, then you *prove* it: a submission is a file that holds every raw
-# measurement of your baseline and your optimised model, taken under one protocol on one
-# machine, the statistics and improvements derived from them (each with its uncertainty), the
-# event's constraint checks and your score, and a fingerprint of both models' weights. Anyone
-# can then check it three ways:
+# You optimise a model, then you *prove* it. A submission is a file holding every raw
+# measurement of your baseline and your optimised model (one protocol, one machine), the
+# improvements derived from them with their uncertainty, the event's constraint checks, your
+# score, and a fingerprint of both models' weights. Anyone can check it three ways:
 #
 # ```
-# generate_submission ──> submission.json ──> validate_submission   (is it self-consistent? rules met?)
+# generate_submission ──> submission.json ──> validate_submission   (self-consistent? rules met?)
 #                                         ──> verify_submission     (does it hold on *my* machine, same model?)
-#                                         ──> leaderboard           (ranked, ties where CIs overlap)
+#                                         ──> leaderboard           (ranked, ties where the intervals overlap)
 # ```
-#
-# ## The events and their rules
-#
-# Scores are ratios to the participant's own baseline, measured on the same machine in the
-# same run, so submissions from different machines can share a leaderboard.
 #
 # | event | score (higher wins) | constraints on the optimised model |
 # |---|---|---|
@@ -34,11 +28,12 @@
 # | all-around | geometric mean of speedup, compression and accuracy retention | accuracy ≥ 85% |
 # | extreme push | speedup × compression | accuracy ≥ 80% |
 #
-# *Model size* is the bytes of the serialized `state_dict` (what you would ship; int8 weights
-# count one byte each). *Accuracy retention* is accuracy optimised / accuracy baseline.
-# Each score carries an interval: speedup from the bootstrap interval of the ratio of median
-# latencies; compression is an exact byte count (zero-width interval); accuracy from the
-# Wilson interval; combined scores from the bounds of their parts (a conservative interval).
+# Scores are ratios to your own baseline, measured in the same run on the same machine, so
+# submissions from different machines can share a leaderboard. *Model size* is the bytes of the
+# serialized `state_dict` (int8 weights count one byte each); *accuracy retention* is accuracy
+# optimised / baseline. Every score has an interval: the speed-up's is the bootstrap interval of
+# the ratio of median latencies, compression is exact (zero width), accuracy has its Wilson
+# interval, and combined scores take the bounds of their parts (a conservative interval).
 
 # %%
 #| default_exp benchmarking.olympics
@@ -47,7 +42,6 @@
 #| export
 from __future__ import annotations
 
-import copy
 import csv
 import hashlib
 import io
@@ -56,19 +50,18 @@ import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 import torch
 from torch import nn
 
 from tinytorch.benchmarking.benchmark import Benchmark, OlympicEvent
 from tinytorch.benchmarking.results import (
-    STATISTICS, BenchmarkResult, CountResult, ProportionResult, compare_results, compare_samples, pareto_front_with_ties,
-    wilson_interval, write_atomic, write_json,
+    STATISTICS, BenchmarkResult, Comparison, CountResult, ProportionResult, compare_results, pareto_front_with_ties,
+    write_atomic, write_json,
 )
-from tinytorch.profiling.timing import system_info
+from tinytorch.profiling.timing import model_name, system_info
 
 # %%
 #| export
@@ -113,25 +106,25 @@ def get_event(event: OlympicEvent | str) -> OlympicEvent:
     """
     if isinstance(event, OlympicEvent):
         return event
-    if isinstance(event, str):
-        for e in OlympicEvent:
-            if event in (e.value, e.name):
-                return e
+    for e in OlympicEvent:
+        if isinstance(event, str) and event in (e.value, e.name):
+            return e
     raise ValueError(f"event: unknown event {event!r}; expected one of {[e.value for e in OlympicEvent]}")
 
 # %% [markdown]
 # ## Checking the constraints
 #
-# **Your task.** Complete `check_constraints(event, measured)`: for each constraint of the
-# event, compare the measured quantity with its threshold and report the outcome.
+# **Your task (easy, 2 points).** Complete `check_constraints(event, measured)`: for each
+# constraint of the event, compare the measured quantity with its threshold and report the outcome.
 #
-# - *Approach:* look up `EVENT_RULES[event].constraints`; each is `(quantity, op, threshold)`
-#   with `op` either `">="` or `"<"`. Return one dict per constraint:
+# - *TODO:* one dict per constraint of `EVENT_RULES[event].constraints`, in their order:
 #   `{"quantity", "op", "threshold", "measured", "passed"}`.
-# - *Example:* for the memory challenge and `{"accuracy": 0.84}` you get one check with
-#   `passed=False`; with `0.85`, `passed=True`.
-# - *Hints:* a quantity missing from `measured` (or `None`) cannot pass: `passed=False`, and
-#   say so in a `"reason"` entry.
+# - *Approach:* each constraint is `(quantity, op, threshold)` with `op` either `">="` or
+#   `"<"`; look the quantity up in `measured` and apply the operator it names.
+# - *Example:* for the memory challenge, `{"accuracy": 0.84}` gives one check with
+#   `passed=False`; `0.85` passes (the rule is "at least").
+# - *Hints:* a quantity missing from `measured` (or `None`) cannot pass; say why in a
+#   `"reason"` entry. `passed` should be a plain `bool`.
 
 # %% nbgrader={"grade": false, "grade_id": "olympics-check-constraints", "solution": true, "schema_version": 3}
 #| export
@@ -162,14 +155,14 @@ def check_constraints(event: OlympicEvent | str, measured: Mapping[str, float | 
 # %% nbgrader={"grade": true, "grade_id": "test-olympics-check-constraints", "locked": true, "points": 2, "schema_version": 3}
 def test_unit_check_constraints():
     ok = check_constraints(OlympicEvent.MEMORY_CHALLENGE, {"accuracy": 0.85})
-    assert len(ok) == 1 and ok[0]["passed"] is True, "accuracy exactly at 85% meets the >= 85% rule"
+    assert len(ok) == 1 and ok[0]["passed"] is True, f"accuracy exactly 0.85 meets '>= 0.85': expected passed=True, got {ok}"
     bad = check_constraints("extreme_push", {"accuracy": 0.79})
-    assert bad[0]["passed"] is False and bad[0]["threshold"] == 0.80, "extreme push needs accuracy >= 80%"
-    contest = check_constraints("accuracy_contest", {"latency_ms": 100.0, "model_size_mb": 2.0})
-    by_q = {c["quantity"]: c["passed"] for c in contest}
-    assert by_q == {"latency_ms": False, "model_size_mb": True}, "latency must be strictly under 100 ms"
+    assert bad[0]["passed"] is False and bad[0]["threshold"] == 0.80, f"extreme push needs accuracy >= 0.80: got {bad}"
+    by_q = {c["quantity"]: c["passed"] for c in check_constraints("accuracy_contest", {"latency_ms": 100.0, "model_size_mb": 2.0})}
+    assert by_q == {"latency_ms": False, "model_size_mb": True}, \
+        f"latency must be strictly under 100 ms: expected {{'latency_ms': False, 'model_size_mb': True}}, got {by_q}"
     missing = check_constraints("latency_sprint", {})
-    assert missing[0]["passed"] is False, "an unmeasured quantity cannot pass"
+    assert missing[0]["passed"] is False, f"an unmeasured quantity cannot pass: got {missing}"
     assert missing[0].get("reason"), f"a failed check on an unmeasured quantity should say why in 'reason', got {missing[0]}"
 
 
@@ -179,11 +172,10 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## The fingerprint of a model
 #
-# `weights_sha256(model)` is the SHA-256 over the model's `state_dict`, entries taken in
-# **sorted key order**; for each entry it hashes the key, then every tensor inside it (packed
-# int8 weights are tuples of tensors) as dtype, shape and raw bytes. A quantized tensor
-# contributes its integer values and its scales and zero points. Anyone with the same weights
-# gets the same hash, whatever the framework version's pickle format.
+# `weights_sha256(model)` hashes the `state_dict` in **sorted key order**: each key, then every
+# tensor in its entry (packed int8 weights are tuples of tensors) as dtype, shape and raw bytes;
+# a quantized tensor contributes its integers, scales and zero points. The same weights give
+# the same hash, whatever the framework version's pickle format.
 
 # %%
 #| export
@@ -214,24 +206,27 @@ def weights_sha256(model: nn.Module) -> str:
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    h = hashlib.sha256()
-    sd = model.state_dict()
+    h, sd = hashlib.sha256(), model.state_dict()
     for key in sorted(sd):
         h.update(key.encode() + b"\0")
         _hash_value(h, sd[key])
     return h.hexdigest()
 
 # %% [markdown]
-# ## One protocol for both models
+# ## One protocol for both models, one comparison for every improvement
 #
-# Both models go into one `Benchmark`: latency is timed in interleaved rounds (baseline,
-# optimised, baseline, …) so a slow patch of the machine hits both, accuracy is counted on
-# every labelled sample, and the model size is the serialized byte count. The improvements
-# are then derived from those raw values, and nothing else, so a validator can recompute them.
+# Both models go into one `Benchmark`: latency timed in interleaved rounds (a slow patch of the
+# machine hits both), accuracy counted on every labelled sample, model size as serialized
+# bytes. Each improvement is then one `results.compare_results` between the two results, read
+# so that more is better: speed-up and compression are baseline / optimised, accuracy is the
+# difference in points. The validator and `compare_optimization_techniques` use the same code.
 
 # %%
 #| export
 _TOL = {"rel_tol": 1e-9, "abs_tol": 1e-12}
+
+
+DEFAULT_TECHNIQUES = ("magnitude pruning 50% (global)", "int8 static quantization (calibrated on 256 training images)")
 
 
 def _default_dataset() -> tuple[torch.Tensor, torch.Tensor]:
@@ -239,10 +234,19 @@ def _default_dataset() -> tuple[torch.Tensor, torch.Tensor]:
     return load_digits_split("test")
 
 
+def default_olympics_models() -> tuple[nn.Module, nn.Module]:
+    """The bundled pair: the trained digits CNN and its 50%-pruned (global) int8 static version.
+    Deterministic: the same torch version gives the same weights (and hashes)."""
+    from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
+    from tinytorch.benchmarking.optimize import prune_magnitude, quantize_int8
+
+    base = default_digits_model()
+    return base, quantize_int8(prune_magnitude(base, 0.5), "static", calibration_data=load_digits_split("train")[0][:256].split(64))
+
+
 def _measure_models(models: Mapping[str, nn.Module], dataset: Any, measurement_runs: int, warmup_runs: int,
                     seed: int) -> tuple[dict[str, dict[str, Any]], Benchmark]:
-    X, y = dataset
-    bench = Benchmark(dict(models), [(X, y)], warmup_runs=warmup_runs, measurement_runs=measurement_runs,
+    bench = Benchmark(dict(models), [tuple(dataset)], warmup_runs=warmup_runs, measurement_runs=measurement_runs,
                       seed=seed, dataset_names=["eval"])
     bench.run_latency_benchmark()
     bench.run_accuracy_benchmark()
@@ -253,65 +257,61 @@ def _measure_models(models: Mapping[str, nn.Module], dataset: Any, measurement_r
                     for m in ("latency", "accuracy", "model_size") if name not in bench.results.get(m, {})}
         if problems:
             raise RuntimeError(f"model '{name}' could not be measured: {problems}")
-        acc = bench.results["accuracy"][name]
-        size = bench.results["model_size"][name]
-        raw[name] = {
-            "latency": bench.results["latency"][name].to_dict(),
-            "accuracy": {"correct": acc.correct, "count": acc.count, "accuracy": acc.mean,
-                         "wilson_95": [acc.ci_lower, acc.ci_upper], "per_sample_correct": list(acc.values)},
-            "model_size": {"bytes": size.metadata["bytes"], "mb": size.metadata["bytes"] / 2**20,
-                           "method": size.metadata["method"]},
-        }
+        acc, size = bench.results["accuracy"][name], bench.results["model_size"][name]
+        raw[name] = {"latency": bench.results["latency"][name].to_dict(),
+                     "accuracy": {"correct": acc.correct, "count": acc.count, "accuracy": acc.mean,
+                                  "wilson_95": [acc.ci_lower, acc.ci_upper], "per_sample_correct": list(acc.values)},
+                     "model_size": {"bytes": size.metadata["bytes"], "mb": size.metadata["bytes"] / 2**20,
+                                    "method": size.metadata["method"]}}
     return raw, bench
 
 
+def _improvement(c: Comparison) -> dict[str, Any]:
+    "One comparison (baseline → variant) as an improvement: baseline / variant for time and size, points for accuracy."
+    common = {"p_value": c.p_value, "significant": c.significant, "verdict": c.verdict, "test": c.test,
+              "baseline": c.median_a, "optimized": c.median_b}
+    if "difference" in c.details:  # accuracy: the paired difference and its bootstrap interval
+        lo, hi = c.details["difference_ci"]
+        return {"value": c.details["difference"], "ci_lower": lo, "ci_upper": hi, **common,
+                "method": "accuracy variant - baseline; paired bootstrap interval, McNemar exact test"}
+    inv = lambda v: None if v is None or v == 0 else 1.0 / v  # noqa: E731
+    v = inv(c.ratio)
+    lo, hi = (v, v) if c.ci_lower is None else (inv(c.ci_upper), inv(c.ci_lower))
+    return {"value": v, "ci_lower": lo, "ci_upper": hi, **common,
+            "method": ("exact counts (zero-width interval), significant when at least 2% apart" if c.ci_lower is None
+                       else "ratio of medians baseline / variant; bootstrap interval, Mann-Whitney U")}
+
+
+def _retention(acc: Mapping[str, Any]) -> dict[str, Any]:
+    "Accuracy retention (variant / baseline), its interval from the difference's; None with the reason."
+    if acc["value"] is None or not acc["baseline"]:
+        return {"value": None, "ci_lower": None, "ci_upper": None,
+                "reason": acc.get("reason") or "the baseline's accuracy is zero"}
+    b = acc["baseline"]
+    return {"value": acc["optimized"] / b, "ci_lower": 1 + acc["ci_lower"] / b, "ci_upper": 1 + acc["ci_upper"] / b,
+            "method": "accuracy variant / baseline"}
+
+
 def _improvements(base: Mapping[str, Any], opt: Mapping[str, Any], seed: int) -> dict[str, Any]:
-    c = compare_samples(base["latency"]["values"], opt["latency"]["values"], names=("baseline", "optimized"), seed=seed)
-    speedup = 1.0 / c.ratio
-    size = compare_results(CountResult("model_size", [base["model_size"]["bytes"]], unit="bytes"),
-                           CountResult("model_size", [opt["model_size"]["bytes"]], unit="bytes"),
-                           names=("baseline", "optimized"))
-    comp = 1.0 / size.ratio
-    acc = compare_results(ProportionResult("accuracy", base["accuracy"]["per_sample_correct"]),
-                          ProportionResult("accuracy", opt["accuracy"]["per_sample_correct"]),
-                          names=("baseline", "optimized"), seed=seed)
-    acc_a, acc_b = acc.median_a, acc.median_b
-    d_lo, d_hi = acc.details["difference_ci"]
-    return {
-        "speedup": {"value": speedup, "ci_lower": 1.0 / c.ci_upper, "ci_upper": 1.0 / c.ci_lower,
-                    "p_value": c.p_value, "significant": c.significant,
-                    "method": "median latency ratio, bootstrap 95% CI (seeded), Mann-Whitney U"},
-        "compression_ratio": {"value": comp, "ci_lower": comp, "ci_upper": comp, "significant": size.significant,
-                              "method": "exact byte counts of the serialized state_dicts (no sampling error); "
-                                        "significant when at least 2% apart"},
-        "accuracy_delta": {"value": acc_b - acc_a, "ci_lower": d_lo, "ci_upper": d_hi, "p_value": acc.p_value,
-                           "significant": acc.significant,
-                           "method": "paired bootstrap 95% CI (seeded), McNemar exact test; significant when "
-                                     "p < 0.05 and at least 2 points"},
-        "accuracy_retention": {"value": acc_b / acc_a if acc_a else None,
-                               "ci_lower": 1 + d_lo / acc_a if acc_a else None,
-                               "ci_upper": 1 + d_hi / acc_a if acc_a else None},
-        "seed": seed,
-    }
+    "Speed-up, compression, accuracy delta and retention of `opt` over `base` (two raw submission records)."
+    def results(m):
+        return (BenchmarkResult.from_dict(m["latency"]), CountResult("model_size", [m["model_size"]["bytes"]], unit="bytes"),
+                ProportionResult("accuracy", m["accuracy"]["per_sample_correct"]))
+    imp = {k: _improvement(compare_results(a, b, names=("baseline", "optimized"), seed=seed))
+           for k, a, b in zip(("speedup", "compression_ratio", "accuracy_delta"), results(base), results(opt))}
+    return {**imp, "accuracy_retention": _retention(imp["accuracy_delta"]), "seed": seed}
 
 
 def _score(event: OlympicEvent, opt: Mapping[str, Any], imp: Mapping[str, Any]) -> dict[str, Any]:
     rule = EVENT_RULES[event].score
     sp, cr, ret = imp["speedup"], imp["compression_ratio"], imp["accuracy_retention"]
-    if rule == "speedup":
-        v, lo, hi = sp["value"], sp["ci_lower"], sp["ci_upper"]
-    elif rule == "compression_ratio":
-        v, lo, hi = cr["value"], cr["ci_lower"], cr["ci_upper"]
+    if rule in ("speedup", "compression_ratio"):
+        v, lo, hi = (imp[rule][k] for k in ("value", "ci_lower", "ci_upper"))
     elif rule == "accuracy":
-        v = opt["accuracy"]["accuracy"]
-        lo, hi = opt["accuracy"]["wilson_95"]
-    elif rule == "all_around":
-        if ret["value"] is None:
-            v = lo = hi = None
-        else:
-            v = (sp["value"] * cr["value"] * ret["value"]) ** (1 / 3)
-            lo = (sp["ci_lower"] * cr["ci_lower"] * max(ret["ci_lower"], 0.0)) ** (1 / 3)
-            hi = (sp["ci_upper"] * cr["ci_upper"] * ret["ci_upper"]) ** (1 / 3)
+        v, (lo, hi) = opt["accuracy"]["accuracy"], opt["accuracy"]["wilson_95"]
+    elif rule == "all_around":  # the bounds of the parts give a conservative interval
+        v, lo, hi = (None, None, None) if ret["value"] is None else (
+            (sp[k] * cr[k] * max(ret[k], 0.0)) ** (1 / 3) for k in ("value", "ci_lower", "ci_upper"))
     else:  # speedup_x_compression
         v, lo, hi = sp["value"] * cr["value"], sp["ci_lower"] * cr["ci_lower"], sp["ci_upper"] * cr["ci_upper"]
     return {"rule": rule, "description": EVENT_RULES[event].description, "value": v, "ci_lower": lo, "ci_upper": hi,
@@ -327,15 +327,12 @@ def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, e
                         dataset: Any = None, *, participant: str = "anonymous", techniques: Sequence[str] = (),
                         output_path: str | Path | None = None, measurement_runs: int = 30, warmup_runs: int = 5,
                         seed: int = 0, tolerance: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """Benchmark both models under one protocol and build (and optionally write) a submission.
+    """Benchmark both models under one protocol on `dataset`, a labelled `(X, y)` (default: the
+    digits test split), and build (with `output_path`, write) the submission: event, participant,
+    techniques, system, both weight hashes, every raw measurement, the improvements with their
+    intervals, the constraint checks, the score, and the tolerance `verify_submission` applies.
 
-    `dataset` is a labelled `(X, y)` pair (default: the bundled digits test split). The
-    submission holds the event, participant, techniques, system info, the SHA-256 of each
-    model's weights, every raw measurement, the statistics, the improvements with their
-    intervals, the constraint checks and the score, plus the tolerance `verify_submission`
-    applies (`accuracy_abs`, `latency_rel`, `size_rel`).
-
-    >>> # sub = generate_submission(base, opt, "memory_challenge", output_path="sub.json")
+    >>> # sub = generate_submission(base, mine, "memory_challenge", output_path="sub.json")
     """
     ev = get_event(event)
     for m, arg in ((baseline_model, "baseline_model"), (optimized_model, "optimized_model")):
@@ -361,11 +358,8 @@ def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, e
                    "optimized": {"sha256": weights_sha256(optimized_model), "class": type(optimized_model).__name__,
                                  "quantization": getattr(optimized_model, "tinytorch_quantization", None)}},
         "hash_method": "sha256 over state_dict entries in sorted key order: key, dtype, shape, raw bytes",
-        "measurements": raw,
-        "improvements": imp,
-        "constraints": checks,
-        "constraints_met": all(c["passed"] for c in checks),
-        "score": _score(ev, raw["optimized"], imp),
+        "measurements": raw, "improvements": imp, "constraints": checks,
+        "constraints_met": all(c["passed"] for c in checks), "score": _score(ev, raw["optimized"], imp),
         "tolerance": dict(tolerance or {"accuracy_abs": 0.01, "latency_rel": 0.5, "size_rel": 0.01}),
     }
     if output_path is not None:
@@ -375,25 +369,23 @@ def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, e
 # %% [markdown]
 # ## Validation: is the file consistent with itself and with the rules?
 #
-# The validator trusts nothing but the raw values. It rebuilds every statistic from them
-# (`BenchmarkResult.from_dict`), recomputes the improvements with the recorded seed (the
-# bootstrap is seeded, so the intervals come out identical), re-checks the constraints and
-# the score. Any disagreement, a broken rule, a wrong schema or version, or a truncated file
-# is a rejection with its reason.
+# The validator trusts nothing but the raw values: it rebuilds every statistic from them
+# (`BenchmarkResult.from_dict`), recomputes the improvements with the recorded seed (so the
+# bootstrap intervals come out identical), and re-checks the constraints and the score. A
+# disagreement, a broken rule, a wrong schema or version, or a truncated file is a rejection
+# with its reason.
 
 # %%
 #| export
-def _close(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a == b
-    return math.isclose(float(a), float(b), **_TOL)
-
-
-def _diff(prefix: str, stored: Mapping[str, Any], fresh: Mapping[str, Any], keys: Sequence[str]) -> list[str]:
+def _diff(prefix: str, stored: Mapping[str, Any], fresh: Mapping[str, Any], keys: Sequence[Any]) -> list[str]:
+    def close(a: Any, b: Any) -> bool:
+        if isinstance(a, tuple) and isinstance(b, tuple):
+            return len(a) == len(b) and all(map(close, a, b))
+        if a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
+            return a == b
+        return math.isclose(float(a), float(b), **_TOL)
     return [f"{prefix}.{k}: stored {stored.get(k)!r} but the raw values give {fresh.get(k)!r}"
-            for k in keys if not _close(stored.get(k), fresh.get(k))]
+            for k in keys if not close(stored.get(k), fresh.get(k))]
 
 
 def _check_doc(doc: Any) -> list[str]:
@@ -407,17 +399,15 @@ def _check_doc(doc: Any) -> list[str]:
                            "system_info", "protocol") if k not in doc]
     if missing:
         return [f"missing fields: {missing}"]
-    reasons = []
     try:
         ev = get_event(doc["event"])
     except ValueError as e:
         return [str(e)]
+    reasons, meas = [], doc["measurements"]
     for role in ("baseline", "optimized"):
         sha = doc["models"].get(role, {}).get("sha256", "")
         if not (isinstance(sha, str) and len(sha) == 64 and all(ch in "0123456789abcdef" for ch in sha)):
             reasons.append(f"models.{role}.sha256: expected 64 hex digits, got {sha!r}")
-    meas = doc["measurements"]
-    for role in ("baseline", "optimized"):
         m = meas.get(role)
         if not isinstance(m, dict):
             return reasons + [f"measurements.{role}: missing"]
@@ -426,13 +416,10 @@ def _check_doc(doc: Any) -> list[str]:
         except (KeyError, TypeError, ValueError) as e:
             return reasons + [f"measurements.{role}.latency: {e}"]
         reasons += _diff(f"measurements.{role}.latency", m["latency"], fresh, STATISTICS)
-        a = m["accuracy"]
-        flags = a["per_sample_correct"]
-        correct, count = int(sum(flags)), len(flags)
-        acc_fresh = {"correct": correct, "count": count, "accuracy": correct / count if count else None}
-        reasons += _diff(f"measurements.{role}.accuracy", a, acc_fresh, ("correct", "count", "accuracy"))
-        w = wilson_interval(correct, count) if count else (None, None)
-        reasons += _diff(f"measurements.{role}.accuracy.wilson_95", dict(enumerate(a["wilson_95"])), dict(enumerate(w)), (0, 1))
+        a, p = m["accuracy"], ProportionResult("accuracy", m["accuracy"]["per_sample_correct"])
+        reasons += _diff(f"measurements.{role}.accuracy", {**a, "wilson_95": tuple(a["wilson_95"])},
+                         {"correct": p.correct, "count": p.count, "accuracy": p.mean, "wilson_95": (p.ci_lower, p.ci_upper)},
+                         ("correct", "count", "accuracy", "wilson_95"))
         s = m["model_size"]
         reasons += _diff(f"measurements.{role}.model_size", s, {"mb": s["bytes"] / 2**20}, ("mb",))
     if reasons:
@@ -444,11 +431,8 @@ def _check_doc(doc: Any) -> list[str]:
     if [c["passed"] for c in checks] != [c.get("passed") for c in doc["constraints"]]:
         reasons.append("constraints: the stored checks disagree with the measurements")
     reasons += _diff("score", doc["score"], _score(ev, meas["optimized"], imp), ("value", "ci_lower", "ci_upper"))
-    for c in checks:
-        if not c["passed"]:
-            reasons.append(f"breaks the {ev.value} rule: {c['quantity']} {c['op']} {c['threshold']} "
-                           f"(measured {c['measured']})")
-    return reasons
+    return reasons + [f"breaks the {ev.value} rule: {c['quantity']} {c['op']} {c['threshold']} (measured {c['measured']})"
+                      for c in checks if not c["passed"]]
 
 
 def validate_submission(path: str | Path) -> dict[str, Any]:
@@ -472,98 +456,86 @@ def validate_submission(path: str | Path) -> dict[str, Any]:
         reasons = [f"malformed submission: {type(e).__name__}: {e}"]
     return {"valid": not reasons, "reasons": reasons, "path": str(path), "submission": doc if isinstance(doc, dict) else None}
 
+# %% [markdown]
+# A submission for the memory challenge: the digits CNN against its 50%-pruned int8 version
+# (`default_olympics_models()`, the pair `tito olympics submit` uses without `--model`).
+
 # %%
 if __name__ == "__main__":
-    from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
-    from tinytorch.benchmarking.optimize import prune_magnitude, quantize_int8
-
-    _base = default_digits_model()
-    _opt = quantize_int8(prune_magnitude(_base, 0.5), "static", calibration_data=load_digits_split("train")[0][:256].split(64))
+    _base, _opt = default_olympics_models()
     with tempfile.TemporaryDirectory() as _tmp:
         _sub = generate_submission(_base, _opt, "memory_challenge", participant="demo", measurement_runs=10,
-                                   techniques=["prune 50%", "int8 static"], output_path=Path(_tmp) / "s.json")
-        print("score", _sub["score"]["value"], "valid:", validate_submission(Path(_tmp) / "s.json")["valid"])
+                                   techniques=DEFAULT_TECHNIQUES, output_path=Path(_tmp) / "s.json")
+        _s = _sub["score"]
+        print(f"score {_s['value']:.3f} [{_s['ci_lower']:.3f}, {_s['ci_upper']:.3f}], constraints met: "
+              f"{_sub['constraints_met']}, valid: {validate_submission(Path(_tmp) / 's.json')['valid']}")
 
 # %% [markdown]
 # ## Verification: does the claim hold here?
 #
 # Validation checks the file; verification checks the *world*. Given the model (and, for the
-# speed-up, the baseline), it recomputes the weight hash and re-measures on this machine. The
-# tolerance is stated in the submission: accuracy within `accuracy_abs` (absolute), model size
-# within `size_rel`, and latency-derived claims within `latency_rel` (relative; a different
-# machine is legitimately faster or slower, so this one is loose, and only the latency claims
-# the event is scored on count toward the verdict; the others are reported for information).
+# speed-up, the baseline), it recomputes the weight hashes and re-measures on this machine,
+# within the tolerance the submission states: accuracy within `accuracy_abs`, model size
+# within `size_rel`, latency claims within `latency_rel`. Another machine is legitimately
+# faster or slower, so that one is loose, and only the latency claims the event is scored on
+# count toward the verdict; the others are reported for information.
 
 # %%
 #| export
 def verify_submission(path: str | Path, model: nn.Module, dataset: Any = None, *, baseline_model: nn.Module | None = None,
                       measurement_runs: int | None = None, tolerance: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """Re-measure a submission's optimised `model` (and `baseline_model`, if given) on this machine.
+    """Re-measure a submission's optimised `model` (and `baseline_model`, if given) on this machine,
+    with the submission's protocol (`measurement_runs` overrides its runs).
 
-    The submission's protocol (measurement and warmup runs, seed) is reused unless
-    `measurement_runs` is given. Returns `{"verified": bool, "checks": [...], "validation": ...}`;
-    each check has the claimed and measured values, the tolerance, whether it holds, and whether
-    it `counts` toward `verified`: the weight hashes, accuracy, model size, and the latency
-    claims the event's score rests on (speed-up for the latency sprint, all-around and extreme
-    push). Other latency claims are reported for information.
+    Returns `{"verified": bool, "checks": [...], "validation", "reasons", "system_info"}`; each
+    check has the claimed and measured values, the tolerance, whether it `holds` and whether it
+    `counts` toward `verified` (the weight hashes, accuracy, model size, and the speed-up where
+    the event is scored on it).
     """
     report = validate_submission(path)
     doc = report["submission"]
     if doc is None or "models" not in doc:
         return {"verified": False, "checks": [], "validation": report,
                 "reasons": ["the submission cannot be read"] + report["reasons"]}
-    tol = dict(doc.get("tolerance") or {})
-    tol.update(tolerance or {})
-    tol = {"accuracy_abs": 0.01, "latency_rel": 0.5, "size_rel": 0.01, **tol}
-    checks = []
-    sha = weights_sha256(model)
-    checks.append({"claim": "optimized weights sha256", "claimed": doc["models"]["optimized"]["sha256"], "measured": sha,
-                   "holds": sha == doc["models"]["optimized"]["sha256"]})
-    models = {"optimized": model}
-    if baseline_model is not None:
-        bsha = weights_sha256(baseline_model)
-        checks.append({"claim": "baseline weights sha256", "claimed": doc["models"]["baseline"]["sha256"],
-                       "measured": bsha, "holds": bsha == doc["models"]["baseline"]["sha256"]})
-        models = {"baseline": baseline_model, "optimized": model}
-    dataset = _default_dataset() if dataset is None else dataset
+    tol = {"accuracy_abs": 0.01, "latency_rel": 0.5, "size_rel": 0.01, **(doc.get("tolerance") or {}), **(tolerance or {})}
+    models = {"optimized": model} if baseline_model is None else {"baseline": baseline_model, "optimized": model}
+    checks = [{"claim": f"{role} weights sha256", "claimed": doc["models"][role]["sha256"], "measured": weights_sha256(m),
+               "holds": weights_sha256(m) == doc["models"][role]["sha256"]} for role, m in reversed(models.items())]
     proto = doc.get("protocol", {})
-    runs = measurement_runs or int(proto.get("measurement_runs", 20))
-    raw, _ = _measure_models(models, dataset, runs, int(proto.get("warmup_runs", 5)), proto.get("seed", 0))
-    speed_counts = EVENT_RULES[get_event(doc["event"])].score in ("speedup", "all_around", "speedup_x_compression")
-    claimed = doc["measurements"]["optimized"]
-    acc, c_acc = raw["optimized"]["accuracy"]["accuracy"], claimed["accuracy"]["accuracy"]
-    checks.append({"claim": "optimized accuracy", "claimed": c_acc, "measured": acc, "tolerance": tol["accuracy_abs"],
-                   "holds": abs(acc - c_acc) <= tol["accuracy_abs"]})
-    size, c_size = raw["optimized"]["model_size"]["bytes"], claimed["model_size"]["bytes"]
-    checks.append({"claim": "optimized model size (bytes)", "claimed": c_size, "measured": size,
-                   "tolerance": tol["size_rel"], "holds": abs(size - c_size) <= tol["size_rel"] * c_size})
+    raw, _ = _measure_models(models, _default_dataset() if dataset is None else dataset,
+                             measurement_runs or int(proto.get("measurement_runs", 20)), int(proto.get("warmup_runs", 5)),
+                             proto.get("seed", 0))
+    claimed, mine = doc["measurements"]["optimized"], raw["optimized"]
+    acc, c_acc = mine["accuracy"]["accuracy"], claimed["accuracy"]["accuracy"]
+    size, c_size = mine["model_size"]["bytes"], claimed["model_size"]["bytes"]
+    checks += [{"claim": "optimized accuracy", "claimed": c_acc, "measured": acc, "tolerance": tol["accuracy_abs"],
+                "holds": abs(acc - c_acc) <= tol["accuracy_abs"]},
+               {"claim": "optimized model size (bytes)", "claimed": c_size, "measured": size, "tolerance": tol["size_rel"],
+                "holds": abs(size - c_size) <= tol["size_rel"] * c_size}]
     if baseline_model is not None:
-        imp = _improvements(raw["baseline"], raw["optimized"], doc["protocol"].get("seed", 0))
-        for key in ("speedup", "compression_ratio"):
+        imp = _improvements(raw["baseline"], mine, proto.get("seed", 0))
+        speed_counts = EVENT_RULES[get_event(doc["event"])].score in ("speedup", "all_around", "speedup_x_compression")
+        for key, rel, counts in (("speedup", tol["latency_rel"], speed_counts), ("compression_ratio", tol["size_rel"], True)):
             c, m = doc["improvements"][key]["value"], imp[key]["value"]
-            rel = tol["latency_rel"] if key == "speedup" else tol["size_rel"]
             checks.append({"claim": key, "claimed": c, "measured": m, "tolerance": rel, "holds": abs(m - c) <= rel * c,
-                           "counts": speed_counts if key == "speedup" else True})
+                           "counts": counts})
     else:
-        c, m = claimed["latency"]["median"], raw["optimized"]["latency"]["median"]
+        c, m = claimed["latency"]["median"], mine["latency"]["median"]
         checks.append({"claim": "optimized median latency (ms)", "claimed": c, "measured": m, "tolerance": tol["latency_rel"],
                        "holds": abs(m - c) <= tol["latency_rel"] * c, "counts": False,
                        "note": "absolute latency depends on the machine; pass baseline_model to check the speedup instead"})
     for c in checks:
         c.setdefault("counts", True)
     reasons = [f"{c['claim']}: claimed {c['claimed']}, measured {c['measured']}" for c in checks
-               if not c["holds"] and c["counts"]]
-    reasons += [f"validation: {r}" for r in report["reasons"]]
+               if not c["holds"] and c["counts"]] + [f"validation: {r}" for r in report["reasons"]]
     return {"verified": report["valid"] and all(c["holds"] for c in checks if c["counts"]), "checks": checks,
-            "validation": report,
-            "reasons": reasons, "system_info": system_info()}
+            "validation": report, "reasons": reasons, "system_info": system_info()}
 
 # %% [markdown]
 # ## The leaderboard, with honest ties
 #
 # Two entries whose score intervals overlap cannot be told apart by these measurements, so
-# they share a rank. The rank of an entry is 1 + the number of entries that are *certainly*
-# better: whose interval lies entirely above its own.
+# they share a rank. An entry's rank is 1 + the number of entries that are *certainly* better.
 #
 # ```
 # score:   1      2      3      4      5      (higher wins)
@@ -573,13 +545,15 @@ def verify_submission(path: str | Path, model: nn.Module, dataset: Any = None, *
 # D  |-●-|                                    rank 4: C, A and B are all above
 # ```
 #
-# **Your task.** Complete `rank_with_ties(intervals)`: given `[(lower, upper), ...]` with
-# higher scores better, return each entry's rank.
+# **Your task (easy, 2 points).** Complete `rank_with_ties(intervals)`: given
+# `[(lower, upper), ...]` with higher scores better, return each entry's rank.
 #
-# - *Approach:* for entry i, count the entries j whose lower bound is above i's upper bound.
+# - *TODO:* one rank per entry, in the order given (not sorted).
+# - *Approach:* read "certainly better" off the picture: which end of the other entry's
+#   interval has to clear which end of this one's?
 # - *Example:* `[(5, 6), (5.5, 7), (1, 2)]` → `[1, 1, 3]`.
 # - *Hints:* a zero-width interval (an exact score) works the same way; two identical exact
-#   scores tie.
+#   scores tie, and an entry is never certainly better than itself.
 
 # %% nbgrader={"grade": false, "grade_id": "olympics-rank-with-ties", "solution": true, "schema_version": 3}
 #| export
@@ -595,10 +569,13 @@ def rank_with_ties(intervals: Sequence[tuple[float, float]]) -> list[int]:
 
 # %% nbgrader={"grade": true, "grade_id": "test-olympics-rank-with-ties", "locked": true, "points": 2, "schema_version": 3}
 def test_unit_rank_with_ties():
-    assert rank_with_ties([(5, 6), (5.5, 7), (1, 2)]) == [1, 1, 3], "overlapping intervals tie; both beat (1, 2)"
-    assert rank_with_ties([(1, 1), (3, 3), (2, 2)]) == [3, 1, 2], "exact, distinct scores rank in order"
-    assert rank_with_ties([(2, 2), (2, 2)]) == [1, 1], "identical exact scores tie"
-    assert rank_with_ties([(0, 10), (4, 5), (6, 7)]) == [1, 2, 1], "(6, 7) is certainly better than (4, 5); (0, 10) ties both"
+    for intervals, expected, why in [
+            ([(0, 10), (4, 5), (6, 7)], [1, 2, 1], "(6, 7) is certainly better than (4, 5); (0, 10) overlaps both"),
+            ([(5, 6), (5.5, 7), (1, 2)], [1, 1, 3], "overlapping intervals tie; both beat (1, 2)"),
+            ([(1, 1), (3, 3), (2, 2)], [3, 1, 2], "exact, distinct scores rank in order, in the order given"),
+            ([(2, 2), (2, 2)], [1, 1], "identical exact scores tie")]:
+        got = rank_with_ties(intervals)
+        assert got == expected, f"rank_with_ties({intervals}): expected {expected}, got {got}: {why}"
 
 
 if __name__ == "__main__":
@@ -626,34 +603,25 @@ def leaderboard(submissions_dir: str | Path, event: OlympicEvent | str, output_p
         doc = rep["submission"]
         if not rep["valid"]:
             invalid.append({"path": str(f), "reasons": rep["reasons"]})
-            continue
-        if doc["event"] != ev.value:
-            continue
-        s = doc["score"]
-        entries.append({"participant": doc["participant"], "file": f.name, "score": s["value"],
-                        "ci_lower": s["ci_lower"], "ci_upper": s["ci_upper"],
-                        "speedup": doc["improvements"]["speedup"]["value"],
-                        "compression_ratio": doc["improvements"]["compression_ratio"]["value"],
-                        "accuracy": doc["measurements"]["optimized"]["accuracy"]["accuracy"],
-                        "techniques": ", ".join(doc.get("techniques", []))})
+        elif doc["event"] == ev.value:
+            s, imp = doc["score"], doc["improvements"]
+            entries.append({"participant": doc["participant"], "file": f.name, "score": s["value"],
+                            "ci_lower": s["ci_lower"], "ci_upper": s["ci_upper"], "speedup": imp["speedup"]["value"],
+                            "compression_ratio": imp["compression_ratio"]["value"],
+                            "accuracy": doc["measurements"]["optimized"]["accuracy"]["accuracy"],
+                            "techniques": ", ".join(doc.get("techniques", []))})
     cols = ["rank", "tied", "participant", "score", "ci_lower", "ci_upper", "speedup", "compression_ratio",
             "accuracy", "techniques", "file"]
-    if entries:
-        ranks = rank_with_ties([(e["ci_lower"], e["ci_upper"]) for e in entries])
-        for e, r in zip(entries, ranks):
-            e["rank"] = r
-        for e in entries:
-            e["tied"] = sum(1 for o in entries if o["rank"] == e["rank"]) > 1
-        table = pd.DataFrame(entries)[cols].sort_values(["rank", "score"], ascending=[True, False]).reset_index(drop=True)
-    else:
-        table = pd.DataFrame(columns=cols)
+    ranks = rank_with_ties([(e["ci_lower"], e["ci_upper"]) for e in entries])
+    for e, r in zip(entries, ranks):
+        e.update(rank=r, tied=ranks.count(r) > 1)
+    table = (pd.DataFrame(entries)[cols].sort_values(["rank", "score"], ascending=[True, False]).reset_index(drop=True)
+             if entries else pd.DataFrame(columns=cols))
     md = [f"# TorchPerf Olympics leaderboard: {ev.value}", "", f"Score: {EVENT_RULES[ev].description}.", "",
           "| rank | participant | score | 95% interval | accuracy | techniques |", "|---|---|---|---|---|---|"]
-    for _, row in table.iterrows():
-        md.append(f"| {row['rank']}{' (tied)' if row['tied'] else ''} | {row['participant']} | {row['score']:.4g} | "
-                  f"[{row['ci_lower']:.4g}, {row['ci_upper']:.4g}] | {row['accuracy']:.2%} | {row['techniques']} |")
-    if not entries:
-        md.append(f"| — | no valid submission for {ev.value} | | | | |")
+    md += [f"| {row['rank']}{' (tied)' if row['tied'] else ''} | {row['participant']} | {row['score']:.4g} | "
+           f"[{row['ci_lower']:.4g}, {row['ci_upper']:.4g}] | {row['accuracy']:.2%} | {row['techniques']} |"
+           for _, row in table.iterrows()] or [f"| — | no valid submission for {ev.value} | | | | |"]
     if invalid:
         md += ["", "## Rejected submissions", ""] + [f"- {i['path']}: {'; '.join(i['reasons'])}" for i in invalid]
     buf = io.StringIO()
@@ -666,69 +634,31 @@ def leaderboard(submissions_dir: str | Path, event: OlympicEvent | str, output_p
     return out
 
 # %% [markdown]
-# ## Comparing techniques, and ablation
+# ## Comparing techniques
 #
-# `compare_optimization_techniques(base_model, optimized_models, datasets)` puts the baseline
-# and every optimised variant into one `Benchmark`, so their latency (interleaved rounds),
-# accuracy (`results.top1_correct` on every labelled sample) and model size (serialized
-# bytes) are measured exactly as every other part of the library measures them. Each variant
-# is then compared with the baseline through the one comparison, `results.compare_results`:
-#
-# | improvement | from | interval and test |
-# |---|---|---|
-# | `speedup` | median latency baseline / variant | bootstrap interval, Mann–Whitney U |
-# | `compression_ratio` | serialized bytes baseline / variant | exact (no sampling error), 2% floor |
-# | `accuracy_delta` | accuracy variant − baseline (points) | paired bootstrap, McNemar exact |
-#
-# A figure that cannot be had is `None` with the reason: no labelled data means no accuracy
-# (and no accuracy delta); an object with only `forward()` hides its parameters, so it has no
-# model size. A model that raises is a failed measurement, its error kept as the reason.
-#
-# Four recommendations follow, one per deployment situation. Each names a variant only when
-# that variant is **significantly** better than the baseline on what the situation cares
-# about, and does not lose more than `max_accuracy_drop` accuracy (where accuracy could be
-# measured; where it could not, the recommendation says so in `caveat`):
+# `compare_optimization_techniques` puts the baseline and every variant into one `Benchmark`
+# and compares each variant with the baseline exactly as a submission does; a figure that
+# cannot be had is `None` with the reason. One recommendation per deployment situation names a
+# variant only when it is **significantly** better where the situation cares, and loses at most
+# `max_accuracy_drop` accuracy:
 #
 # | key | the variant with | also needs |
 # |---|---|---|
 # | `for_latency_critical` | the largest significant speed-up | |
 # | `for_memory_constrained` | the largest significant compression | |
-# | `for_accuracy_preservation` | the best accuracy delta | a significant speed-up or compression, measured accuracy |
-# | `for_balanced_deployment` | the largest geometric mean of speed-up, compression and accuracy retention | a significant gain, no significant loss in speed or size |
+# | `for_accuracy_preservation` | the best accuracy delta | measured accuracy, a significant gain in speed or size |
+# | `for_balanced_deployment` | the largest geometric mean of the measured ratios | a significant gain, no significant loss |
 #
-# Otherwise the recommendation is `None`, with the reason. The Pareto set over (latency,
-# model size, accuracy) counts differences that are not significant as ties.
-#
-# `optimized_models` is a list of models (named by their `.name`, else their class) or a dict
-# `{name: model}`; the baseline is named by its `.name`, else "baseline".
-#
-# `ablation` applies techniques one after another (prune, then quantize, …) and measures every
-# stage, giving the table of deltas from one step to the next.
+# (Which order to combine techniques in is the ablation of the optimize notebook, `ablate_order`.)
 
 # %%
 #| export
-_USE_CASES = {
-    "for_latency_critical": ("latency", "speedup", "real-time inference: the lowest latency"),
-    "for_memory_constrained": ("model_size", "compression_ratio", "microcontrollers, download size: the smallest model"),
-    "for_accuracy_preservation": ("accuracy", "accuracy_delta",
-                                  "quality-critical: faster or smaller while keeping the baseline's accuracy"),
-    "for_balanced_deployment": (None, "balanced", "general deployment: the best combined gain without a significant loss"),
+_USE_CASES = {  # key: (the improvement it ranks by, the situation)
+    "for_latency_critical": ("speedup", "real-time inference: the lowest latency"),
+    "for_memory_constrained": ("compression_ratio", "microcontrollers, download size: the smallest model"),
+    "for_accuracy_preservation": ("accuracy_delta", "quality-critical: faster or smaller while keeping the baseline's accuracy"),
+    "for_balanced_deployment": ("balanced", "general deployment: the best combined gain without a significant loss"),
 }
-
-
-def _first_dataset(datasets: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    "The first labelled dataset as `(X, y)` (any form `as_eval_sets` takes); None: the bundled digits test split."
-    from tinytorch.benchmarking.results import as_eval_sets
-
-    if datasets is None:
-        return _default_dataset()
-    sets = as_eval_sets(datasets)
-    labelled = [d for d in sets if d.has_labels]
-    if not labelled:
-        why = "; ".join(d.reason or f"dataset '{d.name}' has no labels" for d in sets) or "no dataset was given"
-        raise ValueError(f"datasets: expected a labelled (X, y) dataset or a list of them, got none with labels ({why})")
-    X, y = labelled[0].arrays()
-    return X, y
 
 
 def _measured_figure(bench: Benchmark, metric: str, name: str) -> dict[str, Any]:
@@ -743,84 +673,58 @@ def _measured_figure(bench: Benchmark, metric: str, name: str) -> dict[str, Any]
     return {"value": None, "reason": bench.unavailable.get(metric, {}).get(name, f"{metric} was not measured")}
 
 
-def _improvement(bench: Benchmark, base: str, name: str, metric: str, seed: int) -> dict[str, Any]:
-    "The variant against the baseline on `metric` (through `compare_results`), or None with the reason."
+def _bench_improvement(bench: Benchmark, base: str, name: str, metric: str, seed: int) -> dict[str, Any]:
+    "The variant against the baseline on `metric` (`_improvement`), or None with the reason."
     for who in (base, name):
         if who not in bench.results.get(metric, {}):
             return {"value": None, "reason": f"no {metric} for '{who}': {_measured_figure(bench, metric, who)['reason']}"}
     try:
-        c = bench.compare(base, name, metric, seed=seed)
-    except ValueError as e:  # a figure is missing (unavailable or failed), or the results cannot be paired
+        return _improvement(bench.compare(base, name, metric, seed=seed))
+    except ValueError as e:  # e.g. accuracies on different samples cannot be paired
         return {"value": None, "reason": str(e)}
-    common = {"p_value": c.p_value, "significant": c.significant, "verdict": c.verdict, "test": c.test}
-    if metric == "accuracy":
-        lo, hi = c.details["difference_ci"]
-        return {"value": c.details["difference"], "ci_lower": lo, "ci_upper": hi, **common,
-                "baseline": c.median_a, "optimized": c.median_b,
-                "retention": c.median_b / c.median_a if c.median_a else None,
-                "method": "accuracy variant - baseline; paired bootstrap interval, McNemar exact test"}
-    inv = lambda v: None if v is None or v == 0 else 1.0 / v  # noqa: E731  (baseline / variant)
-    lo, hi = (inv(c.ratio), inv(c.ratio)) if metric == "model_size" else (inv(c.ci_upper), inv(c.ci_lower))
-    return {"value": inv(c.ratio), "ci_lower": lo, "ci_upper": hi, **common,
-            "baseline": c.median_a, "optimized": c.median_b,
-            "method": ("median latency baseline / variant; bootstrap interval, Mann-Whitney U" if metric == "latency"
-                       else "serialized bytes baseline / variant: exact counts, significant when at least 2% apart")}
-
-
-def _gains(imp: Mapping[str, Any]) -> tuple[bool, bool]:
-    "(a significant gain in speed or size, a significant loss in speed or size)."
-    parts = [imp[k] for k in ("speedup", "compression_ratio") if imp[k]["value"] is not None]
-    return (any(p["significant"] and p["value"] > 1 for p in parts),
-            any(p["significant"] and p["value"] < 1 for p in parts))
 
 
 def _recommend(improvements: Mapping[str, Mapping[str, Any]], max_accuracy_drop: float) -> dict[str, dict[str, Any]]:
     "One recommendation per use case: a significantly better variant, or None with the reason."
     recs = {}
-    for key, (metric, figure, use_case) in _USE_CASES.items():
-        candidates, caveats = [], {}
+    for key, (figure, use_case) in _USE_CASES.items():
+        candidates = []
         for name, imp in improvements.items():
             acc = imp["accuracy_delta"]
             if acc["value"] is not None and acc["value"] < -max_accuracy_drop:
                 continue  # loses too much accuracy for any use case
-            caveats[name] = None if acc["value"] is not None else f"accuracy not checked: {acc['reason']}"
-            gain, loss = _gains(imp)
+            parts = [imp[k] for k in ("speedup", "compression_ratio") if imp[k]["value"] is not None]
+            gain = any(p["significant"] and p["value"] > 1 for p in parts)
+            loss = any(p["significant"] and p["value"] < 1 for p in parts)
             if figure in ("speedup", "compression_ratio"):
-                f = imp[figure]
-                if f["value"] is not None and f["significant"] and f["value"] > 1:
-                    candidates.append((f["value"], name, f))
+                evidence = imp[figure]
+                ok = evidence["value"] is not None and evidence["significant"] and evidence["value"] > 1
             elif figure == "accuracy_delta":
-                if acc["value"] is not None and gain:
-                    candidates.append((acc["value"], name, acc))
-            elif gain and not loss:
-                parts = {k: imp[k]["value"] for k in ("speedup", "compression_ratio") if imp[k]["value"] is not None}
-                if acc["value"] is not None and acc.get("retention") is not None:
-                    parts["accuracy_retention"] = acc["retention"]
-                score = math.prod(parts.values()) ** (1 / len(parts))
-                candidates.append((score, name, {"value": score, "parts": parts,
-                                                 "method": "geometric mean of the measured ratios"}))
-        if candidates:
-            value, name, evidence = max(candidates, key=lambda c: c[0])
-            if figure == "speedup":
-                reason = f"significantly faster than the baseline: {value:.2f}x ({evidence['verdict']})"
-            elif figure == "compression_ratio":
-                reason = f"significantly smaller than the baseline: {value:.2f}x ({evidence['verdict']})"
-            elif figure == "accuracy_delta":
-                reason = f"{value * 100:+.1f} accuracy points, with a significant gain in speed or size"
+                evidence, ok = acc, acc["value"] is not None and gain
             else:
-                reason = f"combined gain {value:.2f} ({', '.join(f'{k} {v:.2f}' for k, v in evidence['parts'].items())})"
-            recs[key] = {"model": name, "reason": reason, "use_case": use_case, "metric": metric, figure: value,
-                         "evidence": evidence, "caveat": caveats.get(name)}
-        else:
-            need = {"speedup": "significantly faster", "compression_ratio": "significantly smaller",
-                    "accuracy_delta": "significantly faster or smaller with measured accuracy",
-                    "balanced": "significantly faster or smaller without being significantly slower or larger"}[figure]
-            missing = sorted({imp[f]["reason"] for imp in improvements.values()
-                              for f in ((figure,) if figure in ("speedup", "compression_ratio", "accuracy_delta") else ())
-                              if imp[f]["value"] is None})
-            recs[key] = {"model": None, "use_case": use_case, "metric": metric,
-                         "reason": f"no variant is {need} than the baseline while losing at most "
-                                   f"{max_accuracy_drop:.0%} accuracy" + (f" ({'; '.join(missing)})" if missing else "")}
+                ratios = {k: imp[k]["value"] for k in ("speedup", "compression_ratio", "accuracy_retention")
+                          if imp[k]["value"] is not None}
+                ok = gain and not loss
+                evidence = {"value": math.prod(ratios.values()) ** (1 / len(ratios)) if ok else None, "parts": ratios,
+                            "method": "geometric mean of the measured ratios"}
+            if ok:
+                caveat = None if acc["value"] is not None else f"accuracy not checked: {acc['reason']}"
+                candidates.append((evidence["value"], name, evidence, caveat))
+        if not candidates:
+            missing = sorted({imp[figure]["reason"] for imp in improvements.values()
+                              if figure in imp and imp[figure]["value"] is None})
+            recs[key] = {"model": None, "use_case": use_case,
+                         "reason": f"no variant is significantly better than the baseline for {use_case.split(':')[0]} "
+                                   f"while losing at most {max_accuracy_drop:.0%} accuracy"
+                                   + (f" ({'; '.join(missing)})" if missing else "")}
+            continue
+        value, name, evidence, caveat = max(candidates, key=lambda c: c[0])
+        reason = {"speedup": f"significantly faster than the baseline: {value:.2f}x",
+                  "compression_ratio": f"significantly smaller than the baseline: {value:.2f}x",
+                  "accuracy_delta": f"{value * 100:+.1f} accuracy points, with a significant gain in speed or size",
+                  "balanced": f"combined gain {value:.2f} ({', '.join(f'{k} {v:.2f}' for k, v in evidence.get('parts', {}).items())})"}
+        recs[key] = {"model": name, "reason": reason[figure] + (f" ({evidence['verdict']})" if "verdict" in evidence else ""),
+                     "use_case": use_case, figure: value, "evidence": evidence, "caveat": caveat}
     return recs
 
 
@@ -828,41 +732,22 @@ def compare_optimization_techniques(base_model: Any, optimized_models: Sequence[
                                     datasets: Any = None, *, measurement_runs: int = 20, seed: int = 0,
                                     max_accuracy_drop: float = 0.02,
                                     input_shape: Sequence[int] | None = None) -> dict[str, Any]:
-    """Measure the baseline and each optimised variant under one protocol (one `Benchmark`) and
-    compare every variant with the baseline.
+    """Measure the baseline and each variant (a list, named by `.name` or class, or `{name: model}`)
+    in one `Benchmark` on `datasets` (default: the digits test split) and compare each with the
+    baseline. Returns `base_model`, `base_metrics` / `optimized_results` (latency, accuracy,
+    model_size, memory: measured, or None with the reason), `improvements`, `efficiency_metrics`,
+    `recommendations`, `table` (a DataFrame), `pareto` (ties where not significant), `comparisons`.
 
-    `optimized_models`: a list of models (named by `.name`, else their class) or a dict
-    `{name: model}`; models are anything `Benchmark` accepts. `datasets`: any form `Benchmark`
-    accepts (None: the bundled digits test split); without labelled data accuracy is None with
-    the reason. `input_shape`: the timing input (default: the first dataset sample).
-
-    Returns `base_model` (its name), `base_metrics` and `optimized_results` (per model: latency,
-    accuracy, model_size, memory, each a measured figure or None with the reason),
-    `improvements` (per variant: speedup, compression_ratio, accuracy_delta, each with its
-    interval and significance, or None with the reason), `efficiency_metrics`,
-    `recommendations` (`for_latency_critical`, `for_memory_constrained`,
-    `for_accuracy_preservation`, `for_balanced_deployment`: a model or None, with the reason),
-    `table` (a DataFrame), `pareto` (names; not-significant differences are ties) and
-    `comparisons` (`{name: improvements}`, None for the baseline).
-
-    >>> # res = compare_optimization_techniques(base, [int8_model, pruned_model], [(X, y)])
-    >>> # res["recommendations"]["for_memory_constrained"]["model"]  ->  'int8' (or None, with the reason)
+    >>> # compare_optimization_techniques(base, {"int8": q, "pruned": p})["recommendations"]["for_memory_constrained"]["model"]
     """
-    from tinytorch.profiling.timing import model_name
-
-    if isinstance(optimized_models, Mapping):
-        variants = dict(optimized_models)
-    elif isinstance(optimized_models, (list, tuple)):
-        variants = {}
-        for i, m in enumerate(optimized_models):
-            name = model_name(m, f"optimized_{i}")
-            if name in variants:
-                raise ValueError(f"optimized_models: model names must be unique, got '{name}' twice; "
-                                 "give each a .name or pass a dict {name: model}")
-            variants[name] = m
-    else:
+    if not isinstance(optimized_models, (Mapping, list, tuple)):
         raise TypeError("optimized_models: expected a list of models or a dict {name: model}, "
                         f"got {type(optimized_models).__name__}")
+    variants = dict(optimized_models) if isinstance(optimized_models, Mapping) else {
+        model_name(m, f"optimized_{i}"): m for i, m in enumerate(optimized_models)}
+    if len(variants) != len(optimized_models):
+        raise ValueError(f"optimized_models: model names must be unique, got {[model_name(m) for m in optimized_models]}; "
+                         "give each a .name or pass a dict {name: model}")
     if not variants:
         raise ValueError("optimized_models: expected at least one optimised model, got none")
     own = getattr(base_model, "name", None)
@@ -876,139 +761,64 @@ def compare_optimization_techniques(base_model: Any, optimized_models: Sequence[
     bench.run_latency_benchmark(input_shape)
     bench.run_accuracy_benchmark()
     bench.run_memory_benchmark(input_shape)
-
-    metrics = ("latency", "accuracy", "model_size", "memory")
-    measured = {name: {m: _measured_figure(bench, m, name) for m in metrics} for name in bench.names}
-    improvements = {name: {"speedup": _improvement(bench, base, name, "latency", seed),
-                           "compression_ratio": _improvement(bench, base, name, "model_size", seed),
-                           "accuracy_delta": _improvement(bench, base, name, "accuracy", seed)}
-                    for name in variants}
-    for imp in improvements.values():
-        acc = imp["accuracy_delta"]
-        imp["accuracy_retention"] = ({"value": acc["retention"], "method": "accuracy variant / baseline"}
-                                     if acc["value"] is not None else {"value": None, "reason": acc["reason"]})
+    measured = {n: {m: _measured_figure(bench, m, n) for m in ("latency", "accuracy", "model_size", "memory")}
+                for n in bench.names}
+    improvements = {}
+    for name in variants:
+        imp = {k: _bench_improvement(bench, base, name, m, seed)
+               for k, m in (("speedup", "latency"), ("compression_ratio", "model_size"), ("accuracy_delta", "accuracy"))}
+        improvements[name] = {**imp, "accuracy_retention": _retention(imp["accuracy_delta"])}
     rows, efficiency = [], {}
     for name in bench.names:
-        fig = measured[name]
-        acc, ms = fig["accuracy"]["value"], fig["latency"]["value"]
-        mb = fig["model_size"]["value"]
-        imp = improvements.get(name)
+        fig, imp = measured[name], improvements.get(name)
+        acc, ms, mb = fig["accuracy"]["value"], fig["latency"]["value"], fig["model_size"]["value"]
         eff = {"accuracy_per_mb": acc / mb if acc is not None and mb else None,
                "accuracy_per_ms": acc / ms if acc is not None and ms else None}
         missing = [fig[m]["reason"] for m in ("accuracy", "model_size", "latency") if fig[m]["value"] is None]
-        if missing:
-            eff["reason"] = "; ".join(missing)
+        eff.update({"reason": "; ".join(missing)} if missing else {})
         if imp is not None:
             efficiency[name] = eff
+        own = {"speedup": 1.0, "compression_ratio": 1.0 if mb else None, "accuracy_retention": None if acc is None else 1.0,
+               "accuracy_delta": None if acc is None else 0.0}
         rows.append({"model": name, "latency_ms": ms, "model_size_mb": mb, "accuracy": acc,
-                     "speedup": imp["speedup"]["value"] if imp else 1.0,
+                     **{k: imp[k]["value"] if imp else v for k, v in own.items()},
                      "speedup_ci": (imp["speedup"].get("ci_lower"), imp["speedup"].get("ci_upper")) if imp else None,
-                     "speedup_significant": imp["speedup"].get("significant") if imp else None,
-                     "compression_ratio": imp["compression_ratio"]["value"] if imp else (1.0 if mb else None),
-                     "accuracy_retention": imp["accuracy_retention"]["value"] if imp else (1.0 if acc is not None else None),
-                     "accuracy_delta": imp["accuracy_delta"]["value"] if imp else (0.0 if acc is not None else None),
-                     **eff})
-    on_front = [m for m in ("latency", "model_size", "accuracy")
-                if all(name in bench.results.get(m, {}) for name in bench.names)]
-    if on_front:
-        detail = pareto_front_with_ties({n: {m: bench.results[m][n] for m in on_front} for n in bench.names},
-                                        on_front, seed=seed)
-        detail["metrics"] = on_front
-    else:
-        detail = {"front": [], "metrics": [], "reason": "no metric was measured for every model"}
-    return {
-        "base_model": base,
-        "base_metrics": measured[base],
-        "optimized_results": {name: measured[name] for name in variants},
-        "improvements": improvements,
-        "efficiency_metrics": efficiency,
-        "recommendations": _recommend(improvements, max_accuracy_drop),
-        "table": pd.DataFrame(rows),
-        "pareto": list(detail["front"]),
-        "pareto_detail": detail,
-        "comparisons": {base: None, **improvements},
-        "protocol": {"measurement_runs": measurement_runs, "seed": seed, "max_accuracy_drop": max_accuracy_drop,
-                     "input_shape": list(bench.input_shape or ()), "input_source": bench.input_source},
-        "system_info": bench.system_info,
-    }
+                     "speedup_significant": imp["speedup"].get("significant") if imp else None, **eff})
+    on_front = [m for m in ("latency", "model_size", "accuracy") if all(n in bench.results.get(m, {}) for n in bench.names)]
+    detail = ({**pareto_front_with_ties({n: {m: bench.results[m][n] for m in on_front} for n in bench.names}, on_front,
+                                        seed=seed), "metrics": on_front} if on_front else
+              {"front": [], "metrics": [], "reason": "no metric was measured for every model"})
+    return {"base_model": base, "base_metrics": measured[base],
+            "optimized_results": {name: measured[name] for name in variants}, "improvements": improvements,
+            "efficiency_metrics": efficiency, "recommendations": _recommend(improvements, max_accuracy_drop),
+            "table": pd.DataFrame(rows), "pareto": list(detail["front"]), "pareto_detail": detail,
+            "comparisons": {base: None, **improvements},
+            "protocol": {"measurement_runs": measurement_runs, "seed": seed, "max_accuracy_drop": max_accuracy_drop,
+                         "input_shape": list(bench.input_shape or ()), "input_source": bench.input_source},
+            "system_info": bench.system_info}
 
-
-def ablation(base_model: nn.Module, steps: Sequence[tuple[str, Callable[[nn.Module], nn.Module]]], dataset: Any = None,
-             *, measurement_runs: int = 20, seed: int = 0) -> pd.DataFrame:
-    """Apply `steps` (`[(name, model -> new model), ...]`) cumulatively and measure every stage.
-
-    Returns one row per stage (the baseline first): latency_ms, model_size_mb, accuracy, the
-    deltas from the previous stage and the cumulative speed-up and compression.
-
-    >>> # ablation(model, [("prune 50%", lambda m: prune_magnitude(m, 0.5)), ("int8", quantize_int8)])
-    """
-    if not steps:
-        raise ValueError("steps: expected at least one (name, function) step")
-    stages = {"baseline": base_model}
-    current = base_model
-    for i, step in enumerate(steps):
-        if not (isinstance(step, (tuple, list)) and len(step) == 2 and callable(step[1])):
-            raise ValueError(f"steps[{i}]: expected a (name, function) pair, got {step!r}")
-        name, fn = step
-        if name in stages:
-            raise ValueError(f"steps[{i}]: duplicate step name {name!r}")
-        current = fn(current)
-        if not isinstance(current, nn.Module):
-            raise TypeError(f"steps[{i}] ({name}): expected the function to return an nn.Module, got {type(current).__name__}")
-        stages[name] = current
-    raw, _ = _measure_models(stages, _first_dataset(dataset), measurement_runs, 3, seed)
-    rows, prev = [], None
-    base = raw["baseline"]
-    for name, r in raw.items():
-        row = {"step": name, "latency_ms": r["latency"]["median"], "model_size_mb": r["model_size"]["mb"],
-               "accuracy": r["accuracy"]["accuracy"],
-               "cumulative_speedup": base["latency"]["median"] / r["latency"]["median"],
-               "cumulative_compression": base["model_size"]["bytes"] / r["model_size"]["bytes"]}
-        row.update({f"delta_{k}": (row[k] - prev[k]) if prev else 0.0 for k in ("latency_ms", "model_size_mb", "accuracy")})
-        if prev is not None:
-            prev_raw = raw[prev["step"]]
-            row["speedup_vs_previous"] = _improvements(prev_raw, r, seed)["speedup"]["value"]
-        else:
-            row["speedup_vs_previous"] = 1.0
-        rows.append(row)
-        prev = row
-    return pd.DataFrame(rows)
+# %% [markdown]
+# The digits CNN against its int8 and 90%-pruned variants: which one each situation should take.
 
 # %%
-def test_unit_compare_optimization_techniques():
-    import time as _time
-
-    class Slept:  # a stand-in model: forward() only, its work a short sleep (what is timed is real)
-        def __init__(self, name: str, ms: float):
-            self.name, self.ms = name, ms
-
-        def forward(self, x):
-            _time.sleep(self.ms / 1000)
-            return x
-
-    res = compare_optimization_techniques(Slept("base", 1.0), [Slept("fast", 0.5), Slept("same", 1.0)],
-                                          [{"test": "data"}], measurement_runs=15)
-    assert res["base_model"] == "base" and set(res["improvements"]) == {"fast", "same"}
-    fast = res["improvements"]["fast"]
-    assert fast["speedup"]["significant"] and fast["speedup"]["value"] > 1.2, fast["speedup"]
-    assert fast["accuracy_delta"]["value"] is None and "labelled" in fast["accuracy_delta"]["reason"]
-    assert fast["compression_ratio"]["value"] is None and "parameters" in fast["compression_ratio"]["reason"]
-    recs = res["recommendations"]
-    assert recs["for_latency_critical"]["model"] == "fast" and recs["for_latency_critical"]["caveat"]
-    assert recs["for_memory_constrained"]["model"] is None and recs["for_memory_constrained"]["reason"]
-    assert recs["for_accuracy_preservation"]["model"] is None, "accuracy was not measured: nothing to preserve"
-
-
 if __name__ == "__main__":
-    test_unit_compare_optimization_techniques()
+    from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
+    from tinytorch.benchmarking.optimize import prune_magnitude, quantize_int8
+
+    _base, _calib = default_digits_model(), load_digits_split("train")[0][:256].split(64)
+    _variants = {"int8": quantize_int8(_base, "static", calibration_data=_calib), "pruned_90": prune_magnitude(_base, 0.9)}
+    _res = compare_optimization_techniques(_base, _variants, measurement_runs=10)
+    print(_res["table"][["model", "latency_ms", "model_size_mb", "accuracy", "speedup", "compression_ratio"]].to_string())
+    for _k, _r in _res["recommendations"].items():
+        print(f"{_k}: {_r['model']} -- {_r['reason']}")
 
 # %% [markdown]
 # ## Entry points for `tito olympics`
 #
-# The CLI calls these. Without model files they use the bundled defaults, so the whole loop works
-# from a fresh clone; with `--model FILE` (and optionally `--baseline FILE`) they benchmark *your*
-# model, saved as TorchScript (`torch.jit.save`) or as a pickled module (`torch.save(model)`).
-# From Python, the same is `generate_submission(baseline, mine, event, ...)`.
+# Without model files these use the bundled pair, so the whole loop works from a fresh clone;
+# with `--model FILE` (and optionally `--baseline FILE`) they benchmark *your* model, saved as
+# TorchScript (`torch.jit.save`) or a pickled module (`torch.save(model)`). From Python, the
+# same is `generate_submission(baseline, mine, event, ...)`.
 #
 # | command | function |
 # |---|---|
@@ -1019,22 +829,6 @@ if __name__ == "__main__":
 
 # %%
 #| export
-DEFAULT_TECHNIQUES = ("magnitude pruning 50% (global)", "int8 static quantization (calibrated on 256 training images)")
-
-
-def default_olympics_models() -> tuple[nn.Module, nn.Module]:
-    """The default pair: the trained digits CNN and its pruned (50%, global) + int8 static version.
-
-    Deterministic: the same torch version gives the same weights (and the same hashes).
-    """
-    from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
-    from tinytorch.benchmarking.optimize import prune_magnitude, quantize_int8
-
-    base = default_digits_model()
-    calib = load_digits_split("train")[0][:256].split(64)
-    return base, quantize_int8(prune_magnitude(base, 0.5), "static", calibration_data=calib)
-
-
 def _submission_models(model_path: str | Path | None, baseline_path: str | Path | None
                        ) -> tuple[nn.Module, nn.Module, tuple[str, ...]]:
     "(baseline, optimized, techniques): the bundled pair, or the participant's files (baseline: the digits CNN)."
@@ -1042,34 +836,28 @@ def _submission_models(model_path: str | Path | None, baseline_path: str | Path 
         if baseline_path is not None:
             raise ValueError("baseline_path: give model_path (your optimized model) as well; "
                              "a baseline alone has nothing to be compared with")
-        base, opt = default_olympics_models()
-        return base, opt, DEFAULT_TECHNIQUES
+        return (*default_olympics_models(), DEFAULT_TECHNIQUES)
     from tinytorch.benchmarking.digits import default_digits_model
     from tinytorch.benchmarking.suite import load_model_file
 
-    loaded = []
+    loaded = {}
     for p, arg in ((model_path, "model_path"), (baseline_path, "baseline_path")):
-        if p is None:
-            loaded.append(None)
-            continue
-        m = load_model_file(p)
-        if not isinstance(m, nn.Module):
+        m = None if p is None else load_model_file(p)
+        if p is not None and not isinstance(m, nn.Module):
             raise TypeError(f"{arg}: the Olympics hash and verify a torch model's weights; {str(p)!r} is not a "
                             "TorchScript or torch.save'd nn.Module")
-        loaded.append(m)
-    opt, base = loaded
+        loaded[arg] = m
     techniques = (f"participant model from {Path(model_path).name}",) + (
         (f"participant baseline from {Path(baseline_path).name}",) if baseline_path is not None else ())
-    return (base if base is not None else default_digits_model()), opt, techniques
+    return loaded["baseline_path"] or default_digits_model(), loaded["model_path"], techniques
 
 
 def olympics_submit(event: OlympicEvent | str = "memory_challenge", participant: str = "anonymous",
                     output_path: str | Path = "submission.json", measurement_runs: int = 30, *,
                     model_path: str | Path | None = None, baseline_path: str | Path | None = None) -> dict[str, Any]:
-    """Benchmark a baseline against an optimized model for `event` and write the submission.
-
-    Without `model_path`: the bundled pair (`default_olympics_models`). With it: the model in that
-    file against `baseline_path` (default: the bundled digits CNN), on the digits test split.
+    """Benchmark a baseline against an optimized model for `event` and write the submission: the
+    bundled pair (`default_olympics_models`), or the model in `model_path` against `baseline_path`
+    (default: the bundled digits CNN), on the digits test split.
 
     >>> # olympics_submit("latency_sprint", "ada", "sub.json", model_path="mine.pt")
     """
@@ -1085,31 +873,27 @@ def olympics_verify(path: str | Path, measurement_runs: int | None = None, *,
     return verify_submission(path, opt, None, baseline_model=base, measurement_runs=measurement_runs)
 
 # %%
-def test_unit_submission_roundtrip():
-    from tinytorch.benchmarking.digits import DigitsCNN, load_digits_split
-
-    X, y = load_digits_split("test")
+def test_module():
+    "End to end: submit the bundled pair, validate it, reject a tampered and a truncated copy, rank it, verify it here."
     base, opt = default_olympics_models()
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "sub.json"
-        sub = generate_submission(base, opt, "memory_challenge", (X, y), participant="t", measurement_runs=8,
-                                  output_path=path)
-        assert validate_submission(path)["valid"], validate_submission(path)["reasons"]
-        assert sub["improvements"]["compression_ratio"]["value"] > 1.5
+        path = Path(tmp) / "subs" / "demo.json"
+        sub = generate_submission(base, opt, "memory_challenge", participant="demo", measurement_runs=8, output_path=path)
+        rep = validate_submission(path)
+        assert rep["valid"] and sub["constraints_met"], rep["reasons"]
+        assert sub["improvements"]["compression_ratio"]["value"] > 1.5 and sub["score"]["ci_lower"] > 1
         doc = json.loads(path.read_text())
         doc["measurements"]["optimized"]["latency"]["values"][0] *= 3
-        path.write_text(json.dumps(doc))
-        rep = validate_submission(path)
-        assert not rep["valid"] and any("latency" in r for r in rep["reasons"]), rep["reasons"]
-        path.write_text(path.read_text()[:500])
-        assert not validate_submission(path)["valid"], "a truncated file must be rejected"
-        torch.manual_seed(0)
-        bad = generate_submission(base, DigitsCNN(), "memory_challenge", (X, y), measurement_runs=5,
-                                  output_path=Path(tmp) / "bad.json")
-        assert not bad["constraints_met"]
-        rep = validate_submission(Path(tmp) / "bad.json")
-        assert not rep["valid"] and any("breaks" in r for r in rep["reasons"])
+        edited = Path(tmp) / "edited.json"
+        edited.write_text(json.dumps(doc))
+        assert any("latency" in r for r in validate_submission(edited)["reasons"]), "an edited raw value must be caught"
+        edited.write_text(path.read_text()[:500])
+        assert not validate_submission(edited)["valid"], "a truncated file must be rejected"
+        board = leaderboard(path.parent, "memory_challenge")["table"]
+        assert list(board["participant"]) == ["demo"] and board["rank"][0] == 1
+        ver = verify_submission(path, opt, baseline_model=base, measurement_runs=8)
+        assert ver["verified"], ver["reasons"]
 
 
 if __name__ == "__main__":
-    test_unit_submission_roundtrip()
+    test_module()
