@@ -531,10 +531,15 @@ def _solution_namespace(notebook: str) -> dict:
     return mod.__dict__
 
 
-def _student_cell_with(ns: dict, notebook: str, grade_id: str, stub: str, body: str) -> None:
-    "Re-define one solution cell in `ns` as the student has it, with `body` in place of the stub `stub`."
+def _student_cell_with(ns: dict, notebook: str, grade_id: str, stub: str, body: str, **others: str) -> None:
+    """Re-define one solution cell in `ns` as the student has it, with `body` in place of the stub
+    `stub` (and each further stub of the cell, named as a keyword with dots as `__`, filled likewise)."""
     cell = next(c for c in _student_cells(ROOT / "nbs" / MODULE / notebook) if c["grade_id"] == grade_id)
-    exec(compile(_fill_stub(cell["source"], stub, body), f"<{notebook}:{grade_id}>", "exec"), ns)
+    src = _fill_stub(cell["source"], stub, body)
+    for name, other in others.items():
+        if name.replace("__", ".") != stub:
+            src = _fill_stub(src, name.replace("__", "."), other)
+    exec(compile(src, f"<{notebook}:{grade_id}>", "exec"), ns)
 
 
 MY_MCNEMAR = '''
@@ -553,6 +558,48 @@ CHI2_MCNEMAR = '''
 a_only, b_only = int(np.sum(a & ~b)), int(np.sum(~a & b))
 n = a_only + b_only
 p = 1.0 if n == 0 else float(_stats.chi2.sf((abs(a_only - b_only) - 1) ** 2 / n, 1))
+'''
+MY_BATCHES = '''
+if self._loader is None:
+    n = len(self._X)
+    starts = list(range(0, n, self.batch_size))
+    for lo in starts:
+        hi = min(lo + self.batch_size, n)
+        yield self._X[lo:hi], (self._y[lo:hi] if self._y is not None else None)
+else:
+    for item in self._loader:
+        parts = list(item) if isinstance(item, (tuple, list)) else [item]
+        x = as_tensor(parts[0])
+        y = _labels_tensor(parts[1], "datasets['%s'] labels" % self.name) if len(parts) >= 2 else None
+        yield x, y
+'''
+MY_AS_EVAL_SETS = '''
+single = (DataLoader, Dataset, torch.Tensor, np.ndarray, Mapping, EvalData)
+if datasets is None:
+    items = []
+elif isinstance(datasets, single):
+    items = [datasets]
+elif isinstance(datasets, tuple) and len(datasets) == 2 and all(hasattr(d, "shape") for d in datasets):
+    items = [datasets]
+elif isinstance(datasets, (list, tuple)):
+    items = [d for d in datasets]
+else:
+    raise TypeError("datasets: a DataLoader, Dataset, (X, y) pair, dict, or a list of them; got " + type(datasets).__name__)
+if dataset_names is None:
+    names = []
+    for i, d in enumerate(items):
+        own = getattr(d, "name", None)
+        names.append(own if isinstance(own, str) else "dataset%d" % i)
+else:
+    names = list(dataset_names)
+    if len(names) != len(items):
+        raise ValueError("dataset_names: %d names for %d datasets" % (len(names), len(items)))
+if len(names) != len(set(names)):
+    raise ValueError("dataset_names: names must be unique, got %s" % names)
+out = []
+for d, n in zip(items, names):
+    out.append(d if isinstance(d, EvalData) else EvalData(d, n, batch_size))
+return out
 '''
 MY_TOP1_LOOP = '''
 for x, y in d.batches():
@@ -594,6 +641,68 @@ elif isinstance(value, (list, tuple, dict)):
 '''
 
 
+MY_COMPARE_PROPORTIONS = '''
+pa, pb = ra.per_dataset_outcomes(), rb.per_dataset_outcomes()
+shared = [k for k in pa if len(pa[k]) == len(pb.get(k, []))]
+if not shared:
+    raise ValueError("b: no dataset of the same size in both results, nothing to pair")
+ca = np.concatenate([np.asarray(pa[k], dtype=float) for k in shared])
+cb = np.concatenate([np.asarray(pb[k], dtype=float) for k in shared])
+acc_a, acc_b = ca.sum() / len(ca), cb.sum() / len(cb)
+diff = acc_b - acc_a
+test = mcnemar_exact(ca.astype(int).tolist(), cb.astype(int).tolist())
+both = dict(paired=True, n_boot=n_boot, seed=seed, confidence=1 - alpha)
+lo, hi = bootstrap_interval(lambda x, y: y.mean(axis=1) / x.mean(axis=1), [ca, cb], **both)
+d_lo, d_hi = bootstrap_interval(lambda x, y: y.mean(axis=1) - x.mean(axis=1), [ca, cb], **both)
+significant = is_significant(test["p_value"], diff, alpha, min_effect)
+'''
+MY_DISPATCH = '''
+kinds = {type(a), type(b)}
+if kinds == {ProportionResult}:
+    return _compare_proportions(a, b, names, alpha, min_effect, n_boot, seed)
+if kinds == {BenchmarkResult} and min(a.count, b.count) > 1:
+    return compare_samples(a.values, b.values, names=names, metric=a.metric_name, higher_is_better=info.higher_is_better,
+                           better=info.better, alpha=alpha, min_effect=min_effect, n_boot=n_boot, seed=seed)
+if a.median != 0:
+    ratio = b.median / a.median
+elif b.median == 0:
+    ratio = 1.0
+else:
+    ratio = math.inf if b.median > 0 else -math.inf
+exact = kinds == {CountResult}
+significant = is_significant(None, ratio - 1, alpha, min_effect)
+'''
+WRONG_DISPATCH = MY_DISPATCH.replace("kinds == {BenchmarkResult} and", "isinstance(a, BenchmarkResult) and").replace(
+    "if kinds == {ProportionResult}:", "if False:")
+MY_JSON_NATIVE = '''
+if isinstance(value, Mapping):
+    return {str(k): json_native(v) for k, v in value.items()}
+if isinstance(value, (tuple, list)):
+    return list(map(json_native, value))
+if isinstance(value, (np.ndarray, np.generic)):
+    return value.tolist()
+if isinstance(value, (Path, torch.device, torch.dtype)):
+    return str(value)
+return value
+'''
+_OTHER_STUBS = {
+    "results-top1": {"EvalData__batches": MY_BATCHES, "as_eval_sets": MY_AS_EVAL_SETS},
+    "results-compare-proportions": {"_compare_proportions": MY_COMPARE_PROPORTIONS, "compare_results": MY_DISPATCH},
+    "results-writing": {"json_native": MY_JSON_NATIVE, "write_atomic": '''
+tmp = path.parent / (".%s.partial" % path.name)
+try:
+    (tmp.write_bytes if isinstance(data, bytes) else lambda d: tmp.write_text(d, encoding="utf-8"))(data)
+    os.replace(tmp, path)
+finally:
+    tmp.unlink(missing_ok=True)
+'''},
+}
+
+WRONG_WRITE = '''
+path.write_bytes(data) if isinstance(data, bytes) else path.write_text(data, encoding="utf-8")
+'''
+
+
 @pytest.fixture()
 def results_ns():
     ns = _solution_namespace("results_dev.ipynb")
@@ -605,9 +714,12 @@ def results_ns():
     ("results-mcnemar", "mcnemar_exact", MY_MCNEMAR, "test_unit_mcnemar_exact"),
     ("results-top1", "top1_correct", MY_TOP1_LOOP, "test_unit_eval_data_and_top1"),
     ("results-tensor-bytes", "_flatten_tensors", MY_FLATTEN, "test_unit_state_dict_tensor_bytes"),
+    ("results-compare-proportions", "_compare_proportions", MY_COMPARE_PROPORTIONS, "test_unit_compare_proportions"),
+    ("results-compare-proportions", "_compare_proportions", MY_COMPARE_PROPORTIONS, "test_unit_compare_results"),
+    ("results-writing", "json_native", MY_JSON_NATIVE, "test_unit_writing"),
 ])
 def test_independent_results_solutions_pass(results_ns, grade_id, stub, body, test):
-    _student_cell_with(results_ns, "results_dev.ipynb", grade_id, stub, body)
+    _student_cell_with(results_ns, "results_dev.ipynb", grade_id, stub, body, **_OTHER_STUBS.get(grade_id, {}))
     results_ns[test]()
 
 
@@ -632,9 +744,14 @@ def _wrong_pareto_ties(results, metrics, *, alpha=0.05, min_effect=0.02, seed=0)
     ("results-top1", "top1_correct", WRONG_TOP1_LOOP, "test_unit_eval_data_and_top1", "argmax over the batch"),
     ("results-tensor-bytes", "_flatten_tensors", WRONG_FLATTEN, "test_unit_state_dict_tensor_bytes",
      "scale and zero point"),
+    ("results-compare-proportions", "_compare_proportions", MY_COMPARE_PROPORTIONS.replace("paired=True", "paired=False"),
+     "test_unit_compare_proportions", "independent resampling"),
+    ("results-compare-proportions", "compare_results", WRONG_DISPATCH, "test_unit_compare_results",
+     "test the exact type"),
+    ("results-writing", "write_atomic", WRONG_WRITE, "test_unit_writing", "write a temporary file"),
 ])
 def test_typical_wrong_results_solutions_are_named(results_ns, grade_id, stub, body, test, expect):
-    _student_cell_with(results_ns, "results_dev.ipynb", grade_id, stub, body)
+    _student_cell_with(results_ns, "results_dev.ipynb", grade_id, stub, body, **_OTHER_STUBS.get(grade_id, {}))
     with pytest.raises(AssertionError) as e:
         results_ns[test]()
     assert expect in str(e.value), f"{test}: the failure should say {expect!r}, got: {e.value}"

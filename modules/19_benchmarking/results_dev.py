@@ -592,9 +592,7 @@ if __name__ == "__main__":
 #    of B tends to be smaller than a random value of A. It makes no normality assumption,
 #    which latency (skewed, with outliers) would violate.
 #
-# A difference is reported only if it is both *statistically significant* (p < 0.05) and
-# *large enough to matter* (at least 2%): with thousands of samples, a 0.3% difference can be
-# "significant" and still be of no use to anyone.
+# A difference is reported only under the one rule above: p < 0.05 *and* at least 2%.
 #
 # ```
 # A: ▁▂▅█▅▂▁            median 1.00 ms
@@ -999,7 +997,7 @@ def metric_info(metric: str, unit: str = "") -> MetricInfo:
 #   deciding whether it matters.
 #
 # ```
-# 441 correct of 450     -> ProportionResult: mean 0.980, Wilson [0.962, 0.990], count 450
+# 441 correct of 450     -> ProportionResult: mean 0.980, Wilson [0.962, 0.989], count 450
 # 27,093 bytes on disk   -> CountResult:      mean 0.0258 MiB, interval [0.0258, 0.0258]
 # ```
 #
@@ -1152,12 +1150,38 @@ if __name__ == "__main__":
 # | counts, or single values | ratio b / a | none (exact) | none: the effect floor alone |
 #
 # Every verdict names both models, so a line read on its own still says what was compared.
+#
+# **Your task (medium, 5 points).** Complete the dispatch in `compare_results` (below
+# `_compare_proportions`): two proportions go to `_compare_proportions`; two sample results with
+# at least 2 values each go to `compare_samples` (with the metric's direction and word from
+# `info`); everything else is compared by the ratio of medians alone, with `significant` from the
+# one rule without a p-value. A ratio over a zero median: two zeros are no difference (ratio 1),
+# otherwise the ratio is infinite with the sign of `b`. Set `ratio`, `exact` (both are
+# `CountResult`s) and `significant` for the last case; the `Comparison` is built for you.
+# *Hint:* test the exact types (`type(a) is BenchmarkResult`): every kind is a `BenchmarkResult`.
+#
+# **Your task (hard, 10 points).** Complete `_compare_proportions`, the paired comparison of
+# two accuracies: from the per-sample outcomes to the difference, its interval, McNemar's p and
+# the verdict's `significant` (the `Comparison` and its text are built for you from those).
+#
+# - *TODO:* pair the outcomes dataset by dataset (only datasets both results evaluated, with the
+#   same number of samples; none shared is a `ValueError` naming `b`), then set `acc_a`, `acc_b`,
+#   `test` (McNemar), `lo, hi` (interval of the ratio), `d_lo, d_hi` (interval of the
+#   difference), `diff` and `significant`.
+# - *Approach:* the images are the same for both models, so every resample must draw the *same*
+#   images for both; the effect is the difference in accuracy, and the rule is the one rule.
+# - *Example:* 100 images, A right on 90, B right on the same 90 and on 6 more: `diff == 0.06`,
+#   McNemar `p = 0.031`, and every paired resample has B ≥ A, so `d_lo > 0`.
+# - *Hints:* `per_dataset_outcomes()`; the resampler's `paired` flag; level `1 − alpha`.
+#   Resampling the two models independently throws the pairing away: the interval of the
+#   difference then spans zero even here.
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "results-compare-proportions", "solution": true, "schema_version": 3}
 #| export
 def _compare_proportions(ra: ProportionResult, rb: ProportionResult, names: tuple[str, str], alpha: float,
                          min_effect: float, n_boot: int, seed: int) -> Comparison:
     name_a, name_b = names
+    ### BEGIN SOLUTION
     pa, pb = ra.per_dataset_outcomes(), rb.per_dataset_outcomes()
     shared = [d for d in pa if d in pb and len(pa[d]) == len(pb[d])]
     if not shared:
@@ -1173,6 +1197,7 @@ def _compare_proportions(ra: ProportionResult, rb: ProportionResult, names: tupl
                                     n_boot=n_boot, seed=seed, confidence=1 - alpha)
     diff = acc_b - acc_a
     significant = is_significant(test["p_value"], diff, alpha, min_effect)
+    ### END SOLUTION
     c = Comparison(name_a, name_b, ra.metric_name, acc_a, acc_b, acc_b / acc_a if acc_a else math.inf, lo, hi,
                    test["p_value"], significant, test="McNemar exact (paired per-sample correctness)",
                    n_a=int(ca.size), n_b=int(cb.size), alpha=alpha, min_effect=min_effect,
@@ -1211,6 +1236,7 @@ def compare_results(
         if not isinstance(r, BenchmarkResult):
             raise TypeError(f"{arg}: expected a BenchmarkResult, got {type(r).__name__}")
     info = info or metric_info(a.metric_name, a.unit)
+    ### BEGIN SOLUTION
     if isinstance(a, ProportionResult) and isinstance(b, ProportionResult):
         return _compare_proportions(a, b, names, alpha, min_effect, n_boot, seed)
     if type(a) is BenchmarkResult and type(b) is BenchmarkResult and a.count >= 2 and b.count >= 2:
@@ -1222,8 +1248,10 @@ def compare_results(
     else:
         ratio = b.median / a.median
     exact = isinstance(a, CountResult) and isinstance(b, CountResult)
+    significant = is_significant(None, ratio - 1, alpha, min_effect)
+    ### END SOLUTION
     c = Comparison(names[0], names[1], a.metric_name, a.median, b.median, ratio, None, None, None,
-                   significant=is_significant(None, ratio - 1, alpha, min_effect),
+                   significant=significant,
                    test="exact values (no sampling error, no test)" if exact else "single measurement each (no test)",
                    n_a=a.count, n_b=b.count, alpha=alpha, min_effect=min_effect,
                    higher_is_better=info.higher_is_better)
@@ -1231,6 +1259,77 @@ def compare_results(
                  if c.significant else
                  f"no difference between {names[0]} and {names[1]} (ratio {ratio:.3f}, below the {min_effect:.0%} floor)")
     return c
+
+# %% nbgrader={"grade": true, "grade_id": "test-results-compare-proportions", "locked": true, "points": 10, "schema_version": 3}
+def test_unit_compare_proportions():
+    a = ProportionResult("accuracy", [1] * 90 + [0] * 10)
+    b = ProportionResult("accuracy", [1] * 90 + [1] * 6 + [0] * 4)  # right on A's 90 and on 6 more
+    c = compare_results(a, b, names=("fp32", "int8"))
+    lo, hi = c.details["difference_ci"]
+    assert lo is not None and lo > 0, (
+        f"difference_ci: every paired resample has int8 >= fp32, so the interval is above 0; got [{lo}, {hi}]"
+        + (" -- that is an independent resampling; draw the same images for both models (paired)" if lo < 0 else ""))
+    assert abs(c.details["difference"] - 0.06) < 1e-12, f"difference: expected 0.96 - 0.90 = 0.06, got {c.details['difference']}"
+    p = _stats.binomtest(6, 6, 0.5).pvalue
+    assert abs(c.p_value - p) < 1e-12, f"p_value: expected McNemar's exact p = {p:.4f} (6 vs 0 disagreements), got {c.p_value}"
+    assert (c.details["a_only_correct"], c.details["b_only_correct"]) == (0, 6), c.details
+    assert c.significant and c.winner == "int8" and "int8" in c.verdict and "fp32" in c.verdict, c.verdict
+    ratio_lo, ratio_hi = c.ci_lower, c.ci_upper
+    assert ratio_lo is not None and 1 <= ratio_lo <= ratio_hi, f"the ratio's paired interval is at or above 1, got [{ratio_lo}, {ratio_hi}]"
+    # a 1-point difference with p < 0.05 is still below the 2-point floor
+    many_a = ProportionResult("accuracy", [1] * 9000 + [0] * 1000)
+    many_b = ProportionResult("accuracy", [1] * 9000 + [1] * 100 + [0] * 900)
+    small = compare_results(many_a, many_b)
+    assert small.p_value < 0.05 and not small.significant, (
+        f"a 1-point gain (p = {small.p_value:.2g}) is below the 2-point floor: not significant; got {small.significant}")
+    # pairing is by dataset: results of different sizes cannot be paired
+    try:
+        compare_results(a, ProportionResult("accuracy", [1] * 50))
+    except ValueError as e:
+        assert "b" in str(e), f"the error should name the argument 'b', got: {e}"
+    else:
+        raise AssertionError("100 outcomes against 50: nothing to pair, expected a ValueError")
+
+
+if __name__ == "__main__":
+    test_unit_compare_proportions()
+
+# %% nbgrader={"grade": true, "grade_id": "test-results-compare-results", "locked": true, "points": 5, "schema_version": 3}
+def test_unit_compare_results():
+    # the three kinds through one entry point: compare_results picks the test
+    lat_a = BenchmarkResult("latency", [1.0, 1.1, 0.9, 1.0, 1.05, 0.95], unit="ms")
+    lat_b = BenchmarkResult("latency", [2.0, 2.2, 1.8, 2.0, 2.1, 1.9], unit="ms")
+    c = compare_results(lat_a, lat_b, names=("fp32", "fp16"))
+    assert c.test.startswith("Mann-Whitney") and c.winner == "fp32", f"samples: expected Mann-Whitney, fp32 faster; got {c.test!r}, {c.verdict!r}"
+    acc_a = ProportionResult("accuracy", [1] * 90 + [0] * 10)
+    acc_b = ProportionResult("accuracy", [1] * 60 + [0] * 40)
+    c = compare_results(acc_a, acc_b, names=("big", "small"))
+    assert c.test.startswith("McNemar") and c.winner == "big", (
+        f"proportions: expected the paired McNemar comparison, got {c.test!r}"
+        + (" -- a ProportionResult is also a BenchmarkResult: test the exact type" if c.test.startswith("Mann") else ""))
+    size_a = CountResult("model_size", [1.0], unit="MiB")
+    size_b = CountResult("model_size", [0.25], unit="MiB")
+    c = compare_results(size_a, size_b, names=("fp32", "int8"))
+    assert (c.ratio, c.winner, c.p_value, c.ci_lower) == (0.25, "int8", None, None), (
+        f"counts: expected ratio 0.25, int8 smaller, no p-value, no interval; got {(c.ratio, c.winner, c.p_value, c.ci_lower)}")
+    assert "exact" in c.test and "exact values" in c.verdict, f"counts are exact values: got {c.test!r}, {c.verdict!r}"
+    one = compare_results(BenchmarkResult("latency", [2.0]), BenchmarkResult("latency", [1.0]))
+    assert one.ratio == 0.5 and one.p_value is None and "single measurement" in one.test, (
+        f"single values: no test, ratio 0.5; got {one.ratio}, {one.test!r}")
+    tiny = compare_results(CountResult("model_size", [1.0]), CountResult("model_size", [0.99]))
+    assert not tiny.significant, "a 1% smaller count is below the 2% floor: not significant"
+    zero = compare_results(CountResult("energy", [0.0]), CountResult("energy", [0.0]))
+    assert zero.ratio == 1.0 and not zero.significant, f"two zeros: ratio 1, no difference; got {zero.ratio}"
+    inf = compare_results(CountResult("energy", [0.0]), CountResult("energy", [1.0]))
+    assert inf.ratio == math.inf, f"1 against 0: an infinite ratio, got {inf.ratio}"
+    # the kinds survive a round trip through to_dict / from_dict
+    for r in (lat_a, acc_a, size_a):
+        back = BenchmarkResult.from_dict(r.to_dict())
+        assert type(back) is type(r) and back.to_dict() == r.to_dict()
+
+
+if __name__ == "__main__":
+    test_unit_compare_results()
 
 # %% [markdown]
 # ### The Pareto set, honestly
@@ -1362,13 +1461,18 @@ if __name__ == "__main__":
 # `inference_mode`, through the one adapter — and returns the per-sample outcomes that a
 # `ProportionResult` is made of. Every accuracy in the library comes from this function.
 #
-# **Your task (medium, 10 points).** Complete the loop of `top1_correct` (below `EvalData`):
-# one outcome (1 right, 0 wrong) per labelled sample, in order, with the checks that stop a
-# wrong model or wrong labels from producing a plausible-looking accuracy.
+# **Your task (medium, 15 points).** Complete `EvalData.batches`, `as_eval_sets` and the loop of
+# `top1_correct`: every form of data to batches, and one outcome (1 right, 0 wrong) per labelled
+# sample, in order, with the checks that stop a wrong model or wrong labels from producing a
+# plausible-looking accuracy.
 #
-# - *TODO:* for each batch `(x, y)`: run the model, check the output's shape and that the labels
-#   fit the model's classes (a `ValueError` that names the model, the dataset and what was
-#   expected), and collect the outcomes.
+# - *TODO:* `batches`: from a loader (items may be `(x, y)`, `(x,)` or a bare `x`; labels through
+#   `_labels_tensor`), or slices of `batch_size` from the tensors. `as_eval_sets`: one set or a
+#   list of them (a single `(X, y)` pair of arrays is *one* set, not two), names from
+#   `dataset_names`, a `.name`, or `dataset{i}` (unique, one per set). `top1_correct`: for each
+#   batch `(x, y)`: run the model, check the output's shape and that the labels fit the model's
+#   classes (a `ValueError` that names the model, the dataset and what was expected), and
+#   collect the outcomes.
 # - *Approach:* the adapter knows how to feed the model (`to_input`) and call it (`forward`);
 #   the output becomes a CPU tensor of scores, one row per sample and one column per class;
 #   the prediction is the best-scoring class of each row.
@@ -1475,6 +1579,7 @@ class EvalData:
         "Batches of `(x, y)`; `y` is None for unlabelled data. Nothing for a set without samples."
         if self.reason is not None:
             return
+        ### BEGIN SOLUTION
         if self._loader is not None:
             for item in self._loader:
                 if isinstance(item, (tuple, list)):
@@ -1486,6 +1591,7 @@ class EvalData:
             return
         for i in range(0, len(self._X), self.batch_size):
             yield self._X[i:i + self.batch_size], None if self._y is None else self._y[i:i + self.batch_size]
+        ### END SOLUTION
 
     @property
     def has_labels(self) -> bool:
@@ -1534,6 +1640,7 @@ def as_eval_sets(datasets: Any, dataset_names: Sequence[str] | None = None, batc
     """
     from torch.utils.data import DataLoader, Dataset
 
+    ### BEGIN SOLUTION
     if datasets is None:
         items = []
     elif isinstance(datasets, (DataLoader, Dataset, torch.Tensor, np.ndarray, Mapping, EvalData)):
@@ -1555,6 +1662,7 @@ def as_eval_sets(datasets: Any, dataset_names: Sequence[str] | None = None, batc
     if len(set(names)) != len(names):
         raise ValueError(f"dataset_names: expected unique names, got {names}")
     return [d if isinstance(d, EvalData) else EvalData(d, n, batch_size) for d, n in zip(items, names)]
+    ### END SOLUTION
 
 
 def _output_tensor(out: Any) -> torch.Tensor:
@@ -1600,7 +1708,7 @@ def top1_correct(model: Any, data: Any) -> list[int]:
         raise ValueError(f"data: '{d.name}' has no samples")
     return torch.cat(flags).tolist()
 
-# %% nbgrader={"grade": true, "grade_id": "test-results-top1", "locked": true, "points": 10, "schema_version": 3}
+# %% nbgrader={"grade": true, "grade_id": "test-results-top1", "locked": true, "points": 15, "schema_version": 3}
 def test_unit_eval_data_and_top1():
     from torch.utils.data import DataLoader, TensorDataset
     lin = torch.nn.Linear(3, 3, bias=False)
@@ -1623,7 +1731,21 @@ def test_unit_eval_data_and_top1():
     for data in forms:
         got = top1_correct(lin, data)
         assert got == [1, 1, 1, 0, 1, 0], f"{type(data).__name__}: hand count is 1 1 1 0 1 0, got {got}"
-    assert as_eval_sets(None) == [] and len(as_eval_sets((X, y))) == 1 and len(as_eval_sets([(X, y), (X,)])) == 2
+    assert as_eval_sets(None) == [], "None: no sets"
+    assert len(as_eval_sets((X, y))) == 1, "a single (X, y) pair of tensors is one set, not two"
+    sets = as_eval_sets([(X, y), (X,)], dataset_names=["train", "unlabelled"], batch_size=4)
+    assert [d.name for d in sets] == ["train", "unlabelled"] and not sets[1].has_labels, [d.name for d in sets]
+    assert [len(x) for x, _ in sets[0].batches()] == [4, 2], "batches of batch_size=4 from 6 samples: 4 and 2"
+    assert [d.name for d in as_eval_sets([(X, y), (X, y)])] == ["dataset0", "dataset1"]
+    for bad, arg in (({"datasets": [(X, y)], "dataset_names": ["a", "b"]}, "dataset_names"),
+                     ({"datasets": [(X, y), (X, y)], "dataset_names": ["a", "a"]}, "dataset_names"),
+                     ({"datasets": 3.5}, "datasets")):
+        try:
+            as_eval_sets(**bad)
+        except (ValueError, TypeError) as e:
+            assert arg in str(e), f"the error should name {arg!r}, got: {e}"
+        else:
+            raise AssertionError(f"as_eval_sets({bad}) should raise, naming {arg!r}")
     no_data = as_eval_sets([{"name": "baseline"}])[0]
     assert not no_data.has_samples and not no_data.has_labels and "without array data" in no_data.reason
     try:
@@ -1784,11 +1906,23 @@ if __name__ == "__main__":
 # target: readers see the old file or the whole new one. `write_json` is the one JSON writer:
 # `json_native` first turns tuples, numpy scalars, devices and paths into plain JSON values,
 # and NaN or infinity (not JSON) are refused.
+#
+# **Your task (easy, 5 points).** Complete `json_native` and `write_atomic`.
+#
+# - *TODO:* `json_native` converts recursively (dict keys become strings); `write_atomic` writes
+#   text or bytes next to the target, renames it into place, and never leaves its temporary file
+#   behind, even when the write fails.
+# - *Approach:* the rename is the only step a reader can observe, and on one file system it is
+#   atomic.
+# - *Example:* `json_native({1: (np.float32(0.5), Path("a"))})` is `{"1": [0.5, "a"]}`.
+# - *Hints:* `np.generic.item()`, `os.replace`, `try`/`finally`; the temporary file must be in the
+#   target's folder (a rename across file systems is a copy).
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "results-writing", "solution": true, "schema_version": 3}
 #| export
 def json_native(value: Any) -> Any:
     "Tuples -> lists, numpy scalars -> Python numbers, devices/dtypes/paths -> strings, recursively."
+    ### BEGIN SOLUTION
     if isinstance(value, dict):
         return {str(k): json_native(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -1800,6 +1934,7 @@ def json_native(value: Any) -> Any:
     if isinstance(value, (torch.device, torch.dtype, Path)):
         return str(value)
     return value
+    ### END SOLUTION
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> Path:
@@ -1813,6 +1948,7 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    ### BEGIN SOLUTION
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         if isinstance(data, bytes):
@@ -1823,6 +1959,7 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
     finally:
         if tmp.exists():
             tmp.unlink()
+    ### END SOLUTION
     return path
 
 
@@ -1835,29 +1972,73 @@ def write_json(path: str | Path, obj: Any, indent: int = 2) -> Path:
     """
     return write_atomic(path, json.dumps(json_native(obj), indent=indent, allow_nan=False) + "\n")
 
-# %%
-def test_unit_results_kinds():
-    # the three kinds through one entry point: compare_results picks the test
-    lat_a = BenchmarkResult("latency", [1.0, 1.1, 0.9, 1.0, 1.05, 0.95], unit="ms")
-    lat_b = BenchmarkResult("latency", [2.0, 2.2, 1.8, 2.0, 2.1, 1.9], unit="ms")
-    c = compare_results(lat_a, lat_b, names=("fp32", "fp16"))
-    assert c.test.startswith("Mann-Whitney") and c.winner == "fp32" and "fp32" in c.verdict and "fp16" in c.verdict
-    acc_a = ProportionResult("accuracy", [1] * 90 + [0] * 10)
-    acc_b = ProportionResult("accuracy", [1] * 60 + [0] * 40)
-    c = compare_results(acc_a, acc_b, names=("big", "small"))
-    assert c.test.startswith("McNemar") and c.winner == "big", c.verdict
-    assert abs(c.details["difference"] + 0.30) < 1e-12 and c.details["difference_ci"][1] < 0
-    same = compare_results(acc_a, ProportionResult("accuracy", list(acc_a.values)), names=("x", "y"))
-    assert same.winner is None and same.verdict.startswith("no significant difference between x and y"), same.verdict
-    size_a = CountResult("model_size", [1.0], unit="MiB")
-    size_b = CountResult("model_size", [0.25], unit="MiB")
-    c = compare_results(size_a, size_b, names=("fp32", "int8"))
-    assert c.ratio == 0.25 and c.winner == "int8" and c.p_value is None and c.ci_lower is None
-    # the kinds survive a round trip through to_dict / from_dict
-    for r in (lat_a, acc_a, size_a):
-        back = BenchmarkResult.from_dict(r.to_dict())
-        assert type(back) is type(r) and back.to_dict() == r.to_dict()
+# %% nbgrader={"grade": true, "grade_id": "test-results-writing", "locked": true, "points": 5, "schema_version": 3}
+def test_unit_writing():
+    got = json_native({1: (np.float32(0.5), Path("a")), "d": [torch.device("cpu"), np.int64(3), np.arange(2)]})
+    assert got == {"1": [0.5, "a"], "d": ["cpu", 3, [0, 1]]}, f"expected plain JSON values, got {got!r}"
+    assert type(got["d"][1]) is int, f"numpy scalars become Python numbers, got {type(got['d'][1]).__name__}"
+    folder = Path(tempfile.mkdtemp())
+    target = write_atomic(folder / "sub" / "r.txt", "first")
+    assert target.read_text() == "first", "write_atomic creates missing folders and writes the text"
+    write_atomic(target, b"\x00second")
+    assert target.read_bytes() == b"\x00second", "bytes are written as bytes"
+
+    try:
+        write_json(target, {"bad": float("nan")})
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("NaN is not JSON: write_json must refuse it")
+    assert target.read_bytes() == b"\x00second", "a refused write leaves the old file as it was"
+    real = os.replace, os.rename
+
+    def fail(*args, **kwargs):  # the machine dies just before the rename
+        raise OSError("simulated crash before the rename")
+
+    os.replace = os.rename = fail
+    try:
+        write_atomic(target, "third")
+    except OSError:
+        pass
+    finally:
+        os.replace, os.rename = real
+    assert target.read_bytes() == b"\x00second", (
+        "a write that fails before its rename must leave the old file as it was: write a temporary file, then rename")
+    left = sorted(p.name for p in target.parent.iterdir())
+    assert left == ["r.txt"], f"no temporary file may be left behind, found {left}"
 
 
 if __name__ == "__main__":
-    test_unit_results_kinds()
+    test_unit_writing()
+
+# %% [markdown]
+# ## Everything together
+#
+# One end-to-end check of the notebook's job: two workloads timed by the timing core, a model's
+# accuracy, a size, each compared through the one entry point, written atomically as JSON and
+# read back unchanged.
+
+# %%
+def test_module():
+    from tinytorch.profiling.timing import time_callable
+
+    small = time_callable(lambda: sum(range(2_000)), samples=15, warmup=3)
+    large = time_callable(lambda: sum(range(8_000)), samples=15, warmup=3)
+    lat = {n: BenchmarkResult("latency", t.per_call_ms, unit="ms", metadata=t.metadata()) for n, t in (("small", small), ("large", large))}
+    c = compare_results(lat["small"], lat["large"], names=("small", "large"))
+    assert c.winner == "small" and c.ratio > 2, f"4x the work should be significantly slower: {c.verdict}"
+    lin = torch.nn.Linear(4, 4, bias=False)
+    torch.nn.init.eye_(lin.weight)
+    X, y = torch.eye(4).repeat(5, 1), torch.tensor([0, 1, 2, 3] * 4 + [1, 1, 1, 1])
+    acc = ProportionResult("accuracy", top1_correct(lin, (X, y)))
+    assert (acc.correct, acc.count) == (17, 20), f"identity model: 16 + 1 of 20 right, got {acc.correct}/{acc.count}"
+    size = CountResult("model_size", [state_dict_tensor_bytes(lin) / MiB], unit="MiB")
+    path = write_json(Path(tempfile.mkdtemp()) / "results.json",
+                      {"latency": lat["small"].to_dict(), "accuracy": acc.to_dict(), "size": size.to_dict()})
+    back = {k: BenchmarkResult.from_dict(v) for k, v in json.loads(path.read_text()).items()}
+    for k, r in (("latency", lat["small"]), ("accuracy", acc), ("size", size)):
+        assert type(back[k]) is type(r) and back[k].to_dict() == r.to_dict(), f"{k} changed on its way through JSON"
+
+
+if __name__ == "__main__":
+    test_module()

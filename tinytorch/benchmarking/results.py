@@ -560,6 +560,7 @@ class CountResult(BenchmarkResult):
 def _compare_proportions(ra: ProportionResult, rb: ProportionResult, names: tuple[str, str], alpha: float,
                          min_effect: float, n_boot: int, seed: int) -> Comparison:
     name_a, name_b = names
+    ### BEGIN SOLUTION
     pa, pb = ra.per_dataset_outcomes(), rb.per_dataset_outcomes()
     shared = [d for d in pa if d in pb and len(pa[d]) == len(pb[d])]
     if not shared:
@@ -575,6 +576,7 @@ def _compare_proportions(ra: ProportionResult, rb: ProportionResult, names: tupl
                                     n_boot=n_boot, seed=seed, confidence=1 - alpha)
     diff = acc_b - acc_a
     significant = is_significant(test["p_value"], diff, alpha, min_effect)
+    ### END SOLUTION
     c = Comparison(name_a, name_b, ra.metric_name, acc_a, acc_b, acc_b / acc_a if acc_a else math.inf, lo, hi,
                    test["p_value"], significant, test="McNemar exact (paired per-sample correctness)",
                    n_a=int(ca.size), n_b=int(cb.size), alpha=alpha, min_effect=min_effect,
@@ -613,6 +615,7 @@ def compare_results(
         if not isinstance(r, BenchmarkResult):
             raise TypeError(f"{arg}: expected a BenchmarkResult, got {type(r).__name__}")
     info = info or metric_info(a.metric_name, a.unit)
+    ### BEGIN SOLUTION
     if isinstance(a, ProportionResult) and isinstance(b, ProportionResult):
         return _compare_proportions(a, b, names, alpha, min_effect, n_boot, seed)
     if type(a) is BenchmarkResult and type(b) is BenchmarkResult and a.count >= 2 and b.count >= 2:
@@ -624,8 +627,10 @@ def compare_results(
     else:
         ratio = b.median / a.median
     exact = isinstance(a, CountResult) and isinstance(b, CountResult)
+    significant = is_significant(None, ratio - 1, alpha, min_effect)
+    ### END SOLUTION
     c = Comparison(names[0], names[1], a.metric_name, a.median, b.median, ratio, None, None, None,
-                   significant=is_significant(None, ratio - 1, alpha, min_effect),
+                   significant=significant,
                    test="exact values (no sampling error, no test)" if exact else "single measurement each (no test)",
                    n_a=a.count, n_b=b.count, alpha=alpha, min_effect=min_effect,
                    higher_is_better=info.higher_is_better)
@@ -783,6 +788,7 @@ class EvalData:
         "Batches of `(x, y)`; `y` is None for unlabelled data. Nothing for a set without samples."
         if self.reason is not None:
             return
+        ### BEGIN SOLUTION
         if self._loader is not None:
             for item in self._loader:
                 if isinstance(item, (tuple, list)):
@@ -794,6 +800,7 @@ class EvalData:
             return
         for i in range(0, len(self._X), self.batch_size):
             yield self._X[i:i + self.batch_size], None if self._y is None else self._y[i:i + self.batch_size]
+        ### END SOLUTION
 
     @property
     def has_labels(self) -> bool:
@@ -842,6 +849,7 @@ def as_eval_sets(datasets: Any, dataset_names: Sequence[str] | None = None, batc
     """
     from torch.utils.data import DataLoader, Dataset
 
+    ### BEGIN SOLUTION
     if datasets is None:
         items = []
     elif isinstance(datasets, (DataLoader, Dataset, torch.Tensor, np.ndarray, Mapping, EvalData)):
@@ -863,6 +871,7 @@ def as_eval_sets(datasets: Any, dataset_names: Sequence[str] | None = None, batc
     if len(set(names)) != len(names):
         raise ValueError(f"dataset_names: expected unique names, got {names}")
     return [d if isinstance(d, EvalData) else EvalData(d, n, batch_size) for d, n in zip(items, names)]
+    ### END SOLUTION
 
 
 def _output_tensor(out: Any) -> torch.Tensor:
@@ -976,6 +985,7 @@ def serialized_bytes(model: Any) -> tuple[int, str]:
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #b8e85ff0
 def json_native(value: Any) -> Any:
     "Tuples -> lists, numpy scalars -> Python numbers, devices/dtypes/paths -> strings, recursively."
+    ### BEGIN SOLUTION
     if isinstance(value, dict):
         return {str(k): json_native(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -987,6 +997,7 @@ def json_native(value: Any) -> Any:
     if isinstance(value, (torch.device, torch.dtype, Path)):
         return str(value)
     return value
+    ### END SOLUTION
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> Path:
@@ -1000,6 +1011,7 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    ### BEGIN SOLUTION
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         if isinstance(data, bytes):
@@ -1010,6 +1022,7 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
     finally:
         if tmp.exists():
             tmp.unlink()
+    ### END SOLUTION
     return path
 
 
