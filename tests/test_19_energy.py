@@ -179,3 +179,23 @@ def test_suite_records_measured_energy_from_a_counter(tmp_path):
     assert e.median == pytest.approx(2e-3), "2000 µJ per call = 2 mJ = 0.002 J"
     assert e.metadata["mj_per_call"] == pytest.approx(2.0)
     assert "energy" in suite.generate_report()
+
+
+def test_idle_energy_scales_with_the_window_not_the_idle_window(tmp_path):
+    """A counter that rises at 5 W by itself and by 300 µJ per call, read through the reader's zone:
+    with an idle window three times longer than the measuring window, only idle power x the
+    window's own seconds leaves 300 µJ per call (the idle window's joules would take off too much)."""
+    import time as _time
+    make_zone(tmp_path, "intel-rapl:0", "package-0", 0, 10**12)
+    calls, t0 = [0], _time.perf_counter()
+    reader = RaplReader(tmp_path)
+    reader.zones[0].read_uj = lambda: int((_time.perf_counter() - t0) * 5e6 + calls[0] * 300)
+
+    def work():
+        calls[0] += 1
+        sum(range(500))
+    from tinytorch.benchmarking.energy import _measure_with_counter
+    m = _measure_with_counter(reader, METHOD_RAPL, work, lambda: None, 0.05, 0.15, 3)
+    assert m.idle_power_w == pytest.approx(5.0, rel=0.01)
+    assert m.joules_per_call == pytest.approx(300e-6, rel=0.02)
+    assert m.calls == calls[0] - 1 and len(m.window_joules_per_call) == 3

@@ -1,5 +1,5 @@
-"""Optimisation helpers (int8, pruning, half precision): behaviour checked against independent
-references (torch.save sizes, sum(p.numel()), torch.nn.utils.prune, accuracy on real digits)."""
+"""Optimisation helpers (int8, pruning, half precision, the prune/int8 order ablation): behaviour checked against
+independent references (torch.save sizes, sum(p.numel()), torch.nn.utils.prune, accuracy on real digits)."""
 import copy
 
 import pytest
@@ -8,7 +8,8 @@ from torch import nn
 
 from tinytorch.benchmarking.digits import DigitsCNN, accuracy_on, default_digits_model, load_digits_split
 from tinytorch.benchmarking.optimize import (
-    PRECISIONS, cast_precision, prune_magnitude, quantize_int8, sparsity, state_dict_bytes,
+    ABLATION_ORDERS, PRECISIONS, ablate_order, cast_precision, int8_sparsity, prune_int8, prune_magnitude, quantize_int8,
+    sparsity, state_dict_bytes,
 )
 from tinytorch.profiling.timing import time_model
 
@@ -149,3 +150,62 @@ def test_cast_precision_halves_parameter_bytes(digits):
         cast_precision(base, "fp64")
     with pytest.raises(ValueError, match="quantize_int8"):
         cast_precision(base, "int8")
+
+
+def _ints(model):
+    return [m.weight() for m in model.modules() if callable(getattr(m, "weight", None)) and hasattr(m, "set_weight_bias")]
+
+
+@pytest.mark.parametrize("amount", [0.3, 0.75])
+def test_prune_int8_prunes_globally_and_keeps_the_grid(amount):
+    torch.manual_seed(5)
+    q = quantize_int8(nn.Sequential(nn.Linear(64, 48), nn.ReLU(), nn.Linear(48, 10)), "dynamic")
+    before = [w.int_repr().clone() for w in _ints(q)]
+    p = prune_int8(q, amount)
+    old, new = _ints(q), _ints(p)
+    assert all(torch.equal(w.int_repr(), b) for w, b in zip(old, before)), "the int8 model must be untouched"
+    # independent reference: the k smallest |dequantized| weights over both layers, k = round(amount * n)
+    flat = torch.cat([w.dequantize().flatten() for w in old])
+    k = round(amount * flat.numel())
+    zeros = int(sum(int((w.dequantize() == 0).sum()) for w in new))
+    assert zeros == max(k, int((flat == 0).sum())) and int8_sparsity(p) == pytest.approx(zeros / flat.numel())
+    keep = [w.dequantize() != 0 for w in new]
+    kept_min = float(torch.cat([o.dequantize()[m].abs() for o, m in zip(old, keep)]).min())
+    assert float(flat.abs().sort().values[k - 1]) <= kept_min
+    for o, n, m in zip(old, new, keep):  # kept weights keep their integers, scales and zero points
+        assert torch.equal(n.int_repr()[m], o.int_repr()[m])
+        assert torch.equal(n.q_per_channel_scales(), o.q_per_channel_scales()) if n.qscheme() in (
+            torch.per_channel_affine, torch.per_channel_symmetric) else n.q_scale() == o.q_scale()
+    x = torch.randn(8, 64)
+    with torch.inference_mode():
+        assert p(x).shape == (8, 10)
+
+
+def test_prune_int8_bad_input():
+    with pytest.raises(ValueError, match="model"):
+        prune_int8(nn.Linear(4, 4), 0.5)
+    with pytest.raises(ValueError, match="amount"):
+        prune_int8(quantize_int8(nn.Sequential(nn.Linear(4, 4))), 1.0)
+
+
+def test_ablate_order_on_digits(digits):
+    from tinytorch.benchmarking.results import BenchmarkResult, CountResult, ProportionResult, compare_results
+    base, X, y, Xtr = digits
+    r = ablate_order(base, 0.5, Xtr[:256].split(64), (X, y), samples=10, rounds=2)
+    assert set(r["models"]) == set(ABLATION_ORDERS) == set(r["sparsity"])
+    assert all(s == pytest.approx(0.5, abs=0.01) for s in r["sparsity"].values())
+    res = r["results"]
+    for o in ABLATION_ORDERS:
+        assert isinstance(res["accuracy"][o], ProportionResult) and res["accuracy"][o].count == len(y)
+        assert res["accuracy"][o].mean == pytest.approx(accuracy_on(r["models"][o], X, y))
+        assert isinstance(res["model_size"][o], CountResult)
+        assert res["model_size"][o].mean == state_dict_bytes(r["models"][o])
+        assert type(res["latency"][o]) is BenchmarkResult and res["latency"][o].count == 10
+    for metric, c in r["comparisons"].items():
+        ref = compare_results(res[metric]["prune->int8"], res[metric]["int8->prune"], names=ABLATION_ORDERS)
+        assert (c.model_a, c.model_b, c.significant, c.verdict) == (ref.model_a, ref.model_b, ref.significant, ref.verdict)
+    assert r["order_matters"] is any(c.significant for c in r["comparisons"].values())
+    assert r["verdict"].startswith("the order matters" if r["order_matters"] else "the order does not matter")
+    assert "torch.nn.utils.prune" in r["method"]
+    with pytest.raises(ValueError, match="amount"):
+        ablate_order(base, -0.1, Xtr[:64], (X, y))

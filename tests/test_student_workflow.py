@@ -1,7 +1,8 @@
 """`tito module start` and `tito module complete` in a student workspace, on the real module 19.
 
-The workspace keeps one notebook (optimize_dev: one graded task, `sparsity`, and quick tests);
-the rest of the student's package comes from the course's tinytorch/.
+The workspace keeps one notebook (optimize_dev: the graded task `sparsity` is the one under test; its
+other tasks are filled with the course's solutions); the rest of the student's package comes from
+the course's tinytorch/.
 """
 import json
 import re
@@ -62,6 +63,15 @@ def _workspace(course, released, tmp_path) -> Path:
     return dest
 
 
+def _others_solved(blank: dict, course) -> dict:
+    "The release notebook with every task but TASK filled with the course's solution."
+    source = subs.load(course.nbs_dir / MODULE / NOTEBOOK)
+    for grade_id in subs.solution_ids(blank):
+        if grade_id != TASK:
+            blank = subs.fill_solution(blank, source, grade_id)
+    return blank
+
+
 def _neuter_tests(nb: dict) -> dict:
     """A student who 'fixes' failing inline tests by emptying them."""
     for c in nb["cells"]:
@@ -91,7 +101,7 @@ def test_complete_in_workspace(course, released, tmp_path, capsys):
 
     # 2. a wrong sparsity, inline tests emptied: the export carries the student's code and the
     #    course's integration tests fail against it
-    wrong = _neuter_tests(subs.replace_stub(blank, TASK, "return 0.0  # student: wrong on purpose"))
+    wrong = _neuter_tests(subs.replace_stub(_others_solved(blank, course), TASK, "return 0.0  # student: wrong on purpose"))
     subs.save(wrong, nb_path)
     assert student.complete_workspace(course, MODULE, dest, TESTS) == 1
     exported = ws / "tinytorch" / "benchmarking" / "optimize.py"
@@ -106,7 +116,8 @@ def test_complete_in_workspace(course, released, tmp_path, capsys):
     assert not _progress(dest)["completed"]
 
     # 3. a correct solution, through the CLI from inside the workspace: everything passes
-    subs.save(subs.fill_solution(blank, subs.load(course.nbs_dir / MODULE / NOTEBOOK), TASK), nb_path)
+    subs.save(subs.fill_solution(_others_solved(blank, course), subs.load(course.nbs_dir / MODULE / NOTEBOOK), TASK),
+              nb_path)
     p = subprocess.run([sys.executable, "-m", "tito", "module", "complete", "19", "--tests", *TESTS],
                        cwd=dest, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]

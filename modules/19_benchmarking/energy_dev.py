@@ -19,22 +19,14 @@
 # | Intel/AMD RAPL | `/sys/class/powercap/intel-rapl:N/energy_uj` | µJ, wraps at `max_energy_range_uj` | updated about every 1 ms |
 # | NVIDIA NVML | `nvmlDeviceGetTotalEnergyConsumption` | mJ since the driver loaded | about every 10–100 ms |
 #
-# Three details decide whether a reading means anything:
+# Three details decide whether a reading means anything: the **window** (counters tick every
+# millisecond or slower, so we loop the model for a second or more and divide by the calls), the
+# **wrap-around** of RAPL's fixed-width register, and the **idle baseline** (the package draws
+# power while our model does nothing; only the energy above it is the model's).
 #
-# 1. **Window length.** The counters tick every millisecond or slower, so one 100 µs
-#    inference is invisible. We run the model in a loop for a window of at least a second and
-#    divide by the number of calls.
-# 2. **Wrap-around.** RAPL's counter is a fixed-width register: after `max_energy_range_uj`
-#    it starts again from zero. A reading that went *down* has wrapped once:
-#    `delta = max_range - before + after`.
-# 3. **Idle baseline.** The package draws power even when our model does nothing (other
-#    cores, uncore, the OS). We measure the idle power over a window first and subtract
-#    `idle_power × window` so the figure is the model's *marginal* energy.
-#
-# When no counter is readable (most cloud VMs, and RAPL is root-only on Linux ≥ 5.10), the
-# only figure we can give is an **estimate**, `latency × power_watts` with a power the user
-# supplies, and it is labelled as one. With neither, the energy is `None` and the reason says
-# why. Nothing here invents a number.
+# With no readable counter (most cloud VMs; RAPL is root-only on Linux ≥ 5.10) the only figure
+# is an **estimate**, `latency × power_watts` with a power the user supplies, labelled as one;
+# with neither, the energy is `None` with the reason. Nothing here invents a number.
 
 # %%
 #| default_exp benchmarking.energy
@@ -55,31 +47,14 @@ from tinytorch.profiling.timing import time_callable
 # %% [markdown]
 # ## RAPL: the CPU package counter
 #
-# The reader finds the top-level RAPL zones under a powercap root (`intel-rapl:0`,
-# `intel-rapl:1`, … one per CPU package; their sub-zones `intel-rapl:0:0` are parts of the
-# package and would be counted twice). The root is a parameter, so the same code reads the
-# real `/sys/class/powercap` or a directory a test writes.
+# The reader finds the top-level zones under a powercap root (`intel-rapl:0`, `intel-rapl:1`, …
+# one per CPU package; sub-zones such as `intel-rapl:0:0` are parts of a package and would count
+# twice). The root is a parameter: the same code reads `/sys/class/powercap` or a test's folder.
 
 # %%
 #| export
 DEFAULT_POWERCAP_ROOT = "/sys/class/powercap"
 _TOP_ZONE = re.compile(r"^intel-rapl:\d+$")
-
-
-def rapl_delta_uj(before: int, after: int, max_range_uj: int) -> int:
-    """Energy (µJ) between two readings of a counter that wraps at `max_range_uj`.
-
-    At most one wrap is assumed, which holds for windows shorter than the wrap period
-    (tens of minutes at typical package power).
-
-    >>> rapl_delta_uj(100, 350, 1000), rapl_delta_uj(900, 50, 1000)
-    (250, 150)
-    """
-    if max_range_uj <= 0:
-        raise ValueError(f"max_range_uj: expected a positive counter range, got {max_range_uj}")
-    if after >= before:
-        return after - before
-    return max_range_uj - before + after
 
 
 @dataclass
@@ -97,9 +72,8 @@ class RaplZone:
 class RaplReader:
     """Reads the RAPL package energy counters under a powercap root.
 
-    `available()` says whether a counter can be read; `unavailable_reason` says why not.
-    `read()` returns the raw counters; `delta_j(before, after)` the energy in joules between
-    two reads, wrap-around handled.
+    `available()` or `unavailable_reason`; `read()` gives the raw counters, `delta_j(before, after)`
+    the joules between two reads (wrap-around handled by `rapl_delta_uj`).
 
     >>> RaplReader("/nonexistent").available()
     False
@@ -157,16 +131,13 @@ class RaplReader:
 # %% [markdown]
 # ## NVML: the GPU counter
 #
-# On NVIDIA GPUs (Volta and newer) NVML keeps a 64-bit total-energy counter in millijoules;
-# it does not wrap in practice. The `pynvml` module (package `nvidia-ml-py`) is imported only
-# when the reader is built; tests pass a stand-in module with the same two functions.
+# On NVIDIA GPUs (Volta and newer) NVML keeps a 64-bit total-energy counter in mJ that does not
+# wrap in practice. `pynvml` (package `nvidia-ml-py`) is imported when the reader is built.
 
 # %%
 #| export
 class NvmlReader:
-    """Reads the total-energy counter of one NVIDIA GPU through NVML.
-
-    `nvml` is the `pynvml` module (imported when None).
+    """Reads the total-energy counter of one NVIDIA GPU through NVML (`nvml`: the `pynvml` module or a stand-in).
 
     >>> r = NvmlReader(nvml=False)
     >>> r.available(), r.unavailable_reason is not None
@@ -176,8 +147,7 @@ class NvmlReader:
     def __init__(self, device_index: int = 0, nvml: Any = None):
         self.device_index = device_index
         self.unavailable_reason: str | None = None
-        self._nvml = None
-        self._handle = None
+        self._nvml = self._handle = None
         if nvml is False:
             self.unavailable_reason = "NVML disabled"
             return
@@ -213,14 +183,16 @@ class NvmlReader:
         return (after[0] - before[0]) / 1e3
 
 # %% [markdown]
-# ## measure_energy: measured, estimated, or absent
+# ## From counter readings to the model's energy
+#
+# A counter holds a running total: the energy of a stretch of time is the difference of two
+# reads, once the register's wrap is undone and the idle draw taken out. The result type and
+# the loop that runs one window of calls are given.
 #
 # ```
-# counter readable?  ── yes ──> idle window (baseline power) ──> loop fn for ≥ min_window_s
-#        │                         joules_per_call = (E_window − P_idle · t_window) / calls
-#        no
-#        └── power_watts given? ── yes ──> latency × power_watts   ("estimated: latency x power")
-#                    └── no ──> None, with the reason
+# idle:    (clock, counter) ── sleep idle_s ── (clock, counter)          -> idle power, W
+# window:  (clock, counter) ── fn() × calls ── (clock, counter)          -> J, s, calls
+#          gross J per call: all of it;  net J per call: less this window's idle energy
 # ```
 
 # %%
@@ -232,12 +204,7 @@ METHOD_ESTIMATED = "estimated: latency x power"
 
 @dataclass
 class EnergyMeasurement:
-    """Energy per call of a function, or None with the reason.
-
-    `method` is "measured: RAPL", "measured: NVML", "estimated: latency x power" or None.
-    For measured figures, `window_joules_per_call` has one value per measuring window and
-    `idle_power_w` the baseline that was subtracted.
-    """
+    "Joules per call of a function (per window, and the idle baseline taken off), or None with the reason."
 
     joules_per_call: float | None
     method: str | None
@@ -259,41 +226,157 @@ class EnergyMeasurement:
         return asdict(self)
 
 
+def _call_for(fn: Callable[[], Any], sync: Callable[[], None], min_window_s: float) -> int:
+    "Call `fn` until `min_window_s` seconds have passed (the clock is read every 8 calls); return the count."
+    calls, start = 0, time.perf_counter()
+    while True:
+        fn()
+        calls += 1
+        if calls & 7 == 0 or calls < 8:
+            sync()
+            if time.perf_counter() - start >= min_window_s:
+                break
+    sync()
+    return calls
+
+# %% [markdown]
+# **Your task (hard, 10 points).** Write the counter arithmetic: `rapl_delta_uj` (the energy
+# between two reads of a wrapping counter) and the measuring part of `_measure_with_counter`.
+#
+# - *TODO:* `rapl_delta_uj` returns the µJ counted from `before` to `after`. In
+#   `_measure_with_counter` set `idle_power` (W); per window append the net and the gross joules
+#   per call to `net` and `gross`; add the calls up in `total_calls`, the window seconds in `total_s`.
+# - *Approach:* a reading that went down has passed the top of the register once. Idle power is
+#   energy over seconds of a window in which this process sleeps; a measuring window's idle
+#   energy scales with that window's *own* length, not `idle_s`.
+# - *Example:* `rapl_delta_uj(900, 50, 1000)` is 150 (100 to the top, then 50). At 2 W idle, a 0.5 s
+#   window of 1000 calls in which the counter rose by 1.5 J is 0.5 mJ per call net, 1.5 mJ gross.
+# - *Hints:* read `time.perf_counter()` next to each counter read; `reader.delta_j(before, after)`
+#   gives joules for any reader (RAPL: via `rapl_delta_uj`); `_call_for` runs one window of calls.
+
+# %% nbgrader={"grade": false, "grade_id": "energy-counter", "solution": true, "schema_version": 3}
+#| export
+def rapl_delta_uj(before: int, after: int, max_range_uj: int) -> int:
+    """Energy (µJ) between two readings of a counter that wraps at `max_range_uj`.
+
+    At most one wrap is assumed: windows are shorter than the wrap period (tens of minutes).
+
+    >>> rapl_delta_uj(100, 350, 1000), rapl_delta_uj(900, 50, 1000)
+    (250, 150)
+    """
+    if max_range_uj <= 0:
+        raise ValueError(f"max_range_uj: expected a positive counter range, got {max_range_uj}")
+    ### BEGIN SOLUTION
+    if after >= before:
+        return after - before
+    return max_range_uj - before + after
+    ### END SOLUTION
+
+
 def _measure_with_counter(reader: Any, method: str, fn: Callable[[], Any], sync: Callable[[], None],
                           min_window_s: float, idle_s: float, windows: int) -> EnergyMeasurement:
-    # idle baseline: the counter over a window in which this process does nothing
+    """Joules per call of `fn` from `reader`'s counter: an idle baseline over `idle_s` seconds, then
+    `windows` windows of at least `min_window_s` seconds of calls, each less its own idle energy."""
+    fn()
+    sync()  # one untimed call: lazy initialisation stays out of the windows
+    ### BEGIN SOLUTION
     t0, e0 = time.perf_counter(), reader.read()
     time.sleep(idle_s)
     t1, e1 = time.perf_counter(), reader.read()
     idle_power = reader.delta_j(e0, e1) / (t1 - t0)
-    fn()
-    sync()  # one untimed call: lazy initialisation stays out of the window
-    per_call, gross, total_calls, total_s = [], [], 0, 0.0
+    net, gross, total_calls, total_s = [], [], 0, 0.0
     for _ in range(windows):
-        calls = 0
         start, e_start = time.perf_counter(), reader.read()
-        while True:
-            fn()
-            calls += 1
-            if calls & 7 == 0 or calls < 8:
-                sync()
-                if time.perf_counter() - start >= min_window_s:
-                    break
-        sync()
+        calls = _call_for(fn, sync, min_window_s)
         end, e_end = time.perf_counter(), reader.read()
-        window = end - start
         energy = reader.delta_j(e_start, e_end)
         gross.append(energy / calls)
-        per_call.append((energy - idle_power * window) / calls)
+        net.append((energy - idle_power * (end - start)) / calls)
         total_calls += calls
-        total_s += window
+        total_s += end - start
+    ### END SOLUTION
     return EnergyMeasurement(
-        joules_per_call=statistics.fmean(per_call), method=method, counter=reader.counter_name,
+        joules_per_call=statistics.fmean(net), method=method, counter=reader.counter_name,
         idle_power_w=idle_power, window_s=total_s / windows, calls=total_calls,
-        window_joules_per_call=per_call, gross_joules_per_call=statistics.fmean(gross),
+        window_joules_per_call=net, gross_joules_per_call=statistics.fmean(gross),
     )
 
+# %% [markdown]
+# Most machines have no readable counter, so the test builds one: `_fake_powercap` writes a
+# powercap directory, and `_ClockCounter` makes its zone rise by itself at `idle_w` watts and by
+# `call_uj` per `work()` call, wrapping at the zone's range: the energy per call is known exactly.
 
+# %%
+def _fake_powercap(root: Path, start_uj: int, max_range_uj: int) -> Path:
+    "A package zone and a sub-zone (which must not be counted again); returns the package's counter file."
+    for zone, name, uj in (("intel-rapl:0", "package-0", start_uj), ("intel-rapl:0:0", "core", 0)):
+        (root / zone).mkdir(parents=True)
+        for file, text in (("name", name), ("max_energy_range_uj", max_range_uj), ("energy_uj", uj)):
+            (root / zone / file).write_text(f"{text}\n")
+    return root / "intel-rapl:0" / "energy_uj"
+
+
+class _ClockCounter:
+    def __init__(self, reader: RaplReader, idle_w: float, call_uj: int):
+        self.zone, self.idle_w, self.call_uj, self.calls = reader.zones[0], idle_w, call_uj, 0
+        self.start_uj, self.t0 = self.zone.read_uj(), time.perf_counter()
+        self.zone.read_uj = self.read_uj  # the reader now reads this counter
+
+    def read_uj(self) -> int:
+        spent = (time.perf_counter() - self.t0) * self.idle_w * 1e6 + self.calls * self.call_uj
+        return int(self.start_uj + spent) % self.zone.max_range_uj
+
+    def work(self) -> None:  # a call of real work, so a window holds a bounded number of calls
+        self.calls, _ = self.calls + 1, sum(range(2000))
+
+# %% nbgrader={"grade": true, "grade_id": "test-energy-counter", "locked": true, "points": 10, "schema_version": 3}
+def test_unit_counter_energy():
+    import tempfile
+    got = rapl_delta_uj(900, 50, 1000)
+    assert got == 150, (f"a reading that went down (900 -> 50, range 1000) has wrapped once: expected 150 µJ "
+                        f"(100 to the top, then 50), got {got}" + (
+                            " -- no wrap-around: after - before is negative when the counter wrapped" if got < 0 else
+                            " -- the counter wraps at max_range_uj, not at a register width" if got > 1000 else ""))
+    plain = rapl_delta_uj(100, 350, 1000), rapl_delta_uj(7, 7, 1000)
+    assert plain == (250, 0), f"without a wrap the energy is after - before: expected (250, 0), got {plain}"
+    with tempfile.TemporaryDirectory() as tmp:
+        _fake_powercap(Path(tmp), start_uj=10**8 - 300_000, max_range_uj=10**8)  # wraps in the idle window
+        reader = RaplReader(tmp)
+        clock = _ClockCounter(reader, idle_w=10.0, call_uj=100)
+        m = _measure_with_counter(reader, METHOD_RAPL, clock.work, lambda: None, 0.03, idle_s=0.15, windows=2)
+    p = m.idle_power_w
+    assert p is not None and abs(p - 10.0) < 0.2, (
+        f"idle baseline: expected 10 W (the counter rises by itself at 10 W), got {p}" + (
+            " -- negative: the counter wrapped during the idle window; take differences with reader.delta_j"
+            if p is not None and p < 0 else " -- idle power is the idle window's joules divided by its seconds"))
+    j = m.joules_per_call
+    assert abs(j - 100e-6) < 2e-6, (f"expected 100 µJ per call, got {j * 1e6:.1f} µJ" + (
+        " -- idle baseline not subtracted: the counter also counts the idle power drawn during the window; take "
+        "off idle power x that window's seconds" if j > 100e-6 else
+        " -- too much taken off: a window's idle energy is idle power x that window's seconds (0.03 s here), "
+        "not the idle window's joules (0.15 s) subtracted once per window or per run"))
+    got = (m.calls, len(m.window_joules_per_call), m.gross_joules_per_call > 1.2 * j, 0.03 <= m.window_s < 1.0)
+    assert got == (clock.calls - 1, 2, True, True), (
+        f"expected (calls of both windows, 2 windows, gross above net, mean window seconds in [0.03, 1)) = "
+        f"({clock.calls - 1}, 2, True, True), got {got}; gross is a window's joules per call before the idle energy is taken off")
+
+
+if __name__ == "__main__":
+    test_unit_counter_energy()
+
+# %% [markdown]
+# ## measure_energy: measured, estimated, or absent
+#
+# ```
+# counter readable?  ── yes ──> idle window (baseline power) ──> windows of ≥ min_window_s of calls
+#        │                                                          (the idle energy taken out)
+#        no
+#        └── power_watts given? ── yes ──> latency × power_watts   ("estimated: latency x power")
+#                    └── no ──> None, with the reason
+# ```
+
+# %%
+#| export
 def measure_energy(
     fn: Callable[[], Any],
     *,
@@ -309,16 +392,12 @@ def measure_energy(
 ) -> EnergyMeasurement:
     """Energy per call of the zero-argument `fn` (e.g. one model inference), in joules.
 
-    1. A hardware counter (RAPL under `powercap_root` for `device="cpu"`, NVML for a
-       `"cuda..."` device) is used when readable: an idle baseline over `idle_s` seconds
-       (default `min_window_s`), then `windows` windows of at least `min_window_s` seconds of
-       calls; the idle energy is subtracted. `method` is "measured: RAPL"/"measured: NVML".
-    2. Otherwise, with `power_watts`, the estimate `latency × power_watts`, with `latency_s`
-       if given or else the median of a quick `time_callable` run; method
-       "estimated: latency x power".
-    3. Otherwise `joules_per_call` is None and `reason` says why.
-
-    Exceptions from `fn` propagate.
+    1. A readable hardware counter (RAPL under `powercap_root` for `device="cpu"`, NVML for
+       "cuda..."): an idle baseline over `idle_s` seconds (default `min_window_s`), then
+       `windows` windows of at least `min_window_s` seconds of calls, less the idle energy.
+    2. Otherwise, with `power_watts`, the estimate `latency × power_watts` (`latency_s`, or the
+       median of a quick `time_callable` run), method "estimated: latency x power".
+    3. Otherwise `joules_per_call` is None and `reason` says why. Exceptions from `fn` propagate.
 
     >>> m = measure_energy(lambda: sum(range(1000)), power_watts=15.0, powercap_root="/nonexistent")
     >>> m.method, m.joules_per_call > 0
@@ -328,10 +407,9 @@ def measure_energy(
     """
     if not callable(fn):
         raise TypeError(f"fn: expected a zero-argument callable, got {type(fn).__name__}")
-    if power_watts is not None and not (isinstance(power_watts, (int, float)) and power_watts > 0):
-        raise ValueError(f"power_watts: expected a positive number of watts, got {power_watts!r}")
-    if latency_s is not None and not (isinstance(latency_s, (int, float)) and latency_s > 0):
-        raise ValueError(f"latency_s: expected a positive number of seconds, got {latency_s!r}")
+    for value, arg, unit in ((power_watts, "power_watts", "watts"), (latency_s, "latency_s", "seconds")):
+        if value is not None and not (isinstance(value, (int, float)) and value > 0):
+            raise ValueError(f"{arg}: expected a positive number of {unit}, got {value!r}")
     if not min_window_s > 0:
         raise ValueError(f"min_window_s: expected a positive number of seconds, got {min_window_s!r}")
     if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
@@ -356,11 +434,8 @@ def measure_energy(
         power_watts=float(power_watts), latency_s=latency_s,
     )
 
-# %% [markdown]
-# On this machine: which path does `measure_energy` take?
-
 # %%
-if __name__ == "__main__":
+if __name__ == "__main__":  # on this machine: which path does measure_energy take?
     import torch
     lin = torch.nn.Linear(256, 256).eval()
     x = torch.randn(1, 256)
@@ -369,93 +444,37 @@ if __name__ == "__main__":
     print(f"method: {m.method}; joules per call: {m.joules_per_call}; reason: {m.reason}")
 
 # %% [markdown]
-# ## Tests on a counter we control
-#
-# The test builds a powercap directory by hand and a function that advances its counter by
-# exactly 1000 µJ per call, starting just below the wrap point, so the expected energy per
-# call is known exactly (1 mJ) and a wrap happens inside the window.
+# ## Everything together
 
 # %%
-def _fake_powercap(root: Path, start_uj: int, max_range_uj: int) -> Path:
-    zone = root / "intel-rapl:0"
-    zone.mkdir(parents=True)
-    (zone / "name").write_text("package-0\n")
-    (zone / "max_energy_range_uj").write_text(f"{max_range_uj}\n")
-    (zone / "energy_uj").write_text(f"{start_uj}\n")
-    sub = root / "intel-rapl:0:0"  # a sub-zone: must not be counted again
-    sub.mkdir()
-    (sub / "name").write_text("core\n")
-    (sub / "max_energy_range_uj").write_text(f"{max_range_uj}\n")
-    (sub / "energy_uj").write_text("0\n")
-    return zone / "energy_uj"
-
-
-def test_unit_rapl_reader():
-    import tempfile
-    assert rapl_delta_uj(10, 30, 100) == 20
-    assert rapl_delta_uj(90, 5, 100) == 15, "a counter that went down has wrapped once"
-    with tempfile.TemporaryDirectory() as tmp:
-        counter = _fake_powercap(Path(tmp), start_uj=999_500, max_range_uj=1_000_000)
-        reader = RaplReader(tmp)
-        assert reader.available() and [z.name for z in reader.zones] == ["package-0"], \
-            "only top-level package zones are read"
-        before = reader.read()
-        counter.write_text("700\n")  # wrapped: 500 to the top, then 700
-        assert abs(reader.delta_j(before, reader.read()) - 1200e-6) < 1e-12
-    missing = RaplReader("/nonexistent/powercap")
-    assert not missing.available() and "does not exist" in missing.unavailable_reason
-
-
-if __name__ == "__main__":
-    test_unit_rapl_reader()
-
-# %%
-def test_unit_measure_energy():
-    import tempfile
+def test_module():
+    "End to end: measure_energy on a counter that wraps inside a window, on NVML, and with no counter."
+    import tempfile, types  # noqa: E401
     with tempfile.TemporaryDirectory() as tmp:
         counter = _fake_powercap(Path(tmp), start_uj=990_000, max_range_uj=1_000_000)
-        state = {"uj": 990_000}
-
-        def work():  # each call "uses" exactly 1000 µJ on the fake counter
-            state["uj"] = (state["uj"] + 1000) % 1_000_000
-            counter.write_text(f"{state['uj']}\n")
-
+        # each call "uses" exactly 1000 µJ on the fake counter, which wraps within 10 calls
+        work = lambda: counter.write_text(f"{(int(counter.read_text()) + 1000) % 1_000_000}\n")  # noqa: E731
         m = measure_energy(work, powercap_root=tmp, min_window_s=0.05, idle_s=0.01, windows=2)
-        assert m.method == METHOD_RAPL and m.counter == "RAPL package-0"
-        assert m.calls > 10, "the window must hold many calls (the counter wrapped inside it)"
-        assert abs(m.joules_per_call - 1e-3) < 1e-9, f"expected 1 mJ per call, got {m.joules_per_call}"
-        assert m.idle_power_w == 0.0 and len(m.window_joules_per_call) == 2
-
+    assert m.method == METHOD_RAPL and m.counter == "RAPL package-0" and m.calls > 10, m
+    assert abs(m.joules_per_call - 1e-3) < 1e-9 and m.idle_power_w == 0.0, f"expected 1 mJ per call, got {m}"
+    fake = types.SimpleNamespace(mj=5_000, nvmlInit=lambda: None, nvmlDeviceGetHandleByIndex=lambda i: i)
+    fake.nvmlDeviceGetTotalEnergyConsumption = lambda h: fake.mj
+    g = measure_energy(lambda: setattr(fake, "mj", fake.mj + 2), device="cuda:0", nvml=fake,  # 2 mJ per call
+                       min_window_s=0.02, idle_s=0.01)
+    assert g.method == METHOD_NVML and abs(g.joules_per_call - 2e-3) < 1e-12, g
     # no counter: the estimate says what it is, or None with a reason
     est = measure_energy(lambda: None, power_watts=10.0, latency_s=0.002, powercap_root="/nonexistent")
-    assert est.method == METHOD_ESTIMATED and est.estimated
-    assert abs(est.joules_per_call - 0.02) < 1e-12, "latency x power: 2 ms x 10 W = 20 mJ"
+    assert est.estimated and abs(est.joules_per_call - 0.02) < 1e-12, "latency x power: 2 ms x 10 W = 20 mJ"
     none = measure_energy(lambda: None, powercap_root="/nonexistent")
     assert none.joules_per_call is None and none.method is None and "power_watts" in none.reason
-
-    # NVML through a stand-in module
-    class FakeNvml:
-        mj = 5_000
-
-        def nvmlInit(self): pass
-
-        def nvmlDeviceGetHandleByIndex(self, i): return i
-
-        def nvmlDeviceGetTotalEnergyConsumption(self, h): return self.mj
-
-    fake = FakeNvml()
-    def gpu_work():
-        fake.mj += 2  # 2 mJ per call
-    g = measure_energy(gpu_work, device="cuda:0", nvml=fake, min_window_s=0.02, idle_s=0.01)
-    assert g.method == METHOD_NVML and abs(g.joules_per_call - 2e-3) < 1e-12
-    for kwargs, arg in (({"power_watts": -1}, "power_watts"), ({"windows": 0}, "windows"),
-                        ({"min_window_s": 0}, "min_window_s")):
+    for kwargs in ({"power_watts": -1}, {"windows": 0}, {"min_window_s": 0}):
         try:
             measure_energy(lambda: None, powercap_root="/nonexistent", **kwargs)
             raise AssertionError(f"{kwargs} should fail")
         except ValueError as e:
-            assert arg in str(e)
+            assert next(iter(kwargs)) in str(e), e
+    print("energy: all tests pass")
 
 
 if __name__ == "__main__":
-    test_unit_measure_energy()
+    test_module()

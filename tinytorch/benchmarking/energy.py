@@ -13,28 +13,12 @@ from typing import Any, Callable
 from ..profiling.timing import time_callable
 
 # %% auto #0
-__all__ = ['DEFAULT_POWERCAP_ROOT', 'METHOD_RAPL', 'METHOD_NVML', 'METHOD_ESTIMATED', 'rapl_delta_uj', 'RaplZone', 'RaplReader',
-           'NvmlReader', 'EnergyMeasurement', 'measure_energy']
+__all__ = ['DEFAULT_POWERCAP_ROOT', 'METHOD_RAPL', 'METHOD_NVML', 'METHOD_ESTIMATED', 'RaplZone', 'RaplReader', 'NvmlReader',
+           'EnergyMeasurement', 'rapl_delta_uj', 'measure_energy']
 
 # %% ../../nbs/19_benchmarking/energy_dev.ipynb #96e324ce
 DEFAULT_POWERCAP_ROOT = "/sys/class/powercap"
 _TOP_ZONE = re.compile(r"^intel-rapl:\d+$")
-
-
-def rapl_delta_uj(before: int, after: int, max_range_uj: int) -> int:
-    """Energy (µJ) between two readings of a counter that wraps at `max_range_uj`.
-
-    At most one wrap is assumed, which holds for windows shorter than the wrap period
-    (tens of minutes at typical package power).
-
-    >>> rapl_delta_uj(100, 350, 1000), rapl_delta_uj(900, 50, 1000)
-    (250, 150)
-    """
-    if max_range_uj <= 0:
-        raise ValueError(f"max_range_uj: expected a positive counter range, got {max_range_uj}")
-    if after >= before:
-        return after - before
-    return max_range_uj - before + after
 
 
 @dataclass
@@ -52,9 +36,8 @@ class RaplZone:
 class RaplReader:
     """Reads the RAPL package energy counters under a powercap root.
 
-    `available()` says whether a counter can be read; `unavailable_reason` says why not.
-    `read()` returns the raw counters; `delta_j(before, after)` the energy in joules between
-    two reads, wrap-around handled.
+    `available()` or `unavailable_reason`; `read()` gives the raw counters, `delta_j(before, after)`
+    the joules between two reads (wrap-around handled by `rapl_delta_uj`).
 
     >>> RaplReader("/nonexistent").available()
     False
@@ -111,9 +94,7 @@ class RaplReader:
 
 # %% ../../nbs/19_benchmarking/energy_dev.ipynb #f3b9696f
 class NvmlReader:
-    """Reads the total-energy counter of one NVIDIA GPU through NVML.
-
-    `nvml` is the `pynvml` module (imported when None).
+    """Reads the total-energy counter of one NVIDIA GPU through NVML (`nvml`: the `pynvml` module or a stand-in).
 
     >>> r = NvmlReader(nvml=False)
     >>> r.available(), r.unavailable_reason is not None
@@ -123,8 +104,7 @@ class NvmlReader:
     def __init__(self, device_index: int = 0, nvml: Any = None):
         self.device_index = device_index
         self.unavailable_reason: str | None = None
-        self._nvml = None
-        self._handle = None
+        self._nvml = self._handle = None
         if nvml is False:
             self.unavailable_reason = "NVML disabled"
             return
@@ -167,12 +147,7 @@ METHOD_ESTIMATED = "estimated: latency x power"
 
 @dataclass
 class EnergyMeasurement:
-    """Energy per call of a function, or None with the reason.
-
-    `method` is "measured: RAPL", "measured: NVML", "estimated: latency x power" or None.
-    For measured figures, `window_joules_per_call` has one value per measuring window and
-    `idle_power_w` the baseline that was subtracted.
-    """
+    "Joules per call of a function (per window, and the idle baseline taken off), or None with the reason."
 
     joules_per_call: float | None
     method: str | None
@@ -194,41 +169,66 @@ class EnergyMeasurement:
         return asdict(self)
 
 
+def _call_for(fn: Callable[[], Any], sync: Callable[[], None], min_window_s: float) -> int:
+    "Call `fn` until `min_window_s` seconds have passed (the clock is read every 8 calls); return the count."
+    calls, start = 0, time.perf_counter()
+    while True:
+        fn()
+        calls += 1
+        if calls & 7 == 0 or calls < 8:
+            sync()
+            if time.perf_counter() - start >= min_window_s:
+                break
+    sync()
+    return calls
+
+# %% ../../nbs/19_benchmarking/energy_dev.ipynb #ccfefe7f
+def rapl_delta_uj(before: int, after: int, max_range_uj: int) -> int:
+    """Energy (µJ) between two readings of a counter that wraps at `max_range_uj`.
+
+    At most one wrap is assumed: windows are shorter than the wrap period (tens of minutes).
+
+    >>> rapl_delta_uj(100, 350, 1000), rapl_delta_uj(900, 50, 1000)
+    (250, 150)
+    """
+    if max_range_uj <= 0:
+        raise ValueError(f"max_range_uj: expected a positive counter range, got {max_range_uj}")
+    ### BEGIN SOLUTION
+    if after >= before:
+        return after - before
+    return max_range_uj - before + after
+    ### END SOLUTION
+
+
 def _measure_with_counter(reader: Any, method: str, fn: Callable[[], Any], sync: Callable[[], None],
                           min_window_s: float, idle_s: float, windows: int) -> EnergyMeasurement:
-    # idle baseline: the counter over a window in which this process does nothing
+    """Joules per call of `fn` from `reader`'s counter: an idle baseline over `idle_s` seconds, then
+    `windows` windows of at least `min_window_s` seconds of calls, each less its own idle energy."""
+    fn()
+    sync()  # one untimed call: lazy initialisation stays out of the windows
+    ### BEGIN SOLUTION
     t0, e0 = time.perf_counter(), reader.read()
     time.sleep(idle_s)
     t1, e1 = time.perf_counter(), reader.read()
     idle_power = reader.delta_j(e0, e1) / (t1 - t0)
-    fn()
-    sync()  # one untimed call: lazy initialisation stays out of the window
-    per_call, gross, total_calls, total_s = [], [], 0, 0.0
+    net, gross, total_calls, total_s = [], [], 0, 0.0
     for _ in range(windows):
-        calls = 0
         start, e_start = time.perf_counter(), reader.read()
-        while True:
-            fn()
-            calls += 1
-            if calls & 7 == 0 or calls < 8:
-                sync()
-                if time.perf_counter() - start >= min_window_s:
-                    break
-        sync()
+        calls = _call_for(fn, sync, min_window_s)
         end, e_end = time.perf_counter(), reader.read()
-        window = end - start
         energy = reader.delta_j(e_start, e_end)
         gross.append(energy / calls)
-        per_call.append((energy - idle_power * window) / calls)
+        net.append((energy - idle_power * (end - start)) / calls)
         total_calls += calls
-        total_s += window
+        total_s += end - start
+    ### END SOLUTION
     return EnergyMeasurement(
-        joules_per_call=statistics.fmean(per_call), method=method, counter=reader.counter_name,
+        joules_per_call=statistics.fmean(net), method=method, counter=reader.counter_name,
         idle_power_w=idle_power, window_s=total_s / windows, calls=total_calls,
-        window_joules_per_call=per_call, gross_joules_per_call=statistics.fmean(gross),
+        window_joules_per_call=net, gross_joules_per_call=statistics.fmean(gross),
     )
 
-
+# %% ../../nbs/19_benchmarking/energy_dev.ipynb #aa06bcd9
 def measure_energy(
     fn: Callable[[], Any],
     *,
@@ -244,16 +244,12 @@ def measure_energy(
 ) -> EnergyMeasurement:
     """Energy per call of the zero-argument `fn` (e.g. one model inference), in joules.
 
-    1. A hardware counter (RAPL under `powercap_root` for `device="cpu"`, NVML for a
-       `"cuda..."` device) is used when readable: an idle baseline over `idle_s` seconds
-       (default `min_window_s`), then `windows` windows of at least `min_window_s` seconds of
-       calls; the idle energy is subtracted. `method` is "measured: RAPL"/"measured: NVML".
-    2. Otherwise, with `power_watts`, the estimate `latency × power_watts`, with `latency_s`
-       if given or else the median of a quick `time_callable` run; method
-       "estimated: latency x power".
-    3. Otherwise `joules_per_call` is None and `reason` says why.
-
-    Exceptions from `fn` propagate.
+    1. A readable hardware counter (RAPL under `powercap_root` for `device="cpu"`, NVML for
+       "cuda..."): an idle baseline over `idle_s` seconds (default `min_window_s`), then
+       `windows` windows of at least `min_window_s` seconds of calls, less the idle energy.
+    2. Otherwise, with `power_watts`, the estimate `latency × power_watts` (`latency_s`, or the
+       median of a quick `time_callable` run), method "estimated: latency x power".
+    3. Otherwise `joules_per_call` is None and `reason` says why. Exceptions from `fn` propagate.
 
     >>> m = measure_energy(lambda: sum(range(1000)), power_watts=15.0, powercap_root="/nonexistent")
     >>> m.method, m.joules_per_call > 0
@@ -263,10 +259,9 @@ def measure_energy(
     """
     if not callable(fn):
         raise TypeError(f"fn: expected a zero-argument callable, got {type(fn).__name__}")
-    if power_watts is not None and not (isinstance(power_watts, (int, float)) and power_watts > 0):
-        raise ValueError(f"power_watts: expected a positive number of watts, got {power_watts!r}")
-    if latency_s is not None and not (isinstance(latency_s, (int, float)) and latency_s > 0):
-        raise ValueError(f"latency_s: expected a positive number of seconds, got {latency_s!r}")
+    for value, arg, unit in ((power_watts, "power_watts", "watts"), (latency_s, "latency_s", "seconds")):
+        if value is not None and not (isinstance(value, (int, float)) and value > 0):
+            raise ValueError(f"{arg}: expected a positive number of {unit}, got {value!r}")
     if not min_window_s > 0:
         raise ValueError(f"min_window_s: expected a positive number of seconds, got {min_window_s!r}")
     if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:

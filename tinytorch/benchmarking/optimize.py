@@ -10,24 +10,24 @@ import io
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 import torch
 from torch import nn
 from torch.nn.utils import prune
 
-from .results import serialized_bytes, write_atomic
-from ..profiling.timing import RUNTIMES, ModelAdapter, adapt, onnx_session
+from .results import (BenchmarkResult, CountResult, EvalData, ProportionResult, compare_results,
+                                            serialized_bytes, top1_correct, write_atomic)
+from ..profiling.timing import RUNTIMES, ModelAdapter, adapt, onnx_session, time_interleaved
 
 # %% auto #0
-__all__ = ['INT8_MODES', 'INT8_BACKENDS_ONNX', 'ONNX_OPSET', 'PRUNE_SCOPES', 'PRECISIONS', 'state_dict_bytes', 'quantize_int8',
-           'to_onnx', 'RuntimeUnavailableError', 'to_runtime', 'sparsity', 'prune_magnitude', 'cast_precision']
+__all__ = ['INT8_MODES', 'INT8_BACKENDS_ONNX', 'ONNX_OPSET', 'PRUNE_SCOPES', 'PRECISIONS', 'ABLATION_ORDERS', 'state_dict_bytes',
+           'quantize_int8', 'to_onnx', 'RuntimeUnavailableError', 'to_runtime', 'sparsity', 'prune_magnitude',
+           'cast_precision', 'int8_sparsity', 'prune_int8', 'ablate_order']
 
 # %% ../../nbs/19_benchmarking/optimize_dev.ipynb #e3901070
 def state_dict_bytes(model: nn.Module) -> int:
-    """Bytes of `model.state_dict()` serialized with `torch.save`: the size of the model on disk.
-
-    Works for float, half and quantized models alike (packed int8 weights included).
+    """Bytes of `model.state_dict()` serialized with `torch.save` (float, half or packed int8 alike).
 
     >>> state_dict_bytes(nn.Linear(256, 256)) > 256 * 256 * 4
     True
@@ -40,7 +40,7 @@ def state_dict_bytes(model: nn.Module) -> int:
         return len(buf.getvalue())
     return serialized_bytes(model)[0]  # the one definition of "bytes on disk" (results.serialized_bytes)
 
-# %% ../../nbs/19_benchmarking/optimize_dev.ipynb #42b97a56
+
 INT8_MODES = ("dynamic", "static")
 INT8_BACKENDS_ONNX = ("onnxruntime",)
 
@@ -58,9 +58,8 @@ def _quiet_ao_deprecation() -> Iterator[None]:
 
 def _default_backend() -> str:
     engines = torch.backends.quantized.supported_engines
-    for name in ("x86", "fbgemm", "qnnpack"):
-        if name in engines:
-            return name
+    for name in (n for n in ("x86", "fbgemm", "qnnpack") if n in engines):
+        return name
     raise RuntimeError(f"no int8 backend available in this torch build (supported engines: {engines})")
 
 
@@ -68,14 +67,11 @@ def _calibration_batches(calibration_data: Any) -> list[torch.Tensor]:
     if calibration_data is None:
         raise ValueError("calibration_data: static quantization needs calibration inputs "
                          "(a tensor of samples, a list of batches, or a DataLoader), got None")
-    if isinstance(calibration_data, torch.Tensor):
-        return [calibration_data]
-    batches = []
-    for item in calibration_data:
-        x = item[0] if isinstance(item, (tuple, list)) else item
+    items = [calibration_data] if isinstance(calibration_data, torch.Tensor) else list(calibration_data)
+    batches = [item[0] if isinstance(item, (tuple, list)) else item for item in items]
+    for x in batches:
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"calibration_data: expected tensors (or (input, label) pairs), got {type(x).__name__}")
-        batches.append(x)
     if not batches:
         raise ValueError("calibration_data: expected at least one batch, got an empty iterable")
     return batches
@@ -86,23 +82,24 @@ class _QuantWrapped(nn.Module):
 
     def __init__(self, model: nn.Module):
         super().__init__()
-        self.quant = torch.ao.quantization.QuantStub()
-        self.model = model
-        self.dequant = torch.ao.quantization.DeQuantStub()
+        self.quant, self.model, self.dequant = torch.ao.quantization.QuantStub(), model, torch.ao.quantization.DeQuantStub()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dequant(self.model(self.quant(x)))
+
+
+def _calibrated(prepared: nn.Module, batches: list[torch.Tensor]) -> nn.Module:
+    with torch.inference_mode():
+        for x in batches:
+            prepared(x)  # the observers record the activation ranges
+    return prepared
 
 
 def _static_fx(model: nn.Module, batches: list[torch.Tensor], backend: str) -> nn.Module:
     from torch.ao.quantization import get_default_qconfig_mapping
     from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 
-    prepared = prepare_fx(model, get_default_qconfig_mapping(backend), (batches[0][:1],))
-    with torch.inference_mode():
-        for x in batches:
-            prepared(x)
-    return convert_fx(prepared)
+    return convert_fx(_calibrated(prepare_fx(model, get_default_qconfig_mapping(backend), (batches[0][:1],)), batches))
 
 
 def _static_eager(model: nn.Module, batches: list[torch.Tensor], backend: str) -> nn.Module:
@@ -110,38 +107,24 @@ def _static_eager(model: nn.Module, batches: list[torch.Tensor], backend: str) -
 
     wrapped = _QuantWrapped(model).eval()
     wrapped.qconfig = get_default_qconfig(backend)
-    prepared = prepare(wrapped)
-    with torch.inference_mode():
-        for x in batches:
-            prepared(x)
-    return convert(prepared)
+    return convert(_calibrated(prepare(wrapped), batches))
 
 
 def _describe_calibration(batches: list[torch.Tensor], calibration_name: str | None) -> str:
-    n = sum(len(b) for b in batches)
     what = calibration_name or "caller-supplied calibration_data"
-    return f"{what}: {n} samples in {len(batches)} batches"
+    return f"{what}: {sum(len(b) for b in batches)} samples in {len(batches)} batches"
 
 
 def quantize_int8(model: nn.Module, mode: str = "dynamic", calibration_data: Any = None,
                   backend: str | None = None, *, calibration_name: str | None = None) -> Any:
     """A new int8-quantized copy of `model` (the original is untouched), for CPU inference.
 
-    - `mode="dynamic"`: `torch.ao.quantization.quantize_dynamic` on every `nn.Linear`
-      (weights int8, activations quantized per call).
-    - `mode="static"`: post-training static quantization with calibration: FX graph mode
-      (`prepare_fx`, calibration on `calibration_data`, `convert_fx`; conv+ReLU fused), or
-      eager mode with QuantStub/DeQuantStub when the model cannot be traced.
-    - `backend`: the int8 kernel library ("x86", "fbgemm", "qnnpack"); defaults to the best
-      one this torch build supports. It is also made the active engine.
-    - `backend="onnxruntime"` (static only): the model goes to ONNX (`to_onnx`) and
-      `onnxruntime.quantization.quantize_static` makes a QDQ int8 graph from it, calibrated on
-      `calibration_data`; the result is an `onnxruntime.InferenceSession` (`adapt` takes it).
-    - `calibration_name` says which data calibrated (e.g. "digits train split"); use a split
-      other than the one you evaluate on, or the test set leaks into the model.
-
-    The result carries `tinytorch_quantization = {"path", "mode", "backend"}` naming the library
-    function that produced it, plus "calibration" (which data, how many samples) when static.
+    `mode`: "dynamic" (`quantize_dynamic` on every `nn.Linear`) or "static" (calibrated on
+    `calibration_data`: FX graph mode, or eager mode when untraceable). `backend`: the int8 kernel
+    library ("x86", "fbgemm", "qnnpack"; default the best available), made the active engine; or
+    "onnxruntime" (static only: `to_onnx`, then `quantize_static`, QDQ; returns an `InferenceSession`).
+    `calibration_name` says which data calibrated (never the split you evaluate on). The result's
+    `tinytorch_quantization` names the path, mode, backend and, when static, the calibration data.
 
     >>> q = quantize_int8(nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)))
     >>> q.tinytorch_quantization["path"]
@@ -182,7 +165,7 @@ def quantize_int8(model: nn.Module, mode: str = "dynamic", calibration_data: Any
         result.tinytorch_quantization["calibration"] = calibration
     return result
 
-# %% ../../nbs/19_benchmarking/optimize_dev.ipynb #1d394a04
+# %% ../../nbs/19_benchmarking/optimize_dev.ipynb #42b97a56
 ONNX_OPSET = 17
 _ONNX_EXPORTER = f"torch.onnx.export (TorchScript-based exporter, dynamo=False, opset {ONNX_OPSET})"
 
@@ -192,10 +175,9 @@ def _onnx_dir() -> Path:
 
 
 def _first_tensor(example_input: Any) -> torch.Tensor:
-    if isinstance(example_input, torch.Tensor):
-        return example_input
-    if isinstance(example_input, (tuple, list)) and example_input and isinstance(example_input[0], torch.Tensor):
-        return example_input[0]
+    x = example_input[0] if isinstance(example_input, (tuple, list)) and example_input else example_input
+    if isinstance(x, torch.Tensor):
+        return x
     raise TypeError(f"example_input: expected a tensor (one batch of model input), got {type(example_input).__name__}")
 
 
@@ -207,12 +189,9 @@ def _is_quantized(model: nn.Module) -> bool:
 def _store_onnx(proto: Any, stem: str, path: str | Path | None) -> Path:
     "Write an ONNX model atomically: to `path`, or to the cache under a name keyed by its bytes."
     data = proto.SerializeToString()
-    if path is None:
-        target = _onnx_dir() / f"{stem}_{hashlib.sha256(data).hexdigest()[:12]}.onnx"
-        if target.is_file() and target.stat().st_size == len(data):
-            return target
-    else:
-        target = Path(path)
+    target = Path(path) if path is not None else _onnx_dir() / f"{stem}_{hashlib.sha256(data).hexdigest()[:12]}.onnx"
+    if path is None and target.is_file() and target.stat().st_size == len(data):
+        return target  # this content is cached already
     return write_atomic(target, data)
 
 
@@ -220,11 +199,9 @@ def to_onnx(model: nn.Module, example_input: Any, path: str | Path | None = None
             dynamic_batch: bool = True) -> Path:
     """Export `model` to an ONNX file with `torch.onnx.export`, check it with `onnx.checker`; return its path.
 
-    `example_input` is one input batch (its shape and dtype define the graph's input; the batch
-    dimension stays dynamic unless `dynamic_batch=False`). Without `path` the file goes to
-    `$TINYTORCH_CACHE/onnx/` under a name keyed by its content. The file's metadata records
-    the exporter (`tinytorch_export`). A torch.ao int8 model is refused: quantize the float model
-    for ONNX Runtime with `quantize_int8(model, "static", data, backend="onnxruntime")`.
+    `example_input` is one batch (its shape and dtype define the input; the batch axis stays dynamic
+    unless `dynamic_batch=False`). Without `path` the file goes to `$TINYTORCH_CACHE/onnx/`, named by
+    its content; its metadata records the exporter. A torch.ao int8 model is refused.
 
     >>> p = to_onnx(nn.Linear(4, 2), torch.zeros(1, 4))
     >>> p.suffix
@@ -241,8 +218,7 @@ def to_onnx(model: nn.Module, example_input: Any, path: str | Path | None = None
     work = copy.deepcopy(model).cpu().eval()
     buf = io.BytesIO()
     axes = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic_batch else None
-    with warnings.catch_warnings():
-        # the exporter announces its own deprecation in favour of the torch.export path (see above)
+    with warnings.catch_warnings():  # the exporter's notice of its own deprecation (see above)
         warnings.filterwarnings("ignore", message=r"You are using the legacy TorchScript-based ONNX export")
         warnings.filterwarnings("ignore", message=r"The feature will be removed", category=DeprecationWarning)
         with torch.no_grad():
@@ -251,8 +227,7 @@ def to_onnx(model: nn.Module, example_input: Any, path: str | Path | None = None
     proto = onnx.load_from_string(buf.getvalue())
     onnx.checker.check_model(proto, full_check=True)
     onnx.helper.set_model_props(proto, {"tinytorch_export": f"{_ONNX_EXPORTER}; onnx.checker.check_model(full_check=True) passed"})
-    stem = getattr(model, "name", None) if isinstance(getattr(model, "name", None), str) else type(model).__name__
-    return _store_onnx(proto, stem, path)
+    return _store_onnx(proto, _model_name(model), path)
 
 
 def _quantize_onnxruntime(model: Any, batches: list[torch.Tensor], calibration_name: str | None) -> Any:
@@ -268,9 +243,7 @@ def _quantize_onnxruntime(model: Any, batches: list[torch.Tensor], calibration_n
 
     class _Reader(CalibrationDataReader):
         "Feeds the calibration batches to ONNX Runtime's calibrator, one per `get_next()`."
-
-        def __init__(self) -> None:
-            self._it = iter([{input_name: b.detach().cpu().float().numpy()} for b in batches])
+        _it = iter([{input_name: b.detach().cpu().float().numpy()} for b in batches])
 
         def get_next(self) -> dict[str, Any] | None:
             return next(self._it, None)
@@ -302,14 +275,9 @@ def to_runtime(model: Any, runtime: str, example_input: Any = None, *, device: s
                name: str | None = None) -> ModelAdapter:
     """The adapter for `model` under `runtime`: "eager", "compile" (`torch.compile`) or "onnxruntime".
 
-    - eager: the module itself, moved to `device`.
-    - compile: `torch.compile(module, **compile_options)` on `device` (compiles at its first call).
-    - onnxruntime: `to_onnx(model, example_input)` then an `InferenceSession` (CUDA execution
-      provider on a GPU, where the installed onnxruntime has it) with `threads` intra-op threads.
-      An `InferenceSession` or `.onnx` path is used as it is.
-
-    Raises `RuntimeUnavailableError` with the reason where the combination cannot run (a torch.ao
-    int8 model on CUDA or under ONNX Runtime; ONNX Runtime without a CUDA provider on a GPU).
+    compile: `torch.compile(module, **compile_options)`, at its first call; onnxruntime: `to_onnx`, then an
+    `InferenceSession` (CUDA provider on a GPU) with `threads` intra-op threads (a session or `.onnx`
+    path is used as it is). `RuntimeUnavailableError` says why a combination cannot run.
 
     >>> to_runtime(nn.Linear(4, 2), "onnxruntime", torch.zeros(1, 4)).kind
     'onnxruntime'
@@ -351,17 +319,15 @@ def _model_name(model: Any) -> str:
     name = getattr(model, "name", None)
     return name if isinstance(name, str) and name else type(model).__name__
 
-# %% ../../nbs/19_benchmarking/optimize_dev.ipynb #890c51b5
+# %% ../../nbs/19_benchmarking/optimize_dev.ipynb #a4217c56
 _PRUNABLE = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
 
 def sparsity(model: nn.Module) -> float:
     """Fraction of exactly-zero entries over the weights of all Linear and Conv layers.
 
-    >>> lin = nn.Linear(4, 2)
-    >>> with torch.no_grad(): _ = lin.weight.zero_()
-    >>> sparsity(lin)
-    1.0
+    >>> sparsity(nn.Linear(4, 2))  # freshly initialised: no zeros
+    0.0
     """
     ### BEGIN SOLUTION
     zeros = total = 0
@@ -375,25 +341,28 @@ def sparsity(model: nn.Module) -> float:
     return zeros / total
     ### END SOLUTION
 
-# %% ../../nbs/19_benchmarking/optimize_dev.ipynb #af89b3f8
+# %% ../../nbs/19_benchmarking/optimize_dev.ipynb #6b9848a4
 PRUNE_SCOPES = ("global", "layer")
+
+
+def _check_amount(amount: Any) -> float:
+    if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0.0 <= float(amount) < 1.0:
+        raise ValueError(f"amount: expected a fraction in [0, 1), got {amount!r}")
+    return float(amount)
 
 
 def prune_magnitude(model: nn.Module, amount: float, scope: str = "global") -> nn.Module:
     """A new copy of `model` with the smallest-|w| fraction `amount` of Linear/Conv weights set to 0.
 
-    `scope="global"` ranks all those weights together (`prune.global_unstructured`);
-    `scope="layer"` prunes each layer by `amount` (`prune.l1_unstructured`). Masks are made
-    permanent with `prune.remove`. The original model is untouched.
+    `scope="global"` ranks all those weights together (`prune.global_unstructured`), `scope="layer"`
+    each layer by itself (`prune.l1_unstructured`); `prune.remove` makes the masks permanent.
 
-    >>> p = prune_magnitude(nn.Linear(100, 10), 0.5)
-    >>> round(sparsity(p), 2)
+    >>> round(sparsity(prune_magnitude(nn.Linear(100, 10), 0.5)), 2)
     0.5
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0.0 <= float(amount) < 1.0:
-        raise ValueError(f"amount: expected a fraction in [0, 1), got {amount!r}")
+    amount = _check_amount(amount)
     if scope not in PRUNE_SCOPES:
         raise ValueError(f"scope: expected one of {PRUNE_SCOPES}, got {scope!r}")
     pruned = copy.deepcopy(model)
@@ -401,10 +370,10 @@ def prune_magnitude(model: nn.Module, amount: float, scope: str = "global") -> n
     if not targets:
         raise ValueError("model: expected at least one nn.Linear or nn.Conv layer to prune")
     if scope == "global":
-        prune.global_unstructured(targets, pruning_method=prune.L1Unstructured, amount=float(amount))
+        prune.global_unstructured(targets, pruning_method=prune.L1Unstructured, amount=amount)
     else:
         for m, name in targets:
-            prune.l1_unstructured(m, name=name, amount=float(amount))
+            prune.l1_unstructured(m, name=name, amount=amount)
     for m, name in targets:
         prune.remove(m, name)
     return pruned
@@ -415,9 +384,7 @@ _FLOAT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfl
 
 
 def cast_precision(model: nn.Module, precision: str) -> nn.Module:
-    """A new copy of `model` with its floating parameters and buffers in `precision`.
-
-    `precision` is "fp32", "fp16" or "bf16"; for "int8" use `quantize_int8`, which needs a mode.
+    """A new copy of `model` with its floating parameters and buffers in `precision` ("fp32", "fp16", "bf16").
 
     >>> cast_precision(nn.Linear(8, 2), "fp16").weight.dtype
     torch.float16
@@ -429,3 +396,86 @@ def cast_precision(model: nn.Module, precision: str) -> nn.Module:
     if precision not in _FLOAT_DTYPES:
         raise ValueError(f"precision: expected one of {PRECISIONS}, got {precision!r}")
     return copy.deepcopy(model).to(_FLOAT_DTYPES[precision])
+
+# %% ../../nbs/19_benchmarking/optimize_dev.ipynb #72c0d106
+ABLATION_ORDERS = ("prune->int8", "int8->prune")
+
+
+def _int8_layers(model: nn.Module) -> list[nn.Module]:  # torch.ao int8 Linear/Conv: packed weights
+    return [m for m in model.modules() if callable(getattr(m, "weight", None)) and hasattr(m, "set_weight_bias")]
+
+
+def _quantize_like(w: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:  # on `ref`'s scales and zero points
+    with _quiet_ao_deprecation():
+        if ref.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric):
+            return torch.quantize_per_channel(w, ref.q_per_channel_scales(), ref.q_per_channel_zero_points(),
+                                              ref.q_per_channel_axis(), ref.dtype)
+        return torch.quantize_per_tensor(w, ref.q_scale(), ref.q_zero_point(), ref.dtype)
+
+
+def int8_sparsity(model: nn.Module) -> float:
+    "Fraction of exactly-zero weights over the int8 Linear/Conv layers of a torch.ao int8 model."
+    ws = [m.weight().dequantize() for m in _int8_layers(model)]
+    if not ws:
+        raise ValueError("model: expected a torch.ao int8 model (from quantize_int8) with int8 Linear/Conv layers")
+    return sum(int((w == 0).sum()) for w in ws) / sum(w.numel() for w in ws)
+
+
+def prune_int8(model: nn.Module, amount: float) -> nn.Module:
+    """A copy of the torch.ao int8 `model` with the smallest-|w| fraction `amount` of its weights, ranked
+    over all layers, set to zero (pruned as dequantized stand-ins; kept weights keep their integers).
+
+    >>> round(int8_sparsity(prune_int8(quantize_int8(nn.Sequential(nn.Linear(64, 64))), 0.5)), 2)
+    0.5
+    """
+    amount = _check_amount(amount)
+    int8_sparsity(model)  # raises for a model without int8 layers
+    pruned = copy.deepcopy(model)
+    layers = _int8_layers(pruned)
+    ### BEGIN SOLUTION
+    stand_ins = [nn.Module() for _ in layers]
+    for s, m in zip(stand_ins, layers):
+        s.weight = nn.Parameter(m.weight().dequantize())
+    prune.global_unstructured([(s, "weight") for s in stand_ins], pruning_method=prune.L1Unstructured, amount=amount)
+    for m, s in zip(layers, stand_ins):
+        m.set_weight_bias(_quantize_like(s.weight.detach(), m.weight()), m.bias())
+    ### END SOLUTION
+    pruned.tinytorch_quantization = {**getattr(model, "tinytorch_quantization", {}), "pruned_after": amount}
+    return pruned
+
+
+def ablate_order(model: nn.Module, amount: float, calibration: Any, eval_data: Any, *, samples: int = 20,
+                 rounds: int = 5, alpha: float = 0.05, min_effect: float = 0.02) -> dict[str, Any]:
+    """Does the order of magnitude pruning and static int8 quantization matter for `model`? Measured.
+
+    "prune->int8" is `quantize_int8(prune_magnitude(model, amount), "static", calibration)`, "int8->prune"
+    `prune_int8(quantize_int8(model, "static", calibration), amount)`. Each gets top-1 accuracy on
+    `eval_data` (`ProportionResult`), size on disk (`CountResult`, B) and one-sample latency
+    (`BenchmarkResult`, ms, interleaved); `compare_results` compares them per metric, and the order
+    matters when any comparison is significant. Returns `{"amount", "models", "sparsity", "results":
+    {metric: {order: result}}, "comparisons": {metric: Comparison}, "order_matters", "verdict", "method"}`.
+    """
+    amount = _check_amount(amount)
+    data = eval_data if isinstance(eval_data, EvalData) else EvalData(eval_data, "eval_data")
+    first, second = ABLATION_ORDERS
+    ### BEGIN SOLUTION
+    models = {first: quantize_int8(prune_magnitude(model, amount), "static", calibration),
+              second: prune_int8(quantize_int8(model, "static", calibration), amount)}
+    timed = time_interleaved(models, data.first_samples(1), samples=samples, rounds=rounds)
+    for failure in (t for t in timed.values() if isinstance(t, BaseException)):
+        raise failure
+    results = {
+        "accuracy": {n: ProportionResult("accuracy", top1_correct(m, data), unit="fraction") for n, m in models.items()},
+        "model_size": {n: CountResult("model_size", [state_dict_bytes(m)], unit="B") for n, m in models.items()},
+        "latency": {n: BenchmarkResult("latency", timed[n][0], unit="ms", metadata=timed[n][1]) for n in models},
+    }
+    comparisons = {metric: compare_results(r[first], r[second], names=ABLATION_ORDERS, alpha=alpha,
+                                           min_effect=min_effect) for metric, r in results.items()}
+    order_matters = any(c.significant for c in comparisons.values())
+    ### END SOLUTION
+    verdict = ("the order matters: " + "; ".join(c.verdict for c in comparisons.values() if c.significant) if order_matters
+               else f"the order does not matter here: no significant difference in {', '.join(comparisons)}")
+    return {"amount": amount, "models": models, "sparsity": {n: int8_sparsity(m) for n, m in models.items()},
+            "results": results, "comparisons": comparisons, "order_matters": order_matters, "verdict": verdict,
+            "method": "int8->prune: torch.nn.utils.prune cannot prune packed int8 weights; prune_int8 pruned their "
+                      "dequantized values and put them back on each layer's scales and zero points"}
