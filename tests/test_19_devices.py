@@ -92,3 +92,39 @@ def test_default_hardware_artifacts(tmp_path):
     summary = pd.read_csv(paths["hardware_summary"]).iloc[0]
     assert summary.estimated_total_macs == 9216 + 73728 + 1280
     assert not math.isnan(summary.achieved_bandwidth_gbps)
+
+
+def test_device_as_a_hardware_profile_and_digits_fit():
+    assert get_device("jetson_nano").peak_macs_per_s["fp16"] * 2 == 472e9, "472 GFLOPS fp16 = 236 G MAC/s"
+    p = get_device("stm32f746").hardware_profile("int8")
+    assert p.peak_macs_per_s == 432e6 and p.memory_limit_mb == pytest.approx(320 / 1024) and "st.com" in p.source
+    df = device_fit(DigitsCNN(), (1, 1, 8, 8), "stm32f446", ["fp32"]).iloc[0]
+    # conv1 reads 256 B and writes 4096 B; relu reads 4096 B and writes 4096 B -> 8 KB, weights stay in Flash
+    assert df.peak_activation_kb == 8.0 == df.ram_needed_kb
+    big = nn.Sequential(nn.Linear(1024, 2048), nn.ReLU(), nn.Linear(2048, 10))
+    pi = device_fit(big, (1, 1024), "rpi4", ["fp32"]).iloc[0]
+    assert pi.fits_flash is None and bool(pi.fits_ram), "a Pi keeps weights in RAM and has no on-board Flash"
+    with pytest.raises(ValueError, match="precision"):
+        device_fit(big, (1, 1024), "rpi4", ["fp64"])
+
+
+def test_watch_metrics_with_a_pipeline_and_labels():
+    from tinytorch.benchmarking.digits import digits_loader
+
+    w = measure_watch_metrics(DigitsCNN(), (1, 1, 8, 8), loader=digits_loader("test"), preprocess=lambda v: v / 16.0,
+                              raw_input=torch.full((1, 1, 8, 8), 8.0), samples=3, startup_runs=2, cpu_window_s=0.2)
+    assert w["inference_ms"] > 0 and w["accuracy"] + w["error_rate"] == pytest.approx(1.0)
+    assert w["model_file_mb"] > w["params_size_mb"], "the file adds pickle framing and names to the raw tensors"
+    assert all((w[k] is None) == (k in w["reasons"]) for k in ("temperature_c", "clock_mhz", "energy_mwh"))
+    assert all(k in w["methods"] or k in w["reasons"] for k in w if k not in ("methods", "reasons"))
+    with pytest.raises(ValueError, match="raw_input"):
+        measure_watch_metrics(DigitsCNN(), (1, 1, 8, 8), preprocess=lambda v: v)
+
+
+def test_markdown_table_escapes_and_missing_fields():
+    md = benchmark_table_markdown([{"model": "m", "task": "t", "accuracy": None, "latency_ms": None,
+                                    "model_size_mb": 0.5, "platform": "x86 | 2 threads", "references": "-"}])
+    row = md.splitlines()[2]
+    assert row.count("n/a") == 2 and "x86 \\| 2 threads" in row
+    with pytest.raises(ValueError, match="task"):
+        benchmark_table_markdown([{"model": "m"}])

@@ -206,3 +206,78 @@ def test_profile_table_estimated_and_written(tmp_path):
     assert list(pd.read_csv(paths["operator_profile"]).columns) == ["operator", "latency_ms", "memory_kb", "method"]
     assert {"latency_ms", "memory_kb", "estimated_bandwidth_mb_s", "stream_utilization"} <= set(
         pd.read_csv(paths["hardware_totals"]).columns)
+
+
+def test_roofline_arguments_and_numpy_numbers():
+    import numpy as np
+
+    assert roofline_estimate(np.int64(1000), np.float64(10.0), 1e6, 1e6)["bound"] == "compute-bound"
+    for args, arg in (((1e6, 1e6, 0, 1e9), "peak_macs_per_s"), ((1e6, 1e6, 1e9, -1), "bandwidth_bytes_per_s"),
+                      ((-1, 1e6, 1e9, 1e9), "macs"), ((1e6, float("nan"), 1e9, 1e9), "bytes_moved")):
+        with pytest.raises(ValueError, match=arg):
+            roofline_estimate(*args)
+
+
+def test_summary_without_a_peak_and_far_above_the_ridge():
+    df = pd.DataFrame({"layer": ["a", "b"], "output_elements": [100, 10], "parameter_bytes": [4000, 400],
+                       "activation_bytes": [400, 40], "macs": [2_000_000, 4_000]})
+    s = summarize_hardware(df, latency_ms=0.5, memory_bandwidth_gbps=4.0)
+    assert s["verdict"] == "not memory-bound" and "peak_gmacs" in s["verdict_method"]
+    # intensity 2,004,000 / 4,840 = 414 MAC/B, far above the ridge 1e9 / 4e9 = 0.25 MAC/B
+    r = summarize_hardware(df, latency_ms=0.5, memory_bandwidth_gbps=4.0, peak_gmacs=1.0)
+    assert r["ridge_point"] == 0.25 and r["verdict"] == "compute-bound"
+    with pytest.raises(ValueError, match="macs"):
+        summarize_hardware(df.drop(columns=["macs"]), 1.0, 4.0)
+    with pytest.raises(ValueError, match="latency_ms"):
+        summarize_hardware(df, 0.0, 4.0)
+
+
+def test_sweep_refuses_unknown_constraints_and_names_missing_columns():
+    with pytest.raises(ValueError, match="max_fun"):
+        sweep(DigitsCNN(), digits_loader("test"), ["fp32"], [1], {"max_fun": 1.0})
+    with pytest.raises(ValueError, match="calibration_data"):
+        sweep(DigitsCNN(), digits_loader("test"), ["int8"], [1])
+    df = pd.DataFrame([{"precision": "fp32", "accuracy": 0.9, "latency_ms": 1.0, "memory_mb": 1.0, "accepted": True}])
+    with pytest.raises(ValueError, match="energy_proxy_j"):
+        precision_tradeoff_table(df)
+
+
+def test_artifacts_leave_no_temporary_files(tmp_path):
+    layers = estimate_layerwise_stats(DigitsCNN(), 1, (1, 8, 8))
+    table = pd.DataFrame([{c: 1.0 for c in TRADEOFF_COLUMNS} | {"precision": "fp32"}])
+    save_hardware_artifacts(tmp_path / "hw", layers, table, summarize_hardware(layers, 0.1, 10.0))
+    assert not list((tmp_path / "hw").glob(".*tmp*")), "written atomically: no temporary file left behind"
+    assert int(layers[layers.layer == "pool"].macs.sum()) == 0, "pooling does no multiply-accumulates"
+
+
+def test_profile_table_measured_here():
+    p = build_hardware_profile_table(DigitsCNN(), (1, 1, 8, 8), stream_interval_ms=20.0, samples=3)
+    ops = p["operator_profile"]
+    assert len(ops) == 7 and (ops.latency_ms > 0).all() and ops.method.iloc[0].startswith("measured")
+    assert ops.set_index("operator").loc["conv2", "memory_kb"] == pytest.approx((18560 + 2048) / 1024)
+    t = p["totals"]
+    assert t["latency_ms"] == pytest.approx(ops.latency_ms.sum()) and t["model_latency_ms"] > 0
+    assert t["stream_utilization"] == pytest.approx(t["latency_ms"] / 20.0)
+    assert p["precision_tradeoffs"]["int8_memory_kb"] * 4 == p["precision_tradeoffs"]["fp32_memory_kb"] == 6090 * 4 / 1024
+
+
+def test_profile_table_on_a_small_cache_and_bad_profiles(tmp_path):
+    import json
+
+    mcu = HardwareProfile("mcu", memory_limit_mb=0.25, peak_macs_per_s=1e8, memory_bandwidth_gbps=0.5, cache_kb=16)
+    p = build_hardware_profile_table(DigitsCNN(), (1, 1, 8, 8), device_profile=mcu)
+    conv2 = p["operator_profile"].set_index("operator").loc["conv2"]
+    assert conv2.latency_ms == pytest.approx(max(73728 / 1e8, (18560 + 2048) / 0.5e9) * 1e3)
+    assert p["edge_constraints"]["cache_sensitivity"].startswith("high"), "conv2's 20 KB exceed a 16 KB cache"
+    assert p["edge_constraints"]["bottleneck"].startswith("conv2")
+    assert p["totals"]["stream_utilization"] is None and "stream_interval_ms" in p["totals"]["stream_utilization_reason"]
+    paths = write_hardware_profile_artifacts(p, tmp_path)
+    assert json.loads(paths["hardware_profile"].read_text())["edge_constraints"] == p["edge_constraints"]
+    with pytest.raises(ValueError, match="peak_macs_per_s"):
+        build_hardware_profile_table(DigitsCNN(), (1, 1, 8, 8), device_profile=HardwareProfile("x", 1.0))
+    with pytest.raises(ValueError, match="operator_profile"):
+        write_hardware_profile_artifacts({"totals": {}}, tmp_path)
+    with pytest.raises(ValueError, match="memory_limit_mb"):
+        HardwareProfile("x", 0)
+    with pytest.raises(ValueError, match="input_shape"):
+        build_hardware_profile_table(DigitsCNN(), (8,))

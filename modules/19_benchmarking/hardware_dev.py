@@ -7,40 +7,26 @@
 # ---
 
 # %% [markdown]
-# # Module 19, hardware analysis: where does the time go?
+# # Module 19, hardware: where the time and the memory go, here and on the device
 #
-# A latency figure says *how long*; it does not say *why*. Hardware analysis answers the why
-# with two numbers per layer — how much arithmetic it does (MACs) and how many bytes it moves
-# (weights in, activations out) — and two numbers per machine — how many MACs it can do per
-# second and how many bytes per second its memory delivers. Their ratio decides which one
-# limits the layer:
+# A latency figure says *how long*; it says neither *why* nor whether the model will run on the
+# device you ship to. This notebook answers the deployment engineer's questions in order: **what
+# does the model cost** (MACs and bytes per layer), **which resource limits it** (the roofline),
+# **will it fit the device** (Flash, RAM, a batch: from its datasheet, before you own one), **how
+# fast could it be there, how fast is it here** (roofline bounds per operator and precision, as
+# labelled estimates; real runs on this machine, measured) and **what goes into the report**.
 #
 # ```
-#  attainable MAC/s
-#      ▲            ______________________ peak compute (MAC/s)
-#      │           /
-#      │          /   compute-bound: more bandwidth would not help
-#      │         /
-#      │        /  memory-bound: the layer waits for bytes
-#      │       /   (slope = memory bandwidth, bytes/s)
-#      └──────┴──────────────────────────▶ arithmetic intensity (MACs per byte moved)
-#          ridge point = peak MAC/s ÷ bandwidth
+#  model ─hooks─> layer table (MACs, bytes) ─┬─ a machine's two roofs ─> bound, verdict
+#                                            ├─ a device's datasheet ─> Flash / RAM fit, bound per precision
+#                                            └─ timed here ─> operator profile, precision sweep, watch metrics
+#                                                                 └─> write_hardware_report
 # ```
 #
-# This is the *roofline model* (Williams, Waterman and Patterson, 2009). Below the ridge point
-# a layer is memory-bound; above it, compute-bound. On this notebook's tiny digits CNN, with a
-# few hundred bytes of weights per layer, neither roof is near: the measured latency is mostly
-# framework overhead, and the analysis shows that too.
-#
-# What this notebook builds:
-#
-# - `estimate_layerwise_stats`: MACs and bytes for every layer of any model, from forward hooks
-#   (the Module 15 `Profiler`), exact for convolutions, linear layers, pooling, residual adds;
-# - `roofline_estimate` and `summarize_hardware`: achieved bandwidth and compute, utilization,
-#   and a labelled memory-bound / compute-bound verdict;
-# - `sweep` and `precision_tradeoff_table`: real runs of fp32 / fp16 / bf16 / int8 at several
-#   batch sizes against deployment constraints;
-# - `save_hardware_artifacts`: the CSV tables and two bar charts.
+# The code goes to `tinytorch.benchmarking.hardware` (layers, roofline, sweep), `.hardware_profile`
+# (budgets, the operator profile) and `.devices` (target devices, watch metrics, the report). The
+# latter two import what they use from `hardware`; their import cells come first, so that in this
+# notebook the definitions below (yours) replace the imported ones.
 
 # %%
 #| default_exp benchmarking.hardware
@@ -49,33 +35,73 @@
 #| export
 from __future__ import annotations
 
+import io
 import math
 import numbers
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
 
 from tinytorch.benchmarking.metrics import (
-    PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision,
-)
+    PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision)
 from tinytorch.benchmarking.results import write_atomic, write_json
 from tinytorch.profiling.profiler import Profiler
-from tinytorch.profiling.timing import system_info, time_callable
+from tinytorch.profiling.timing import _check_shape, _positive_int, system_info, time_callable
+
+# %%
+#| export benchmarking.hardware_profile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+from torch import nn
+
+from tinytorch.benchmarking.hardware import (
+    ROOFLINE_METHOD, _batch_shape, _positive, _real, estimate_layerwise_stats, roofline_estimate)
+from tinytorch.benchmarking.results import write_atomic, write_json
+from tinytorch.profiling.profiler import Profiler
+from tinytorch.profiling.timing import _positive_int
+
+# %%
+#| export benchmarking.devices
+import json
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import pandas as pd
+import psutil
+import torch
+from torch import nn
+
+from tinytorch.benchmarking.energy import measure_energy
+from tinytorch.benchmarking.hardware import (
+    ROOFLINE_METHOD, SWEEP_COLUMNS, TRADEOFF_COLUMNS, _batch_shape, _require_columns, estimate_layerwise_stats,
+    measure_memory_bandwidth_gbps, measure_peak_gmacs, precision_tradeoff_table, roofline_estimate,
+    save_hardware_artifacts, summarize_hardware, sweep)
+from tinytorch.benchmarking.hardware_profile import (
+    KB, HardwareProfile, build_hardware_profile_table, write_hardware_profile_artifacts)
+from tinytorch.benchmarking.metrics import PRECISIONS, check_precision, evaluate_accuracy, model_memory_mb
+from tinytorch.benchmarking.results import write_atomic, write_json
+from tinytorch.profiling.profiler import Profiler
+from tinytorch.profiling.timing import adapt, system_info, time_callable, time_model
+
+_all_ = ["KB"]
 
 # %% [markdown]
-# ## Layer by layer, from hooks
+# ## 1. What the model costs, layer by layer
 #
-# The Module 15 `Profiler` registers a forward hook on every leaf module, runs one forward pass
-# and records each layer call's output and its MACs (counted by `torch.utils.flop_counter`).
-# Nothing about the architecture is assumed: a residual add, a depthwise convolution or a layer
-# used twice all show up as they run. For the digits CNN (batch 1, input 1×8×8) the hand
-# computation is:
+# The Module 15 `Profiler` hooks every leaf module, runs one forward pass and records each layer
+# call's output and MACs (counted by `torch.utils.flop_counter`). Nothing about the architecture
+# is assumed: a residual add, a depthwise convolution or a layer used twice shows up as it runs.
+# For the digits CNN (batch 1, input 1×8×8) by hand:
 #
 # | layer | output | MACs = outputs × (k·k·C_in) | parameter bytes |
 # |---|---|---|---|
@@ -93,10 +119,7 @@ LAYERWISE_COLUMNS = ("layer", "output_elements", "parameter_bytes", "activation_
 
 @dataclass
 class LayerEstimate:
-    """Compute and memory of one layer call for one batch.
-
-    `activation_bytes` are the bytes of the layer's output; `macs` are multiply-accumulates.
-    """
+    "Compute and memory of one layer call for one batch: output bytes (`activation_bytes`) and MACs."
 
     layer: str
     output_elements: int
@@ -105,10 +128,30 @@ class LayerEstimate:
     macs: int
 
 
-def _check_int(value: Any, arg: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{arg}: expected an int >= {minimum}, got {value!r}")
-    return int(value)
+def _batch_shape(shape: Any, arg: str = "input_shape") -> tuple[int, ...]:
+    dims = _check_shape(shape, arg)
+    if len(dims) < 2:
+        raise ValueError(f"{arg}: expected (batch, *sample_shape) such as (1, 1, 8, 8), got {shape!r}")
+    return dims
+
+
+def _real(value: Any, arg: str, *, positive: bool = False) -> float:
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
+            or value < 0 or (positive and value == 0)):
+        raise ValueError(f"{arg}: expected a {'positive number' if positive else 'number >= 0'}, got {value!r}")
+    return float(value)
+
+
+def _positive(value: Any, arg: str) -> float:
+    return _real(value, arg, positive=True)
+
+
+def _require_columns(df: Any, columns: Sequence[str], arg: str) -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"{arg}: expected a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{arg}: missing column(s) {missing}; expected columns {list(columns)}")
 
 
 def estimate_layerwise_stats(model: nn.Module, batch_size: int = 1,
@@ -119,24 +162,18 @@ def estimate_layerwise_stats(model: nn.Module, batch_size: int = 1,
     on a real pass (`Profiler.layer_stats`), so any architecture works.
 
     >>> from tinytorch.benchmarking.digits import DigitsCNN
-    >>> df = estimate_layerwise_stats(DigitsCNN(), 1, (1, 8, 8))
-    >>> df.set_index("layer").loc["conv2", "macs"]
+    >>> estimate_layerwise_stats(DigitsCNN(), 1, (1, 8, 8)).set_index("layer").loc["conv2", "macs"]
     73728
     """
-    _check_int(batch_size, "batch_size")
-    try:
-        sample = tuple(int(d) for d in input_shape)
-    except TypeError:
-        raise ValueError(f"input_shape: expected one sample's shape such as (1, 8, 8), got {input_shape!r}") from None
-    if not sample or any(d < 1 for d in sample):
-        raise ValueError(f"input_shape: expected positive dimensions such as (1, 8, 8), got {input_shape!r}")
+    _positive_int(batch_size, "batch_size")
+    sample = _check_shape(input_shape, "input_shape")
     stats = Profiler().layer_stats(model, (batch_size, *sample))
     if stats.empty:
         raise ValueError("model: no leaf layer ran in the forward pass; layer-wise statistics need "
                          "nn.Module layers (Conv, Linear, ...) called in forward()")
-    rows = [LayerEstimate(str(r.layer), int(r.output_elements), int(r.parameter_bytes),
-                          int(r.activation_bytes), int(r.macs)) for r in stats.itertuples()]
-    df = pd.DataFrame([asdict(r) for r in rows], columns=list(LAYERWISE_COLUMNS))
+    rows = [asdict(LayerEstimate(str(r.layer), *(int(getattr(r, c)) for c in LAYERWISE_COLUMNS[1:])))
+            for r in stats.itertuples()]
+    df = pd.DataFrame(rows, columns=list(LAYERWISE_COLUMNS))
     df.attrs.update({"batch_size": batch_size, "input_shape": sample,
                      "method": "counted: forward hooks (Profiler.layer_stats, torch.utils.flop_counter)"})
     return df
@@ -147,85 +184,67 @@ if __name__ == "__main__":
 
     print(estimate_layerwise_stats(DigitsCNN(), batch_size=1, input_shape=(1, 8, 8)).to_string())
 
-# %%
-def test_unit_estimate_layerwise_stats():
-    from tinytorch.benchmarking.digits import DigitsCNN
-
-    B = 4
-    df = estimate_layerwise_stats(DigitsCNN(), B, (1, 8, 8))
-    assert list(df.columns) == list(LAYERWISE_COLUMNS)
-    rows = df.drop_duplicates("layer").set_index("layer")
-    expected = {  # hand computation (see the table above), batch of 4
-        "conv1": (B * 16 * 8 * 8, (16 * 9 + 16) * 4, B * 16 * 8 * 8 * 4, B * 16 * 8 * 8 * 9),
-        "conv2": (B * 32 * 4 * 4, (32 * 16 * 9 + 32) * 4, B * 32 * 4 * 4 * 4, B * 32 * 4 * 4 * 16 * 9),
-        "classifier": (B * 10, (10 * 128 + 10) * 4, B * 10 * 4, B * 10 * 128),
-    }
-    for layer, (out, pbytes, abytes, macs) in expected.items():
-        got = tuple(int(rows.loc[layer, c]) for c in ("output_elements", "parameter_bytes", "activation_bytes", "macs"))
-        assert got == (out, pbytes, abytes, macs), f"{layer}: expected {(out, pbytes, abytes, macs)}, got {got}"
-    assert int(df["parameter_bytes"].sum()) == 6090 * 4, "all 6,090 parameters counted once"
-    assert int(df[df.layer == "pool"]["macs"].sum()) == 0, "pooling does no multiply-accumulates"
-    try:
-        estimate_layerwise_stats(DigitsCNN(), 0, (1, 8, 8))
-        raise AssertionError("batch_size=0 must fail")
-    except ValueError as e:
-        assert "batch_size" in str(e)
-
-
-if __name__ == "__main__":
-    test_unit_estimate_layerwise_stats()
-
 # %% [markdown]
-# ## The roofline estimate
+# ## 2. Which resource limits it: the roofline
 #
-# For a piece of work of `macs` multiply-accumulates that moves `bytes_moved` bytes, on a
-# machine with `peak_macs_per_s` and `bandwidth_bytes_per_s`:
+# A machine has two roofs: how many MACs per second its arithmetic units do (peak compute) and
+# how many bytes per second its memory delivers (bandwidth). Work of `macs` MACs moving
+# `bytes_moved` bytes needs at least `macs / peak` seconds of arithmetic and
+# `bytes_moved / bandwidth` seconds of memory traffic. The two overlap — the processor computes
+# on one tile while the next streams in — so the work takes at least the *larger* of the two.
+# Which one is larger depends on the work's **arithmetic intensity** (MACs per byte moved)
+# against the machine's own ratio, the **ridge point** = peak ÷ bandwidth:
 #
-# - compute time `= macs / peak_macs_per_s`; memory time `= bytes_moved / bandwidth_bytes_per_s`;
-# - the estimate is the larger of the two (the other overlaps with it);
-# - arithmetic intensity `= macs / bytes_moved`; ridge point `= peak / bandwidth`;
-#   intensity below the ridge → **memory-bound**, at or above → **compute-bound**.
+# ```
+#  attainable MAC/s
+#      ▲                ___________________ peak compute (MAC/s); to the right: compute-bound
+#      │              / ┆
+#      │           /    ┆  to the left: memory-bound, the work waits for bytes
+#      │        /       ┆  (the slope is the bandwidth, bytes/s)
+#      └────────────────┴───────────────────▶ arithmetic intensity (MACs per byte moved)
+#                  ridge point = peak MAC/s ÷ bandwidth
+# ```
 #
-# It is a lower bound: real code adds launch overhead, cache misses, imperfect overlap. So the
-# result says `method: "estimated: roofline"`.
+# Below the ridge work is memory-bound, from the ridge up compute-bound (Williams, Waterman and
+# Patterson, 2009). It is a lower bound: real code adds launch overhead, cache misses and
+# imperfect overlap, so roofline figures say `method: "estimated: roofline"`.
 #
-# **Your task.** Complete `roofline_estimate`.
+# **Your task (medium, 6 points).** Complete `roofline_estimate`: the roofline lower bound on the latency of some work, with its memory- or compute-bound verdict.
 #
-# - *Approach:* validate (macs and bytes ≥ 0, not both 0; peak and bandwidth > 0: a
-#   `ValueError` naming the argument); compute the two times in milliseconds, the intensity
-#   (`math.inf` when no bytes move), the ridge point and the verdict.
-# - *Example:* 1e9 MACs and 1e8 bytes on 1e10 MAC/s and 1e9 B/s: compute 100 ms, memory 100 ms,
-#   intensity 10 = ridge 10 → `"compute-bound"`, latency 100 ms.
-# - *Hints:* return a dict with keys `latency_ms`, `compute_ms`, `memory_ms`,
-#   `arithmetic_intensity`, `ridge_point`, `bound`, `method`.
-
+# - *TODO:* the arguments arrive checked (MACs and bytes ≥ 0; peak and bandwidth > 0, per
+#   second). Refuse work that is no work at all with a `ValueError` naming `macs` and
+#   `bytes_moved`; return a dict with `compute_ms`, `memory_ms`, `latency_ms`,
+#   `arithmetic_intensity`, `ridge_point`, `bound` (`"memory-bound"` or `"compute-bound"`) and
+#   `method` (`ROOFLINE_METHOD`).
+# - *Approach:* the two times first, in the unit the keys name; the bound follows from the
+#   overlap argument above; then the two ratios, and the verdict from comparing them.
+# - *Example:* 2e9 MACs moving 1e8 bytes on 1e10 MAC/s and 1e9 B/s: compute 200 ms, memory
+#   100 ms, latency 200 ms; intensity 20 MAC/B against a ridge of 10 MAC/B → compute-bound.
+# - *Hints:* work that moves no bytes has an infinite intensity (`math.inf`), not a division
+#   error. Exactly at the ridge both roofs give the same time; "memory-bound" is reserved for
+#   intensities strictly below it.
 # %% nbgrader={"grade": false, "grade_id": "hardware-roofline", "solution": true, "schema_version": 3}
 #| export
 ROOFLINE_METHOD = "estimated: roofline"
-
-
-def _positive(value: Any, arg: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{arg}: expected a positive number, got {value!r}")
-    return float(value)
 
 
 def roofline_estimate(macs: float, bytes_moved: float, peak_macs_per_s: float,
                       bandwidth_bytes_per_s: float) -> dict[str, Any]:
     """Roofline lower bound on latency, and whether the work is memory- or compute-bound.
 
+    `latency_ms` is the larger of `compute_ms` (macs / peak) and `memory_ms` (bytes / bandwidth);
+    `arithmetic_intensity` (MACs per byte) below `ridge_point` (peak / bandwidth) is memory-bound.
+
     >>> r = roofline_estimate(1e9, 1e8, 1e10, 1e9)
     >>> r["latency_ms"], r["bound"]
     (100.0, 'compute-bound')
     """
-    ### BEGIN SOLUTION
-    for value, arg in ((macs, "macs"), (bytes_moved, "bytes_moved")):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
-            raise ValueError(f"{arg}: expected a number >= 0, got {value!r}")
-    if macs == 0 and bytes_moved == 0:
-        raise ValueError("macs, bytes_moved: expected some work, got 0 MACs and 0 bytes")
+    macs, bytes_moved = _real(macs, "macs"), _real(bytes_moved, "bytes_moved")
     peak = _positive(peak_macs_per_s, "peak_macs_per_s")
     bandwidth = _positive(bandwidth_bytes_per_s, "bandwidth_bytes_per_s")
+    ### BEGIN SOLUTION
+    if macs == 0 and bytes_moved == 0:
+        raise ValueError("macs, bytes_moved: expected some work, got 0 MACs and 0 bytes")
     compute_ms = macs / peak * 1e3
     memory_ms = bytes_moved / bandwidth * 1e3
     intensity = macs / bytes_moved if bytes_moved > 0 else math.inf
@@ -241,115 +260,80 @@ def roofline_estimate(macs: float, bytes_moved: float, peak_macs_per_s: float,
     }
     ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "test-hardware-roofline", "locked": true, "points": 4, "schema_version": 3}
+# %% nbgrader={"grade": true, "grade_id": "test-hardware-roofline", "locked": true, "points": 6, "schema_version": 3}
 def test_unit_roofline_estimate():
-    r = roofline_estimate(1e9, 1e8, 1e10, 1e9)
-    assert abs(r["compute_ms"] - 100.0) < 1e-9 and abs(r["memory_ms"] - 100.0) < 1e-9, r
-    assert r["bound"] == "compute-bound", "intensity equal to the ridge point counts as compute-bound"
-    m = roofline_estimate(1e6, 1e8, 1e10, 1e9)  # 0.01 MAC/byte, ridge 10
-    assert m["bound"] == "memory-bound" and abs(m["latency_ms"] - 100.0) < 1e-9, f"expected memory-bound, 100 ms: {m}"
-    c = roofline_estimate(1e10, 1e3, 1e10, 1e9)
-    assert c["bound"] == "compute-bound" and abs(c["latency_ms"] - 1000.0) < 1e-9, f"expected compute-bound, 1000 ms: {c}"
-    assert abs(m["arithmetic_intensity"] - 0.01) < 1e-12 and m["ridge_point"] == 10.0, \
-        f"expected intensity = MACs / bytes = 0.01 and ridge = peak / bandwidth = 10.0, got {m['arithmetic_intensity']}, {m['ridge_point']}"
-    assert m["method"].startswith("estimated"), "a roofline figure is an estimate and must say so"
-    assert roofline_estimate(5, 0, 1, 1)["arithmetic_intensity"] == math.inf
-    import numpy as np
-    assert roofline_estimate(np.int64(1000), np.float64(10.0), 1e6, 1e6)["bound"] == "compute-bound", "numpy numbers work"
+    def near(got, want):
+        return isinstance(got, numbers.Real) and math.isclose(got, want, rel_tol=1e-9)
+
+    # 2e9 MACs, 1e8 B on 1e10 MAC/s and 1e9 B/s: every figure differs from its typical wrong form
+    r = roofline_estimate(2e9, 1e8, 1e10, 1e9)
+    keys = ["arithmetic_intensity", "bound", "compute_ms", "latency_ms", "memory_ms", "method", "ridge_point"]
+    assert isinstance(r, dict) and set(keys) <= set(r), f"expected a dict with keys {keys}, got {r!r}"
+    seconds, summed = "that is seconds; the keys are in milliseconds", ("that is the sum; arithmetic and memory "
+                                                                         "traffic overlap, so the bound is the larger time")
+    cases = {"compute_ms": (200.0, {0.2: seconds}), "memory_ms": (100.0, {0.1: seconds}),
+             "latency_ms": (200.0, {300.0: summed, 100.0: "that is the smaller time; the slower resource sets the bound"}),
+             "arithmetic_intensity": (20.0, {0.05: "that is bytes per MAC; the intensity is MACs per byte"}),
+             "ridge_point": (10.0, {0.1: "that is bandwidth / peak; the ridge is peak / bandwidth, in MACs per byte"})}
+    for key, (want, wrongs) in cases.items():
+        hint = next((f" -- {h}" for w, h in wrongs.items() if near(r[key], w)), "")
+        assert near(r[key], want), f"2e9 MACs, 1e8 B on 1e10 MAC/s, 1e9 B/s: expected {key} = {want}, got {r[key]!r}{hint}"
+    assert r["bound"] == "compute-bound", f"intensity 20 above the ridge 10: expected 'compute-bound', got {r['bound']!r}"
+    assert r["method"] == ROOFLINE_METHOD, f"a roofline figure is an estimate: expected {ROOFLINE_METHOD!r}, got {r['method']!r}"
+    m = roofline_estimate(1e6, 1e8, 1e10, 1e9)
+    assert m["bound"] == "memory-bound" and near(m["latency_ms"], 100.0), \
+        f"intensity 0.01 below the ridge 10: expected memory-bound, 100 ms, got {m['bound']!r}, {m['latency_ms']!r}"
+    e = roofline_estimate(1e9, 1e8, 1e10, 1e9)
+    assert e["bound"] == "compute-bound", (f"intensity 10 exactly at the ridge 10: expected 'compute-bound', got "
+                                           f"{e['bound']!r} -- memory-bound means strictly below the ridge")
+    try:
+        z = roofline_estimate(5, 0, 1, 1)
+    except ZeroDivisionError:
+        raise AssertionError("5 MACs moving 0 bytes: expected arithmetic_intensity = math.inf, got ZeroDivisionError -- "
+                             "work that moves no bytes has an infinite intensity") from None
+    assert z["arithmetic_intensity"] == math.inf and z["bound"] == "compute-bound", \
+        f"5 MACs moving 0 bytes: expected intensity inf, compute-bound, got {z['arithmetic_intensity']!r}, {z['bound']!r}"
     try:
         roofline_estimate(0, 0, 1e6, 1e6)
-        raise AssertionError("no work at all must raise ValueError")
-    except ValueError:
-        pass
-    for args, arg in (((1e6, 1e6, 0, 1e9), "peak_macs_per_s"), ((1e6, 1e6, 1e9, -1), "bandwidth_bytes_per_s"),
-                      ((-1, 1e6, 1e9, 1e9), "macs")):
-        try:
-            roofline_estimate(*args)
-            raise AssertionError(f"{args} must raise ValueError")
-        except ValueError as e:
-            assert arg in str(e), f"the error should name {arg!r}: {e}"
+    except ValueError as err:
+        assert "macs" in str(err) and "bytes_moved" in str(err), f"the error should name macs and bytes_moved, got: {err}"
+    else:
+        raise AssertionError("0 MACs and 0 bytes: expected a ValueError (no work at all), got a result")
 
 
 if __name__ == "__main__":
     test_unit_roofline_estimate()
 
 # %% [markdown]
-# ## The machine's two roofs, measured
+# ## 3. This machine's roofs, and how close a real run gets
 #
-# A datasheet gives peak figures no program reaches. For the host we measure practical ones
-# with the shared timing core:
-#
-# - **bandwidth**: copying a 64 MB tensor (far larger than any cache) reads and writes 2 × 64 MB;
-# - **compute**: a 512×512×512 float32 matrix multiply is 134 million MACs of the best-tuned
-#   kernel torch has.
-#
-# Both are "measured: …" ceilings for *this* machine, and they vary with load — record them with
-# the result rather than reusing them.
-
+# A datasheet gives peaks no program reaches. For the host's practical roofs, the timing core
+# times a 64 MB tensor copy (far larger than any cache: 2 × 64 MB read and written) and a
+# 512×512×512 float32 matmul (134 million MACs of torch's best kernel). They vary with load:
+# record them with the result. `summarize_hardware` puts a measured latency next to the layer
+# table: the bandwidth and MAC rate the run achieved, and with a compute peak the roofline's
+# verdict plus how close the run came to the bound. Under 10% of it, a run is limited by neither
+# roof but by overhead (Python, dispatch, small kernels) — the usual fate of a tiny model on a
+# big CPU. Without a peak only the bandwidth side is known, and the verdict says so.
 # %%
 #| export
 def measure_memory_bandwidth_gbps(size_mb: int = 64, samples: int = 5) -> float:
-    """Practical memory bandwidth (GB/s, 1e9 bytes) of this machine: a large tensor copy, timed.
-
-    >>> measure_memory_bandwidth_gbps(size_mb=16, samples=3) > 0
-    True
-    """
-    _check_int(size_mb, "size_mb")
-    src = torch.ones(size_mb * 2**20 // 4, dtype=torch.float32)
+    "Practical memory bandwidth (GB/s, 1e9 bytes) of this machine: a large tensor copy, timed."
+    src = torch.ones(_positive_int(size_mb, "size_mb") * 2**20 // 4, dtype=torch.float32)
     dst = torch.empty_like(src)
-    t = time_callable(lambda: dst.copy_(src), warmup=2, samples=_check_int(samples, "samples"))
+    t = time_callable(lambda: dst.copy_(src), warmup=2, samples=_positive_int(samples, "samples"))
     return 2 * src.numel() * 4 / (t.median_ms / 1e3) / 1e9
 
 
 def measure_peak_gmacs(n: int = 512, samples: int = 5) -> float:
-    """Practical float32 compute (GMAC/s) of this machine: an n×n×n matmul, timed.
-
-    >>> measure_peak_gmacs(n=128, samples=3) > 0
-    True
-    """
-    _check_int(n, "n")
-    a = torch.randn(n, n)
-    b = torch.randn(n, n)
-    t = time_callable(lambda: torch.mm(a, b), warmup=2, samples=_check_int(samples, "samples"))
+    "Practical float32 compute (GMAC/s) of this machine: an n×n×n matmul, timed."
+    a, b = torch.randn(_positive_int(n, "n"), n), torch.randn(n, n)
+    t = time_callable(lambda: torch.mm(a, b), warmup=2, samples=_positive_int(samples, "samples"))
     return n**3 / (t.median_ms / 1e3) / 1e9
 
-# %%
-if __name__ == "__main__":
-    print(f"this machine: ~{measure_memory_bandwidth_gbps():.1f} GB/s copy bandwidth, "
-          f"~{measure_peak_gmacs():.1f} GMAC/s float32 matmul ({torch.get_num_threads()} threads)")
 
-# %% [markdown]
-# ## Summarizing a measured run
-#
-# Given the layer table, a measured latency and the memory bandwidth, `summarize_hardware`
-# reports the six figures of the course API:
-#
-# | key | formula |
-# |---|---|
-# | `estimated_total_bytes` | Σ parameter_bytes + Σ activation_bytes |
-# | `estimated_total_macs` | Σ macs |
-# | `achieved_bandwidth_gbps` | total bytes / latency / 1e9 |
-# | `configured_memory_bandwidth_gbps` | the bandwidth given |
-# | `bandwidth_utilization` | achieved / configured |
-# | `achieved_gmacs` | total MACs / latency / 1e9 |
-#
-# and a verdict. With a compute peak (`peak_gmacs`), the verdict is the roofline's (intensity
-# vs ridge point) plus how far the measured latency is from the roofline bound: a run at 2% of
-# its roofline is limited by neither roof but by overhead (Python, dispatch, small kernels).
-# Without a peak, only the bandwidth side is known, and the verdict says only that.
-
-# %%
-#| export
 SUMMARY_KEYS = ("estimated_total_bytes", "estimated_total_macs", "achieved_bandwidth_gbps",
                 "configured_memory_bandwidth_gbps", "bandwidth_utilization", "achieved_gmacs")
-
-
-def _require_columns(df: Any, columns: Sequence[str], arg: str) -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"{arg}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{arg}: missing column(s) {missing}; expected columns {list(columns)}")
 
 
 def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwidth_gbps: float,
@@ -365,113 +349,562 @@ def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwid
     (1.0, 0.1)
     """
     _require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
-    latency_ms = _positive(latency_ms, "latency_ms")
+    seconds = _positive(latency_ms, "latency_ms") / 1e3
     bandwidth = _positive(memory_bandwidth_gbps, "memory_bandwidth_gbps")
     total_bytes = int(layer_df["parameter_bytes"].sum() + layer_df["activation_bytes"].sum())
     total_macs = int(layer_df["macs"].sum())
-    seconds = latency_ms / 1e3
     achieved_bw = total_bytes / seconds / 1e9
-    summary: dict[str, Any] = {
-        "estimated_total_bytes": total_bytes,
-        "estimated_total_macs": total_macs,
-        "achieved_bandwidth_gbps": achieved_bw,
-        "configured_memory_bandwidth_gbps": bandwidth,
-        "bandwidth_utilization": achieved_bw / bandwidth,
-        "achieved_gmacs": total_macs / seconds / 1e9,
+    s: dict[str, Any] = {
+        "estimated_total_bytes": total_bytes, "estimated_total_macs": total_macs,
+        "achieved_bandwidth_gbps": achieved_bw, "configured_memory_bandwidth_gbps": bandwidth,
+        "bandwidth_utilization": achieved_bw / bandwidth, "achieved_gmacs": total_macs / seconds / 1e9,
     }
-    if peak_gmacs is not None:
-        roof = roofline_estimate(total_macs, total_bytes, _positive(peak_gmacs, "peak_gmacs") * 1e9, bandwidth * 1e9)
-        attained = roof["latency_ms"] / latency_ms
-        summary.update({
-            "peak_gmacs": float(peak_gmacs),
-            "arithmetic_intensity": roof["arithmetic_intensity"],
-            "ridge_point": roof["ridge_point"],
-            "roofline_latency_ms": roof["latency_ms"],
+    if peak_gmacs is None:
+        util = s["bandwidth_utilization"]
+        return {**s, "verdict": "memory-bound" if util >= 0.5 else "not memory-bound",
+                "verdict_method": (f"measured bandwidth utilization {util:.1%} (memory-bound from 50%); "
+                                   "give peak_gmacs for a roofline verdict")}
+    roof = roofline_estimate(total_macs, total_bytes, _positive(peak_gmacs, "peak_gmacs") * 1e9, bandwidth * 1e9)
+    attained = roof["latency_ms"] / (seconds * 1e3)
+    return {**s, "peak_gmacs": float(peak_gmacs), "arithmetic_intensity": roof["arithmetic_intensity"],
+            "ridge_point": roof["ridge_point"], "roofline_latency_ms": roof["latency_ms"],
             "roofline_attainment": attained,
             "verdict": roof["bound"] if attained >= 0.1 else f"overhead-bound (roofline says {roof['bound']})",
             "verdict_method": (f"{ROOFLINE_METHOD}: intensity {roof['arithmetic_intensity']:.3g} MAC/B vs ridge "
                                f"{roof['ridge_point']:.3g} MAC/B; measured latency reaches {attained:.1%} of the "
-                               "roofline bound (below 10%: overhead-bound)"),
-        })
-    else:
-        util = summary["bandwidth_utilization"]
-        summary["verdict"] = "memory-bound" if util >= 0.5 else "not memory-bound"
-        summary["verdict_method"] = (f"measured bandwidth utilization {util:.1%} (memory-bound from 50%); "
-                                     "give peak_gmacs for a roofline verdict")
-    return summary
+                               "roofline bound (below 10%: overhead-bound)")}
 
 # %%
-def test_unit_summarize_hardware():
-    df = pd.DataFrame({"layer": ["a", "b"], "output_elements": [100, 10], "parameter_bytes": [4000, 400],
-                       "activation_bytes": [400, 40], "macs": [2_000_000, 4_000]})
-    s = summarize_hardware(df, latency_ms=0.5, memory_bandwidth_gbps=4.0)
-    assert all(k in s for k in SUMMARY_KEYS)
-    assert s["estimated_total_bytes"] == 4840 and s["estimated_total_macs"] == 2_004_000
-    assert abs(s["achieved_bandwidth_gbps"] - 4840 / 0.5e-3 / 1e9) < 1e-12
-    assert abs(s["bandwidth_utilization"] - s["achieved_bandwidth_gbps"] / 4.0) < 1e-12
-    assert abs(s["achieved_gmacs"] - 2_004_000 / 0.5e-3 / 1e9) < 1e-12
-    assert s["verdict"] == "not memory-bound"
-    r = summarize_hardware(df, latency_ms=0.5, memory_bandwidth_gbps=4.0, peak_gmacs=1.0)
-    # intensity 2,004,000 / 4,840 = 414 MAC/B, far above the ridge 1e9 / 4e9 = 0.25 MAC/B: compute-bound
-    assert r["ridge_point"] == 0.25 and r["verdict"] == "compute-bound", r
-    slow = summarize_hardware(df, latency_ms=500.0, memory_bandwidth_gbps=4.0, peak_gmacs=1.0)
-    assert slow["verdict"].startswith("overhead-bound"), "far from both roofs is overhead-bound"
+if __name__ == "__main__":
+    from tinytorch.benchmarking.digits import DigitsCNN
+    from tinytorch.profiling.timing import time_model
+
+    _bw, _peak = measure_memory_bandwidth_gbps(), measure_peak_gmacs()
+    print(f"roofs of this machine: {_bw:.1f} GB/s copy bandwidth, {_peak:.1f} GMAC/s float32 matmul "
+          f"({torch.get_num_threads()} threads)")
+    _latency = time_model(DigitsCNN(), (1, 1, 8, 8), samples=20).median_ms
+    _s = summarize_hardware(estimate_layerwise_stats(DigitsCNN(), 1, (1, 8, 8)), _latency, _bw, peak_gmacs=_peak)
+    print(f"digits CNN, batch 1: median {_latency:.4f} ms -> {_s['verdict']}\n  {_s['verdict_method']}")
+
+# %% [markdown]
+# ## 4. The device, as the numbers that constrain a model
+#
+# You cannot time the model on a device you do not have, but its datasheet tells its roofs and
+# memories. `HardwareProfile` is what a budget check needs: the memory available to the model
+# (MB, 2^20 bytes) and, when known, peak compute (MAC/s), bandwidth (GB/s, 1e9 bytes) and cache
+# (KB, 2^10 bytes), with their `source`. `TargetDevice` is a real part: clock, RAM, Flash, a peak
+# per precision (`None` without native arithmetic for it), whether weights sit in RAM (a Pi) or
+# are executed in place from Flash (an MCU), and a source for every figure;
+# `hardware_profile(precision)` turns it into a `HardwareProfile`. Clock, RAM and Flash are vendor
+# figures; MCU peaks and bandwidths are rarely printed, so they are *derived* from the core's
+# issue rate and bus width × clock, and say so: ceilings that real kernels reach a fraction of.
+
+# %%
+#| export benchmarking.hardware_profile
+MB = 2**20
+KB = 2**10
+
+
+@dataclass
+class HardwareProfile:
+    """The resource limits of a deployment target.
+
+    >>> HardwareProfile("tiny-mcu", memory_limit_mb=0.25, peak_macs_per_s=1.8e8).memory_limit_mb
+    0.25
+    """
+
+    name: str
+    memory_limit_mb: float
+    peak_macs_per_s: float | None = None
+    memory_bandwidth_gbps: float | None = None
+    cache_kb: float | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name: expected a non-empty string, got {self.name!r}")
+        for arg in ("memory_limit_mb", "peak_macs_per_s", "memory_bandwidth_gbps", "cache_kb"):
+            if arg == "memory_limit_mb" or getattr(self, arg) is not None:
+                _positive(getattr(self, arg), arg)
+
+# %%
+#| export benchmarking.devices
+@dataclass(frozen=True)
+class TargetDevice:
+    """Datasheet figures of a deployment target, each with its source.
+
+    `peak_macs_per_s` maps a precision to a peak rate, or to None where the device has no native
+    arithmetic for it. `weights_in_ram` is False for MCUs that execute weights from Flash.
+    """
+
+    key: str
+    name: str
+    processor: str
+    clock_mhz: float
+    peak_macs_per_s: dict[str, float | None]
+    memory_bandwidth_gbps: float
+    ram_kb: float
+    flash_kb: float | None
+    weights_in_ram: bool
+    sources: dict[str, str] = field(default_factory=dict)
+    cache_kb: float | None = None
+
+    def hardware_profile(self, precision: str = "fp32") -> HardwareProfile:
+        "This device as a `HardwareProfile` (for `build_hardware_profile_table`) in `precision`."
+        return HardwareProfile(self.name, memory_limit_mb=self.ram_kb / KB,
+                               peak_macs_per_s=self.peak_macs_per_s.get(check_precision(precision)),
+                               memory_bandwidth_gbps=self.memory_bandwidth_gbps, cache_kb=self.cache_kb,
+                               source="; ".join(f"{k}: {v}" for k, v in self.sources.items()))
+
+
+_ST = "STMicroelectronics {} datasheet / product page (st.com)"
+_MCU_PEAK = ("derived: fp32 1 / int8 2 MAC/cycle x clock ({}); an upper bound, figure approximate; "
+             "fp16/bf16: no native arithmetic on Cortex-{}")
+_MCU_BUS = "derived: {}-bit {} bus x {} MHz = {} GB/s, figure approximate"
+TARGET_DEVICES: dict[str, TargetDevice] = {
+    "stm32f446": TargetDevice(
+        "stm32f446", "STM32F446 (Cortex-M4F)", "Arm Cortex-M4 with FPU", 180.0,
+        {"fp32": 180e6, "fp16": None, "bf16": None, "int8": 360e6}, 0.72, 128.0, 512.0, False,
+        {"clock_mhz": _ST.format("STM32F446xC/E"), "ram_kb": _ST.format("STM32F446xC/E"),
+         "flash_kb": _ST.format("STM32F446xE (512 KB variant)"),
+         "peak_macs_per_s": _MCU_PEAK.format("FPU multiply-accumulate; SMLAD dual 16-bit MAC as used by CMSIS-NN", "M4"),
+         "memory_bandwidth_gbps": _MCU_BUS.format(32, "AHB", 180, 0.72)}),
+    "stm32f746": TargetDevice(
+        "stm32f746", "STM32F746 (Cortex-M7)", "Arm Cortex-M7 with FPU", 216.0,
+        {"fp32": 216e6, "fp16": None, "bf16": None, "int8": 432e6}, 1.728, 320.0, 1024.0, False,
+        {"clock_mhz": _ST.format("STM32F745xx/STM32F746xx"), "ram_kb": _ST.format("STM32F746xx"),
+         "flash_kb": _ST.format("STM32F746xG (1 MB variant)"),
+         "peak_macs_per_s": _MCU_PEAK.format("pipelined FPU MAC; SMLAD", "M7"),
+         "memory_bandwidth_gbps": _MCU_BUS.format(64, "AXI", 216, 1.73)}, cache_kb=4.0),
+    "stm32h743": TargetDevice(
+        "stm32h743", "STM32H743 (Cortex-M7)", "Arm Cortex-M7 with double-precision FPU", 480.0,
+        {"fp32": 480e6, "fp16": None, "bf16": None, "int8": 960e6}, 3.84, 1024.0, 2048.0, False,
+        {"clock_mhz": _ST.format("STM32H742xI/G STM32H743xI/G"),
+         "ram_kb": _ST.format("STM32H743xI") + " (1 MB total, including TCM)",
+         "flash_kb": _ST.format("STM32H743xI (2 MB variant)"),
+         "peak_macs_per_s": _MCU_PEAK.format("pipelined FPU MAC; SMLAD", "M7"),
+         "memory_bandwidth_gbps": _MCU_BUS.format(64, "AXI", 480, 3.84)}, cache_kb=16.0),
+    "rpi4": TargetDevice(
+        "rpi4", "Raspberry Pi 4 Model B (4 GB)", "Broadcom BCM2711, 4x Arm Cortex-A72", 1500.0,
+        {"fp32": 24e9, "fp16": None, "bf16": None, "int8": 48e9}, 12.8, 4 * 1024 * 1024.0, None, True,
+        {"clock_mhz": "Raspberry Pi 4 Model B product brief (raspberrypi.com): 1.5 GHz (later boards 1.8 GHz)",
+         "ram_kb": "Raspberry Pi 4 Model B product brief: 1/2/4/8 GB LPDDR4-3200 (4 GB model here)",
+         "flash_kb": "no on-board flash: boots from a microSD card, size depends on the card",
+         "peak_macs_per_s": ("derived: 4 cores x 1.5 GHz x 4 fp32 MAC/cycle (one 128-bit NEON FMA per cycle), "
+                             "int8 x2 (widening 16-bit multiply-accumulate); ARMv8.0 has no fp16 arithmetic; "
+                             "figure approximate"),
+         "memory_bandwidth_gbps": "derived: LPDDR4-3200 on a 32-bit bus = 12.8 GB/s peak, figure approximate"},
+        cache_kb=1024.0),
+    "jetson_nano": TargetDevice(
+        "jetson_nano", "NVIDIA Jetson Nano (4 GB)", "128-core Maxwell GPU + 4x Arm Cortex-A57", 921.0,
+        {"fp32": 118e9, "fp16": 236e9, "bf16": None, "int8": None}, 25.6, 4 * 1024 * 1024.0, 16 * 1024 * 1024.0, True,
+        {"clock_mhz": "NVIDIA Jetson Nano module data sheet (developer.nvidia.com): GPU up to 921 MHz",
+         "peak_macs_per_s": ("NVIDIA Jetson Nano data sheet: 472 GFLOPS fp16 = 236 G MAC/s; fp32 half of that; "
+                             "Maxwell (sm_53) has no bf16 and no int8 dot-product instructions"),
+         "memory_bandwidth_gbps": "NVIDIA Jetson Nano data sheet: 4 GB 64-bit LPDDR4, 25.6 GB/s",
+         "ram_kb": "NVIDIA Jetson Nano data sheet: 4 GB LPDDR4 (shared by CPU and GPU)",
+         "flash_kb": "NVIDIA Jetson Nano data sheet: 16 GB eMMC 5.1 (production module; the developer kit uses microSD)"},
+        cache_kb=256.0),
+}
+
+
+def get_device(device: str | TargetDevice) -> TargetDevice:
+    """A `TargetDevice` by key (see `TARGET_DEVICES`), or the device itself.
+
+    >>> get_device("rpi4").clock_mhz
+    1500.0
+    """
+    if not isinstance(device, TargetDevice) and device not in TARGET_DEVICES:
+        raise ValueError(f"device: unknown target {device!r}; expected one of {sorted(TARGET_DEVICES)}")
+    return device if isinstance(device, TargetDevice) else TARGET_DEVICES[device]
+
+
+def devices_table() -> pd.DataFrame:
+    "The target devices as one table, with the source of each figure."
+    return pd.DataFrame([{"device": d.key, "name": d.name, "processor": d.processor, "clock_mhz": d.clock_mhz,
+                          **{f"peak_{p}_macs_per_s": d.peak_macs_per_s.get(p) for p in PRECISIONS},
+                          "memory_bandwidth_gbps": d.memory_bandwidth_gbps, "ram_kb": d.ram_kb,
+                          "flash_kb": d.flash_kb, "sources": json.dumps(d.sources)}
+                         for d in TARGET_DEVICES.values()])
+
+# %%
+if __name__ == "__main__":
+    print(devices_table().drop(columns=["processor", "sources"]).to_string())
+    print(get_device("stm32f746").hardware_profile("int8"))
+
+# %% [markdown]
+# ## 5. Will it fit?
+#
+# Memory is the constraint that fails outright: a model a little too slow is a little too slow; a
+# batch a little too big crashes (or swaps, which is worse). Three things need room. **The input
+# batch:** `B` samples of `F` features at `b` bytes each need `B·F·b` bytes. Larger batches use
+# the hardware better, so start from the batch size you want and halve it until it fits. If even
+# one sample does not fit, no batch will: the caller must change something, so that is an error.
+# %%
+#| export benchmarking.hardware_profile
+def estimate_batch_memory_mb(batch_size: int, n_features: int, bytes_per_feature: int = 8) -> float:
+    """Memory (MB) of one input batch: batch_size × n_features × bytes_per_feature (8: numpy's float64).
+
+    >>> estimate_batch_memory_mb(1024, 1024, 4)
+    4.0
+    """
+    return (_positive_int(batch_size, "batch_size") * _positive_int(n_features, "n_features")
+            * _positive_int(bytes_per_feature, "bytes_per_feature")) / MB
+
+# %% [markdown]
+# **Your task (easy, 4 points).** Complete `auto_adjust_batch_size`: the largest of `batch_size`, `batch_size // 2`, `batch_size // 4`, … whose batch fits `memory_limit_mb`.
+#
+# - *TODO:* the limit and the batch size arrive checked; find the batch size; when a batch of
+#   one is still too big, raise a `ValueError` that names `memory_limit_mb` and says how much one
+#   sample needs.
+# - *Approach:* `estimate_batch_memory_mb` sizes a candidate batch; keep halving (in integers)
+#   while it is too big and there is something left to halve.
+# - *Example:* 4096 features × 8 bytes = 32 KB per sample; with a 1 MB limit, 100 → 50 → 25, and
+#   25 × 32 KB = 0.78 MB fits.
+# - *Hints:* a batch exactly at the limit fits. Do not stop at 1 silently: check whether the
+#   batch you ended with fits.
+
+# %% nbgrader={"grade": false, "grade_id": "hardware-profile-auto-batch", "solution": true, "schema_version": 3}
+#| export benchmarking.hardware_profile
+def auto_adjust_batch_size(batch_size: int, n_features: int, memory_limit_mb: float,
+                           bytes_per_feature: int = 8) -> int:
+    """The largest of batch_size, batch_size // 2, batch_size // 4, ... whose batch fits memory_limit_mb.
+
+    >>> auto_adjust_batch_size(100, 4096, 1.0)
+    25
+    """
+    limit = _positive(memory_limit_mb, "memory_limit_mb")
+    b = _positive_int(batch_size, "batch_size")
+    ### BEGIN SOLUTION
+    while b > 1 and estimate_batch_memory_mb(b, n_features, bytes_per_feature) > limit:
+        b //= 2
+    one = estimate_batch_memory_mb(b, n_features, bytes_per_feature)
+    if one > limit:
+        raise ValueError(f"memory_limit_mb: even a batch of 1 needs {one:.4g} MB "
+                         f"({n_features} features x {bytes_per_feature} bytes), more than the {limit:g} MB limit")
+    return b
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-hardware-profile-auto-batch", "locked": true, "points": 4, "schema_version": 3}
+def test_unit_auto_adjust_batch_size():
+    for args, want, why in (((100, 4096, 1.0), 25, "32 KB per sample: 100 -> 50 -> 25 fits 1 MB"),
+                            ((32, 4096, 1.0), 32, "32 x 32 KB is exactly 1 MB, and a batch at the limit fits"),
+                            ((33, 4096, 1.0), 16, "33 does not fit; halving gives 16"),
+                            ((7, 10, 100.0), 7, "a batch that fits is kept"),
+                            ((64, 1024, 0.01, 4), 2, "4 KB per sample in a 10.24 KB limit")):
+        got = auto_adjust_batch_size(*args)
+        assert got == want, f"auto_adjust_batch_size{args}: expected {want}, got {got} ({why})"
     try:
-        summarize_hardware(df.drop(columns=["macs"]), 1.0, 4.0)
-        raise AssertionError("a missing column must fail")
+        got = auto_adjust_batch_size(8, 2**20, 1.0)  # one sample = 8 MB
     except ValueError as e:
-        assert "macs" in str(e)
-    try:
-        summarize_hardware(df, 0.0, 4.0)
-        raise AssertionError("latency_ms=0 must fail")
-    except ValueError as e:
-        assert "latency_ms" in str(e)
+        assert "memory_limit_mb" in str(e), f"the error should name 'memory_limit_mb', got: {e}"
+    else:
+        raise AssertionError(f"one sample of 8 MB in a 1 MB limit: expected a ValueError, got {got!r}")
 
 
 if __name__ == "__main__":
-    test_unit_summarize_hardware()
+    test_unit_auto_adjust_batch_size()
 
 # %% [markdown]
-# ## A real precision sweep
+# **The activations.** During inference only a few activations are alive at once. In a chain of
+# layers, layer `i` reads its input and writes its output, and then the input can be freed; so
+# activations need at least the largest *input + output* pair along the chain — what TinyML
+# deployment tools report as the arena size before buffer-sharing tricks. (A residual block
+# keeps its skip tensor alive as well, so for such models this is a lower bound, and the fit
+# check below says "estimated".)
 #
-# Which precision and batch size should ship? `sweep` runs every combination for real
-# (`collect_metrics`: conversion, accuracy on the labelled data, latency distribution, memory,
-# energy) and checks each against the deployment constraints:
+# **Your task (easy, 3 points).** Complete `estimate_peak_activation_bytes(layer_df, input_bytes)`: the largest input + output bytes of one layer call, walking the layers in execution order.
 #
-# | constraint | meets it when |
-# |---|---|
-# | `min_accuracy` | accuracy ≥ value |
-# | `max_latency_ms` | mean latency ≤ value |
-# | `max_p95_latency_ms` | p95 latency ≤ value |
-# | `max_memory_mb` | memory ≤ value |
-# | `max_energy_j` | energy per call ≤ value (unknown energy does not meet it) |
+# - *TODO:* use the `activation_bytes` column (each row's output, in execution order).
+# - *Approach:* keep track of what the current layer reads: the model input for the first row,
+#   the previous row's output after that.
+# - *Example:* input 256 B and outputs [4096, 4096, 1024] → pairs 4352, 8192, 5120 → 8192.
+# - *Hints:* the first layer's input counts too; it can be the largest tensor of all.
+
+# %% nbgrader={"grade": false, "grade_id": "devices-peak-activation", "solution": true, "schema_version": 3}
+#| export benchmarking.devices
+def estimate_peak_activation_bytes(layer_df: pd.DataFrame, input_bytes: int) -> int:
+    """Largest input + output bytes of one layer call, walking the layers in execution order.
+
+    >>> estimate_peak_activation_bytes(pd.DataFrame({"activation_bytes": [4096, 4096, 1024]}), 256)
+    8192
+    """
+    _require_columns(layer_df, ["activation_bytes"], "layer_df")
+    if len(layer_df) == 0:
+        raise ValueError("layer_df: expected at least one layer row, got none")
+    ### BEGIN SOLUTION
+    peak, previous = 0, int(input_bytes)
+    for out in layer_df["activation_bytes"]:
+        peak = max(peak, previous + int(out))
+        previous = int(out)
+    return peak
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-devices-peak-activation", "locked": true, "points": 3, "schema_version": 3}
+def test_unit_estimate_peak_activation_bytes():
+    for outs, inp, want, why in (([4096, 4096, 1024], 256, 8192, "relu reads 4096 B and writes 4096 B"),
+                                 ([10], 5000, 5010, "the model input counts: 5000 B in + 10 B out"),
+                                 ([100, 1, 100], 1, 101, "each layer reads the previous layer's output")):
+        got = estimate_peak_activation_bytes(pd.DataFrame({"activation_bytes": outs}), inp)
+        assert got == want, f"outputs {outs}, input {inp} B: expected {want}, got {got!r} ({why})"
+
+
+if __name__ == "__main__":
+    test_unit_estimate_peak_activation_bytes()
+
+# %% [markdown]
+# **The weights, and the whole decision.** `device_fit` decides for one model on one device, per
+# precision, from the layer table of one float32 pass. Weights take `parameters × bytes per
+# element` (int8 adds a scale and zero point per channel, not counted here), and activations
+# shrink with the element size too. Where they live depends on the device: an MCU executes its
+# weights in place from Flash, so its RAM holds only activations; a Pi or a Jetson loads both into
+# RAM, and "fits Flash" does not apply. The roofline needs the device's peak *for that
+# precision*; a device without native arithmetic for it gets no figure.
 #
-# `accepted` is True only when every constraint is met; `violations` names the failed ones.
-# Where a precision cannot run on this device, `unsupported="raise"` (the default) stops with
-# the error, and `unsupported="skip"` leaves it out and records why in `df.attrs["skipped"]`.
+# **Your task (medium, 5 points).** Complete the loop of `device_fit`: for each precision, the Flash and RAM decisions and the roofline bound on this device.
+#
+# - *TODO:* build `row` with `weights_kb`, `fits_flash` (None where it does not apply),
+#   `peak_activation_kb`, `ram_needed_kb`, `fits_ram`, `bytes_moved` (the weights, every layer's
+#   output and the input, all at this precision's element size), `roofline_latency_ms` and `bound`
+#   (`roofline_estimate`'s, or None and a `bound` starting with `"n/a"` without a native peak).
+# - *Approach:* `_ELEMENT_BYTES[p]` bytes per element, so the float32 activation figures scale by
+#   `_ELEMENT_BYTES[p] / 4`; the device's side is in `dev.weights_in_ram`, `dev.flash_kb`,
+#   `dev.ram_kb`, `dev.peak_macs_per_s` and `dev.memory_bandwidth_gbps`; KB = bytes / `KB`.
+# - *Example:* the digits CNN (6,090 parameters) in int8 on the STM32F446: 5.9 KB of weights in
+#   512 KB of Flash, and RAM for the activations only — their 8 KB fp32 peak becomes 2 KB.
+# - *Hints:* two different device facts can make "fits Flash" not apply. Each precision has its
+#   own peak rate; fp32's is not a fallback.
+
+# %% nbgrader={"grade": false, "grade_id": "devices-fit", "solution": true, "schema_version": 3}
+#| export benchmarking.devices
+_ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
+FIT_COLUMNS = ("device", "precision", "weights_kb", "flash_kb", "fits_flash", "peak_activation_kb", "ram_needed_kb",
+               "ram_kb", "fits_ram", "macs", "bytes_moved", "roofline_latency_ms", "bound", "method")
+
+
+def device_fit(model: nn.Module, input_shape: Sequence[int], device: str | TargetDevice,
+               precisions: Sequence[str] = ("fp32", "fp16", "int8")) -> pd.DataFrame:
+    """Per precision: do the weights fit Flash, do the activations fit RAM, and the roofline latency.
+
+    `input_shape` includes the batch, e.g. (1, 1, 8, 8). All figures are estimates from the
+    layer statistics of a float32 forward pass and the device's datasheet figures.
+
+    >>> from tinytorch.benchmarking.digits import DigitsCNN
+    >>> df = device_fit(DigitsCNN(), (1, 1, 8, 8), "stm32f446", ["int8"])
+    >>> bool(df.loc[0, "fits_flash"]), bool(df.loc[0, "fits_ram"])
+    (True, True)
+    """
+    dev, precisions, shape = get_device(device), [check_precision(p) for p in precisions], _batch_shape(input_shape)
+    layers = estimate_layerwise_stats(model, shape[0], shape[1:])
+    n_params, input_bytes = Profiler().count_parameters(model), math.prod(shape) * 4
+    act_fp32, macs = estimate_peak_activation_bytes(layers, input_bytes), int(layers["macs"].sum())
+    rows = []
+    for p in precisions:
+        ### BEGIN SOLUTION
+        scale, weights = _ELEMENT_BYTES[p] / 4, n_params * _ELEMENT_BYTES[p]
+        ram_needed = act_fp32 * scale + (weights if dev.weights_in_ram else 0)
+        moved = weights + (int(layers["activation_bytes"].sum()) + input_bytes) * scale
+        roof = {"latency_ms": None, "bound": f"n/a: no {p} peak for {dev.key} (see its sources)"}
+        if dev.peak_macs_per_s.get(p) is not None:
+            roof = roofline_estimate(macs, moved, dev.peak_macs_per_s[p], dev.memory_bandwidth_gbps * 1e9)
+        row = {"weights_kb": weights / KB,
+               "fits_flash": None if dev.flash_kb is None or dev.weights_in_ram else weights / KB <= dev.flash_kb,
+               "peak_activation_kb": act_fp32 * scale / KB, "ram_needed_kb": ram_needed / KB,
+               "fits_ram": ram_needed / KB <= dev.ram_kb, "bytes_moved": int(moved),
+               "roofline_latency_ms": roof["latency_ms"], "bound": roof["bound"]}
+        ### END SOLUTION
+        rows.append({"device": dev.key, "precision": p, "flash_kb": dev.flash_kb, "ram_kb": dev.ram_kb, "macs": macs,
+                     **row, "method": ("estimated: parameters x element size; largest input+output activation pair; "
+                                       f"{ROOFLINE_METHOD} with {dev.key} datasheet peaks")})
+    return pd.DataFrame(rows, columns=list(FIT_COLUMNS))
+
+# %% nbgrader={"grade": true, "grade_id": "test-devices-fit", "locked": true, "points": 5, "schema_version": 3}
+def test_unit_device_fit():
+    import numbers
+
+    from tinytorch.benchmarking.digits import DigitsCNN
+
+    def near(got, want):
+        return isinstance(got, numbers.Real) and math.isclose(got, want, rel_tol=1e-9)
+
+    layers = estimate_layerwise_stats(DigitsCNN(), 1, (1, 8, 8))  # 6,090 parameters; 8 KB fp32 activation peak
+    i8, fp16 = (r for _, r in device_fit(DigitsCNN(), (1, 1, 8, 8), "stm32f446", ["int8", "fp16"]).iterrows())
+    assert near(i8.weights_kb, 6090 / KB), f"int8 weights: expected 6,090 x 1 B = {6090 / KB:.4f} KB, got {i8.weights_kb!r}"
+    hint = (" -- that counts the weights: an MCU executes them from Flash, its RAM holds the activations"
+            if near(i8.ram_needed_kb, 2.0 + 6090 / KB) else
+            " -- that is the fp32 size: activations shrink with the element size too" if near(i8.ram_needed_kb, 8.0) else "")
+    assert near(i8.ram_needed_kb, 2.0), f"int8 on the STM32F446: expected ram_needed_kb 2.0, got {i8.ram_needed_kb!r}{hint}"
+    assert near(i8.peak_activation_kb, 2.0) and i8.fits_ram == True and i8.fits_flash == True, (  # noqa: E712
+        f"int8: expected peak_activation_kb 2.0, fits_ram True, fits_flash True, "
+        f"got {i8.peak_activation_kb!r}, {i8.fits_ram!r}, {i8.fits_flash!r}")
+    moved = 6090 + (int(layers.activation_bytes.sum()) + 64 * 4) / 4
+    assert i8.bytes_moved == int(moved), \
+        f"int8: expected bytes_moved = weights + (outputs + input) / 4 = {int(moved)}, got {i8.bytes_moved!r}"
+    want, fp32_peak = (roofline_estimate(84224, moved, peak, 0.72e9)["latency_ms"] for peak in (360e6, 180e6))
+    hint = " -- that uses the fp32 peak; int8 runs at the device's int8 rate" if near(i8.roofline_latency_ms, fp32_peak) else ""
+    assert near(i8.roofline_latency_ms, want), \
+        f"int8: expected roofline_latency_ms {want:.4g}, got {i8.roofline_latency_ms!r}{hint}"
+    assert pd.isna(fp16.roofline_latency_ms) and str(fp16.bound).startswith("n/a"), (
+        f"Cortex-M4 has no fp16 arithmetic: expected no roofline (None, bound 'n/a: ...'), "
+        f"got {fp16.roofline_latency_ms!r}, {fp16.bound!r}")
+    pi = device_fit(DigitsCNN(), (1, 1, 8, 8), "rpi4", ["fp32"]).iloc[0]
+    assert pi.fits_flash is None, \
+        f"Raspberry Pi: expected fits_flash None (no on-board Flash, weights in RAM), got {pi.fits_flash!r}"
+    assert near(pi.ram_needed_kb, 8.0 + 6090 * 4 / KB), \
+        f"Raspberry Pi, fp32: expected ram_needed_kb = 8 KB activations + 23.8 KB weights, got {pi.ram_needed_kb!r}"
+    big = device_fit(nn.Linear(1024, 256), (1, 1024), "stm32f446", ["fp32", "int8"])
+    assert list(big.fits_flash) == [False, True], \
+        f"262,400 parameters in 512 KB of Flash: expected fp32 does not fit, int8 does, got {list(big.fits_flash)}"
+
+
+if __name__ == "__main__":
+    test_unit_device_fit()
 
 # %%
+if __name__ == "__main__":
+    from tinytorch.benchmarking.digits import default_digits_model
+
+    _fit = pd.concat([device_fit(default_digits_model(), (1, 1, 8, 8), k) for k in TARGET_DEVICES])
+    print(_fit.drop(columns=["method"]).to_string())
+
+# %% [markdown]
+# ## 6. Per operator, here and there
+#
+# Which operator is the bottleneck, can the device keep up with a stream, does the working set
+# fit the cache? `build_hardware_profile_table` answers for one forward pass, **measured** here
+# (each operator timed alone on its recorded input by `Profiler.profile_forward_pass`; for tiny
+# layers these add up to *more* than the model's own time, each call paying its own dispatch) or
+# **estimated** on a `device_profile` (each operator's roofline bound there). Operator memory is
+# parameter bytes + output bytes. A sensor delivering a frame every 20 ms needs each frame done
+# within 20 ms: stream utilization = compute time ÷ stream interval, a `used / capacity` ratio
+# like `compute_utilization`. The table also gives parameter memory per precision (arithmetic;
+# section 7 measures) and `edge_constraints`: the largest working set against the cache, and the
+# slowest operator.
+# %%
+#| export benchmarking.hardware_profile
+OPERATOR_COLUMNS = ("operator", "latency_ms", "memory_kb", "method")
+TOTALS_KEYS = ("latency_ms", "memory_kb", "estimated_bandwidth_mb_s", "stream_utilization")
+
+
+def compute_utilization(used: float, capacity: float) -> float:
+    """Fraction (0..1) of `capacity` that `used` occupies; above capacity reads as 1.0.
+
+    >>> compute_utilization(30.0, 120.0)
+    0.25
+    """
+    capacity = _positive(capacity, "capacity")
+    return min(1.0, _real(used, "used") / capacity)
+
+
+def _host_cache_kb(level: int = 2) -> float | None:
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            if (int((index / "level").read_text()) != level
+                    or (index / "type").read_text().strip() not in ("Unified", "Data")):
+                continue
+            size = (index / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        if size[-1:] in ("K", "M") and size[:-1].isdigit():
+            return float(int(size[:-1]) * (1024 if size[-1] == "M" else 1))
+    return None
+
+
+def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *,
+                                 stream_interval_ms: float | None = None,
+                                 device_profile: HardwareProfile | None = None, samples: int = 10) -> dict[str, Any]:
+    """Operator profile, totals, precision trade-offs and edge constraints for one forward pass.
+
+    `input_shape` includes the batch, e.g. (1, 1, 8, 8). Without `device_profile` operator
+    latencies are measured on this machine; with one they are roofline estimates for it.
+
+    >>> from tinytorch.benchmarking.digits import DigitsCNN
+    >>> list(build_hardware_profile_table(DigitsCNN(), (1, 1, 8, 8), samples=3))
+    ['operator_profile', 'totals', 'precision_tradeoffs', 'edge_constraints']
+    """
+    shape, dev = _batch_shape(input_shape), device_profile
+    if stream_interval_ms is not None:
+        _positive(stream_interval_ms, "stream_interval_ms")
+    if dev is None:
+        df = Profiler().profile_forward_pass(model, shape, samples=_positive_int(samples, "samples"))
+        method = "measured: each operator timed alone on its recorded input (timing core median)"
+        latencies, roofs, model_latency = [float(v) for v in df["latency_ms"]], None, float(df.attrs["total_latency_ms"])
+        cache_kb, cache_source, where = _host_cache_kb(), "this machine's L2 (sysfs)", "this machine"
+    else:
+        if not isinstance(dev, HardwareProfile):
+            raise TypeError(f"device_profile: expected a HardwareProfile or None, got {type(dev).__name__}")
+        if dev.peak_macs_per_s is None or dev.memory_bandwidth_gbps is None:
+            raise ValueError(f"device_profile: '{dev.name}' needs peak_macs_per_s and memory_bandwidth_gbps "
+                             "for roofline estimates")
+        df = estimate_layerwise_stats(model, shape[0], shape[1:])
+        method = f"estimated: roofline on {dev.name}"
+        roofs = [roofline_estimate(int(r.macs), int(r.parameter_bytes + r.activation_bytes), dev.peak_macs_per_s,
+                                   dev.memory_bandwidth_gbps * 1e9) for r in df.itertuples()]
+        latencies, model_latency = [r["latency_ms"] for r in roofs], None
+        cache_kb, cache_source, where = dev.cache_kb, f"{dev.name} spec", dev.name
+    memory_bytes = [int(p + a) for p, a in zip(df["parameter_bytes"], df["activation_bytes"])]
+    ops = pd.DataFrame({"operator": [str(v) for v in df["layer"]], "latency_ms": latencies,
+                        "memory_kb": [b / KB for b in memory_bytes], "method": method}, columns=list(OPERATOR_COLUMNS))
+    total_ms, total_bytes = float(sum(latencies)), sum(memory_bytes)
+    totals: dict[str, Any] = {
+        "latency_ms": total_ms, "memory_kb": total_bytes / KB,
+        "estimated_bandwidth_mb_s": (total_bytes / MB) / (total_ms / 1e3) if total_ms > 0 else None,
+        "stream_utilization": (total_ms / stream_interval_ms) if stream_interval_ms is not None else None,
+        "latency_method": method, "model_latency_ms": model_latency, "stream_interval_ms": stream_interval_ms,
+    }
+    if stream_interval_ms is None:
+        totals["stream_utilization_reason"] = "no stream_interval_ms given"
+    n_params = Profiler().count_parameters(model)
+    tradeoffs = {"fp32_memory_kb": n_params * 4 / KB, "fp16_memory_kb": n_params * 2 / KB,
+                 "int8_memory_kb": n_params / KB, "method": "arithmetic: parameter count x bytes per element",
+                 "note": ("int8 also stores scales and zero points, and whether a precision is faster depends on "
+                          "the kernels the target has; measure converted models with the precision sweep")}
+    big = ops.loc[ops["memory_kb"].idxmax()]
+    if cache_kb is None:
+        cache = f"unknown: no cache size for {where}"
+    elif big.memory_kb <= cache_kb:
+        cache = (f"low: the largest operator working set ({big.operator}, {big.memory_kb:.1f} KB) "
+                 f"fits the {cache_kb:g} KB cache ({cache_source})")
+    else:
+        cache = (f"high: {big.operator} needs {big.memory_kb:.1f} KB, more than the {cache_kb:g} KB cache "
+                 f"({cache_source}); small batches or tiling keep it in cache")
+    slow = int(ops["latency_ms"].idxmax())
+    bottleneck = (f"{ops.operator[slow]}: {ops.latency_ms[slow] / total_ms if total_ms > 0 else 0.0:.0%} of "
+                  f"operator latency on {where}" + (f" ({roofs[slow]['bound']}, {ROOFLINE_METHOD})" if roofs else ""))
+    return {"operator_profile": ops, "totals": totals, "precision_tradeoffs": tradeoffs,
+            "edge_constraints": {"cache_sensitivity": cache, "bottleneck": bottleneck}}
+
+# %%
+if __name__ == "__main__":
+    from tinytorch.benchmarking.digits import default_digits_model
+
+    for _dev in (None, get_device("stm32f746").hardware_profile("fp32")):
+        _p = build_hardware_profile_table(default_digits_model(), (1, 1, 8, 8), stream_interval_ms=20.0,
+                                          device_profile=_dev)
+        print(_p["operator_profile"].to_string(), f"\nstream utilization {_p['totals']['stream_utilization']:.2%} "
+              "of a 20 ms frame;", _p["edge_constraints"], "\n")
+
+# %% [markdown]
+# ## 7. Precisions, run for real
+#
+# On this machine the precisions can be run. Which precision and batch size should ship? `sweep`
+# runs every combination (`collect_metrics`: conversion, accuracy on labelled data, latency
+# distribution, memory, energy) against the deployment `CONSTRAINTS`; `accepted` is True when all
+# are met, `violations` names the failed ones (unknown energy does not meet `max_energy_j`). A
+# precision this device cannot run raises, or with `unsupported="skip"` is left out with the
+# reason in `df.attrs["skipped"]`. Static int8 of a conv model is calibrated on another split
+# than the evaluation one. `precision_tradeoff_table` gives one row per precision, fastest first.
+# %%
 #| export
-CONSTRAINTS = {
-    "min_accuracy": ("accuracy", ">="),
-    "max_latency_ms": ("latency_ms", "<="),
-    "max_p95_latency_ms": ("latency_p95_ms", "<="),
-    "max_memory_mb": ("memory_mb", "<="),
-    "max_energy_j": ("energy_proxy_j", "<="),
-}
-SWEEP_COLUMNS = ("precision", "batch_size", "accuracy", "latency_ms", "latency_median_ms", "latency_std_ms", "latency_p95_ms",
-                 "throughput_sps", "memory_mb", "energy_proxy_j", "energy_method", "latency_scaled_by",
-                 "accepted", "violations")
-
-
-def _check_constraints(constraints: dict[str, float] | None) -> dict[str, float]:
-    constraints = dict(constraints or {})
-    unknown = [k for k in constraints if k not in CONSTRAINTS]
-    if unknown:
-        raise ValueError(f"constraints: unknown key(s) {unknown}; expected some of {list(CONSTRAINTS)}")
-    for k, v in constraints.items():
-        _positive(v, f"constraints[{k!r}]")
-    return constraints
+CONSTRAINTS = {"min_accuracy": ("accuracy", ">="), "max_latency_ms": ("latency_ms", "<="),
+               "max_p95_latency_ms": ("latency_p95_ms", "<="), "max_memory_mb": ("memory_mb", "<="),
+               "max_energy_j": ("energy_proxy_j", "<=")}
+SWEEP_COLUMNS = ("precision", "batch_size", "accuracy", "latency_ms", "latency_median_ms", "latency_std_ms",
+                 "latency_p95_ms", "throughput_sps", "memory_mb", "energy_proxy_j", "energy_method",
+                 "latency_scaled_by", "accepted", "violations")
+TRADEOFF_INPUT_COLUMNS = ("precision", "accuracy", "latency_ms", "memory_mb", "energy_proxy_j", "accepted")
+TRADEOFF_COLUMNS = ("precision", "accuracy_mean", "latency_ms_mean", "memory_mb_mean", "energy_proxy_j_mean",
+                    "accepted_ratio")
 
 
 def _violations(row: dict[str, Any], constraints: dict[str, float]) -> list[str]:
@@ -486,21 +919,11 @@ def _violations(row: dict[str, Any], constraints: dict[str, float]) -> list[str]
     return failed
 
 
-def sweep(
-    model: nn.Module,
-    loader: Any,
-    precisions: Sequence[str] = PRECISIONS,
-    batch_sizes: Sequence[int] = (1, 8, 32),
-    constraints: dict[str, float] | None = None,
-    *,
-    device: str = "cpu",
-    power_watts: float | None = None,
-    latency_multiplier: float = 1.0,
-    repeats: int = 20,
-    calibration_data: Any = None,
-    unsupported: str = "raise",
-    calibration_split: str | None = None,
-) -> pd.DataFrame:
+def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
+          batch_sizes: Sequence[int] = (1, 8, 32), constraints: dict[str, float] | None = None, *,
+          device: str = "cpu", power_watts: float | None = None, latency_multiplier: float = 1.0,
+          repeats: int = 20, calibration_data: Any = None, unsupported: str = "raise",
+          calibration_split: str | None = None) -> pd.DataFrame:
     """One row per (precision, batch size): measured metrics and whether they meet `constraints`.
 
     Static int8 of a conv model is calibrated on `calibration_data`, which must come from a split
@@ -512,18 +935,20 @@ def sweep(
     True
     """
     precisions = [check_precision(p) for p in precisions]
-    if not precisions:
-        raise ValueError("precisions: expected at least one of " + str(PRECISIONS))
-    batch_sizes = [_check_int(b, "batch_sizes") for b in batch_sizes]
-    if not batch_sizes:
-        raise ValueError("batch_sizes: expected at least one positive int")
-    constraints = _check_constraints(constraints)
+    batch_sizes = [_positive_int(b, "batch_sizes") for b in batch_sizes]
+    if not precisions or not batch_sizes:
+        raise ValueError(f"precisions, batch_sizes: expected at least one of each, got {precisions}, {batch_sizes}")
+    constraints = dict(constraints or {})
+    unknown = [k for k in constraints if k not in CONSTRAINTS]
+    if unknown:
+        raise ValueError(f"constraints: unknown key(s) {unknown}; expected some of {list(CONSTRAINTS)}")
+    for k, v in constraints.items():
+        _positive(v, f"constraints[{k!r}]")
     if unsupported not in ("raise", "skip"):
         raise ValueError(f"unsupported: expected 'raise' or 'skip', got {unsupported!r}")
     check_device(device)
     rows, skipped, notes = [], {}, {}
-    has_conv = any(isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) for m in model.modules())
-    if "int8" in precisions and has_conv:
+    if "int8" in precisions and any(isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) for m in model.modules()):
         if calibration_data is None:  # never the evaluation loader: that would leak the test set into the model
             raise ValueError("calibration_data: static int8 of a model with convolutions needs calibration inputs "
                              "from a split other than `loader` (e.g. digits_loader('train'))")
@@ -531,8 +956,7 @@ def sweep(
                                      " (not the evaluation loader)")
     for precision in precisions:
         try:
-            converted = to_precision(model, precision, device, calibration_data=calibration_data,
-                                     example_input=loader)
+            converted = to_precision(model, precision, device, calibration_data=calibration_data, example_input=loader)
         except UnsupportedPrecisionError as e:
             if unsupported == "raise":
                 raise
@@ -542,28 +966,16 @@ def sweep(
             m = collect_metrics(converted, loader, device, power_watts, precision, latency_multiplier, repeats,
                                 batch_size=b)
             row = {"precision": precision, "batch_size": b, "accuracy": m.accuracy, "latency_ms": m.latency_ms,
-                   "latency_median_ms": m.latency_median_ms,
-                   "latency_std_ms": m.latency_std_ms, "latency_p95_ms": m.latency_p95_ms,
-                   "throughput_sps": m.throughput_sps, "memory_mb": m.memory_mb, "energy_proxy_j": m.energy_j,
+                   "latency_median_ms": m.latency_median_ms, "latency_std_ms": m.latency_std_ms,
+                   "latency_p95_ms": m.latency_p95_ms, "throughput_sps": m.throughput_sps, "memory_mb": m.memory_mb,
+                   "energy_proxy_j": m.energy_j,
                    "energy_method": m.methods.get("energy_j") or f"none: {m.reasons.get('energy_j')}",
                    "latency_scaled_by": m.latency_scaled_by}
             failed = _violations(row, constraints)
-            row["accepted"] = not failed
-            row["violations"] = ", ".join(failed)
-            rows.append(row)
+            rows.append({**row, "accepted": not failed, "violations": ", ".join(failed)})
     df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
     df.attrs.update({"skipped": skipped, "constraints": constraints, "device": str(device), "notes": notes})
     return df
-
-# %% [markdown]
-# `precision_tradeoff_table` condenses a sweep to one row per precision (means over batch
-# sizes, and the share of configurations that met the constraints), fastest first.
-
-# %%
-#| export
-TRADEOFF_INPUT_COLUMNS = ("precision", "accuracy", "latency_ms", "memory_mb", "energy_proxy_j", "accepted")
-TRADEOFF_COLUMNS = ("precision", "accuracy_mean", "latency_ms_mean", "memory_mb_mean", "energy_proxy_j_mean",
-                    "accepted_ratio")
 
 
 def precision_tradeoff_table(sweep_df: pd.DataFrame) -> pd.DataFrame:
@@ -585,8 +997,7 @@ def precision_tradeoff_table(sweep_df: pd.DataFrame) -> pd.DataFrame:
     table = work.groupby("precision", sort=False).agg(
         accuracy_mean=("accuracy", "mean"), latency_ms_mean=("latency_ms", "mean"),
         memory_mb_mean=("memory_mb", "mean"), energy_proxy_j_mean=("energy_proxy_j", "mean"),
-        accepted_ratio=("accepted", "mean"),
-    ).reset_index()
+        accepted_ratio=("accepted", "mean")).reset_index()
     return table.sort_values("latency_ms_mean", kind="stable").reset_index(drop=True)[list(TRADEOFF_COLUMNS)]
 
 # %%
@@ -599,57 +1010,143 @@ if __name__ == "__main__":
     print(_df.drop(columns=["energy_method"]).to_string())
     print(precision_tradeoff_table(_df).to_string())
 
+# %% [markdown]
+# ## 8. What an edge deployment watches, measured on the host
+#
+# `measure_watch_metrics` measures what the host can of an edge checklist — sizes, startup,
+# latency with and without pre/post-processing, accuracy, CPU workload, clock, temperature,
+# FLOPs, energy — each with its method, or `None` with the reason, as the cell below prints.
 # %%
-def test_unit_sweep_and_tradeoffs():
-    from tinytorch.benchmarking.digits import DigitsCNN, digits_loader
+#| export benchmarking.devices
+_TEMP_SENSORS = ("coretemp", "k10temp", "cpu_thermal", "cpu-thermal", "soc_thermal", "acpitz")
 
-    torch.manual_seed(0)
-    model = DigitsCNN()
-    df = sweep(model, digits_loader("test", 150), ["fp32", "bf16"], [1, 4],
-               {"max_memory_mb": 0.02}, repeats=4, calibration_data=digits_loader("train", 64))
-    assert list(df.columns) == list(SWEEP_COLUMNS) and len(df) == 4
-    fp32 = df[df.precision == "fp32"].iloc[0]
-    bf16 = df[df.precision == "bf16"].iloc[0]
-    assert abs(bf16.memory_mb * 2 - fp32.memory_mb) < 1e-12, "bf16 halves the memory"
-    # 0.0232 MB in fp32 violates a 0.02 MB budget, 0.0116 MB in bf16 meets it
-    assert not fp32.accepted and fp32.violations == "max_memory_mb" and bool(bf16.accepted)
-    assert set(df.batch_size) == {1, 4}
-    table = precision_tradeoff_table(df)
-    assert list(table.columns) == list(TRADEOFF_COLUMNS)
-    assert list(table.latency_ms_mean) == sorted(table.latency_ms_mean), "sorted by latency"
-    assert table.set_index("precision").loc["bf16", "accepted_ratio"] == 1.0
+
+def read_temperature_c() -> tuple[float | None, str]:
+    """(temperature in °C, where it came from) from psutil, or (None, why not).
+
+    >>> t, how = read_temperature_c()
+    >>> t is None or isinstance(t, float)
+    True
+    """
+    reader = getattr(psutil, "sensors_temperatures", None)
+    if reader is None:
+        return None, "psutil.sensors_temperatures is not available on this platform"
     try:
-        precision_tradeoff_table(df.drop(columns=["energy_proxy_j"]))
-        raise AssertionError("a missing column must fail")
-    except ValueError as e:
-        assert "energy_proxy_j" in str(e), "the error must name the missing column"
-    try:
-        sweep(model, digits_loader("test"), ["fp32"], [1], {"max_fun": 1.0})
-        raise AssertionError("an unknown constraint must fail")
-    except ValueError as e:
-        assert "max_fun" in str(e)
+        sensors = reader()
+    except (OSError, RuntimeError) as e:
+        return None, f"temperature sensors unreadable: {e}"
+    for name in (*_TEMP_SENSORS, *sorted(sensors)):
+        for entry in sensors.get(name, []):
+            if entry.current is not None and entry.current > -273:
+                return float(entry.current), f"measured: psutil sensor {name}/{entry.label or '0'}"
+    return None, "no readable temperature sensor (psutil.sensors_temperatures() is empty, common in VMs)"
 
 
+def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loader: Iterable | None = None,
+                          preprocess: Callable[[Any], Any] | None = None,
+                          postprocess: Callable[[Any], Any] | None = None, raw_input: Any = None,
+                          power_watts: float | None = None, samples: int = 20, startup_runs: int = 5,
+                          cpu_window_s: float = 0.5) -> dict[str, Any]:
+    """The edge watch metrics measurable on this machine, each with its method or reason.
+
+    `input_shape` includes the batch. With `preprocess`/`postprocess`, inference time is timed on
+    `raw_input` through preprocess → model → postprocess.
+
+    >>> m = measure_watch_metrics(nn.Linear(8, 2), (1, 8), samples=3, startup_runs=2, cpu_window_s=0.1)
+    >>> m["flops"], m["params_size_mb"] > 0
+    (32, True)
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    shape = tuple(input_shape)
+    if (preprocess is not None or postprocess is not None) and raw_input is None:
+        raise ValueError("raw_input: preprocess/postprocess need the raw input they start from, got None")
+    a = adapt(model)
+    x = a.make_input(shape)
+    out, methods, reasons = {}, {}, {}
+
+    def record(key: str, value: Any, method: str, reason: str = "") -> None:
+        out[key] = value
+        (methods if value is not None else reasons)[key] = method if value is not None else reason
+
+    record("params_size_mb", model_memory_mb(model), "measured: state-dict tensors x element size")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.pt"
+        torch.save(model, path)
+        record("model_file_mb", path.stat().st_size / 2**20, "measured: size of torch.save(model) on disk")
+
+        def startup() -> None:
+            loaded = adapt(torch.load(path, weights_only=False, map_location=a.device))
+            with loaded.inference():
+                loaded.forward(loaded.to_input(x))
+
+        s = time_callable(startup, warmup=0, samples=startup_runs)
+        record("startup_ms", s.median_ms,
+               f"measured: median of {len(s.per_call_ns)} x (torch.load + first inference), file in OS cache")
+    lat = time_model(model, x, samples=samples)
+    record("latency_ms", lat.median_ms, "measured: timing core median, model forward only")
+    record("throughput_sps", shape[0] / (lat.median_ms / 1e3), "derived: batch / median latency")
+    inference_ms = None
+    if preprocess is not None or postprocess is not None:
+        pre, post = preprocess or (lambda v: v), postprocess or (lambda v: v)
+        with a.inference():
+            def pipeline() -> Any:
+                return post(a.forward(a.to_input(pre(raw_input))))
+            pipeline()
+            inference_ms = time_callable(pipeline, samples=samples, sync=a.sync).median_ms
+    record("inference_ms", inference_ms, "measured: timing core median of preprocess -> model -> postprocess",
+           "no preprocess/postprocess given: inference time equals latency_ms")
+    acc = evaluate_accuracy(model, loader) if loader is not None else None
+    for key, value in (("accuracy", acc), ("error_rate", None if acc is None else 1.0 - acc)):
+        record(key, value, "measured: top-1 on the labelled loader", "no labelled loader given")
+    proc, cores = psutil.Process(), psutil.cpu_count() or 1
+    with a.inference():
+        proc.cpu_percent(None)
+        w = time_callable(lambda: a.forward(x), samples=3, min_seconds=cpu_window_s, sync=a.sync)
+        cpu = proc.cpu_percent(None)
+    record("cpu_workload_percent", cpu, f"measured: psutil process cpu_percent over {w.total_seconds:.2f} s of "
+           f"inference (100 = one core busy; {w.threads} torch threads)")
+    record("cpu_workload_percent_of_all_cores", cpu / cores, f"derived: cpu_workload_percent / {cores} logical cores")
+    record("clock_mhz", system_info()["cpu_freq_mhz"], "measured: psutil.cpu_freq().current (system_info)",
+           "psutil.cpu_freq() reports no frequency on this machine")
+    temperature, how = read_temperature_c()
+    record("temperature_c", temperature, how, how)
+    record("flops", Profiler().count_flops(model, x),
+           "counted: Profiler.count_flops (torch.utils.flop_counter), FLOPs = 2 x MACs")
+    with a.inference():
+        em = measure_energy(lambda: a.forward(x), power_watts=power_watts, latency_s=lat.median_ms / 1e3, sync=a.sync)
+    record("energy_mwh", None if em.joules_per_call is None else em.joules_per_call / 3.6,
+           f"{em.method} (J / 3.6 = mWh per inference)", em.reason or "no energy counter and no power_watts")
+    return {**out, "methods": methods, "reasons": reasons}
+
+# %%
 if __name__ == "__main__":
-    test_unit_sweep_and_tradeoffs()
+    from tinytorch.benchmarking.digits import default_digits_model, digits_loader
+
+    _w = measure_watch_metrics(default_digits_model(), (1, 1, 8, 8), loader=digits_loader("test"),
+                               preprocess=lambda img: torch.as_tensor(img, dtype=torch.float32).div(16.0).reshape(1, 1, 8, 8),
+                               postprocess=lambda logits: int(logits.argmax()), raw_input=torch.randint(0, 17, (8, 8)))
+    for _k, _v in _w.items():
+        if _k not in ("methods", "reasons"):
+            print(f"{_k:34s} {_v!r:>26}  {_w['methods'].get(_k) or _w['reasons'].get(_k)}")
 
 # %% [markdown]
-# ## Saving the artifacts
+# ## 9. Writing it down: the hardware report
 #
-# Three CSV tables (UTF-8) and two bar charts (PNG, 180 DPI), each written to a temporary file
-# and renamed, so an interrupted run never leaves half a file; plus `system_info.json`, the
-# machine the figures came from.
-
+# Every table is written atomically (`write_atomic`: a temporary file, then a rename), charts as
+# 180-DPI PNGs, results as one Markdown table where a missing figure prints `n/a`.
+# `write_hardware_report` runs everything above for one model and writes it all;
+# `write_default_hardware_artifacts` does it for the bundled digits CNN (`tito benchmark
+# --hardware`). For a model of yours (`tito benchmark --model FILE --input-shape ... --hardware`)
+# all of it works for any input shape except the sweep, which measures *accuracy* and so needs
+# labelled data that fits the model: without it (`loader=None`) the sweep is "unavailable" with
+# the reason, and the roofline summary uses the model's measured fp32 latency.
 # %%
 #| export
-HARDWARE_ARTIFACTS = {
-    "layerwise_breakdown": "layerwise_breakdown.csv",
-    "precision_tradeoffs": "precision_tradeoffs.csv",
-    "hardware_summary": "hardware_summary.csv",
-    "layerwise_activation_memory": "layerwise_activation_memory.png",
-    "layerwise_macs": "layerwise_macs.png",
-    "system_info": "system_info.json",
-}
+HARDWARE_ARTIFACTS = {"layerwise_breakdown": "layerwise_breakdown.csv", "precision_tradeoffs": "precision_tradeoffs.csv",
+                      "hardware_summary": "hardware_summary.csv",
+                      "layerwise_activation_memory": "layerwise_activation_memory.png",
+                      "layerwise_macs": "layerwise_macs.png", "system_info": "system_info.json"}
 PLOT_DPI = 180
 
 
@@ -660,12 +1157,10 @@ def _bar_chart(path: Path, labels: Sequence[str], values: Sequence[float], ylabe
     ax = fig.add_subplot()
     ax.bar(range(len(values)), values, color="#4C72B0")
     ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    fig.savefig(tmp, dpi=PLOT_DPI, bbox_inches="tight", format="png")
-    os.replace(tmp, path)
-    return path
+    ax.set(ylabel=ylabel, title=title)
+    png = io.BytesIO()
+    fig.savefig(png, dpi=PLOT_DPI, bbox_inches="tight", format="png")
+    return write_atomic(path, png.getvalue())
 
 
 def save_hardware_artifacts(output_dir: str | Path, layer_df: pd.DataFrame, tradeoff_df: pd.DataFrame,
@@ -678,12 +1173,10 @@ def save_hardware_artifacts(output_dir: str | Path, layer_df: pd.DataFrame, trad
     _require_columns(tradeoff_df, TRADEOFF_COLUMNS, "tradeoff_df")
     if not isinstance(summary, dict) or any(k not in summary for k in SUMMARY_KEYS):
         raise ValueError(f"summary: expected the dict from summarize_hardware with keys {list(SUMMARY_KEYS)}")
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {k: out / v for k, v in HARDWARE_ARTIFACTS.items()}
-    write_atomic(paths["layerwise_breakdown"], layer_df.to_csv(index=False))
-    write_atomic(paths["precision_tradeoffs"], tradeoff_df.to_csv(index=False))
-    write_atomic(paths["hardware_summary"], pd.DataFrame([summary]).to_csv(index=False))
+    paths = {k: Path(output_dir) / v for k, v in HARDWARE_ARTIFACTS.items()}
+    for key, df in (("layerwise_breakdown", layer_df), ("precision_tradeoffs", tradeoff_df),
+                    ("hardware_summary", pd.DataFrame([summary]))):
+        write_atomic(paths[key], df.to_csv(index=False))
     labels = [f"{i}:{name}" for i, name in enumerate(layer_df["layer"])]
     _bar_chart(paths["layerwise_activation_memory"], labels, [v / 1024 for v in layer_df["activation_bytes"]],
                "activation memory (KB)", "Activation memory per layer call")
@@ -692,39 +1185,171 @@ def save_hardware_artifacts(output_dir: str | Path, layer_df: pd.DataFrame, trad
     return paths
 
 # %%
-def test_unit_save_hardware_artifacts():
-    import tempfile
-
-    from PIL import Image
-    from tinytorch.benchmarking.digits import DigitsCNN
-
-    layers = estimate_layerwise_stats(DigitsCNN(), 1, (1, 8, 8))
-    summary = summarize_hardware(layers, latency_ms=0.1, memory_bandwidth_gbps=10.0)
-    table = pd.DataFrame([{"precision": "fp32", "accuracy_mean": 0.9, "latency_ms_mean": 0.1,
-                           "memory_mb_mean": 0.02, "energy_proxy_j_mean": None, "accepted_ratio": 1.0}])
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = save_hardware_artifacts(Path(tmp) / "hw", layers, table, summary)
-        assert set(paths) == set(HARDWARE_ARTIFACTS) and all(p.exists() for p in paths.values())
-        back = pd.read_csv(paths["layerwise_breakdown"], encoding="utf-8")
-        assert list(back.columns) == list(LAYERWISE_COLUMNS) and back["macs"].sum() == layers["macs"].sum()
-        assert list(pd.read_csv(paths["precision_tradeoffs"]).columns) == list(TRADEOFF_COLUMNS)
-        assert set(SUMMARY_KEYS) <= set(pd.read_csv(paths["hardware_summary"]).columns)
-        for name in ("layerwise_activation_memory", "layerwise_macs"):
-            dpi = Image.open(paths[name]).info.get("dpi")
-            assert dpi is not None and round(dpi[0]) == PLOT_DPI, f"{name}: expected {PLOT_DPI} DPI, got {dpi}"
-        assert not list(Path(tmp, "hw").glob(".*tmp*")), "no temporary files left behind"
+#| export benchmarking.hardware_profile
+PROFILE_ARTIFACTS = {"operator_profile": "operator_profile.csv", "hardware_totals": "hardware_totals.csv",
+                     "hardware_profile": "hardware_profile.json"}
 
 
-if __name__ == "__main__":
-    test_unit_save_hardware_artifacts()
+def write_hardware_profile_artifacts(profile: dict[str, Any], output_dir: str | Path) -> dict[str, Path]:
+    """Write a `build_hardware_profile_table` result: the operator table and the totals (CSV), all
+    four sections (JSON); returns {artifact name: path}."""
+    sections = ("operator_profile", "totals", "precision_tradeoffs", "edge_constraints")
+    missing = [k for k in sections if k not in profile] if isinstance(profile, dict) else list(sections)
+    if missing:
+        raise ValueError(f"profile: missing section(s) {missing}; expected the dict from build_hardware_profile_table")
+    paths = {k: Path(output_dir) / v for k, v in PROFILE_ARTIFACTS.items()}
+    ops = pd.DataFrame(profile["operator_profile"])
+    write_atomic(paths["operator_profile"], ops.to_csv(index=False))
+    write_atomic(paths["hardware_totals"], pd.DataFrame([profile["totals"]]).to_csv(index=False))
+    write_json(paths["hardware_profile"], {"operator_profile": ops.to_dict(orient="records"),
+                                           **{k: profile[k] for k in sections[1:]}})
+    return paths
 
 # %%
+#| export benchmarking.devices
+BENCHMARK_TABLE_FIELDS = ("model", "task", "accuracy", "latency_ms", "model_size_mb", "platform", "references")
+
+
+def _cell(value: Any, kind: str = "text") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if kind == "percent":
+        return f"{100 * float(value):.1f}%"
+    return f"{float(value):.4g}" if kind == "number" else str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def benchmark_table_markdown(rows: Iterable[dict[str, Any]]) -> str:
+    """Rows as the benchmark table in Markdown (accuracy as a fraction 0..1, printed as %).
+
+    >>> print(benchmark_table_markdown([{"model": "m", "task": "t", "accuracy": 0.9, "latency_ms": 1.5,
+    ...     "model_size_mb": 0.02, "platform": "x86 CPU", "references": "-"}]).splitlines()[2])
+    | m | t | 90.0% | 1.5 | 0.02 | x86 CPU | - |
+    """
+    lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MB)** | **Platform** "
+             "| **References** |", "|" + "|".join(["---"] * 7) + "|"]
+    kinds = ("text", "text", "percent", "number", "number", "text", "text")
+    for i, r in enumerate(rows):
+        missing = [k for k in BENCHMARK_TABLE_FIELDS if k not in r]
+        if missing:
+            raise ValueError(f"rows[{i}]: missing {missing}; expected keys {list(BENCHMARK_TABLE_FIELDS)}")
+        if r["accuracy"] is not None and not 0 <= float(r["accuracy"]) <= 1:
+            raise ValueError(f"rows[{i}]: accuracy is a fraction in [0, 1], got {r['accuracy']!r}")
+        lines.append("| " + " | ".join(_cell(r[k], kind) for k, kind in zip(BENCHMARK_TABLE_FIELDS, kinds)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Sequence[int],
+                          output_dir: str | Path, *, name: str = "model", task: str = "Image Classification",
+                          precisions: Sequence[str] = PRECISIONS, batch_sizes: Sequence[int] = (1, 32),
+                          constraints: dict[str, float] | None = None, calibration_data: Any = None,
+                          power_watts: float | None = None, devices: Sequence[str] = tuple(TARGET_DEVICES),
+                          repeats: int = 20, calibration_split: str | None = None,
+                          sweep_unavailable_reason: str | None = None) -> dict[str, Path]:
+    """Run the full hardware analysis of `model` and write its artifacts; returns {name: path}.
+
+    `input_shape` is one input batch, e.g. (1, 1, 8, 8), of any shape the model takes.
+    Precisions this machine cannot run are skipped and the reason is written into
+    `hardware_summary.csv` (`skipped_precisions`). With `loader=None` (no labelled data fits the
+    model) the precision sweep is unavailable, with `sweep_unavailable_reason`, and the roofline
+    summary uses the model's measured fp32 latency; every other artifact is written as usual.
+    """
+    shape, out = _batch_shape(input_shape), Path(output_dir)
+    platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"
+    if loader is not None:
+        sweep_df = sweep(model, loader, precisions, batch_sizes, constraints, power_watts=power_watts,
+                         repeats=repeats, calibration_data=calibration_data, unsupported="skip",
+                         calibration_split=calibration_split)
+        if sweep_df.empty:
+            raise RuntimeError(f"model: no precision of {list(precisions)} ran on this machine: {sweep_df.attrs['skipped']}")
+        tradeoffs = precision_tradeoff_table(sweep_df)
+        base = sweep_df[sweep_df.batch_size == min(batch_sizes)].sort_values("precision", key=lambda s: s != "fp32").iloc[0]
+        base_latency_ms = float(base.latency_median_ms)
+        latency_source = f"sweep: {base.precision}, batch {int(base.batch_size)}, median latency (measured)"
+        rows = [{"model": f"{name} {r.precision} (batch {int(r.batch_size)})", "task": task, "accuracy": r.accuracy,
+                 "latency_ms": r.latency_median_ms, "model_size_mb": r.memory_mb, "platform": platform,
+                 "references": "measured here (median latency): tinytorch.benchmarking.hardware.sweep"}
+                for r in sweep_df.itertuples()]
+    else:
+        reason = "unavailable: " + (sweep_unavailable_reason or "no labelled data fits this model, and the "
+                                    "precision sweep measures accuracy per precision")
+        sweep_df = pd.DataFrame(columns=list(SWEEP_COLUMNS))
+        sweep_df.attrs["skipped"] = {p: reason for p in precisions}
+        tradeoffs = pd.DataFrame(columns=list(TRADEOFF_COLUMNS))
+        base_latency_ms = time_model(model, shape, samples=repeats).median_ms
+        latency_source = f"time_model: fp32, input {shape}, median latency (measured); precision sweep {reason}"
+        rows = [{"model": f"{name} fp32 (batch {shape[0]})", "task": task, "accuracy": None,
+                 "latency_ms": base_latency_ms, "model_size_mb": model_memory_mb(model), "platform": platform,
+                 "references": f"measured here (median latency): time_model; accuracy and precision sweep {reason}"}]
+    layers = estimate_layerwise_stats(model, shape[0], shape[1:])
+    summary = summarize_hardware(layers, base_latency_ms, measure_memory_bandwidth_gbps(), peak_gmacs=measure_peak_gmacs())
+    summary.update({"latency_source": latency_source, "bandwidth_method": "measured: 64 MB tensor copy on this machine",
+                    "peak_gmacs_method": "measured: 512x512x512 float32 matmul on this machine",
+                    "skipped_precisions": json.dumps(sweep_df.attrs["skipped"])})
+    paths = save_hardware_artifacts(out, layers, tradeoffs, summary)
+    paths["sweep"] = write_atomic(out / "sweep.csv", sweep_df.to_csv(index=False))
+    paths.update(write_hardware_profile_artifacts(build_hardware_profile_table(model, shape, samples=repeats), out))
+    fit = pd.concat([device_fit(model, shape, d, ("fp32", "fp16", "int8")) for d in devices], ignore_index=True)
+    paths["device_fit"] = write_atomic(out / "device_fit.csv", fit.to_csv(index=False))
+    watch = measure_watch_metrics(model, shape, loader=loader, power_watts=power_watts, samples=repeats)
+    paths["watch_metrics"] = write_json(out / "watch_metrics.json", watch)
+    paths["benchmark_table"] = write_atomic(out / "benchmark_table.md", benchmark_table_markdown(rows))
+    return paths
+
+
+def write_default_hardware_artifacts(output_dir: str | Path, *, repeats: int = 20,
+                                     power_watts: float | None = None) -> dict[str, Path]:
+    """The hardware report for the bundled digits CNN (trained and cached at first use).
+
+    int8 is calibrated on the training split; accuracy is measured on the 450 test images.
+    """
+    from tinytorch.benchmarking.digits import DIGITS_INPUT_SHAPE, default_digits_model, digits_loader
+
+    return write_hardware_report(default_digits_model(), digits_loader("test", 64), DIGITS_INPUT_SHAPE, output_dir,
+                                 name="digits_cnn", calibration_data=digits_loader("train", 64),
+                                 calibration_split="digits train split", power_watts=power_watts, repeats=repeats,
+                                 constraints={"min_accuracy": 0.95})
+
+# %% [markdown]
+# ## The whole job, end to end
+#
+# `test_module` writes the report for the digits CNN and for a 1-D conv model that no labelled
+# data fits, and checks that the artifacts agree: the same MACs in the layer table, the summary
+# and every device row; one operator row per layer call; one table row per sweep row.
+# %%
 def test_module():
-    test_unit_estimate_layerwise_stats()
-    test_unit_roofline_estimate()
-    test_unit_summarize_hardware()
-    test_unit_sweep_and_tradeoffs()
-    test_unit_save_hardware_artifacts()
+    import tempfile
+
+    from tinytorch.benchmarking.digits import DigitsCNN, digits_loader
+
+    torch.manual_seed(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = write_hardware_report(DigitsCNN(), digits_loader("test", 150), (1, 1, 8, 8), Path(tmp) / "digits",
+                                      precisions=["fp32", "int8"], batch_sizes=[1], devices=["stm32f446", "rpi4"],
+                                      calibration_data=digits_loader("train", 64), repeats=3)
+        expected = set(HARDWARE_ARTIFACTS) | set(PROFILE_ARTIFACTS) | {"sweep", "device_fit", "watch_metrics",
+                                                                       "benchmark_table"}
+        assert set(paths) == expected, f"expected artifacts {sorted(expected)}, got {sorted(paths)}"
+        assert all(p.exists() and p.stat().st_size > 0 for p in paths.values()), "every artifact has content"
+        layers, fit = pd.read_csv(paths["layerwise_breakdown"]), pd.read_csv(paths["device_fit"])
+        summary = pd.read_csv(paths["hardware_summary"]).iloc[0]
+        macs = int(layers["macs"].sum())
+        assert macs == 9216 + 73728 + 1280 == int(summary.estimated_total_macs) and (fit["macs"] == macs).all(), \
+            f"expected 84,224 MACs in every table, got {macs}, {summary.estimated_total_macs}, {set(fit['macs'])}"
+        assert len(pd.read_csv(paths["operator_profile"])) == len(layers), "one operator row per layer call"
+        sweep_df = pd.read_csv(paths["sweep"])
+        assert set(sweep_df.precision) == {"fp32", "int8"} and summary.latency_source.startswith("sweep: fp32")
+        table = paths["benchmark_table"].read_text(encoding="utf-8").strip().splitlines()
+        assert len(table) == 2 + len(sweep_df) and table[0].startswith("| **Model** |")
+
+        net = nn.Sequential(nn.Conv1d(3, 8, 5), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 28, 4))  # not an image model
+        paths = write_hardware_report(net, None, (2, 3, 32), Path(tmp) / "mine", devices=["stm32f446"], repeats=3,
+                                      sweep_unavailable_reason="no labelled data fits input shape (2, 3, 32)")
+        summary = pd.read_csv(paths["hardware_summary"]).iloc[0]
+        assert "unavailable: no labelled data fits" in summary.skipped_precisions
+        assert summary.latency_source.startswith("time_model")
+        layers = pd.read_csv(paths["layerwise_breakdown"])
+        assert int(layers["macs"].sum()) == 2 * (8 * 3 * 5 * 28 + 8 * 28 * 4), "MACs counted for this input shape"
+        assert "unavailable" in paths["benchmark_table"].read_text(encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -3,24 +3,22 @@
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #ede8acbc
 from __future__ import annotations
 
+import io
 import math
 import numbers
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
 
-from tinytorch.benchmarking.metrics import (
-    PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision,
-)
+from .metrics import (
+    PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision)
 from .results import write_atomic, write_json
 from ..profiling.profiler import Profiler
-from ..profiling.timing import system_info, time_callable
+from ..profiling.timing import _check_shape, _positive_int, system_info, time_callable
 
 # %% auto #0
 __all__ = ['LAYERWISE_COLUMNS', 'ROOFLINE_METHOD', 'SUMMARY_KEYS', 'CONSTRAINTS', 'SWEEP_COLUMNS', 'TRADEOFF_INPUT_COLUMNS',
@@ -28,16 +26,13 @@ __all__ = ['LAYERWISE_COLUMNS', 'ROOFLINE_METHOD', 'SUMMARY_KEYS', 'CONSTRAINTS'
            'roofline_estimate', 'measure_memory_bandwidth_gbps', 'measure_peak_gmacs', 'summarize_hardware', 'sweep',
            'precision_tradeoff_table', 'save_hardware_artifacts']
 
-# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #273cd8d2
+# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #b91499db
 LAYERWISE_COLUMNS = ("layer", "output_elements", "parameter_bytes", "activation_bytes", "macs")
 
 
 @dataclass
 class LayerEstimate:
-    """Compute and memory of one layer call for one batch.
-
-    `activation_bytes` are the bytes of the layer's output; `macs` are multiply-accumulates.
-    """
+    "Compute and memory of one layer call for one batch: output bytes (`activation_bytes`) and MACs."
 
     layer: str
     output_elements: int
@@ -46,10 +41,30 @@ class LayerEstimate:
     macs: int
 
 
-def _check_int(value: Any, arg: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{arg}: expected an int >= {minimum}, got {value!r}")
-    return int(value)
+def _batch_shape(shape: Any, arg: str = "input_shape") -> tuple[int, ...]:
+    dims = _check_shape(shape, arg)
+    if len(dims) < 2:
+        raise ValueError(f"{arg}: expected (batch, *sample_shape) such as (1, 1, 8, 8), got {shape!r}")
+    return dims
+
+
+def _real(value: Any, arg: str, *, positive: bool = False) -> float:
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
+            or value < 0 or (positive and value == 0)):
+        raise ValueError(f"{arg}: expected a {'positive number' if positive else 'number >= 0'}, got {value!r}")
+    return float(value)
+
+
+def _positive(value: Any, arg: str) -> float:
+    return _real(value, arg, positive=True)
+
+
+def _require_columns(df: Any, columns: Sequence[str], arg: str) -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"{arg}: expected a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{arg}: missing column(s) {missing}; expected columns {list(columns)}")
 
 
 def estimate_layerwise_stats(model: nn.Module, batch_size: int = 1,
@@ -60,54 +75,43 @@ def estimate_layerwise_stats(model: nn.Module, batch_size: int = 1,
     on a real pass (`Profiler.layer_stats`), so any architecture works.
 
     >>> from tinytorch.benchmarking.digits import DigitsCNN
-    >>> df = estimate_layerwise_stats(DigitsCNN(), 1, (1, 8, 8))
-    >>> df.set_index("layer").loc["conv2", "macs"]
+    >>> estimate_layerwise_stats(DigitsCNN(), 1, (1, 8, 8)).set_index("layer").loc["conv2", "macs"]
     73728
     """
-    _check_int(batch_size, "batch_size")
-    try:
-        sample = tuple(int(d) for d in input_shape)
-    except TypeError:
-        raise ValueError(f"input_shape: expected one sample's shape such as (1, 8, 8), got {input_shape!r}") from None
-    if not sample or any(d < 1 for d in sample):
-        raise ValueError(f"input_shape: expected positive dimensions such as (1, 8, 8), got {input_shape!r}")
+    _positive_int(batch_size, "batch_size")
+    sample = _check_shape(input_shape, "input_shape")
     stats = Profiler().layer_stats(model, (batch_size, *sample))
     if stats.empty:
         raise ValueError("model: no leaf layer ran in the forward pass; layer-wise statistics need "
                          "nn.Module layers (Conv, Linear, ...) called in forward()")
-    rows = [LayerEstimate(str(r.layer), int(r.output_elements), int(r.parameter_bytes),
-                          int(r.activation_bytes), int(r.macs)) for r in stats.itertuples()]
-    df = pd.DataFrame([asdict(r) for r in rows], columns=list(LAYERWISE_COLUMNS))
+    rows = [asdict(LayerEstimate(str(r.layer), *(int(getattr(r, c)) for c in LAYERWISE_COLUMNS[1:])))
+            for r in stats.itertuples()]
+    df = pd.DataFrame(rows, columns=list(LAYERWISE_COLUMNS))
     df.attrs.update({"batch_size": batch_size, "input_shape": sample,
                      "method": "counted: forward hooks (Profiler.layer_stats, torch.utils.flop_counter)"})
     return df
 
-# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #83f8c900
+# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #45358b33
 ROOFLINE_METHOD = "estimated: roofline"
-
-
-def _positive(value: Any, arg: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{arg}: expected a positive number, got {value!r}")
-    return float(value)
 
 
 def roofline_estimate(macs: float, bytes_moved: float, peak_macs_per_s: float,
                       bandwidth_bytes_per_s: float) -> dict[str, Any]:
     """Roofline lower bound on latency, and whether the work is memory- or compute-bound.
 
+    `latency_ms` is the larger of `compute_ms` (macs / peak) and `memory_ms` (bytes / bandwidth);
+    `arithmetic_intensity` (MACs per byte) below `ridge_point` (peak / bandwidth) is memory-bound.
+
     >>> r = roofline_estimate(1e9, 1e8, 1e10, 1e9)
     >>> r["latency_ms"], r["bound"]
     (100.0, 'compute-bound')
     """
-    ### BEGIN SOLUTION
-    for value, arg in ((macs, "macs"), (bytes_moved, "bytes_moved")):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
-            raise ValueError(f"{arg}: expected a number >= 0, got {value!r}")
-    if macs == 0 and bytes_moved == 0:
-        raise ValueError("macs, bytes_moved: expected some work, got 0 MACs and 0 bytes")
+    macs, bytes_moved = _real(macs, "macs"), _real(bytes_moved, "bytes_moved")
     peak = _positive(peak_macs_per_s, "peak_macs_per_s")
     bandwidth = _positive(bandwidth_bytes_per_s, "bandwidth_bytes_per_s")
+    ### BEGIN SOLUTION
+    if macs == 0 and bytes_moved == 0:
+        raise ValueError("macs, bytes_moved: expected some work, got 0 MACs and 0 bytes")
     compute_ms = macs / peak * 1e3
     memory_ms = bytes_moved / bandwidth * 1e3
     intensity = macs / bytes_moved if bytes_moved > 0 else math.inf
@@ -123,43 +127,24 @@ def roofline_estimate(macs: float, bytes_moved: float, peak_macs_per_s: float,
     }
     ### END SOLUTION
 
-# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #cc8c13fb
+# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #83f8c900
 def measure_memory_bandwidth_gbps(size_mb: int = 64, samples: int = 5) -> float:
-    """Practical memory bandwidth (GB/s, 1e9 bytes) of this machine: a large tensor copy, timed.
-
-    >>> measure_memory_bandwidth_gbps(size_mb=16, samples=3) > 0
-    True
-    """
-    _check_int(size_mb, "size_mb")
-    src = torch.ones(size_mb * 2**20 // 4, dtype=torch.float32)
+    "Practical memory bandwidth (GB/s, 1e9 bytes) of this machine: a large tensor copy, timed."
+    src = torch.ones(_positive_int(size_mb, "size_mb") * 2**20 // 4, dtype=torch.float32)
     dst = torch.empty_like(src)
-    t = time_callable(lambda: dst.copy_(src), warmup=2, samples=_check_int(samples, "samples"))
+    t = time_callable(lambda: dst.copy_(src), warmup=2, samples=_positive_int(samples, "samples"))
     return 2 * src.numel() * 4 / (t.median_ms / 1e3) / 1e9
 
 
 def measure_peak_gmacs(n: int = 512, samples: int = 5) -> float:
-    """Practical float32 compute (GMAC/s) of this machine: an n×n×n matmul, timed.
-
-    >>> measure_peak_gmacs(n=128, samples=3) > 0
-    True
-    """
-    _check_int(n, "n")
-    a = torch.randn(n, n)
-    b = torch.randn(n, n)
-    t = time_callable(lambda: torch.mm(a, b), warmup=2, samples=_check_int(samples, "samples"))
+    "Practical float32 compute (GMAC/s) of this machine: an n×n×n matmul, timed."
+    a, b = torch.randn(_positive_int(n, "n"), n), torch.randn(n, n)
+    t = time_callable(lambda: torch.mm(a, b), warmup=2, samples=_positive_int(samples, "samples"))
     return n**3 / (t.median_ms / 1e3) / 1e9
 
-# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #bdeca37f
+
 SUMMARY_KEYS = ("estimated_total_bytes", "estimated_total_macs", "achieved_bandwidth_gbps",
                 "configured_memory_bandwidth_gbps", "bandwidth_utilization", "achieved_gmacs")
-
-
-def _require_columns(df: Any, columns: Sequence[str], arg: str) -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"{arg}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{arg}: missing column(s) {missing}; expected columns {list(columns)}")
 
 
 def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwidth_gbps: float,
@@ -175,62 +160,41 @@ def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwid
     (1.0, 0.1)
     """
     _require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
-    latency_ms = _positive(latency_ms, "latency_ms")
+    seconds = _positive(latency_ms, "latency_ms") / 1e3
     bandwidth = _positive(memory_bandwidth_gbps, "memory_bandwidth_gbps")
     total_bytes = int(layer_df["parameter_bytes"].sum() + layer_df["activation_bytes"].sum())
     total_macs = int(layer_df["macs"].sum())
-    seconds = latency_ms / 1e3
     achieved_bw = total_bytes / seconds / 1e9
-    summary: dict[str, Any] = {
-        "estimated_total_bytes": total_bytes,
-        "estimated_total_macs": total_macs,
-        "achieved_bandwidth_gbps": achieved_bw,
-        "configured_memory_bandwidth_gbps": bandwidth,
-        "bandwidth_utilization": achieved_bw / bandwidth,
-        "achieved_gmacs": total_macs / seconds / 1e9,
+    s: dict[str, Any] = {
+        "estimated_total_bytes": total_bytes, "estimated_total_macs": total_macs,
+        "achieved_bandwidth_gbps": achieved_bw, "configured_memory_bandwidth_gbps": bandwidth,
+        "bandwidth_utilization": achieved_bw / bandwidth, "achieved_gmacs": total_macs / seconds / 1e9,
     }
-    if peak_gmacs is not None:
-        roof = roofline_estimate(total_macs, total_bytes, _positive(peak_gmacs, "peak_gmacs") * 1e9, bandwidth * 1e9)
-        attained = roof["latency_ms"] / latency_ms
-        summary.update({
-            "peak_gmacs": float(peak_gmacs),
-            "arithmetic_intensity": roof["arithmetic_intensity"],
-            "ridge_point": roof["ridge_point"],
-            "roofline_latency_ms": roof["latency_ms"],
+    if peak_gmacs is None:
+        util = s["bandwidth_utilization"]
+        return {**s, "verdict": "memory-bound" if util >= 0.5 else "not memory-bound",
+                "verdict_method": (f"measured bandwidth utilization {util:.1%} (memory-bound from 50%); "
+                                   "give peak_gmacs for a roofline verdict")}
+    roof = roofline_estimate(total_macs, total_bytes, _positive(peak_gmacs, "peak_gmacs") * 1e9, bandwidth * 1e9)
+    attained = roof["latency_ms"] / (seconds * 1e3)
+    return {**s, "peak_gmacs": float(peak_gmacs), "arithmetic_intensity": roof["arithmetic_intensity"],
+            "ridge_point": roof["ridge_point"], "roofline_latency_ms": roof["latency_ms"],
             "roofline_attainment": attained,
             "verdict": roof["bound"] if attained >= 0.1 else f"overhead-bound (roofline says {roof['bound']})",
             "verdict_method": (f"{ROOFLINE_METHOD}: intensity {roof['arithmetic_intensity']:.3g} MAC/B vs ridge "
                                f"{roof['ridge_point']:.3g} MAC/B; measured latency reaches {attained:.1%} of the "
-                               "roofline bound (below 10%: overhead-bound)"),
-        })
-    else:
-        util = summary["bandwidth_utilization"]
-        summary["verdict"] = "memory-bound" if util >= 0.5 else "not memory-bound"
-        summary["verdict_method"] = (f"measured bandwidth utilization {util:.1%} (memory-bound from 50%); "
-                                     "give peak_gmacs for a roofline verdict")
-    return summary
+                               "roofline bound (below 10%: overhead-bound)")}
 
-# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #c77dc1b4
-CONSTRAINTS = {
-    "min_accuracy": ("accuracy", ">="),
-    "max_latency_ms": ("latency_ms", "<="),
-    "max_p95_latency_ms": ("latency_p95_ms", "<="),
-    "max_memory_mb": ("memory_mb", "<="),
-    "max_energy_j": ("energy_proxy_j", "<="),
-}
-SWEEP_COLUMNS = ("precision", "batch_size", "accuracy", "latency_ms", "latency_median_ms", "latency_std_ms", "latency_p95_ms",
-                 "throughput_sps", "memory_mb", "energy_proxy_j", "energy_method", "latency_scaled_by",
-                 "accepted", "violations")
-
-
-def _check_constraints(constraints: dict[str, float] | None) -> dict[str, float]:
-    constraints = dict(constraints or {})
-    unknown = [k for k in constraints if k not in CONSTRAINTS]
-    if unknown:
-        raise ValueError(f"constraints: unknown key(s) {unknown}; expected some of {list(CONSTRAINTS)}")
-    for k, v in constraints.items():
-        _positive(v, f"constraints[{k!r}]")
-    return constraints
+# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #544bf32d
+CONSTRAINTS = {"min_accuracy": ("accuracy", ">="), "max_latency_ms": ("latency_ms", "<="),
+               "max_p95_latency_ms": ("latency_p95_ms", "<="), "max_memory_mb": ("memory_mb", "<="),
+               "max_energy_j": ("energy_proxy_j", "<=")}
+SWEEP_COLUMNS = ("precision", "batch_size", "accuracy", "latency_ms", "latency_median_ms", "latency_std_ms",
+                 "latency_p95_ms", "throughput_sps", "memory_mb", "energy_proxy_j", "energy_method",
+                 "latency_scaled_by", "accepted", "violations")
+TRADEOFF_INPUT_COLUMNS = ("precision", "accuracy", "latency_ms", "memory_mb", "energy_proxy_j", "accepted")
+TRADEOFF_COLUMNS = ("precision", "accuracy_mean", "latency_ms_mean", "memory_mb_mean", "energy_proxy_j_mean",
+                    "accepted_ratio")
 
 
 def _violations(row: dict[str, Any], constraints: dict[str, float]) -> list[str]:
@@ -245,21 +209,11 @@ def _violations(row: dict[str, Any], constraints: dict[str, float]) -> list[str]
     return failed
 
 
-def sweep(
-    model: nn.Module,
-    loader: Any,
-    precisions: Sequence[str] = PRECISIONS,
-    batch_sizes: Sequence[int] = (1, 8, 32),
-    constraints: dict[str, float] | None = None,
-    *,
-    device: str = "cpu",
-    power_watts: float | None = None,
-    latency_multiplier: float = 1.0,
-    repeats: int = 20,
-    calibration_data: Any = None,
-    unsupported: str = "raise",
-    calibration_split: str | None = None,
-) -> pd.DataFrame:
+def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
+          batch_sizes: Sequence[int] = (1, 8, 32), constraints: dict[str, float] | None = None, *,
+          device: str = "cpu", power_watts: float | None = None, latency_multiplier: float = 1.0,
+          repeats: int = 20, calibration_data: Any = None, unsupported: str = "raise",
+          calibration_split: str | None = None) -> pd.DataFrame:
     """One row per (precision, batch size): measured metrics and whether they meet `constraints`.
 
     Static int8 of a conv model is calibrated on `calibration_data`, which must come from a split
@@ -271,18 +225,20 @@ def sweep(
     True
     """
     precisions = [check_precision(p) for p in precisions]
-    if not precisions:
-        raise ValueError("precisions: expected at least one of " + str(PRECISIONS))
-    batch_sizes = [_check_int(b, "batch_sizes") for b in batch_sizes]
-    if not batch_sizes:
-        raise ValueError("batch_sizes: expected at least one positive int")
-    constraints = _check_constraints(constraints)
+    batch_sizes = [_positive_int(b, "batch_sizes") for b in batch_sizes]
+    if not precisions or not batch_sizes:
+        raise ValueError(f"precisions, batch_sizes: expected at least one of each, got {precisions}, {batch_sizes}")
+    constraints = dict(constraints or {})
+    unknown = [k for k in constraints if k not in CONSTRAINTS]
+    if unknown:
+        raise ValueError(f"constraints: unknown key(s) {unknown}; expected some of {list(CONSTRAINTS)}")
+    for k, v in constraints.items():
+        _positive(v, f"constraints[{k!r}]")
     if unsupported not in ("raise", "skip"):
         raise ValueError(f"unsupported: expected 'raise' or 'skip', got {unsupported!r}")
     check_device(device)
     rows, skipped, notes = [], {}, {}
-    has_conv = any(isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) for m in model.modules())
-    if "int8" in precisions and has_conv:
+    if "int8" in precisions and any(isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) for m in model.modules()):
         if calibration_data is None:  # never the evaluation loader: that would leak the test set into the model
             raise ValueError("calibration_data: static int8 of a model with convolutions needs calibration inputs "
                              "from a split other than `loader` (e.g. digits_loader('train'))")
@@ -290,8 +246,7 @@ def sweep(
                                      " (not the evaluation loader)")
     for precision in precisions:
         try:
-            converted = to_precision(model, precision, device, calibration_data=calibration_data,
-                                     example_input=loader)
+            converted = to_precision(model, precision, device, calibration_data=calibration_data, example_input=loader)
         except UnsupportedPrecisionError as e:
             if unsupported == "raise":
                 raise
@@ -301,23 +256,16 @@ def sweep(
             m = collect_metrics(converted, loader, device, power_watts, precision, latency_multiplier, repeats,
                                 batch_size=b)
             row = {"precision": precision, "batch_size": b, "accuracy": m.accuracy, "latency_ms": m.latency_ms,
-                   "latency_median_ms": m.latency_median_ms,
-                   "latency_std_ms": m.latency_std_ms, "latency_p95_ms": m.latency_p95_ms,
-                   "throughput_sps": m.throughput_sps, "memory_mb": m.memory_mb, "energy_proxy_j": m.energy_j,
+                   "latency_median_ms": m.latency_median_ms, "latency_std_ms": m.latency_std_ms,
+                   "latency_p95_ms": m.latency_p95_ms, "throughput_sps": m.throughput_sps, "memory_mb": m.memory_mb,
+                   "energy_proxy_j": m.energy_j,
                    "energy_method": m.methods.get("energy_j") or f"none: {m.reasons.get('energy_j')}",
                    "latency_scaled_by": m.latency_scaled_by}
             failed = _violations(row, constraints)
-            row["accepted"] = not failed
-            row["violations"] = ", ".join(failed)
-            rows.append(row)
+            rows.append({**row, "accepted": not failed, "violations": ", ".join(failed)})
     df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
     df.attrs.update({"skipped": skipped, "constraints": constraints, "device": str(device), "notes": notes})
     return df
-
-# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #c0afbd72
-TRADEOFF_INPUT_COLUMNS = ("precision", "accuracy", "latency_ms", "memory_mb", "energy_proxy_j", "accepted")
-TRADEOFF_COLUMNS = ("precision", "accuracy_mean", "latency_ms_mean", "memory_mb_mean", "energy_proxy_j_mean",
-                    "accepted_ratio")
 
 
 def precision_tradeoff_table(sweep_df: pd.DataFrame) -> pd.DataFrame:
@@ -339,19 +287,14 @@ def precision_tradeoff_table(sweep_df: pd.DataFrame) -> pd.DataFrame:
     table = work.groupby("precision", sort=False).agg(
         accuracy_mean=("accuracy", "mean"), latency_ms_mean=("latency_ms", "mean"),
         memory_mb_mean=("memory_mb", "mean"), energy_proxy_j_mean=("energy_proxy_j", "mean"),
-        accepted_ratio=("accepted", "mean"),
-    ).reset_index()
+        accepted_ratio=("accepted", "mean")).reset_index()
     return table.sort_values("latency_ms_mean", kind="stable").reset_index(drop=True)[list(TRADEOFF_COLUMNS)]
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #79a19e31
-HARDWARE_ARTIFACTS = {
-    "layerwise_breakdown": "layerwise_breakdown.csv",
-    "precision_tradeoffs": "precision_tradeoffs.csv",
-    "hardware_summary": "hardware_summary.csv",
-    "layerwise_activation_memory": "layerwise_activation_memory.png",
-    "layerwise_macs": "layerwise_macs.png",
-    "system_info": "system_info.json",
-}
+HARDWARE_ARTIFACTS = {"layerwise_breakdown": "layerwise_breakdown.csv", "precision_tradeoffs": "precision_tradeoffs.csv",
+                      "hardware_summary": "hardware_summary.csv",
+                      "layerwise_activation_memory": "layerwise_activation_memory.png",
+                      "layerwise_macs": "layerwise_macs.png", "system_info": "system_info.json"}
 PLOT_DPI = 180
 
 
@@ -362,12 +305,10 @@ def _bar_chart(path: Path, labels: Sequence[str], values: Sequence[float], ylabe
     ax = fig.add_subplot()
     ax.bar(range(len(values)), values, color="#4C72B0")
     ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    fig.savefig(tmp, dpi=PLOT_DPI, bbox_inches="tight", format="png")
-    os.replace(tmp, path)
-    return path
+    ax.set(ylabel=ylabel, title=title)
+    png = io.BytesIO()
+    fig.savefig(png, dpi=PLOT_DPI, bbox_inches="tight", format="png")
+    return write_atomic(path, png.getvalue())
 
 
 def save_hardware_artifacts(output_dir: str | Path, layer_df: pd.DataFrame, tradeoff_df: pd.DataFrame,
@@ -380,12 +321,10 @@ def save_hardware_artifacts(output_dir: str | Path, layer_df: pd.DataFrame, trad
     _require_columns(tradeoff_df, TRADEOFF_COLUMNS, "tradeoff_df")
     if not isinstance(summary, dict) or any(k not in summary for k in SUMMARY_KEYS):
         raise ValueError(f"summary: expected the dict from summarize_hardware with keys {list(SUMMARY_KEYS)}")
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {k: out / v for k, v in HARDWARE_ARTIFACTS.items()}
-    write_atomic(paths["layerwise_breakdown"], layer_df.to_csv(index=False))
-    write_atomic(paths["precision_tradeoffs"], tradeoff_df.to_csv(index=False))
-    write_atomic(paths["hardware_summary"], pd.DataFrame([summary]).to_csv(index=False))
+    paths = {k: Path(output_dir) / v for k, v in HARDWARE_ARTIFACTS.items()}
+    for key, df in (("layerwise_breakdown", layer_df), ("precision_tradeoffs", tradeoff_df),
+                    ("hardware_summary", pd.DataFrame([summary]))):
+        write_atomic(paths[key], df.to_csv(index=False))
     labels = [f"{i}:{name}" for i, name in enumerate(layer_df["layer"])]
     _bar_chart(paths["layerwise_activation_memory"], labels, [v / 1024 for v in layer_df["activation_bytes"]],
                "activation memory (KB)", "Activation memory per layer call")

@@ -10,11 +10,13 @@ from tito.commands import export as export_cmd
 from tito.config import Course, TitoError
 from tito.runners import StageResult, print_table, run_inline, run_pytest
 
-_DEFAULT_EXP = re.compile(r"^#\|\s*default_exp\s+(\S+)", re.M)
+# a notebook's default module, and any other module one of its cells sends code to (`#| export NAME`)
+_DEFAULT_EXP = re.compile(r"^#\|\s*(?:default_exp|export[si]?)[ \t]+([\w.]+)", re.M)
 
 
 def exported_files(nb_paths: list[Path], lib_dir: Path) -> list[tuple[Path, int]]:
-    """(exported file, number of names in its __all__) for each `#| default_exp` in the notebooks."""
+    """(exported file, number of names in its __all__) for each module the notebooks export to:
+    each `#| default_exp NAME` and each `#| export NAME`, once."""
     out = []
     for nb in nb_paths:
         data = json.loads(Path(nb).read_text(encoding="utf-8"))
@@ -23,7 +25,8 @@ def exported_files(nb_paths: list[Path], lib_dir: Path) -> list[tuple[Path, int]
             src = "".join(src) if isinstance(src, list) else src
             for m in _DEFAULT_EXP.finditer(src):
                 f = Path(lib_dir) / (m.group(1).replace(".", "/") + ".py")
-                out.append((f, count_all(f)))
+                if all(f != g for g, _ in out):
+                    out.append((f, count_all(f)))
     return out
 
 

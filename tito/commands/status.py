@@ -1,7 +1,7 @@
 """`tito status`: per module, what is exported, released and graded, with counts.
 
 exported  the module's sources, their notebooks in nbs/, the package files those notebooks
-          export (`#| default_exp`) and the public names (__all__) in them;
+          export (`#| default_exp`, `#| export NAME`) and the public names (__all__) in them;
 released  release/NN_name/ present: notebooks and data files in it;
 graded    build/grades/NN_name/grades.csv (or --grades-dir): students, mean total score.
 """
