@@ -205,7 +205,9 @@ def test_grades_exact(graded_class):
 def test_grade_outputs(graded_class):
     out, r = graded_class["out"], graded_class["results"]
     rows = list(csv.DictReader(open(out / "grades.csv", newline="")))
-    assert list(rows[0]) == ["student", "notebook", "score", "max_score", "status", "reason", "sandbox"]
+    assert list(rows[0]) == ["student", "notebook", "score", "max_score", "manual_pending", "status", "reason",
+                             "sandbox"]
+    assert {row["manual_pending"] for row in rows} == {"0"}  # the small course has no written answers
     assert {row["sandbox"] for row in rows} == {grade_cmd.SANDBOXED}
     totals = {row["student"]: row for row in rows if row["notebook"] == grade_cmd.TOTAL}
     assert {k: float(v["score"]) for k, v in totals.items()} == {k: v.score for k, v in r.items()}
@@ -280,14 +282,18 @@ def test_grade_real_module_19(course, tmp_path, bwrap):
     src = subs.load(nb)
     tasks = subs.solution_ids(src)
     expected = sum(subs.points(src).values())
+    # written answers (markdown grade cells) are graded by hand: pending for the solution, which has them
+    manual = sum(float(c["metadata"]["nbgrader"]["points"]) for c in src["cells"]
+                 if c["cell_type"] == "markdown" and c["metadata"].get("nbgrader", {}).get("grade"))
     assert tasks and expected > 0
     sub_dir = tmp_path / "subs"
     shutil.copy2(nb, (sub_dir / "solution").mkdir(parents=True) or sub_dir / "solution" / E2E_NOTEBOOK)
     shutil.copy2(rel.release_dir / E2E_NOTEBOOK, (sub_dir / "blank").mkdir() or sub_dir / "blank" / E2E_NOTEBOOK)
     res = {r.student: r for r in grade_cmd.grade(course, module, sub_dir, tmp_path / "out", notebooks=[nb],
                                                  progress=lambda *a, **k: None, jobs=2)}
-    assert res["solution"].score == res["solution"].max_score == expected, res["solution"]
-    assert res["blank"].score == 0 and res["blank"].max_score == expected
+    assert res["solution"].max_score == expected and res["solution"].manual_pending == manual, res["solution"]
+    assert res["solution"].score == expected - manual and res["solution"].reason == "", res["solution"]
+    assert res["blank"].score == 0 and res["blank"].max_score == expected and res["blank"].manual_pending == 0
     assert "not yet implemented: " in res["blank"].reason
     assert (tmp_path / "out" / "students" / "blank" / "feedback" / E2E_NOTEBOOK.replace(".ipynb", ".html")).is_file()
 

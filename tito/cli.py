@@ -90,9 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "counts only when it passes in both. SUBMISSIONS holds one folder per "
                                    "student (the folder name is the student id) with the notebooks, or "
                                    "nbgrader's submitted/<student>/<module>/ layout; submitted files are never "
-                                   "modified. Writes OUTPUT/grades.csv (student, notebook, score, max_score, "
-                                   "status, reason, sandbox), OUTPUT/students/<student>/ (feedback HTML, "
-                                   "autograded notebooks, gradebook.db, result.json) and OUTPUT/problems.txt.")
+                                   "modified. Written answers are graded by hand: their points are in max_score "
+                                   "and, until graded, in manual_pending. Writes OUTPUT/grades.csv (student, "
+                                   "notebook, score, max_score, manual_pending, status, reason, sandbox), "
+                                   "OUTPUT/students/<student>/ (feedback HTML, autograded notebooks, gradebook.db, "
+                                   "result.json) and OUTPUT/problems.txt.")
     s.add_argument("module", metavar="MODULE", help=mh)
     s.add_argument("submissions", metavar="SUBMISSIONS", help="folder of student submissions")
     s.add_argument("--student", default=None, metavar="ID", help="(re-)grade only this student")

@@ -118,7 +118,8 @@ def write_normalized(nb_path: Path, dest: Path) -> None:
     nbgrader 0.9's schema v3 requires schema_version, grade, locked and solution in every
     nbgrader cell; module headers may give only the true ones (the schema defaults are false).
     Solution cells are also locked=false; graded test cells keep what they say. A markdown
-    solution cell that is not graded (a written answer) becomes a 0-point graded cell.
+    solution cell that is not graded (a written answer without points) becomes a 0-point graded
+    cell; one with `"grade": true` and `points` is a manually graded answer (see `manual_state`).
     """
     nb = json.loads(Path(nb_path).read_text(encoding="utf-8"))
     for c in nb.get("cells", []):
@@ -275,11 +276,70 @@ def release_module(source_notebooks: list[Path], assignment: str, release_dir: P
     return ReleaseResult(assignment, dest, notebooks, leaks, data)
 
 
+# Manually graded answers (a markdown cell with nbgrader `grade` and `solution` true and its
+# `points`: the written answers). Autograde cannot score them: such a cell is "pending" (the
+# student wrote something; its points await the instructor, e.g. in nbgrader's formgrader),
+# "unanswered" (the release's "YOUR ANSWER HERE" left unchanged: nbgrader scores it 0 and asks
+# no one), or "graded" (an instructor gave a manual score). In grades its points count in
+# `max_score`; `score` holds only what was graded; `manual_pending` the points still to grade.
+PENDING, UNANSWERED, GRADED = "pending", "unanswered", "graded"
+
+
+def manual_state(grade) -> str | None:
+    """PENDING, UNANSWERED or GRADED for a gradebook `Grade` of a manually graded answer;
+    None for an autograded cell (a test cell, or an autograded code answer)."""
+    if grade.manual_score is not None:
+        return GRADED
+    if grade.auto_score is None or grade.needs_manual_grade:
+        return PENDING
+    if grade.cell_type == "markdown":
+        return UNANSWERED  # auto_score 0 without review: the answer cell was left as released
+    return None
+
+
+def manual_pending(grades) -> float:
+    "Points of the manually graded answers among `grades` that still await the instructor."
+    return float(sum(g.max_score for g in grades if manual_state(g) == PENDING))
+
+
+@dataclass
+class WrittenAnswer:
+    notebook: str
+    grade_id: str
+    points: float
+    answered: bool  # the cell differs from the release's (nbgrader's checksum test)
+
+
+def written_answers(notebooks: list[Path]) -> list[WrittenAnswer]:
+    """The manually graded answers (markdown cells with nbgrader `grade` and `solution`) of
+    student notebooks, and whether each was written: in a release copy nbgrader stored the
+    cell's checksum, and an answer is written when the cell no longer matches it."""
+    import nbformat
+    from nbgrader.utils import compute_checksum
+
+    out = []
+    for path in notebooks:
+        try:
+            nb = nbformat.read(str(path), as_version=4)
+        except (ValueError, OSError):  # not a notebook: the inline tests report it
+            continue
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type == "markdown" and meta.get("grade") and meta.get("solution"):
+                for k, v in NBGRADER_REQUIRED.items():
+                    meta.setdefault(k, v)
+                same = "checksum" in meta and meta["checksum"] == compute_checksum(cell)
+                out.append(WrittenAnswer(Path(path).name, meta.get("grade_id", "?"),
+                                         float(meta.get("points", 0)), not same))
+    return out
+
+
 def autograde(course_dir: Path, assignment: str, student: str, notebooks: list[Path],
               timeout: int = 300) -> dict:
     """Submit `notebooks` as `student`'s work and autograde it (generate_assignment first).
 
-    Returns {"score": float, "max_score": float, "notebooks": {name: {"score", "max_score"}}}.
+    Returns {"score", "max_score", "manual_pending", "notebooks": {name: {"score", "max_score",
+    "manual_pending"}}}; `manual_pending`: see `manual_state`.
     """
     course_dir = Path(course_dir).resolve()
     sub = course_dir / "submitted" / student / assignment
@@ -299,9 +359,10 @@ def scores(course_dir: Path, assignment: str, student: str) -> dict:
     db = f"sqlite:///{Path(course_dir).resolve() / 'gradebook.db'}"
     with Gradebook(db) as gb:
         s = gb.find_submission(assignment, student)
+        nbs = {n.name: {"score": float(n.score), "max_score": float(n.max_score),
+                        "manual_pending": manual_pending(n.grades)} for n in s.notebooks}
         return {"score": float(s.score), "max_score": float(s.max_score),
-                "notebooks": {n.name: {"score": float(n.score), "max_score": float(n.max_score)}
-                              for n in s.notebooks}}
+                "manual_pending": float(sum(n["manual_pending"] for n in nbs.values())), "notebooks": nbs}
 
 
 def module_assignment_notebooks(nbs_dir: Path, module: str) -> list[Path]:

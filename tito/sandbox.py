@@ -167,7 +167,10 @@ def command(spec: SandboxSpec, bwrap: str | None, uid: int | None = None) -> lis
         cmd += ["--ro-bind-try", d, d]
     cmd += ["--dev", "/dev", "--proc", "/proc",
             "--size", str(spec.limits.tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp",
-            "--perms", "1777", "--dir", "/tmp/home"]
+            "--perms", "1777", "--dir", "/tmp/home",
+            # a private /dev/shm for named semaphores: without it, importing joblib (scikit-learn)
+            # warns on stderr, and nbgrader scores a graded cell with stderr output 0
+            "--size", str(spec.limits.tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/dev/shm"]
     binds = bound_dirs(spec)
     parents = sorted({str(a) for inside in binds.values() for a in Path(inside).parents if str(a) != "/"},
                      key=lambda a: a.count("/"))

@@ -9,16 +9,13 @@
 # %% [markdown]
 # # Module 19, the workload: a real model on real data
 #
-# A benchmark needs a workload that anyone can reproduce without a download. Ours is
-# scikit-learn's `digits` set — 1,797 real 8×8 grey-scale scans of handwritten digits, shipped
-# inside scikit-learn's wheel — and a small CNN trained on it deterministically in a few
-# seconds on a laptop CPU, then cached. Every default in `tito benchmark`, the TinyMLPerf
-# offline task and the Olympics examples use this pair, so every accuracy figure in the course
-# is computed against real labels.
+# A benchmark needs a workload anyone can reproduce without a download: scikit-learn's `digits`
+# set (1,797 real 8×8 grey-scale scans of handwritten digits, shipped inside its wheel) and a
+# small CNN trained on it deterministically, then cached. `tito benchmark`, TinyMLPerf's digits
+# task and the Olympics default to this pair, so every accuracy in the course uses real labels.
 #
 # ```
 # digits (1797 × 8 × 8, labels 0–9) ── stratified split (seed 0) ──> train 75% │ test 25%
-#                                                                        │
 #   DigitsCNN: conv1 3×3 (1→16) ─ ReLU ─ maxpool 2 ─ conv2 3×3 (16→32) ─ ReLU ─ maxpool 2 ─ classifier (128→10)
 # ```
 
@@ -40,16 +37,15 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from tinytorch.benchmarking.results import write_atomic
-from tinytorch.profiling.timing import adapt, fixed_threads
+from tinytorch.benchmarking.results import top1_correct, write_atomic
+from tinytorch.profiling.timing import fixed_threads
 
 # %% [markdown]
 # ## The data
 #
-# Pixel values in `digits` are integers 0–16; we scale them to [0, 1] and add the channel
-# axis, so one sample is a `1 × 8 × 8` float32 tensor. The split is stratified (each digit in
-# the same proportion in both halves) and fixed by a seed, so the test set is the same on
-# every machine.
+# Pixels are integers 0–16, scaled to [0, 1] with a channel axis added: one sample is a
+# `1 × 8 × 8` float32 tensor. The split is stratified (each digit in the same proportion in both
+# halves) and fixed by `seed`, so the test set is the same on every machine.
 
 # %%
 #| export
@@ -58,12 +54,8 @@ DIGITS_CLASSES = 10
 
 
 def load_digits_split(split: str = "test", seed: int = 0, test_fraction: float = 0.25) -> tuple[torch.Tensor, torch.Tensor]:
-    """The `digits` images as float32 `(N, 1, 8, 8)` in [0, 1] and int64 labels, for one split.
-
-    >>> X, y = load_digits_split("test")
-    >>> tuple(X.shape[1:]), X.dtype, int(y.max())
-    ((1, 8, 8), torch.float32, 9)
-    """
+    """The `digits` images as float32 `(N, 1, 8, 8)` in [0, 1] and int64 labels 0-9, for one
+    split: "train", "test" (a `test_fraction` of each class, fixed by `seed`) or "all"."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
@@ -89,19 +81,18 @@ def digits_loader(split: str = "test", batch_size: int = 64, shuffle: bool = Fal
 
 # %%
 def test_unit_digits_data():
-    X_te, y_te = load_digits_split("test")
-    X_tr, y_tr = load_digits_split("train")
-    assert len(X_te) + len(X_tr) == 1797, "digits has 1797 images"
-    assert X_te.shape[1:] == (1, 8, 8) and X_te.dtype == torch.float32
-    assert 0.0 <= float(X_te.min()) and float(X_te.max()) <= 1.0
+    (X_te, y_te), (X_tr, _) = load_digits_split("test"), load_digits_split("train")
+    assert (len(X_te), len(X_tr)) == (450, 1347), f"digits: expected 450 + 1347 images, got {len(X_te)} + {len(X_tr)}"
+    assert X_te.shape[1:] == (1, 8, 8) and X_te.dtype == torch.float32, f"got {X_te.shape}, {X_te.dtype}"
+    assert 0.0 <= float(X_te.min()) and float(X_te.max()) <= 1.0, "pixels must be scaled to [0, 1]"
     assert set(y_te.tolist()) == set(range(10)), "a stratified split has every class"
-    again, _ = load_digits_split("test")
-    assert torch.equal(X_te, again), "the split must be the same every time"
+    assert torch.equal(X_te, load_digits_split("test")[0]), "the split must be the same every time"
     try:
         load_digits_split("valid")
-        raise AssertionError("an unknown split must fail")
     except ValueError as e:
-        assert "split" in str(e)
+        assert "split" in str(e), f"the error should name 'split', got: {e}"
+    else:
+        raise AssertionError("load_digits_split('valid'): expected a ValueError naming 'split'")
 
 
 if __name__ == "__main__":
@@ -110,11 +101,9 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## The model, trained deterministically
 #
-# The CNN has about 6,000 parameters (24 KB in float32). Training uses a fixed seed, one
-# thread and full-batch-free mini-batches in a fixed order, so the same torch version produces
-# the same weights. The trained weights are cached under `~/.cache/tinytorch` (or
-# `$TINYTORCH_CACHE`), keyed by the torch version and the training recipe; the cache file is
-# written atomically, so an interrupted first run never leaves a broken model.
+# A fixed seed, one thread and mini-batches in a fixed order: one torch version gives the same
+# weights everywhere. They are cached, keyed by the torch version and the recipe, and written
+# atomically, so an interrupted first run never leaves a broken model.
 
 # %%
 #| export
@@ -145,11 +134,7 @@ TRAINING_RECIPE = {"epochs": 40, "batch_size": 32, "lr": 0.05, "momentum": 0.9, 
 
 def train_digits_cnn(epochs: int | None = None, seed: int | None = None) -> DigitsCNN:
     """Train a `DigitsCNN` on the `digits` training split with SGD; deterministic for a torch version."""
-    recipe = dict(TRAINING_RECIPE)
-    if epochs is not None:
-        recipe["epochs"] = epochs
-    if seed is not None:
-        recipe["seed"] = seed
+    recipe = {**TRAINING_RECIPE, **{k: v for k, v in (("epochs", epochs), ("seed", seed)) if v is not None}}
     X, y = load_digits_split("train")
     with fixed_threads(1):
         torch.manual_seed(recipe["seed"])
@@ -167,19 +152,12 @@ def train_digits_cnn(epochs: int | None = None, seed: int | None = None) -> Digi
     return model.eval()
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("TINYTORCH_CACHE", Path.home() / ".cache" / "tinytorch"))
-
-
 def default_digits_model(cache_dir: str | Path | None = None) -> DigitsCNN:
-    """The bundled default model: a `DigitsCNN` trained at first use and cached.
-
-    >>> model = default_digits_model()
-    >>> model.training
-    False
-    """
+    """The bundled default model, in eval mode: a `DigitsCNN` trained at first use and cached in
+    `cache_dir` (default `$TINYTORCH_CACHE`, else `~/.cache/tinytorch`)."""
     key = hashlib.sha256(repr((sorted(TRAINING_RECIPE.items()), torch.__version__)).encode()).hexdigest()[:12]
-    path = Path(cache_dir or _cache_dir()) / f"digits_cnn_{key}.pt"
+    cache = cache_dir or os.environ.get("TINYTORCH_CACHE", Path.home() / ".cache" / "tinytorch")
+    path = Path(cache) / f"digits_cnn_{key}.pt"
     model = DigitsCNN()
     if path.exists():
         model.load_state_dict(torch.load(path, weights_only=True))
@@ -190,24 +168,18 @@ def default_digits_model(cache_dir: str | Path | None = None) -> DigitsCNN:
     write_atomic(path, buf.getvalue())  # readers see the old state or the whole new file
     return model
 
-# %%
-#| export
+
 def accuracy_on(model: Any, X: torch.Tensor, y: torch.Tensor) -> float:
     "Top-1 accuracy of a classifier on (X, y): the share of ones in `results.top1_correct`."
-    from tinytorch.benchmarking.results import top1_correct
-
     flags = top1_correct(model, (X, y))
     return sum(flags) / len(flags)
 
 # %%
 if __name__ == "__main__":
-    import time as _time
-    t0 = _time.perf_counter()
     model = default_digits_model()
     X_te, y_te = load_digits_split("test")
-    n_params = sum(p.numel() for p in model.parameters())
-    print(f"DigitsCNN: {n_params} parameters; test accuracy {accuracy_on(model, X_te, y_te):.2%} "
-          f"on {len(y_te)} real test images (loaded or trained in {_time.perf_counter() - t0:.1f} s)")
+    print(f"DigitsCNN: {sum(p.numel() for p in model.parameters())} parameters; test accuracy "
+          f"{accuracy_on(model, X_te, y_te):.2%} on {len(y_te)} real test images")
 
 # %%
 def test_unit_digits_model():
@@ -219,9 +191,8 @@ def test_unit_digits_model():
         for a, b in zip(first.state_dict().values(), second.state_dict().values()):
             assert torch.equal(a, b), "loading from the cache must give the same weights"
     X_te, y_te = load_digits_split("test")
-    acc = accuracy_on(first, X_te, y_te)
+    acc, untrained = accuracy_on(first, X_te, y_te), accuracy_on(DigitsCNN(), X_te, y_te)
     assert acc >= 0.90, f"the default digits CNN should reach >= 90% test accuracy, got {acc:.2%}"
-    untrained = accuracy_on(DigitsCNN(), X_te, y_te)
     assert untrained < 0.5, f"an untrained CNN should be near chance, got {untrained:.2%}"
 
 

@@ -14,8 +14,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from .results import write_atomic
-from ..profiling.timing import adapt, fixed_threads
+from .results import top1_correct, write_atomic
+from ..profiling.timing import fixed_threads
 
 # %% auto #0
 __all__ = ['DIGITS_INPUT_SHAPE', 'DIGITS_CLASSES', 'TRAINING_RECIPE', 'load_digits_split', 'digits_loader', 'DigitsCNN',
@@ -27,12 +27,8 @@ DIGITS_CLASSES = 10
 
 
 def load_digits_split(split: str = "test", seed: int = 0, test_fraction: float = 0.25) -> tuple[torch.Tensor, torch.Tensor]:
-    """The `digits` images as float32 `(N, 1, 8, 8)` in [0, 1] and int64 labels, for one split.
-
-    >>> X, y = load_digits_split("test")
-    >>> tuple(X.shape[1:]), X.dtype, int(y.max())
-    ((1, 8, 8), torch.float32, 9)
-    """
+    """The `digits` images as float32 `(N, 1, 8, 8)` in [0, 1] and int64 labels 0-9, for one
+    split: "train", "test" (a `test_fraction` of each class, fixed by `seed`) or "all"."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
@@ -84,11 +80,7 @@ TRAINING_RECIPE = {"epochs": 40, "batch_size": 32, "lr": 0.05, "momentum": 0.9, 
 
 def train_digits_cnn(epochs: int | None = None, seed: int | None = None) -> DigitsCNN:
     """Train a `DigitsCNN` on the `digits` training split with SGD; deterministic for a torch version."""
-    recipe = dict(TRAINING_RECIPE)
-    if epochs is not None:
-        recipe["epochs"] = epochs
-    if seed is not None:
-        recipe["seed"] = seed
+    recipe = {**TRAINING_RECIPE, **{k: v for k, v in (("epochs", epochs), ("seed", seed)) if v is not None}}
     X, y = load_digits_split("train")
     with fixed_threads(1):
         torch.manual_seed(recipe["seed"])
@@ -106,19 +98,12 @@ def train_digits_cnn(epochs: int | None = None, seed: int | None = None) -> Digi
     return model.eval()
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("TINYTORCH_CACHE", Path.home() / ".cache" / "tinytorch"))
-
-
 def default_digits_model(cache_dir: str | Path | None = None) -> DigitsCNN:
-    """The bundled default model: a `DigitsCNN` trained at first use and cached.
-
-    >>> model = default_digits_model()
-    >>> model.training
-    False
-    """
+    """The bundled default model, in eval mode: a `DigitsCNN` trained at first use and cached in
+    `cache_dir` (default `$TINYTORCH_CACHE`, else `~/.cache/tinytorch`)."""
     key = hashlib.sha256(repr((sorted(TRAINING_RECIPE.items()), torch.__version__)).encode()).hexdigest()[:12]
-    path = Path(cache_dir or _cache_dir()) / f"digits_cnn_{key}.pt"
+    cache = cache_dir or os.environ.get("TINYTORCH_CACHE", Path.home() / ".cache" / "tinytorch")
+    path = Path(cache) / f"digits_cnn_{key}.pt"
     model = DigitsCNN()
     if path.exists():
         model.load_state_dict(torch.load(path, weights_only=True))
@@ -129,10 +114,8 @@ def default_digits_model(cache_dir: str | Path | None = None) -> DigitsCNN:
     write_atomic(path, buf.getvalue())  # readers see the old state or the whole new file
     return model
 
-# %% ../../nbs/19_benchmarking/digits_dev.ipynb #3f35edea
+
 def accuracy_on(model: Any, X: torch.Tensor, y: torch.Tensor) -> float:
     "Top-1 accuracy of a classifier on (X, y): the share of ones in `results.top1_correct`."
-    from tinytorch.benchmarking.results import top1_correct
-
     flags = top1_correct(model, (X, y))
     return sum(flags) / len(flags)

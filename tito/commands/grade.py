@@ -24,11 +24,18 @@ The parent publishes each result as it arrives: OUTPUT/students/<student>/ swapp
 then grades.csv rewritten atomically. `--resume` skips students whose result is published.
 
 Output (default build/grades/NN_name/):
-    grades.csv       student, notebook, score, max_score, status, reason, sandbox (one row per
-                     graded notebook, plus a "(total)" row per student); `--student ID`
-                     replaces only that student's rows
+    grades.csv       student, notebook, score, max_score, manual_pending, status, reason, sandbox
+                     (one row per graded notebook, plus a "(total)" row per student); `--student
+                     ID` replaces only that student's rows
     students/<id>/   result.json, gradebook.db, autograded/*.ipynb, feedback/*.html
     problems.txt     submission folders and files that were not graded, one line each
+
+Manually graded answers (the written answers: markdown cells with nbgrader `grade`, `solution`
+and `points`) are not scored here. Their points are part of `max_score`; `score` is what
+autograding gave; `manual_pending` is the points of answers the student wrote that await the
+instructor (nbgrader's formgrader, on students/<id>/gradebook.db), so a full solution scores
+`max_score - manual_pending`. A pending answer is neither a failure nor a reason; an answer
+left as released ("YOUR ANSWER HERE") scores 0 and is named in `reason` ("no written answer").
 """
 from __future__ import annotations
 
@@ -52,7 +59,7 @@ from tito import nbgrader_glue, sandbox
 from tito.config import Course, TitoError
 
 TOTAL = "(total)"
-CSV_FIELDS = ["student", "notebook", "score", "max_score", "status", "reason", "sandbox"]
+CSV_FIELDS = ["student", "notebook", "score", "max_score", "manual_pending", "status", "reason", "sandbox"]
 SANDBOXED = "bubblewrap"
 UNSANDBOXED = "NONE (--no-sandbox): student code ran unsandboxed"
 GRADING_ERROR = "grading error"
@@ -69,6 +76,7 @@ class NotebookGrade:
     max_score: float
     status: str          # graded | errors | timeout | missing | failed
     reason: str = ""     # empty when every graded test passed and no cell raised
+    manual_pending: float = 0.0  # points of written answers awaiting manual grading (in max_score)
 
 
 @dataclass
@@ -82,14 +90,15 @@ class StudentGrade:
     feedback: list[str] = field(default_factory=list)   # paths relative to the output dir
     seconds: float = 0.0
     sandbox: str = SANDBOXED
+    manual_pending: float = 0.0
 
     def rows(self) -> list[dict]:
         out = [{"student": self.student, "notebook": n.notebook, "score": _num(n.score),
-                "max_score": _num(n.max_score), "status": n.status, "reason": n.reason,
-                "sandbox": self.sandbox} for n in self.notebooks]
+                "max_score": _num(n.max_score), "manual_pending": _num(n.manual_pending), "status": n.status,
+                "reason": n.reason, "sandbox": self.sandbox} for n in self.notebooks]
         out.append({"student": self.student, "notebook": TOTAL, "score": _num(self.score),
-                    "max_score": _num(self.max_score), "status": self.status, "reason": self.reason,
-                    "sandbox": self.sandbox})
+                    "max_score": _num(self.max_score), "manual_pending": _num(self.manual_pending),
+                    "status": self.status, "reason": self.reason, "sandbox": self.sandbox})
         return out
 
     @classmethod
@@ -259,7 +268,9 @@ def analyse_notebook(autograded: Path, grades: dict[str, tuple[float, float]], t
 
 
 def _read_gradebook(course_dir: Path, assignment: str, student: str):
-    """{notebook: (score, max, {grade_id: (score, max)})} from course_dir/gradebook.db; {} if none."""
+    """{notebook: (score, max, {grade_id: (score, max)}, {grade_id: (manual state, max)})} from
+    course_dir/gradebook.db ({} if none); the last dict holds the manually graded answers
+    (nbgrader_glue.manual_state), the one before every other grade cell."""
     from nbgrader.api import Gradebook, MissingEntry
 
     db = f"sqlite:///{course_dir / 'gradebook.db'}"
@@ -270,9 +281,24 @@ def _read_gradebook(course_dir: Path, assignment: str, student: str):
         except MissingEntry:
             return out
         for n in sub.notebooks:
+            states = {g.name: (nbgrader_glue.manual_state(g), float(g.max_score)) for g in n.grades}
             out[n.name] = (float(n.score), float(n.max_score),
-                           {g.name: (float(g.score), float(g.max_score)) for g in n.grades})
+                           {g.name: (float(g.score), float(g.max_score)) for g in n.grades
+                            if states[g.name][0] is None},
+                           {k: v for k, v in states.items() if v[0] is not None})
     return out
+
+
+def manual_summary(manual: dict[str, tuple[str, float]]) -> tuple[float, list[str]]:
+    """(points awaiting manual grading, reason lines) of one notebook's manually graded answers.
+
+    >>> manual_summary({"answer-a": ("pending", 3.0), "answer-b": ("unanswered", 2.0)})
+    (3.0, ['answer-b (0/2): no written answer'])
+    """
+    pending = sum(mx for state, mx in manual.values() if state == nbgrader_glue.PENDING)
+    missing = [f"{gid} (0/{_num(mx)}): no written answer" for gid, (state, mx) in manual.items()
+               if state == nbgrader_glue.UNANSWERED and mx > 0]  # a 0-point answer costs nothing
+    return float(pending), missing
 
 
 def _assignment_max(course_dir: Path, assignment: str) -> dict[str, float]:
@@ -385,9 +411,11 @@ def grade_student(job: GradeJob, tmp: Path, staged: Path) -> StudentGrade:
                    f"{limit:.0f} s" if rc is None else f"autograde failed (exit {rc}): {_log_reason(log)}")
             notebooks.append(NotebookGrade(stem, 0.0, maxima[name], "failed", why))
         else:
-            score, mx, grades = book[name]
+            score, mx, grades, manual = book[name]
             status, reason = analyse_notebook(autograded / fname, grades, timeout)
-            notebooks.append(NotebookGrade(stem, score, mx, status, reason))
+            pending, unanswered = manual_summary(manual)
+            reason = "; ".join([r for r in [reason] if r] + unanswered)
+            notebooks.append(NotebookGrade(stem, score, mx, status, reason, pending))
     staged.mkdir()
     if (cdir / "gradebook.db").exists():
         shutil.copy2(cdir / "gradebook.db", staged / "gradebook.db")
@@ -408,7 +436,8 @@ def grade_student(job: GradeJob, tmp: Path, staged: Path) -> StudentGrade:
     elif missing:
         reasons.append("no graded notebook submitted")
     result = StudentGrade(student, score, mx, worst, " | ".join(reasons), notebooks, feedback,
-                          round(time.perf_counter() - t0, 1), SANDBOXED if job.run.get("bwrap") else UNSANDBOXED)
+                          round(time.perf_counter() - t0, 1), SANDBOXED if job.run.get("bwrap") else UNSANDBOXED,
+                          sum(n.manual_pending for n in notebooks))
     nbgrader_glue.atomic_write(staged / "result.json", json.dumps(asdict(result), indent=1) + "\n")
     return result
 
@@ -445,10 +474,12 @@ def _log_reason(log: str) -> str:
 # ---- class run -----------------------------------------------------------------------------
 
 def read_csv(path: Path) -> list[dict]:
+    """The rows of a grades.csv, each with every CSV_FIELDS key (a column a file from an older
+    tito lacks, e.g. manual_pending, reads as "")."""
     if not path.exists():
         return []
     with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+        return [{**dict.fromkeys(CSV_FIELDS, ""), **row} for row in csv.DictReader(f)]
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
@@ -625,6 +656,8 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
             write_csv(csv_path, csv_rows)  # after each student: an interrupted run keeps what it graded
             results.append(r)
             progress(f"  {r.student}: {_num(r.score)}/{_num(r.max_score)} {r.status} ({r.seconds:.0f} s)"
+                     + (f", {_num(r.manual_pending)} point(s) of written answers to grade by hand"
+                        if r.manual_pending else "")
                      + (f"\n      {r.reason[:300]}" if r.reason else ""))
             return r.status == "failed"
 
@@ -649,9 +682,12 @@ def run(args) -> int:
                     args.timeout, jobs=args.jobs, scheduler=args.scheduler, no_sandbox=args.no_sandbox,
                     resume=args.resume, show_progress=True, limits=limits)
     print()
-    print(f"{'student':<20} {'score':>12}  status")
+    print(f"{'student':<20} {'score':>12} {'manual':>7}  status")
     for r in results:
-        print(f"{r.student:<20} {_num(r.score) + '/' + _num(r.max_score):>12}  {r.status}")
+        print(f"{r.student:<20} {_num(r.score) + '/' + _num(r.max_score):>12} {_num(r.manual_pending):>7}  {r.status}")
+    if any(r.manual_pending for r in results):
+        print("\nmanual: points of written answers awaiting manual grading (nbgrader formgrader on "
+              "students/<student>/gradebook.db); they are in the maximum, not yet in the score")
     try:
         shown = out.resolve().relative_to(course.root)
     except ValueError:

@@ -188,6 +188,8 @@ def build_student_package(course: Course, ws_root: Path, notebooks: list[Path]) 
     """
     from nbdev.export import nb_export
 
+    from tito.grading_package import prepare_cell_export_targets
+
     lib = ws_root / "tinytorch"
     stage = ws_root / SCRATCH / f"pkg-{os.getpid()}"
     if stage.exists():
@@ -195,6 +197,8 @@ def build_student_package(course: Course, ws_root: Path, notebooks: list[Path]) 
     shutil.copytree(course.lib_dir, stage / "tinytorch",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
     before = {p: p.read_bytes() for p in (stage / "tinytorch").rglob("*.py")}
+    for nb in notebooks:  # modules made only of `#| export NAME` cells start empty
+        prepare_cell_export_targets(Path(nb), stage / "tinytorch")
     cwd = os.getcwd()
     buf = io.StringIO()
     try:
@@ -220,6 +224,10 @@ def build_student_package(course: Course, ws_root: Path, notebooks: list[Path]) 
 def _started_modules(course: Course, ws_root: Path) -> list[Path]:
     """Module folders of the workspace holding a marker, in course order."""
     return [ws_root / m for m in course.modules if (ws_root / m / MARKER).is_file()]
+
+
+def _points(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[str] | None = None) -> int:
@@ -293,6 +301,10 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
     stages.append(it)
 
     _, failed = print_table(stages, f"tito module complete {module} (workspace {mod_dir})")
+    answers = nbgrader_glue.written_answers(notebooks)  # graded by the instructor, not by `complete`
+    if answers:
+        print(f"written answers: {sum(a.answered for a in answers)} of {len(answers)} written "
+              f"({_points(sum(a.points for a in answers))} points, graded by your instructor)")
     if written:
         print("your exported files:")
         for f in written:
@@ -300,6 +312,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
     first = next((f for s in stages for f in s.failures), None)
     done = failed == 0 and all(s.ok for s in stages)
     record = {"module": module, "time": _now(), "complete": done,
+              "written_answers": {f"{a.notebook}:{a.grade_id}": a.answered for a in answers},
               "stages": {s.name: {"run": s.run, "passed": s.passed, "failed": s.failed,
                                   "skipped": s.skipped_reason} for s in stages},
               "first_failure": first}

@@ -1,0 +1,290 @@
+"""The written answers of the systems-thinking notebook count (issue 14, "Written answers count").
+
+Each of the four answers is a manually graded nbgrader cell (markdown, `grade` and `solution`
+true, with `points`); the question right above it carries the task line
+`**Your task (DIFFICULTY, N points).**` with the same N; the instructor source holds an answer key
+and a rubric whose points add up to N; the student release holds neither. Grading reports the
+answers' points as pending manual grading (`manual_pending`), never as failures, while the
+autograded tests still give a full solution all their points.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tito import nbgrader_glue
+from tito.commands import grade as grade_cmd
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULE = "19_benchmarking"
+NOTEBOOK = ROOT / "nbs" / MODULE / "systems_thinking_dev.ipynb"
+ANSWERS = {f"systems-thinking-answer-{q}" for q in "abcd"}
+TASK_LINE = re.compile(r"^\*\*Your task \((easy|medium|hard), (\d+(?:\.\d+)?) points?\)\.\*\*", re.M)
+RUBRIC = re.compile(r"\*Rubric \((\d+(?:\.\d+)?) points?\)\.\*")
+RUBRIC_ITEM = re.compile(r"^- (\d+(?:\.\d+)?) points?:", re.M)
+
+
+def _src(cell: dict) -> str:
+    s = cell.get("source", "")
+    return "".join(s) if isinstance(s, list) else s
+
+
+def _meta(cell: dict) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def _answer_cells(nb: dict) -> dict[str, tuple[int, dict]]:
+    return {_meta(c)["grade_id"]: (i, c) for i, c in enumerate(nb["cells"])
+            if c["cell_type"] == "markdown" and _meta(c).get("grade") and _meta(c).get("solution")}
+
+
+@pytest.fixture(scope="module")
+def source() -> dict:
+    return json.loads(NOTEBOOK.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory) -> Path:
+    """The student release of the systems-thinking notebook (nbgrader generate_assignment + leak check)."""
+    tmp = tmp_path_factory.mktemp("written-release")
+    res = nbgrader_glue.release_module([NOTEBOOK], MODULE, tmp / "release", tmp / "nbg", "tinytorch", 300)
+    assert not res.leaks, "\n".join(map(str, res.leaks))
+    (nb,) = res.notebooks
+    return nb
+
+
+# ---- the instructor source ----------------------------------------------------------------------
+
+def test_source_answers_have_key_rubric_and_task_line(source):
+    cells = _answer_cells(source)
+    assert set(cells) == ANSWERS, sorted(cells)
+    for gid, (i, cell) in cells.items():
+        points = float(_meta(cell)["points"])
+        text = _src(cell)
+        assert points > 0, f"{gid}: a written answer that counts has points"
+        assert "*Answer key.*" in text, f"{gid}: the instructor source holds the answer key"
+        rubric = RUBRIC.search(text)
+        assert rubric and float(rubric.group(1)) == points, \
+            f"{gid}: expected a '*Rubric ({points:g} points).*' heading, got {rubric and rubric.group(0)}"
+        items = [float(x) for x in RUBRIC_ITEM.findall(text[rubric.end():])]
+        assert items and sum(items) == points, f"{gid}: rubric items give {items}, expected {points:g} points in all"
+        above = source["cells"][i - 1]
+        task = TASK_LINE.search(_src(above)) if above["cell_type"] == "markdown" else None
+        assert task, f"{gid}: the markdown cell above the answer must hold the **Your task (...)** line"
+        assert task.group(1) in ("medium", "hard"), f"{gid}: a written answer is medium or hard, got {task.group(1)}"
+        assert float(task.group(2)) == points, f"{gid}: the task line says {task.group(2)} points, the cell {points:g}"
+
+
+def test_every_graded_code_task_has_its_task_line(source):
+    """Each solution code cell has the task line right above it, with the points of its graded test."""
+    cells = source["cells"]
+    tests = {_meta(c)["grade_id"]: float(_meta(c)["points"]) for c in cells
+             if c["cell_type"] == "code" and _meta(c).get("grade")}
+    solutions = [(i, _meta(c)["grade_id"]) for i, c in enumerate(cells)
+                 if c["cell_type"] == "code" and _meta(c).get("solution")]
+    assert len(solutions) == 4
+    for i, gid in solutions:
+        task = TASK_LINE.search(_src(cells[i - 1]))
+        assert task, f"{gid}: no **Your task (...)** line in the markdown cell above it"
+        assert float(task.group(2)) == tests[f"test-{gid}"], (gid, task.group(0), tests[f"test-{gid}"])
+
+
+# ---- the student release -------------------------------------------------------------------------
+
+def test_release_answers_are_manual_graded_cells_without_key_or_rubric(source, released):
+    rel = json.loads(released.read_text(encoding="utf-8"))
+    cells = _answer_cells(rel)
+    assert set(cells) == ANSWERS, sorted(cells)
+    src_cells = _answer_cells(source)
+    for gid, (_, cell) in cells.items():
+        meta = _meta(cell)
+        assert meta["grade"] and meta["solution"] and not meta["locked"], meta
+        assert float(meta["points"]) == float(_meta(src_cells[gid][1])["points"]) > 0, meta
+        assert meta.get("checksum"), f"{gid}: nbgrader records the released answer's checksum (unanswered = unchanged)"
+        assert _src(cell).strip() == "YOUR ANSWER HERE", f"{gid}: {_src(cell)[:200]!r}"
+    text = "\n".join(_src(c) for c in rel["cells"])
+    for secret in ("Answer key", "Rubric", "1 point:", "BEGIN SOLUTION", "END SOLUTION"):
+        assert secret not in text, f"the release leaks {secret!r}"
+    # every line of every key and rubric, not only the headings
+    for gid, (_, cell) in src_cells.items():
+        for line in _src(cell).splitlines():
+            if len(line.strip()) > 20:
+                assert line.strip() not in text, f"{gid}: the release holds {line.strip()[:80]!r}"
+
+
+def test_written_answers_tells_written_from_unanswered(released, tmp_path):
+    """`tito module complete` reports the written answers from these (nbgrader's checksum test)."""
+    nb = json.loads(released.read_text(encoding="utf-8"))
+    assert [a.answered for a in nbgrader_glue.written_answers([released])] == [False] * 4
+    i, _ = _answer_cells(nb)["systems-thinking-answer-b"]
+    nb["cells"][i]["source"] = "The clock costs about 0.1% of one reading here."
+    mine = tmp_path / released.name
+    mine.write_text(json.dumps(nb), encoding="utf-8")
+    got = {a.grade_id: (a.answered, a.points) for a in nbgrader_glue.written_answers([mine])}
+    assert got == {"systems-thinking-answer-a": (False, 3.0), "systems-thinking-answer-b": (True, 3.0),
+                   "systems-thinking-answer-c": (False, 4.0), "systems-thinking-answer-d": (False, 3.0)}, got
+
+
+# ---- grading ---------------------------------------------------------------------------------------
+
+def test_manual_summary_and_old_csv(tmp_path):
+    assert grade_cmd.manual_summary({"q-a": ("pending", 3.0), "q-b": ("unanswered", 2.0), "q-c": ("graded", 4.0)}) \
+        == (3.0, ["q-b (0/2): no written answer"])
+    old = tmp_path / "grades.csv"  # written by a tito without the manual_pending column
+    old.write_text("student,notebook,score,max_score,status,reason,sandbox\nann,(total),5,5,graded,,bubblewrap\n")
+    (row,) = grade_cmd.read_csv(old)
+    assert row["manual_pending"] == "" and list(row)[:len(grade_cmd.CSV_FIELDS)] == grade_cmd.CSV_FIELDS
+    grade_cmd.write_csv(old, [row])
+    assert grade_cmd.read_csv(old) == [row], "a rewritten file reads back the same (no false 'changed')"
+
+
+def _quick(nb: dict) -> dict:
+    """The notebook without its measurement cells: imports, tasks, graded tests and all markdown
+    (the graded structure is unchanged; grading it takes seconds, not minutes)."""
+    out = copy.deepcopy(nb)
+    first_code = next(i for i, c in enumerate(out["cells"]) if c["cell_type"] == "code")
+    out["cells"] = [c for i, c in enumerate(out["cells"])
+                    if c["cell_type"] == "markdown" or _meta(c) or i == first_code]
+    return out
+
+
+@pytest.mark.slow
+def test_grading_reports_written_answers_as_pending(course, source, tmp_path):
+    from tito import sandbox
+
+    if sandbox.find_bwrap() is None:  # tito grade requires its sandbox: fail, never skip
+        pytest.fail(sandbox.INSTALL_HINT)
+    quick = tmp_path / "src" / NOTEBOOK.name
+    quick.parent.mkdir()
+    quick.write_text(json.dumps(_quick(source)), encoding="utf-8")
+    blank_path = nbgrader_glue.generate_assignment(tmp_path / "nbg", MODULE, [quick], "tinytorch") / NOTEBOOK.name
+    blank = json.loads(blank_path.read_text(encoding="utf-8"))
+    one = copy.deepcopy(blank)
+    i, _ = _answer_cells(one)["systems-thinking-answer-a"]
+    one["cells"][i]["source"] = "Four times the samples halve the interval; t falls too at small n."
+    subs = tmp_path / "subs"
+    for student, nb in (("full", json.loads(quick.read_text())), ("blank", blank), ("one", one)):
+        (subs / student).mkdir(parents=True)
+        (subs / student / NOTEBOOK.name).write_text(json.dumps(nb), encoding="utf-8")
+    out = tmp_path / "out"
+    res = {r.student: r for r in grade_cmd.grade(course, MODULE, subs, out, notebooks=[quick],
+                                                 progress=lambda *a, **k: None, jobs=2)}
+    manual = sum(float(_meta(c)["points"]) for _, c in _answer_cells(source).values())
+    auto = sum(float(_meta(c)["points"]) for c in source["cells"] if c["cell_type"] == "code" and _meta(c).get("grade"))
+    full, empty, partial = res["full"], res["blank"], res["one"]
+    assert (full.score, full.max_score, full.manual_pending) == (auto, auto + manual, manual), full
+    assert (full.status, full.reason) == ("graded", ""), "pending written answers are not failures"
+    assert (empty.score, empty.manual_pending) == (0, 0), empty
+    for gid, (_, cell) in _answer_cells(source).items():
+        assert f"{gid} (0/{_meta(cell)['points']}): no written answer" in empty.reason, empty.reason
+    assert partial.manual_pending == 3 and "systems-thinking-answer-a" not in partial.reason, partial
+    assert "systems-thinking-answer-b (0/3): no written answer" in partial.reason, partial.reason
+    rows = {(r["student"], r["notebook"]): r for r in csv.DictReader(open(out / "grades.csv", newline=""))}
+    assert rows[("full", grade_cmd.TOTAL)]["manual_pending"] == f"{manual:g}"
+    assert rows[("full", NOTEBOOK.stem)]["score"] == f"{auto:g}"
+    assert rows[("one", NOTEBOOK.stem)]["manual_pending"] == "3"
+
+
+# ---- the notebook's graded code tasks: another solution passes, typical mistakes are named -----------
+
+MINE = '''
+def ci_half_width(values, confidence=0.95):
+    xs = [float(v) for v in values]
+    if len(xs) < 2:
+        raise ValueError("values: need two or more")
+    if not 0 < confidence < 1:
+        raise ValueError("confidence")
+    return float(stats.t.interval(confidence, len(xs) - 1, loc=0.0, scale=stats.sem(xs))[1])
+
+
+def samples_to_shrink(n, factor=2.0, confidence=0.95):
+    if n < 2:
+        raise ValueError("n must be >= 2")
+    if factor <= 1:
+        raise ValueError("factor must be > 1")
+    q = stats.t.ppf((1 + confidence) / 2, n - 1) / n ** 0.5 / factor
+    lo, hi = n, 4 * n * factor  # bisection: t/sqrt(m) falls monotonically in m
+    while stats.t.ppf((1 + confidence) / 2, hi - 1) / hi ** 0.5 > q:
+        hi *= 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if stats.t.ppf((1 + confidence) / 2, mid - 1) / mid ** 0.5 <= q else (mid, hi)
+    return int(hi)
+
+
+def calls_per_block(overhead_ns, per_call_ns, max_overhead_fraction=1e-3):
+    if per_call_ns <= 0:
+        raise ValueError("per_call_ns must be positive")
+    if not 0 < max_overhead_fraction < 1:
+        raise ValueError("max_overhead_fraction outside (0, 1)")
+    k = 1
+    while overhead_ns > max_overhead_fraction * per_call_ns * k:
+        k = max(k + 1, int(overhead_ns / (max_overhead_fraction * per_call_ns)) - 1)
+    return k
+
+
+def linear_cost(n_a, seconds_a, n_b, seconds_b):
+    if n_a == n_b:
+        raise ValueError("n_b equals n_a")
+    slope = (seconds_a - seconds_b) / (n_a - n_b)
+    return seconds_b - slope * n_b, slope
+
+
+def confident_compliance(correct, n, target, confidence=0.95):
+    if target < 0 or target > 1:
+        raise ValueError("target must be a proportion")
+    lo, hi = wilson_interval(correct, n, confidence)
+    return "fail" if hi < target else ("pass" if lo >= target else "inconclusive")
+'''
+
+
+def _graded_namespace(code: str) -> dict:
+    """The imports cell and the graded test cells of the student version, with `code` in place of
+    the stubbed tasks (`__name__` is not "__main__": no measurement runs)."""
+    from tests.test_lesson import _student_cells
+
+    cells = _student_cells(NOTEBOOK)
+    ns = {"__name__": "lesson_written_ns"}
+    exec(compile(cells[0]["source"], "<imports>", "exec"), ns)
+    exec(compile(code, "<solution>", "exec"), ns)
+    for c in cells:
+        if (c["grade_id"] or "").startswith("test-"):
+            exec(compile(c["source"], f"<{c['grade_id']}>", "exec"), ns)
+    return ns
+
+
+TESTS = ["test_unit_ci_half_width", "test_unit_samples_to_shrink", "test_unit_calls_per_block",
+         "test_unit_linear_cost", "test_unit_confident_compliance"]
+
+
+def test_independent_solutions_pass_the_graded_tests():
+    ns = _graded_namespace(MINE)
+    for name in TESTS:
+        ns[name]()
+
+
+@pytest.mark.parametrize("test, old, new, expect", [
+    ("test_unit_ci_half_width", "stats.t.interval(confidence, len(xs) - 1, loc=0.0, scale=stats.sem(xs))[1]",
+     "1.959964 * stats.sem(xs)", "that is z = 1.96 instead of Student's t"),
+    ("test_unit_ci_half_width", "scale=stats.sem(xs)", "scale=float(np.std(xs)) / len(xs) ** 0.5",
+     "that is the population std"),
+    ("test_unit_samples_to_shrink", "    return int(hi)", "    return int(round(n * factor ** 2))",
+     "20 = 4n is the normal approximation"),
+    ("test_unit_calls_per_block", "    k = 1\n", "    return max(1, math.ceil(overhead_ns / (max_overhead_fraction * per_call_ns)))\n",
+     "10.000000000000002 in floating point"),
+    ("test_unit_linear_cost", "return seconds_b - slope * n_b, slope", "return slope, seconds_b - slope * n_b",
+     "(intercept, slope)"),
+    ("test_unit_confident_compliance", "lo, hi = wilson_interval(correct, n, confidence)", "lo = hi = correct / n",
+     "the point estimate alone decides nothing"),
+])
+def test_typical_mistakes_are_named(test, old, new, expect):
+    assert MINE.count(old) == 1, old
+    ns = _graded_namespace(MINE.replace(old, new))
+    with pytest.raises(AssertionError) as e:
+        ns[test]()
+    assert expect in str(e.value), f"{test}: the failure should say {expect!r}, got: {e.value}"
