@@ -135,3 +135,21 @@ def test_collect_metrics_bad_input(kwargs, arg):
 def test_loader_without_labels():
     with pytest.raises(ValueError, match="labels"):
         evaluate_accuracy(default_digits_model(), [torch.zeros(2, 1, 8, 8)])
+
+
+@pytest.mark.parametrize("args,arg", [(("int8",), "calibration_data"), (("fp8",), "precision"),
+                                      (("fp32", "tpu"), "device"), (("int8", "cuda"), "device")])
+def test_to_precision_bad_input(args, arg):
+    conv = nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten(), nn.Linear(4 * 6 * 6, 3))
+    with pytest.raises(ValueError, match=arg):
+        to_precision(conv, *args)
+
+
+def test_collect_metrics_calibration_is_named():
+    m = collect_metrics(default_digits_model(), digits_loader("test", 64), precision="int8", repeats=3,
+                        calibration_data=digits_loader("train", 64), calibration_split="digits train split")
+    assert m.methods["int8_calibration"].startswith("static int8 calibrated on digits train split")
+    assert m.methods["int8_path"] and "int8_calibration" not in collect_metrics(
+        default_digits_model(), digits_loader("test", 64), repeats=3).methods
+    with pytest.raises(ValueError, match="calibration_data.*split"):
+        collect_metrics(default_digits_model(), digits_loader("test", 64), precision="int8", repeats=2)

@@ -36,12 +36,12 @@ _LAZY = {"BenchmarkSuite": "tinytorch.benchmarking.suite",
 
 
 def __getattr__(name: str) -> Any:
-    "Load `TinyMLPerf` and `compare_optimization_techniques` from their modules on first use."
+    "Load `BenchmarkSuite`, `TinyMLPerf` and `compare_optimization_techniques` from their modules on first use."
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-# %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #93dcfb93
+
 class OlympicEvent(Enum):
     """The TorchPerf Olympics events (the capstone competition).
 
@@ -55,7 +55,7 @@ class OlympicEvent(Enum):
     ALL_AROUND = "all_around"
     EXTREME_PUSH = "extreme_push"
 
-# %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #08f7358d
+# %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #81567a9e
 DEFAULT_INPUT_SHAPE = (1, 28, 28)  # the documented default, used only when no dataset has samples
 
 
@@ -66,89 +66,61 @@ def _throughput_metric(batch_size: int) -> str:
 def _error_record(e: BaseException) -> dict[str, str]:
     return {"error_type": type(e).__name__, "message": str(e)}
 
-# %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #af107285
+
+def _check_int(value: Any, arg: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{arg}: expected an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
 class Benchmark:
     """Measure several models under one protocol: latency, accuracy, memory, throughput.
 
-    - `models`: a list of torch modules, TinyTorch-style objects (`forward` + `parameters`),
-      objects with only `forward`, or callables, or a dict `{name: model}`. Names come from
-      `names`, the dict keys, or each model's `.name` (else its class name); they must be unique.
-    - `datasets`: evaluation sets in any form `as_eval_sets` takes (a `DataLoader`, a `Dataset`,
-      an `(X, y)` pair, a dict `{"X": ..., "y": ...}`), or a list of them; `dataset_names` names
-      them. Without labelled data, accuracy is unavailable, with the reason.
-    - `warmup_runs`: untimed calls before each timed round; `measurement_runs`: timed samples
-      per model, taken in `rounds` interleaved rounds (default `min(5, measurement_runs)`).
-    - `threads`: torch threads while timing (None: the current count); recorded.
+    `models`: a list or a dict `{name: model}` of torch modules, TinyTorch-style objects, objects
+    with only `forward`, or callables (names from `names`, the keys, `.name` or the class; unique).
+    `datasets`: one or a list of what `as_eval_sets` takes (`DataLoader`, `Dataset`, `(X, y)`, a
+    dict). `warmup_runs` untimed calls before each round; `measurement_runs` timed samples per
+    model in `rounds` interleaved rounds (default `min(5, measurement_runs)`); `threads` fixed
+    while timing (None: the current count). Results: `results[metric][model]`,
+    `unavailable[metric][model] -> reason`, `failures[metric][model] -> {"error_type", "message"}`.
 
-    Results: `results[metric][model] -> BenchmarkResult`; `unavailable[metric][model] -> reason`;
-    `failures[metric][model] -> {"error_type", "message"}`.
-
-    >>> import torch
     >>> X, y = torch.randn(32, 4), torch.randint(0, 3, (32,))
     >>> b = Benchmark([torch.nn.Linear(4, 3)], [(X, y)], names=["lin"], measurement_runs=4)
     >>> sorted(b.run_latency_benchmark()), b.results["latency"]["lin"].unit
     (['lin'], 'ms')
     """
 
-    def __init__(
-        self,
-        models: Any,
-        datasets: Any = None,
-        warmup_runs: int = 5,
-        measurement_runs: int = 10,
-        names: Sequence[str] | None = None,
-        *,
-        threads: int | None = None,
-        rounds: int | None = None,
-        dataset_names: Sequence[str] | None = None,
-        seed: int = 0,
-        batch_size: int = 256,
-    ):
+    def __init__(self, models: Any, datasets: Any = None, warmup_runs: int = 5, measurement_runs: int = 10,
+                 names: Sequence[str] | None = None, *, threads: int | None = None, rounds: int | None = None,
+                 dataset_names: Sequence[str] | None = None, seed: int = 0, batch_size: int = 256):
         if isinstance(models, dict):
             if names is not None:
                 raise ValueError("names: give names either as the keys of a models dict or as names=[...], not both")
             names, models = list(models.keys()), list(models.values())
-        elif isinstance(models, (list, tuple)):
-            models = list(models)
-        else:
+        elif not isinstance(models, (list, tuple)):
             raise TypeError(f"models: expected a list of models or a dict {{name: model}}, got {type(models).__name__}")
         if not models:
             raise ValueError("models: expected at least one model, got an empty list")
-        if names is not None:
-            names = list(names)
-            if len(names) != len(models):
-                raise ValueError(f"names: expected one name per model ({len(models)}), got {len(names)}: {names}")
+        if names is not None and len(names) != len(models):
+            raise ValueError(f"names: expected one name per model ({len(models)}), got {len(names)}: {list(names)}")
         adapters = [adapt(m, name=(names[i] if names is not None else None)) for i, m in enumerate(models)]
         if names is not None:  # an adapter passed in keeps its runtime, but takes the name it was given here
             adapters = [a if a.name == n else dataclasses.replace(a, name=n) for a, n in zip(adapters, names)]
-        seen: dict[str, int] = {}
-        for a in adapters:
-            if not isinstance(a.name, str) or not a.name:
-                raise ValueError(f"names: expected non-empty strings, got {a.name!r}")
-            seen[a.name] = seen.get(a.name, 0) + 1
-        dupes = sorted(n for n, c in seen.items() if c > 1)
-        if dupes:
-            raise ValueError(f"names: model names must be unique, got duplicates {dupes}; pass names=[...]")
-        for value, arg, minimum in ((warmup_runs, "warmup_runs", 0), (measurement_runs, "measurement_runs", 1),
-                                    (batch_size, "batch_size", 1)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-                raise ValueError(f"{arg}: expected an int >= {minimum}, got {value!r}")
-        if rounds is None:
-            rounds = min(5, measurement_runs)
+        got = [a.name for a in adapters]
+        if any(not isinstance(n, str) or not n for n in got) or len(set(got)) < len(got):
+            raise ValueError(f"names: expected unique non-empty strings, got {got}; pass names=[...]")
+        self.warmup_runs = _check_int(warmup_runs, "warmup_runs", 0)
+        self.measurement_runs = _check_int(measurement_runs, "measurement_runs", 1)
+        rounds = min(5, measurement_runs) if rounds is None else rounds
         if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= measurement_runs:
             raise ValueError(f"rounds: expected an int between 1 and measurement_runs={measurement_runs}, got {rounds!r}")
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads: expected a positive int or None, got {threads!r}")
-
         self.adapters = {a.name: a for a in adapters}
         self.models = {a.name: a.model for a in adapters}
         self.names = list(self.adapters)
-        self.datasets = as_eval_sets(datasets, dataset_names, batch_size)
-        self.warmup_runs = int(warmup_runs)
-        self.measurement_runs = int(measurement_runs)
-        self.rounds = rounds
-        self.threads = threads
-        self.seed = seed
+        self.datasets = as_eval_sets(datasets, dataset_names, _check_int(batch_size, "batch_size", 1))
+        self.rounds, self.threads, self.seed = rounds, threads, seed
         self.system_info = _system_info()
         self.metric_info: dict[str, MetricInfo] = dict(METRICS)
         self.results: dict[str, dict[str, BenchmarkResult]] = {}
@@ -157,7 +129,7 @@ class Benchmark:
         self.input_shape: tuple[int, ...] | None = None
         self.input_source: str | None = None
 
-    # ----- bookkeeping -----
+    # ----- bookkeeping: each figure is in exactly one of results, unavailable, failures -----
     def _store(self, metric: str, name: str, result: BenchmarkResult) -> None:
         result.metadata = json_native(result.metadata)
         self.results.setdefault(metric, {})[name] = result
@@ -180,20 +152,20 @@ class Benchmark:
     def _input(self, input_shape: Sequence[int] | None) -> torch.Tensor:
         """The one input every model is timed on: a seeded tensor of `input_shape`, else the first
         dataset sample, else a seeded tensor of `DEFAULT_INPUT_SHAPE` (the documented (1, 28, 28))."""
+        g = torch.Generator().manual_seed(self.seed)
         if input_shape is not None:
             try:
                 shape = tuple(int(d) for d in input_shape)
             except (TypeError, ValueError):
-                raise TypeError(f"input_shape: expected a sequence of positive ints such as (1, 1, 8, 8), got {input_shape!r}") from None
+                shape = None
             if not shape or any(d < 1 for d in shape):
-                raise ValueError(f"input_shape: expected positive ints such as (1, 1, 8, 8), got {input_shape!r}")
-            g = torch.Generator().manual_seed(self.seed)
+                raise (TypeError if shape is None else ValueError)(
+                    f"input_shape: expected a sequence of positive ints such as (1, 1, 8, 8), got {input_shape!r}")
             x, source = torch.randn(*shape, generator=g), f"seeded standard normal (seed {self.seed})"
         elif any(d.has_samples for d in self.datasets):
             d = next(d for d in self.datasets if d.has_samples)
             x, source = d.first_samples(1), f"first sample of dataset '{d.name}'"
         else:
-            g = torch.Generator().manual_seed(self.seed)
             x = torch.randn(*DEFAULT_INPUT_SHAPE, generator=g)
             source = (f"seeded standard normal (seed {self.seed}) of the default input_shape {DEFAULT_INPUT_SHAPE}: "
                       "no dataset has samples")
@@ -204,50 +176,37 @@ class Benchmark:
         "Time every model on `x` in interleaved rounds; a model that raises is recorded, naming the input."
         out = time_interleaved(self.adapters, x, samples=self.measurement_runs, rounds=self.rounds,
                                warmup=self.warmup_runs, seed=self.seed, threads=self.threads)
-        timed = {}
         for name, got in out.items():
             if isinstance(got, BaseException):
                 self._fail(metric, name, got, context=f"input_shape {tuple(x.shape)} ({self.input_source})")
-            else:
-                timed[name] = got
-        return timed
+        return {name: got for name, got in out.items() if not isinstance(got, BaseException)}
 
     # ----- measurements -----
     def run_latency_benchmark(self, input_shape: Sequence[int] | None = None) -> dict[str, BenchmarkResult]:
-        """Latency of one forward pass per model (ms), every model on the same input.
-
-        The input is the first dataset sample unless `input_shape` is given (then a seeded
-        standard-normal tensor). Timing goes through `time_model`: warmup, calibrated blocks,
-        device sync, fixed threads; `metadata` holds the conditions (`timed_in_blocks` says
-        whether fast models were timed several calls per block).
-        """
+        """Latency of one forward pass per model (ms), every model on the same input (the first dataset
+        sample, or a seeded standard-normal tensor of `input_shape`), through the timing core."""
         x = self._input(input_shape)
-        out = {}
         for name, (ms, meta) in self._timed_rounds("latency", x).items():
             meta.update(input_shape=list(x.shape), input_source=self.input_source,
                         method="measured: time_model (perf_counter_ns, calibrated blocks, interleaved rounds)")
             self._store("latency", name, BenchmarkResult("latency", ms, unit="ms", metadata=meta))
-            out[name] = self.results["latency"][name]
-        return out
+        return dict(self.results.get("latency", {}))
 
     def run_accuracy_benchmark(self) -> dict[str, BenchmarkResult]:
-        """Top-1 accuracy per model over every labelled sample of every labelled dataset.
-
-        Each result is a `ProportionResult`: `values` are the per-sample outcomes (1 = right),
-        `mean` is the accuracy, `ci_lower/ci_upper` the Wilson interval, `count` the number of
-        samples; `metadata["datasets"]` has the per-dataset counts. Datasets without labels are
-        skipped (and named); with none, accuracy is unavailable with the reason. A model whose
-        output does not fit the labels is a recorded failure.
-        """
+        """Top-1 accuracy per model over every labelled sample of every labelled dataset: a
+        `ProportionResult` of the per-sample outcomes (Wilson interval; `metadata["datasets"]` the
+        per-dataset counts). Unlabelled datasets are skipped and named; with none, accuracy is
+        unavailable with the reason. A model whose output does not fit the labels is a failure."""
         labelled = [d for d in self.datasets if d.has_labels]
         skipped = {d.name: d.reason or "no labels" for d in self.datasets if not d.has_labels}
         if not labelled:
-            reason = ("no labelled dataset: accuracy needs (X, y) data" +
-                      (f"; {skipped}" if skipped else "; no dataset was given"))
+            reason = "no labelled dataset: accuracy needs (X, y) data" + (f"; {skipped}" if skipped else "; no dataset was given")
             for name in self.names:
                 self._not_available("accuracy", name, reason)
             return {}
+        meta = {"method": "measured: top-1 over every labelled sample (results.top1_correct)", "skipped_datasets": skipped}
         out = {}
+        ### BEGIN SOLUTION
         for name, a in self.adapters.items():
             try:
                 per_dataset, outcomes = [], []
@@ -260,75 +219,66 @@ class Benchmark:
             except Exception as e:  # wrong output, labels out of range, or the model raised
                 self._fail("accuracy", name, e)
                 continue
-            meta = {"method": "measured: top-1 over every labelled sample (results.top1_correct)",
-                    "datasets": per_dataset, "skipped_datasets": skipped}
-            self._store("accuracy", name, ProportionResult("accuracy", outcomes, unit="fraction", metadata=meta))
+            self._store("accuracy", name, ProportionResult("accuracy", outcomes, unit="fraction",
+                                                           metadata=dict(meta, datasets=per_dataset)))
             out[name] = self.results["accuracy"][name]
+        ### END SOLUTION
         return out
 
     def run_memory_benchmark(self, input_shape: Sequence[int] | None = None) -> dict[str, BenchmarkResult]:
-        """Memory per model: peak inference memory, parameter memory and the serialized size.
-
-        Stores three metrics, each a `CountResult` in MiB (exact byte counts, in `metadata`):
-        "memory" (peak memory of one forward pass, with every field of `Profiler.measure_memory`),
-        "parameter_memory" and "model_size" (bytes of the saved model, `results.serialized_bytes`).
-        Objects with only `forward()` and plain callables hide their parameters: their "memory"
-        is the forward pass's own peak allocation, and the other two are unavailable with the
-        reason. Returns the "memory" results.
-        """
+        """Memory per model, each a `CountResult` in MiB (exact bytes in `metadata`): "memory" (peak
+        of one forward pass, every field of `Profiler.measure_memory`), "parameter_memory" and
+        "model_size" (bytes of the saved model, `results.serialized_bytes`). For objects with only
+        `forward()` and plain callables (parameters hidden) "memory" is the forward pass's own
+        peak and the other two are unavailable with the reason. Returns the "memory" results."""
         from tinytorch.profiling.profiler import Profiler, forward_peak_bytes
 
         x = self._input(input_shape)
-        shape = tuple(x.shape)
+        shape, ctx = tuple(x.shape), f"input_shape {tuple(x.shape)} ({self.input_source})"
         profiler = Profiler()
-        out = {}
         for name, a in self.adapters.items():
             if a.kind in ("compiled", "onnxruntime"):
                 self._runtime_memory(name, a, x)
-                if name in self.results.get("memory", {}):
-                    out[name] = self.results["memory"][name]
-                continue
-            if a.kind in ("callable", "forward"):
+            elif a.kind in ("callable", "forward"):
                 reason = (f"{'a plain callable' if a.kind == 'callable' else 'an object with forward() but no parameters()'}: "
                           "its parameters cannot be seen (pass an nn.Module or an object with parameters())")
-                for metric in ("parameter_memory", "model_size"):
-                    self._not_available(metric, name, reason)
+                self._not_available("parameter_memory", name, reason)
+                self._not_available("model_size", name, reason)
                 try:
                     peak, method = forward_peak_bytes(a, x)
                 except Exception as e:  # the model raised on the input
-                    self._fail("memory", name, e, context=f"input_shape {shape} ({self.input_source})")
+                    self._fail("memory", name, e, context=ctx)
                     continue
                 self._store("memory", name, CountResult("memory", [peak / 2**20], unit="MiB", metadata={
                     "bytes": int(peak), "method": f"measured: forward-pass peak only ({method}); parameters not visible",
                     "input_shape": list(shape)}))
-                out[name] = self.results["memory"][name]
-                continue
-            try:
-                size_bytes, size_method = serialized_bytes(a.model)
-                self._store("model_size", name, CountResult("model_size", [size_bytes / 2**20], unit="MiB",
-                                                            metadata={"bytes": size_bytes, "method": f"measured: {size_method}"}))
-            except Exception as e:
-                self._fail("model_size", name, e)
-            try:
-                mem = dict(profiler.measure_memory(a.model, shape))
-                params = int(profiler.count_parameters(a.model))
-            except Exception as e:  # the model raised inside the Profiler
-                ctx = f"input_shape {shape} ({self.input_source})"
-                self._fail("memory", name, e, context=ctx)
-                self._fail("parameter_memory", name, e, context=ctx)
-                continue
-            meta = {"method": "measured: Profiler.measure_memory", "input_shape": list(shape),
-                    "parameters": params, "profiler": mem}
-            for metric, key in (("memory", "peak_memory_mb"), ("parameter_memory", "parameter_memory_mb")):
-                value = mem.get(key)
-                if value is None:
-                    self._not_available(metric, name, f"Profiler.measure_memory gave no {key}: {mem.get('methods')}")
-                else:
-                    self._store(metric, name, CountResult(metric, [float(value)], unit="MiB",
-                                                          metadata=dict(meta, bytes=int(round(float(value) * 2**20)))))
-            if "memory" in self.results and name in self.results["memory"]:
-                out[name] = self.results["memory"][name]
-        return out
+            else:
+                self._store_size(name, a.model, "")
+                try:
+                    mem = dict(profiler.measure_memory(a.model, shape))
+                    params = int(profiler.count_parameters(a.model))
+                except Exception as e:  # the model raised inside the Profiler
+                    self._fail("memory", name, e, context=ctx)
+                    self._fail("parameter_memory", name, e, context=ctx)
+                    continue
+                meta = {"method": "measured: Profiler.measure_memory", "input_shape": list(shape),
+                        "parameters": params, "profiler": mem}
+                for metric, key in (("memory", "peak_memory_mb"), ("parameter_memory", "parameter_memory_mb")):
+                    if mem.get(key) is None:
+                        self._not_available(metric, name, f"Profiler.measure_memory gave no {key}: {mem.get('methods')}")
+                    else:
+                        self._store(metric, name, CountResult(metric, [float(mem[key])], unit="MiB", metadata=dict(
+                            meta, bytes=int(round(float(mem[key]) * 2**20)))))
+        return dict(self.results.get("memory", {}))
+
+    def _store_size(self, name: str, module: Any, note: str) -> None:
+        try:
+            size_bytes, size_method = serialized_bytes(module)
+        except Exception as e:  # the module cannot be saved
+            self._fail("model_size", name, e)
+            return
+        self._store("model_size", name, CountResult("model_size", [size_bytes / 2**20], unit="MiB", metadata={
+            "bytes": size_bytes, "method": f"measured: {size_method}{note}"}))
 
     def _runtime_memory(self, name: str, a: Any, x: torch.Tensor) -> None:
         """Memory of a model that runs outside eager PyTorch (torch.compile, ONNX Runtime): what the
@@ -347,24 +297,19 @@ class Benchmark:
                     "bytes": int(size), "method": "measured: bytes of the .onnx file"}))
             return
         module = a.torch_module  # compiled: the module it compiled shares its parameters
+        self._store_size(name, module, " (of the module torch.compile wraps)")
         try:
-            size_bytes, size_method = serialized_bytes(module)
-            self._store("model_size", name, CountResult("model_size", [size_bytes / 2**20], unit="MiB", metadata={
-                "bytes": size_bytes, "method": f"measured: {size_method} (of the module torch.compile wraps)"}))
             from tinytorch.profiling.profiler import Profiler
             params = Profiler().measure_memory(module, tuple(x.shape))["parameter_memory_mb"]
-            self._store("parameter_memory", name, CountResult("parameter_memory", [float(params)], unit="MiB", metadata={
-                "bytes": int(round(float(params) * 2**20)), "method": "measured: the compiled module's parameters"}))
         except Exception as e:  # the wrapped module raised on the input
             self._fail("parameter_memory", name, e, context=f"input_shape {tuple(x.shape)} ({self.input_source})")
+            return
+        self._store("parameter_memory", name, CountResult("parameter_memory", [float(params)], unit="MiB", metadata={
+            "bytes": int(round(float(params) * 2**20)), "method": "measured: the compiled module's parameters"}))
 
     def run_throughput_benchmark(self, batch_sizes: Sequence[int] = (1, 8, 32)) -> dict[str, dict[int, BenchmarkResult]]:
-        """Samples per second per model at each batch size (one value per timed sample).
-
-        The batch is the first `b` samples of the first dataset, or a seeded standard-normal
-        batch of the same sample shape when the data set is smaller (recorded as such).
-        Stored as metrics "throughput_bs{b}".
-        """
+        """Samples per second per model at each batch size, as metrics "throughput_bs{b}": the first
+        `b` samples of the first dataset, or a seeded standard-normal batch when there are fewer."""
         sizes = list(batch_sizes)
         if not sizes or any(isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1 for b in sizes):
             raise ValueError(f"batch_sizes: expected positive ints such as (1, 8, 32), got {batch_sizes!r}")
@@ -383,8 +328,7 @@ class Benchmark:
             if len(base) >= b:
                 xb, source = base[:b], "dataset samples" if with_samples else self.input_source
             else:
-                g = torch.Generator().manual_seed(self.seed)
-                xb = torch.randn(b, *base.shape[1:], generator=g)
+                xb = torch.randn(b, *base.shape[1:], generator=torch.Generator().manual_seed(self.seed))
                 source = f"seeded standard normal (only {len(base)} samples available)"
             for name, (ms, meta) in self._timed_rounds(metric, xb).items():
                 meta.update(batch_size=int(b), input_shape=list(xb.shape), input_source=source,
@@ -395,30 +339,20 @@ class Benchmark:
 
     # ----- analysis -----
     def _all_metrics(self) -> list[str]:
-        seen = []
-        for table in (self.results, self.unavailable, self.failures):
-            for m in table:
-                if m not in seen:
-                    seen.append(m)
-        return seen
+        return list(dict.fromkeys([*self.results, *self.unavailable, *self.failures]))
 
     def compare_models(self, metric: str = "latency") -> pd.DataFrame:
-        """One row per model for `metric`: model, metric, unit, status, method, median, mean, std,
-        ci_lower, ci_upper, count, the median's interval, and a note.
-
-        Every figure is read from the result itself: for latency `ci_lower/ci_upper` is the
-        Student-t interval of the mean; for accuracy (a `ProportionResult`) the Wilson interval
-        and `count` the number of samples; for sizes (a `CountResult`) a zero-width interval.
-        Models without the metric appear with status "unavailable" or "failed" and the reason.
-        """
+        """One row per model for `metric` (the tidy table's columns), every figure read from the result
+        itself (Student-t, Wilson or zero-width interval); a model without it has status "unavailable"
+        or "failed" and the reason in `note`."""
         if metric not in self._all_metrics():
             raise ValueError(f"metric: no '{metric}' measurements; measured metrics are {self._all_metrics()}")
         info = self.metric_info.get(metric)
         rows = []
         for name in self.names:
-            row = {"model": name, "metric": metric, "unit": info.unit if info else "", "status": None, "method": None,
-                   "median": None, "mean": None, "std": None, "ci_lower": None, "ci_upper": None, "count": None,
-                   "median_ci_lower": None, "median_ci_upper": None, "note": None}
+            row = {"model": name, "metric": metric, "unit": info.unit if info else "", "status": "not run",
+                   **dict.fromkeys(("method", "median", "mean", "std", "ci_lower", "ci_upper", "count",
+                                    "median_ci_lower", "median_ci_upper", "note"))}
             r = self.results.get(metric, {}).get(name)
             if r is not None:
                 row.update(status="estimated" if r.method.startswith("estimated") else "measured", method=r.method,
@@ -432,33 +366,22 @@ class Benchmark:
             elif name in self.unavailable.get(metric, {}):
                 row.update(status="unavailable", note=self.unavailable[metric][name])
             else:
-                row.update(status="not run", note="this benchmark was not run for this model")
+                row["note"] = "this benchmark was not run for this model"
             rows.append(row)
         return pd.DataFrame(rows)
 
-    def _result_for(self, metric: str, name: str, arg: str) -> BenchmarkResult:
-        if name not in self.adapters:
-            raise ValueError(f"{arg}: unknown model {name!r}; expected one of {self.names}")
-        r = self.results.get(metric, {}).get(name)
-        if r is None:
-            why = (self.failures.get(metric, {}).get(name) or self.unavailable.get(metric, {}).get(name)
-                   or "not measured yet")
-            raise ValueError(f"{arg}: no '{metric}' result for model {name!r} ({why})")
-        return r
-
     def compare(self, model_a: str, model_b: str, metric: str = "latency", *, alpha: float = 0.05,
                 min_effect: float = 0.02, n_boot: int = 2000, seed: int = 0) -> Comparison:
-        """Compare `model_b` against `model_a` on one measured metric, with `compare_results`:
-
-        - repeated measurements (latency, throughput): ratio of medians b/a with a bootstrap
-          interval (seeded), Mann-Whitney U;
-        - accuracy: McNemar's exact test on the per-sample outcomes of the samples both saw, a
-          paired bootstrap, and a difference of at least `min_effect` in absolute accuracy
-          (0.02 = 2 points);
-        - exact values (memory, model size): the ratio; a difference below `min_effect` is none.
-
-        >>> # b.compare("fp32", "int8")  ->  Comparison(..., verdict="int8 is 1.80× faster than fp32 (p < 0.001)")
-        """
-        ra, rb = self._result_for(metric, model_a, "model_a"), self._result_for(metric, model_b, "model_b")
-        return compare_results(ra, rb, names=(model_a, model_b), info=self.metric_info.get(metric),
+        """`model_b` against `model_a` on one measured metric, with `compare_results` (Mann-Whitney U
+        and a bootstrap ratio b/a for timings, McNemar for accuracy, the ratio for exact values)."""
+        rs = []
+        for name, arg in ((model_a, "model_a"), (model_b, "model_b")):
+            if name not in self.adapters:
+                raise ValueError(f"{arg}: unknown model {name!r}; expected one of {self.names}")
+            if self.results.get(metric, {}).get(name) is None:
+                why = (self.failures.get(metric, {}).get(name) or self.unavailable.get(metric, {}).get(name)
+                       or "not measured yet")
+                raise ValueError(f"{arg}: no '{metric}' result for model {name!r} ({why})")
+            rs.append(self.results[metric][name])
+        return compare_results(rs[0], rs[1], names=(model_a, model_b), info=self.metric_info.get(metric),
                                alpha=alpha, min_effect=min_effect, n_boot=n_boot, seed=seed)

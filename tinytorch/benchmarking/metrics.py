@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator
 
 import torch
 from torch import nn
 
-from .results import (BenchmarkResult, CountResult, EvalData, ProportionResult,
-                                            state_dict_tensor_bytes, state_tensors, top1_correct)
 from .energy import measure_energy
 from .optimize import PRECISIONS, cast_precision, quantize_int8
+from .results import (BenchmarkResult, CountResult, EvalData, ProportionResult,
+                                            state_dict_tensor_bytes, state_tensors, top1_correct)
 from ..profiling.timing import adapt, check_device, time_callable, time_model
 
 # %% auto #0
@@ -23,11 +23,9 @@ __all__ = ['MB', 'model_memory_mb', 'memory_violations', 'UnsupportedPrecisionEr
 
 # %% ../../nbs/19_benchmarking/metrics_dev.ipynb #68c02bc6
 MB = 2**20
-
-
 _state_tensors = state_tensors  # results.state_tensors: the one walk over a model's state
 
-# %% ../../nbs/19_benchmarking/metrics_dev.ipynb #094f153a
+
 def model_memory_mb(model: nn.Module) -> float:
     """Memory held by a model's state (parameters, buffers, int8 weights with their scales), in MB.
 
@@ -68,6 +66,7 @@ def memory_violations(memory_mb: float, budgets: Iterable[float]) -> dict[str, b
 # %% ../../nbs/19_benchmarking/metrics_dev.ipynb #874f477c
 _FLOAT_DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 _CONV_TYPES = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
+_all_ = ["check_device"]  # the one device check lives in the timing core (re-exported here)
 
 
 class UnsupportedPrecisionError(RuntimeError):
@@ -85,9 +84,6 @@ def check_precision(precision: str) -> str:
     return precision
 
 
-_all_ = ["check_device"]  # the one device check lives in the timing core (re-exported here)
-
-
 def model_precision(model: nn.Module) -> str:
     """The precision a torch model runs in: "int8" for a quantized model, else its float dtype.
 
@@ -95,8 +91,7 @@ def model_precision(model: nn.Module) -> str:
     'fp16'
     """
     if getattr(model, "tinytorch_quantization", None) is not None or any(
-        ".quantized" in type(m).__module__ for m in model.modules()
-    ):
+            ".quantized" in type(m).__module__ for m in model.modules()):
         return "int8"
     dtype = adapt(model).input_dtype()
     if dtype not in _FLOAT_DTYPE_NAMES:
@@ -105,32 +100,21 @@ def model_precision(model: nn.Module) -> str:
 
 
 def _first_input(example_input: Any) -> torch.Tensor | None:
-    if example_input is None:
-        return None
-    if isinstance(example_input, torch.Tensor):
+    if example_input is None or isinstance(example_input, torch.Tensor):
         return example_input
     for item in example_input:  # a loader or a list of batches: its first input
         return item[0] if isinstance(item, (tuple, list)) else item
     raise ValueError("example_input: expected a tensor or a non-empty iterable of batches")
 
 
-def to_precision(
-    model: nn.Module,
-    precision: str,
-    device: str | torch.device = "cpu",
-    *,
-    calibration_data: Any = None,
-    example_input: Any = None,
-    int8_mode: str | None = None,
-) -> nn.Module:
+def to_precision(model: nn.Module, precision: str, device: str | torch.device = "cpu", *,
+                 calibration_data: Any = None, example_input: Any = None, int8_mode: str | None = None) -> nn.Module:
     """A copy of `model` converted to `precision` and moved to `device`, checked by one forward pass.
 
-    - fp32 / fp16 / bf16: `cast_precision` (the original model is not changed).
-    - int8: `quantize_int8`; `int8_mode` defaults to "static" (calibrated on `calibration_data`)
-      when the model has convolutions, "dynamic" otherwise. CPU only.
-    - A model already in `precision` is returned as is (moved to `device`).
-    - With `example_input` (a tensor, or a loader whose first batch is used) the converted model
-      runs once; if it raises, `UnsupportedPrecisionError` says which precision and device failed.
+    fp16 / bf16: `cast_precision`. int8 (CPU only): `quantize_int8`, "static" (calibrated on
+    `calibration_data`) for models with convolutions, else "dynamic" (or `int8_mode`). A model
+    already in `precision` is returned as is. With `example_input` (a tensor, or a loader's first
+    batch) the converted model runs once; if it raises, `UnsupportedPrecisionError` says so.
 
     >>> to_precision(nn.Linear(8, 2), "bf16").weight.dtype
     torch.bfloat16
@@ -148,8 +132,9 @@ def to_precision(
             raise ValueError(f"model: int8 quantization starts from a float32 model, got {model_precision(model)}")
         mode = int8_mode or ("static" if any(isinstance(m, _CONV_TYPES) for m in model.modules()) else "dynamic")
         if mode == "static" and calibration_data is None:
-            raise ValueError("calibration_data: static int8 quantization of a model with convolutions needs "
-                             "calibration inputs (a DataLoader or a list of batches), got None")
+            raise ValueError("calibration_data: static int8 of a model with convolutions needs calibration inputs "
+                             "(a DataLoader or a list of batches) from a split other than the evaluation data "
+                             "(e.g. digits_loader('train')), got None")
         converted = quantize_int8(model, mode=mode, calibration_data=calibration_data)
     else:
         converted = cast_precision(model, precision).to(dev)
@@ -164,27 +149,20 @@ def to_precision(
                 f"precision {precision} is not supported for this model on {dev.type}: {e}") from e
     return converted
 
-# %% ../../nbs/19_benchmarking/metrics_dev.ipynb #86d7d940
+# %% ../../nbs/19_benchmarking/metrics_dev.ipynb #3eccce5d
 def _batches(loader: Any) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     n = 0
     for item in loader:
         if not isinstance(item, (tuple, list)) or len(item) < 2:
-            raise ValueError("loader: expected batches of (inputs, labels), got "
-                             f"{type(item).__name__}; accuracy needs labels")
+            raise ValueError(f"loader: expected batches of (inputs, labels), got {type(item).__name__}; accuracy needs labels")
         n += 1
         yield item[0], item[1]
     if n == 0:
         raise ValueError("loader: expected at least one (inputs, labels) batch, got none")
 
 
-def evaluate_accuracy(
-    model: nn.Module,
-    loader: Iterable,
-    device: str | torch.device = "cpu",
-    precision: str = "fp32",
-    *,
-    calibration_data: Any = None,
-) -> float:
+def evaluate_accuracy(model: nn.Module, loader: Iterable, device: str | torch.device = "cpu", precision: str = "fp32",
+                      *, calibration_data: Any = None) -> float:
     """Top-1 accuracy (0..1) of `model` in `precision` on the labelled batches of `loader`.
 
     >>> from tinytorch.benchmarking.digits import default_digits_model, digits_loader
@@ -195,7 +173,7 @@ def evaluate_accuracy(
     flags = top1_correct(converted, EvalData(list(_batches(loader)), "loader"))  # the one top-1 evaluation
     return sum(flags) / len(flags)
 
-# %% ../../nbs/19_benchmarking/metrics_dev.ipynb #61270351
+
 def measure_latency(model: Any, input_tensor: Any, runs: int = 100, warmup: int = 10) -> float:
     """Mean latency (ms) of one forward pass on `input_tensor`, over `runs` timed samples.
 
@@ -205,55 +183,46 @@ def measure_latency(model: Any, input_tensor: Any, runs: int = 100, warmup: int 
     return BenchmarkResult("latency_ms", time_model(model, input_tensor, warmup=warmup, samples=runs).per_call_ms).mean
 
 
-def _latency_result(model: Any, input_tensor: Any, repeats: int, runs: int, warmup: int) -> tuple[BenchmarkResult, dict]:
+def _latency_result(model: Any, input_tensor: Any, repeats: int, runs: int, warmup: int) -> BenchmarkResult:
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise ValueError(f"runs: expected an int >= 1, got {runs!r}")
     if runs == 1:
         samples = time_model(model, input_tensor, warmup=warmup, samples=repeats)
-        per_call = samples.per_call_ms
-    else:
+    else:  # each timed block holds at least `runs` calls
         a = adapt(model)
         x = a.to_input(input_tensor)
         with a.inference():
             a.forward(x)
+
             def run_block() -> None:
                 for _ in range(runs):
                     a.forward(x)
             samples = time_callable(run_block, warmup=warmup, samples=repeats, sync=a.sync, device=str(a.device))
-        per_call = [v / runs for v in samples.per_call_ms]
-    return BenchmarkResult("latency", per_call, unit="ms", metadata=dict(samples.metadata(), method="measured: timing core")), samples.metadata()
+    return BenchmarkResult("latency", [v / runs for v in samples.per_call_ms], unit="ms",
+                           metadata=dict(samples.metadata(), method="measured: timing core"))
 
 
-def measure_latency_distribution(
-    model: Any, input_tensor: Any, repeats: int = 30, runs: int = 1, warmup: int = 10
-) -> tuple[float, float, float]:
-    """(mean, std, p95) latency in ms of one forward pass, from `repeats` timed samples.
-
-    Each sample times at least `runs` consecutive calls (the timing core may group more so the
-    clock's cost stays below 0.1%) and is reported per call.
+def measure_latency_distribution(model: Any, input_tensor: Any, repeats: int = 30, runs: int = 1,
+                                 warmup: int = 10) -> tuple[float, float, float]:
+    """(mean, std, p95) latency in ms of one forward pass, from `repeats` timed samples, each of
+    at least `runs` consecutive calls (the timing core may group more), reported per call.
 
     >>> mean, std, p95 = measure_latency_distribution(nn.Linear(16, 4), torch.randn(1, 16), repeats=10)
     >>> 0 < mean and std >= 0 and p95 >= mean * 0.5
     True
     """
-    r, _ = _latency_result(model, input_tensor, repeats, runs, warmup)
+    r = _latency_result(model, input_tensor, repeats, runs, warmup)
     return r.mean, r.std, r.p95
 
-# %% ../../nbs/19_benchmarking/metrics_dev.ipynb #81559468
+# %% ../../nbs/19_benchmarking/metrics_dev.ipynb #03c94236
 @dataclass
 class PerfMetrics:
     """The performance of one model in one precision on one device, each figure with its method.
 
-    `methods` says how each figure was obtained ("measured: …" or "estimated: …"); `reasons`
-    says why a figure is None. `latency_ms` is the mean (as the course API defines it); on a busy
-    machine a few slow samples pull it up, so `latency_median_ms` is given too. Latencies are per
-    forward call of `batch_size` samples; with `latency_scaled_by != 1` they are measured latencies
-    multiplied by that factor. `memory_mb` is `results.state_dict_tensor_bytes` in MiB.
-
-    The fields are a view: `results` holds the measurements they come from, in the library's one
-    currency (`"accuracy"`: a `ProportionResult`, `"latency"`: a `BenchmarkResult` of the
-    unscaled per-call samples, `"memory"`: a `CountResult`), so they compare with any other
-    result through `compare_results`.
+    `methods` says how each figure was obtained, `reasons` why one is None. `latency_ms` is the
+    mean per call of `batch_size` samples (slow samples pull it up: see `latency_median_ms`),
+    times `latency_scaled_by`; `memory_mb` is `results.state_dict_tensor_bytes` in MiB. `results`
+    holds the measurements behind the fields (accuracy, unscaled latency, memory) as results.
     """
 
     accuracy: float | None
@@ -275,50 +244,24 @@ class PerfMetrics:
 
     def to_dict(self) -> dict[str, Any]:
         "All fields, JSON-ready (each underlying result as its `to_dict()`)."
-        d = {k: v for k, v in asdict(self).items() if k != "results"}
-        d["results"] = {k: r.to_dict() for k, r in self.results.items()}
-        return d
+        return {**{k: v for k, v in asdict(self).items() if k != "results"},
+                "results": {k: r.to_dict() for k, r in self.results.items()}}
 
 
-def _first_samples(loader: Iterable, batch_size: int) -> torch.Tensor:
-    parts, n = [], 0
-    for X, _ in _batches(loader):
-        parts.append(X)
-        n += len(X)
-        if n >= batch_size:
-            break
-    X = torch.cat(parts)
-    if len(X) < batch_size:
-        raise ValueError(f"batch_size: {batch_size} exceeds the {len(X)} samples in loader")
-    return X[:batch_size]
-
-
-def collect_metrics(
-    model: nn.Module,
-    loader: Iterable,
-    device: str | torch.device = "cpu",
-    power_watts: float | None = None,
-    precision: str = "fp32",
-    latency_multiplier: float = 1.0,
-    repeats: int = 30,
-    *,
-    batch_size: int = 1,
-    calibration_data: Any = None,
-    calibration_split: str | None = None,
-) -> PerfMetrics:
+def collect_metrics(model: nn.Module, loader: Iterable, device: str | torch.device = "cpu",
+                    power_watts: float | None = None, precision: str = "fp32", latency_multiplier: float = 1.0,
+                    repeats: int = 30, *, batch_size: int = 1, calibration_data: Any = None,
+                    calibration_split: str | None = None) -> PerfMetrics:
     """Measure accuracy, latency (mean/std/p95), throughput, memory and energy of `model` in `precision`.
 
     `calibration_data` calibrates static int8 of conv models and must come from a split other
-    than `loader` (calibrating on the evaluation data leaks it into the model); without it such a
-    conversion raises. `calibration_split` names it (e.g. "digits train split") in
-    `methods["int8_calibration"]`.
+    than `loader`; `calibration_split` names it in `methods["int8_calibration"]`.
 
     >>> from tinytorch.benchmarking.digits import default_digits_model, digits_loader
     >>> m = collect_metrics(default_digits_model(), digits_loader("test"), repeats=5)
     >>> m.accuracy > 0.9 and m.latency_ms > 0 and m.methods["latency_ms"].startswith("measured")
     True
     """
-    check_precision(precision)
     dev = check_device(device)
     if not _is_number(latency_multiplier) or latency_multiplier <= 0:
         raise ValueError(f"latency_multiplier: expected a positive number, got {latency_multiplier!r}")
@@ -326,35 +269,29 @@ def collect_metrics(
         raise ValueError(f"power_watts: expected a positive number of watts or None, got {power_watts!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
-    methods: dict[str, str] = {}
-    reasons: dict[str, str] = {}
-    if precision == "int8" and model_precision(model) != "int8" \
-            and any(isinstance(m, _CONV_TYPES) for m in model.modules()):
-        if calibration_data is None:
-            raise ValueError("calibration_data: static int8 of a model with convolutions needs calibration inputs "
-                             "from a split other than `loader` (e.g. digits_loader('train')); calibrating on the "
-                             "evaluation data would leak it into the model")
+    data = EvalData(list(_batches(loader)), "loader")
+    x = data.first_samples(batch_size)
+    if len(x) < batch_size:
+        raise ValueError(f"batch_size: {batch_size} exceeds the {len(x)} samples in loader")
+    converted = to_precision(model, precision, dev, calibration_data=calibration_data, example_input=x)
+    methods, reasons = {}, {}
+    q = getattr(converted, "tinytorch_quantization", None)
+    if precision == "int8":
+        methods["int8_path"] = q["path"] if q is not None else "given int8 model"
+    if converted is not model and q is not None and q.get("mode") == "static":
         methods["int8_calibration"] = (f"static int8 calibrated on {calibration_split or 'caller-supplied calibration_data'}"
                                        " (not the evaluation loader)")
-    x = _first_samples(loader, batch_size)
-    converted = to_precision(model, precision, dev, calibration_data=calibration_data, example_input=x)
-    if precision == "int8":
-        methods["int8_path"] = converted.tinytorch_quantization["path"] if hasattr(converted, "tinytorch_quantization") else "given int8 model"
 
-    acc_result = ProportionResult("accuracy", top1_correct(converted, EvalData(list(_batches(loader)), "loader")),
-                                  unit="fraction", metadata={"method": "measured: top-1 over every labelled batch of loader"})
-    accuracy = acc_result.mean
+    acc_result = ProportionResult("accuracy", top1_correct(converted, data), unit="fraction",
+                                  metadata={"method": "measured: top-1 over every labelled batch of loader"})
     methods["accuracy"] = acc_result.method
-
-    result, conditions = _latency_result(converted, x, repeats, 1, 10)
+    result = _latency_result(converted, x, repeats, 1, 10)
     k = float(latency_multiplier)
     scaled = f" x {k:g} (latency_scaled_by={k:g})" if k != 1 else ""
-    mean_ms, std_ms, p95_ms = result.mean * k, result.std * k, result.p95 * k
     for key in ("latency_ms", "latency_std_ms", "latency_p95_ms", "latency_median_ms"):
         methods[key] = f"measured: timing core, {result.count} samples of batch {batch_size}{scaled}"
-    throughput = batch_size / (mean_ms / 1e3)
+    mean_ms = result.mean * k
     methods["throughput_sps"] = f"derived: batch_size / mean latency{' (scaled)' if k != 1 else ''}"
-
     memory = model_memory_mb(converted)
     methods["memory_mb"] = "measured: state-dict tensors x element size"
     mem_result = CountResult("memory", [memory], unit="MiB",
@@ -378,12 +315,10 @@ def collect_metrics(
     else:
         reasons["energy_j"] = ("latency is scaled to a target device, where a host energy counter does not "
                                "apply; give power_watts for an estimate")
-    conditions = dict(conditions, measured_latency_ms=result.mean, measured_latency_p95_ms=result.p95)
     return PerfMetrics(
-        accuracy=accuracy, latency_ms=mean_ms, latency_std_ms=std_ms, latency_p95_ms=p95_ms,
-        throughput_sps=throughput, memory_mb=memory, energy_j=energy_j, latency_median_ms=result.median * k,
-        precision=precision,
-        device=str(dev), batch_size=batch_size, latency_scaled_by=k, methods=methods,
-        reasons=reasons, conditions=conditions,
-        results={"accuracy": acc_result, "latency": result, "memory": mem_result},
-    )
+        accuracy=acc_result.mean, latency_ms=mean_ms, latency_std_ms=result.std * k, latency_p95_ms=result.p95 * k,
+        throughput_sps=batch_size / (mean_ms / 1e3), memory_mb=memory, energy_j=energy_j,
+        latency_median_ms=result.median * k, precision=precision, device=str(dev), batch_size=batch_size,
+        latency_scaled_by=k, methods=methods, reasons=reasons,
+        conditions=dict(result.metadata, measured_latency_ms=result.mean, measured_latency_p95_ms=result.p95),
+        results={"accuracy": acc_result, "latency": result, "memory": mem_result})

@@ -53,8 +53,12 @@ def _nbdev_export(root: Path, course: Course) -> None:
     from nbdev.config import set_version
     from nbdev.doclinks import nbdev_export
 
+    from tito.grading_package import prepare_cell_export_targets
+
     course.lib_dir.mkdir(parents=True, exist_ok=True)
     set_version(course.lib_dir, course.version)
+    for nb in sorted(course.nbs_dir.rglob("*.ipynb")):  # modules made only of `#| export NAME` cells
+        prepare_cell_export_targets(nb, course.lib_dir)
     env_in_test = os.environ.pop("IN_TEST", None)  # nbdev_export is a no-op when IN_TEST is set
     cwd = os.getcwd()
     buf = io.StringIO()
