@@ -235,11 +235,19 @@ def linear_cost(n_a, seconds_a, n_b, seconds_b):
     return seconds_b - slope * n_b, slope
 
 
-def confident_compliance(correct, n, target, confidence=0.95):
-    if target < 0 or target > 1:
+def images_to_decide(accuracy, target, confidence=0.95, max_n=100_000):
+    if not (0 <= accuracy <= 1):
+        raise ValueError("accuracy must be a proportion")
+    if not (0 <= target <= 1):
         raise ValueError("target must be a proportion")
-    lo, hi = wilson_interval(correct, n, confidence)
-    return "fail" if hi < target else ("pass" if lo >= target else "inconclusive")
+    z = stats.norm.ppf(0.5 + confidence / 2)
+    for n in range(1, max_n + 1):
+        p = round(accuracy * n) / n
+        mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+        w = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        if mid - w >= target or mid + w < target:
+            return n
+    return None
 '''
 
 
@@ -259,7 +267,7 @@ def _graded_namespace(code: str) -> dict:
 
 
 TESTS = ["test_unit_ci_half_width", "test_unit_samples_to_shrink", "test_unit_calls_per_block",
-         "test_unit_linear_cost", "test_unit_confident_compliance"]
+         "test_unit_linear_cost", "test_unit_images_to_decide"]
 
 
 def test_independent_solutions_pass_the_graded_tests():
@@ -279,8 +287,9 @@ def test_independent_solutions_pass_the_graded_tests():
      "10.000000000000002 in floating point"),
     ("test_unit_linear_cost", "return seconds_b - slope * n_b, slope", "return slope, seconds_b - slope * n_b",
      "(intercept, slope)"),
-    ("test_unit_confident_compliance", "lo, hi = wilson_interval(correct, n, confidence)", "lo = hi = correct / n",
-     "the point estimate alone decides nothing"),
+    ("test_unit_images_to_decide", "    z = stats.norm.ppf(0.5 + confidence / 2)\n",
+     "    return math.ceil(1.959963984540054 ** 2 * accuracy * (1 - accuracy) / (accuracy - target) ** 2)\n",
+     "the normal-approximation formula"),
 ])
 def test_typical_mistakes_are_named(test, old, new, expect):
     assert MINE.count(old) == 1, old

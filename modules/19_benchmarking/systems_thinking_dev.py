@@ -399,63 +399,78 @@ if __name__ == "__main__":
 # ### END SOLUTION
 
 # %% [markdown]
-# ## (d) Does a model meet its target, with confidence?
+# ## (d) How many images does a verdict need?
 #
-# MLPerf Tiny counts latency only if the model reaches the task's accuracy target; but accuracy
-# on 450 images is an estimate, and a careful verdict has three outcomes:
+# In `tinymlperf` you wrote the compliance decision: pass when the whole Wilson interval of the
+# accuracy clears the target, fail when it lies below, inconclusive when it straddles it. An
+# inconclusive verdict is a question of sample size: the interval narrows like `1/√n`, so a
+# model 1 point above its target needs far more test images than one 10 points above.
 #
 # ```
-#  target ──────────┼──────────────────────────
-#  [── Wilson 95% CI ──]          inconclusive: the interval straddles the target
-#                      [──── CI ────]   pass: even the lower bound meets it
-#  [─ CI ─]                             fail: even the upper bound misses it
+#  n = 450:    [──────── Wilson 95% ────────]      straddles the target: inconclusive
+#  n = 4000:           [── Wilson ──]               above it: pass
+#  target ─────────────┼───────────────────
 # ```
 #
-# **Your task (easy, 3 points).** Write `confident_compliance(correct, n, target, confidence=0.95)`.
+# **Your task (medium, 3 points).** Write `images_to_decide(accuracy, target, confidence=0.95,
+# max_n=100_000)`: the smallest test-set size `n` at which a model of this accuracy
+# (`k = round(accuracy · n)` correct) gets a decided verdict, its Wilson interval wholly on one
+# side of the target; `None` when no `n ≤ max_n` decides it (an accuracy equal to the target
+# never does).
 #
-# - *TODO:* return `"pass"`, `"fail"` or `"inconclusive"` as in the picture above.
-# - *Approach:* the Wilson interval of `correct / n` (`wilson_interval`), then each bound
-#   against the target.
-# - *Example:* 450 of 450 against 0.90 passes; 45 of 450 fails; 405 of 450 is inconclusive.
-# - *Hints:* reject a `target` outside [0, 1] with a `ValueError` naming `target`;
-#   `wilson_interval` checks `correct` and `n`. Which bound decides a pass?
+# - *TODO:* search `n = 1, 2, …, max_n` for the first decided one.
+# - *Approach:* the Wilson bounds of every `n` at once (arrays) are much faster than a Python loop
+#   over `wilson_interval`, but both give the same answer.
+# - *Example:* 0.99 against 0.90 is decided at `n = 35`, 0.95 at `n = 127`; 0.5 against 0.5 never is.
+# - *Hints:* the normal-approximation formula `n = z² p (1 − p) / d²` is not the Wilson answer;
+#   reject `accuracy` or `target` outside [0, 1] with a `ValueError` naming it.
 
-# %% nbgrader={"grade": false, "grade_id": "systems-thinking-confident-compliance", "solution": true, "schema_version": 3}
-def confident_compliance(correct: int, n: int, target: float, confidence: float = 0.95) -> str:
-    """"pass", "fail" or "inconclusive": the Wilson interval of `correct / n` against `target`."""
+# %% nbgrader={"grade": false, "grade_id": "systems-thinking-images-to-decide", "solution": true, "schema_version": 3}
+def images_to_decide(accuracy: float, target: float, confidence: float = 0.95, max_n: int = 100_000) -> int | None:
+    """The smallest test-set size whose Wilson interval at `accuracy` lies wholly above or below `target`."""
     ### BEGIN SOLUTION
-    if not 0 <= target <= 1:
-        raise ValueError(f"target: expected a proportion in [0, 1], got {target}")
-    lo, hi = wilson_interval(correct, n, confidence)
-    if lo >= target:
-        return "pass"
-    if hi < target:
-        return "fail"
-    return "inconclusive"
+    for value, arg in ((accuracy, "accuracy"), (target, "target")):
+        if not 0 <= value <= 1:
+            raise ValueError(f"{arg}: expected a proportion in [0, 1], got {value}")
+    n = np.arange(1, max_n + 1, dtype=float)
+    p = np.round(accuracy * n) / n
+    z = stats.norm.ppf((1 + confidence) / 2)
+    center = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    decided = np.flatnonzero((center - half >= target) | (center + half < target))
+    return int(n[decided[0]]) if decided.size else None
     ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "test-systems-thinking-confident-compliance", "locked": true, "points": 3, "schema_version": 3}
-def test_unit_confident_compliance():
-    cases = [((405, 450, 0.90), "inconclusive"), ((420, 450, 0.90), "pass"), ((45, 450, 0.90), "fail"),
-             ((450, 450, 0.90), "pass"), ((443, 450, 0.98), "inconclusive"), ((10, 10, 0.90), "inconclusive"),
-             ((420, 450, 0.90, 0.9999), "inconclusive"), ((1000, 1000, 0.99), "pass")]
-    for args, expected in cases:
-        lo, hi = wilson_interval(*args[:2], *args[3:])
-        got = confident_compliance(*args)
-        why = (" -- the point estimate alone decides nothing: the interval must lie on one side of the target"
-               if expected == "inconclusive" else "")
-        assert got == expected, (f"confident_compliance{args}: expected {expected!r}: the Wilson interval of "
-                                 f"{args[0]}/{args[1]} is [{lo:.4f}, {hi:.4f}] against {args[2]}; got {got!r}{why}")
-    for bad in (-0.1, 1.5):
-        expect_value_error(confident_compliance, 400, 450, bad, name="target")
+# %% nbgrader={"grade": true, "grade_id": "test-systems-thinking-images-to-decide", "locked": true, "points": 3, "schema_version": 3}
+def test_unit_images_to_decide():
+    def first_decided(acc, target, top):  # the definition, one n at a time
+        for n in range(1, top + 1):
+            lo, hi = wilson_interval(round(acc * n), n)
+            if lo >= target or hi < target:
+                return n
+        return None
+
+    for acc, target in ((0.99, 0.90), (0.95, 0.90), (0.80, 0.90), (0.5, 0.3)):
+        expected, got = first_decided(acc, target, 5000), images_to_decide(acc, target)
+        z = 1.959963984540054
+        wald = math.ceil(z * z * acc * (1 - acc) / (acc - target) ** 2)
+        assert got == expected, (f"images_to_decide({acc}, {target}): expected n = {expected}, the first n whose Wilson "
+                                 f"interval is on one side of the target; got {got}"
+                                 + (" -- that is the normal-approximation formula, not the Wilson search" if got == wald else ""))
+    assert images_to_decide(0.5, 0.5) is None, "an accuracy equal to the target is never decided"
+    assert images_to_decide(0.91, 0.90, max_n=1000) is None, "1 point above the target needs more than 1000 images"
+    small, large = images_to_decide(0.99, 0.90), images_to_decide(0.95, 0.90)
+    assert small < large, f"a larger margin is decided sooner: 9 points needs {small}, 5 points {large}"
+    for bad, name in (((1.2, 0.9), "accuracy"), ((0.9, -0.1), "target")):
+        expect_value_error(images_to_decide, *bad, name=name)
 
 
 if __name__ == "__main__":
-    test_unit_confident_compliance()
+    test_unit_images_to_decide()
 
 # %% [markdown]
-# Now TinyMLPerf on the trained and an untrained digits CNN, then your verdict at the task's
-# target and at a stricter one just below the trained model's accuracy.
+# Now TinyMLPerf on the trained and an untrained digits CNN, and how many images a verdict
+# would need at the task's target and at a stricter one just below the trained model's accuracy.
 
 # %%
 if __name__ == "__main__":
@@ -472,30 +487,29 @@ if __name__ == "__main__":
         print(f"{name:9s}: accuracy {correct}/{c['n']}, Wilson 95% [{c['wilson'][0]:.2%}, {c['wilson'][1]:.2%}], "
               f"target {c['target']:.0%}: TinyMLPerf says {c['tinymlperf']}; latency {c['latency_ms']:.4f} ms")
     strict_target = math.floor(compliance["trained"]["accuracy"] * 100) / 100 - 0.01
-    verdicts = {name: {t: confident_compliance(c["correct"], c["n"], t) for t in (c["target"], strict_target)}
-                for name, c in compliance.items()}
-    for name, v in verdicts.items():
-        print(f"{name:9s}: " + ", ".join(f"target {t:.2f}: {s}" for t, s in v.items()))
+    for t in (compliance["trained"]["target"], strict_target):
+        print(f"trained at target {t:.2f}: decided from n = {images_to_decide(compliance['trained']['accuracy'], t)} images")
 
 # %% [markdown]
 # **Your task (medium, 3 points).** Below, judge compliance from your measurements.
 #
-# - *TODO:* What did TinyMLPerf report, and does your verdict agree? What happens at the stricter
-#   target? What does the untrained model's latency say about latency without quality? How many
-#   test images would you want to claim compliance one point below your accuracy?
-# - *Hints:* `compliance[...]["wilson"]` against each target; `wilson_interval` on growing `n`.
+# - *TODO:* What did TinyMLPerf report for each model, and why? How many images would the
+#   stricter target need, against the test set you have? What does the untrained model's latency
+#   say about latency without quality?
+# - *Hints:* `compliance[...]["wilson"]` against each target; `images_to_decide`.
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "systems-thinking-answer-d", "solution": true, "points": 3, "schema_version": 3}
 # ### BEGIN SOLUTION
-# *Answer key.* Trained passes, untrained fails, and `verdicts` agrees: each Wilson interval lies
-# on one side of the target; at `strict_target` it straddles it: inconclusive. Equal latencies
-# (the architecture, not the weights, sets the work) show why quality gates latency. The
-# half-width shrinks like `1/√n`: a one-point margin needs several times 450 images.
+# *Answer key.* Trained passes, untrained fails: each Wilson interval lies on one side of the
+# target. At `strict_target` (about a point below the accuracy) a verdict needs more images than
+# the test set has, so TinyMLPerf would say inconclusive; the half-width shrinks like `1/√n`.
+# Equal latencies (the architecture, not the weights, sets the work) show why quality gates
+# latency.
 #
 # *Rubric (3 points).*
-# - 1 point: TinyMLPerf's pass/fail for both models and the agreeing confident verdict, explained by where the Wilson interval lies.
-# - 1 point: "inconclusive" at the stricter target and why; equal latency shows that quality must gate latency.
-# - 1 point: a test-set size from `wilson_interval` on growing `n` (several times 450), with the `1/√n` reason.
+# - 1 point: TinyMLPerf's verdict for both models, explained by where the Wilson interval lies.
+# - 1 point: the images the stricter target needs (from `images_to_decide`) against the test set, with the `1/√n` reason.
+# - 1 point: equal latency of trained and untrained models shows that quality must gate latency.
 # ### END SOLUTION
 
 # %% [markdown]
@@ -544,7 +558,7 @@ def test_module():
     assert abs(fixed - 0.5) < 1e-9 and abs(per - per_call_ns / 1e9) < 1e-12, f"(c): got {(fixed, per)}"
     with torch.inference_mode():
         correct = int((m(X).argmax(1) == y).sum())
-    assert confident_compliance(correct, len(y), 0.90) == "pass", f"(d): {correct}/{len(y)} against 0.90"
+    assert images_to_decide(correct / len(y), 0.90) <= len(y), f"(d): {correct}/{len(y)} is decided against 0.90"
     sub = generate_submission(m, quantize_int8(prune_magnitude(m, 0.5)), "memory_challenge", (X, y),
                               measurement_runs=5, warmup_runs=2)
     assert sub["models"]["baseline"]["sha256"] != sub["models"]["optimized"]["sha256"], "a different model"
