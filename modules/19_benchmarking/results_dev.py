@@ -459,8 +459,8 @@ if __name__ == "__main__":
 # paired: the SAME indices for a* and b* (image k of A is compared with image k of B)
 # ```
 #
-# **Your task (hard, 10 points).** Complete `bootstrap_interval` (the resampling and the percentiles; the checks
-# on the arguments are written for you) and `is_significant`.
+# **Your task (hard, 10 points).** Complete `bootstrap_interval` (the checks on its arguments,
+# the resampling and the percentiles) and `is_significant`.
 #
 # - *Approach:* one generator, `np.random.default_rng(seed)`. Independent: draw an index array
 #   of shape `(n_boot, len(sample))` for each sample *in order* and index the sample with it;
@@ -496,6 +496,7 @@ def bootstrap_interval(
     >>> bootstrap_interval(lambda a: a.mean(axis=1), [[1.0, 1.0, 1.0]])
     (1.0, 1.0)
     """
+    ### BEGIN SOLUTION
     arrays = [np.asarray(s, dtype=float) for s in samples]
     if not arrays or any(a.ndim != 1 or a.size == 0 for a in arrays):
         raise ValueError("samples: expected one or more non-empty 1-D sequences of numbers")
@@ -505,7 +506,6 @@ def bootstrap_interval(
         raise ValueError(f"n_boot: expected at least 100 bootstrap resamples, got {n_boot!r}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence: expected a number in (0, 1), got {confidence!r}")
-    ### BEGIN SOLUTION
     rng = np.random.default_rng(seed)
     if paired:
         idx = rng.integers(0, arrays[0].size, size=(n_boot, arrays[0].size))
@@ -600,9 +600,10 @@ if __name__ == "__main__":
 #                                         -> "a is 1.80× faster than b (p < 0.001)"
 # ```
 #
-# **Your task (medium, 10 points).** Complete `compare_samples`: fill in `median_a`, `median_b`, `ratio`,
-# `ci_lower`, `ci_upper`, `p_value` and `significant`; the verdict text is written for you
-# from those.
+# **Your task (medium, 10 points).** Complete `compare_samples`: check the arguments (each sample
+# at least 2 finite values, `alpha` in (0, 1), `n_boot` ≥ 100: a `ValueError` naming the argument),
+# then fill in `median_a`, `median_b`, `ratio`, `ci_lower`, `ci_upper`, `p_value` and
+# `significant`; the verdict text is written for you from those.
 #
 # - *Approach:* the medians and their ratio; the interval from the one resampler,
 #   `bootstrap_interval`, with a statistic that turns resampled `a` and `b` (one row per
@@ -695,6 +696,7 @@ def compare_samples(
     >>> c.ratio, c.verdict
     (2.0, 'a is 2.00× faster than b (p = 0.012)')
     """
+    ### BEGIN SOLUTION
     a_arr = np.asarray(a, dtype=float)
     b_arr = np.asarray(b, dtype=float)
     for arr, arg in ((a_arr, "a"), (b_arr, "b")):
@@ -704,7 +706,6 @@ def compare_samples(
         raise ValueError(f"alpha: expected a number in (0, 1), got {alpha!r}")
     if n_boot < 100:
         raise ValueError(f"n_boot: expected at least 100 bootstrap resamples, got {n_boot!r}")
-    ### BEGIN SOLUTION
     median_a, median_b = float(np.median(a_arr)), float(np.median(b_arr))
     if median_a == 0:
         raise ValueError("a: its median is 0, so the ratio median(b) / median(a) is undefined")
@@ -1001,8 +1002,8 @@ def metric_info(metric: str, unit: str = "") -> MetricInfo:
 # 27,093 bytes on disk   -> CountResult:      mean 0.0258 MiB, interval [0.0258, 0.0258]
 # ```
 #
-# **Your task (easy, 5 points).** Complete `ProportionResult.__post_init__`: from the per-sample outcomes (the
-# checks that they are 0s and 1s are written for you), set `count`, `correct`, the estimate
+# **Your task (easy, 5 points).** Complete `ProportionResult.__post_init__`: reject an empty list
+# and anything but 0s and 1s (a `ValueError` naming `values`); from the outcomes set `count`, `correct`, the estimate
 # (`mean`, `median` and `p50` are all `k / n`), `std`, `min`, `max`, the percentiles and spreads
 # that mean nothing for 0/1 outcomes (`p90`, `p95`, `p99`, `iqr`, `cv`: None; `outliers`: 0), and
 # the interval.
@@ -1035,12 +1036,12 @@ class ProportionResult(BenchmarkResult):
     kind = "proportion"
 
     def __post_init__(self) -> None:
+        ### BEGIN SOLUTION
         arr = np.asarray(list(self.values), dtype=float)
         if arr.size == 0:
             raise ValueError(f"values: expected at least one outcome for '{self.metric_name}', got none")
         if not np.all((arr == 0) | (arr == 1)):
             raise ValueError(f"values: expected per-sample outcomes of 0 or 1 for '{self.metric_name}'")
-        ### BEGIN SOLUTION
         self.values = arr.astype(int).tolist()
         self.count = int(arr.size)
         self.correct = int(arr.sum())
@@ -1348,7 +1349,8 @@ if __name__ == "__main__":
 # C  3.00 ms             60.0%           ->  A wins both (significantly)           ->  C dominated by A
 # ```
 #
-# **Your task (hard, 10 points).** Complete `pareto_front_with_ties` (the checks on the arguments are written).
+# **Your task (hard, 10 points).** Complete `pareto_front_with_ties`; reject an empty `metrics` and
+# a model without a result for every metric (a `ValueError` naming `metrics` or `results`).
 #
 # - *Approach:* for every pair of models and every metric, `compare_results(...)` and keep its
 #   `winner` (a name, or None for a tie); record each tie as `[a, b, metric]`. Then a model `b`
@@ -1381,6 +1383,7 @@ def pareto_front_with_ties(
     >>> pareto_front_with_ties(res, ["latency", "accuracy"])["front"]
     ['A', 'B']
     """
+    ### BEGIN SOLUTION
     metrics = list(metrics)
     if not metrics:
         raise ValueError("metrics: expected at least one metric name, got none")
@@ -1389,7 +1392,6 @@ def pareto_front_with_ties(
         missing = [m for m in metrics if results[n].get(m) is None]
         if missing:
             raise ValueError(f"results: model '{n}' has no result for {missing}")
-    ### BEGIN SOLUTION
     outcome: dict[tuple[str, str, str], str | None] = {}  # (a, b, metric) -> winner name or None (tie)
     ties = []
     for i, a in enumerate(names):

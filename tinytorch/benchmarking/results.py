@@ -215,6 +215,7 @@ def bootstrap_interval(
     >>> bootstrap_interval(lambda a: a.mean(axis=1), [[1.0, 1.0, 1.0]])
     (1.0, 1.0)
     """
+    ### BEGIN SOLUTION
     arrays = [np.asarray(s, dtype=float) for s in samples]
     if not arrays or any(a.ndim != 1 or a.size == 0 for a in arrays):
         raise ValueError("samples: expected one or more non-empty 1-D sequences of numbers")
@@ -224,7 +225,6 @@ def bootstrap_interval(
         raise ValueError(f"n_boot: expected at least 100 bootstrap resamples, got {n_boot!r}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence: expected a number in (0, 1), got {confidence!r}")
-    ### BEGIN SOLUTION
     rng = np.random.default_rng(seed)
     if paired:
         idx = rng.integers(0, arrays[0].size, size=(n_boot, arrays[0].size))
@@ -341,6 +341,7 @@ def compare_samples(
     >>> c.ratio, c.verdict
     (2.0, 'a is 2.00× faster than b (p = 0.012)')
     """
+    ### BEGIN SOLUTION
     a_arr = np.asarray(a, dtype=float)
     b_arr = np.asarray(b, dtype=float)
     for arr, arg in ((a_arr, "a"), (b_arr, "b")):
@@ -350,7 +351,6 @@ def compare_samples(
         raise ValueError(f"alpha: expected a number in (0, 1), got {alpha!r}")
     if n_boot < 100:
         raise ValueError(f"n_boot: expected at least 100 bootstrap resamples, got {n_boot!r}")
-    ### BEGIN SOLUTION
     median_a, median_b = float(np.median(a_arr)), float(np.median(b_arr))
     if median_a == 0:
         raise ValueError("a: its median is 0, so the ratio median(b) / median(a) is undefined")
@@ -476,12 +476,12 @@ class ProportionResult(BenchmarkResult):
     kind = "proportion"
 
     def __post_init__(self) -> None:
+        ### BEGIN SOLUTION
         arr = np.asarray(list(self.values), dtype=float)
         if arr.size == 0:
             raise ValueError(f"values: expected at least one outcome for '{self.metric_name}', got none")
         if not np.all((arr == 0) | (arr == 1)):
             raise ValueError(f"values: expected per-sample outcomes of 0 or 1 for '{self.metric_name}'")
-        ### BEGIN SOLUTION
         self.values = arr.astype(int).tolist()
         self.count = int(arr.size)
         self.correct = int(arr.sum())
@@ -660,6 +660,7 @@ def pareto_front_with_ties(
     >>> pareto_front_with_ties(res, ["latency", "accuracy"])["front"]
     ['A', 'B']
     """
+    ### BEGIN SOLUTION
     metrics = list(metrics)
     if not metrics:
         raise ValueError("metrics: expected at least one metric name, got none")
@@ -668,7 +669,6 @@ def pareto_front_with_ties(
         missing = [m for m in metrics if results[n].get(m) is None]
         if missing:
             raise ValueError(f"results: model '{n}' has no result for {missing}")
-    ### BEGIN SOLUTION
     outcome: dict[tuple[str, str, str], str | None] = {}  # (a, b, metric) -> winner name or None (tie)
     ties = []
     for i, a in enumerate(names):
