@@ -411,6 +411,9 @@ def test_typical_wrong_solutions_are_named(notebook, grade_id, name, wrong, expe
     cells = {c["grade_id"]: c for c in _student_cells(ROOT / "nbs" / MODULE / notebook) if c["grade_id"]}
     ns = {"__name__": "lesson_wrong_ns"}
     exec(compile("import math, statistics\nimport numpy as np\n", "<imports>", "exec"), ns)
+    for c in _student_cells(ROOT / "nbs" / MODULE / notebook):  # the notebook's test helpers
+        if c["source"].lstrip().startswith("def expect_error("):
+            exec(compile(c["source"], f"<{notebook}:helpers>", "exec"), ns)
     exec(compile(cells[grade_id]["source"], f"<{notebook}:{grade_id}>", "exec"), ns)
     ns[name] = wrong
     test = next(v for k, v in ns.items() if k.startswith("test_unit_"))

@@ -65,6 +65,16 @@ from scipy import stats as _stats
 
 from tinytorch.profiling.timing import median_ci
 
+# %%
+def expect_error(fn, *args, name: str, error: type = ValueError, **kwargs) -> None:
+    "Test helper: `fn(*args, **kwargs)` must raise `error` with a message that names the argument `name`."
+    try:
+        fn(*args, **kwargs)
+    except error as e:
+        assert name in str(e), f"{fn.__name__}{args}: the error should name {name!r}, got: {e}"
+    else:
+        raise AssertionError(f"{fn.__name__}{args} {kwargs or ''}: expected a {error.__name__} naming {name!r}, got none")
+
 # %% [markdown]
 # ## BenchmarkResult: measurements and what they tell us
 #
@@ -254,12 +264,7 @@ def test_unit_benchmark_result():
     assert BenchmarkResult("x", [0.0, 0.0]).cv is None, "cv is undefined when the mean is 0"
     # bad input is rejected with the argument named
     for bad in ([], [1.0, float("nan")], [float("inf")]):
-        try:
-            BenchmarkResult("x", bad)
-        except ValueError as e:
-            assert "values" in str(e), f"the error should name 'values', got: {e}"
-        else:
-            raise AssertionError(f"BenchmarkResult('x', {bad}) should raise ValueError")
+        expect_error(BenchmarkResult, "x", bad, name="values")
     # round trip
     back = BenchmarkResult.from_dict(r.to_dict())
     assert back.to_dict() == r.to_dict(), "from_dict(to_dict()) must give the same result"
@@ -425,12 +430,7 @@ def test_unit_wilson_interval():
     lo99, hi99 = wilson_interval(90, 100, confidence=0.99)
     assert lo99 < wide[0] and hi99 > wide[1], "a 99% interval is wider than a 95% one"
     for args, arg in (((5, 0), "n"), ((11, 10), "correct"), ((-1, 10), "correct")):
-        try:
-            wilson_interval(*args)
-        except ValueError as e:
-            assert arg in str(e), f"the error for wilson_interval{args} should name '{arg}', got: {e}"
-        else:
-            raise AssertionError(f"wilson_interval{args} should raise ValueError")
+        expect_error(wilson_interval, *args, name=arg)
 
 
 if __name__ == "__main__":
@@ -567,12 +567,7 @@ def test_unit_resampler_and_rule():
         "an exact value (p_value None) is significant when the effect reaches the floor"
     for kwargs, arg in (({"samples": [[1.0], [1.0, 2.0]], "paired": True}, "samples"),
                         ({"samples": [[1.0]], "n_boot": 10}, "n_boot")):
-        try:
-            bootstrap_interval(lambda x, *r: x.mean(axis=1), **kwargs)
-        except ValueError as e:
-            assert arg in str(e), f"the error should name {arg!r}, got: {e}"
-        else:
-            raise AssertionError(f"bootstrap_interval({kwargs}) should raise ValueError")
+        expect_error(bootstrap_interval, lambda x, *r: x.mean(axis=1), name=arg, **kwargs)
 
 
 if __name__ == "__main__":
@@ -754,13 +749,8 @@ def test_unit_compare_samples():
     noisy = compare_samples([1.0, 1.5, 0.8, 1.2, 0.9], [1.1, 0.85, 1.4, 1.0, 1.3])
     assert not noisy.significant and noisy.p_value > 0.05, \
         f"overlapping samples: expected no significant difference (p > 0.05), got p = {noisy.p_value}"
-    for bad_a, arg in (([1.0], "a"), ([1.0, float("nan")], "a")):
-        try:
-            compare_samples(bad_a, [1.0, 2.0])
-        except ValueError as e:
-            assert arg in str(e), f"the error should name the argument {arg!r}, got: {e}"
-        else:
-            raise AssertionError(f"compare_samples({bad_a}, ...) should raise ValueError")
+    for bad_a in ([1.0], [1.0, float("nan")]):
+        expect_error(compare_samples, bad_a, [1.0, 2.0], name="a")
 
 
 if __name__ == "__main__":
@@ -827,12 +817,7 @@ def test_unit_mcnemar_exact():
     assert mcnemar_exact([1, 0, 1], [1, 0, 1]) == {"a_only": 0, "b_only": 0, "p_value": 1.0}, \
         "no disagreement: no evidence either way, p = 1.0"
     assert mcnemar_exact([1, 1, 1, 0], [1, 0, 0, 0]) == {"a_only": 2, "b_only": 0, "p_value": 0.5}
-    try:
-        mcnemar_exact([1, 0], [1])
-    except ValueError as e:
-        assert "correct_a" in str(e), f"the error should name the arguments, got: {e}"
-    else:
-        raise AssertionError("outcomes of different lengths cannot be paired: expected a ValueError")
+    expect_error(mcnemar_exact, [1, 0], [1], name="correct_a")  # different lengths cannot be paired
 
 
 if __name__ == "__main__":
@@ -919,13 +904,8 @@ def test_unit_pareto_front():
     expected = [n for n, p in many.items() if not any(dominated(p, q) for o, q in many.items() if o != n)]
     assert pareto_front(many, dirs) == expected, "three-metric frontier differs from a brute-force check"
     assert pareto_front({"only": {"x": 3}}, {"x": "min"}) == ["only"]
-    for bad_points, bad_dirs, arg in ((pts, {"lat": "lower"}, "directions"), ({"A": {"lat": 1}}, {"lat": "min", "acc": "max"}, "points")):
-        try:
-            pareto_front(bad_points, bad_dirs)
-        except ValueError as e:
-            assert arg in str(e), f"the error should name '{arg}', got: {e}"
-        else:
-            raise AssertionError(f"pareto_front with {bad_dirs} should raise ValueError")
+    expect_error(pareto_front, pts, {"lat": "lower"}, name="directions")
+    expect_error(pareto_front, {"A": {"lat": 1}}, {"lat": "min", "acc": "max"}, name="points")
 
 
 if __name__ == "__main__":
@@ -1284,12 +1264,7 @@ def test_unit_compare_proportions():
     assert small.p_value < 0.05 and not small.significant, (
         f"a 1-point gain (p = {small.p_value:.2g}) is below the 2-point floor: not significant; got {small.significant}")
     # pairing is by dataset: results of different sizes cannot be paired
-    try:
-        compare_results(a, ProportionResult("accuracy", [1] * 50))
-    except ValueError as e:
-        assert "b" in str(e), f"the error should name the argument 'b', got: {e}"
-    else:
-        raise AssertionError("100 outcomes against 50: nothing to pair, expected a ValueError")
+    expect_error(compare_results, a, ProportionResult("accuracy", [1] * 50), name="b")  # 100 against 50: no pairs
 
 
 if __name__ == "__main__":
@@ -1440,12 +1415,8 @@ def test_unit_pareto_front_with_ties():
     assert p["front"] == ["B"] and p["dominated_by"]["A"] == "B", (
         f"B is now twice as fast and tied on accuracy: it dominates A; got front {p['front']}")
     assert p["alpha"] == 0.05 and p["min_effect"] == 0.02
-    try:
-        pareto_front_with_ties({"A": {"latency": res["A"]["latency"]}}, ["latency", "accuracy"])
-    except ValueError as e:
-        assert "results" in str(e), e
-    else:
-        raise AssertionError("a model without every metric must be rejected, naming 'results'")
+    expect_error(pareto_front_with_ties, {"A": {"latency": res["A"]["latency"]}}, ["latency", "accuracy"], name="results")
+    expect_error(pareto_front_with_ties, res, [], name="metrics")
 
 
 if __name__ == "__main__":
@@ -1739,15 +1710,9 @@ def test_unit_eval_data_and_top1():
     assert [d.name for d in sets] == ["train", "unlabelled"] and not sets[1].has_labels, [d.name for d in sets]
     assert [len(x) for x, _ in sets[0].batches()] == [4, 2], "batches of batch_size=4 from 6 samples: 4 and 2"
     assert [d.name for d in as_eval_sets([(X, y), (X, y)])] == ["dataset0", "dataset1"]
-    for bad, arg in (({"datasets": [(X, y)], "dataset_names": ["a", "b"]}, "dataset_names"),
-                     ({"datasets": [(X, y), (X, y)], "dataset_names": ["a", "a"]}, "dataset_names"),
-                     ({"datasets": 3.5}, "datasets")):
-        try:
-            as_eval_sets(**bad)
-        except (ValueError, TypeError) as e:
-            assert arg in str(e), f"the error should name {arg!r}, got: {e}"
-        else:
-            raise AssertionError(f"as_eval_sets({bad}) should raise, naming {arg!r}")
+    expect_error(as_eval_sets, [(X, y)], dataset_names=["a", "b"], name="dataset_names")
+    expect_error(as_eval_sets, [(X, y), (X, y)], dataset_names=["a", "a"], name="dataset_names")
+    expect_error(as_eval_sets, 3.5, name="datasets", error=TypeError)
     no_data = as_eval_sets([{"name": "baseline"}])[0]
     assert not no_data.has_samples and not no_data.has_labels and "without array data" in no_data.reason
     try:
@@ -1757,12 +1722,7 @@ def test_unit_eval_data_and_top1():
             f"the error should say that the labels do not fit the model's 3 classes, got: {e}")
     else:
         raise AssertionError("labels up to 5 with a 3-class model: expected a ValueError, not a low accuracy")
-    try:
-        top1_correct(torch.nn.Sequential(torch.nn.Linear(3, 1), torch.nn.Flatten(0)), (X, y))
-    except ValueError as e:
-        assert "shape" in str(e), f"the error should give the expected output shape, got: {e}"
-    else:
-        raise AssertionError("a model with one output column cannot be scored on 3 classes: expected a ValueError")
+    expect_error(top1_correct, torch.nn.Sequential(torch.nn.Linear(3, 1), torch.nn.Flatten(0)), (X, y), name="shape")
     r = ProportionResult("accuracy", top1_correct(lin, (X, y)), unit="fraction")
     assert (r.correct, r.count) == (4, 6) and (r.ci_lower, r.ci_upper) == wilson_interval(4, 6)
 
@@ -1985,12 +1945,7 @@ def test_unit_writing():
     write_atomic(target, b"\x00second")
     assert target.read_bytes() == b"\x00second", "bytes are written as bytes"
 
-    try:
-        write_json(target, {"bad": float("nan")})
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("NaN is not JSON: write_json must refuse it")
+    expect_error(write_json, target, {"bad": float("nan")}, name="JSON")  # NaN is not JSON: refused
     assert target.read_bytes() == b"\x00second", "a refused write leaves the old file as it was"
     real = os.replace, os.rename
 
