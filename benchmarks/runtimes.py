@@ -34,8 +34,8 @@ from tinytorch.benchmarking.benchmark import Benchmark
 from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
 from tinytorch.benchmarking.optimize import to_onnx
 from tinytorch.benchmarking.results import top1_correct, write_atomic
-from tinytorch.benchmarking.suite import DEFAULT_MODEL_NAMES, default_models, runtime_models, _calibration_batches
 from tinytorch.profiling.timing import adapt, fixed_threads, onnx_session, system_info, time_model
+from tito.default_benchmark import DEFAULT_MODEL_NAMES, _calibration_batches, default_models, runtime_models
 
 REPO = Path(__file__).resolve().parents[1]
 RUNTIMES = ("eager", "compile", "onnxruntime")

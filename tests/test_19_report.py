@@ -9,8 +9,11 @@ import pytest
 import torch
 
 from tinytorch.benchmarking.benchmark import BenchmarkSuite
-from tinytorch.benchmarking.report import load_payload, render_markdown
-from tinytorch.benchmarking.suite import DEFAULT_MODEL_NAMES, load_model_file, run_default_benchmark
+from tinytorch.benchmarking.report import (JSON_FILE, SCHEMA, TABLE_COLUMNS, ensure_output_dir, load_payload,
+                                           plot_distribution, plot_metric, plot_pareto, render_markdown, save_json,
+                                           tidy_csv)
+from tinytorch.benchmarking.suite import load_model_file
+from tito.default_benchmark import DEFAULT_MODEL_NAMES, console_table, run_default_benchmark
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -152,3 +155,57 @@ def test_user_digits_shaped_model_gets_accuracy(tmp_path):
                                 input_shape=(1, 1, 8, 8), batch_sizes=(1,))
     assert out["results"]["accuracy"]["mine"].count == 450
     assert out["results"]["model_size"]["mine"].metadata["method"] == "measured: bytes of torch.jit.save(model)"
+
+
+def _toy_payload() -> dict:
+    "A hand-made payload: two measured models and one that failed (no suite, no timing)."
+    rows = [{"model": "broken", "metric": "latency", "unit": "ms", "status": "failed", "note": "RuntimeError: boom"}]
+    for model, lat, acc in (("big", 2.0, 0.99), ("small", 1.0, 0.97)):
+        rows += [{"model": model, "metric": "latency", "unit": "ms", "status": "measured", "method": "measured",
+                  "median": lat, "mean": lat, "std": 0.1, "ci_lower": lat - 0.1, "ci_upper": lat + 0.1, "count": 3,
+                  "median_ci_lower": lat - 0.1, "median_ci_upper": lat + 0.1, "note": None},
+                 {"model": model, "metric": "accuracy", "unit": "fraction", "status": "measured", "method": "top-1",
+                  "median": acc, "mean": acc, "std": 0.0, "ci_lower": acc - 0.01, "ci_upper": min(acc + 0.01, 1.0),
+                  "count": 100, "median_ci_lower": None, "median_ci_upper": None, "note": None}]
+    return {"schema": SCHEMA, "models": ["big", "small", "broken"], "system_info": {"cpu_model": "test CPU"},
+            "metrics": {"latency": {"unit": "ms", "direction": "min", "better": "faster"},
+                        "accuracy": {"unit": "fraction", "direction": "max", "better": "more accurate"}},
+            "results": {"latency": {"big": {"values": [1.9, 2.0, 2.1], "p90": 2.08},
+                                    "small": {"values": [0.9, 1.0, 1.1], "p90": 1.08}}},
+            "failures": {"latency": {"broken": {"error_type": "RuntimeError", "message": "boom"}}},
+            "table": rows, "comparisons": [], "pareto": {"metrics": ["latency", "accuracy"], "excluded": {},
+                                                         "directions": {"latency": "min", "accuracy": "max"},
+                                                         "front": ["big", "small"]}}
+
+
+def test_report_files_from_a_hand_made_payload(tmp_path):
+    payload = _toy_payload()
+    md = render_markdown(payload)
+    for text in ("| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MB)** | **Platform** | **References** |",
+                 "| broken | — | n/a (not run) | n/a (failed) |", "| latency | broken | RuntimeError: boom |",
+                 "## Pareto set", "lowest latency**: small (1 ms)", "highest accuracy**: big (99.00%), the baseline",
+                 "- **failed measurements** for broken", "test CPU"):
+        assert text in md, f"the report should contain {text!r}"
+    lines = console_table(payload).splitlines()
+    assert lines[0].split() == ["model", "accuracy", "(fraction)", "latency", "(ms)"] and lines[1].startswith("---")
+    assert lines[2].split() == ["big", "99.00%", "2"] and lines[4].split() == ["broken", "—", "failed"]
+    assert load_payload(save_json(payload, tmp_path / JSON_FILE)) == payload, "the JSON loads back equal"
+    csv_lines = tidy_csv(payload["table"]).strip().splitlines()
+    assert csv_lines[0].split(",") == list(TABLE_COLUMNS) and len(csv_lines) == 1 + len(payload["table"])
+    assert csv_lines[1].startswith("broken,latency,ms,failed,,,"), "missing values are empty cells"
+    for path in (plot_metric(payload, "latency", tmp_path), plot_metric(payload, "accuracy", tmp_path),
+                 plot_pareto(payload, "latency", "accuracy", ["big", "small"], tmp_path),
+                 plot_distribution(payload, "latency", tmp_path)):
+        assert path.read_bytes()[:8] == PNG, f"{path} should be a PNG"
+    assert not list(tmp_path.glob(".*tmp*")), "no temporary files may be left behind"
+    with pytest.raises(ValueError):
+        save_json({"x": float("nan")}, tmp_path / "bad.json")
+    with pytest.raises(FileNotFoundError, match="path"):
+        load_payload(tmp_path / "missing.json")
+    (tmp_path / "other.json").write_text('{"schema": "something else"}')
+    with pytest.raises(ValueError, match="not a benchmark results file"):
+        load_payload(tmp_path / "other.json")
+    with pytest.raises(OSError, match="output_dir"):
+        ensure_output_dir(tmp_path / JSON_FILE / "sub")
+    with pytest.raises(ValueError, match="metric"):
+        plot_metric(payload, "energy", tmp_path)

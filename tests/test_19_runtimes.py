@@ -13,11 +13,9 @@ from tinytorch.benchmarking.digits import default_digits_model, digits_loader, l
 from tinytorch.benchmarking.metrics import collect_metrics
 from tinytorch.benchmarking.optimize import RuntimeUnavailableError, quantize_int8, to_onnx, to_runtime
 from tinytorch.benchmarking.results import top1_correct
-from tinytorch.benchmarking.suite import (
-    CALIBRATION_SPLIT, CudaUnavailableError, check_benchmark_device, run_default_benchmark, runtime_models,
-)
 from tinytorch.profiling import timing
-from tinytorch.profiling.timing import adapt, time_model
+from tinytorch.profiling.timing import CudaUnavailableError, adapt, time_model
+from tito.default_benchmark import CALIBRATION_SPLIT, check_benchmark_device, run_default_benchmark, runtime_models
 
 ORT_TOLERANCE = 1e-5  # stated: ONNX Runtime logits equal eager logits within 1e-5 (relative to the logit scale)
 

@@ -9,10 +9,10 @@
 # %% [markdown]
 # # Module 19, the capstone: the TorchPerf Olympics
 #
-# You optimise a model, then you *prove* it. A submission is a file holding every raw
-# measurement of your baseline and your optimised model (one protocol, one machine), the
-# improvements derived from them with their uncertainty, the event's constraint checks, your
-# score, and a fingerprint of both models' weights. Anyone can check it three ways:
+# You optimise a model, then you *prove* it. A submission holds every raw measurement of your
+# baseline and your optimised model (one protocol, one machine), the improvements derived from
+# them with their uncertainty, the constraint checks, your score, and a fingerprint of both
+# models' weights. Anyone can check it three ways:
 #
 # ```
 # generate_submission ──> submission.json ──> validate_submission   (self-consistent? rules met?)
@@ -28,12 +28,11 @@
 # | all-around | geometric mean of speedup, compression and accuracy retention | accuracy ≥ 85% |
 # | extreme push | speedup × compression | accuracy ≥ 80% |
 #
-# Scores are ratios to your own baseline, measured in the same run on the same machine, so
-# submissions from different machines can share a leaderboard. *Model size* is the bytes of the
-# serialized `state_dict` (int8 weights count one byte each); *accuracy retention* is accuracy
-# optimised / baseline. Every score has an interval: the speed-up's is the bootstrap interval of
-# the ratio of median latencies, compression is exact (zero width), accuracy has its Wilson
-# interval, and combined scores take the bounds of their parts (a conservative interval).
+# Scores are ratios to your own baseline, measured in the same run, so submissions from
+# different machines can share a leaderboard. *Model size* is the bytes of the serialized
+# `state_dict`; *accuracy retention* is accuracy optimised / baseline. From the command line,
+# `tito olympics submit [--model FILE [--baseline FILE]]`, `validate`, `verify` and `leaderboard`
+# run these functions (the bundled pair below when no file is given).
 
 # %%
 #| default_exp benchmarking.olympics
@@ -42,12 +41,9 @@
 #| export
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import math
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -57,10 +53,8 @@ import torch
 from torch import nn
 
 from tinytorch.benchmarking.benchmark import Benchmark, OlympicEvent
-from tinytorch.benchmarking.results import (
-    STATISTICS, BenchmarkResult, Comparison, CountResult, ProportionResult, compare_results, pareto_front_with_ties,
-    write_atomic, write_json,
-)
+from tinytorch.benchmarking.results import (STATISTICS, BenchmarkResult, Comparison, CountResult, ProportionResult,
+                                            compare_results, pareto_front_with_ties, write_atomic, write_json)
 from tinytorch.profiling.timing import model_name, system_info
 
 # %%
@@ -79,23 +73,17 @@ class EventRules:
     description: str
 
 
-EVENT_RULES: dict[OlympicEvent, EventRules] = {
-    OlympicEvent.LATENCY_SPRINT: EventRules(
-        OlympicEvent.LATENCY_SPRINT, (("accuracy", ">=", 0.85),), "speedup",
-        "maximise speedup = median latency of the baseline / of the optimised model"),
-    OlympicEvent.MEMORY_CHALLENGE: EventRules(
-        OlympicEvent.MEMORY_CHALLENGE, (("accuracy", ">=", 0.85),), "compression_ratio",
-        "maximise compression = serialized model size of the baseline / of the optimised model"),
-    OlympicEvent.ACCURACY_CONTEST: EventRules(
-        OlympicEvent.ACCURACY_CONTEST, (("latency_ms", "<", 100.0), ("model_size_mb", "<", 10.0)), "accuracy",
-        "maximise top-1 accuracy of the optimised model"),
-    OlympicEvent.ALL_AROUND: EventRules(
-        OlympicEvent.ALL_AROUND, (("accuracy", ">=", 0.85),), "all_around",
-        "maximise the geometric mean of speedup, compression ratio and accuracy retention"),
-    OlympicEvent.EXTREME_PUSH: EventRules(
-        OlympicEvent.EXTREME_PUSH, (("accuracy", ">=", 0.80),), "speedup_x_compression",
-        "maximise speedup × compression ratio"),
-}
+EVENT_RULES: dict[OlympicEvent, EventRules] = {r.event: r for r in (
+    EventRules(OlympicEvent.LATENCY_SPRINT, (("accuracy", ">=", 0.85),), "speedup",
+               "maximise speedup = median latency of the baseline / of the optimised model"),
+    EventRules(OlympicEvent.MEMORY_CHALLENGE, (("accuracy", ">=", 0.85),), "compression_ratio",
+               "maximise compression = serialized model size of the baseline / of the optimised model"),
+    EventRules(OlympicEvent.ACCURACY_CONTEST, (("latency_ms", "<", 100.0), ("model_size_mb", "<", 10.0)), "accuracy",
+               "maximise top-1 accuracy of the optimised model"),
+    EventRules(OlympicEvent.ALL_AROUND, (("accuracy", ">=", 0.85),), "all_around",
+               "maximise the geometric mean of speedup, compression ratio and accuracy retention"),
+    EventRules(OlympicEvent.EXTREME_PUSH, (("accuracy", ">=", 0.80),), "speedup_x_compression",
+               "maximise speedup × compression ratio"))}
 
 
 def get_event(event: OlympicEvent | str) -> OlympicEvent:
@@ -172,10 +160,9 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## The fingerprint of a model
 #
-# `weights_sha256(model)` hashes the `state_dict` in **sorted key order**: each key, then every
-# tensor in its entry (packed int8 weights are tuples of tensors) as dtype, shape and raw bytes;
-# a quantized tensor contributes its integers, scales and zero points. The same weights give
-# the same hash, whatever the framework version's pickle format.
+# `weights_sha256(model)` hashes the `state_dict` in **sorted key order**: each key, then each
+# tensor's dtype, shape and raw bytes (a quantized one: its integers, scales and zero points).
+# The same weights give the same hash, whatever the pickle format.
 
 # %%
 #| export
@@ -215,17 +202,18 @@ def weights_sha256(model: nn.Module) -> str:
 # %% [markdown]
 # ## One protocol for both models, one comparison for every improvement
 #
-# Both models go into one `Benchmark`: latency timed in interleaved rounds (a slow patch of the
-# machine hits both), accuracy counted on every labelled sample, model size as serialized
-# bytes. Each improvement is then one `results.compare_results` between the two results, read
-# so that more is better: speed-up and compression are baseline / optimised, accuracy is the
-# difference in points. The validator and `compare_optimization_techniques` use the same code.
+# Both models go into one `Benchmark`: latency in interleaved rounds (a slow patch of the
+# machine hits both), accuracy on every labelled sample, model size as serialized bytes. Each
+# improvement is one `results.compare_results`, read so that more is better: speed-up (with the
+# bootstrap interval of the ratio of medians) and compression (exact: zero width) are baseline /
+# optimised, accuracy is the difference in points. The accuracy contest's score carries the
+# Wilson interval; a combined score takes the bounds of its parts (a conservative interval).
+# The validator and `compare_optimization_techniques` reuse this code.
 
 # %%
 #| export
 _TOL = {"rel_tol": 1e-9, "abs_tol": 1e-12}
-
-
+DEFAULT_TOLERANCE = {"accuracy_abs": 0.01, "latency_rel": 0.5, "size_rel": 0.01}  # what verify_submission allows
 DEFAULT_TECHNIQUES = ("magnitude pruning 50% (global)", "int8 static quantization (calibrated on 256 training images)")
 
 
@@ -331,8 +319,6 @@ def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, e
     digits test split), and build (with `output_path`, write) the submission: event, participant,
     techniques, system, both weight hashes, every raw measurement, the improvements with their
     intervals, the constraint checks, the score, and the tolerance `verify_submission` applies.
-
-    >>> # sub = generate_submission(base, mine, "memory_challenge", output_path="sub.json")
     """
     ev = get_event(event)
     for m, arg in ((baseline_model, "baseline_model"), (optimized_model, "optimized_model")):
@@ -360,7 +346,7 @@ def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, e
         "hash_method": "sha256 over state_dict entries in sorted key order: key, dtype, shape, raw bytes",
         "measurements": raw, "improvements": imp, "constraints": checks,
         "constraints_met": all(c["passed"] for c in checks), "score": _score(ev, raw["optimized"], imp),
-        "tolerance": dict(tolerance or {"accuracy_abs": 0.01, "latency_rel": 0.5, "size_rel": 0.01}),
+        "tolerance": dict(tolerance or DEFAULT_TOLERANCE),
     }
     if output_path is not None:
         write_json(output_path, sub, indent=1)
@@ -369,11 +355,10 @@ def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, e
 # %% [markdown]
 # ## Validation: is the file consistent with itself and with the rules?
 #
-# The validator trusts nothing but the raw values: it rebuilds every statistic from them
-# (`BenchmarkResult.from_dict`), recomputes the improvements with the recorded seed (so the
-# bootstrap intervals come out identical), and re-checks the constraints and the score. A
-# disagreement, a broken rule, a wrong schema or version, or a truncated file is a rejection
-# with its reason.
+# The validator trusts only the raw values: it rebuilds every statistic from them, recomputes
+# the improvements with the recorded seed (the bootstrap intervals come out identical) and
+# re-checks the constraints and the score. Any disagreement, broken rule, wrong schema or
+# truncated file is a rejection with its reason.
 
 # %%
 #| export
@@ -457,28 +442,12 @@ def validate_submission(path: str | Path) -> dict[str, Any]:
     return {"valid": not reasons, "reasons": reasons, "path": str(path), "submission": doc if isinstance(doc, dict) else None}
 
 # %% [markdown]
-# A submission for the memory challenge: the digits CNN against its 50%-pruned int8 version
-# (`default_olympics_models()`, the pair `tito olympics submit` uses without `--model`).
-
-# %%
-if __name__ == "__main__":
-    _base, _opt = default_olympics_models()
-    with tempfile.TemporaryDirectory() as _tmp:
-        _sub = generate_submission(_base, _opt, "memory_challenge", participant="demo", measurement_runs=10,
-                                   techniques=DEFAULT_TECHNIQUES, output_path=Path(_tmp) / "s.json")
-        _s = _sub["score"]
-        print(f"score {_s['value']:.3f} [{_s['ci_lower']:.3f}, {_s['ci_upper']:.3f}], constraints met: "
-              f"{_sub['constraints_met']}, valid: {validate_submission(Path(_tmp) / 's.json')['valid']}")
-
-# %% [markdown]
 # ## Verification: does the claim hold here?
 #
-# Validation checks the file; verification checks the *world*. Given the model (and, for the
-# speed-up, the baseline), it recomputes the weight hashes and re-measures on this machine,
-# within the tolerance the submission states: accuracy within `accuracy_abs`, model size
-# within `size_rel`, latency claims within `latency_rel`. Another machine is legitimately
-# faster or slower, so that one is loose, and only the latency claims the event is scored on
-# count toward the verdict; the others are reported for information.
+# Validation checks the file; verification checks the *world*: given the model (and, for the
+# speed-up, the baseline) it recomputes the weight hashes and re-measures here, within the
+# submission's tolerance. Another machine is legitimately faster or slower, so latency's
+# tolerance is loose, and only the latency claims the event is scored on count.
 
 # %%
 #| export
@@ -497,7 +466,7 @@ def verify_submission(path: str | Path, model: nn.Module, dataset: Any = None, *
     if doc is None or "models" not in doc:
         return {"verified": False, "checks": [], "validation": report,
                 "reasons": ["the submission cannot be read"] + report["reasons"]}
-    tol = {"accuracy_abs": 0.01, "latency_rel": 0.5, "size_rel": 0.01, **(doc.get("tolerance") or {}), **(tolerance or {})}
+    tol = {**DEFAULT_TOLERANCE, **(doc.get("tolerance") or {}), **(tolerance or {})}
     models = {"optimized": model} if baseline_model is None else {"baseline": baseline_model, "optimized": model}
     checks = [{"claim": f"{role} weights sha256", "claimed": doc["models"][role]["sha256"], "measured": weights_sha256(m),
                "holds": weights_sha256(m) == doc["models"][role]["sha256"]} for role, m in reversed(models.items())]
@@ -624,9 +593,7 @@ def leaderboard(submissions_dir: str | Path, event: OlympicEvent | str, output_p
            for _, row in table.iterrows()] or [f"| — | no valid submission for {ev.value} | | | | |"]
     if invalid:
         md += ["", "## Rejected submissions", ""] + [f"- {i['path']}: {'; '.join(i['reasons'])}" for i in invalid]
-    buf = io.StringIO()
-    table.to_csv(buf, index=False, quoting=csv.QUOTE_MINIMAL)
-    out = {"table": table, "markdown": "\n".join(md) + "\n", "csv": buf.getvalue(), "invalid": invalid}
+    out = {"table": table, "markdown": "\n".join(md) + "\n", "csv": table.to_csv(index=False), "invalid": invalid}
     if output_path is not None:
         base = Path(output_path).with_suffix("")
         write_atomic(base.with_suffix(".md"), out["markdown"])
@@ -636,11 +603,10 @@ def leaderboard(submissions_dir: str | Path, event: OlympicEvent | str, output_p
 # %% [markdown]
 # ## Comparing techniques
 #
-# `compare_optimization_techniques` puts the baseline and every variant into one `Benchmark`
-# and compares each variant with the baseline exactly as a submission does; a figure that
-# cannot be had is `None` with the reason. One recommendation per deployment situation names a
-# variant only when it is **significantly** better where the situation cares, and loses at most
-# `max_accuracy_drop` accuracy:
+# `compare_optimization_techniques` measures the baseline and every variant in one `Benchmark`
+# and compares each with the baseline as a submission does (a figure that cannot be had is
+# `None` with the reason). A recommendation names a variant only when it is **significantly**
+# better where the situation cares, losing at most `max_accuracy_drop` accuracy:
 #
 # | key | the variant with | also needs |
 # |---|---|---|
@@ -737,8 +703,6 @@ def compare_optimization_techniques(base_model: Any, optimized_models: Sequence[
     baseline. Returns `base_model`, `base_metrics` / `optimized_results` (latency, accuracy,
     model_size, memory: measured, or None with the reason), `improvements`, `efficiency_metrics`,
     `recommendations`, `table` (a DataFrame), `pareto` (ties where not significant), `comparisons`.
-
-    >>> # compare_optimization_techniques(base, {"int8": q, "pruned": p})["recommendations"]["for_memory_constrained"]["model"]
     """
     if not isinstance(optimized_models, (Mapping, list, tuple)):
         raise TypeError("optimized_models: expected a list of models or a dict {name: model}, "
@@ -798,88 +762,33 @@ def compare_optimization_techniques(base_model: Any, optimized_models: Sequence[
             "system_info": bench.system_info}
 
 # %% [markdown]
-# The digits CNN against its int8 and 90%-pruned variants: which one each situation should take.
+# The digits CNN against its 50%-pruned int8 version (`default_olympics_models()`, the pair
+# `tito olympics submit` uses without `--model`) and a 90%-pruned one: which one each situation takes.
 
 # %%
 if __name__ == "__main__":
-    from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
-    from tinytorch.benchmarking.optimize import prune_magnitude, quantize_int8
+    from tinytorch.benchmarking.optimize import prune_magnitude
 
-    _base, _calib = default_digits_model(), load_digits_split("train")[0][:256].split(64)
-    _variants = {"int8": quantize_int8(_base, "static", calibration_data=_calib), "pruned_90": prune_magnitude(_base, 0.9)}
-    _res = compare_optimization_techniques(_base, _variants, measurement_runs=10)
+    _base, _opt = default_olympics_models()
+    _res = compare_optimization_techniques(_base, {"pruned50_int8": _opt, "pruned_90": prune_magnitude(_base, 0.9)},
+                                           measurement_runs=10)
     print(_res["table"][["model", "latency_ms", "model_size_mb", "accuracy", "speedup", "compression_ratio"]].to_string())
     for _k, _r in _res["recommendations"].items():
         print(f"{_k}: {_r['model']} -- {_r['reason']}")
 
-# %% [markdown]
-# ## Entry points for `tito olympics`
-#
-# Without model files these use the bundled pair, so the whole loop works from a fresh clone;
-# with `--model FILE` (and optionally `--baseline FILE`) they benchmark *your* model, saved as
-# TorchScript (`torch.jit.save`) or a pickled module (`torch.save(model)`). From Python, the
-# same is `generate_submission(baseline, mine, event, ...)`.
-#
-# | command | function |
-# |---|---|
-# | `tito olympics submit [--event E] [--participant P] [--output F] [--model M [--baseline B]]` | `olympics_submit(event, participant, output_path, model_path=M, baseline_path=B)` |
-# | `tito olympics validate F` | `validate_submission(F)` → exit 0 when `valid` |
-# | `tito olympics verify F [--model M [--baseline B]]` | `olympics_verify(F, model_path=M, baseline_path=B)` → exit 0 when `verified` |
-# | `tito olympics leaderboard DIR [--event E]` | `leaderboard(DIR, E)` → print `markdown` |
-
-# %%
-#| export
-def _submission_models(model_path: str | Path | None, baseline_path: str | Path | None
-                       ) -> tuple[nn.Module, nn.Module, tuple[str, ...]]:
-    "(baseline, optimized, techniques): the bundled pair, or the participant's files (baseline: the digits CNN)."
-    if model_path is None:
-        if baseline_path is not None:
-            raise ValueError("baseline_path: give model_path (your optimized model) as well; "
-                             "a baseline alone has nothing to be compared with")
-        return (*default_olympics_models(), DEFAULT_TECHNIQUES)
-    from tinytorch.benchmarking.digits import default_digits_model
-    from tinytorch.benchmarking.suite import load_model_file
-
-    loaded = {}
-    for p, arg in ((model_path, "model_path"), (baseline_path, "baseline_path")):
-        m = None if p is None else load_model_file(p)
-        if p is not None and not isinstance(m, nn.Module):
-            raise TypeError(f"{arg}: the Olympics hash and verify a torch model's weights; {str(p)!r} is not a "
-                            "TorchScript or torch.save'd nn.Module")
-        loaded[arg] = m
-    techniques = (f"participant model from {Path(model_path).name}",) + (
-        (f"participant baseline from {Path(baseline_path).name}",) if baseline_path is not None else ())
-    return loaded["baseline_path"] or default_digits_model(), loaded["model_path"], techniques
-
-
-def olympics_submit(event: OlympicEvent | str = "memory_challenge", participant: str = "anonymous",
-                    output_path: str | Path = "submission.json", measurement_runs: int = 30, *,
-                    model_path: str | Path | None = None, baseline_path: str | Path | None = None) -> dict[str, Any]:
-    """Benchmark a baseline against an optimized model for `event` and write the submission: the
-    bundled pair (`default_olympics_models`), or the model in `model_path` against `baseline_path`
-    (default: the bundled digits CNN), on the digits test split.
-
-    >>> # olympics_submit("latency_sprint", "ada", "sub.json", model_path="mine.pt")
-    """
-    base, opt, techniques = _submission_models(model_path, baseline_path)
-    return generate_submission(base, opt, event, None, participant=participant, techniques=techniques,
-                               output_path=output_path, measurement_runs=measurement_runs)
-
-
-def olympics_verify(path: str | Path, measurement_runs: int | None = None, *,
-                    model_path: str | Path | None = None, baseline_path: str | Path | None = None) -> dict[str, Any]:
-    "Verify a submission here: rebuild the bundled models, or load the files it was made from."
-    base, opt, _ = _submission_models(model_path, baseline_path)
-    return verify_submission(path, opt, None, baseline_model=base, measurement_runs=measurement_runs)
-
 # %%
 def test_module():
     "End to end: submit the bundled pair, validate it, reject a tampered and a truncated copy, rank it, verify it here."
+    import tempfile
+
     base, opt = default_olympics_models()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "subs" / "demo.json"
-        sub = generate_submission(base, opt, "memory_challenge", participant="demo", measurement_runs=8, output_path=path)
-        rep = validate_submission(path)
+        sub = generate_submission(base, opt, "memory_challenge", participant="demo", measurement_runs=8,
+                                  techniques=DEFAULT_TECHNIQUES, output_path=path)
+        rep, s = validate_submission(path), sub["score"]
+        print(f"score {s['value']:.3f} [{s['ci_lower']:.3f}, {s['ci_upper']:.3f}], constraints met: "
+              f"{sub['constraints_met']}, valid: {rep['valid']}")
         assert rep["valid"] and sub["constraints_met"], rep["reasons"]
         assert sub["improvements"]["compression_ratio"]["value"] > 1.5 and sub["score"]["ci_lower"] > 1
         doc = json.loads(path.read_text())

@@ -7,40 +7,11 @@
 # ---
 
 # %% [markdown]
-# # The default benchmark: one call, real figures
+# # The suite: every benchmark at once, every model against the baseline, one report
 #
-# `run_default_benchmark()` is what `tito benchmark` runs. Without arguments it benchmarks the
-# bundled workload, three versions of one model on real data:
-#
-# | model | what it is |
-# |---|---|
-# | `digits_cnn` | the `DigitsCNN` trained on scikit-learn's `digits` (Module 19's default workload) |
-# | `digits_cnn_int8` | the same network after static int8 quantization, calibrated on 256 training images |
-# | `digits_cnn_pruned50` | the same network with the 50% smallest weights (global L1) set to zero |
-#
-# on the 450 held-out test images, and writes the report, the JSON and CSV results and the
-# plots. With `model_path` it benchmarks a model of yours instead: a TorchScript file, a
-# pickled `nn.Module` (`torch.save(model)`) or an ONNX file (run by ONNX Runtime), on an
-# `input_shape` you give. Accuracy needs labelled data that fits the model; for an 8×8
-# one-channel, 10-class model that is the digits test set, otherwise accuracy is reported as
-# unavailable with the reason.
-#
-# ## Where the model will run: runtimes and devices
-#
-# `runtimes=("eager", "compile", "onnxruntime")` benchmarks every model under each runtime,
-# through the same adapter, timing core and statistics, as rows named `<model>[<runtime>]`:
-#
-# | row | what runs |
-# |---|---|
-# | `digits_cnn[eager]` | the module in eager PyTorch |
-# | `digits_cnn[compile]` | `torch.compile(module)` (inductor); compile time reported apart, in the latency metadata |
-# | `digits_cnn[onnxruntime]` | `torch.onnx.export` → ONNX Runtime session |
-# | `digits_cnn_int8[onnxruntime]` | ONNX Runtime's own static int8 (`quantize_static`, calibrated on the same training images as the torch.ao int8 model) |
-#
-# then compares each runtime with eager, model by model (latency: Mann-Whitney U; accuracy:
-# McNemar), so "ONNX Runtime is faster" is a tested claim, not a reading. `device="cuda"`
-# runs everything on a GPU; what cannot run there (torch.ao int8 kernels are CPU only; ONNX
-# Runtime without its CUDA provider) is listed as unavailable with the reason.
+# `Benchmark` measures; this notebook turns its measurements into an answer a reader can act on:
+# the report, `BenchmarkSuite` (every benchmark plus energy, every model against the baseline,
+# the Pareto set), and the pieces `tito benchmark` builds its default benchmark from.
 
 # %%
 #| default_exp benchmarking.suite
@@ -56,37 +27,420 @@ import time
 import warnings
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import pandas as pd
-
 import torch
 
 from tinytorch.benchmarking.benchmark import Benchmark, _error_record, _throughput_metric
-from tinytorch.benchmarking.results import (BenchmarkResult, Comparison, json_native, pareto_front_with_ties)
-from tinytorch.benchmarking.optimize import RuntimeUnavailableError, quantize_int8, to_runtime
-from tinytorch.benchmarking.report import console_table, ensure_output_dir
-from tinytorch.profiling.timing import RUNTIMES, CudaUnavailableError, ModelAdapter, adapt, check_device
+from tinytorch.benchmarking.energy import measure_energy
+from tinytorch.benchmarking.report import (CSV_FILE, JSON_FILE, REPORT_FILE, SCHEMA, ensure_output_dir, load_payload,
+                                           plot_distribution, plot_metric, plot_pareto, render_markdown, save_json,
+                                           tidy_csv, write_atomic)
+from tinytorch.benchmarking.results import BenchmarkResult, Comparison, json_native, pareto_front_with_ties
 
 # %% [markdown]
-# ## BenchmarkSuite: everything, with a report
+# ## The report: one payload, four files
 #
-# `BenchmarkSuite` runs every benchmark on the same models, then turns the results into the
-# files a reader needs. It adds two things `Benchmark` does not have:
+# The report renders; it neither measures nor computes statistics. One JSON-ready payload
+# (`BenchmarkSuite.to_payload`) becomes `results.json` (every raw value, the system, failures
+# and reasons; a figure that cannot be had is `null` with its reason, never NaN or a made-up
+# number), `results.csv` (one row per model × metric), `benchmark_report.md` (the benchmark
+# table in the course's format, a table per metric, the Pareto set, the comparisons, and
+# recommendations that heed the significance tests) and PNG plots. Each file is written
+# atomically, so an interrupted run never leaves half a report. These cells export to
+# `tinytorch.benchmarking.report`.
+
+# %%
+#| export benchmarking.report
+import csv
+import io
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+# the one atomic writer and the one JSON writer live with the result types; re-exported here
+from tinytorch.benchmarking.results import write_atomic, write_json
+
+_all_ = ["write_atomic", "write_json"]
+SCHEMA = "tinytorch.benchmark.results/1"
+REPORT_FILE, JSON_FILE, CSV_FILE = "benchmark_report.md", "results.json", "results.csv"
+TABLE_COLUMNS = ("model", "metric", "unit", "status", "method", "median", "mean", "std", "ci_lower", "ci_upper",
+                 "count", "median_ci_lower", "median_ci_upper", "note")
+
+
+def ensure_output_dir(output_dir: str | Path) -> Path:
+    "Create `output_dir` if needed and check it is writable; a clear OSError naming it otherwise."
+    out = Path(output_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write_test{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise OSError(f"output_dir: cannot write to {str(out)!r} ({type(e).__name__}: {e}); "
+                      "the measured results are still in memory, choose another output_dir") from e
+    return out
+
+
+def save_json(payload: dict[str, Any], path: str | Path) -> Path:
+    "Write the payload as indented JSON (atomically); NaN and infinity are refused."
+    return write_json(path, payload)
+
+
+def load_payload(path: str | Path) -> dict[str, Any]:
+    "Read a `results.json` written by `save_json`, checking its schema; a clear error naming `path` otherwise."
+    path = Path(path)
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"path: no results file at {str(path)!r}") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"path: {str(path)!r} is not valid JSON ({e})") from None
+    if not isinstance(payload, dict) or payload.get("schema") != SCHEMA:
+        raise ValueError(f"path: {str(path)!r} is not a benchmark results file (expected schema {SCHEMA!r})")
+    return payload
+
+
+def tidy_csv(rows: Sequence[dict[str, Any]]) -> str:
+    "The tidy table (one row per model × metric) as CSV text; missing values are empty cells."
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(TABLE_COLUMNS), extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: "" if (v := row.get(k)) is None else repr(v) if isinstance(v, float) else v
+                    for k in TABLE_COLUMNS})
+    return buf.getvalue()
+
+# %%
+#| export benchmarking.report
+def _fmt(v: Any, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
+
+
+def _row(payload: dict[str, Any], model: str, metric: str) -> dict[str, Any] | None:
+    return next((r for r in payload.get("table", []) if r["model"] == model and r["metric"] == metric), None)
+
+
+def _metric_value(payload: dict[str, Any], model: str, metric: str) -> float | None:
+    r = _row(payload, model, metric)
+    return None if r is None or r["status"] not in ("measured", "estimated") else r["median"]
+
+
+def _table_metrics(payload: dict[str, Any]) -> list[str]:
+    return list(dict.fromkeys(r["metric"] for r in payload.get("table", [])))
+
+
+def _platform(payload: dict[str, Any]) -> str:
+    info = payload.get("system_info", {})
+    cpu = info.get("cpu_model") or info.get("machine") or "unknown CPU"
+    threads = payload.get("protocol", {}).get("threads") or info.get("torch_threads")
+    return f"{cpu}, {threads} thread{'s' if threads != 1 else ''}, torch {info.get('torch')}"
+
+
+def _benchmark_table(payload: dict[str, Any]) -> list[str]:
+    lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MB)** | **Platform** | **References** |",
+             "|---|---|---|---|---|---|---|"]
+    platform = payload.get("platform") or _platform(payload)
+    for m in payload["models"]:
+        info = payload.get("model_info", {}).get(m, {})
+        acc, lat = _row(payload, m, "accuracy"), _row(payload, m, "latency")
+        acc_text = (f"{acc['median']:.2%} [{acc['ci_lower']:.2%}, {acc['ci_upper']:.2%}]"
+                    if acc and acc["status"] == "measured" else f"n/a ({acc['status'] if acc else 'not run'})")
+        p90 = payload.get("results", {}).get("latency", {}).get(m, {}).get("p90")
+        lat_text = (f"{lat['median']:.4g} (p90 {_fmt(p90)})" if lat and lat["status"] == "measured"
+                    else f"n/a ({lat['status'] if lat else 'not run'})")
+        size = _metric_value(payload, m, "model_size")
+        lines.append(f"| {m} | {info.get('task', '—')} | {acc_text} | {lat_text} | "
+                     f"{_fmt(size, 4) if size is not None else 'n/a'} | {platform} | {info.get('reference', '—')} |")
+    return lines
+
+
+def _metric_table(payload: dict[str, Any], metric: str) -> list[str]:
+    info = payload.get("metrics", {}).get(metric, {})
+    direction = {"min": "lower is better", "max": "higher is better"}.get(info.get("direction"), "")
+    lines = [f"### {metric} ({info.get('unit', '')}; {direction})", "",
+             "| model | status | median | 95% CI of the median | mean ± std | 95% CI | n | method / note |",
+             "|---|---|---|---|---|---|---|---|"]
+    for m in payload["models"]:
+        r = _row(payload, m, metric)
+        if r is None:
+            continue
+        if r["status"] in ("measured", "estimated"):
+            ci = f"[{_fmt(r['ci_lower'])}, {_fmt(r['ci_upper'])}]" if r["ci_lower"] is not None else "—"
+            mci = (f"[{_fmt(r['median_ci_lower'])}, {_fmt(r['median_ci_upper'])}]"
+                   if r.get("median_ci_lower") is not None else "—")
+            lines.append(f"| {m} | {r['status']} | {_fmt(r['median'])} | {mci} | {_fmt(r['mean'])} ± {_fmt(r['std'], 2)} | "
+                         f"{ci} | {r['count']} | {r['method'] or ''} |")
+        else:
+            lines.append(f"| {m} | {r['status']} | — | — | — | — | — | {r['note'] or ''} |")
+    return lines + ["", "95% CI: for repeated samples, the Student-t interval of the mean, and the median's interval "
+                    "from order statistics (the one to read for skewed timings); for an accuracy (k of n), the Wilson "
+                    "interval; for exact counts (bytes), a zero-width interval."]
+
+
+def _recommendations(payload: dict[str, Any]) -> list[str]:
+    models, comps, recs = payload["models"], payload.get("comparisons", []), []
+    baseline = models[0]
+    for metric, label in (("latency", "lowest latency"), ("accuracy", "highest accuracy"),
+                          ("model_size", "smallest model on disk"), ("memory", "lowest peak memory"),
+                          ("energy", "least energy per inference")):
+        info = payload.get("metrics", {}).get(metric)
+        vals = {m: v for m in models if (v := _metric_value(payload, m, metric)) is not None}
+        if not vals or info is None:
+            continue
+        name = (min if info["direction"] == "min" else max)(vals, key=vals.get)
+        shown = f"{vals[name]:.2%}" if metric == "accuracy" else f"{vals[name]:.4g} {info['unit']}"
+        if name == baseline:
+            recs.append(f"- **{label}**: {name} ({shown}), the baseline; no variant beats it.")
+            continue
+        v = next((c["verdict"] for c in comps
+                  if c["metric"] == metric and c["model_a"] == baseline and c["model_b"] == name), None)
+        recs.append(f"- **{label}**: {name} ({shown})" + (f"; versus {baseline}: {v}." if v else "."))
+    for c in comps:
+        if c["metric"] == "accuracy" and c["model_a"] == baseline and c["significant"] and c["median_b"] < c["median_a"]:
+            recs.append(f"- **accuracy cost**: {c['verdict']}; weigh it against the speed and size gains.")
+    pareto = payload.get("pareto")
+    if pareto and pareto.get("front"):
+        dominated = [m for m in models if m not in pareto["front"] and m not in pareto.get("excluded", {})]
+        is_, it = ("is", "it") if len(dominated) == 1 else ("are", "them")
+        recs.append(f"- **Pareto set on {', '.join(pareto['metrics'])}**: {', '.join(pareto['front'])}" + (
+            f"; {', '.join(dominated)} {is_} dominated (another model is at least as good on every metric), so "
+            f"there is no reason to deploy {it} on these metrics." if dominated else "."))
+    failed = sorted({m for f in payload.get("failures", {}).values() for m in f})
+    if failed:
+        recs.append(f"- **failed measurements** for {', '.join(failed)}: fix the errors listed above before "
+                    "drawing conclusions about these models.")
+    return recs or ["- no recommendation: too few measurements."]
+
+
+def render_markdown(payload: dict[str, Any]) -> str:
+    """The Markdown report for a results payload (see `BenchmarkSuite.to_payload`)."""
+    out = ["# Benchmark Report", "", f"Created {payload.get('created', '—')}. Models: "
+           + ", ".join(payload["models"]) + "."]
+    for title, fields in (("System Information", payload.get("system_info", {})), ("Protocol", payload.get("protocol", {}))):
+        out += ["", f"## {title}", "", "| field | value |" if title.startswith("System") else "| setting | value |", "|---|---|"]
+        out += [f"| {k} | {_fmt(v)} |" for k, v in fields.items()]
+    out += ["", "## Benchmark table", "", *_benchmark_table(payload), "",
+            "Accuracy: top-1 with its Wilson 95% interval. Latency: median (p90) of the timed samples.", "",
+            "## Results per metric", ""]
+    for metric in _table_metrics(payload):
+        out += [*_metric_table(payload, metric), ""]
+    for title, key, last in (("Failures", "failures", "error"), ("Not available", "unavailable", "reason")):
+        entries = payload.get(key, {})
+        if any(entries.values()):
+            out += [f"## {title}", "", f"| metric | model | {last} |", "|---|---|---|"]
+            out += [f"| {metric} | {m} | " + (f"{v['error_type']}: {v['message']}" if key == "failures" else v) + " |"
+                    for metric, by in entries.items() for m, v in by.items()] + [""]
+    pareto = payload.get("pareto")
+    if pareto:
+        out += ["## Pareto set", "", f"Metrics: {', '.join(f'{m} ({d})' for m, d in pareto['directions'].items())}. "
+                f"Non-dominated: **{', '.join(pareto['front']) or 'none'}**."]
+        if pareto.get("excluded"):
+            out.append("Left out (missing a metric): " + "; ".join(f"{m}: {r}" for m, r in pareto["excluded"].items()) + ".")
+        out.append("")
+    comps = payload.get("comparisons", [])
+    if comps:
+        out += ["## Comparisons", "", "| metric | a | b | ratio b/a | 95% CI | test | p | verdict |",
+                "|---|---|---|---|---|---|---|---|"]
+        out += [f"| {c['metric']} | {c['model_a']} | {c['model_b']} | {_fmt(c['ratio'])} | "
+                + (f"[{_fmt(c['ci_lower'])}, {_fmt(c['ci_upper'])}]" if c["ci_lower"] is not None else "—")
+                + f" | {c['test']} | {_fmt(c['p_value'], 3)} | {c['verdict']} |" for c in comps] + [""]
+    out += ["## Recommendations", "", *_recommendations(payload), ""]
+    if payload.get("plots"):
+        out += ["## Plots", ""] + [f"![{Path(p).stem}]({Path(p).name})" for p in payload["plots"]] + [""]
+    out.append("Every figure above was measured on this machine unless its status says \"estimated\"; "
+               "raw values are in results.json.")
+    return "\n".join(out) + "\n"
+
+
+def _figure():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.2))
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+def _save_figure(fig: Any, path: Path) -> Path:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    return write_atomic(path, buf.getvalue())
+
+
+def plot_metric(payload: dict[str, Any], metric: str, output_dir: str | Path) -> Path:
+    """Bar chart of one metric (medians, interval error bars, best model in a different colour)."""
+    rows = [r for r in payload["table"] if r["metric"] == metric and r["status"] in ("measured", "estimated")]
+    if not rows:
+        raise ValueError(f"metric: no measured values of '{metric}' to plot")
+    info = payload.get("metrics", {}).get(metric, {"unit": "", "direction": "min"})
+    names, med = [r["model"] for r in rows], np.array([r["median"] for r in rows], dtype=float)
+    lows, highs = [], []
+    for r, m in zip(rows, med):
+        iv = ((r["ci_lower"], r["ci_upper"]) if r["metric"] == "accuracy" and r["ci_lower"] is not None else
+              (r["median_ci_lower"], r["median_ci_upper"]) if r.get("median_ci_lower") is not None else (m, m))
+        lows.append(max(m - iv[0], 0.0))
+        highs.append(max(iv[1] - m, 0.0))
+    best = int(np.argmin(med) if info["direction"] == "min" else np.argmax(med))
+    fig, ax = _figure()
+    ax.bar(range(len(names)), med, yerr=[lows, highs], capsize=5, alpha=0.85,
+           color=["tab:green" if i == best else "tab:blue" for i in range(len(names))])
+    ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
+    ax.set_ylabel(f"{metric} ({info['unit']}; {'lower' if info['direction'] == 'min' else 'higher'} is better)")
+    estimated = any(r["status"] == "estimated" for r in rows)
+    ax.set_title(f"{metric}: best = {names[best]}" + (" (ESTIMATED)" if estimated else ""))
+    ax.grid(axis="y", alpha=0.3)
+    return _save_figure(fig, Path(output_dir) / f"{metric}.png")
+
+
+def plot_pareto(payload: dict[str, Any], x_metric: str, y_metric: str, front: Sequence[str],
+                output_dir: str | Path) -> Path:
+    """Scatter of two metrics, every model labelled, the frontier `front` drawn as a line."""
+    pts = {m: (_metric_value(payload, m, x_metric), _metric_value(payload, m, y_metric)) for m in payload["models"]}
+    pts = {m: xy for m, xy in pts.items() if None not in xy}
+    if not pts:
+        raise ValueError(f"x_metric, y_metric: no model has both '{x_metric}' and '{y_metric}'")
+    fig, ax = _figure()
+    for m, (x, y) in pts.items():
+        ax.scatter([x], [y], s=70, color="tab:red" if m in front else "tab:gray", zorder=3)
+        ax.annotate(m, (x, y), xytext=(5, 5), textcoords="offset points")
+    line = sorted((pts[m] for m in front if m in pts), key=lambda p: p[0])
+    if len(line) > 1:
+        ax.plot([p[0] for p in line], [p[1] for p in line], color="tab:red", alpha=0.6, label="Pareto frontier")
+        ax.legend()
+    units = payload.get("metrics", {})
+    ax.set_xlabel(f"{x_metric} ({units.get(x_metric, {}).get('unit', '')})")
+    ax.set_ylabel(f"{y_metric} ({units.get(y_metric, {}).get('unit', '')})")
+    ax.set_title(f"Pareto frontier: {x_metric} vs {y_metric}")
+    ax.grid(alpha=0.3)
+    return _save_figure(fig, Path(output_dir) / f"pareto_{x_metric}_vs_{y_metric}.png")
+
+
+def plot_distribution(payload: dict[str, Any], metric: str, output_dir: str | Path) -> Path:
+    """Every sample of `metric` per model: a box plot with the points over it."""
+    res = payload.get("results", {}).get(metric, {})
+    names = [m for m in payload["models"] if m in res]
+    if not names:
+        raise ValueError(f"metric: no samples of '{metric}' to plot")
+    data = [res[m]["values"] for m in names]
+    fig, ax = _figure()
+    ax.boxplot(data, showfliers=False)
+    for i, vals in enumerate(data, start=1):
+        jitter = np.linspace(-0.15, 0.15, len(vals)) if len(vals) > 1 else np.zeros(1)
+        ax.scatter(i + jitter, vals, s=10, alpha=0.6, color="tab:blue")
+    ax.set_xticks(range(1, len(names) + 1), names, rotation=20, ha="right")
+    ax.set_ylabel(f"{metric} ({payload.get('metrics', {}).get(metric, {}).get('unit', '')})")
+    ax.set_title(f"{metric}: every timed sample per model")
+    ax.grid(axis="y", alpha=0.3)
+    return _save_figure(fig, Path(output_dir) / f"{metric}_distribution.png")
+
+# %% [markdown]
+# ## BenchmarkSuite: everything at once, every model against the baseline
 #
-# - **energy**, from a hardware counter when one is readable, else `latency × power_watts`
-#   when you give a power (labelled *estimated*), else unavailable with the reason
-#   (`tinytorch.benchmarking.energy`);
-# - **the analysis**: every model compared against the first one (the baseline) on every
-#   metric, the Pareto set, and the report (`tinytorch.benchmarking.report` writes the files;
-#   the suite only assembles what goes in them).
+# `BenchmarkSuite` wraps a `Benchmark` (same models, data and protocol) and adds **energy** (a
+# hardware counter, else `latency × power_watts` labelled *estimated*, else unavailable with the
+# reason) and **the analysis**: every model against the first (the baseline) on every metric,
+# the Pareto set with ties, and the report above.
 #
 # ```
-# run_full_benchmark ─> latency ─> accuracy ─> memory ─> throughput ─> energy
-#                                     (a failing step is recorded; the others still run)
-# generate_report    ─> benchmark_report.md, results.json, results.csv   (atomic writes)
-# plot_results / plot_pareto_frontier / plot_latency_distribution ─> PNG files
+# run_full_benchmark ─> latency ─> accuracy ─> memory ─> throughput ─> energy ─> compare_with_baseline ─> pareto_frontier
+# generate_report ─> benchmark_report.md, results.json, results.csv;  plot_* ─> PNG files
 # ```
+#
+# **Your task (medium, 6 points).** Complete `compare_with_baseline(benchmark, baseline)`: compare
+# every other model with the baseline on every metric where both have a result, and collect the
+# pairs that cannot be compared instead of stopping.
+#
+# - *TODO:* return `(comparisons, errors)`: the `Comparison`s metric by metric (in the order of
+#   `benchmark.results`) and model by model (`benchmark.names`), and
+#   `{"compare <metric>: <baseline> vs <model>": {"error_type", "message"}}`.
+# - *Approach:* for each metric the baseline has a result for, go over the other models that
+#   have one too (a model that failed or was unavailable is recorded already: skip it) and
+#   compare it with the baseline through `benchmark.compare`, which picks the test that fits
+#   the metric (`compare_results`). A `ValueError` from one comparison (two accuracies on
+#   different samples cannot be paired) becomes an entry in `errors` (`_error_record(e)`).
+# - *Example:* models `fp32, int8, broken` (broken failed), latency measured: one latency
+#   comparison, fp32 against int8; when int8 takes exactly half the time its ratio is 0.5 and
+#   its verdict starts "int8 is 2.00× faster than fp32".
+# - *Hints:* `compare(a, b, metric)` reports `b / a`, and the report reads every row as "this
+#   model against the baseline". Catch only `ValueError`: anything else is a bug to be seen.
+
+# %% nbgrader={"grade": false, "grade_id": "suite-compare-with-baseline", "solution": true, "schema_version": 3}
+#| export
+def compare_with_baseline(benchmark: Benchmark, baseline: str | None = None
+                          ) -> tuple[list[Comparison], dict[str, dict[str, str]]]:
+    """Every model against `baseline` (default: the first model) on every metric both have.
+
+    Returns `(comparisons, errors)`: `Benchmark.compare(baseline, model, metric)` for each pair
+    (ratios read model / baseline), and `{"compare <metric>: <baseline> vs <model>": error}` for
+    each pair that cannot be compared (e.g. accuracies on different samples). Models without a
+    result for a metric are skipped: their failure or reason is recorded already.
+    """
+    baseline = baseline if baseline is not None else benchmark.names[0]
+    if baseline not in benchmark.names:
+        raise ValueError(f"baseline: expected one of {benchmark.names}, got {baseline!r}")
+    ### BEGIN SOLUTION
+    comparisons, errors = [], {}
+    for metric, by_model in benchmark.results.items():
+        if baseline not in by_model:
+            continue
+        for name in benchmark.names:
+            if name == baseline or name not in by_model:
+                continue
+            try:
+                comparisons.append(benchmark.compare(baseline, name, metric))
+            except ValueError as e:  # e.g. two accuracies on different samples: no paired test
+                errors[f"compare {metric}: {baseline} vs {name}"] = _error_record(e)
+    return comparisons, errors
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-suite-compare-with-baseline", "locked": true, "points": 6, "schema_version": 3}
+def test_unit_compare_with_baseline():
+    from tinytorch.benchmarking.results import ProportionResult
+
+    b = Benchmark({"fp32": torch.nn.Identity(), "int8": torch.nn.Identity(), "broken": torch.nn.Identity(),
+                   "other_data": torch.nn.Identity()}, measurement_runs=2)
+    for name, ms in (("fp32", 2.0), ("int8", 1.0), ("other_data", 2.0)):
+        b._store("latency", name, BenchmarkResult("latency", [ms * (1 + 0.01 * i) for i in range(12)], unit="ms"))
+    b._fail("latency", "broken", RuntimeError("kaput"))
+    for name, data in (("fp32", "test"), ("int8", "test"), ("other_data", "elsewhere")):
+        b._store("accuracy", name, ProportionResult("accuracy", [1] * 45 + [0] * 5, unit="fraction",
+                                                    metadata={"datasets": [{"name": data, "count": 50}]}))
+    try:
+        comps, errors = compare_with_baseline(b)
+    except ValueError as e:
+        raise AssertionError("a pair that cannot be compared (accuracies on different samples) goes into errors and "
+                             f"the loop goes on; got ValueError: {e}") from e
+    got = [(c.metric, c.model_a, c.model_b) for c in comps]
+    expected = [("latency", "fp32", "int8"), ("latency", "fp32", "other_data"), ("accuracy", "fp32", "int8")]
+    assert ("latency", "int8", "fp32") not in got, (f"expected model_a='fp32' (the baseline), model_b='int8', got "
+                                                     "model_a='int8', model_b='fp32' -- call compare(baseline, model, "
+                                                     "metric): the ratio must read model / baseline")
+    assert not any(a == bb for _, a, bb in got), f"the baseline is not compared with itself: got {got}"
+    assert got == expected, f"one comparison per metric and other model with a result: expected {expected}, got {got}"
+    assert abs(comps[0].ratio - 0.5) < 1e-9 and comps[0].verdict.startswith("int8 is 2.00× faster than fp32"), \
+        f"int8 takes half of fp32's time: expected ratio 0.5 and 'int8 is 2.00× faster ...', got {comps[0].ratio}, " \
+        f"{comps[0].verdict!r}"
+    assert not any("broken" in k for k in errors), \
+        f"a model without a result (it failed) is skipped, not an error: got errors {sorted(errors)}"
+    key = "compare accuracy: fp32 vs other_data"
+    assert list(errors) == [key], f"expected errors for {[key]}, got {sorted(errors)}"
+    assert errors[key]["error_type"] == "ValueError" and "same samples" in errors[key]["message"], \
+        f"expected the record of the ValueError ({{'error_type', 'message'}}), got {errors[key]}"
+    comps, _ = compare_with_baseline(b, "int8")
+    assert [(c.model_a, c.model_b) for c in comps][:2] == [("int8", "fp32"), ("int8", "other_data")], \
+        f"with baseline='int8' every comparison starts from int8, got {[(c.model_a, c.model_b) for c in comps]}"
+
+
+if __name__ == "__main__":
+    test_unit_compare_with_baseline()
 
 # %%
 #| export
@@ -96,45 +450,24 @@ class BenchmarkSuite:
     `models`, `datasets` and the protocol arguments are those of `Benchmark`. `power_watts`
     enables an *estimated* energy figure when no hardware counter is readable. `tasks` and
     `references` (dicts keyed by model name) fill the benchmark table.
-
-    >>> # suite = BenchmarkSuite({"fp32": model, "int8": q}, (X_test, y_test), output_dir="out")
-    >>> # suite.run_full_benchmark(); print(suite.generate_report())
     """
 
-    def __init__(
-        self,
-        models: Any,
-        datasets: Any = None,
-        output_dir: str | Path = "benchmark_results",
-        power_watts: float | None = None,
-        *,
-        warmup_runs: int = 5,
-        measurement_runs: int = 10,
-        names: Sequence[str] | None = None,
-        threads: int | None = None,
-        input_shape: Sequence[int] | None = None,
-        batch_sizes: Sequence[int] = (1, 8, 32),
-        energy_window_s: float = 1.0,
-        powercap_root: str | Path = "/sys/class/powercap",
-        tasks: dict[str, str] | None = None,
-        references: dict[str, str] | None = None,
-        progress: bool = True,
-        **benchmark_options: Any,
-    ):
+    def __init__(self, models: Any, datasets: Any = None, output_dir: str | Path = "benchmark_results",
+                 power_watts: float | None = None, *, warmup_runs: int = 5, measurement_runs: int = 10,
+                 names: Sequence[str] | None = None, threads: int | None = None,
+                 input_shape: Sequence[int] | None = None, batch_sizes: Sequence[int] = (1, 8, 32),
+                 energy_window_s: float = 1.0, powercap_root: str | Path = "/sys/class/powercap",
+                 tasks: dict[str, str] | None = None, references: dict[str, str] | None = None,
+                 progress: bool = True, **benchmark_options: Any):
         if power_watts is not None and (isinstance(power_watts, bool) or not isinstance(power_watts, (int, float))
                                         or power_watts <= 0):
             raise ValueError(f"power_watts: expected a positive number of watts or None, got {power_watts!r}")
         self.benchmark = Benchmark(models, datasets, warmup_runs=warmup_runs, measurement_runs=measurement_runs,
                                    names=names, threads=threads, **benchmark_options)
-        self.output_dir = Path(output_dir)
-        self.power_watts = power_watts
+        self.output_dir, self.power_watts = Path(output_dir), power_watts
         self.input_shape = tuple(input_shape) if input_shape is not None else None
-        self.batch_sizes = tuple(batch_sizes)
-        self.energy_window_s = energy_window_s
-        self.powercap_root = powercap_root
-        self.tasks = dict(tasks or {})
-        self.references = dict(references or {})
-        self.progress = progress
+        self.batch_sizes, self.energy_window_s, self.powercap_root = tuple(batch_sizes), energy_window_s, powercap_root
+        self.tasks, self.references, self.progress = dict(tasks or {}), dict(references or {}), progress
         self.comparisons: list[Comparison] = []
         self.pareto: dict[str, Any] | None = None
         self.plot_paths: list[Path] = []
@@ -142,35 +475,15 @@ class BenchmarkSuite:
         self.created: str | None = None
 
     # the results live in the Benchmark; these are views of them
-    @property
-    def names(self) -> list[str]:
-        return self.benchmark.names
-
-    @property
-    def results(self) -> dict[str, dict[str, BenchmarkResult]]:
-        return self.benchmark.results
-
-    @property
-    def unavailable(self) -> dict[str, dict[str, str]]:
-        return self.benchmark.unavailable
-
-    @property
-    def failures(self) -> dict[str, dict[str, dict[str, str]]]:
-        return self.benchmark.failures
-
-    @property
-    def system_info(self) -> dict[str, Any]:
-        return self.benchmark.system_info
-
-    def _say(self, text: str) -> None:
-        if self.progress:
-            print(text, file=sys.stderr, flush=True)
+    names = property(lambda self: self.benchmark.names)
+    results = property(lambda self: self.benchmark.results)
+    unavailable = property(lambda self: self.benchmark.unavailable)
+    failures = property(lambda self: self.benchmark.failures)
+    system_info = property(lambda self: self.benchmark.system_info)
 
     def run_energy_benchmark(self) -> dict[str, BenchmarkResult]:
         """Energy per inference (J; `metadata["mj_per_call"]` in mJ): measured from a hardware counter, or estimated from the
         median latency and `power_watts`, or unavailable with the reason."""
-        from tinytorch.benchmarking.energy import measure_energy
-
         b = self.benchmark
         x = b._input(self.input_shape)
         out = {}
@@ -180,15 +493,12 @@ class BenchmarkSuite:
                 b.failures.setdefault("energy", {})[name] = dict(b.failures["latency"][name])
                 continue
             if lat is None and self.power_watts is not None:
-                self.benchmark._not_available("energy", name, "no latency measurement to base the estimate on")
+                b._not_available("energy", name, "no latency measurement to base the estimate on")
                 continue
             xi = a.to_input(x)
-
-            def call(a=a, xi=xi):
-                return a.forward(xi)
             try:
                 with a.inference():
-                    m = measure_energy(call, power_watts=self.power_watts,
+                    m = measure_energy(lambda a=a, xi=xi: a.forward(xi), power_watts=self.power_watts,
                                        latency_s=lat.median / 1e3 if lat is not None else None,
                                        device=str(a.device), min_window_s=self.energy_window_s,
                                        powercap_root=self.powercap_root, sync=a.sync)
@@ -198,10 +508,8 @@ class BenchmarkSuite:
             if m.joules_per_call is None:
                 b._not_available("energy", name, m.reason)
                 continue
+            meta = dict(m.to_dict(), method=m.method, mj_per_call=m.joules_per_call * 1e3)  # mJ, for small figures
             values = list(m.window_joules_per_call) or [m.joules_per_call]
-            meta = m.to_dict()
-            meta["method"] = m.method
-            meta["mj_per_call"] = m.joules_per_call * 1e3  # the derived unit, for reading small figures
             b._store("energy", name, BenchmarkResult("energy", values, unit="J", metadata=meta))
             out[name] = b.results["energy"][name]
         return out
@@ -236,21 +544,15 @@ class BenchmarkSuite:
             self.pareto_frontier(("latency", "accuracy"))
         return self.results
 
+    def _say(self, text: str) -> None:
+        if self.progress:
+            print(text, file=sys.stderr, flush=True)
+
     def compare_all(self, baseline: str | None = None) -> list[Comparison]:
         "Compare every model against `baseline` (default: the first model) on every measured metric."
-        baseline = baseline or self.names[0]
-        comps = []
-        for metric, by_model in self.results.items():
-            if baseline not in by_model:
-                continue
-            for name in self.names:
-                if name != baseline and name in by_model:
-                    try:
-                        comps.append(self.benchmark.compare(baseline, name, metric))
-                    except ValueError as e:  # e.g. two accuracies on different samples: no paired test
-                        self.step_errors[f"compare {metric}: {baseline} vs {name}"] = _error_record(e)
-        self.comparisons = comps
-        return comps
+        self.comparisons, errors = compare_with_baseline(self.benchmark, baseline)
+        self.step_errors.update(errors)
+        return self.comparisons
 
     def compare(self, model_a: str, model_b: str, metric: str = "latency", **options: Any) -> Comparison:
         "See `Benchmark.compare`."
@@ -261,17 +563,13 @@ class BenchmarkSuite:
         return self.benchmark.compare_models(metric)
 
     def pareto_frontier(self, metrics: Sequence[str] = ("latency", "accuracy")) -> list[str]:
-        """The models no other model *significantly* beats on every one of `metrics`.
-
-        Differences that are not significant (the one rule: p < alpha and at least 2%, or 2
-        points of accuracy) count as ties, so noise cannot knock a model off the frontier
-        (`results.pareto_front_with_ties`). Models without a measured value for some metric are
-        left out, and named in `self.pareto["excluded"]`."""
+        """The models no other model *significantly* beats on every one of `metrics`: differences
+        that are not significant count as ties (`results.pareto_front_with_ties`), so noise cannot
+        knock a model off the frontier. Models missing a metric are named in `pareto["excluded"]`."""
         metrics = list(metrics)
         unknown = [m for m in metrics if m not in self.benchmark.metric_info]
         if not metrics or unknown:
             raise ValueError(f"metrics: expected names from {sorted(self.benchmark.metric_info)}, got {metrics}")
-        directions = {m: self.benchmark.metric_info[m].direction for m in metrics}
         measured, excluded = {}, {}
         for name in self.names:
             missing = [m for m in metrics if self.results.get(m, {}).get(name) is None]
@@ -280,10 +578,10 @@ class BenchmarkSuite:
             else:
                 measured[name] = {m: self.results[m][name] for m in metrics}
         ties = pareto_front_with_ties(measured, metrics) if measured else {"front": [], "dominated_by": {}, "ties": []}
-        points = {n: {m: r.median for m, r in by.items()} for n, by in measured.items()}
-        self.pareto = {"metrics": metrics, "directions": directions, "front": ties["front"], "excluded": excluded,
-                       "dominated_by": ties["dominated_by"], "ties": ties["ties"],
-                       "method": "pareto_front_with_ties: not-significant differences are ties", "points": points}
+        self.pareto = {"metrics": metrics, "directions": {m: self.benchmark.metric_info[m].direction for m in metrics},
+                       "front": ties["front"], "excluded": excluded, "dominated_by": ties["dominated_by"],
+                       "ties": ties["ties"], "method": "pareto_front_with_ties: not-significant differences are ties",
+                       "points": {n: {m: r.median for m, r in by.items()} for n, by in measured.items()}}
         return ties["front"]
 
     # ----- files -----
@@ -294,8 +592,6 @@ class BenchmarkSuite:
 
     def to_payload(self) -> dict[str, Any]:
         "Everything measured, as one JSON-ready dict (what results.json holds)."
-        from tinytorch.benchmarking.report import SCHEMA
-
         b = self.benchmark
         table = self.table()
         rows = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
@@ -303,7 +599,8 @@ class BenchmarkSuite:
         model_info = {}
         for name, a in b.adapters.items():
             q = getattr(a.model, "tinytorch_quantization", None)
-            default_ref = f"measured here; {q['path']} ({q['mode']})" if isinstance(q, dict) and "path" in q else "measured here (results.json)"
+            default_ref = (f"measured here; {q['path']} ({q['mode']})" if isinstance(q, dict) and "path" in q
+                           else "measured here (results.json)")
             model_info[name] = {"kind": a.kind, "class": type(a.model).__name__,
                                 "task": self.tasks.get(name, "classification" if "accuracy" in b.results else "—"),
                                 "reference": self.references.get(name, default_ref)}
@@ -315,16 +612,11 @@ class BenchmarkSuite:
                          "threads": b.threads if b.threads is not None else torch.get_num_threads(),
                          "input_shape": list(b.input_shape) if b.input_shape else None,
                          "input_source": b.input_source, "batch_sizes": list(self.batch_sizes),
-                         "power_watts": self.power_watts, "seed": b.seed,
-                         "datasets": [d.name for d in b.datasets]},
-            "models": list(self.names),
-            "model_info": model_info,
+                         "power_watts": self.power_watts, "seed": b.seed, "datasets": [d.name for d in b.datasets]},
+            "models": list(self.names), "model_info": model_info,
             "metrics": {m: asdict(i) for m, i in b.metric_info.items() if m in b._all_metrics()},
             "results": {m: {n: r.to_dict() for n, r in by.items()} for m, by in b.results.items()},
-            "unavailable": b.unavailable,
-            "failures": b.failures,
-            "step_errors": self.step_errors,
-            "table": rows,
+            "unavailable": b.unavailable, "failures": b.failures, "step_errors": self.step_errors, "table": rows,
             "comparisons": [c.to_dict() for c in self.comparisons],
             "pareto": {k: v for k, v in self.pareto.items() if k != "points"} if self.pareto else None,
             "plots": [p.name for p in self.plot_paths],
@@ -334,15 +626,12 @@ class BenchmarkSuite:
         """Write `benchmark_report.md`, `results.json` and `results.csv` into `output_dir`
         (atomically) and return the Markdown. An unwritable `output_dir` raises an OSError naming
         it; the results stay in memory."""
-        from tinytorch.benchmarking.report import (CSV_FILE, JSON_FILE, REPORT_FILE, ensure_output_dir,
-                                                   render_markdown, save_json, tidy_csv, write_atomic)
         if not self.results and not self.failures and not self.unavailable:
             raise ValueError("generate_report: nothing measured yet; call run_full_benchmark() first")
         out = ensure_output_dir(self.output_dir)
         payload = self.to_payload()
         markdown = render_markdown(payload)
         save_json(payload, out / JSON_FILE)
-        from tinytorch.benchmarking.report import TABLE_COLUMNS  # noqa: F401 (columns documented there)
         write_atomic(out / CSV_FILE, tidy_csv(payload["table"]))
         write_atomic(out / REPORT_FILE, markdown)
         return markdown
@@ -350,144 +639,52 @@ class BenchmarkSuite:
     @staticmethod
     def load_results(path: str | Path) -> dict[str, dict[str, BenchmarkResult]]:
         """Read `results.json` back into `{metric: {model: BenchmarkResult}}` (equal to the saved ones)."""
-        from tinytorch.benchmarking.report import load_payload
-
         payload = load_payload(path)
         return {m: {n: BenchmarkResult.from_dict(d) for n, d in by.items()} for m, by in payload["results"].items()}
 
-    def _plot(self, make: Callable[[], Path]) -> Path:
-        path = make()
-        if path not in self.plot_paths:
-            self.plot_paths.append(path)
-        return path
-
     def plot_results(self, show: bool = False) -> list[Path]:
         "One PNG per measured metric (median, interval error bars, best model marked)."
-        from tinytorch.benchmarking.report import ensure_output_dir, plot_metric
-
-        out = ensure_output_dir(self.output_dir)
-        payload = self.to_payload()
-        paths = [self._plot(lambda m=m: plot_metric(payload, m, out)) for m in self.results]
-        _maybe_show(paths, show)
-        return paths
+        out, payload = ensure_output_dir(self.output_dir), self.to_payload()
+        return self._keep([plot_metric(payload, m, out) for m in self.results], show)
 
     def plot_pareto_frontier(self, x_metric: str = "latency", y_metric: str = "accuracy", show: bool = False) -> Path:
         "PNG of two metrics with every model labelled and the Pareto frontier drawn."
-        from tinytorch.benchmarking.report import ensure_output_dir, plot_pareto
-
-        front = self.pareto_frontier((x_metric, y_metric))
-        out = ensure_output_dir(self.output_dir)
-        path = self._plot(lambda: plot_pareto(self.to_payload(), x_metric, y_metric, front, out))
-        _maybe_show([path], show)
-        return path
+        front, out = self.pareto_frontier((x_metric, y_metric)), ensure_output_dir(self.output_dir)
+        return self._keep([plot_pareto(self.to_payload(), x_metric, y_metric, front, out)], show)[0]
 
     def plot_latency_distribution(self, show: bool = False) -> Path:
         "PNG of every latency sample per model."
-        from tinytorch.benchmarking.report import ensure_output_dir, plot_distribution
-
         out = ensure_output_dir(self.output_dir)
-        path = self._plot(lambda: plot_distribution(self.to_payload(), "latency", out))
-        _maybe_show([path], show)
-        return path
+        return self._keep([plot_distribution(self.to_payload(), "latency", out)], show)[0]
 
+    def _keep(self, paths: list[Path], show: bool) -> list[Path]:
+        "Remember the plots (the report links them); with `show`, display them (IPython)."
+        self.plot_paths += [p for p in paths if p not in self.plot_paths]
+        if show:
+            try:
+                from IPython.display import Image, display
+            except ImportError:
+                raise RuntimeError("show=True needs IPython (a notebook); the plots were saved to "
+                                   + ", ".join(map(str, paths))) from None
+            for p in paths:
+                display(Image(filename=str(p)))
+        return paths
 
-def _maybe_show(paths: Sequence[Path], show: bool) -> None:
-    if not show:
-        return
-    try:
-        from IPython.display import Image, display
-    except ImportError:
-        raise RuntimeError("show=True needs IPython (a notebook); the plots were saved to " + ", ".join(map(str, paths))) from None
-    for p in paths:
-        display(Image(filename=str(p)))
-
-# %%
-def test_unit_benchmark_suite():
-    import json
-    import tempfile
-    torch.manual_seed(0)
-    X, y = torch.randn(40, 6), torch.randint(0, 3, (40,))
-    small = torch.nn.Linear(6, 3)
-    big = torch.nn.Sequential(torch.nn.Linear(6, 64), torch.nn.ReLU(), torch.nn.Linear(64, 3))
-
-    class Broken(torch.nn.Module):
-        def forward(self, x):
-            raise RuntimeError("broken on purpose")
-
-    with tempfile.TemporaryDirectory() as tmp:
-        suite = BenchmarkSuite({"small": small, "big": big, "broken": Broken()}, (X, y), output_dir=tmp,
-                               power_watts=10.0, warmup_runs=1, measurement_runs=4, batch_sizes=(1, 4),
-                               powercap_root=Path(tmp) / "no_powercap", progress=False)
-        results = suite.run_full_benchmark()
-        for metric in ("latency", "accuracy", "memory", "throughput_bs1", "throughput_bs4", "energy"):
-            assert set(results[metric]) == {"small", "big"}, f"{metric}: expected small and big, got {sorted(results[metric])}"
-            assert "broken on purpose" in suite.failures[metric]["broken"]["message"], f"{metric}: the failure must be recorded"
-        assert set(results["model_size"]) == {"small", "big", "broken"}, "a model that cannot run still has a size on disk"
-        energy = results["energy"]["small"]
-        assert energy.metadata["method"] == "estimated: latency x power"
-        assert abs(energy.median - results["latency"]["small"].median * 10.0 / 1e3) < 1e-12, "estimate = latency (s) x 10 W = J"
-        assert energy.unit == "J" and abs(energy.metadata["mj_per_call"] - energy.median * 1e3) < 1e-12
-        report = suite.generate_report()
-        plots = suite.plot_results() + [suite.plot_pareto_frontier(), suite.plot_latency_distribution()]
-        assert all(p.exists() and p.stat().st_size > 0 for p in plots)
-        for text in ("small", "big", "broken on purpose", "**Latency (ms)**", "## Pareto set", "## Comparisons",
-                     "## Recommendations", "estimated"):
-            assert text in report, f"the report should mention {text!r}"
-        loaded = BenchmarkSuite.load_results(Path(tmp) / "results.json")
-        for metric, by_model in results.items():
-            for name, r in by_model.items():
-                assert loaded[metric][name].to_dict() == r.to_dict(), f"{metric}/{name} must load back equal"
-        rows = (Path(tmp) / "results.csv").read_text().strip().splitlines()
-        assert len(rows) == 1 + 3 * len(suite.table()["metric"].unique()), "one CSV row per model x metric"
-        assert json.loads((Path(tmp) / "results.json").read_text())["system_info"]["torch"] == torch.__version__
-
-
-if __name__ == "__main__":
-    test_unit_benchmark_suite()
+# %% [markdown]
+# ## A saved model, and the default benchmark
+#
+# `load_model_file` opens a model someone saved (TorchScript, a pickled `nn.Module`, or an
+# `.onnx` file for ONNX Runtime). `tito benchmark` builds its default benchmark from this
+# notebook's pieces (`tito/default_benchmark.py`, in the course CLI): a `BenchmarkSuite` of the
+# digits CNN and its int8 and 50%-pruned versions, or of your file, then the report and plots.
 
 # %%
 #| export
-DEFAULT_MODEL_NAMES = ("digits_cnn", "digits_cnn_int8", "digits_cnn_pruned50")
-CALIBRATION_SPLIT = "digits train split (first 256 images, 4 batches of 64)"
-
-
-_all_ = ["CudaUnavailableError"]  # defined with the one device check, in the timing core
-
-
-def check_benchmark_device(device: str | torch.device) -> torch.device:
-    """`timing.check_device` for the default benchmark: "cpu" or an available "cuda[:n]"; a
-    `CudaUnavailableError` naming CUDA if torch cannot use it.
-
-    >>> check_benchmark_device("cpu")
-    device(type='cpu')
-    """
-    return check_device(device)
-
-
-def parse_runtimes(runtimes: str | Sequence[str]) -> tuple[str, ...]:
-    """Runtimes from "eager,compile" or a sequence, checked against `RUNTIMES`, duplicates dropped.
-
-    >>> parse_runtimes("eager, onnxruntime")
-    ('eager', 'onnxruntime')
-    """
-    items = [r.strip() for r in (runtimes.split(",") if isinstance(runtimes, str) else runtimes)]
-    items = [r for r in items if r]
-    bad = [r for r in items if r not in RUNTIMES]
-    if not items or bad:
-        raise ValueError(f"runtimes: expected a comma-separated list of {', '.join(RUNTIMES)}, got {runtimes!r}")
-    return tuple(dict.fromkeys(items))
-
-
 def load_model_file(path: str | Path) -> Any:
-    """Load a saved model for benchmarking: TorchScript (`torch.jit.save`) or a pickled
-    `nn.Module` (`torch.save(model)`), on the CPU, in eval mode; an `.onnx` file is checked with
-    `onnx.checker` and returned as its `Path` (`adapt` and `to_runtime` open it in ONNX Runtime).
-
-    A `state_dict` alone is rejected: it holds weights but no architecture to run. Loading a
-    pickle runs code from the file; load only files you trust.
-
-    >>> # load_model_file("model.onnx")  ->  PosixPath('model.onnx')
-    """
+    """Load a saved model: TorchScript (`torch.jit.save`) or a pickled `nn.Module`
+    (`torch.save(model)`), on the CPU, in eval mode; an `.onnx` file is checked with `onnx.checker`
+    and returned as its `Path` (`adapt` opens it in ONNX Runtime). A `state_dict` alone (weights,
+    no architecture) is rejected. Unpickling runs code from the file: load only files you trust."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"model_path: no such file {str(path)!r}")
@@ -514,393 +711,50 @@ def load_model_file(path: str | Path) -> Any:
                         "(torch.save(model) or TorchScript); a state_dict alone has no architecture")
     return obj.eval()
 
-
-def _calibration_batches() -> list[torch.Tensor]:
-    "The int8 calibration data: the first 256 images of the digits *train* split, never the test split."
-    from tinytorch.benchmarking.digits import load_digits_split
-
-    return list(load_digits_split("train")[0][:256].split(64))
-
-
-def default_models() -> dict[str, torch.nn.Module]:
-    "The bundled models: the trained digits CNN, its static int8 version and its 50%-pruned version."
-    from tinytorch.benchmarking.digits import default_digits_model
-    from tinytorch.benchmarking.optimize import prune_magnitude
-
-    base = default_digits_model()
-    return {
-        DEFAULT_MODEL_NAMES[0]: base,
-        DEFAULT_MODEL_NAMES[1]: quantize_int8(base, mode="static", calibration_data=_calibration_batches(),
-                                              calibration_name=CALIBRATION_SPLIT),
-        DEFAULT_MODEL_NAMES[2]: prune_magnitude(base, 0.5),
-    }
-
-
-def _digits_fit(model: Any, input_shape: Sequence[int]) -> str | None:
-    "None if the digits test set fits the model (8x8 single-channel in, 10 scores out); else why not."
-    from tinytorch.benchmarking.digits import DIGITS_CLASSES, load_digits_split
-
-    if tuple(input_shape[1:]) != (1, 8, 8):
-        return f"no labelled data fits input shape {tuple(input_shape)} (the bundled digits set is (N, 1, 8, 8))"
-    X = load_digits_split("test")[0][:2]
-    a = adapt(model)
-    try:
-        with a.inference():
-            out = a.forward(a.to_input(X))
-    except Exception as e:  # the model cannot take digits images: no accuracy, latency still measured
-        return f"the model raised on digits images ({type(e).__name__}: {e})"
-    shape = tuple(getattr(out, "shape", ())) or type(out).__name__
-    if not hasattr(out, "shape") or len(out.shape) != 2 or out.shape[1] != DIGITS_CLASSES:
-        return f"the model's output {shape} is not (batch, {DIGITS_CLASSES}) class scores, so digits labels do not fit"
-    return None
-
-
-def _row_name(model: str, runtime: str, runtimes: Sequence[str]) -> str:
-    return model if tuple(runtimes) == ("eager",) else f"{model}[{runtime}]"
-
-
-def runtime_models(models: dict[str, Any], runtimes: Sequence[str], example_input: torch.Tensor, *,
-                   device: str | torch.device = "cpu", threads: int | None = None,
-                   compile_options: dict[str, Any] | None = None,
-                   onnx_int8: dict[str, tuple[torch.nn.Module, Any]] | None = None,
-                   ) -> tuple[dict[str, ModelAdapter], dict[str, str], dict[str, str]]:
-    """Every model under every runtime: `({row: adapter}, {row: why unavailable}, {row: reference})`.
-
-    Rows are `<model>[<runtime>]` (just `<model>` when `runtimes` is eager alone). A combination
-    that cannot run is listed with its reason instead of an adapter. `onnx_int8` maps a torch.ao
-    int8 model's name to `(float model, calibration batches)`: under "onnxruntime" that row is
-    ONNX Runtime's own static int8 of the float model, calibrated on the same batches.
-
-    >>> rows, missing, refs = runtime_models({"fc": torch.nn.Linear(4, 2)}, ["eager", "onnxruntime"], torch.zeros(1, 4))
-    >>> sorted(rows), missing
-    (['fc[eager]', 'fc[onnxruntime]'], {})
-    """
-    rows: dict[str, ModelAdapter] = {}
-    missing: dict[str, str] = {}
-    refs: dict[str, str] = {}
-    for runtime in runtimes:
-        for name, model in models.items():
-            row = _row_name(name, runtime, runtimes)
-            source = model
-            try:
-                if runtime == "onnxruntime" and onnx_int8 and name in onnx_int8:
-                    base, batches = onnx_int8[name]
-                    q = quantize_int8(base, "static", calibration_data=batches, backend="onnxruntime",
-                                      calibration_name=CALIBRATION_SPLIT)
-                    source = Path(q._model_path)
-                    refs[row] = f"{q.tinytorch_quantization['path']}; calibrated on {q.tinytorch_quantization['calibration']}"
-                rows[row] = to_runtime(source, runtime, example_input, device=device, threads=threads,
-                                       compile_options=compile_options, name=row)
-            except RuntimeUnavailableError as e:
-                missing[row] = str(e)
-    return rows, missing, refs
-
-
-def _drop_empty_metrics(suite: BenchmarkSuite) -> None:
-    """Drop metrics that no model could measure (every figure unavailable), so tables and plots
-    show no empty metric. What each runtime cannot measure is decided in the Benchmark itself."""
-    b = suite.benchmark
-    for metric in [m for m, by in b.results.items() if not by]:
-        del b.results[metric]
-
-
-def cross_runtime_comparisons(suite: BenchmarkSuite, models: Sequence[str], runtimes: Sequence[str],
-                              metrics: Sequence[str] = ("latency", "accuracy")) -> list[Any]:
-    """Each model under each runtime against the same model under the first runtime (eager if
-    given), per metric, with the one significance rule. Skips pairs where either side is missing.
-
-    >>> # [c.verdict for c in cross_runtime_comparisons(suite, ["digits_cnn"], ["eager", "onnxruntime"])]
-    """
-    base_rt = "eager" if "eager" in runtimes else runtimes[0]
-    out = []
-    for model in models:
-        base = _row_name(model, base_rt, runtimes)
-        for rt in runtimes:
-            row = _row_name(model, rt, runtimes)
-            if rt == base_rt:
-                continue
-            for metric in metrics:
-                have = suite.results.get(metric, {})
-                if base in have and row in have:
-                    out.append(suite.compare(row, base, metric))
-    return out
-
 # %% [markdown]
-# `run_default_benchmark` checks that `output_dir` can be written *before* it spends minutes
-# measuring, then runs the suite, writes the plots and the report, prints the comparison
-# table (unless `quiet`) and returns where everything went.
-
-# %%
-#| export
-def run_default_benchmark(
-    output_dir: str | Path = "benchmark_results",
-    measurement_runs: int = 30,
-    quiet: bool = False,
-    model_path: str | Path | None = None,
-    input_shape: Sequence[int] | None = None,
-    *,
-    warmup_runs: int = 5,
-    threads: int | None = 1,
-    power_watts: float | None = None,
-    batch_sizes: Sequence[int] = (1, 8, 32),
-    runtimes: str | Sequence[str] = ("eager",),
-    device: str | torch.device = "cpu",
-    compile_options: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Benchmark the bundled digits models (or the model in `model_path`) and write the report.
-
-    `runtimes` ("eager", "compile", "onnxruntime"; a list or "eager,onnxruntime") benchmarks
-    each model under each runtime as rows `<model>[<runtime>]` and adds the cross-runtime
-    comparisons; `device` ("cpu", "cuda[:n]") runs them there (a `CudaUnavailableError`, a
-    ValueError, where torch has no CUDA). `compile_options` go to `torch.compile`. `model_path`
-    may be TorchScript, a `torch.save`d module or an `.onnx` file (ONNX Runtime only).
-
-    `threads` defaults to 1: these models are tiny, a second intra-op thread does not speed up
-    one 8×8 image, and on a shared machine a busy second core makes torch's thread pool wait
-    (we measured a 0.06 ms model at a 95 ms median with 2 threads under load). Pass
-    `threads=None` for torch's current count; the count is recorded either way.
-
-    Returns `{"output_dir", "report", "json", "csv", "plots", "models", "results",
-    "comparisons", "runtime_comparisons", "unavailable_models", "compile_seconds", "table",
-    "suite"}`: paths as `Path`, `results` as `{metric: {model: BenchmarkResult}}`, comparisons
-    as dicts, `unavailable_models` as `{row: reason}`, `compile_seconds` as `{row: seconds}`
-    (first call on the timed input, compilation included), `table` the printed text.
-
-    >>> # out = run_default_benchmark("benchmark_results", measurement_runs=30)
-    >>> # out["report"]  ->  PosixPath('benchmark_results/benchmark_report.md')
-    """
-    from tinytorch.benchmarking.digits import load_digits_split
-
-    if isinstance(measurement_runs, bool) or not isinstance(measurement_runs, int) or measurement_runs < 2:
-        raise ValueError(f"measurement_runs: expected an int >= 2 (a comparison needs two samples), got {measurement_runs!r}")
-    runtimes = parse_runtimes(runtimes)
-    dev = check_benchmark_device(device)
-    out_dir = ensure_output_dir(output_dir)
-    say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
-    test_set = load_digits_split("test")
-    no_accuracy_reason = None
-    onnx_int8 = None
-    if model_path is None:
-        say("building the default models (digits CNN, static int8, 50% pruned) ...")
-        models = default_models()
-        datasets, shape = [test_set], (tuple(input_shape) if input_shape is not None else None)
-        example = test_set[0][:1]
-        base_tasks = {n: "image classification (digits 8x8, 10 classes)" for n in models}
-        q = models[DEFAULT_MODEL_NAMES[1]].tinytorch_quantization
-        base_refs = {DEFAULT_MODEL_NAMES[0]: "tinytorch.benchmarking.digits.DigitsCNN, trained here",
-                     DEFAULT_MODEL_NAMES[1]: f"{q['path']} (static int8; calibrated on {q['calibration']})",
-                     DEFAULT_MODEL_NAMES[2]: "torch.nn.utils.prune global L1 magnitude, 50%"}
-        onnx_int8 = {DEFAULT_MODEL_NAMES[1]: (models[DEFAULT_MODEL_NAMES[0]], _calibration_batches())}
-    else:
-        if input_shape is None:
-            raise ValueError("input_shape: required with model_path, e.g. (1, 1, 8, 8)")
-        shape = tuple(int(d) for d in input_shape)
-        if not shape or any(d < 1 for d in shape):
-            raise ValueError(f"input_shape: expected positive ints such as (1, 1, 8, 8), got {input_shape!r}")
-        model = load_model_file(model_path)
-        name = Path(model_path).stem
-        if isinstance(model, Path):  # an ONNX file: ONNX Runtime runs it (eager and compile need a torch module)
-            if set(runtimes) - {"eager", "onnxruntime"}:
-                raise ValueError(f"runtimes: an .onnx file runs under onnxruntime only, got {','.join(runtimes)}")
-            runtimes = ("onnxruntime",)
-        models = {name: model}
-        example = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
-        no_accuracy_reason = _digits_fit(to_runtime(model, runtimes[0], example, threads=threads) if isinstance(model, Path)
-                                         else model, shape)
-        datasets = [test_set] if no_accuracy_reason is None else None
-        base_tasks = {name: "image classification (digits)" if datasets else "—"}
-        base_refs = {name: f"user model {Path(model_path).name}"}
-    say(f"preparing {len(models)} model(s) under {', '.join(runtimes)} on {dev} ...")
-    adapters, unavailable_models, runtime_refs = runtime_models(
-        models, runtimes, example, device=dev, threads=threads, compile_options=compile_options, onnx_int8=onnx_int8)
-    if not adapters:
-        raise RuntimeUnavailableError(f"runtimes: no model can run under {', '.join(runtimes)} on {dev}: {unavailable_models}")
-    tasks, references = {}, {}
-    for rt in runtimes:
-        for n in models:
-            row = _row_name(n, rt, runtimes)
-            tasks[row] = base_tasks[n]
-            references[row] = runtime_refs.get(row) or (base_refs[n] + ("" if rt == "eager" else f"; run by {rt}"))
-    suite = BenchmarkSuite(adapters, datasets, output_dir=out_dir, power_watts=power_watts, warmup_runs=warmup_runs,
-                           measurement_runs=measurement_runs, threads=threads, input_shape=shape,
-                           batch_sizes=batch_sizes, tasks=tasks, references=references, progress=not quiet,
-                           dataset_names=["digits_test"] if datasets else None)
-    suite.run_full_benchmark()
-    _drop_empty_metrics(suite)
-    if no_accuracy_reason is not None:
-        for n in suite.names:
-            suite.benchmark.unavailable.setdefault("accuracy", {})[n] = no_accuracy_reason
-    for row, reason in unavailable_models.items():
-        for metric in ("latency", "accuracy"):
-            suite.benchmark.unavailable.setdefault(metric, {})[row] = reason
-    runtime_comparisons = cross_runtime_comparisons(suite, list(models), runtimes) if len(runtimes) > 1 else []
-    compile_seconds = {n: r.metadata.get("compile_seconds") for n, r in suite.results.get("latency", {}).items()
-                       if suite.benchmark.adapters[n].kind == "compiled"}
-    plots = []
-    if suite.results:
-        plots += suite.plot_results()
-    if "latency" in suite.results:
-        plots.append(suite.plot_latency_distribution())
-        second = "accuracy" if "accuracy" in suite.results else ("model_size" if "model_size" in suite.results else None)
-        if second is not None:
-            plots.append(suite.plot_pareto_frontier("latency", second))
-    suite.generate_report()
-    payload = suite.to_payload()
-    table = console_table(payload)
-    say("")
-    say(table)
-    for c in suite.comparisons:
-        if c.metric in ("latency", "accuracy", "model_size"):
-            say(f"  {c.metric:>10}: {c.verdict}")
-    if runtime_comparisons:
-        say("\ncross-runtime (each runtime against " + ("eager" if "eager" in runtimes else runtimes[0]) + ", same model):")
-        for c in runtime_comparisons:
-            say(f"  {c.metric:>10}: {c.verdict}")
-    for n, secs in compile_seconds.items():
-        say(f"  compile time {n}: " + (f"{secs:.2f} s" if secs is not None else "not recorded") +
-            " (first call on the timed input; not part of the latency samples)")
-    for row, reason in unavailable_models.items():
-        say(f"  {row}: {reason}")
-    say(f"\nreport: {out_dir / 'benchmark_report.md'}\nresults: {out_dir / 'results.json'}, {out_dir / 'results.csv'}; "
-        f"{len(plots)} plots in {out_dir}")
-    return {"output_dir": out_dir, "report": out_dir / "benchmark_report.md", "json": out_dir / "results.json",
-            "csv": out_dir / "results.csv", "plots": plots, "models": list(suite.names), "results": suite.results,
-            "comparisons": [c.to_dict() for c in suite.comparisons],
-            "runtime_comparisons": [c.to_dict() for c in runtime_comparisons],
-            "unavailable_models": unavailable_models, "compile_seconds": compile_seconds,
-            "table": table, "suite": suite}
-
-# %% [markdown]
-# ## The hardware analysis of a model of yours
+# ## Everything together
 #
-# `tito benchmark --model FILE --input-shape ... --hardware` runs the same analysis as for the
-# bundled CNN on your model: layer-wise MACs and bytes (forward hooks, any architecture and
-# input shape), the roofline summary from its measured latency, device fit and the watch
-# metrics. The precision sweep measures accuracy per precision, so it runs only where labelled
-# data fits the model (the digits shape); otherwise it is "unavailable" with the reason.
+# A suite with a model that raises, end to end: every step, the report, the files read back.
 
 # %%
-#| export
-def write_model_hardware_artifacts(model_path: str | Path, input_shape: Sequence[int], output_dir: str | Path, *,
-                                   power_watts: float | None = None, repeats: int = 20) -> dict[str, Path]:
-    """The hardware report (`devices.write_hardware_report`) for the saved model in `model_path`.
-
-    Where the digits data fits the model (input (N, 1, 8, 8), 10 class scores) the precision
-    sweep runs on the test split, int8 calibrated on the train split; otherwise it is unavailable
-    with the reason. An `.onnx` file or a TorchScript archive is refused: layer statistics need
-    forward hooks on torch modules.
-
-    >>> # write_model_hardware_artifacts("mlp.pt", (1, 3, 32, 32), "benchmark_results/hardware")
-    """
-    from tinytorch.benchmarking.devices import write_hardware_report
-    from tinytorch.benchmarking.digits import digits_loader
-
-    shape = tuple(int(d) for d in input_shape)
-    model = load_model_file(model_path)
-    if isinstance(model, Path):
-        raise ValueError(f"model_path: the hardware analysis needs a PyTorch model (layer statistics come from forward "
-                         f"hooks on torch modules); {str(model)!r} is an ONNX file. Benchmark it without --hardware")
-    if isinstance(model, torch.jit.ScriptModule):
-        raise ValueError(f"model_path: {str(model_path)!r} is TorchScript, and TorchScript modules take no forward "
-                         "hooks, which the layer statistics need; save the module with torch.save(model) instead")
-    reason = _digits_fit(model, shape)
-    fits = reason is None
-    return write_hardware_report(
-        model, digits_loader("test", 64) if fits else None, shape, output_dir, name=Path(model_path).stem,
-        task="image classification (digits)" if fits else "—",
-        calibration_data=digits_loader("train", 64) if fits else None,
-        calibration_split="digits train split" if fits else None, power_watts=power_watts, repeats=repeats,
-        sweep_unavailable_reason=reason)
-
-# %% [markdown]
-# On this machine (a short run; `tito benchmark` uses 30 samples per model):
-
-# %%
-if __name__ == "__main__":
+def test_module():
     import tempfile
-    _out = run_default_benchmark(tempfile.mkdtemp(prefix="tinytorch_bench_"), measurement_runs=6, warmup_runs=2,
-                                 batch_sizes=(1, 32))
-    print(sorted(p.name for p in _out["plots"]))
 
-# %% [markdown]
-# ## Tests
+    class Broken(torch.nn.Module):
+        def forward(self, x):
+            raise RuntimeError("broken on purpose")
 
-# %%
-def test_unit_load_model_file():
-    import tempfile
-    lin = torch.nn.Linear(4, 2).eval()
+    torch.manual_seed(0)
+    big = torch.nn.Sequential(torch.nn.Linear(6, 64), torch.nn.ReLU(), torch.nn.Linear(64, 3))
     with tempfile.TemporaryDirectory() as tmp:
-        scripted = Path(tmp) / "m.pt"
-        torch.jit.save(torch.jit.script(lin), str(scripted))
-        pickled = Path(tmp) / "p.pt"
-        torch.save(lin, pickled)
-        weights = Path(tmp) / "w.pt"
-        torch.save(lin.state_dict(), weights)
-        x = torch.randn(3, 4)
-        for path in (scripted, pickled):
-            m = load_model_file(path)
-            assert torch.allclose(m(x), lin(x)), f"{path.name}: the loaded model must compute the same outputs"
-        try:
-            load_model_file(weights)
-            raise AssertionError("a state_dict has no architecture and must be rejected")
-        except TypeError as e:
-            assert "state_dict" in str(e)
-        try:
-            load_model_file(Path(tmp) / "missing.pt")
-            raise AssertionError("a missing file must fail")
-        except FileNotFoundError as e:
-            assert "model_path" in str(e)
+        suite = BenchmarkSuite({"small": torch.nn.Linear(6, 3), "big": big, "broken": Broken()},
+                               (torch.randn(40, 6), torch.randint(0, 3, (40,))), output_dir=Path(tmp) / "suite",
+                               power_watts=10.0, warmup_runs=1, measurement_runs=4, batch_sizes=(1, 4),
+                               powercap_root=Path(tmp) / "no_powercap", progress=False)
+        results = suite.run_full_benchmark()
+        for metric in ("latency", "accuracy", "memory", "throughput_bs4", "energy"):
+            assert set(results[metric]) == {"small", "big"}, f"{metric}: expected small and big, got {sorted(results[metric])}"
+            assert "broken on purpose" in suite.failures[metric]["broken"]["message"], f"{metric}: the failure is recorded"
+        energy = results["energy"]["small"]
+        assert energy.metadata["method"] == "estimated: latency x power" and energy.unit == "J"
+        assert abs(energy.median - results["latency"]["small"].median * 10.0 / 1e3) < 1e-12, "latency (s) x 10 W = J"
+        assert {("latency", "big"), ("accuracy", "big")} <= {(c.metric, c.model_b) for c in suite.comparisons}
+        report = suite.generate_report()
+        plots = suite.plot_results() + [suite.plot_pareto_frontier(), suite.plot_latency_distribution()]
+        assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in plots), "every plot is a PNG"
+        for text in ("broken on purpose", "**Latency (ms)**", "## Pareto set", "## Comparisons", "estimated"):
+            assert text in report, f"the report should mention {text!r}"
+        loaded = BenchmarkSuite.load_results(suite.output_dir / JSON_FILE)
+        assert {m: {n: r.to_dict() for n, r in by.items()} for m, by in loaded.items()} == \
+            {m: {n: r.to_dict() for n, r in by.items()} for m, by in results.items()}, "results.json loads back equal"
+        assert render_markdown(load_payload(suite.output_dir / JSON_FILE)) == report, "the report re-renders from JSON"
+        rows = (suite.output_dir / CSV_FILE).read_text().strip().splitlines()
+        assert len(rows) == 1 + 3 * len(suite.table()["metric"].unique()), "one CSV row per model x metric"
+        torch.save(big, Path(tmp) / "big.pt")
+        x = torch.randn(2, 6)
+        assert torch.equal(load_model_file(Path(tmp) / "big.pt")(x), big(x)), "a saved module loads back, same outputs"
+    print("suite: a suite with a failing model, its report and files, end to end")
 
 
 if __name__ == "__main__":
-    test_unit_load_model_file()
-
-# %%
-def test_unit_user_model_benchmark():
-    import tempfile
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "mlp.pt"
-        torch.save(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 5)), path)
-        out = run_default_benchmark(Path(tmp) / "out", measurement_runs=3, warmup_runs=1, quiet=True,
-                                    model_path=path, input_shape=(1, 3, 4), batch_sizes=(2,))
-        assert out["models"] == ["mlp"] and out["results"]["latency"]["mlp"].count == 3
-        reason = out["suite"].unavailable["accuracy"]["mlp"]
-        assert "no labelled data fits" in reason, f"accuracy must be unavailable with a reason, got {reason!r}"
-        assert out["report"].exists() and out["json"].exists() and out["csv"].exists()
-        assert "no labelled data fits" in out["report"].read_text()
-        try:
-            run_default_benchmark(Path(tmp) / "out", model_path=path, quiet=True)
-            raise AssertionError("model_path without input_shape must fail")
-        except ValueError as e:
-            assert "input_shape" in str(e)
-
-
-if __name__ == "__main__":
-    test_unit_user_model_benchmark()
-
-# %%
-def test_unit_runtime_rows():
-    assert parse_runtimes("eager, onnxruntime,eager") == ("eager", "onnxruntime")
-    for bad in ("", "eager,tflite", ["compile", "jax"]):
-        try:
-            parse_runtimes(bad)
-            raise AssertionError(f"{bad!r} must be rejected")
-        except ValueError as e:
-            assert "runtimes" in str(e)
-    lin = torch.nn.Linear(4, 3).eval()
-    q = quantize_int8(torch.nn.Sequential(torch.nn.Linear(4, 3)))
-    rows, missing, _ = runtime_models({"fc": lin, "fc_int8": q}, ("eager", "onnxruntime"), torch.zeros(1, 4))
-    assert sorted(rows) == ["fc[eager]", "fc[onnxruntime]", "fc_int8[eager]"]
-    assert rows["fc[onnxruntime]"].name == "fc[onnxruntime]" and rows["fc[onnxruntime]"].kind == "onnxruntime"
-    assert "does not export to ONNX" in missing["fc_int8[onnxruntime]"], "a torch.ao int8 model has no ORT row"
-    alone, _, _ = runtime_models({"fc": lin}, ("eager",), torch.zeros(1, 4))
-    assert list(alone) == ["fc"], "eager alone keeps the plain model names"
-    try:
-        check_benchmark_device("tpu")
-        raise AssertionError("an unknown device must be rejected")
-    except ValueError as e:
-        assert "device" in str(e)
-
-
-if __name__ == "__main__":
-    test_unit_runtime_rows()
+    test_module()

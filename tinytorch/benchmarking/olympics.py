@@ -3,12 +3,9 @@
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #1a8d4240
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import math
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -18,17 +15,15 @@ import torch
 from torch import nn
 
 from .benchmark import Benchmark, OlympicEvent
-from tinytorch.benchmarking.results import (
-    STATISTICS, BenchmarkResult, Comparison, CountResult, ProportionResult, compare_results, pareto_front_with_ties,
-    write_atomic, write_json,
-)
+from .results import (STATISTICS, BenchmarkResult, Comparison, CountResult, ProportionResult,
+                                            compare_results, pareto_front_with_ties, write_atomic, write_json)
 from ..profiling.timing import model_name, system_info
 
 # %% auto #0
-__all__ = ['SUBMISSION_SCHEMA', 'SUBMISSION_VERSION', 'EVENT_RULES', 'DEFAULT_TECHNIQUES', 'EventRules', 'get_event',
-           'check_constraints', 'weights_sha256', 'default_olympics_models', 'generate_submission',
+__all__ = ['SUBMISSION_SCHEMA', 'SUBMISSION_VERSION', 'EVENT_RULES', 'DEFAULT_TOLERANCE', 'DEFAULT_TECHNIQUES', 'EventRules',
+           'get_event', 'check_constraints', 'weights_sha256', 'default_olympics_models', 'generate_submission',
            'validate_submission', 'verify_submission', 'rank_with_ties', 'leaderboard',
-           'compare_optimization_techniques', 'olympics_submit', 'olympics_verify']
+           'compare_optimization_techniques']
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #06b5bb69
 SUBMISSION_SCHEMA = "tinytorch-olympics-submission"
@@ -45,23 +40,17 @@ class EventRules:
     description: str
 
 
-EVENT_RULES: dict[OlympicEvent, EventRules] = {
-    OlympicEvent.LATENCY_SPRINT: EventRules(
-        OlympicEvent.LATENCY_SPRINT, (("accuracy", ">=", 0.85),), "speedup",
-        "maximise speedup = median latency of the baseline / of the optimised model"),
-    OlympicEvent.MEMORY_CHALLENGE: EventRules(
-        OlympicEvent.MEMORY_CHALLENGE, (("accuracy", ">=", 0.85),), "compression_ratio",
-        "maximise compression = serialized model size of the baseline / of the optimised model"),
-    OlympicEvent.ACCURACY_CONTEST: EventRules(
-        OlympicEvent.ACCURACY_CONTEST, (("latency_ms", "<", 100.0), ("model_size_mb", "<", 10.0)), "accuracy",
-        "maximise top-1 accuracy of the optimised model"),
-    OlympicEvent.ALL_AROUND: EventRules(
-        OlympicEvent.ALL_AROUND, (("accuracy", ">=", 0.85),), "all_around",
-        "maximise the geometric mean of speedup, compression ratio and accuracy retention"),
-    OlympicEvent.EXTREME_PUSH: EventRules(
-        OlympicEvent.EXTREME_PUSH, (("accuracy", ">=", 0.80),), "speedup_x_compression",
-        "maximise speedup × compression ratio"),
-}
+EVENT_RULES: dict[OlympicEvent, EventRules] = {r.event: r for r in (
+    EventRules(OlympicEvent.LATENCY_SPRINT, (("accuracy", ">=", 0.85),), "speedup",
+               "maximise speedup = median latency of the baseline / of the optimised model"),
+    EventRules(OlympicEvent.MEMORY_CHALLENGE, (("accuracy", ">=", 0.85),), "compression_ratio",
+               "maximise compression = serialized model size of the baseline / of the optimised model"),
+    EventRules(OlympicEvent.ACCURACY_CONTEST, (("latency_ms", "<", 100.0), ("model_size_mb", "<", 10.0)), "accuracy",
+               "maximise top-1 accuracy of the optimised model"),
+    EventRules(OlympicEvent.ALL_AROUND, (("accuracy", ">=", 0.85),), "all_around",
+               "maximise the geometric mean of speedup, compression ratio and accuracy retention"),
+    EventRules(OlympicEvent.EXTREME_PUSH, (("accuracy", ">=", 0.80),), "speedup_x_compression",
+               "maximise speedup × compression ratio"))}
 
 
 def get_event(event: OlympicEvent | str) -> OlympicEvent:
@@ -138,8 +127,7 @@ def weights_sha256(model: nn.Module) -> str:
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #42df5dc6
 _TOL = {"rel_tol": 1e-9, "abs_tol": 1e-12}
-
-
+DEFAULT_TOLERANCE = {"accuracy_abs": 0.01, "latency_rel": 0.5, "size_rel": 0.01}  # what verify_submission allows
 DEFAULT_TECHNIQUES = ("magnitude pruning 50% (global)", "int8 static quantization (calibrated on 256 training images)")
 
 
@@ -245,8 +233,6 @@ def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, e
     digits test split), and build (with `output_path`, write) the submission: event, participant,
     techniques, system, both weight hashes, every raw measurement, the improvements with their
     intervals, the constraint checks, the score, and the tolerance `verify_submission` applies.
-
-    >>> # sub = generate_submission(base, mine, "memory_challenge", output_path="sub.json")
     """
     ev = get_event(event)
     for m, arg in ((baseline_model, "baseline_model"), (optimized_model, "optimized_model")):
@@ -274,7 +260,7 @@ def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, e
         "hash_method": "sha256 over state_dict entries in sorted key order: key, dtype, shape, raw bytes",
         "measurements": raw, "improvements": imp, "constraints": checks,
         "constraints_met": all(c["passed"] for c in checks), "score": _score(ev, raw["optimized"], imp),
-        "tolerance": dict(tolerance or {"accuracy_abs": 0.01, "latency_rel": 0.5, "size_rel": 0.01}),
+        "tolerance": dict(tolerance or DEFAULT_TOLERANCE),
     }
     if output_path is not None:
         write_json(output_path, sub, indent=1)
@@ -376,7 +362,7 @@ def verify_submission(path: str | Path, model: nn.Module, dataset: Any = None, *
     if doc is None or "models" not in doc:
         return {"verified": False, "checks": [], "validation": report,
                 "reasons": ["the submission cannot be read"] + report["reasons"]}
-    tol = {"accuracy_abs": 0.01, "latency_rel": 0.5, "size_rel": 0.01, **(doc.get("tolerance") or {}), **(tolerance or {})}
+    tol = {**DEFAULT_TOLERANCE, **(doc.get("tolerance") or {}), **(tolerance or {})}
     models = {"optimized": model} if baseline_model is None else {"baseline": baseline_model, "optimized": model}
     checks = [{"claim": f"{role} weights sha256", "claimed": doc["models"][role]["sha256"], "measured": weights_sha256(m),
                "holds": weights_sha256(m) == doc["models"][role]["sha256"]} for role, m in reversed(models.items())]
@@ -463,9 +449,7 @@ def leaderboard(submissions_dir: str | Path, event: OlympicEvent | str, output_p
            for _, row in table.iterrows()] or [f"| — | no valid submission for {ev.value} | | | | |"]
     if invalid:
         md += ["", "## Rejected submissions", ""] + [f"- {i['path']}: {'; '.join(i['reasons'])}" for i in invalid]
-    buf = io.StringIO()
-    table.to_csv(buf, index=False, quoting=csv.QUOTE_MINIMAL)
-    out = {"table": table, "markdown": "\n".join(md) + "\n", "csv": buf.getvalue(), "invalid": invalid}
+    out = {"table": table, "markdown": "\n".join(md) + "\n", "csv": table.to_csv(index=False), "invalid": invalid}
     if output_path is not None:
         base = Path(output_path).with_suffix("")
         write_atomic(base.with_suffix(".md"), out["markdown"])
@@ -557,8 +541,6 @@ def compare_optimization_techniques(base_model: Any, optimized_models: Sequence[
     baseline. Returns `base_model`, `base_metrics` / `optimized_results` (latency, accuracy,
     model_size, memory: measured, or None with the reason), `improvements`, `efficiency_metrics`,
     `recommendations`, `table` (a DataFrame), `pareto` (ties where not significant), `comparisons`.
-
-    >>> # compare_optimization_techniques(base, {"int8": q, "pruned": p})["recommendations"]["for_memory_constrained"]["model"]
     """
     if not isinstance(optimized_models, (Mapping, list, tuple)):
         raise TypeError("optimized_models: expected a list of models or a dict {name: model}, "
@@ -616,47 +598,3 @@ def compare_optimization_techniques(base_model: Any, optimized_models: Sequence[
             "protocol": {"measurement_runs": measurement_runs, "seed": seed, "max_accuracy_drop": max_accuracy_drop,
                          "input_shape": list(bench.input_shape or ()), "input_source": bench.input_source},
             "system_info": bench.system_info}
-
-# %% ../../nbs/19_benchmarking/olympics_dev.ipynb #d8d0d2aa
-def _submission_models(model_path: str | Path | None, baseline_path: str | Path | None
-                       ) -> tuple[nn.Module, nn.Module, tuple[str, ...]]:
-    "(baseline, optimized, techniques): the bundled pair, or the participant's files (baseline: the digits CNN)."
-    if model_path is None:
-        if baseline_path is not None:
-            raise ValueError("baseline_path: give model_path (your optimized model) as well; "
-                             "a baseline alone has nothing to be compared with")
-        return (*default_olympics_models(), DEFAULT_TECHNIQUES)
-    from tinytorch.benchmarking.digits import default_digits_model
-    from tinytorch.benchmarking.suite import load_model_file
-
-    loaded = {}
-    for p, arg in ((model_path, "model_path"), (baseline_path, "baseline_path")):
-        m = None if p is None else load_model_file(p)
-        if p is not None and not isinstance(m, nn.Module):
-            raise TypeError(f"{arg}: the Olympics hash and verify a torch model's weights; {str(p)!r} is not a "
-                            "TorchScript or torch.save'd nn.Module")
-        loaded[arg] = m
-    techniques = (f"participant model from {Path(model_path).name}",) + (
-        (f"participant baseline from {Path(baseline_path).name}",) if baseline_path is not None else ())
-    return loaded["baseline_path"] or default_digits_model(), loaded["model_path"], techniques
-
-
-def olympics_submit(event: OlympicEvent | str = "memory_challenge", participant: str = "anonymous",
-                    output_path: str | Path = "submission.json", measurement_runs: int = 30, *,
-                    model_path: str | Path | None = None, baseline_path: str | Path | None = None) -> dict[str, Any]:
-    """Benchmark a baseline against an optimized model for `event` and write the submission: the
-    bundled pair (`default_olympics_models`), or the model in `model_path` against `baseline_path`
-    (default: the bundled digits CNN), on the digits test split.
-
-    >>> # olympics_submit("latency_sprint", "ada", "sub.json", model_path="mine.pt")
-    """
-    base, opt, techniques = _submission_models(model_path, baseline_path)
-    return generate_submission(base, opt, event, None, participant=participant, techniques=techniques,
-                               output_path=output_path, measurement_runs=measurement_runs)
-
-
-def olympics_verify(path: str | Path, measurement_runs: int | None = None, *,
-                    model_path: str | Path | None = None, baseline_path: str | Path | None = None) -> dict[str, Any]:
-    "Verify a submission here: rebuild the bundled models, or load the files it was made from."
-    base, opt, _ = _submission_models(model_path, baseline_path)
-    return verify_submission(path, opt, None, baseline_model=base, measurement_runs=measurement_runs)

@@ -9,7 +9,8 @@ benchmarks each model under each runtime (rows `<model>[<runtime>]`) with the cr
 comparison; `--device cuda[:n]` runs on a GPU (exit 2 with a message naming CUDA where there
 is none). `--hardware` also writes the edge/hardware artifacts (layer-wise stats, roofline
 summary, precision sweep, device fit) for the default model or the `--model` file.
-All measuring is done by the exported package; this file only wires it to the CLI.
+All measuring is done by the exported package; `tito.default_benchmark` puts the default benchmark
+together from it, and this file only wires that to the command line.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def parse_shape(text: str) -> tuple[int, ...]:
 def _library():
     try:
         from tinytorch.benchmarking.devices import write_default_hardware_artifacts
-        from tinytorch.benchmarking.suite import run_default_benchmark
+        from tito.default_benchmark import run_default_benchmark
     except ImportError as e:
         raise TitoError(f"tito benchmark needs the exported package ({e}); run `python3 -m tito export`") from e
     return run_default_benchmark, write_default_hardware_artifacts
@@ -38,7 +39,7 @@ def _library():
 
 def _checked_device_and_runtimes(args) -> tuple[str, tuple[str, ...]]:
     "Check --device and --runtimes before anything is built; exit 2 naming what is wrong."
-    from tinytorch.benchmarking.suite import check_benchmark_device, parse_runtimes
+    from tito.default_benchmark import check_benchmark_device, parse_runtimes
     try:
         runtimes = parse_runtimes(args.runtimes)
     except ValueError as e:
@@ -81,7 +82,7 @@ def run(args) -> int:
             print(f"writing hardware artifacts for {'the default model' if not args.model else args.model} "
                   f"to {hw_dir} (on the CPU) ...", flush=True)
         if args.model:
-            from tinytorch.benchmarking.suite import write_model_hardware_artifacts
+            from tito.default_benchmark import write_model_hardware_artifacts
             try:
                 written += list(write_model_hardware_artifacts(args.model, shape, hw_dir,
                                                                power_watts=args.power_watts).values())

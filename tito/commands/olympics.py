@@ -3,7 +3,8 @@
 All the measuring and checking lives in `tinytorch.benchmarking.olympics`; this file only maps
 the command line onto it. `submit` and `verify` use the bundled digits models (baseline: the
 digits CNN; optimized: pruned then int8-quantized) so the flow works from a fresh clone, or the
-participant's model files (`--model FILE [--baseline FILE]`).
+participant's model files (`--model FILE [--baseline FILE]`, loaded by `load_model_file`).
+From Python the same is `generate_submission(baseline, mine, event, ...)` and `verify_submission`.
 """
 from __future__ import annotations
 
@@ -20,18 +21,58 @@ def _olympics():
     return olympics
 
 
+def _submission_models(model_path=None, baseline_path=None) -> tuple:
+    "(baseline, optimized, techniques): the bundled pair, or the participant's files (baseline: the digits CNN)."
+    o = _olympics()
+    if model_path is None:
+        if baseline_path is not None:
+            raise ValueError("baseline_path: give model_path (your optimized model) as well; "
+                             "a baseline alone has nothing to be compared with")
+        return (*o.default_olympics_models(), o.DEFAULT_TECHNIQUES)
+    from torch import nn
+
+    from tinytorch.benchmarking.digits import default_digits_model
+    from tinytorch.benchmarking.suite import load_model_file
+
+    loaded = {}
+    for p, arg in ((model_path, "model_path"), (baseline_path, "baseline_path")):
+        m = None if p is None else load_model_file(p)
+        if p is not None and not isinstance(m, nn.Module):
+            raise TypeError(f"{arg}: the Olympics hash and verify a torch model's weights; {str(p)!r} is not a "
+                            "TorchScript or torch.save'd nn.Module")
+        loaded[arg] = m
+    techniques = (f"participant model from {Path(model_path).name}",) + (
+        (f"participant baseline from {Path(baseline_path).name}",) if baseline_path is not None else ())
+    return loaded["baseline_path"] or default_digits_model(), loaded["model_path"], techniques
+
+
+def olympics_submit(event="memory_challenge", participant: str = "anonymous", output_path="submission.json",
+                    measurement_runs: int = 30, *, model_path=None, baseline_path=None) -> dict:
+    """Benchmark a baseline against an optimized model for `event` and write the submission: the
+    bundled pair (`default_olympics_models`), or the model in `model_path` against `baseline_path`
+    (default: the bundled digits CNN), on the digits test split."""
+    base, opt, techniques = _submission_models(model_path, baseline_path)
+    return _olympics().generate_submission(base, opt, event, None, participant=participant, techniques=techniques,
+                                           output_path=output_path, measurement_runs=measurement_runs)
+
+
+def olympics_verify(path, measurement_runs: int | None = None, *, model_path=None, baseline_path=None) -> dict:
+    "Verify a submission here: rebuild the bundled models, or load the files it was made from."
+    base, opt, _ = _submission_models(model_path, baseline_path)
+    return _olympics().verify_submission(path, opt, None, baseline_model=base, measurement_runs=measurement_runs)
+
+
 def _print_reasons(reasons) -> None:
     for r in reasons:
         print(f"  - {r}")
 
 
 def submit(args) -> int:
-    o = _olympics()
     if args.runs < 2:
         raise TitoError(f"--runs: expected at least 2, got {args.runs}", code=2)
     try:
-        sub = o.olympics_submit(args.event, participant=args.participant, output_path=args.output,
-                                measurement_runs=args.runs, model_path=args.model, baseline_path=args.baseline)
+        sub = olympics_submit(args.event, participant=args.participant, output_path=args.output,
+                              measurement_runs=args.runs, model_path=args.model, baseline_path=args.baseline)
     except (ValueError, TypeError, FileNotFoundError) as e:  # bad input: the library names the argument
         raise TitoError(str(e), code=2) from e
     score = sub.get("score", {})
@@ -61,10 +102,9 @@ def validate(args) -> int:
 
 
 def verify(args) -> int:
-    o = _olympics()
     try:
-        report = o.olympics_verify(args.path, measurement_runs=args.runs, model_path=args.model,
-                                   baseline_path=args.baseline)
+        report = olympics_verify(args.path, measurement_runs=args.runs, model_path=args.model,
+                                 baseline_path=args.baseline)
     except (FileNotFoundError, ValueError, TypeError) as e:
         raise TitoError(str(e), code=2) from e
     for c in report.get("checks", []):
