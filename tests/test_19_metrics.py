@@ -114,6 +114,27 @@ def test_latency_helpers():
     assert mean > 0 and std >= 0 and p95 > 0
 
 
+def test_batched_accuracy_equals_whole_set_accuracy():
+    from tinytorch.benchmarking.digits import accuracy_on, load_digits_split
+
+    model, (X, y) = default_digits_model(), load_digits_split("test")
+    assert evaluate_accuracy(model, digits_loader("test", 64)) == pytest.approx(accuracy_on(model, X, y), abs=1e-6)
+
+
+def test_latency_distribution_with_runs_is_per_call():
+    import time
+
+    class Sleeper(nn.Module):  # a reference of known minimum duration (5 ms per call), not a model stand-in
+        def forward(self, x):
+            time.sleep(0.005)
+            return x
+
+    mean, _, p95 = measure_latency_distribution(Sleeper(), torch.zeros(1), repeats=3, runs=4, warmup=1)
+    assert 5.0 <= mean < 15.0 and p95 >= 5.0, f"with runs=4 latency is per call (~5 ms), got {mean:.2f} ms"
+    with pytest.raises(ValueError, match="runs"):
+        measure_latency_distribution(Sleeper(), torch.zeros(1), runs=0)
+
+
 @pytest.mark.parametrize("budgets", [[0], [-2.5], ["8"], [None]])
 def test_memory_violations_rejects_bad_budgets(budgets):
     with pytest.raises(ValueError, match="budgets"):

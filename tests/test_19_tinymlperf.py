@@ -82,7 +82,11 @@ def test_digits_compliance_trained_passes_untrained_fails():
 def test_no_labels_means_not_evaluated():
     r = TinyMLPerf().run_standard_benchmark(ResNet8(), "image_classification", num_runs=5)
     assert r["quality"]["value"] is None
-    assert r["compliance"]["quality"] == "not evaluated" and r["compliance"]["overall"] == "not evaluated"
+    assert r["compliance"]["quality"] == "not evaluated"
+    # the latency budget can fail a task on its own (a loaded machine may exceed it); otherwise the
+    # task as a whole is not evaluated
+    expected = "fail" if r["compliance"]["latency"] == "fail" else "not evaluated"
+    assert r["compliance"]["overall"] == expected, r["compliance"]
     assert "not evaluated" in r["quality"]["reason"]
 
 

@@ -73,9 +73,15 @@ WRONG_ENERGY = {
 }
 
 
+def _zones() -> dict[str, dict[str, str]]:
+    "The RAPL zone task (tests/test_lesson_more.py), solved: the counter task reads its zones."
+    from tests.test_lesson_more import MY_ZONES
+    return {"energy-rapl-zones": {"RaplReader._discover": MY_ZONES}}
+
+
 def test_energy_independent_solution_passes():
     ns = _run_cells("energy_dev.ipynb", {"energy-counter": {"rapl_delta_uj": MY_DELTA,
-                                                            "_measure_with_counter": MY_MEASURE}})
+                                                            "_measure_with_counter": MY_MEASURE}, **_zones()})
     ns["test_unit_counter_energy"]()
     ns["test_module"]()
 
@@ -89,7 +95,7 @@ def test_energy_stubs_are_reported_by_name():
 @pytest.mark.parametrize("mistake", sorted(WRONG_ENERGY))
 def test_energy_wrong_solutions_are_named(mistake):
     bodies, expect = WRONG_ENERGY[mistake]
-    ns = _run_cells("energy_dev.ipynb", {"energy-counter": bodies})
+    ns = _run_cells("energy_dev.ipynb", {"energy-counter": bodies, **_zones()})
     with pytest.raises(AssertionError) as e:
         ns["test_unit_counter_energy"]()
     assert expect in str(e.value), f"{mistake}: the failure should say {expect!r}, got: {e.value}"

@@ -116,8 +116,11 @@ def test_typical_wrong_decisions_are_named(mistake):
 
 def test_the_library_runs_on_the_independent_decision():
     "The exported flow (TinyMLPerf -> _compliance -> compliance_decision) works with the student's function."
-    ns = _run_cells("tinymlperf_dev.ipynb", {TASK: {"compliance_decision": MY_DECISION}})
+    from tests.test_lesson_more import MY_LATENCY  # the latency task, solved
     from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
+
+    ns = _run_cells("tinymlperf_dev.ipynb", {TASK: {"compliance_decision": MY_DECISION},
+                                             "tinymlperf-latency": {"_latency": MY_LATENCY}})
 
     X, y = load_digits_split("test")
     bench = ns["TinyMLPerf"](random_seed=0)

@@ -95,8 +95,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                       'tinytorch/benchmarking/energy.py'),
                                                'tinytorch.benchmarking.energy.NvmlReader.available': ( '19_benchmarking/energy_dev.html#nvmlreader.available',
                                                                                                        'tinytorch/benchmarking/energy.py'),
-                                               'tinytorch.benchmarking.energy.NvmlReader.counter_name': ( '19_benchmarking/energy_dev.html#nvmlreader.counter_name',
-                                                                                                          'tinytorch/benchmarking/energy.py'),
                                                'tinytorch.benchmarking.energy.NvmlReader.delta_j': ( '19_benchmarking/energy_dev.html#nvmlreader.delta_j',
                                                                                                      'tinytorch/benchmarking/energy.py'),
                                                'tinytorch.benchmarking.energy.NvmlReader.read': ( '19_benchmarking/energy_dev.html#nvmlreader.read',

@@ -20,13 +20,10 @@
 # | NVIDIA NVML | `nvmlDeviceGetTotalEnergyConsumption` | mJ since the driver loaded | about every 10–100 ms |
 #
 # Three details decide whether a reading means anything: the **window** (counters tick every
-# millisecond or slower, so we loop the model for a second or more and divide by the calls), the
-# **wrap-around** of RAPL's fixed-width register, and the **idle baseline** (the package draws
-# power while our model does nothing; only the energy above it is the model's).
-#
-# With no readable counter (most cloud VMs; RAPL is root-only on Linux ≥ 5.10) the only figure
-# is an **estimate**, `latency × power_watts` with a power the user supplies, labelled as one;
-# with neither, the energy is `None` with the reason. Nothing here invents a number.
+# millisecond or slower: loop the model for a second or more), the **wrap-around** of RAPL's
+# register, and the **idle baseline** (only the energy above the idle draw is the model's). With
+# no readable counter the only figure is an **estimate**, `latency × power_watts` with a power the
+# user supplies, labelled as one; with neither, `None` with the reason. Nothing is invented.
 
 # %%
 #| default_exp benchmarking.energy
@@ -47,11 +44,23 @@ from tinytorch.profiling.timing import time_callable
 # %% [markdown]
 # ## RAPL: the CPU package counter
 #
-# The reader finds the top-level zones under a powercap root (`intel-rapl:0`, `intel-rapl:1`, …
-# one per CPU package; sub-zones such as `intel-rapl:0:0` are parts of a package and would count
-# twice). The root is a parameter: the same code reads `/sys/class/powercap` or a test's folder.
+# Linux shows RAPL under a powercap root (a parameter, so a test can pass its own folder), one
+# folder per zone with `name`, `energy_uj` and `max_energy_range_uj`. Top-level zones
+# (`intel-rapl:0`, `intel-rapl:1`, …) are CPU packages; sub-zones (`intel-rapl:0:0`, package 0's
+# cores) are parts of one and would count twice; `psys` is the whole platform, overlapping them.
+#
+# **Your task (medium, 5 points).** Complete `RaplReader._discover`: the zones to count under `self.root`, or the reason there are none.
+#
+# - *TODO:* fill `self.zones` with a `RaplZone(path, name, max_range_uj)` per zone to count; with
+#   none, leave it empty and set `self.unavailable_reason` to why, naming the path.
+# - *Approach:* walk the root's entries in sorted order; keep the top-level zones (`_TOP_ZONE`)
+#   that have a counter, reading each one's name, range and counter once; then choose among them.
+# - *Example:* package-0, its sub-zone core, package-1 and psys → zones package-0 and package-1.
+# - *Hints:* no readable counter (no root folder, a counter that does not read, no zone) is the
+#   common case (VMs; root-only since Linux 5.10), not an error: record it, never raise. A
+#   `PermissionError` deserves its own advice. Without package zones, count all but psys.
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "energy-rapl-zones", "solution": true, "schema_version": 3}
 #| export
 DEFAULT_POWERCAP_ROOT = "/sys/class/powercap"
 _TOP_ZONE = re.compile(r"^intel-rapl:\d+$")
@@ -70,10 +79,9 @@ class RaplZone:
 
 
 class RaplReader:
-    """Reads the RAPL package energy counters under a powercap root.
-
-    `available()` or `unavailable_reason`; `read()` gives the raw counters, `delta_j(before, after)`
-    the joules between two reads (wrap-around handled by `rapl_delta_uj`).
+    """Reads the RAPL package energy counters under a powercap root: `available()` or
+    `unavailable_reason`; `read()` gives the raw counters, `delta_j(before, after)` the joules
+    between two reads (wrap-around handled by `rapl_delta_uj`).
 
     >>> RaplReader("/nonexistent").available()
     False
@@ -86,6 +94,7 @@ class RaplReader:
         self._discover()
 
     def _discover(self) -> None:
+        ### BEGIN SOLUTION
         if not self.root.is_dir():
             self.unavailable_reason = f"no RAPL energy counter: {self.root} does not exist on this machine"
             return
@@ -110,6 +119,7 @@ class RaplReader:
         self.zones = packages or [z for z in zones if z.name != "psys"]
         if not self.zones:
             self.unavailable_reason = f"no RAPL energy counter: no readable intel-rapl:N zone under {self.root}"
+        ### END SOLUTION
 
     def available(self) -> bool:
         return bool(self.zones)
@@ -128,16 +138,78 @@ class RaplReader:
         "Joules between two `read()`s, summed over zones, each wrap-around corrected."
         return sum(rapl_delta_uj(b, a, z.max_range_uj) for z, b, a in zip(self.zones, before, after)) / 1e6
 
+# %%
+# Most machines have no readable counter, so the tests build one whose energy is known exactly: `_fake_powercap`
+# writes zones, `_ClockCounter` makes one rise by itself at `idle_w` watts and by `call_uj` per `work()` call.
+import tempfile
+
+
+def _fake_powercap(root: Path, start_uj: int, max_range_uj: int, more: tuple = ()) -> Path:
+    "package-0, its sub-zone core (not to be counted again) and `more` (folder, name, µJ); returns package-0's counter."
+    for zone, name, uj in (("intel-rapl:0", "package-0", start_uj), ("intel-rapl:0:0", "core", 0), *more):
+        (root / zone).mkdir(parents=True)
+        for file, text in (("name", name), ("max_energy_range_uj", max_range_uj), ("energy_uj", uj)):
+            (root / zone / file).write_text(f"{text}\n")
+    return root / "intel-rapl:0" / "energy_uj"
+
+
+class _ClockCounter:
+    def __init__(self, reader: RaplReader, idle_w: float, call_uj: int):
+        self.zone, self.idle_w, self.call_uj, self.calls = reader.zones[0], idle_w, call_uj, 0
+        self.start_uj, self.t0 = self.zone.read_uj(), time.perf_counter()
+        self.zone.read_uj = self.read_uj  # the reader now reads this counter
+
+    def read_uj(self) -> int:
+        spent = (time.perf_counter() - self.t0) * self.idle_w * 1e6 + self.calls * self.call_uj
+        return int(self.start_uj + spent) % self.zone.max_range_uj
+
+    def work(self) -> None:  # a call of real work, so a window holds a bounded number of calls
+        self.calls, _ = self.calls + 1, sum(range(2000))
+
+# %% nbgrader={"grade": true, "grade_id": "test-energy-rapl-zones", "locked": true, "points": 5, "schema_version": 3}
+def test_unit_rapl_zones():
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        _fake_powercap(root, 5000, 10**6, (("intel-rapl:1", "package-1", 7000), ("intel-rapl:2", "psys", 1),
+                                           ("intel-rapl-mmio:0", "package-0", 2)))
+        reader = RaplReader(root)
+        got, want = [(z.name, z.max_range_uj) for z in reader.zones], [("package-0", 10**6), ("package-1", 10**6)]
+        hint = (" -- intel-rapl:0:0 is part of package-0: counting sub-zones counts their energy twice" if "core" in str(got)
+                else " -- psys (the whole platform) overlaps the packages: count the packages" if "psys" in str(got) else "")
+        assert got == want, f"zones package-0 (+ core), package-1, psys, mmio: expected (name, range) {want}, got {got}{hint}"
+        assert reader.read() == [5000, 7000] and reader.available(), f"expected counters [5000, 7000], got {reader.read()}"
+        _fake_powercap(root / "bad", "n/a", 10**6)  # a counter that does not read as a number
+        for where, part, why in ((root / "absent", "absent", "no powercap root"), (root / "bad", "intel-rapl:0", "unreadable")):
+            try:
+                r = RaplReader(where)
+            except (OSError, ValueError) as e:
+                raise AssertionError(f"{why}: expected an unavailable reader with the reason, got {type(e).__name__}: "
+                                     f"{e} -- no readable counter is the common case, not an error") from None
+            assert r.zones == [] and part in str(r.unavailable_reason), \
+                f"{why}: expected no zones and a reason naming {part!r}, got {r.zones}, {r.unavailable_reason!r}"
+
+
+if __name__ == "__main__":
+    test_unit_rapl_zones()
+
 # %% [markdown]
-# ## NVML: the GPU counter
+# ## From counter readings to the model's energy
 #
-# On NVIDIA GPUs (Volta and newer) NVML keeps a 64-bit total-energy counter in mJ that does not
-# wrap in practice. `pynvml` (package `nvidia-ml-py`) is imported when the reader is built.
+# A counter holds a running total: the energy of a stretch of time is the difference of two
+# reads, once the register's wrap is undone and the idle draw taken out. The GPU's counter
+# (NVML) works the same way. The result type and the loop that runs one window of calls are given.
+#
+# ```
+# idle:    (clock, counter) ── sleep idle_s ── (clock, counter)          -> idle power, W
+# window:  (clock, counter) ── fn() × calls ── (clock, counter)          -> J, s, calls
+#          gross J per call: all of it;  net J per call: less this window's idle energy
+# ```
 
 # %%
 #| export
 class NvmlReader:
-    """Reads the total-energy counter of one NVIDIA GPU through NVML (`nvml`: the `pynvml` module or a stand-in).
+    """Reads the total-energy counter of one NVIDIA GPU through NVML (`nvml`: the `pynvml` module, package
+    `nvidia-ml-py`, or a stand-in): on Volta and newer a 64-bit count of mJ that does not wrap in practice.
 
     >>> r = NvmlReader(nvml=False)
     >>> r.available(), r.unavailable_reason is not None
@@ -145,9 +217,8 @@ class NvmlReader:
     """
 
     def __init__(self, device_index: int = 0, nvml: Any = None):
-        self.device_index = device_index
-        self.unavailable_reason: str | None = None
-        self._nvml = self._handle = None
+        self.device_index, self.counter_name = device_index, f"NVML GPU {device_index}"
+        self.unavailable_reason, self._nvml, self._handle = None, None, None
         if nvml is False:
             self.unavailable_reason = "NVML disabled"
             return
@@ -169,10 +240,6 @@ class NvmlReader:
     def available(self) -> bool:
         return self._handle is not None
 
-    @property
-    def counter_name(self) -> str:
-        return f"NVML GPU {self.device_index}"
-
     def read(self) -> list[int]:
         "The counter in mJ (one value, in a list like `RaplReader.read`)."
         if self._handle is None:
@@ -182,21 +249,7 @@ class NvmlReader:
     def delta_j(self, before: list[int], after: list[int]) -> float:
         return (after[0] - before[0]) / 1e3
 
-# %% [markdown]
-# ## From counter readings to the model's energy
-#
-# A counter holds a running total: the energy of a stretch of time is the difference of two
-# reads, once the register's wrap is undone and the idle draw taken out. The result type and
-# the loop that runs one window of calls are given.
-#
-# ```
-# idle:    (clock, counter) ── sleep idle_s ── (clock, counter)          -> idle power, W
-# window:  (clock, counter) ── fn() × calls ── (clock, counter)          -> J, s, calls
-#          gross J per call: all of it;  net J per call: less this window's idle energy
-# ```
 
-# %%
-#| export
 METHOD_RAPL = "measured: RAPL"
 METHOD_NVML = "measured: NVML"
 METHOD_ESTIMATED = "estimated: latency x power"
@@ -295,43 +348,12 @@ def _measure_with_counter(reader: Any, method: str, fn: Callable[[], Any], sync:
         total_calls += calls
         total_s += end - start
     ### END SOLUTION
-    return EnergyMeasurement(
-        joules_per_call=statistics.fmean(net), method=method, counter=reader.counter_name,
-        idle_power_w=idle_power, window_s=total_s / windows, calls=total_calls,
-        window_joules_per_call=net, gross_joules_per_call=statistics.fmean(gross),
-    )
-
-# %% [markdown]
-# Most machines have no readable counter, so the test builds one: `_fake_powercap` writes a
-# powercap directory, and `_ClockCounter` makes its zone rise by itself at `idle_w` watts and by
-# `call_uj` per `work()` call, wrapping at the zone's range: the energy per call is known exactly.
-
-# %%
-def _fake_powercap(root: Path, start_uj: int, max_range_uj: int) -> Path:
-    "A package zone and a sub-zone (which must not be counted again); returns the package's counter file."
-    for zone, name, uj in (("intel-rapl:0", "package-0", start_uj), ("intel-rapl:0:0", "core", 0)):
-        (root / zone).mkdir(parents=True)
-        for file, text in (("name", name), ("max_energy_range_uj", max_range_uj), ("energy_uj", uj)):
-            (root / zone / file).write_text(f"{text}\n")
-    return root / "intel-rapl:0" / "energy_uj"
-
-
-class _ClockCounter:
-    def __init__(self, reader: RaplReader, idle_w: float, call_uj: int):
-        self.zone, self.idle_w, self.call_uj, self.calls = reader.zones[0], idle_w, call_uj, 0
-        self.start_uj, self.t0 = self.zone.read_uj(), time.perf_counter()
-        self.zone.read_uj = self.read_uj  # the reader now reads this counter
-
-    def read_uj(self) -> int:
-        spent = (time.perf_counter() - self.t0) * self.idle_w * 1e6 + self.calls * self.call_uj
-        return int(self.start_uj + spent) % self.zone.max_range_uj
-
-    def work(self) -> None:  # a call of real work, so a window holds a bounded number of calls
-        self.calls, _ = self.calls + 1, sum(range(2000))
+    return EnergyMeasurement(joules_per_call=statistics.fmean(net), method=method, counter=reader.counter_name,
+                             idle_power_w=idle_power, window_s=total_s / windows, calls=total_calls,
+                             window_joules_per_call=net, gross_joules_per_call=statistics.fmean(gross))
 
 # %% nbgrader={"grade": true, "grade_id": "test-energy-counter", "locked": true, "points": 10, "schema_version": 3}
 def test_unit_counter_energy():
-    import tempfile
     got = rapl_delta_uj(900, 50, 1000)
     assert got == 150, (f"a reading that went down (900 -> 50, range 1000) has wrapped once: expected 150 µJ "
                         f"(100 to the top, then 50), got {got}" + (
@@ -368,36 +390,23 @@ if __name__ == "__main__":
 # ## measure_energy: measured, estimated, or absent
 #
 # ```
-# counter readable?  ── yes ──> idle window (baseline power) ──> windows of ≥ min_window_s of calls
-#        │                                                          (the idle energy taken out)
-#        no
-#        └── power_watts given? ── yes ──> latency × power_watts   ("estimated: latency x power")
-#                    └── no ──> None, with the reason
+# counter readable? ── yes ──> idle baseline, then windows of ≥ min_window_s of calls, less the idle energy
+#        └─ no ──> power_watts given? ── yes ──> latency × power_watts ("estimated: latency x power")
+#                           └─ no ──> None, with the reason
 # ```
 
 # %%
 #| export
-def measure_energy(
-    fn: Callable[[], Any],
-    *,
-    power_watts: float | None = None,
-    latency_s: float | None = None,
-    device: str = "cpu",
-    min_window_s: float = 1.0,
-    idle_s: float | None = None,
-    windows: int = 1,
-    powercap_root: str | Path = DEFAULT_POWERCAP_ROOT,
-    nvml: Any = None,
-    sync: Callable[[], None] | None = None,
-) -> EnergyMeasurement:
-    """Energy per call of the zero-argument `fn` (e.g. one model inference), in joules.
-
-    1. A readable hardware counter (RAPL under `powercap_root` for `device="cpu"`, NVML for
-       "cuda..."): an idle baseline over `idle_s` seconds (default `min_window_s`), then
-       `windows` windows of at least `min_window_s` seconds of calls, less the idle energy.
-    2. Otherwise, with `power_watts`, the estimate `latency × power_watts` (`latency_s`, or the
-       median of a quick `time_callable` run), method "estimated: latency x power".
-    3. Otherwise `joules_per_call` is None and `reason` says why. Exceptions from `fn` propagate.
+def measure_energy(fn: Callable[[], Any], *, power_watts: float | None = None, latency_s: float | None = None,
+                   device: str = "cpu", min_window_s: float = 1.0, idle_s: float | None = None, windows: int = 1,
+                   powercap_root: str | Path = DEFAULT_POWERCAP_ROOT, nvml: Any = None,
+                   sync: Callable[[], None] | None = None) -> EnergyMeasurement:
+    """Energy per call of the zero-argument `fn` (e.g. one model inference), in joules: from a readable
+    hardware counter (RAPL under `powercap_root` for `device="cpu"`, NVML for "cuda..."): an idle
+    baseline over `idle_s` seconds (default `min_window_s`), then `windows` windows of at least
+    `min_window_s` seconds of calls, less the idle energy; else, with `power_watts`, the estimate
+    `latency × power_watts` (`latency_s`, or the median of a quick `time_callable` run), method
+    "estimated: latency x power"; else `joules_per_call` is None and `reason` says why. Errors of `fn` propagate.
 
     >>> m = measure_energy(lambda: sum(range(1000)), power_watts=15.0, powercap_root="/nonexistent")
     >>> m.method, m.joules_per_call > 0
@@ -428,32 +437,25 @@ def measure_energy(
         return EnergyMeasurement(None, None, reason=f"{no_counter}; and no power_watts was given for an estimate")
     if latency_s is None:
         latency_s = time_callable(fn, samples=10, sync=sync).median_ms / 1e3
-    return EnergyMeasurement(
-        joules_per_call=latency_s * float(power_watts), method=METHOD_ESTIMATED,
-        reason=f"estimate, not a measurement: {no_counter}",
-        power_watts=float(power_watts), latency_s=latency_s,
-    )
+    return EnergyMeasurement(joules_per_call=latency_s * float(power_watts), method=METHOD_ESTIMATED,
+                             reason=f"estimate, not a measurement: {no_counter}", power_watts=float(power_watts),
+                             latency_s=latency_s)
 
 # %%
 if __name__ == "__main__":  # on this machine: which path does measure_energy take?
     import torch
-    lin = torch.nn.Linear(256, 256).eval()
-    x = torch.randn(1, 256)
+    lin, x = torch.nn.Linear(256, 256).eval(), torch.randn(1, 256)
     with torch.inference_mode():
         m = measure_energy(lambda: lin(x), power_watts=15.0, min_window_s=0.5)
     print(f"method: {m.method}; joules per call: {m.joules_per_call}; reason: {m.reason}")
 
-# %% [markdown]
-# ## Everything together
-
 # %%
 def test_module():
     "End to end: measure_energy on a counter that wraps inside a window, on NVML, and with no counter."
-    import tempfile, types  # noqa: E401
+    import types
     with tempfile.TemporaryDirectory() as tmp:
         counter = _fake_powercap(Path(tmp), start_uj=990_000, max_range_uj=1_000_000)
-        # each call "uses" exactly 1000 µJ on the fake counter, which wraps within 10 calls
-        work = lambda: counter.write_text(f"{(int(counter.read_text()) + 1000) % 1_000_000}\n")  # noqa: E731
+        work = lambda: counter.write_text(f"{(int(counter.read_text()) + 1000) % 1_000_000}\n")  # 1 mJ a call  # noqa: E731
         m = measure_energy(work, powercap_root=tmp, min_window_s=0.05, idle_s=0.01, windows=2)
     assert m.method == METHOD_RAPL and m.counter == "RAPL package-0" and m.calls > 10, m
     assert abs(m.joules_per_call - 1e-3) < 1e-9 and m.idle_power_w == 0.0, f"expected 1 mJ per call, got {m}"
@@ -462,7 +464,6 @@ def test_module():
     g = measure_energy(lambda: setattr(fake, "mj", fake.mj + 2), device="cuda:0", nvml=fake,  # 2 mJ per call
                        min_window_s=0.02, idle_s=0.01)
     assert g.method == METHOD_NVML and abs(g.joules_per_call - 2e-3) < 1e-12, g
-    # no counter: the estimate says what it is, or None with a reason
     est = measure_energy(lambda: None, power_watts=10.0, latency_s=0.002, powercap_root="/nonexistent")
     assert est.estimated and abs(est.joules_per_call - 0.02) < 1e-12, "latency x power: 2 ms x 10 W = 20 mJ"
     none = measure_energy(lambda: None, powercap_root="/nonexistent")
@@ -473,7 +474,6 @@ def test_module():
             raise AssertionError(f"{kwargs} should fail")
         except ValueError as e:
             assert next(iter(kwargs)) in str(e), e
-    print("energy: all tests pass")
 
 
 if __name__ == "__main__":

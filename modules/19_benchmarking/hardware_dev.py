@@ -24,9 +24,8 @@
 # ```
 #
 # The code goes to `tinytorch.benchmarking.hardware` (layers, roofline, sweep), `.hardware_profile`
-# (budgets, the operator profile) and `.devices` (target devices, watch metrics, the report). The
-# latter two import what they use from `hardware`; their import cells come first, so that in this
-# notebook the definitions below (yours) replace the imported ones.
+# (budgets, the operator profile) and `.devices` (devices, watch metrics, the report); their import
+# cells come first, so that in this notebook the definitions below (yours) replace the imported ones.
 
 # %%
 #| default_exp benchmarking.hardware
@@ -149,8 +148,7 @@ def _positive(value: Any, arg: str) -> float:
 def _require_columns(df: Any, columns: Sequence[str], arg: str) -> None:
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"{arg}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
+    if missing := [c for c in columns if c not in df.columns]:
         raise ValueError(f"{arg}: missing column(s) {missing}; expected columns {list(columns)}")
 
 
@@ -181,7 +179,6 @@ def estimate_layerwise_stats(model: nn.Module, batch_size: int = 1,
 # %%
 if __name__ == "__main__":
     from tinytorch.benchmarking.digits import DigitsCNN
-
     print(estimate_layerwise_stats(DigitsCNN(), batch_size=1, input_shape=(1, 8, 8)).to_string())
 
 # %% [markdown]
@@ -310,12 +307,25 @@ if __name__ == "__main__":
 # A datasheet gives peaks no program reaches. For the host's practical roofs, the timing core
 # times a 64 MB tensor copy (far larger than any cache: 2 × 64 MB read and written) and a
 # 512×512×512 float32 matmul (134 million MACs of torch's best kernel). They vary with load:
-# record them with the result. `summarize_hardware` puts a measured latency next to the layer
-# table: the bandwidth and MAC rate the run achieved, and with a compute peak the roofline's
-# verdict plus how close the run came to the bound. Under 10% of it, a run is limited by neither
-# roof but by overhead (Python, dispatch, small kernels) — the usual fate of a tiny model on a
-# big CPU. Without a peak only the bandwidth side is known, and the verdict says so.
-# %%
+# record them with the result. A measured latency then says what the run *achieved*.
+#
+# **Your task (medium, 6 points).** Complete `summarize_hardware`: the bytes and MACs a measured run moved and did, the bandwidth and MAC rate it achieved, and its verdict.
+#
+# - *TODO:* return `SUMMARY_KEYS` (totals of the layer table; rates in GB/s and GMAC/s; the
+#   configured bandwidth and the fraction of it achieved), `verdict` and `verdict_method`.
+#   Without `peak_gmacs`: "memory-bound" from 50% utilization, else "not memory-bound". With it,
+#   also `peak_gmacs`, `arithmetic_intensity`, `ridge_point`, `roofline_latency_ms` (from
+#   `roofline_estimate`) and `roofline_attainment`; the verdict is the roofline's bound, or below
+#   10% attainment `"overhead-bound (roofline says <bound>)"`: neither roof limits the run, but
+#   Python, dispatch and small kernels do — the usual fate of a tiny model on a big CPU.
+# - *Approach:* totals first, then rates from the seconds the run took; `roofline_estimate` takes
+#   MAC/s and B/s.
+# - *Example:* 10,000 bytes and 200,500 MACs in 0.01 ms: 1.0 GB/s (62.5% of 1.6 GB/s:
+#   memory-bound) and 20.05 GMAC/s; at a 100 GMAC/s peak the roofline bound is 0.00625 ms, 62.5%
+#   of the run's 0.01 ms.
+# - *Hints:* what moves through memory besides the weights? A GB is 10^9 bytes. Attainment is at
+#   most 1: the bound over the time the run took.
+# %% nbgrader={"grade": false, "grade_id": "hardware-summary", "solution": true, "schema_version": 3}
 #| export
 def measure_memory_bandwidth_gbps(size_mb: int = 64, samples: int = 5) -> float:
     "Practical memory bandwidth (GB/s, 1e9 bytes) of this machine: a large tensor copy, timed."
@@ -351,6 +361,7 @@ def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwid
     _require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
     seconds = _positive(latency_ms, "latency_ms") / 1e3
     bandwidth = _positive(memory_bandwidth_gbps, "memory_bandwidth_gbps")
+    ### BEGIN SOLUTION
     total_bytes = int(layer_df["parameter_bytes"].sum() + layer_df["activation_bytes"].sum())
     total_macs = int(layer_df["macs"].sum())
     achieved_bw = total_bytes / seconds / 1e9
@@ -373,12 +384,45 @@ def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwid
             "verdict_method": (f"{ROOFLINE_METHOD}: intensity {roof['arithmetic_intensity']:.3g} MAC/B vs ridge "
                                f"{roof['ridge_point']:.3g} MAC/B; measured latency reaches {attained:.1%} of the "
                                "roofline bound (below 10%: overhead-bound)")}
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-hardware-summary", "locked": true, "points": 6, "schema_version": 3}
+def test_unit_summarize_hardware():
+    def near(got, want):
+        return isinstance(got, numbers.Real) and math.isclose(got, want, rel_tol=1e-9)
+
+    df = pd.DataFrame({"layer": ["conv", "fc"], "output_elements": [990, 10], "parameter_bytes": [4000, 2000],
+                       "activation_bytes": [3960, 40], "macs": [200_000, 500]})
+    s = summarize_hardware(df, latency_ms=0.01, memory_bandwidth_gbps=1.6)
+    hint = {6000: " -- that is the weights only: every layer's output moves through memory too",
+            4000: " -- that is the outputs only: the weights are read too"}.get(s.get("estimated_total_bytes"), "")
+    assert s.get("estimated_total_bytes") == 10_000 and s.get("estimated_total_macs") == 200_500, (f"expected 10,000 "
+        f"bytes and 200,500 MACs, got {s.get('estimated_total_bytes')!r}, {s.get('estimated_total_macs')!r}{hint}")
+    got = s["achieved_bandwidth_gbps"]
+    hint = (" -- the latency is in ms: divide by seconds" if near(got, 1e-3) else
+            " -- that is GiB/s; a GB is 1e9 bytes" if near(got, 1e9 / 2**30) else "")
+    assert near(got, 1.0), f"10,000 bytes in 0.01 ms: expected achieved_bandwidth_gbps 1.0, got {got!r}{hint}"
+    got = (s["achieved_gmacs"], s["bandwidth_utilization"], s["verdict"])
+    assert near(got[0], 20.05) and near(got[1], 0.625) and got[2] == "memory-bound", \
+        f"expected achieved_gmacs 20.05, bandwidth_utilization 0.625 (of 1.6 GB/s), verdict 'memory-bound', got {got}"
+    low = summarize_hardware(df, latency_ms=0.01, memory_bandwidth_gbps=2.5)["verdict"]
+    assert low == "not memory-bound", f"40% of the bandwidth, no peak: expected 'not memory-bound', got {low!r}"
+    r = summarize_hardware(df, latency_ms=0.01, memory_bandwidth_gbps=1.6, peak_gmacs=100.0)
+    got = (r.get("roofline_latency_ms"), r.get("roofline_attainment"), r.get("verdict"))
+    hint = " -- that is measured / bound: attainment is the bound over the measured time" if near(got[1], 1.6) else ""
+    assert near(got[0], 0.00625) and near(got[1], 0.625) and got[2] == "memory-bound", (f"peak 100 GMAC/s: expected "
+        f"roofline_latency_ms 0.00625, roofline_attainment 0.625, verdict 'memory-bound', got {got}{hint}")
+    slow = summarize_hardware(df, latency_ms=1.0, memory_bandwidth_gbps=1.6, peak_gmacs=100.0)["verdict"]
+    assert slow.startswith("overhead-bound") and "memory-bound" in slow, \
+        f"1 ms against a 0.00625 ms bound (0.6%): expected 'overhead-bound (roofline says memory-bound)', got {slow!r}"
+
+
+if __name__ == "__main__":
+    test_unit_summarize_hardware()
 
 # %%
 if __name__ == "__main__":
     from tinytorch.benchmarking.digits import DigitsCNN
-    from tinytorch.profiling.timing import time_model
-
     _bw, _peak = measure_memory_bandwidth_gbps(), measure_peak_gmacs()
     print(f"roofs of this machine: {_bw:.1f} GB/s copy bandwidth, {_peak:.1f} GMAC/s float32 matmul "
           f"({torch.get_num_threads()} threads)")
@@ -390,14 +434,11 @@ if __name__ == "__main__":
 # ## 4. The device, as the numbers that constrain a model
 #
 # You cannot time the model on a device you do not have, but its datasheet tells its roofs and
-# memories. `HardwareProfile` is what a budget check needs: the memory available to the model
-# (MB, 2^20 bytes) and, when known, peak compute (MAC/s), bandwidth (GB/s, 1e9 bytes) and cache
-# (KB, 2^10 bytes), with their `source`. `TargetDevice` is a real part: clock, RAM, Flash, a peak
-# per precision (`None` without native arithmetic for it), whether weights sit in RAM (a Pi) or
-# are executed in place from Flash (an MCU), and a source for every figure;
-# `hardware_profile(precision)` turns it into a `HardwareProfile`. Clock, RAM and Flash are vendor
-# figures; MCU peaks and bandwidths are rarely printed, so they are *derived* from the core's
-# issue rate and bus width × clock, and say so: ceilings that real kernels reach a fraction of.
+# memories. `HardwareProfile` is what a budget check needs: memory for the model (MB, 2^20 bytes)
+# and, when known, peak compute (MAC/s), bandwidth (GB/s, 1e9 bytes) and cache (KB), with their
+# `source`. `TargetDevice` is a real part, a source for every figure: clock, RAM and Flash from the
+# vendor; MCU peaks and bandwidths, rarely printed, *derived* from the core's issue rate and bus
+# width × clock, and labelled so: ceilings that real kernels reach a fraction of.
 
 # %%
 #| export benchmarking.hardware_profile
@@ -462,30 +503,26 @@ _MCU_PEAK = ("derived: fp32 1 / int8 2 MAC/cycle x clock ({}); an upper bound, f
              "fp16/bf16: no native arithmetic on Cortex-{}")
 _MCU_BUS = "derived: {}-bit {} bus x {} MHz = {} GB/s, figure approximate"
 TARGET_DEVICES: dict[str, TargetDevice] = {
-    "stm32f446": TargetDevice(
-        "stm32f446", "STM32F446 (Cortex-M4F)", "Arm Cortex-M4 with FPU", 180.0,
+    "stm32f446": TargetDevice("stm32f446", "STM32F446 (Cortex-M4F)", "Arm Cortex-M4 with FPU", 180.0,
         {"fp32": 180e6, "fp16": None, "bf16": None, "int8": 360e6}, 0.72, 128.0, 512.0, False,
         {"clock_mhz": _ST.format("STM32F446xC/E"), "ram_kb": _ST.format("STM32F446xC/E"),
          "flash_kb": _ST.format("STM32F446xE (512 KB variant)"),
          "peak_macs_per_s": _MCU_PEAK.format("FPU multiply-accumulate; SMLAD dual 16-bit MAC as used by CMSIS-NN", "M4"),
          "memory_bandwidth_gbps": _MCU_BUS.format(32, "AHB", 180, 0.72)}),
-    "stm32f746": TargetDevice(
-        "stm32f746", "STM32F746 (Cortex-M7)", "Arm Cortex-M7 with FPU", 216.0,
+    "stm32f746": TargetDevice("stm32f746", "STM32F746 (Cortex-M7)", "Arm Cortex-M7 with FPU", 216.0,
         {"fp32": 216e6, "fp16": None, "bf16": None, "int8": 432e6}, 1.728, 320.0, 1024.0, False,
         {"clock_mhz": _ST.format("STM32F745xx/STM32F746xx"), "ram_kb": _ST.format("STM32F746xx"),
          "flash_kb": _ST.format("STM32F746xG (1 MB variant)"),
          "peak_macs_per_s": _MCU_PEAK.format("pipelined FPU MAC; SMLAD", "M7"),
          "memory_bandwidth_gbps": _MCU_BUS.format(64, "AXI", 216, 1.73)}, cache_kb=4.0),
-    "stm32h743": TargetDevice(
-        "stm32h743", "STM32H743 (Cortex-M7)", "Arm Cortex-M7 with double-precision FPU", 480.0,
+    "stm32h743": TargetDevice("stm32h743", "STM32H743 (Cortex-M7)", "Arm Cortex-M7 with double-precision FPU", 480.0,
         {"fp32": 480e6, "fp16": None, "bf16": None, "int8": 960e6}, 3.84, 1024.0, 2048.0, False,
         {"clock_mhz": _ST.format("STM32H742xI/G STM32H743xI/G"),
          "ram_kb": _ST.format("STM32H743xI") + " (1 MB total, including TCM)",
          "flash_kb": _ST.format("STM32H743xI (2 MB variant)"),
          "peak_macs_per_s": _MCU_PEAK.format("pipelined FPU MAC; SMLAD", "M7"),
          "memory_bandwidth_gbps": _MCU_BUS.format(64, "AXI", 480, 3.84)}, cache_kb=16.0),
-    "rpi4": TargetDevice(
-        "rpi4", "Raspberry Pi 4 Model B (4 GB)", "Broadcom BCM2711, 4x Arm Cortex-A72", 1500.0,
+    "rpi4": TargetDevice("rpi4", "Raspberry Pi 4 Model B (4 GB)", "Broadcom BCM2711, 4x Arm Cortex-A72", 1500.0,
         {"fp32": 24e9, "fp16": None, "bf16": None, "int8": 48e9}, 12.8, 4 * 1024 * 1024.0, None, True,
         {"clock_mhz": "Raspberry Pi 4 Model B product brief (raspberrypi.com): 1.5 GHz (later boards 1.8 GHz)",
          "ram_kb": "Raspberry Pi 4 Model B product brief: 1/2/4/8 GB LPDDR4-3200 (4 GB model here)",
@@ -495,8 +532,7 @@ TARGET_DEVICES: dict[str, TargetDevice] = {
                              "figure approximate"),
          "memory_bandwidth_gbps": "derived: LPDDR4-3200 on a 32-bit bus = 12.8 GB/s peak, figure approximate"},
         cache_kb=1024.0),
-    "jetson_nano": TargetDevice(
-        "jetson_nano", "NVIDIA Jetson Nano (4 GB)", "128-core Maxwell GPU + 4x Arm Cortex-A57", 921.0,
+    "jetson_nano": TargetDevice("jetson_nano", "NVIDIA Jetson Nano (4 GB)", "128-core Maxwell GPU + 4x Arm Cortex-A57", 921.0,
         {"fp32": 118e9, "fp16": 236e9, "bf16": None, "int8": None}, 25.6, 4 * 1024 * 1024.0, 16 * 1024 * 1024.0, True,
         {"clock_mhz": "NVIDIA Jetson Nano module data sheet (developer.nvidia.com): GPU up to 921 MHz",
          "peak_macs_per_s": ("NVIDIA Jetson Nano data sheet: 472 GFLOPS fp16 = 236 G MAC/s; fp32 half of that; "
@@ -536,10 +572,9 @@ if __name__ == "__main__":
 # ## 5. Will it fit?
 #
 # Memory is the constraint that fails outright: a model a little too slow is a little too slow; a
-# batch a little too big crashes (or swaps, which is worse). Three things need room. **The input
-# batch:** `B` samples of `F` features at `b` bytes each need `B·F·b` bytes. Larger batches use
-# the hardware better, so start from the batch size you want and halve it until it fits. If even
-# one sample does not fit, no batch will: the caller must change something, so that is an error.
+# batch a little too big crashes (or swaps). Three things need room. **The input batch:** `B`
+# samples of `F` features at `b` bytes each need `B·F·b` bytes; larger batches use the hardware
+# better, so start from the batch size you want and halve it until it fits.
 # %%
 #| export benchmarking.hardware_profile
 def estimate_batch_memory_mb(batch_size: int, n_features: int, bytes_per_feature: int = 8) -> float:
@@ -606,12 +641,10 @@ if __name__ == "__main__":
     test_unit_auto_adjust_batch_size()
 
 # %% [markdown]
-# **The activations.** During inference only a few activations are alive at once. In a chain of
-# layers, layer `i` reads its input and writes its output, and then the input can be freed; so
-# activations need at least the largest *input + output* pair along the chain — what TinyML
-# deployment tools report as the arena size before buffer-sharing tricks. (A residual block
-# keeps its skip tensor alive as well, so for such models this is a lower bound, and the fit
-# check below says "estimated".)
+# **The activations.** In a chain of layers, layer `i` reads its input and writes its output, and
+# then the input can be freed; so activations need at least the largest *input + output* pair
+# along the chain — what TinyML deployment tools report as the arena size before buffer-sharing
+# tricks. (A residual block keeps its skip tensor alive too: for it this is a lower bound.)
 #
 # **Your task (easy, 3 points).** Complete `estimate_peak_activation_bytes(layer_df, input_bytes)`: the largest input + output bytes of one layer call, walking the layers in execution order.
 #
@@ -653,13 +686,11 @@ if __name__ == "__main__":
     test_unit_estimate_peak_activation_bytes()
 
 # %% [markdown]
-# **The weights, and the whole decision.** `device_fit` decides for one model on one device, per
-# precision, from the layer table of one float32 pass. Weights take `parameters × bytes per
-# element` (int8 adds a scale and zero point per channel, not counted here), and activations
-# shrink with the element size too. Where they live depends on the device: an MCU executes its
-# weights in place from Flash, so its RAM holds only activations; a Pi or a Jetson loads both into
-# RAM, and "fits Flash" does not apply. The roofline needs the device's peak *for that
-# precision*; a device without native arithmetic for it gets no figure.
+# **The weights, and the whole decision.** `device_fit` decides per precision from the layer table
+# of one float32 pass. Weights take `parameters × bytes per element` (int8's scales not counted),
+# and activations shrink with the element size too. An MCU executes its weights in place from
+# Flash, so its RAM holds only activations; a Pi or a Jetson loads both into RAM, and "fits Flash"
+# does not apply. The roofline needs the device's peak *for that precision*, if it has one.
 #
 # **Your task (medium, 5 points).** Complete the loop of `device_fit`: for each precision, the Flash and RAM decisions and the roofline bound on this device.
 #
@@ -720,8 +751,6 @@ def device_fit(model: nn.Module, input_shape: Sequence[int], device: str | Targe
 
 # %% nbgrader={"grade": true, "grade_id": "test-devices-fit", "locked": true, "points": 5, "schema_version": 3}
 def test_unit_device_fit():
-    import numbers
-
     from tinytorch.benchmarking.digits import DigitsCNN
 
     def near(got, want):
@@ -763,7 +792,6 @@ if __name__ == "__main__":
 # %%
 if __name__ == "__main__":
     from tinytorch.benchmarking.digits import default_digits_model
-
     _fit = pd.concat([device_fit(default_digits_model(), (1, 1, 8, 8), k) for k in TARGET_DEVICES])
     print(_fit.drop(columns=["method"]).to_string())
 
@@ -772,14 +800,11 @@ if __name__ == "__main__":
 #
 # Which operator is the bottleneck, can the device keep up with a stream, does the working set
 # fit the cache? `build_hardware_profile_table` answers for one forward pass, **measured** here
-# (each operator timed alone on its recorded input by `Profiler.profile_forward_pass`; for tiny
-# layers these add up to *more* than the model's own time, each call paying its own dispatch) or
-# **estimated** on a `device_profile` (each operator's roofline bound there). Operator memory is
-# parameter bytes + output bytes. A sensor delivering a frame every 20 ms needs each frame done
-# within 20 ms: stream utilization = compute time ÷ stream interval, a `used / capacity` ratio
-# like `compute_utilization`. The table also gives parameter memory per precision (arithmetic;
-# section 7 measures) and `edge_constraints`: the largest working set against the cache, and the
-# slowest operator.
+# (each operator timed alone on its recorded input; for tiny layers these add up to *more* than
+# the model's own time, each call paying its own dispatch) or **estimated** on a `device_profile`
+# (each operator's roofline bound there). A sensor delivering a frame every 20 ms needs each frame
+# done within 20 ms: stream utilization = compute time ÷ stream interval, like
+# `compute_utilization` a `used / capacity` ratio.
 # %%
 #| export benchmarking.hardware_profile
 OPERATOR_COLUMNS = ("operator", "latency_ms", "memory_kb", "method")
@@ -799,13 +824,10 @@ def compute_utilization(used: float, capacity: float) -> float:
 def _host_cache_kb(level: int = 2) -> float | None:
     for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
         try:
-            if (int((index / "level").read_text()) != level
-                    or (index / "type").read_text().strip() not in ("Unified", "Data")):
-                continue
-            size = (index / "size").read_text().strip().upper()
-        except (OSError, ValueError):
+            lvl, kind, size = ((index / f).read_text().strip().upper() for f in ("level", "type", "size"))
+        except OSError:
             continue
-        if size[-1:] in ("K", "M") and size[:-1].isdigit():
+        if lvl == str(level) and kind in ("UNIFIED", "DATA") and size[-1:] in ("K", "M") and size[:-1].isdigit():
             return float(int(size[:-1]) * (1024 if size[-1] == "M" else 1))
     return None
 
@@ -851,9 +873,7 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
         "estimated_bandwidth_mb_s": (total_bytes / MB) / (total_ms / 1e3) if total_ms > 0 else None,
         "stream_utilization": (total_ms / stream_interval_ms) if stream_interval_ms is not None else None,
         "latency_method": method, "model_latency_ms": model_latency, "stream_interval_ms": stream_interval_ms,
-    }
-    if stream_interval_ms is None:
-        totals["stream_utilization_reason"] = "no stream_interval_ms given"
+        **({"stream_utilization_reason": "no stream_interval_ms given"} if stream_interval_ms is None else {})}
     n_params = Profiler().count_parameters(model)
     tradeoffs = {"fp32_memory_kb": n_params * 4 / KB, "fp16_memory_kb": n_params * 2 / KB,
                  "int8_memory_kb": n_params / KB, "method": "arithmetic: parameter count x bytes per element",
@@ -877,7 +897,6 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
 # %%
 if __name__ == "__main__":
     from tinytorch.benchmarking.digits import default_digits_model
-
     for _dev in (None, get_device("stm32f746").hardware_profile("fp32")):
         _p = build_hardware_profile_table(default_digits_model(), (1, 1, 8, 8), stream_interval_ms=20.0,
                                           device_profile=_dev)
@@ -888,12 +907,10 @@ if __name__ == "__main__":
 # ## 7. Precisions, run for real
 #
 # On this machine the precisions can be run. Which precision and batch size should ship? `sweep`
-# runs every combination (`collect_metrics`: conversion, accuracy on labelled data, latency
-# distribution, memory, energy) against the deployment `CONSTRAINTS`; `accepted` is True when all
-# are met, `violations` names the failed ones (unknown energy does not meet `max_energy_j`). A
-# precision this device cannot run raises, or with `unsupported="skip"` is left out with the
-# reason in `df.attrs["skipped"]`. Static int8 of a conv model is calibrated on another split
-# than the evaluation one. `precision_tradeoff_table` gives one row per precision, fastest first.
+# runs every combination through `collect_metrics` against the deployment `CONSTRAINTS`:
+# `accepted` when all are met, else `violations` names them (unknown energy does not meet
+# `max_energy_j`); a precision this machine cannot run raises, or with `unsupported="skip"` is
+# left out with the reason. `precision_tradeoff_table` gives one row per precision, fastest first.
 # %%
 #| export
 CONSTRAINTS = {"min_accuracy": ("accuracy", ">="), "max_latency_ms": ("latency_ms", "<="),
@@ -939,8 +956,7 @@ def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
     if not precisions or not batch_sizes:
         raise ValueError(f"precisions, batch_sizes: expected at least one of each, got {precisions}, {batch_sizes}")
     constraints = dict(constraints or {})
-    unknown = [k for k in constraints if k not in CONSTRAINTS]
-    if unknown:
+    if unknown := [k for k in constraints if k not in CONSTRAINTS]:
         raise ValueError(f"constraints: unknown key(s) {unknown}; expected some of {list(CONSTRAINTS)}")
     for k, v in constraints.items():
         _positive(v, f"constraints[{k!r}]")
@@ -990,9 +1006,8 @@ def precision_tradeoff_table(sweep_df: pd.DataFrame) -> pd.DataFrame:
     _require_columns(sweep_df, TRADEOFF_INPUT_COLUMNS, "sweep_df")
     if sweep_df.empty:
         raise ValueError("sweep_df: expected at least one row, got an empty table")
-    work = sweep_df[list(TRADEOFF_INPUT_COLUMNS)].copy()
-    for c in ("accuracy", "latency_ms", "memory_mb", "energy_proxy_j"):
-        work[c] = pd.to_numeric(work[c], errors="coerce")
+    work, numeric = sweep_df[list(TRADEOFF_INPUT_COLUMNS)].copy(), ["accuracy", "latency_ms", "memory_mb", "energy_proxy_j"]
+    work[numeric] = work[numeric].apply(pd.to_numeric, errors="coerce")
     work["accepted"] = work["accepted"].astype(bool).astype(float)
     table = work.groupby("precision", sort=False).agg(
         accuracy_mean=("accuracy", "mean"), latency_ms_mean=("latency_ms", "mean"),
@@ -1003,7 +1018,6 @@ def precision_tradeoff_table(sweep_df: pd.DataFrame) -> pd.DataFrame:
 # %%
 if __name__ == "__main__":
     from tinytorch.benchmarking.digits import default_digits_model, digits_loader
-
     _df = sweep(default_digits_model(), digits_loader("test", 64), batch_sizes=(1, 32),
                 constraints={"min_accuracy": 0.95, "max_memory_mb": 0.015}, repeats=10, power_watts=15.0,
                 calibration_data=digits_loader("train", 64), unsupported="skip")
@@ -1058,12 +1072,10 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    shape = tuple(input_shape)
     if (preprocess is not None or postprocess is not None) and raw_input is None:
         raise ValueError("raw_input: preprocess/postprocess need the raw input they start from, got None")
-    a = adapt(model)
+    a, shape, (out, methods, reasons) = adapt(model), tuple(input_shape), ({}, {}, {})
     x = a.make_input(shape)
-    out, methods, reasons = {}, {}, {}
 
     def record(key: str, value: Any, method: str, reason: str = "") -> None:
         out[key] = value
@@ -1079,7 +1091,6 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
             loaded = adapt(torch.load(path, weights_only=False, map_location=a.device))
             with loaded.inference():
                 loaded.forward(loaded.to_input(x))
-
         s = time_callable(startup, warmup=0, samples=startup_runs)
         record("startup_ms", s.median_ms,
                f"measured: median of {len(s.per_call_ns)} x (torch.load + first inference), file in OS cache")
@@ -1122,7 +1133,6 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
 # %%
 if __name__ == "__main__":
     from tinytorch.benchmarking.digits import default_digits_model, digits_loader
-
     _w = measure_watch_metrics(default_digits_model(), (1, 1, 8, 8), loader=digits_loader("test"),
                                preprocess=lambda img: torch.as_tensor(img, dtype=torch.float32).div(16.0).reshape(1, 1, 8, 8),
                                postprocess=lambda logits: int(logits.argmax()), raw_input=torch.randint(0, 17, (8, 8)))
@@ -1133,14 +1143,11 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## 9. Writing it down: the hardware report
 #
-# Every table is written atomically (`write_atomic`: a temporary file, then a rename), charts as
-# 180-DPI PNGs, results as one Markdown table where a missing figure prints `n/a`.
-# `write_hardware_report` runs everything above for one model and writes it all;
-# `write_default_hardware_artifacts` does it for the bundled digits CNN (`tito benchmark
-# --hardware`). For a model of yours (`tito benchmark --model FILE --input-shape ... --hardware`)
-# all of it works for any input shape except the sweep, which measures *accuracy* and so needs
-# labelled data that fits the model: without it (`loader=None`) the sweep is "unavailable" with
-# the reason, and the roofline summary uses the model's measured fp32 latency.
+# Every table is written atomically (a temporary file, then a rename), charts as 180-DPI PNGs,
+# results as one Markdown table where a missing figure prints `n/a`. `write_hardware_report` runs
+# everything above for one model (`tito benchmark --model FILE --input-shape ... --hardware`;
+# without `--model`, the bundled digits CNN). Only the sweep needs labelled data that fits the
+# model, as it measures *accuracy*: without it the sweep is "unavailable", with the reason.
 # %%
 #| export
 HARDWARE_ARTIFACTS = {"layerwise_breakdown": "layerwise_breakdown.csv", "precision_tradeoffs": "precision_tradeoffs.csv",
@@ -1194,8 +1201,7 @@ def write_hardware_profile_artifacts(profile: dict[str, Any], output_dir: str | 
     """Write a `build_hardware_profile_table` result: the operator table and the totals (CSV), all
     four sections (JSON); returns {artifact name: path}."""
     sections = ("operator_profile", "totals", "precision_tradeoffs", "edge_constraints")
-    missing = [k for k in sections if k not in profile] if isinstance(profile, dict) else list(sections)
-    if missing:
+    if missing := [k for k in sections if k not in profile] if isinstance(profile, dict) else list(sections):
         raise ValueError(f"profile: missing section(s) {missing}; expected the dict from build_hardware_profile_table")
     paths = {k: Path(output_dir) / v for k, v in PROFILE_ARTIFACTS.items()}
     ops = pd.DataFrame(profile["operator_profile"])
@@ -1229,8 +1235,7 @@ def benchmark_table_markdown(rows: Iterable[dict[str, Any]]) -> str:
              "| **References** |", "|" + "|".join(["---"] * 7) + "|"]
     kinds = ("text", "text", "percent", "number", "number", "text", "text")
     for i, r in enumerate(rows):
-        missing = [k for k in BENCHMARK_TABLE_FIELDS if k not in r]
-        if missing:
+        if missing := [k for k in BENCHMARK_TABLE_FIELDS if k not in r]:
             raise ValueError(f"rows[{i}]: missing {missing}; expected keys {list(BENCHMARK_TABLE_FIELDS)}")
         if r["accuracy"] is not None and not 0 <= float(r["accuracy"]) <= 1:
             raise ValueError(f"rows[{i}]: accuracy is a fraction in [0, 1], got {r['accuracy']!r}")
@@ -1247,11 +1252,10 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
                           sweep_unavailable_reason: str | None = None) -> dict[str, Path]:
     """Run the full hardware analysis of `model` and write its artifacts; returns {name: path}.
 
-    `input_shape` is one input batch, e.g. (1, 1, 8, 8), of any shape the model takes.
-    Precisions this machine cannot run are skipped and the reason is written into
-    `hardware_summary.csv` (`skipped_precisions`). With `loader=None` (no labelled data fits the
-    model) the precision sweep is unavailable, with `sweep_unavailable_reason`, and the roofline
-    summary uses the model's measured fp32 latency; every other artifact is written as usual.
+    `input_shape` is one input batch, e.g. (1, 1, 8, 8). Precisions this machine cannot run are
+    skipped, the reason in `hardware_summary.csv` (`skipped_precisions`). With `loader=None` (no
+    labelled data fits the model) the sweep is unavailable, with `sweep_unavailable_reason`, and the
+    roofline summary uses the model's measured fp32 latency; every other artifact is written.
     """
     shape, out = _batch_shape(input_shape), Path(output_dir)
     platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"
@@ -1298,10 +1302,8 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
 
 def write_default_hardware_artifacts(output_dir: str | Path, *, repeats: int = 20,
                                      power_watts: float | None = None) -> dict[str, Path]:
-    """The hardware report for the bundled digits CNN (trained and cached at first use).
-
-    int8 is calibrated on the training split; accuracy is measured on the 450 test images.
-    """
+    """The hardware report for the bundled digits CNN (trained and cached at first use): int8
+    calibrated on the training split, accuracy measured on the 450 test images."""
     from tinytorch.benchmarking.digits import DIGITS_INPUT_SHAPE, default_digits_model, digits_loader
 
     return write_hardware_report(default_digits_model(), digits_loader("test", 64), DIGITS_INPUT_SHAPE, output_dir,
@@ -1312,13 +1314,11 @@ def write_default_hardware_artifacts(output_dir: str | Path, *, repeats: int = 2
 # %% [markdown]
 # ## The whole job, end to end
 #
-# `test_module` writes the report for the digits CNN and for a 1-D conv model that no labelled
-# data fits, and checks that the artifacts agree: the same MACs in the layer table, the summary
-# and every device row; one operator row per layer call; one table row per sweep row.
+# The report for the digits CNN and for a 1-D conv model that no labelled data fits: the artifacts
+# agree (the same MACs in every table, one operator row per layer call, one table row per sweep row).
 # %%
 def test_module():
     import tempfile
-
     from tinytorch.benchmarking.digits import DigitsCNN, digits_loader
 
     torch.manual_seed(0)
@@ -1345,10 +1345,9 @@ def test_module():
         paths = write_hardware_report(net, None, (2, 3, 32), Path(tmp) / "mine", devices=["stm32f446"], repeats=3,
                                       sweep_unavailable_reason="no labelled data fits input shape (2, 3, 32)")
         summary = pd.read_csv(paths["hardware_summary"]).iloc[0]
-        assert "unavailable: no labelled data fits" in summary.skipped_precisions
-        assert summary.latency_source.startswith("time_model")
-        layers = pd.read_csv(paths["layerwise_breakdown"])
-        assert int(layers["macs"].sum()) == 2 * (8 * 3 * 5 * 28 + 8 * 28 * 4), "MACs counted for this input shape"
+        assert "unavailable: no labelled data fits" in summary.skipped_precisions, summary.skipped_precisions
+        assert summary.latency_source.startswith("time_model") and int(summary.estimated_total_macs) == 2 * (
+            8 * 3 * 5 * 28 + 8 * 28 * 4), "MACs counted for this input shape, latency timed without a sweep"
         assert "unavailable" in paths["benchmark_table"].read_text(encoding="utf-8")
 
 

@@ -11,17 +11,15 @@
 #
 # An edge deployment is a budget problem. For each candidate version of a model (fp32, fp16,
 # bf16, int8): is it still right (accuracy, after conversion)? Fast enough (latency mean, std,
-# p95; throughput)? Does it fit (memory, by real dtype sizes)? Will the battery last (energy,
-# from a counter, else latency × power, labelled estimated)?
+# p95; throughput)? Does it fit (memory, by real dtype sizes)? Will the battery last (energy)?
+# Every figure carries its method: "12 mJ" read off a RAPL counter and "12 mJ" computed as
+# latency × a datasheet wattage are different claims.
 #
 # ```
 # model ──to_precision()──> converted model (fp32 | fp16 | bf16 | int8 via torch.ao.quantization)
 #   ├─ evaluate_accuracy  ├─ measure_latency_distribution  ├─ model_memory_mb  ├─ measure_energy
 #   └──────────────────────────── collect_metrics ─> PerfMetrics (every figure with its method)
 # ```
-#
-# Every figure carries its method: "12 mJ" read off a RAPL counter and "12 mJ" computed as
-# latency × a datasheet wattage are different claims.
 
 # %%
 #| default_exp benchmarking.metrics
@@ -41,7 +39,7 @@ from tinytorch.benchmarking.energy import measure_energy
 from tinytorch.benchmarking.optimize import PRECISIONS, cast_precision, quantize_int8
 from tinytorch.benchmarking.results import (BenchmarkResult, CountResult, EvalData, ProportionResult,
                                             state_dict_tensor_bytes, state_tensors, top1_correct)
-from tinytorch.profiling.timing import adapt, check_device, time_callable, time_model
+from tinytorch.profiling.timing import _positive_int, adapt, check_device, time_callable, time_model
 
 # %% [markdown]
 # ## Memory: count bytes, not parameters
@@ -67,10 +65,8 @@ _state_tensors = state_tensors  # results.state_tensors: the one walk over a mod
 
 
 def model_memory_mb(model: nn.Module) -> float:
-    """Memory held by a model's state (parameters, buffers, int8 weights with their scales), in MB.
-
-    Sizes come from each tensor's real dtype, so a float16 model reports half of its float32
-    copy and an int8-quantized layer about a quarter.
+    """Memory held by a model's state (parameters, buffers, int8 weights with their scales), in MB,
+    from each tensor's real dtype: a float16 model reports half of its float32 copy.
 
     >>> round(model_memory_mb(nn.Linear(256, 256)), 4)
     0.251
@@ -82,8 +78,7 @@ def model_memory_mb(model: nn.Module) -> float:
 
 # %% nbgrader={"grade": true, "grade_id": "test-metrics-model-memory", "locked": true, "points": 3, "schema_version": 3}
 def test_unit_model_memory_mb():
-    lin = nn.Linear(256, 256)
-    expected = (256 * 256 + 256) * 4 / 2**20
+    lin, expected = nn.Linear(256, 256), (256 * 256 + 256) * 4 / 2**20
     got = model_memory_mb(lin)
     assert abs(got - expected) < 1e-12, f"Linear(256, 256) in float32: expected {expected} MB, got {got}"
     half = model_memory_mb(lin.to(torch.float16))
@@ -148,17 +143,14 @@ def test_unit_memory_violations():
     at = memory_violations(1.0, [1.0])
     assert at == {"violates_1mb": False}, f"a model exactly at the budget fits: expected {{'violates_1mb': False}}, got {at}"
     assert memory_violations(0.0, []) == {}, "no budgets, no violations"
-    for bad_budgets in ([0], [-1], ["1"], [float("nan")], [True]):
+    for mb, budgets, arg in [(1.0, [0], "budgets"), (1.0, [-1], "budgets"), (1.0, ["1"], "budgets"),
+                             (1.0, [float("nan")], "budgets"), (1.0, [True], "budgets"), (-1.0, [1], "memory_mb")]:
         try:
-            memory_violations(1.0, bad_budgets)
-            raise AssertionError(f"budgets={bad_budgets} should raise ValueError")
+            got = memory_violations(mb, budgets)
         except ValueError as e:
-            assert "budgets" in str(e), f"the error should name 'budgets': {e}"
-    try:
-        memory_violations(-1.0, [1])
-        raise AssertionError("a negative memory_mb should raise ValueError")
-    except ValueError as e:
-        assert "memory_mb" in str(e), f"the error should name 'memory_mb': {e}"
+            assert arg in str(e), f"memory_violations({mb}, {budgets}): the error should name {arg!r}, got: {e}"
+        else:
+            raise AssertionError(f"memory_violations({mb}, {budgets}): expected a ValueError naming {arg}, got {got}")
 
 
 if __name__ == "__main__":
@@ -167,12 +159,9 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## Real precision conversion
 #
-# `to_precision` turns a float32 model into the version a device would run: `fp16`/`bf16` by
-# `cast_precision` (memory halves), `int8` by `quantize_int8`, **static** (calibrated) when the
-# model has convolutions, **dynamic** otherwise (weights a quarter; CPU kernels only). Not every
-# kernel exists in every dtype, so it runs one forward pass on an example input: a converted
-# model that raises gives `UnsupportedPrecisionError` with torch's message, never a silent
-# float32 run.
+# `to_precision` turns a float32 model into the version a device would run. Not every kernel exists
+# in every dtype, so it runs one forward pass: a converted model that raises gives
+# `UnsupportedPrecisionError` with torch's message, never a silent float32 run.
 
 # %%
 #| export
@@ -264,12 +253,9 @@ def to_precision(model: nn.Module, precision: str, device: str | torch.device = 
 # %% [markdown]
 # ## Accuracy and latency
 #
-# Accuracy goes through the library's one top-1 evaluation (`results.top1_correct`), after
-# converting the model to the precision asked for. Latency: an interactive device cares about
-# the slow calls (a p95 of 40 ms misses a 25 fps deadline one frame in twenty even with a 20 ms
-# mean), so `measure_latency_distribution` gives mean, std and p95 over `repeats` samples
-# through the timing core (warmup, calibrated blocks, garbage collector paused). A sample is the
-# mean of one timed block, so with very fast models the tail is the tail of block means.
+# Accuracy: the library's one top-1 evaluation. Latency: an interactive device cares about the slow
+# calls (a p95 of 40 ms misses a 25 fps deadline one frame in twenty even with a 20 ms mean), so
+# `measure_latency_distribution` gives mean, std and p95 of `repeats` timing-core samples.
 
 # %%
 #| export
@@ -337,52 +323,37 @@ def measure_latency_distribution(model: Any, input_tensor: Any, repeats: int = 3
     r = _latency_result(model, input_tensor, repeats, runs, warmup)
     return r.mean, r.std, r.p95
 
-# %%
-def test_unit_accuracy_and_latency():
-    import time
-    from tinytorch.benchmarking.digits import accuracy_on, default_digits_model, digits_loader, load_digits_split
-
-    model, (X, y) = default_digits_model(), load_digits_split("test")
-    acc = evaluate_accuracy(model, digits_loader("test", 64))
-    assert abs(acc - accuracy_on(model, X, y)) < 1e-6, "batched accuracy must equal whole-set accuracy"
-
-    class Sleeper(nn.Module):  # a reference of known minimum duration (5 ms per call), not a model stand-in
-        def forward(self, x):
-            time.sleep(0.005)
-            return x
-
-    mean_s, std_s, p95_s = measure_latency_distribution(Sleeper(), torch.zeros(1), repeats=3, runs=4, warmup=1)
-    assert 5.0 <= mean_s < 15.0 and p95_s >= 5.0, f"with runs=4 latency is per call (~5 ms), got {mean_s:.2f} ms"
-    try:
-        measure_latency_distribution(Sleeper(), torch.zeros(1), runs=0)
-        raise AssertionError("runs=0 must fail")
-    except ValueError as e:
-        assert "runs" in str(e)
-
-
-if __name__ == "__main__":
-    test_unit_accuracy_and_latency()
-
 # %% [markdown]
 # ## Putting it together: `collect_metrics`
 #
-# One call: convert (checked by a forward pass); accuracy on every labelled batch of `loader`;
-# latency on the first `batch_size` samples (throughput = `batch_size / mean latency`); memory
-# of the converted state; energy per call from a counter (RAPL), else `latency × power_watts`
-# labelled *estimated*, else `None` with the reason. `latency_multiplier` gives a rough
-# target-device figure (measured latency × the factor, marked `latency_scaled_by`); a host energy
-# counter says nothing about the target, so energy is then only estimated from `power_watts`.
+# One call: convert; accuracy on every labelled batch of `loader`; latency on the first
+# `batch_size` samples; memory of the converted state; energy per call from a counter (RAPL),
+# else `latency × power_watts` labelled *estimated*, else `None` with the reason.
+# `latency_multiplier` gives a rough target-device figure (measured latency × the factor); a
+# host energy counter says nothing about that target, so energy is then only estimated.
+#
+# **Your task (hard, 8 points).** Complete `collect_metrics` from the latency on: latency, throughput, memory and energy of the converted model, each with its method, returned as a `PerfMetrics`.
+#
+# - *TODO:* given: `x` (the first `batch_size` samples), `converted`, `acc_result`, `methods`,
+#   `reasons`. Time with `_latency_result(converted, x, repeats, 1, 10)`; fill every `PerfMetrics`
+#   field: `methods` per figure ("measured: …", "derived: …", "estimated: …"; a scaled latency's
+#   names `latency_scaled_by=<k>`), `conditions` (timing metadata, unscaled `measured_latency_ms`,
+#   `measured_latency_p95_ms`), `results` (accuracy, unscaled latency, memory as a `CountResult`).
+# - *Approach:* latency first (each statistic times the multiplier), then throughput, memory, and
+#   energy by the three cases above (`measure_energy` on one inference, or the estimate yourself).
+# - *Example:* 0.04 ms for a batch of 8 is 200,000 samples/s; ×10 it is 0.4 ms, and without `power_watts` no energy.
+# - *Hints:* what unit is the latency in, and how many samples does one call process? Which model
+#   does the device hold? Run the inference for `measure_energy` as `_latency_result` does.
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "metrics-collect", "solution": true, "schema_version": 3}
 #| export
 @dataclass
 class PerfMetrics:
     """The performance of one model in one precision on one device, each figure with its method.
 
-    `methods` says how each figure was obtained, `reasons` why one is None. `latency_ms` is the
-    mean per call of `batch_size` samples (slow samples pull it up: see `latency_median_ms`),
-    times `latency_scaled_by`; `memory_mb` is `results.state_dict_tensor_bytes` in MiB. `results`
-    holds the measurements behind the fields (accuracy, unscaled latency, memory) as results.
+    `methods` says how each figure was obtained, `reasons` why one is None. `latency_ms` is the mean
+    per call of `batch_size` samples (see also `latency_median_ms`) times `latency_scaled_by`;
+    `memory_mb` is `results.state_dict_tensor_bytes` in MiB; `results` holds the measurements.
     """
 
     accuracy: float | None
@@ -427,8 +398,7 @@ def collect_metrics(model: nn.Module, loader: Iterable, device: str | torch.devi
         raise ValueError(f"latency_multiplier: expected a positive number, got {latency_multiplier!r}")
     if power_watts is not None and (not _is_number(power_watts) or power_watts <= 0):
         raise ValueError(f"power_watts: expected a positive number of watts or None, got {power_watts!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+    batch_size = _positive_int(batch_size, "batch_size")
     data = EvalData(list(_batches(loader)), "loader")
     x = data.first_samples(batch_size)
     if len(x) < batch_size:
@@ -445,6 +415,7 @@ def collect_metrics(model: nn.Module, loader: Iterable, device: str | torch.devi
     acc_result = ProportionResult("accuracy", top1_correct(converted, data), unit="fraction",
                                   metadata={"method": "measured: top-1 over every labelled batch of loader"})
     methods["accuracy"] = acc_result.method
+    ### BEGIN SOLUTION
     result = _latency_result(converted, x, repeats, 1, 10)
     k = float(latency_multiplier)
     scaled = f" x {k:g} (latency_scaled_by={k:g})" if k != 1 else ""
@@ -482,12 +453,46 @@ def collect_metrics(model: nn.Module, loader: Iterable, device: str | torch.devi
         latency_scaled_by=k, methods=methods, reasons=reasons,
         conditions=dict(result.metadata, measured_latency_ms=result.mean, measured_latency_p95_ms=result.p95),
         results={"accuracy": acc_result, "latency": result, "memory": mem_result})
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-metrics-collect", "locked": true, "points": 8, "schema_version": 3}
+def test_unit_collect_metrics():
+    from tinytorch.benchmarking.digits import default_digits_model, digits_loader
+
+    def near(got, want):
+        return isinstance(got, (int, float)) and math.isclose(got, want, rel_tol=1e-9)
+    model, test, train = default_digits_model(), digits_loader("test", 64), digits_loader("train", 64)
+    m = collect_metrics(model, test, repeats=5, batch_size=8, power_watts=10.0)
+    lat, tp = m.results.get("latency"), m.throughput_sps  # the measured samples (unscaled), a BenchmarkResult
+    assert isinstance(lat, BenchmarkResult), f"results['latency']: expected the BenchmarkResult timed, got {lat!r}"
+    hint = (" -- that is per millisecond: the latency is in ms" if near(tp, 8 / lat.mean) else
+            " -- that is calls per second; a call processes 8 samples" if near(tp, 1e3 / lat.mean) else "")
+    assert near(tp, 8e3 / lat.mean), f"batch 8, mean {lat.mean:.4g} ms: expected throughput_sps {8e3 / lat.mean:.6g}, got {tp!r}{hint}"
+    got, want = (m.latency_ms, m.latency_std_ms, m.latency_p95_ms, m.latency_median_ms), (lat.mean, lat.std, lat.p95, lat.median)
+    assert all(map(near, got, want)), f"expected latency mean, std, p95, median {want}, got {got}"
+    q = collect_metrics(model, test, precision="int8", repeats=3, calibration_data=train)
+    want = model_memory_mb(to_precision(model, "int8", calibration_data=train))
+    hint = " -- that is the float32 model's: the device holds the converted one" if near(q.memory_mb, m.memory_mb) else ""
+    assert near(q.memory_mb, want) and isinstance(q.results.get("memory"), CountResult), \
+        f"int8: expected memory_mb {want:.6g} and results['memory'] a CountResult, got {q.memory_mb!r}, {q.results.get('memory')!r}{hint}"
+    for power in (None, 5.0):
+        s = collect_metrics(model, test, repeats=3, latency_multiplier=10.0, power_watts=power)
+        raw = s.results["latency"]
+        got, want = (s.latency_ms, s.latency_p95_ms, s.latency_scaled_by), (10 * raw.mean, 10 * raw.p95, 10.0)
+        assert all(map(near, got, want)) and "latency_scaled_by=10" in s.methods.get("latency_ms", ""), \
+            f"latency_multiplier 10: expected latency, p95, scaled_by {want} and a method naming latency_scaled_by=10, got {got}, {s.methods}"
+        hint = (" -- a host energy counter says nothing about the target device" if power is None else
+                " -- the estimate uses the scaled latency" if near(s.energy_j, raw.mean / 1e3 * power) else "")
+        ok = "power_watts" in s.reasons.get("energy_j", "") if power is None else near(s.energy_j, s.latency_ms / 1e3 * power)
+        assert ok and (s.energy_j is None) == (power is None), (f"latency_multiplier 10, power_watts {power}: expected energy_j "
+                                                                f"{'None, a reason naming power_watts' if power is None else 'scaled latency x power'}, got {s.energy_j!r}{hint}")
+
+
+if __name__ == "__main__":
+    test_unit_collect_metrics()
 
 # %% [markdown]
-# ## Everything together
-#
-# The digits CNN in every precision (int8 calibrated on the *train* split), then with its latency
-# scaled to a target 10× slower, where a host energy counter no longer applies.
+# ## Everything together: the digits CNN in every precision (int8 calibrated on the *train* split)
 
 # %%
 def test_module():
@@ -509,11 +514,6 @@ def test_module():
         assert abs(by_precision[p].memory_mb * 2 - base.memory_mb) < 1e-12, f"{p} halves the memory"
     assert all(m.energy_j is not None and m.methods["energy_j"].startswith(("measured", "estimated"))
                for m in by_precision.values())
-    assert memory_violations(base.memory_mb, [0.02, 1]) == {"violates_0.02mb": True, "violates_1mb": False}
-    scaled = collect_metrics(model, test, repeats=8, latency_multiplier=10.0)
-    assert scaled.latency_scaled_by == 10.0 and "latency_scaled_by=10" in scaled.methods["latency_ms"]
-    assert abs(scaled.latency_ms - 10 * scaled.conditions["measured_latency_ms"]) < 1e-9 * scaled.latency_ms
-    assert scaled.energy_j is None and "power_watts" in scaled.reasons["energy_j"]
 
 
 if __name__ == "__main__":

@@ -22,26 +22,13 @@
 # | anomaly detection | FC autoencoder 640→128⁴→8→128⁴→640 | 640 features | ToyADMOS car | AUC 0.85 |
 # | **digits (ours, offline)** | `DigitsCNN` | 1 × 8 × 8 | scikit-learn digits (bundled) | 90% top-1 |
 #
-# MLPerf is a set of rules more than a set of models. **Scenarios** say what "latency" means,
-# by how requests arrive:
-#
-# ```
-# single-stream  one query at a time, the next when the previous answered → p90 latency   (a wake word)
-# multi-stream   a burst of N queries at a fixed interval                 → p99 of a burst (N cameras)
-# server         queries at random (Poisson) times, under a latency bound → queries/s      (a web service)
-# offline        all queries available at once                            → throughput     (a batch job)
-# ```
-#
-# MLPerf Tiny runs single-stream on the device and reports the **median throughput over
-# several windows as a latency** (1 / throughput), since the device's timer is too coarse for
-# one inference; we report that and the single-stream **p90** over individually timed
-# inferences, the tail a user waiting for one answer feels. **Divisions** say what you may
-# change: in the *closed* one only the system (compiler, runtime, kernels, hardware), in the
-# *open* one the model too; the capstone's Olympics are an open-division contest on digits.
+# MLPerf is a set of rules more than a set of models. Its **scenario** says how queries arrive:
+# MLPerf Tiny's is *single-stream*, one at a time, the next when the previous is answered (a wake
+# word). **Divisions** say what you may change: in the *closed* one only the system (compiler,
+# runtime, kernels, hardware), in the *open* one the model too (the capstone's Olympics).
 # **Quality targets**: a fast wrong model does not count. The four reference data sets are not
-# bundled (hundreds of MB), so their quality is measured only when you pass the labelled data;
-# without it, quality is **not evaluated**: no guessed labels, no assumed accuracy. The digits
-# task ships its real labels, so the whole flow always runs end to end.
+# bundled (hundreds of MB): without their labelled data, quality is **not evaluated**, never
+# guessed. The digits task ships its real labels, so the whole flow always runs end to end.
 
 # %%
 #| default_exp benchmarking.tinymlperf
@@ -66,17 +53,14 @@ from torch import nn
 
 from tinytorch.benchmarking.results import BenchmarkResult, EvalData, ProportionResult, bootstrap_interval, top1_correct
 from tinytorch.benchmarking.results import write_atomic, write_json
-from tinytorch.profiling.timing import adapt, model_name, system_info, time_callable
+from tinytorch.profiling.timing import _positive_int, adapt, model_name, system_info, time_callable
 
 # %% [markdown]
 # ## The reference architectures
-#
 # Rebuilt in torch, layer for layer, from the MLCommons training code (`mlcommons/tiny`,
 # `v0.5/training/*/keras_model.py`, `vww_model.py`). Keras's `padding="same"` with stride 2 pads
-# the bottom/right one more than the top/left when the total is odd, which torch's symmetric
-# `padding=` cannot express: stride-2 layers get an explicit `nn.ZeroPad2d`. Shapes and
-# trainable parameter counts then match the Keras models: 23,756 for the DS-CNN (NXP eIQ model
-# zoo card), and about one byte per parameter of MLPerf Tiny v0.5's int8 sizes for the others.
+# the bottom/right one more than the top/left when the total is odd: stride-2 layers get an
+# explicit `nn.ZeroPad2d`. Parameter counts then match the Keras models (23,756 for the DS-CNN).
 
 # %%
 #| export
@@ -90,8 +74,7 @@ def _same_pad(in_size: tuple[int, int], kernel: tuple[int, int], stride: tuple[i
 def _conv_bn_relu(cin: int, cout: int, kernel: int | tuple[int, int], in_size: tuple[int, int],
                   stride: int = 1, groups: int = 1) -> nn.Sequential:
     k = (kernel, kernel) if isinstance(kernel, int) else kernel
-    return nn.Sequential(_same_pad(in_size, k, (stride, stride)),
-                         nn.Conv2d(cin, cout, k, stride=stride, groups=groups),
+    return nn.Sequential(_same_pad(in_size, k, (stride, stride)), nn.Conv2d(cin, cout, k, stride=stride, groups=groups),
                          nn.BatchNorm2d(cout), nn.ReLU())
 
 
@@ -189,11 +172,9 @@ if __name__ == "__main__":
 
 # %% [markdown]
 # ## The task table
-#
 # MLPerf Tiny sets no latency bound (latency is the *result* it reports); the course adds a
-# **latency budget** per task, a deployment requirement recorded as a course rule (digits has
-# none). The single-stream **median** is judged against it: with few samples on a shared
-# machine the p90 is the one descheduled sample, so it is reported, not judged.
+# **latency budget** per task (digits has none). The single-stream **median** is judged against
+# it: with few samples on a shared machine the p90 is the one descheduled sample.
 
 # %%
 #| export
@@ -214,20 +195,16 @@ class TinyMLPerfTask:
 
 _V05 = "mlcommons/tiny v0.5/training/"
 TASKS: dict[str, TinyMLPerfTask] = {
-    "keyword_spotting": TinyMLPerfTask(
-        "keyword_spotting", (1, 1, 49, 10), "top1_accuracy", 0.90, 12, "DS-CNN",
+    "keyword_spotting": TinyMLPerfTask("keyword_spotting", (1, 1, 49, 10), "top1_accuracy", 0.90, 12, "DS-CNN",
         "Speech Commands v2 (12 classes, 49x10 MFCC)", _V05 + "keyword_spotting/keras_model.py (ds_cnn)", 100.0),
-    "visual_wake_words": TinyMLPerfTask(
-        "visual_wake_words", (1, 3, 96, 96), "top1_accuracy", 0.80, 2, "MobileNetV1 alpha=0.25",
-        "Visual Wake Words (COCO person / no person, 96x96 RGB)", _V05 + "visual_wake_words/vww_model.py", 200.0),
-    "image_classification": TinyMLPerfTask(
-        "image_classification", (1, 3, 32, 32), "top1_accuracy", 0.85, 10, "ResNet-8", "CIFAR-10 (32x32 RGB)",
-        _V05 + "image_classification/keras_model.py (resnet_v1_eembc, 16 filters)", 150.0),
-    "anomaly_detection": TinyMLPerfTask(
-        "anomaly_detection", (1, 640), "auc", 0.85, None, "FC autoencoder",
+    "visual_wake_words": TinyMLPerfTask("visual_wake_words", (1, 3, 96, 96), "top1_accuracy", 0.80, 2,
+        "MobileNetV1 alpha=0.25", "Visual Wake Words (COCO person / no person, 96x96 RGB)",
+        _V05 + "visual_wake_words/vww_model.py", 200.0),
+    "image_classification": TinyMLPerfTask("image_classification", (1, 3, 32, 32), "top1_accuracy", 0.85, 10,
+        "ResNet-8", "CIFAR-10 (32x32 RGB)", _V05 + "image_classification/keras_model.py (resnet_v1_eembc, 16 filters)", 150.0),
+    "anomaly_detection": TinyMLPerfTask("anomaly_detection", (1, 640), "auc", 0.85, None, "FC autoencoder",
         "ToyADMOS car (640 log-mel features per frame window)", _V05 + "anomaly_detection/keras_model.py", 50.0),
-    "digits": TinyMLPerfTask(
-        "digits", (1, 1, 8, 8), "top1_accuracy", 0.90, 10, "DigitsCNN",
+    "digits": TinyMLPerfTask("digits", (1, 1, 8, 8), "top1_accuracy", 0.90, 10, "DigitsCNN",
         "scikit-learn digits, fixed 450-image test split (bundled)", "tinytorch.benchmarking.digits"),
 }
 
@@ -252,32 +229,20 @@ def reference_model(benchmark_name: str) -> nn.Module:
     return {"keyword_spotting": DSCNN, "visual_wake_words": MobileNetV1, "image_classification": ResNet8,
             "anomaly_detection": FCAutoEncoder}[benchmark_name]().eval()
 
-# %% [markdown]
-# ## Reading the standard data formats
-#
-# **CIFAR-10, python version**: pickled dicts whose `b"data"` is `N × 3072` uint8 (1024 red,
-# then green, then blue values) with `b"labels"`. **Feature folders**: one sub-folder per class
-# of `.npy` files (how MFCC or log-mel features are usually dumped), or one `.npz` with `x`, `y`.
 
-# %%
-#| export
 def load_cifar10_batches(root: str | Path, split: str = "test") -> tuple[torch.Tensor, torch.Tensor]:
-    """CIFAR-10 from the python-pickle batches in `root` (`test_batch`, or `data_batch_1..5`) as
-    float32 `(N, 3, 32, 32)` in [0, 1] and int64 labels.
-
-    >>> X, y = load_cifar10_batches("cifar-10-batches-py", "test")  # doctest: +SKIP
-    """
-    root = Path(root)
+    """CIFAR-10 from the python-pickle batches in `root` (`test_batch`, or `data_batch_1..5`: dicts
+    whose `b"data"` is `N × 3072` uint8, red then green then blue) as float32 `(N, 3, 32, 32)` in
+    [0, 1] and int64 labels."""
     if split not in ("train", "test"):
         raise ValueError(f"split: expected 'train' or 'test', got {split!r}")
     names = ["test_batch"] if split == "test" else [f"data_batch_{i}" for i in range(1, 6)]
-    files = [root / n for n in names if (root / n).exists()]
+    files = [Path(root) / n for n in names if (Path(root) / n).exists()]
     if not files:
         raise FileNotFoundError(f"root: no CIFAR-10 {split} batch ({', '.join(names)}) in {root}")
     xs, ys = [], []
     for f in files:
-        with open(f, "rb") as fh:
-            batch = pickle.load(fh, encoding="bytes")
+        batch = pickle.loads(f.read_bytes(), encoding="bytes")
         data = np.asarray(batch.get(b"data", []) if isinstance(batch, dict) else [], dtype=np.uint8)
         if data.ndim != 2 or data.shape[1] != 3072 or b"labels" not in batch:
             raise ValueError(f"root: {f} is not a CIFAR-10 python batch (b'data' of shape (N, 3072) and b'labels')")
@@ -287,9 +252,9 @@ def load_cifar10_batches(root: str | Path, split: str = "test") -> tuple[torch.T
 
 
 def load_feature_folder(root: str | Path, classes: Iterable[str] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Samples one per `.npy` file in one sub-folder per class (`root/<class>/*.npy`), labelled by
-    the class's position in `classes` (default: sorted folder names; for anomaly detection pass
-    `["normal", "anomaly"]`), or a single `.npz` file with arrays `x` and `y`."""
+    """Samples one per `.npy` file in one sub-folder per class (`root/<class>/*.npy`, how MFCC or
+    log-mel features are usually dumped), labelled by the class's position in `classes` (default:
+    sorted folder names; for anomaly detection `["normal", "anomaly"]`), or one `.npz` with `x`, `y`."""
     root = Path(root)
     if root.is_file() and root.suffix == ".npz":
         with np.load(root) as z:
@@ -306,19 +271,16 @@ def load_feature_folder(root: str | Path, classes: Iterable[str] | None = None) 
             raise ValueError(f"root: class folder {root / cls} has no .npy files")
         xs += [np.load(f).astype(np.float32) for f in files]
         ys += [label] * len(files)
-    shapes = {x.shape for x in xs}
-    if len(shapes) != 1:
+    if len(shapes := {x.shape for x in xs}) != 1:
         raise ValueError(f"root: samples must share one shape, found {sorted(shapes)}")
     return torch.from_numpy(np.stack(xs)), torch.tensor(ys, dtype=torch.int64)
 
 # %% [markdown]
 # ## The compliance decision
-#
-# A latency counts only if the model reaches the task's quality target on the real test set.
-# But an accuracy measured on 450 images is an estimate: another 450 could put it on the other
-# side of the target. So the target is compared with the accuracy's 95% **Wilson interval**
-# (`ProportionResult.ci_lower`, `ci_upper`), not with the point estimate, and the decision has
-# four outcomes, not two:
+# A latency counts only if the model reaches the quality target on the real test set. But an
+# accuracy measured on 450 images is an estimate: another 450 could put it on the other side of
+# the target. So the target is compared with the accuracy's 95% **Wilson interval** (`ci_lower`,
+# `ci_upper`), not with the point estimate, and the decision has four outcomes, not two:
 #
 # ```
 #                             target
@@ -392,7 +354,6 @@ def test_unit_compliance_decision():
     got = compliance_decision(None, 0.90)
     assert got == "not evaluated", (f"no measurement: expected 'not evaluated', got {got!r} -- treating no measurement "
                                     "as a fail invents a result: without labelled data nothing is known about quality")
-
     class AtTarget:  # any result with an interval; its lower end exactly at the target
         mean, ci_lower, ci_upper = 0.915, 0.90, 0.93
     got = compliance_decision(AtTarget(), 0.90)
@@ -411,19 +372,16 @@ if __name__ == "__main__":
 
 # %% [markdown]
 # ## Running one benchmark
-#
 # ```
 # input (seeded) ── the model cannot take it? ──> IncompatibleModelError (with the model's error)
-#   ├─> 5 windows × time_callable → median window throughput → latency_from_throughput_ms (MLPerf Tiny)
-#   ├─> num_runs single inferences → median, p90, p99 (a BenchmarkResult)                 (single stream)
+#   ├─> latency: windows → 1 / median throughput (MLPerf Tiny); single inferences → median, p90, p99
 #   ├─> labelled data? → accuracy with its Wilson interval, or AUC with a bootstrap interval (else None + reason)
 #   └─> compliance_decision(quality, target, single-stream median, budget)
 # ```
 #
-# Data goes through `results.EvalData` (the one normaliser), top-1 accuracy through
-# `results.top1_correct` (the one evaluation). Outputs that cannot be scored make quality
-# "failed", the error kept; a malformed dataset raises. The anomaly score is the
-# reconstruction error; its AUC is the Mann–Whitney statistic, with a paired bootstrap interval.
+# Data goes through `results.EvalData`, top-1 accuracy through `results.top1_correct`. Unscorable
+# outputs make quality "failed", the error kept; a malformed dataset raises. The anomaly score is
+# the reconstruction error; its AUC the Mann–Whitney statistic, with a paired bootstrap interval.
 
 # %%
 #| export
@@ -498,8 +456,32 @@ def evaluate_quality(model: Any, benchmark_name: str, dataset: Any, seed: int = 
             "method": "top-1 accuracy (results.top1_correct)"}
 
 
+# %% [markdown]
+# **The latency, two ways.** A device's timer is too coarse for one inference, so MLPerf Tiny times
+# *windows* of many calls and reports the **median window throughput as a latency** (1 / throughput).
+# A user waiting for one answer feels the tail: the single-stream **p90** of single inferences.
+#
+# **Your task (medium, 6 points).** Complete `_latency(a, x, num_runs, windows)`: MLPerf Tiny's throughput-derived latency over `windows` windows, and the single-stream distribution.
+#
+# - *TODO:* `windows` runs of `time_callable(fn, warmup=2, samples=max(3, num_runs // windows))`,
+#   then one single-stream run of `num_runs` samples with `max_overhead_fraction=0.02` (each with
+#   `sync=a.sync, device=str(a.device)`). Return `latency_from_throughput_ms`, `throughput_sps`,
+#   `window_throughput_sps`, `window_timing` (each window's `metadata()`), `method`,
+#   `single_stream` (a `BenchmarkResult`'s `to_dict()`), `latency_median_ms`, `mean_ms`, `std_ms`,
+#   `max_ms`, `p50_ms`, `p90_ms`, `p99_ms` and `p90_over` (per-inference samples, or blocks).
+# - *Approach:* one throughput per window, the reported figure from their median; the
+#   distribution from the single-stream samples (`per_call_ms`) through `BenchmarkResult`.
+# - *Example:* windows whose calls average 2, 4, 0.5 and 8 ms run at 500, 250, 2000 and 125
+#   calls/s: median 375/s, reported as 2.667 ms (the median window latency, 3 ms, is another figure).
+# - *Hints:* a window's throughput is its calls over its whole time: which per-call statistic
+#   gives that? `per_call_ns` is in ns. A sample holds `calls_per_sample` calls.
+
+# %% nbgrader={"grade": false, "grade_id": "tinymlperf-latency", "solution": true, "schema_version": 3}
+#| export
 def _latency(a: Any, x: Any, num_runs: int, windows: int) -> dict[str, Any]:
+    "MLPerf Tiny's latency (1 / median throughput of `windows` windows) and the single-stream distribution."
     fn = lambda: a.forward(x)  # noqa: E731
+    ### BEGIN SOLUTION
     runs = [time_callable(fn, warmup=2, samples=max(3, num_runs // windows), sync=a.sync, device=str(a.device))
             for _ in range(windows)]
     throughput = [1e9 / float(np.mean(s.per_call_ns)) for s in runs]  # a window's calls / its time
@@ -516,8 +498,48 @@ def _latency(a: Any, x: Any, num_runs: int, windows: int) -> dict[str, Any]:
             "p50_ms": r.p50, "p90_ms": r.p90, "p99_ms": r.p99,
             "p90_over": ("per-inference samples" if single.calls_per_sample == 1 else
                          f"blocks of {single.calls_per_sample} inferences (one call is too short to time alone)")}
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-tinymlperf-latency", "locked": true, "points": 6, "schema_version": 3}
+def test_unit_latency():
+    from tinytorch.profiling.timing import TimingSamples
+    times, calls = [[1, 1, 1, 1, 6], [4] * 5, [0.5] * 5, [8] * 5, list(range(1, 21))], []  # ms per call
+
+    def clock(fn, *, samples=10, max_overhead_fraction=1e-3, **_):  # 4 windows, then the single stream
+        calls.append((samples, max_overhead_fraction))
+        ms = times[min(len(calls), 5) - 1]
+        return TimingSamples([v * 1e6 for v in ms], 1, 2, 0.0, 1, "cpu", True, "samples", sum(ms) / 1e3)
+    real, globals()["time_callable"] = globals()["time_callable"], clock
+    try:
+        lat = _latency(SimpleNamespace(forward=lambda v: v, sync=lambda: None, device="cpu"), None, 20, 4)
+    finally:
+        globals()["time_callable"] = real
+    want = [(5, 1e-3)] * 4 + [(20, 0.02)]
+    assert calls == want, f"20 runs, 4 windows: expected time_callable(samples, max_overhead_fraction) {want}, got {calls}"
+    got, want = lat["latency_from_throughput_ms"], 1000 / 375
+    hint = next((f" -- {h}" for w, h in ((3.0, "that is the median window latency, not 1 / the median throughput"),
+                                         (1000 / 718.75, "that is 1 / the mean throughput; MLPerf Tiny takes the median"),
+                                         (1.6, "a window's throughput is its calls over its whole time, not 1 / its median call"),
+                                         (want / 1e3, "that is seconds; the key is in milliseconds"))
+                 if isinstance(got, float) and np.isclose(got, w)), "")
+    assert isinstance(got, float) and np.isclose(got, want), (f"windows at 500, 250, 2000, 125 calls/s: expected "
+                                                                f"latency_from_throughput_ms 1000 / 375, got {got!r}{hint}")
+    assert np.allclose([*lat["window_throughput_sps"], lat["throughput_sps"]], [500, 250, 2000, 125, 375]), \
+        f"expected window_throughput_sps [500, 250, 2000, 125] and throughput_sps 375, got {lat}"
+    ref = BenchmarkResult("single_stream_latency", times[4], unit="ms")
+    for key, want in (("latency_median_ms", ref.median), ("p90_ms", ref.p90), ("p99_ms", ref.p99), ("mean_ms", ref.mean)):
+        assert np.isclose(lat[key], want), (f"single-stream samples 1..20 ms: expected {key} {want}, got {lat[key]!r} "
+                                              "-- the distribution comes from the single-stream run, not the windows")
+    missing = {"window_timing", "method", "single_stream", "std_ms", "max_ms", "p50_ms", "p90_over"} - set(lat)
+    assert not missing and lat["p90_over"].startswith("per-inference"), \
+        f"expected every key, p90_over 'per-inference samples', got {missing or 'no'} missing, {lat.get('p90_over')!r}"
 
 
+if __name__ == "__main__":
+    test_unit_latency()
+
+# %%
+#| export
 def _compliance(quality: Mapping[str, Any], task: TinyMLPerfTask, median_ms: float) -> dict[str, Any]:
     "Quality, latency and overall status through `compliance_decision`, with the course API's booleans."
     v, t, budget, error = quality["value"], task.quality_target, task.latency_budget_ms, quality.get("error")
@@ -538,8 +560,7 @@ def _compliance(quality: Mapping[str, Any], task: TinyMLPerfTask, median_ms: flo
             "compliant_reason": reason if overall != "pass" else
             "quality target reached" + ("" if budget is None else " and latency within budget")}
 
-# %%
-#| export
+
 _FLAT_LATENCY = {"mean_latency_ms": "mean_ms", "std_latency_ms": "std_ms", "p50_latency_ms": "p50_ms",
                  "p90_latency_ms": "p90_ms", "p99_latency_ms": "p99_ms", "max_latency_ms": "max_ms",
                  "latency_median_ms": "latency_median_ms", "latency_from_throughput_ms": "latency_from_throughput_ms",
@@ -558,9 +579,7 @@ class TinyMLPerf:
     def __init__(self, random_seed: int = 42, windows: int = 5):
         if isinstance(random_seed, bool) or not isinstance(random_seed, int):
             raise ValueError(f"random_seed: expected an int, got {random_seed!r}")
-        if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
-            raise ValueError(f"windows: expected an int >= 1, got {windows!r}")
-        self.random_seed, self.windows, self.tasks = random_seed, windows, dict(TASKS)
+        self.random_seed, self.windows, self.tasks = random_seed, _positive_int(windows, "windows"), dict(TASKS)
         self.benchmarks = {name: {"input_shape": t.input_shape, "target_accuracy": t.quality_target,
                                   "quality_metric": t.quality_metric, "max_latency_ms": t.latency_budget_ms,
                                   "description": f"{t.model} on {t.dataset}"} for name, t in TASKS.items()}
@@ -581,19 +600,16 @@ class TinyMLPerf:
     def run_standard_benchmark(self, model: Any, benchmark_name: str, num_runs: int = 100,
                                dataset: Any = None) -> dict[str, Any]:
         """Benchmark `model` (anything `adapt` accepts) on one task: latency (MLPerf Tiny style and
-        single stream) and, when `dataset` holds real labels, quality against the task's target
-        (for "digits" the bundled test split is the default). Without labels, or with an
-        inconclusive quality, `compliant` is None, and `accuracy_reason` / `compliant_reason` say
-        why. Outputs that cannot be scored fail quality, the error kept. Raises
-        `IncompatibleModelError` when the model cannot take the task's input.
+        single stream) and, with a labelled `dataset` (for "digits" the bundled test split), quality
+        against the target. Without labels, or inconclusive, `compliant` is None and `compliant_reason`
+        says why; unscorable outputs fail quality. `IncompatibleModelError` if the input does not fit.
 
         >>> r = TinyMLPerf().run_standard_benchmark(DSCNN(), "keyword_spotting", num_runs=5)
         >>> r["accuracy"], r["compliant"], r["mean_latency_ms"] > 0
         (None, None, True)
         """
         task = _check_name(benchmark_name)
-        if isinstance(num_runs, bool) or not isinstance(num_runs, int) or num_runs < 2:
-            raise ValueError(f"num_runs: expected an int >= 2, got {num_runs!r}")
+        _positive_int(num_runs, "num_runs", minimum=2)
         a = adapt(model)
         x = self._input(a, task)
         with a.inference():
@@ -654,34 +670,16 @@ class TinyMLPerf:
                     "target_latency_ms": t.latency_budget_ms, "compliant": False, "compliant_reason": f"input shape rejected: {e}"}
         return results
 
-    def generate_compliance_report(self, results: Mapping[str, Any],
-                                   output_path: str | Path = "tinymlperf_report.json") -> str:
+    def generate_compliance_report(self, results: Mapping[str, Any], output_path: str | Path = "tinymlperf_report.json") -> str:
         """Write the compliance report of `results` (JSON at `output_path`, Markdown next to it,
         both atomically) and return its text, headed "TinyMLPerf Compliance Report"."""
         return _write_compliance_report(results, output_path, random_seed=self.random_seed)[1]
 
 # %% [markdown]
-# The trained digits CNN and the same architecture untrained: the same work per inference,
-# opposite verdicts. That is why quality is checked before any latency counts.
-
-# %%
-if __name__ == "__main__":
-    from tinytorch.benchmarking.digits import DigitsCNN, default_digits_model
-
-    torch.manual_seed(0)
-    for _label, _m in (("trained", default_digits_model()), ("untrained", DigitsCNN())):
-        _r = TinyMLPerf(random_seed=0).run_standard_benchmark(_m, "digits", num_runs=20)
-        print(f"{_label:>9}: accuracy {_r['accuracy']:.4f}, median {_r['latency_median_ms']:.4f} ms -> "
-              f"{_r['compliance']['overall']}: {_r['compliant_reason']}")
-
-# %% [markdown]
 # ## The compliance report
-#
 # One JSON file (every result with its compliance record, and the system) and one Markdown
-# table for people, both written atomically. The **compliance rate** counts only the benchmarks
-# that could be decided; the others (no labels, or an inconclusive quality) are counted and
-# named, never folded into either side. `TinyMLPerf.generate_compliance_report` returns the
-# text; `generate_compliance_report` the paths.
+# table, both written atomically. The **compliance rate** counts only the benchmarks that could
+# be decided; the others (no labels, an inconclusive quality) are named, never folded into either side.
 
 # %%
 #| export
@@ -697,9 +695,8 @@ def _write_compliance_report(results: Mapping[str, Any], output_path: str | Path
     results = {results["benchmark"]: results} if "benchmark" in results else results  # a single result
     if not results:
         raise ValueError("results: expected at least one benchmark result, got none")
-    for name, r in results.items():
-        if not isinstance(r, Mapping) or "task" not in r or "status" not in r:
-            raise ValueError(f"results['{name}']: expected a result of run_standard_benchmark or run_all_benchmarks")
+    if bad := [n for n, r in results.items() if not isinstance(r, Mapping) or "task" not in r or "status" not in r]:
+        raise ValueError(f"results['{bad[0]}']: expected a result of run_standard_benchmark or run_all_benchmarks")
     rows = []
     for name, r in results.items():
         task, comp, lat, q = r["task"], r["compliance"], r.get("latency", {}), r.get("quality", {})
@@ -733,8 +730,7 @@ def _write_compliance_report(results: Mapping[str, Any], output_path: str | Path
         "interval lies above (or below) the target. Latency budgets are the course's deployment requirements "
         "(MLPerf Tiny reports latency and sets none); the single-stream median is compared with them.", "",
         "## System", "", *[f"- {k}: {v}" for k, v in sysinfo.items()], ""])
-    base = Path(output_path)
-    base = base.with_suffix("") if base.suffix in (".json", ".md") else base
+    base = Path(output_path)  # "report", "report.json" or "report.md" all give report.json and report.md
     paths = {"json": base.with_suffix(".json"), "markdown": base.with_suffix(".md")}
     write_json(paths["json"], doc)
     write_atomic(paths["markdown"], text)
@@ -748,7 +744,8 @@ def generate_compliance_report(results: Mapping[str, Any], output_path: str | Pa
 
 # %%
 def test_module():
-    "End to end: trained digits passes, untrained fails, no labels is not evaluated, a misfit fails; the report says so."
+    """End to end: the trained digits CNN passes and the same architecture untrained fails (the same work, opposite
+    verdicts: quality comes before latency); no labels is not evaluated, a misfit fails; the report says so."""
     from tinytorch.benchmarking.digits import DigitsCNN, default_digits_model
 
     bench = TinyMLPerf(random_seed=42)
@@ -758,6 +755,9 @@ def test_module():
     torch.manual_seed(0)
     untrained = bench.run_standard_benchmark(DigitsCNN(), "digits", num_runs=5)
     ok, kws, misfit = results["digits"], results["keyword_spotting"], results["image_classification"]
+    for label, r in (("trained", ok), ("untrained", untrained)):
+        print(f"{label:>9}: accuracy {r['accuracy']:.4f}, median {r['latency_median_ms']:.4f} ms -> "
+              f"{r['compliance']['overall']}: {r['compliant_reason']}")
     assert ok["compliant"] is True and ok["quality"]["ci_95"][0] >= 0.90, f"trained digits should pass: {ok['quality']}"
     assert untrained["compliant"] is False and untrained["compliance"]["quality"] == "fail", untrained["compliant_reason"]
     assert kws["accuracy"] is None and kws["compliance"]["overall"] == "not evaluated", kws["compliance"]
@@ -765,8 +765,8 @@ def test_module():
     assert 0 < ok["p50_latency_ms"] == ok["latency_median_ms"] <= ok["p90_latency_ms"]
     with tempfile.TemporaryDirectory() as tmp:
         doc = json.loads(generate_compliance_report(results, Path(tmp) / "report")["json"].read_text())
-        assert doc["results"]["digits"]["compliance"]["quality"] == "pass"
-        assert doc["summary"]["compliance_rate"] == 0.5 and doc["summary"]["not_evaluated_benchmark_names"] == ["keyword_spotting"]
+        assert doc["results"]["digits"]["compliance"]["quality"] == "pass" and doc["summary"]["compliance_rate"] == 0.5
+        assert doc["summary"]["not_evaluated_benchmark_names"] == ["keyword_spotting"], doc["summary"]
         text = bench.generate_compliance_report(results, str(Path(tmp) / "seed.json"))
         assert "Compliance Rate: 50.0%" in text and "| digits |" in text and (Path(tmp) / "seed.md").read_text() == text
 

@@ -64,30 +64,26 @@ _MCU_PEAK = ("derived: fp32 1 / int8 2 MAC/cycle x clock ({}); an upper bound, f
              "fp16/bf16: no native arithmetic on Cortex-{}")
 _MCU_BUS = "derived: {}-bit {} bus x {} MHz = {} GB/s, figure approximate"
 TARGET_DEVICES: dict[str, TargetDevice] = {
-    "stm32f446": TargetDevice(
-        "stm32f446", "STM32F446 (Cortex-M4F)", "Arm Cortex-M4 with FPU", 180.0,
+    "stm32f446": TargetDevice("stm32f446", "STM32F446 (Cortex-M4F)", "Arm Cortex-M4 with FPU", 180.0,
         {"fp32": 180e6, "fp16": None, "bf16": None, "int8": 360e6}, 0.72, 128.0, 512.0, False,
         {"clock_mhz": _ST.format("STM32F446xC/E"), "ram_kb": _ST.format("STM32F446xC/E"),
          "flash_kb": _ST.format("STM32F446xE (512 KB variant)"),
          "peak_macs_per_s": _MCU_PEAK.format("FPU multiply-accumulate; SMLAD dual 16-bit MAC as used by CMSIS-NN", "M4"),
          "memory_bandwidth_gbps": _MCU_BUS.format(32, "AHB", 180, 0.72)}),
-    "stm32f746": TargetDevice(
-        "stm32f746", "STM32F746 (Cortex-M7)", "Arm Cortex-M7 with FPU", 216.0,
+    "stm32f746": TargetDevice("stm32f746", "STM32F746 (Cortex-M7)", "Arm Cortex-M7 with FPU", 216.0,
         {"fp32": 216e6, "fp16": None, "bf16": None, "int8": 432e6}, 1.728, 320.0, 1024.0, False,
         {"clock_mhz": _ST.format("STM32F745xx/STM32F746xx"), "ram_kb": _ST.format("STM32F746xx"),
          "flash_kb": _ST.format("STM32F746xG (1 MB variant)"),
          "peak_macs_per_s": _MCU_PEAK.format("pipelined FPU MAC; SMLAD", "M7"),
          "memory_bandwidth_gbps": _MCU_BUS.format(64, "AXI", 216, 1.73)}, cache_kb=4.0),
-    "stm32h743": TargetDevice(
-        "stm32h743", "STM32H743 (Cortex-M7)", "Arm Cortex-M7 with double-precision FPU", 480.0,
+    "stm32h743": TargetDevice("stm32h743", "STM32H743 (Cortex-M7)", "Arm Cortex-M7 with double-precision FPU", 480.0,
         {"fp32": 480e6, "fp16": None, "bf16": None, "int8": 960e6}, 3.84, 1024.0, 2048.0, False,
         {"clock_mhz": _ST.format("STM32H742xI/G STM32H743xI/G"),
          "ram_kb": _ST.format("STM32H743xI") + " (1 MB total, including TCM)",
          "flash_kb": _ST.format("STM32H743xI (2 MB variant)"),
          "peak_macs_per_s": _MCU_PEAK.format("pipelined FPU MAC; SMLAD", "M7"),
          "memory_bandwidth_gbps": _MCU_BUS.format(64, "AXI", 480, 3.84)}, cache_kb=16.0),
-    "rpi4": TargetDevice(
-        "rpi4", "Raspberry Pi 4 Model B (4 GB)", "Broadcom BCM2711, 4x Arm Cortex-A72", 1500.0,
+    "rpi4": TargetDevice("rpi4", "Raspberry Pi 4 Model B (4 GB)", "Broadcom BCM2711, 4x Arm Cortex-A72", 1500.0,
         {"fp32": 24e9, "fp16": None, "bf16": None, "int8": 48e9}, 12.8, 4 * 1024 * 1024.0, None, True,
         {"clock_mhz": "Raspberry Pi 4 Model B product brief (raspberrypi.com): 1.5 GHz (later boards 1.8 GHz)",
          "ram_kb": "Raspberry Pi 4 Model B product brief: 1/2/4/8 GB LPDDR4-3200 (4 GB model here)",
@@ -97,8 +93,7 @@ TARGET_DEVICES: dict[str, TargetDevice] = {
                              "figure approximate"),
          "memory_bandwidth_gbps": "derived: LPDDR4-3200 on a 32-bit bus = 12.8 GB/s peak, figure approximate"},
         cache_kb=1024.0),
-    "jetson_nano": TargetDevice(
-        "jetson_nano", "NVIDIA Jetson Nano (4 GB)", "128-core Maxwell GPU + 4x Arm Cortex-A57", 921.0,
+    "jetson_nano": TargetDevice("jetson_nano", "NVIDIA Jetson Nano (4 GB)", "128-core Maxwell GPU + 4x Arm Cortex-A57", 921.0,
         {"fp32": 118e9, "fp16": 236e9, "bf16": None, "int8": None}, 25.6, 4 * 1024 * 1024.0, 16 * 1024 * 1024.0, True,
         {"clock_mhz": "NVIDIA Jetson Nano module data sheet (developer.nvidia.com): GPU up to 921 MHz",
          "peak_macs_per_s": ("NVIDIA Jetson Nano data sheet: 472 GFLOPS fp16 = 236 G MAC/s; fp32 half of that; "
@@ -230,12 +225,10 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    shape = tuple(input_shape)
     if (preprocess is not None or postprocess is not None) and raw_input is None:
         raise ValueError("raw_input: preprocess/postprocess need the raw input they start from, got None")
-    a = adapt(model)
+    a, shape, (out, methods, reasons) = adapt(model), tuple(input_shape), ({}, {}, {})
     x = a.make_input(shape)
-    out, methods, reasons = {}, {}, {}
 
     def record(key: str, value: Any, method: str, reason: str = "") -> None:
         out[key] = value
@@ -251,7 +244,6 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
             loaded = adapt(torch.load(path, weights_only=False, map_location=a.device))
             with loaded.inference():
                 loaded.forward(loaded.to_input(x))
-
         s = time_callable(startup, warmup=0, samples=startup_runs)
         record("startup_ms", s.median_ms,
                f"measured: median of {len(s.per_call_ns)} x (torch.load + first inference), file in OS cache")
@@ -314,8 +306,7 @@ def benchmark_table_markdown(rows: Iterable[dict[str, Any]]) -> str:
              "| **References** |", "|" + "|".join(["---"] * 7) + "|"]
     kinds = ("text", "text", "percent", "number", "number", "text", "text")
     for i, r in enumerate(rows):
-        missing = [k for k in BENCHMARK_TABLE_FIELDS if k not in r]
-        if missing:
+        if missing := [k for k in BENCHMARK_TABLE_FIELDS if k not in r]:
             raise ValueError(f"rows[{i}]: missing {missing}; expected keys {list(BENCHMARK_TABLE_FIELDS)}")
         if r["accuracy"] is not None and not 0 <= float(r["accuracy"]) <= 1:
             raise ValueError(f"rows[{i}]: accuracy is a fraction in [0, 1], got {r['accuracy']!r}")
@@ -332,11 +323,10 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
                           sweep_unavailable_reason: str | None = None) -> dict[str, Path]:
     """Run the full hardware analysis of `model` and write its artifacts; returns {name: path}.
 
-    `input_shape` is one input batch, e.g. (1, 1, 8, 8), of any shape the model takes.
-    Precisions this machine cannot run are skipped and the reason is written into
-    `hardware_summary.csv` (`skipped_precisions`). With `loader=None` (no labelled data fits the
-    model) the precision sweep is unavailable, with `sweep_unavailable_reason`, and the roofline
-    summary uses the model's measured fp32 latency; every other artifact is written as usual.
+    `input_shape` is one input batch, e.g. (1, 1, 8, 8). Precisions this machine cannot run are
+    skipped, the reason in `hardware_summary.csv` (`skipped_precisions`). With `loader=None` (no
+    labelled data fits the model) the sweep is unavailable, with `sweep_unavailable_reason`, and the
+    roofline summary uses the model's measured fp32 latency; every other artifact is written.
     """
     shape, out = _batch_shape(input_shape), Path(output_dir)
     platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"
@@ -383,10 +373,8 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
 
 def write_default_hardware_artifacts(output_dir: str | Path, *, repeats: int = 20,
                                      power_watts: float | None = None) -> dict[str, Path]:
-    """The hardware report for the bundled digits CNN (trained and cached at first use).
-
-    int8 is calibrated on the training split; accuracy is measured on the 450 test images.
-    """
+    """The hardware report for the bundled digits CNN (trained and cached at first use): int8
+    calibrated on the training split, accuracy measured on the 450 test images."""
     from tinytorch.benchmarking.digits import DIGITS_INPUT_SHAPE, default_digits_model, digits_loader
 
     return write_hardware_report(default_digits_model(), digits_loader("test", 64), DIGITS_INPUT_SHAPE, output_dir,

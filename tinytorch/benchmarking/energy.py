@@ -34,10 +34,9 @@ class RaplZone:
 
 
 class RaplReader:
-    """Reads the RAPL package energy counters under a powercap root.
-
-    `available()` or `unavailable_reason`; `read()` gives the raw counters, `delta_j(before, after)`
-    the joules between two reads (wrap-around handled by `rapl_delta_uj`).
+    """Reads the RAPL package energy counters under a powercap root: `available()` or
+    `unavailable_reason`; `read()` gives the raw counters, `delta_j(before, after)` the joules
+    between two reads (wrap-around handled by `rapl_delta_uj`).
 
     >>> RaplReader("/nonexistent").available()
     False
@@ -50,6 +49,7 @@ class RaplReader:
         self._discover()
 
     def _discover(self) -> None:
+        ### BEGIN SOLUTION
         if not self.root.is_dir():
             self.unavailable_reason = f"no RAPL energy counter: {self.root} does not exist on this machine"
             return
@@ -74,6 +74,7 @@ class RaplReader:
         self.zones = packages or [z for z in zones if z.name != "psys"]
         if not self.zones:
             self.unavailable_reason = f"no RAPL energy counter: no readable intel-rapl:N zone under {self.root}"
+        ### END SOLUTION
 
     def available(self) -> bool:
         return bool(self.zones)
@@ -94,7 +95,8 @@ class RaplReader:
 
 # %% ../../nbs/19_benchmarking/energy_dev.ipynb #f3b9696f
 class NvmlReader:
-    """Reads the total-energy counter of one NVIDIA GPU through NVML (`nvml`: the `pynvml` module or a stand-in).
+    """Reads the total-energy counter of one NVIDIA GPU through NVML (`nvml`: the `pynvml` module, package
+    `nvidia-ml-py`, or a stand-in): on Volta and newer a 64-bit count of mJ that does not wrap in practice.
 
     >>> r = NvmlReader(nvml=False)
     >>> r.available(), r.unavailable_reason is not None
@@ -102,9 +104,8 @@ class NvmlReader:
     """
 
     def __init__(self, device_index: int = 0, nvml: Any = None):
-        self.device_index = device_index
-        self.unavailable_reason: str | None = None
-        self._nvml = self._handle = None
+        self.device_index, self.counter_name = device_index, f"NVML GPU {device_index}"
+        self.unavailable_reason, self._nvml, self._handle = None, None, None
         if nvml is False:
             self.unavailable_reason = "NVML disabled"
             return
@@ -126,10 +127,6 @@ class NvmlReader:
     def available(self) -> bool:
         return self._handle is not None
 
-    @property
-    def counter_name(self) -> str:
-        return f"NVML GPU {self.device_index}"
-
     def read(self) -> list[int]:
         "The counter in mJ (one value, in a list like `RaplReader.read`)."
         if self._handle is None:
@@ -139,7 +136,7 @@ class NvmlReader:
     def delta_j(self, before: list[int], after: list[int]) -> float:
         return (after[0] - before[0]) / 1e3
 
-# %% ../../nbs/19_benchmarking/energy_dev.ipynb #29e18d5d
+
 METHOD_RAPL = "measured: RAPL"
 METHOD_NVML = "measured: NVML"
 METHOD_ESTIMATED = "estimated: latency x power"
@@ -222,34 +219,21 @@ def _measure_with_counter(reader: Any, method: str, fn: Callable[[], Any], sync:
         total_calls += calls
         total_s += end - start
     ### END SOLUTION
-    return EnergyMeasurement(
-        joules_per_call=statistics.fmean(net), method=method, counter=reader.counter_name,
-        idle_power_w=idle_power, window_s=total_s / windows, calls=total_calls,
-        window_joules_per_call=net, gross_joules_per_call=statistics.fmean(gross),
-    )
+    return EnergyMeasurement(joules_per_call=statistics.fmean(net), method=method, counter=reader.counter_name,
+                             idle_power_w=idle_power, window_s=total_s / windows, calls=total_calls,
+                             window_joules_per_call=net, gross_joules_per_call=statistics.fmean(gross))
 
-# %% ../../nbs/19_benchmarking/energy_dev.ipynb #aa06bcd9
-def measure_energy(
-    fn: Callable[[], Any],
-    *,
-    power_watts: float | None = None,
-    latency_s: float | None = None,
-    device: str = "cpu",
-    min_window_s: float = 1.0,
-    idle_s: float | None = None,
-    windows: int = 1,
-    powercap_root: str | Path = DEFAULT_POWERCAP_ROOT,
-    nvml: Any = None,
-    sync: Callable[[], None] | None = None,
-) -> EnergyMeasurement:
-    """Energy per call of the zero-argument `fn` (e.g. one model inference), in joules.
-
-    1. A readable hardware counter (RAPL under `powercap_root` for `device="cpu"`, NVML for
-       "cuda..."): an idle baseline over `idle_s` seconds (default `min_window_s`), then
-       `windows` windows of at least `min_window_s` seconds of calls, less the idle energy.
-    2. Otherwise, with `power_watts`, the estimate `latency × power_watts` (`latency_s`, or the
-       median of a quick `time_callable` run), method "estimated: latency x power".
-    3. Otherwise `joules_per_call` is None and `reason` says why. Exceptions from `fn` propagate.
+# %% ../../nbs/19_benchmarking/energy_dev.ipynb #0af2ff07
+def measure_energy(fn: Callable[[], Any], *, power_watts: float | None = None, latency_s: float | None = None,
+                   device: str = "cpu", min_window_s: float = 1.0, idle_s: float | None = None, windows: int = 1,
+                   powercap_root: str | Path = DEFAULT_POWERCAP_ROOT, nvml: Any = None,
+                   sync: Callable[[], None] | None = None) -> EnergyMeasurement:
+    """Energy per call of the zero-argument `fn` (e.g. one model inference), in joules: from a readable
+    hardware counter (RAPL under `powercap_root` for `device="cpu"`, NVML for "cuda..."): an idle
+    baseline over `idle_s` seconds (default `min_window_s`), then `windows` windows of at least
+    `min_window_s` seconds of calls, less the idle energy; else, with `power_watts`, the estimate
+    `latency × power_watts` (`latency_s`, or the median of a quick `time_callable` run), method
+    "estimated: latency x power"; else `joules_per_call` is None and `reason` says why. Errors of `fn` propagate.
 
     >>> m = measure_energy(lambda: sum(range(1000)), power_watts=15.0, powercap_root="/nonexistent")
     >>> m.method, m.joules_per_call > 0
@@ -280,8 +264,6 @@ def measure_energy(
         return EnergyMeasurement(None, None, reason=f"{no_counter}; and no power_watts was given for an estimate")
     if latency_s is None:
         latency_s = time_callable(fn, samples=10, sync=sync).median_ms / 1e3
-    return EnergyMeasurement(
-        joules_per_call=latency_s * float(power_watts), method=METHOD_ESTIMATED,
-        reason=f"estimate, not a measurement: {no_counter}",
-        power_watts=float(power_watts), latency_s=latency_s,
-    )
+    return EnergyMeasurement(joules_per_call=latency_s * float(power_watts), method=METHOD_ESTIMATED,
+                             reason=f"estimate, not a measurement: {no_counter}", power_watts=float(power_watts),
+                             latency_s=latency_s)

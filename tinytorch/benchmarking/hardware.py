@@ -62,8 +62,7 @@ def _positive(value: Any, arg: str) -> float:
 def _require_columns(df: Any, columns: Sequence[str], arg: str) -> None:
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"{arg}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
+    if missing := [c for c in columns if c not in df.columns]:
         raise ValueError(f"{arg}: missing column(s) {missing}; expected columns {list(columns)}")
 
 
@@ -162,6 +161,7 @@ def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwid
     _require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
     seconds = _positive(latency_ms, "latency_ms") / 1e3
     bandwidth = _positive(memory_bandwidth_gbps, "memory_bandwidth_gbps")
+    ### BEGIN SOLUTION
     total_bytes = int(layer_df["parameter_bytes"].sum() + layer_df["activation_bytes"].sum())
     total_macs = int(layer_df["macs"].sum())
     achieved_bw = total_bytes / seconds / 1e9
@@ -184,6 +184,7 @@ def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwid
             "verdict_method": (f"{ROOFLINE_METHOD}: intensity {roof['arithmetic_intensity']:.3g} MAC/B vs ridge "
                                f"{roof['ridge_point']:.3g} MAC/B; measured latency reaches {attained:.1%} of the "
                                "roofline bound (below 10%: overhead-bound)")}
+    ### END SOLUTION
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #544bf32d
 CONSTRAINTS = {"min_accuracy": ("accuracy", ">="), "max_latency_ms": ("latency_ms", "<="),
@@ -229,8 +230,7 @@ def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
     if not precisions or not batch_sizes:
         raise ValueError(f"precisions, batch_sizes: expected at least one of each, got {precisions}, {batch_sizes}")
     constraints = dict(constraints or {})
-    unknown = [k for k in constraints if k not in CONSTRAINTS]
-    if unknown:
+    if unknown := [k for k in constraints if k not in CONSTRAINTS]:
         raise ValueError(f"constraints: unknown key(s) {unknown}; expected some of {list(CONSTRAINTS)}")
     for k, v in constraints.items():
         _positive(v, f"constraints[{k!r}]")
@@ -280,9 +280,8 @@ def precision_tradeoff_table(sweep_df: pd.DataFrame) -> pd.DataFrame:
     _require_columns(sweep_df, TRADEOFF_INPUT_COLUMNS, "sweep_df")
     if sweep_df.empty:
         raise ValueError("sweep_df: expected at least one row, got an empty table")
-    work = sweep_df[list(TRADEOFF_INPUT_COLUMNS)].copy()
-    for c in ("accuracy", "latency_ms", "memory_mb", "energy_proxy_j"):
-        work[c] = pd.to_numeric(work[c], errors="coerce")
+    work, numeric = sweep_df[list(TRADEOFF_INPUT_COLUMNS)].copy(), ["accuracy", "latency_ms", "memory_mb", "energy_proxy_j"]
+    work[numeric] = work[numeric].apply(pd.to_numeric, errors="coerce")
     work["accepted"] = work["accepted"].astype(bool).astype(float)
     table = work.groupby("precision", sort=False).agg(
         accuracy_mean=("accuracy", "mean"), latency_ms_mean=("latency_ms", "mean"),

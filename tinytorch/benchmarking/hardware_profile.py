@@ -92,13 +92,10 @@ def compute_utilization(used: float, capacity: float) -> float:
 def _host_cache_kb(level: int = 2) -> float | None:
     for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
         try:
-            if (int((index / "level").read_text()) != level
-                    or (index / "type").read_text().strip() not in ("Unified", "Data")):
-                continue
-            size = (index / "size").read_text().strip().upper()
-        except (OSError, ValueError):
+            lvl, kind, size = ((index / f).read_text().strip().upper() for f in ("level", "type", "size"))
+        except OSError:
             continue
-        if size[-1:] in ("K", "M") and size[:-1].isdigit():
+        if lvl == str(level) and kind in ("UNIFIED", "DATA") and size[-1:] in ("K", "M") and size[:-1].isdigit():
             return float(int(size[:-1]) * (1024 if size[-1] == "M" else 1))
     return None
 
@@ -144,9 +141,7 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
         "estimated_bandwidth_mb_s": (total_bytes / MB) / (total_ms / 1e3) if total_ms > 0 else None,
         "stream_utilization": (total_ms / stream_interval_ms) if stream_interval_ms is not None else None,
         "latency_method": method, "model_latency_ms": model_latency, "stream_interval_ms": stream_interval_ms,
-    }
-    if stream_interval_ms is None:
-        totals["stream_utilization_reason"] = "no stream_interval_ms given"
+        **({"stream_utilization_reason": "no stream_interval_ms given"} if stream_interval_ms is None else {})}
     n_params = Profiler().count_parameters(model)
     tradeoffs = {"fp32_memory_kb": n_params * 4 / KB, "fp16_memory_kb": n_params * 2 / KB,
                  "int8_memory_kb": n_params / KB, "method": "arithmetic: parameter count x bytes per element",
@@ -176,8 +171,7 @@ def write_hardware_profile_artifacts(profile: dict[str, Any], output_dir: str | 
     """Write a `build_hardware_profile_table` result: the operator table and the totals (CSV), all
     four sections (JSON); returns {artifact name: path}."""
     sections = ("operator_profile", "totals", "precision_tradeoffs", "edge_constraints")
-    missing = [k for k in sections if k not in profile] if isinstance(profile, dict) else list(sections)
-    if missing:
+    if missing := [k for k in sections if k not in profile] if isinstance(profile, dict) else list(sections):
         raise ValueError(f"profile: missing section(s) {missing}; expected the dict from build_hardware_profile_table")
     paths = {k: Path(output_dir) / v for k, v in PROFILE_ARTIFACTS.items()}
     ops = pd.DataFrame(profile["operator_profile"])

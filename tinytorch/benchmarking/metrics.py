@@ -14,7 +14,7 @@ from .energy import measure_energy
 from .optimize import PRECISIONS, cast_precision, quantize_int8
 from .results import (BenchmarkResult, CountResult, EvalData, ProportionResult,
                                             state_dict_tensor_bytes, state_tensors, top1_correct)
-from ..profiling.timing import adapt, check_device, time_callable, time_model
+from ..profiling.timing import _positive_int, adapt, check_device, time_callable, time_model
 
 # %% auto #0
 __all__ = ['MB', 'model_memory_mb', 'memory_violations', 'UnsupportedPrecisionError', 'check_precision', 'model_precision',
@@ -27,10 +27,8 @@ _state_tensors = state_tensors  # results.state_tensors: the one walk over a mod
 
 
 def model_memory_mb(model: nn.Module) -> float:
-    """Memory held by a model's state (parameters, buffers, int8 weights with their scales), in MB.
-
-    Sizes come from each tensor's real dtype, so a float16 model reports half of its float32
-    copy and an int8-quantized layer about a quarter.
+    """Memory held by a model's state (parameters, buffers, int8 weights with their scales), in MB,
+    from each tensor's real dtype: a float16 model reports half of its float32 copy.
 
     >>> round(model_memory_mb(nn.Linear(256, 256)), 4)
     0.251
@@ -214,15 +212,14 @@ def measure_latency_distribution(model: Any, input_tensor: Any, repeats: int = 3
     r = _latency_result(model, input_tensor, repeats, runs, warmup)
     return r.mean, r.std, r.p95
 
-# %% ../../nbs/19_benchmarking/metrics_dev.ipynb #03c94236
+# %% ../../nbs/19_benchmarking/metrics_dev.ipynb #a3d0ff21
 @dataclass
 class PerfMetrics:
     """The performance of one model in one precision on one device, each figure with its method.
 
-    `methods` says how each figure was obtained, `reasons` why one is None. `latency_ms` is the
-    mean per call of `batch_size` samples (slow samples pull it up: see `latency_median_ms`),
-    times `latency_scaled_by`; `memory_mb` is `results.state_dict_tensor_bytes` in MiB. `results`
-    holds the measurements behind the fields (accuracy, unscaled latency, memory) as results.
+    `methods` says how each figure was obtained, `reasons` why one is None. `latency_ms` is the mean
+    per call of `batch_size` samples (see also `latency_median_ms`) times `latency_scaled_by`;
+    `memory_mb` is `results.state_dict_tensor_bytes` in MiB; `results` holds the measurements.
     """
 
     accuracy: float | None
@@ -267,8 +264,7 @@ def collect_metrics(model: nn.Module, loader: Iterable, device: str | torch.devi
         raise ValueError(f"latency_multiplier: expected a positive number, got {latency_multiplier!r}")
     if power_watts is not None and (not _is_number(power_watts) or power_watts <= 0):
         raise ValueError(f"power_watts: expected a positive number of watts or None, got {power_watts!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+    batch_size = _positive_int(batch_size, "batch_size")
     data = EvalData(list(_batches(loader)), "loader")
     x = data.first_samples(batch_size)
     if len(x) < batch_size:
@@ -285,6 +281,7 @@ def collect_metrics(model: nn.Module, loader: Iterable, device: str | torch.devi
     acc_result = ProportionResult("accuracy", top1_correct(converted, data), unit="fraction",
                                   metadata={"method": "measured: top-1 over every labelled batch of loader"})
     methods["accuracy"] = acc_result.method
+    ### BEGIN SOLUTION
     result = _latency_result(converted, x, repeats, 1, 10)
     k = float(latency_multiplier)
     scaled = f" x {k:g} (latency_scaled_by={k:g})" if k != 1 else ""
@@ -322,3 +319,4 @@ def collect_metrics(model: nn.Module, loader: Iterable, device: str | torch.devi
         latency_scaled_by=k, methods=methods, reasons=reasons,
         conditions=dict(result.metadata, measured_latency_ms=result.mean, measured_latency_p95_ms=result.p95),
         results={"accuracy": acc_result, "latency": result, "memory": mem_result})
+    ### END SOLUTION

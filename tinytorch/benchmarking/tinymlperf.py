@@ -19,7 +19,7 @@ from torch import nn
 
 from .results import BenchmarkResult, EvalData, ProportionResult, bootstrap_interval, top1_correct
 from .results import write_atomic, write_json
-from ..profiling.timing import adapt, model_name, system_info, time_callable
+from ..profiling.timing import _positive_int, adapt, model_name, system_info, time_callable
 
 # %% auto #0
 __all__ = ['TASKS', 'DSCNN', 'ResNet8', 'MobileNetV1', 'FCAutoEncoder', 'TinyMLPerfTask', 'reference_model',
@@ -37,8 +37,7 @@ def _same_pad(in_size: tuple[int, int], kernel: tuple[int, int], stride: tuple[i
 def _conv_bn_relu(cin: int, cout: int, kernel: int | tuple[int, int], in_size: tuple[int, int],
                   stride: int = 1, groups: int = 1) -> nn.Sequential:
     k = (kernel, kernel) if isinstance(kernel, int) else kernel
-    return nn.Sequential(_same_pad(in_size, k, (stride, stride)),
-                         nn.Conv2d(cin, cout, k, stride=stride, groups=groups),
+    return nn.Sequential(_same_pad(in_size, k, (stride, stride)), nn.Conv2d(cin, cout, k, stride=stride, groups=groups),
                          nn.BatchNorm2d(cout), nn.ReLU())
 
 
@@ -143,20 +142,16 @@ class TinyMLPerfTask:
 
 _V05 = "mlcommons/tiny v0.5/training/"
 TASKS: dict[str, TinyMLPerfTask] = {
-    "keyword_spotting": TinyMLPerfTask(
-        "keyword_spotting", (1, 1, 49, 10), "top1_accuracy", 0.90, 12, "DS-CNN",
+    "keyword_spotting": TinyMLPerfTask("keyword_spotting", (1, 1, 49, 10), "top1_accuracy", 0.90, 12, "DS-CNN",
         "Speech Commands v2 (12 classes, 49x10 MFCC)", _V05 + "keyword_spotting/keras_model.py (ds_cnn)", 100.0),
-    "visual_wake_words": TinyMLPerfTask(
-        "visual_wake_words", (1, 3, 96, 96), "top1_accuracy", 0.80, 2, "MobileNetV1 alpha=0.25",
-        "Visual Wake Words (COCO person / no person, 96x96 RGB)", _V05 + "visual_wake_words/vww_model.py", 200.0),
-    "image_classification": TinyMLPerfTask(
-        "image_classification", (1, 3, 32, 32), "top1_accuracy", 0.85, 10, "ResNet-8", "CIFAR-10 (32x32 RGB)",
-        _V05 + "image_classification/keras_model.py (resnet_v1_eembc, 16 filters)", 150.0),
-    "anomaly_detection": TinyMLPerfTask(
-        "anomaly_detection", (1, 640), "auc", 0.85, None, "FC autoencoder",
+    "visual_wake_words": TinyMLPerfTask("visual_wake_words", (1, 3, 96, 96), "top1_accuracy", 0.80, 2,
+        "MobileNetV1 alpha=0.25", "Visual Wake Words (COCO person / no person, 96x96 RGB)",
+        _V05 + "visual_wake_words/vww_model.py", 200.0),
+    "image_classification": TinyMLPerfTask("image_classification", (1, 3, 32, 32), "top1_accuracy", 0.85, 10,
+        "ResNet-8", "CIFAR-10 (32x32 RGB)", _V05 + "image_classification/keras_model.py (resnet_v1_eembc, 16 filters)", 150.0),
+    "anomaly_detection": TinyMLPerfTask("anomaly_detection", (1, 640), "auc", 0.85, None, "FC autoencoder",
         "ToyADMOS car (640 log-mel features per frame window)", _V05 + "anomaly_detection/keras_model.py", 50.0),
-    "digits": TinyMLPerfTask(
-        "digits", (1, 1, 8, 8), "top1_accuracy", 0.90, 10, "DigitsCNN",
+    "digits": TinyMLPerfTask("digits", (1, 1, 8, 8), "top1_accuracy", 0.90, 10, "DigitsCNN",
         "scikit-learn digits, fixed 450-image test split (bundled)", "tinytorch.benchmarking.digits"),
 }
 
@@ -181,24 +176,20 @@ def reference_model(benchmark_name: str) -> nn.Module:
     return {"keyword_spotting": DSCNN, "visual_wake_words": MobileNetV1, "image_classification": ResNet8,
             "anomaly_detection": FCAutoEncoder}[benchmark_name]().eval()
 
-# %% ../../nbs/19_benchmarking/tinymlperf_dev.ipynb #8f3f1735
-def load_cifar10_batches(root: str | Path, split: str = "test") -> tuple[torch.Tensor, torch.Tensor]:
-    """CIFAR-10 from the python-pickle batches in `root` (`test_batch`, or `data_batch_1..5`) as
-    float32 `(N, 3, 32, 32)` in [0, 1] and int64 labels.
 
-    >>> X, y = load_cifar10_batches("cifar-10-batches-py", "test")  # doctest: +SKIP
-    """
-    root = Path(root)
+def load_cifar10_batches(root: str | Path, split: str = "test") -> tuple[torch.Tensor, torch.Tensor]:
+    """CIFAR-10 from the python-pickle batches in `root` (`test_batch`, or `data_batch_1..5`: dicts
+    whose `b"data"` is `N × 3072` uint8, red then green then blue) as float32 `(N, 3, 32, 32)` in
+    [0, 1] and int64 labels."""
     if split not in ("train", "test"):
         raise ValueError(f"split: expected 'train' or 'test', got {split!r}")
     names = ["test_batch"] if split == "test" else [f"data_batch_{i}" for i in range(1, 6)]
-    files = [root / n for n in names if (root / n).exists()]
+    files = [Path(root) / n for n in names if (Path(root) / n).exists()]
     if not files:
         raise FileNotFoundError(f"root: no CIFAR-10 {split} batch ({', '.join(names)}) in {root}")
     xs, ys = [], []
     for f in files:
-        with open(f, "rb") as fh:
-            batch = pickle.load(fh, encoding="bytes")
+        batch = pickle.loads(f.read_bytes(), encoding="bytes")
         data = np.asarray(batch.get(b"data", []) if isinstance(batch, dict) else [], dtype=np.uint8)
         if data.ndim != 2 or data.shape[1] != 3072 or b"labels" not in batch:
             raise ValueError(f"root: {f} is not a CIFAR-10 python batch (b'data' of shape (N, 3072) and b'labels')")
@@ -208,9 +199,9 @@ def load_cifar10_batches(root: str | Path, split: str = "test") -> tuple[torch.T
 
 
 def load_feature_folder(root: str | Path, classes: Iterable[str] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Samples one per `.npy` file in one sub-folder per class (`root/<class>/*.npy`), labelled by
-    the class's position in `classes` (default: sorted folder names; for anomaly detection pass
-    `["normal", "anomaly"]`), or a single `.npz` file with arrays `x` and `y`."""
+    """Samples one per `.npy` file in one sub-folder per class (`root/<class>/*.npy`, how MFCC or
+    log-mel features are usually dumped), labelled by the class's position in `classes` (default:
+    sorted folder names; for anomaly detection `["normal", "anomaly"]`), or one `.npz` with `x`, `y`."""
     root = Path(root)
     if root.is_file() and root.suffix == ".npz":
         with np.load(root) as z:
@@ -227,8 +218,7 @@ def load_feature_folder(root: str | Path, classes: Iterable[str] | None = None) 
             raise ValueError(f"root: class folder {root / cls} has no .npy files")
         xs += [np.load(f).astype(np.float32) for f in files]
         ys += [label] * len(files)
-    shapes = {x.shape for x in xs}
-    if len(shapes) != 1:
+    if len(shapes := {x.shape for x in xs}) != 1:
         raise ValueError(f"root: samples must share one shape, found {sorted(shapes)}")
     return torch.from_numpy(np.stack(xs)), torch.tensor(ys, dtype=torch.int64)
 
@@ -336,9 +326,11 @@ def evaluate_quality(model: Any, benchmark_name: str, dataset: Any, seed: int = 
             "ci_95": [acc.ci_lower, acc.ci_upper], "ci_method": acc.ci_method,
             "method": "top-1 accuracy (results.top1_correct)"}
 
-
+# %% ../../nbs/19_benchmarking/tinymlperf_dev.ipynb #956dd11d
 def _latency(a: Any, x: Any, num_runs: int, windows: int) -> dict[str, Any]:
+    "MLPerf Tiny's latency (1 / median throughput of `windows` windows) and the single-stream distribution."
     fn = lambda: a.forward(x)  # noqa: E731
+    ### BEGIN SOLUTION
     runs = [time_callable(fn, warmup=2, samples=max(3, num_runs // windows), sync=a.sync, device=str(a.device))
             for _ in range(windows)]
     throughput = [1e9 / float(np.mean(s.per_call_ns)) for s in runs]  # a window's calls / its time
@@ -355,8 +347,9 @@ def _latency(a: Any, x: Any, num_runs: int, windows: int) -> dict[str, Any]:
             "p50_ms": r.p50, "p90_ms": r.p90, "p99_ms": r.p99,
             "p90_over": ("per-inference samples" if single.calls_per_sample == 1 else
                          f"blocks of {single.calls_per_sample} inferences (one call is too short to time alone)")}
+    ### END SOLUTION
 
-
+# %% ../../nbs/19_benchmarking/tinymlperf_dev.ipynb #9bdd1b1a
 def _compliance(quality: Mapping[str, Any], task: TinyMLPerfTask, median_ms: float) -> dict[str, Any]:
     "Quality, latency and overall status through `compliance_decision`, with the course API's booleans."
     v, t, budget, error = quality["value"], task.quality_target, task.latency_budget_ms, quality.get("error")
@@ -377,7 +370,7 @@ def _compliance(quality: Mapping[str, Any], task: TinyMLPerfTask, median_ms: flo
             "compliant_reason": reason if overall != "pass" else
             "quality target reached" + ("" if budget is None else " and latency within budget")}
 
-# %% ../../nbs/19_benchmarking/tinymlperf_dev.ipynb #956dd11d
+
 _FLAT_LATENCY = {"mean_latency_ms": "mean_ms", "std_latency_ms": "std_ms", "p50_latency_ms": "p50_ms",
                  "p90_latency_ms": "p90_ms", "p99_latency_ms": "p99_ms", "max_latency_ms": "max_ms",
                  "latency_median_ms": "latency_median_ms", "latency_from_throughput_ms": "latency_from_throughput_ms",
@@ -396,9 +389,7 @@ class TinyMLPerf:
     def __init__(self, random_seed: int = 42, windows: int = 5):
         if isinstance(random_seed, bool) or not isinstance(random_seed, int):
             raise ValueError(f"random_seed: expected an int, got {random_seed!r}")
-        if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
-            raise ValueError(f"windows: expected an int >= 1, got {windows!r}")
-        self.random_seed, self.windows, self.tasks = random_seed, windows, dict(TASKS)
+        self.random_seed, self.windows, self.tasks = random_seed, _positive_int(windows, "windows"), dict(TASKS)
         self.benchmarks = {name: {"input_shape": t.input_shape, "target_accuracy": t.quality_target,
                                   "quality_metric": t.quality_metric, "max_latency_ms": t.latency_budget_ms,
                                   "description": f"{t.model} on {t.dataset}"} for name, t in TASKS.items()}
@@ -419,19 +410,16 @@ class TinyMLPerf:
     def run_standard_benchmark(self, model: Any, benchmark_name: str, num_runs: int = 100,
                                dataset: Any = None) -> dict[str, Any]:
         """Benchmark `model` (anything `adapt` accepts) on one task: latency (MLPerf Tiny style and
-        single stream) and, when `dataset` holds real labels, quality against the task's target
-        (for "digits" the bundled test split is the default). Without labels, or with an
-        inconclusive quality, `compliant` is None, and `accuracy_reason` / `compliant_reason` say
-        why. Outputs that cannot be scored fail quality, the error kept. Raises
-        `IncompatibleModelError` when the model cannot take the task's input.
+        single stream) and, with a labelled `dataset` (for "digits" the bundled test split), quality
+        against the target. Without labels, or inconclusive, `compliant` is None and `compliant_reason`
+        says why; unscorable outputs fail quality. `IncompatibleModelError` if the input does not fit.
 
         >>> r = TinyMLPerf().run_standard_benchmark(DSCNN(), "keyword_spotting", num_runs=5)
         >>> r["accuracy"], r["compliant"], r["mean_latency_ms"] > 0
         (None, None, True)
         """
         task = _check_name(benchmark_name)
-        if isinstance(num_runs, bool) or not isinstance(num_runs, int) or num_runs < 2:
-            raise ValueError(f"num_runs: expected an int >= 2, got {num_runs!r}")
+        _positive_int(num_runs, "num_runs", minimum=2)
         a = adapt(model)
         x = self._input(a, task)
         with a.inference():
@@ -492,13 +480,12 @@ class TinyMLPerf:
                     "target_latency_ms": t.latency_budget_ms, "compliant": False, "compliant_reason": f"input shape rejected: {e}"}
         return results
 
-    def generate_compliance_report(self, results: Mapping[str, Any],
-                                   output_path: str | Path = "tinymlperf_report.json") -> str:
+    def generate_compliance_report(self, results: Mapping[str, Any], output_path: str | Path = "tinymlperf_report.json") -> str:
         """Write the compliance report of `results` (JSON at `output_path`, Markdown next to it,
         both atomically) and return its text, headed "TinyMLPerf Compliance Report"."""
         return _write_compliance_report(results, output_path, random_seed=self.random_seed)[1]
 
-# %% ../../nbs/19_benchmarking/tinymlperf_dev.ipynb #ed3bbae9
+# %% ../../nbs/19_benchmarking/tinymlperf_dev.ipynb #939aae84
 def _fmt(v: Any, spec: str = ".4g") -> str:
     return "—" if v is None else format(v, spec)
 
@@ -511,9 +498,8 @@ def _write_compliance_report(results: Mapping[str, Any], output_path: str | Path
     results = {results["benchmark"]: results} if "benchmark" in results else results  # a single result
     if not results:
         raise ValueError("results: expected at least one benchmark result, got none")
-    for name, r in results.items():
-        if not isinstance(r, Mapping) or "task" not in r or "status" not in r:
-            raise ValueError(f"results['{name}']: expected a result of run_standard_benchmark or run_all_benchmarks")
+    if bad := [n for n, r in results.items() if not isinstance(r, Mapping) or "task" not in r or "status" not in r]:
+        raise ValueError(f"results['{bad[0]}']: expected a result of run_standard_benchmark or run_all_benchmarks")
     rows = []
     for name, r in results.items():
         task, comp, lat, q = r["task"], r["compliance"], r.get("latency", {}), r.get("quality", {})
@@ -547,8 +533,7 @@ def _write_compliance_report(results: Mapping[str, Any], output_path: str | Path
         "interval lies above (or below) the target. Latency budgets are the course's deployment requirements "
         "(MLPerf Tiny reports latency and sets none); the single-stream median is compared with them.", "",
         "## System", "", *[f"- {k}: {v}" for k, v in sysinfo.items()], ""])
-    base = Path(output_path)
-    base = base.with_suffix("") if base.suffix in (".json", ".md") else base
+    base = Path(output_path)  # "report", "report.json" or "report.md" all give report.json and report.md
     paths = {"json": base.with_suffix(".json"), "markdown": base.with_suffix(".md")}
     write_json(paths["json"], doc)
     write_atomic(paths["markdown"], text)
