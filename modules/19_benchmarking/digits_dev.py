@@ -182,7 +182,8 @@ if __name__ == "__main__":
           f"{accuracy_on(model, X_te, y_te):.2%} on {len(y_te)} real test images")
 
 # %%
-def test_unit_digits_model():
+def test_module():
+    "End to end: the default model is trained once, cached, reloaded unchanged, and accurate on real test images."
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         first = default_digits_model(cache_dir=tmp)
@@ -197,4 +198,4 @@ def test_unit_digits_model():
 
 
 if __name__ == "__main__":
-    test_unit_digits_model()
+    test_module()
