@@ -530,9 +530,9 @@ def test_module_19_size_target():
 
 # ---- results_dev's tasks: independent solutions pass, typical wrong ones are named ------------
 
-def _solution_namespace(notebook: str) -> dict:
+def _solution_namespace(notebook: str, module: str = MODULE) -> dict:
     "Every code cell of a solution notebook, executed as a module (`__name__` is not '__main__')."
-    nb = json.loads((ROOT / "nbs" / MODULE / notebook).read_text(encoding="utf-8"))
+    nb = json.loads((ROOT / "nbs" / module / notebook).read_text(encoding="utf-8"))
     mod = types.ModuleType(f"lesson_solution_{Path(notebook).stem}")
     sys.modules[mod.__name__] = mod  # dataclasses look their module up
     for c in nb["cells"]:
@@ -541,10 +541,11 @@ def _solution_namespace(notebook: str) -> dict:
     return mod.__dict__
 
 
-def _student_cell_with(ns: dict, notebook: str, grade_id: str, stub: str, body: str, **others: str) -> None:
+def _student_cell_with(ns: dict, notebook: str, grade_id: str, stub: str, body: str, module: str = MODULE,
+                       **others: str) -> None:
     """Re-define one solution cell in `ns` as the student has it, with `body` in place of the stub
     `stub` (and each further stub of the cell, named as a keyword with dots as `__`, filled likewise)."""
-    cell = next(c for c in _student_cells(ROOT / "nbs" / MODULE / notebook) if c["grade_id"] == grade_id)
+    cell = next(c for c in _student_cells(ROOT / "nbs" / module / notebook) if c["grade_id"] == grade_id)
     src = _fill_stub(cell["source"], stub, body)
     for name, other in others.items():
         if name.replace("__", ".") != stub:
@@ -772,3 +773,164 @@ def test_pareto_without_ties_is_named(results_ns):
     with pytest.raises(AssertionError) as e:
         results_ns["test_unit_pareto_front_with_ties"]()
     assert "differ by noise only" in str(e.value), e.value
+
+
+# ---- the remaining results and profiling tasks: a second, independent solution passes -------
+
+MY_RESAMPLER = '''
+data = [np.array([float(v) for v in s_]) for s_ in samples]
+if len(data) == 0 or any(d.ndim != 1 or len(d) == 0 for d in data):
+    raise ValueError("samples: give one or more non-empty 1-D samples")
+if paired and len(set(map(len, data))) > 1:
+    raise ValueError("samples: paired samples must have equal lengths")
+if type(n_boot) is not int or n_boot < 100:
+    raise ValueError("n_boot: at least 100")
+if not (0.0 < confidence < 1.0):
+    raise ValueError("confidence: must lie in (0, 1)")
+gen = np.random.default_rng(seed)
+if paired:
+    rows = gen.integers(0, len(data[0]), size=(n_boot, len(data[0])))
+    drawn = [d[rows] for d in data]
+else:
+    drawn = []
+    for d in data:
+        drawn.append(np.take(d, gen.integers(0, len(d), size=(n_boot, len(d)))))
+with np.errstate(all="ignore"):
+    stat = np.asarray(statistic(*drawn), dtype=float)
+stat = stat[~np.isnan(stat) & ~np.isinf(stat)]
+if len(stat) == 0:
+    return None, None
+q = (1.0 - confidence) / 2.0
+return float(np.quantile(stat, q)), float(np.quantile(stat, 1.0 - q))
+'''
+MY_RULE = '''
+if effect == 0 or abs(effect) < min_effect:
+    return False
+return p_value is None or p_value < alpha
+'''
+MY_COMPARE_SAMPLES = '''
+a_arr, b_arr = np.array(list(a), dtype=float), np.array(list(b), dtype=float)
+for arr, arg in ((a_arr, "a"), (b_arr, "b")):
+    if arr.ndim != 1 or len(arr) < 2 or np.isnan(arr).any() or np.isinf(arr).any():
+        raise ValueError(arg + ": two or more finite values are needed")
+if not (0 < alpha < 1):
+    raise ValueError("alpha: must be in (0, 1)")
+if n_boot < 100:
+    raise ValueError("n_boot: at least 100")
+median_a, median_b = statistics.median(a_arr.tolist()), statistics.median(b_arr.tolist())
+if median_a == 0:
+    raise ValueError("a: median 0")
+ratio = median_b / median_a
+ci_lower, ci_upper = bootstrap_interval(lambda x, y: np.median(y, axis=1) / np.median(x, axis=1), [a_arr, b_arr],
+                                        n_boot=n_boot, seed=seed, confidence=1 - alpha)
+p_value = float(_stats.mannwhitneyu(b_arr, a_arr, alternative="two-sided").pvalue)
+significant = is_significant(p_value, ratio - 1, alpha, min_effect)
+'''
+MY_PARETO = '''
+for m, d in directions.items():
+    if d not in {"min", "max"}:
+        raise ValueError("directions: %s must be 'min' or 'max', not %r" % (m, d))
+if len(directions) == 0:
+    raise ValueError("directions: no metric")
+keys = list(directions)
+def cost(name):
+    vals = points[name]
+    if any(vals.get(k) is None for k in keys):
+        raise ValueError("points: %s lacks a metric" % name)
+    return [vals[k] if directions[k] == "min" else -vals[k] for k in keys]
+costs = {n: cost(n) for n in points}
+def beats(p, q):
+    return all(x <= y for x, y in zip(p, q)) and p != q
+return [n for n in points if not any(beats(costs[o], costs[n]) for o in points if o != n)]
+'''
+MY_PROPORTION = '''
+outcomes = [float(v) for v in self.values]
+if not outcomes:
+    raise ValueError("values: no outcomes")
+if any(v not in (0.0, 1.0) for v in outcomes):
+    raise ValueError("values: outcomes must be 0 or 1")
+self.values = [int(v) for v in outcomes]
+self.count, self.correct = len(outcomes), sum(self.values)
+self.mean = self.median = self.p50 = self.correct / self.count
+self.std = statistics.stdev(outcomes) if self.count > 1 else 0.0
+self.min, self.max = min(outcomes), max(outcomes)
+self.p90 = self.p95 = self.p99 = self.iqr = self.cv = None
+self.outliers = 0
+self.ci_lower, self.ci_upper = wilson_interval(self.correct, self.count, self.confidence)
+'''
+MY_PARETO_TIES = '''
+metrics = list(metrics)
+if not metrics:
+    raise ValueError("metrics: none given")
+names = list(results)
+for n in names:
+    if any(results[n].get(m) is None for m in metrics):
+        raise ValueError("results: %s lacks a metric" % n)
+win, ties = {}, []
+for i in range(len(names)):
+    for j in range(i + 1, len(names)):
+        a, b = names[i], names[j]
+        for m in metrics:
+            w = compare_results(results[a][m], results[b][m], names=(a, b), alpha=alpha, min_effect=min_effect,
+                                seed=seed).winner
+            win[a, b, m] = win[b, a, m] = w
+            if w is None:
+                ties.append([a, b, m])
+dominated_by = {}
+for b in names:
+    for a in names:
+        if a != b and all(win[a, b, m] != b for m in metrics) and any(win[a, b, m] == a for m in metrics):
+            dominated_by[b] = a
+            break
+return {"front": [n for n in names if n not in dominated_by], "dominated_by": dominated_by, "ties": ties,
+        "alpha": alpha, "min_effect": min_effect}
+'''
+MY_WILSON = '''
+if isinstance(n, bool) or n != int(n) or n < 1:
+    raise ValueError("n: a positive count")
+if correct != int(correct) or correct < 0 or correct > n:
+    raise ValueError("correct: between 0 and n")
+if not 0 < confidence < 1:
+    raise ValueError("confidence: in (0, 1)")
+z = _stats.norm.isf((1 - confidence) / 2)
+p = correct / n
+lo = (2 * correct + z * z - z * math.sqrt(z * z + 4 * correct * (1 - p))) / (2 * (n + z * z))
+hi = (2 * correct + z * z + z * math.sqrt(z * z + 4 * correct * (1 - p))) / (2 * (n + z * z))
+return max(0.0, lo), min(1.0, hi)
+'''
+
+
+@pytest.mark.parametrize("grade_id, stub, body, others, test", [
+    ("results-resampler-rule", "bootstrap_interval", MY_RESAMPLER, {"is_significant": MY_RULE},
+     "test_unit_resampler_and_rule"),
+    ("benchmarking-compare", "compare_samples", MY_COMPARE_SAMPLES, {}, "test_unit_compare_samples"),
+    ("benchmarking-pareto", "pareto_front", MY_PARETO, {}, "test_unit_pareto_front"),
+    ("results-proportion", "ProportionResult.__post_init__", MY_PROPORTION, {}, "test_unit_proportion_result"),
+    ("results-pareto-ties", "pareto_front_with_ties", MY_PARETO_TIES, {}, "test_unit_pareto_front_with_ties"),
+    ("benchmarking-wilson", "wilson_interval", MY_WILSON, {}, "test_unit_wilson_interval"),
+])
+def test_independent_solutions_of_the_other_results_tasks(results_ns, grade_id, stub, body, others, test):
+    _student_cell_with(results_ns, "results_dev.ipynb", grade_id, stub, body, **others)
+    results_ns[test]()
+
+
+PROFILING_SOLUTIONS = {
+    "profiling-parameter-count": ("parameter_count", "return sum(int(np.size(np.asarray(a.detach() if hasattr(a, 'detach') else a))) for a in arrays)"),
+    "profiling-linear-macs": ("linear_macs", "n = in_features\nfor d in output_shape:\n    n *= d\nreturn int(n)"),
+    "profiling-conv-macs": ("conv_macs", "per_output = 1\nfor d in list(weight_shape)[1:]:\n    per_output *= d\n"
+                            "outputs = 1\nfor d in output_shape:\n    outputs *= d\nreturn int(outputs * per_output)"),
+    "profiling-activation-bytes": ("activation_bytes", "size = torch.empty((), dtype=dtype).element_size() "
+                                   "if isinstance(dtype, torch.dtype) else np.empty((), dtype=dtype).itemsize\n"
+                                   "count = 1\nfor d in shape:\n    count *= d\nreturn int(count * size)"),
+}
+
+
+@pytest.mark.parametrize("grade_id", sorted(PROFILING_SOLUTIONS))
+def test_independent_profiling_solutions_pass(grade_id):
+    ns = _solution_namespace("profiling_dev.ipynb", module="15_profiling")
+    try:
+        stub, body = PROFILING_SOLUTIONS[grade_id]
+        _student_cell_with(ns, "profiling_dev.ipynb", grade_id, stub, body, module="15_profiling")
+        ns[f"test_unit_{stub}"]()
+    finally:
+        sys.modules.pop("lesson_solution_profiling_dev", None)
