@@ -128,3 +128,17 @@ def test_markdown_table_escapes_and_missing_fields():
     assert row.count("n/a") == 2 and "x86 \\| 2 threads" in row
     with pytest.raises(ValueError, match="task"):
         benchmark_table_markdown([{"model": "m"}])
+
+
+def test_report_without_labelled_data(tmp_path):
+    "A model no labelled data fits: the sweep is unavailable with the reason, the latency timed without it."
+    from tinytorch.benchmarking.devices import write_hardware_report
+
+    net = nn.Sequential(nn.Conv1d(3, 8, 5), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 28, 4))  # not an image model
+    paths = write_hardware_report(net, None, (2, 3, 32), tmp_path, devices=["stm32f446"], repeats=3,
+                                  sweep_unavailable_reason="no labelled data fits input shape (2, 3, 32)")
+    summary = pd.read_csv(paths["hardware_summary"]).iloc[0]
+    assert "unavailable: no labelled data fits" in summary.skipped_precisions, summary.skipped_precisions
+    assert summary.latency_source.startswith("time_model")
+    assert int(summary.estimated_total_macs) == 2 * (8 * 3 * 5 * 28 + 8 * 28 * 4), "MACs for this input shape"
+    assert "unavailable" in paths["benchmark_table"].read_text(encoding="utf-8")

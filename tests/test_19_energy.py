@@ -155,6 +155,13 @@ def test_process_can_raise():
         measure_energy(boom, power_watts=5.0, powercap_root="/nonexistent")
 
 
+@pytest.mark.parametrize("kwargs", [{"power_watts": -1}, {"windows": 0}, {"min_window_s": 0}])
+def test_bad_arguments_are_named(kwargs):
+    "Moved from energy_dev's test_module: each bad argument is a ValueError naming it."
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        measure_energy(lambda: None, powercap_root="/nonexistent", **kwargs)
+
+
 def test_suite_records_measured_energy_from_a_counter(tmp_path):
     """End to end: a model whose forward advances a fake RAPL counter by 2000 µJ per call."""
     root = tmp_path / "powercap"

@@ -28,6 +28,10 @@ def test_published_parameter_counts():
     # DS-CNN: 23,756 trainable parameters (NXP eIQ model zoo card for the MLCommons Tiny KWS DS-CNN);
     # Keras total including BN moving statistics: 24,908
     assert n_params(DSCNN()) == 23756
+    # the same by hand from the Keras layers (weights + biases + BN gamma/beta): conv 10x4 (64), then
+    # 4 x (depthwise 3x3 + pointwise 1x1), then the dense layer to 12 classes
+    by_hand = 10 * 4 * 64 + 64 + 2 * 64 + 4 * ((9 * 64 + 64 + 2 * 64) + (64 * 64 + 64 + 2 * 64)) + 64 * 12 + 12
+    assert by_hand == 23756
     assert n_params(DSCNN()) + n_bn_running(DSCNN()) == 24908
     # ResNet-8 (EEMBC resnet_v1, 16 filters): ~78k parameters; int8 model 96 KB in MLPerf Tiny v0.5
     assert n_params(ResNet8()) == 78186
@@ -77,6 +81,7 @@ def test_digits_compliance_trained_passes_untrained_fails():
     assert lat["latency_from_throughput_ms"] == pytest.approx(1000 / np.median(lat["window_throughput_sps"]))
     assert lat["single_stream"]["count"] == 20
     assert lat["p90_over"].startswith(("per-inference", "blocks"))
+    assert 0 < ok["p50_latency_ms"] == ok["latency_median_ms"] <= ok["p90_latency_ms"]  # the flat summary agrees
 
 
 def test_no_labels_means_not_evaluated():

@@ -9,11 +9,9 @@
 # %% [markdown]
 # # Module 19: Benchmarking — the harness: several models, one protocol
 #
-# The first notebook built the currency: results that know their statistics. This one builds the
-# machine that produces them for several models under one protocol, so that a comparison is
-# fair: `Benchmark` measures latency, top-1 accuracy, memory and throughput, every figure a
-# result, every failure recorded with its reason (the suite notebook later adds energy, the
-# comparisons with a baseline, the Pareto set and the report).
+# The results notebook built the currency; this one builds the machine that produces it for several
+# models under one protocol, so a comparison is fair: `Benchmark` measures latency, top-1 accuracy,
+# memory and throughput, every failure recorded with its reason (the suite adds energy and the report).
 #
 # ```
 # models ──adapt──> timing core (Module 15) ──> BenchmarkResult ──┐
@@ -42,15 +40,13 @@ from tinytorch.benchmarking.results import (
     as_eval_sets, compare_results, compare_samples, json_native, mcnemar_exact, metric_info, pareto_front,
     pareto_front_with_ties, precise_timer, serialized_bytes, top1_correct, wilson_interval,
 )
-from tinytorch.profiling.timing import adapt, system_info as _system_info, time_interleaved
+from tinytorch.profiling.timing import _positive_int as _check_int, adapt, system_info as _system_info, time_interleaved
 
 # %% [markdown]
 # ## The public API, in one place
 #
-# The capstone imports `Benchmark, BenchmarkResult, BenchmarkSuite, TinyMLPerf, OlympicEvent,
-# precise_timer, compare_optimization_techniques` from this module. It re-exports the public
-# names of the focused modules, loading the three whose notebooks come later on first use
-# (PEP 562's module `__getattr__`), and names the five Olympics events (rules: Olympics notebook).
+# The capstone imports `Benchmark, BenchmarkSuite, TinyMLPerf, OlympicEvent, …` from this module: it
+# re-exports the focused modules' names, loading those of later notebooks on first use (PEP 562).
 
 # %%
 #| export
@@ -58,8 +54,7 @@ _all_ = ["BenchmarkResult", "ProportionResult", "CountResult", "TimerReading", "
          "Comparison", "compare_samples", "compare_results", "mcnemar_exact", "pareto_front", "pareto_front_with_ties",
          "MetricInfo", "METRICS", "STATISTICS", "BenchmarkSuite", "TinyMLPerf", "compare_optimization_techniques"]
 
-_LAZY = {"BenchmarkSuite": "tinytorch.benchmarking.suite",
-         "TinyMLPerf": "tinytorch.benchmarking.tinymlperf",
+_LAZY = {"BenchmarkSuite": "tinytorch.benchmarking.suite", "TinyMLPerf": "tinytorch.benchmarking.tinymlperf",
          "compare_optimization_techniques": "tinytorch.benchmarking.olympics"}
 
 
@@ -71,11 +66,7 @@ def __getattr__(name: str) -> Any:
 
 
 class OlympicEvent(Enum):
-    """The TorchPerf Olympics events (the capstone competition).
-
-    >>> OlympicEvent("latency_sprint").name
-    'LATENCY_SPRINT'
-    """
+    "The TorchPerf Olympics events of the capstone (their rules: the Olympics notebook)."
 
     LATENCY_SPRINT = "latency_sprint"
     MEMORY_CHALLENGE = "memory_challenge"
@@ -96,16 +87,14 @@ class OlympicEvent(Enum):
 # | inputs differ | a different input shape, or data that takes another code path | every model gets the same input tensor |
 # | one number each | two medians always differ a little; noise can make either look faster | every timed sample is kept; a significance test decides |
 #
-# And the machine drifts while you measure, which the timing core's interleaved rounds
-# (Module 15) spread over every model. The first two pitfalls, on the digits CNN:
+# Drift while you measure is spread over every model by interleaved rounds (Module 15). The first two, measured:
 
 # %%
 if __name__ == "__main__":
     from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
     from tinytorch.profiling.timing import time_model
 
-    _cnn = default_digits_model()
-    _x = load_digits_split("test")[0][:1]
+    _cnn, _x = default_digits_model(), load_digits_split("test")[0][:1]
     with torch.inference_mode():
         _fresh = torch.jit.trace(type(_cnn)().eval(), _x)  # a freshly traced copy: its first calls are cold
         _cold = []
@@ -118,35 +107,25 @@ if __name__ == "__main__":
           f"after warmup: median {_warm.median_ms:.3f} ms")
     for _n in sorted({1, torch.get_num_threads()}):
         _s = time_model(_cnn, _x, samples=20, threads=_n)
-        print(f"{_n} thread(s): {BenchmarkResult('latency', _s.per_call_ms, unit='ms')}; "
-              f"{_s.calls_per_sample} calls per timed block")
+        print(f"{_n} thread(s): {BenchmarkResult('latency', _s.per_call_ms, unit='ms')}; {_s.calls_per_sample} calls per block")
 
 # %% [markdown]
 # ## Benchmark: several models, the same protocol
 #
-# `Benchmark` holds the models (keyed by name), the evaluation data and the protocol. Every
-# figure lands in `results[metric][model]`, a figure that cannot be had in
-# `unavailable[metric][model]` with the reason, and a model that raised in
-# `failures[metric][model]` with its error, while the other models still run.
+# `run_latency_benchmark` (interleaved rounds: A B C, A B C, …), `run_accuracy_benchmark`, `run_memory_benchmark`
+# and `run_throughput_benchmark` put each figure in `results[metric][model]`, one that cannot be had in
+# `unavailable` with the reason, and a model that raised in `failures` with its error, while the others still run.
 #
-# ```
-# run_latency_benchmark     interleaved rounds: A B C, A B C, ...   -> results["latency"]  (ms)
-# run_accuracy_benchmark    top-1 over every labelled sample        -> results["accuracy"] (+ Wilson)
-# run_memory_benchmark      Profiler + serialized size              -> "memory", "model_size", "parameter_memory"
-# run_throughput_benchmark  samples/s per batch size                -> "throughput_bs1", "throughput_bs8", ...
-# ```
-#
-# **Your task (medium, 6 points).** Complete the per-model loop of
-# `Benchmark.run_accuracy_benchmark`: one top-1 accuracy per model over every labelled sample of
-# every labelled dataset, and a model that raises recorded as a failure while the others go on.
+# **Your task (medium, 6 points).** Complete the per-model loop of `Benchmark.run_accuracy_benchmark`:
+# one top-1 accuracy per model over every labelled sample of every labelled dataset, and a model
+# that raises recorded as a failure while the others go on.
 #
 # - *TODO:* for each model in `self.adapters`, store a `ProportionResult("accuracy", outcomes,
 #   unit="fraction", metadata=...)` with `self._store`, and return `{name: result}`.
-# - *Approach:* `top1_correct(adapter, dataset)` gives one 0/1 outcome per sample of a dataset;
-#   pool the outcomes of all labelled datasets (in order) into one list, and keep per dataset
-#   `{"name", "correct", "count", "accuracy", "wilson_95"}` for `metadata["datasets"]` (that
-#   list is how two results are paired sample by sample later). Anything the model raises
-#   (wrong output shape, labels out of range) goes to `self._fail("accuracy", name, e)`.
+# - *Approach:* `top1_correct(adapter, dataset)` gives one 0/1 outcome per sample; pool the outcomes
+#   of all labelled datasets (in order) into one list, and keep per dataset `{"name", "correct",
+#   "count", "accuracy", "wilson_95"}` for `metadata["datasets"]` (how two results are paired sample
+#   by sample later). Whatever raises (the model, labels out of range) goes to `self._fail("accuracy", name, e)`.
 # - *Example:* datasets of 2 and 4 samples with 1 and 3 right give 4 of 6 = 0.667 (the pooled
 #   count), not the mean of 0.5 and 0.75 (0.625).
 # - *Hints:* the `try` belongs inside the loop over models, or one broken model stops the
@@ -161,31 +140,23 @@ def _throughput_metric(batch_size: int) -> str:
     return f"throughput_bs{batch_size}"
 
 
-def _error_record(e: BaseException) -> dict[str, str]:
-    return {"error_type": type(e).__name__, "message": str(e)}
-
-
-def _check_int(value: Any, arg: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{arg}: expected an int >= {minimum}, got {value!r}")
-    return int(value)
+def _error_record(e: BaseException, context: str | None = None) -> dict[str, str]:
+    return {"error_type": type(e).__name__, "message": f"{context}: {e}" if context else str(e)}
 
 
 class Benchmark:
     """Measure several models under one protocol: latency, accuracy, memory, throughput.
 
-    `models`: a list or a dict `{name: model}` of torch modules, TinyTorch-style objects, objects
-    with only `forward`, or callables (names from `names`, the keys, `.name` or the class; unique).
-    `datasets`: one or a list of what `as_eval_sets` takes (`DataLoader`, `Dataset`, `(X, y)`, a
-    dict). `warmup_runs` untimed calls before each round; `measurement_runs` timed samples per
-    model in `rounds` interleaved rounds (default `min(5, measurement_runs)`); `threads` fixed
-    while timing (None: the current count). Results: `results[metric][model]`,
-    `unavailable[metric][model] -> reason`, `failures[metric][model] -> {"error_type", "message"}`.
+    `models`: a list or a dict `{name: model}` of torch modules, TinyTorch-style or forward-only objects,
+    or callables (unique names from `names`, the keys, `.name` or the class); `datasets`: what
+    `as_eval_sets` takes. `warmup_runs` untimed calls before each round; `measurement_runs` timed
+    samples per model in `rounds` interleaved rounds (default `min(5, measurement_runs)`); `threads`
+    fixed while timing (None: the current count). Figures: `results[metric][model]`, else
+    `unavailable[metric][model] -> reason` or `failures[metric][model] -> {"error_type", "message"}`.
 
-    >>> X, y = torch.randn(32, 4), torch.randint(0, 3, (32,))
-    >>> b = Benchmark([torch.nn.Linear(4, 3)], [(X, y)], names=["lin"], measurement_runs=4)
-    >>> sorted(b.run_latency_benchmark()), b.results["latency"]["lin"].unit
-    (['lin'], 'ms')
+    >>> b = Benchmark({"lin": torch.nn.Linear(4, 3)}, (torch.randn(32, 4), torch.randint(0, 3, (32,))))
+    >>> b.run_latency_benchmark()["lin"].unit
+    'ms'
     """
 
     def __init__(self, models: Any, datasets: Any = None, warmup_runs: int = 5, measurement_runs: int = 10,
@@ -215,17 +186,13 @@ class Benchmark:
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads: expected a positive int or None, got {threads!r}")
         self.adapters = {a.name: a for a in adapters}
-        self.models = {a.name: a.model for a in adapters}
-        self.names = list(self.adapters)
+        self.models, self.names = {n: a.model for n, a in self.adapters.items()}, list(self.adapters)
         self.datasets = as_eval_sets(datasets, dataset_names, _check_int(batch_size, "batch_size", 1))
         self.rounds, self.threads, self.seed = rounds, threads, seed
         self.system_info = _system_info()
         self.metric_info: dict[str, MetricInfo] = dict(METRICS)
-        self.results: dict[str, dict[str, BenchmarkResult]] = {}
-        self.unavailable: dict[str, dict[str, str]] = {}
-        self.failures: dict[str, dict[str, dict[str, str]]] = {}
-        self.input_shape: tuple[int, ...] | None = None
-        self.input_source: str | None = None
+        self.results, self.unavailable, self.failures = {}, {}, {}  # see the class docstring
+        self.input_shape, self.input_source = None, None  # set by _input, the one timing input
 
     # ----- bookkeeping: each figure is in exactly one of results, unavailable, failures -----
     def _store(self, metric: str, name: str, result: BenchmarkResult) -> None:
@@ -237,10 +204,7 @@ class Benchmark:
     def _fail(self, metric: str, name: str, e: BaseException, context: str | None = None) -> None:
         if isinstance(e, NotImplementedError) and str(e).startswith("not yet implemented"):
             raise e  # an unfinished course exercise, not a failed measurement: say so, loudly
-        record = _error_record(e)
-        if context:
-            record["message"] = f"{context}: {record['message']}"
-        self.failures.setdefault(metric, {})[name] = record
+        self.failures.setdefault(metric, {})[name] = _error_record(e, context)
         self.results.get(metric, {}).pop(name, None)
 
     def _not_available(self, metric: str, name: str, reason: str) -> None:
@@ -260,8 +224,7 @@ class Benchmark:
                 raise (TypeError if shape is None else ValueError)(
                     f"input_shape: expected a sequence of positive ints such as (1, 1, 8, 8), got {input_shape!r}")
             x, source = torch.randn(*shape, generator=g), f"seeded standard normal (seed {self.seed})"
-        elif any(d.has_samples for d in self.datasets):
-            d = next(d for d in self.datasets if d.has_samples)
+        elif (d := next((d for d in self.datasets if d.has_samples), None)) is not None:
             x, source = d.first_samples(1), f"first sample of dataset '{d.name}'"
         else:
             x = torch.randn(*DEFAULT_INPUT_SHAPE, generator=g)
@@ -324,11 +287,10 @@ class Benchmark:
         return out
 
     def run_memory_benchmark(self, input_shape: Sequence[int] | None = None) -> dict[str, BenchmarkResult]:
-        """Memory per model, each a `CountResult` in MiB (exact bytes in `metadata`): "memory" (peak
-        of one forward pass, every field of `Profiler.measure_memory`), "parameter_memory" and
-        "model_size" (bytes of the saved model, `results.serialized_bytes`). For objects with only
-        `forward()` and plain callables (parameters hidden) "memory" is the forward pass's own
-        peak and the other two are unavailable with the reason. Returns the "memory" results."""
+        """Memory per model, `CountResult`s in MiB (exact bytes in `metadata`): "memory" (the peak of one
+        forward pass, with every field of `Profiler.measure_memory`), "parameter_memory" and "model_size"
+        (`results.serialized_bytes`); for forward-only objects and callables only the forward pass's
+        peak, the other two unavailable with the reason. Returns the "memory" results."""
         from tinytorch.profiling.profiler import Profiler, forward_peak_bytes
 
         x = self._input(input_shape)
@@ -387,8 +349,7 @@ class Benchmark:
         if a.kind == "onnxruntime":
             self._not_available("parameter_memory", name, "an ONNX Runtime session: its weights live in ORT's own "
                                                           "memory, where no Python-side tool can count them")
-            size = a.info.get("onnx_bytes")
-            if size is None:
+            if (size := a.info.get("onnx_bytes")) is None:
                 self._not_available("model_size", name, "the session was not built from an .onnx file on disk")
             else:
                 self._store("model_size", name, CountResult("model_size", [size / 2**20], unit="MiB", metadata={
@@ -458,8 +419,7 @@ class Benchmark:
                            count=r.count, unit=r.unit)
                 if r.count >= 2 or type(r) is not BenchmarkResult:
                     row["median_ci_lower"], row["median_ci_upper"] = (float(v) for v in r.median_ci())
-            elif name in self.failures.get(metric, {}):
-                f = self.failures[metric][name]
+            elif (f := self.failures.get(metric, {}).get(name)) is not None:
                 row.update(status="failed", note=f"{f['error_type']}: {f['message']}")
             elif name in self.unavailable.get(metric, {}):
                 row.update(status="unavailable", note=self.unavailable[metric][name])
@@ -472,7 +432,6 @@ class Benchmark:
                 min_effect: float = 0.02, n_boot: int = 2000, seed: int = 0) -> Comparison:
         """`model_b` against `model_a` on one measured metric, with `compare_results` (Mann-Whitney U
         and a bootstrap ratio b/a for timings, McNemar for accuracy, the ratio for exact values)."""
-        rs = []
         for name, arg in ((model_a, "model_a"), (model_b, "model_b")):
             if name not in self.adapters:
                 raise ValueError(f"{arg}: unknown model {name!r}; expected one of {self.names}")
@@ -480,9 +439,9 @@ class Benchmark:
                 why = (self.failures.get(metric, {}).get(name) or self.unavailable.get(metric, {}).get(name)
                        or "not measured yet")
                 raise ValueError(f"{arg}: no '{metric}' result for model {name!r} ({why})")
-            rs.append(self.results[metric][name])
-        return compare_results(rs[0], rs[1], names=(model_a, model_b), info=self.metric_info.get(metric),
-                               alpha=alpha, min_effect=min_effect, n_boot=n_boot, seed=seed)
+        return compare_results(self.results[metric][model_a], self.results[metric][model_b], names=(model_a, model_b),
+                               info=self.metric_info.get(metric), alpha=alpha, min_effect=min_effect, n_boot=n_boot,
+                               seed=seed)
 
 # %% nbgrader={"grade": true, "grade_id": "test-benchmark-accuracy", "locked": true, "points": 6, "schema_version": 3}
 def test_unit_benchmark_accuracy():
@@ -531,27 +490,23 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## Everything together
 #
-# Four models on the digits test set (given as two datasets): the trained CNN, the same CNN
-# doing its work twice (same predictions, twice the cost), an untrained CNN (same cost, chance
-# accuracy) and one that raises. Every metric under one protocol, one tidy table, the comparisons.
+# On the digits test set (as two datasets): the trained CNN, the same CNN working twice (same
+# predictions, twice the cost), an untrained CNN (same cost, chance accuracy) and one that raises.
 
 # %%
 def test_module():
     from tinytorch.benchmarking.digits import DigitsCNN, default_digits_model, load_digits_split
 
-    def broken(x):
-        raise RuntimeError("kaput")
-
     cnn, (X, y) = default_digits_model(), load_digits_split("test")
     torch.manual_seed(0)
     b = Benchmark({"cnn": cnn, "cnn_twice": lambda x: (cnn(x), cnn(x))[1], "untrained": DigitsCNN().eval(),
-                   "broken": broken}, [(X[:200], y[:200]), (X[200:], y[200:])], warmup_runs=3, measurement_runs=20,
-                  threads=1, dataset_names=["first", "rest"])
+                   "broken": lambda x: x.kaput()}, [(X[:200], y[:200]), (X[200:], y[200:])], warmup_runs=3,
+                  measurement_runs=20, threads=1, dataset_names=["first", "rest"])
     b.run_latency_benchmark(), b.run_memory_benchmark(), b.run_throughput_benchmark((1, 16))
     acc, metrics = b.run_accuracy_benchmark(), b._all_metrics()
     assert set(metrics) >= {"latency", "accuracy", "memory", "model_size", "parameter_memory", "throughput_bs16"}
     table = pd.concat([b.compare_models(m) for m in metrics])
-    assert len(table) == 4 * len(metrics) and b.failures["latency"]["broken"]["message"].endswith("kaput")
+    assert len(table) == 4 * len(metrics) and "kaput" in b.failures["latency"]["broken"]["message"]
     assert set(table[table["model"] == "cnn"]["status"]) == {"measured"}, "every figure of the trained CNN"
     assert set(table[table["model"] == "broken"]["status"]) <= {"failed", "unavailable"}, "no figure for broken"
     assert acc["cnn"].count == 450 and acc["cnn"].correct == acc["cnn_twice"].correct, "same predictions"

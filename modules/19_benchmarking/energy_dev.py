@@ -9,10 +9,9 @@
 # %% [markdown]
 # # Energy: reading the hardware's own counters
 #
-# Energy per inference is what a battery-powered device pays for a model. It cannot be
-# computed from latency alone: two models with the same latency can draw very different power
-# (one keeps the vector units busy, the other waits on memory). The only honest figure comes
-# from a **hardware energy counter**:
+# Energy per inference is what a battery pays for a model. Latency alone does not give it: two models
+# of equal latency can draw very different power (one keeps the vector units busy, the other waits on
+# memory). The honest figure comes from a **hardware energy counter**:
 #
 # | counter | where | unit | resolution |
 # |---|---|---|---|
@@ -21,9 +20,8 @@
 #
 # Three details decide whether a reading means anything: the **window** (counters tick every
 # millisecond or slower: loop the model for a second or more), the **wrap-around** of RAPL's
-# register, and the **idle baseline** (only the energy above the idle draw is the model's). With
-# no readable counter the only figure is an **estimate**, `latency × power_watts` with a power the
-# user supplies, labelled as one; with neither, `None` with the reason. Nothing is invented.
+# register, and the **idle baseline** (only the energy above the idle draw is the model's). Without a
+# counter: an **estimate**, `latency × power_watts`, labelled as one, or `None` with the reason.
 
 # %%
 #| default_exp benchmarking.energy
@@ -209,11 +207,7 @@ if __name__ == "__main__":
 #| export
 class NvmlReader:
     """Reads the total-energy counter of one NVIDIA GPU through NVML (`nvml`: the `pynvml` module, package
-    `nvidia-ml-py`, or a stand-in): on Volta and newer a 64-bit count of mJ that does not wrap in practice.
-
-    >>> r = NvmlReader(nvml=False)
-    >>> r.available(), r.unavailable_reason is not None
-    (False, True)
+    `nvidia-ml-py`, a stand-in, or False for none): on Volta and newer a 64-bit count of mJ that does not wrap.
     """
 
     def __init__(self, device_index: int = 0, nvml: Any = None):
@@ -408,11 +402,8 @@ def measure_energy(fn: Callable[[], Any], *, power_watts: float | None = None, l
     `latency × power_watts` (`latency_s`, or the median of a quick `time_callable` run), method
     "estimated: latency x power"; else `joules_per_call` is None and `reason` says why. Errors of `fn` propagate.
 
-    >>> m = measure_energy(lambda: sum(range(1000)), power_watts=15.0, powercap_root="/nonexistent")
-    >>> m.method, m.joules_per_call > 0
-    ('estimated: latency x power', True)
-    >>> measure_energy(lambda: None, powercap_root="/nonexistent").joules_per_call is None
-    True
+    >>> measure_energy(lambda: sum(range(1000)), power_watts=15.0, powercap_root="/nonexistent").method
+    'estimated: latency x power'
     """
     if not callable(fn):
         raise TypeError(f"fn: expected a zero-argument callable, got {type(fn).__name__}")
@@ -451,29 +442,17 @@ if __name__ == "__main__":  # on this machine: which path does measure_energy ta
 
 # %%
 def test_module():
-    "End to end: measure_energy on a counter that wraps inside a window, on NVML, and with no counter."
-    import types
+    "End to end: measure_energy on a counter that wraps inside a window, and with no counter."
     with tempfile.TemporaryDirectory() as tmp:
         counter = _fake_powercap(Path(tmp), start_uj=990_000, max_range_uj=1_000_000)
         work = lambda: counter.write_text(f"{(int(counter.read_text()) + 1000) % 1_000_000}\n")  # 1 mJ a call  # noqa: E731
         m = measure_energy(work, powercap_root=tmp, min_window_s=0.05, idle_s=0.01, windows=2)
     assert m.method == METHOD_RAPL and m.counter == "RAPL package-0" and m.calls > 10, m
     assert abs(m.joules_per_call - 1e-3) < 1e-9 and m.idle_power_w == 0.0, f"expected 1 mJ per call, got {m}"
-    fake = types.SimpleNamespace(mj=5_000, nvmlInit=lambda: None, nvmlDeviceGetHandleByIndex=lambda i: i)
-    fake.nvmlDeviceGetTotalEnergyConsumption = lambda h: fake.mj
-    g = measure_energy(lambda: setattr(fake, "mj", fake.mj + 2), device="cuda:0", nvml=fake,  # 2 mJ per call
-                       min_window_s=0.02, idle_s=0.01)
-    assert g.method == METHOD_NVML and abs(g.joules_per_call - 2e-3) < 1e-12, g
     est = measure_energy(lambda: None, power_watts=10.0, latency_s=0.002, powercap_root="/nonexistent")
     assert est.estimated and abs(est.joules_per_call - 0.02) < 1e-12, "latency x power: 2 ms x 10 W = 20 mJ"
     none = measure_energy(lambda: None, powercap_root="/nonexistent")
     assert none.joules_per_call is None and none.method is None and "power_watts" in none.reason
-    for kwargs in ({"power_watts": -1}, {"windows": 0}, {"min_window_s": 0}):
-        try:
-            measure_energy(lambda: None, powercap_root="/nonexistent", **kwargs)
-            raise AssertionError(f"{kwargs} should fail")
-        except ValueError as e:
-            assert next(iter(kwargs)) in str(e), e
 
 
 if __name__ == "__main__":

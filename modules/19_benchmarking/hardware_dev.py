@@ -9,12 +9,10 @@
 # %% [markdown]
 # # Module 19, hardware: where the time and the memory go, here and on the device
 #
-# A latency figure says *how long*; it says neither *why* nor whether the model will run on the
-# device you ship to. This notebook answers the deployment engineer's questions in order: **what
-# does the model cost** (MACs and bytes per layer), **which resource limits it** (the roofline),
-# **will it fit the device** (Flash, RAM, a batch: from its datasheet, before you own one), **how
-# fast could it be there, how fast is it here** (roofline bounds per operator and precision, as
-# labelled estimates; real runs on this machine, measured) and **what goes into the report**.
+# A latency figure says *how long*; it says neither *why* nor whether the model will run on the device you
+# ship to. This notebook answers the deployment engineer's questions in order: what the model costs, which
+# resource limits it, whether it fits the device (from its datasheet, before you own one), how fast it could be
+# there (labelled estimates) and is here (measured), and what goes into the report:
 #
 # ```
 #  model ─hooks─> layer table (MACs, bytes) ─┬─ a machine's two roofs ─> bound, verdict
@@ -23,9 +21,8 @@
 #                                                                 └─> write_hardware_report
 # ```
 #
-# The code goes to `tinytorch.benchmarking.hardware` (layers, roofline, sweep), `.hardware_profile`
-# (budgets, the operator profile) and `.devices` (devices, watch metrics, the report); their import
-# cells come first, so that in this notebook the definitions below (yours) replace the imported ones.
+# It exports `tinytorch.benchmarking.hardware`, `.hardware_profile` and `.devices`; their import cells
+# come first, so that in this notebook the definitions below (yours) replace the imported ones.
 
 # %%
 #| default_exp benchmarking.hardware
@@ -64,7 +61,7 @@ from tinytorch.benchmarking.hardware import (
     ROOFLINE_METHOD, _batch_shape, _positive, _real, estimate_layerwise_stats, roofline_estimate)
 from tinytorch.benchmarking.results import write_atomic, write_json
 from tinytorch.profiling.profiler import Profiler
-from tinytorch.profiling.timing import _positive_int
+from tinytorch.profiling.timing import _positive_int, _read_text
 
 # %%
 #| export benchmarking.devices
@@ -97,19 +94,12 @@ _all_ = ["KB"]
 # %% [markdown]
 # ## 1. What the model costs, layer by layer
 #
-# The Module 15 `Profiler` hooks every leaf module, runs one forward pass and records each layer
-# call's output and MACs (counted by `torch.utils.flop_counter`). Nothing about the architecture
-# is assumed: a residual add, a depthwise convolution or a layer used twice shows up as it runs.
-# For the digits CNN (batch 1, input 1×8×8) by hand:
-#
-# | layer | output | MACs = outputs × (k·k·C_in) | parameter bytes |
-# |---|---|---|---|
-# | conv1 | 16×8×8 = 1,024 | 1,024 × 9 = 9,216 | (16·9 + 16) × 4 = 640 |
-# | conv2 | 32×4×4 = 512 | 512 × 144 = 73,728 | (32·144 + 32) × 4 = 18,560 |
-# | classifier | 10 | 10 × 128 = 1,280 | (10·128 + 10) × 4 = 5,160 |
-#
-# ReLU and max-pool rows add activation bytes but no MACs. A module called twice (the CNN's one
-# `pool` and one `relu`) gives one row per call; its parameters are counted at the first call.
+# The Module 15 `Profiler` hooks every leaf module, runs one forward pass and records each layer call's output
+# and MACs (counted by `torch.utils.flop_counter`). Nothing about the architecture is assumed: a residual add, a
+# depthwise convolution or a layer used twice shows up as it runs. By hand, the digits CNN's conv2 (batch 1):
+# 32×4×4 = 512 outputs × (3·3·16) = 73,728 MACs, and (32·144 + 32) × 4 = 18,560 parameter bytes. ReLU and
+# max-pool rows add activation bytes but no MACs; a module called twice (the CNN's `pool` and `relu`) gives
+# one row per call, its parameters counted at the first.
 
 # %%
 #| export
@@ -154,18 +144,10 @@ def _require_columns(df: Any, columns: Sequence[str], arg: str) -> None:
 
 def estimate_layerwise_stats(model: nn.Module, batch_size: int = 1,
                              input_shape: Sequence[int] = (1, 8, 8)) -> pd.DataFrame:
-    """Per-layer-call output elements, parameter bytes, activation bytes and MACs for one batch.
-
-    `input_shape` is one sample's shape (without the batch). The figures come from forward hooks
-    on a real pass (`Profiler.layer_stats`), so any architecture works.
-
-    >>> from tinytorch.benchmarking.digits import DigitsCNN
-    >>> estimate_layerwise_stats(DigitsCNN(), 1, (1, 8, 8)).set_index("layer").loc["conv2", "macs"]
-    73728
-    """
-    _positive_int(batch_size, "batch_size")
+    """Per-layer-call output elements, parameter bytes, activation bytes and MACs for one batch, from
+    `Profiler.layer_stats`. `input_shape` is one sample's shape: the digits CNN's is (1, 8, 8)."""
     sample = _check_shape(input_shape, "input_shape")
-    stats = Profiler().layer_stats(model, (batch_size, *sample))
+    stats = Profiler().layer_stats(model, (_positive_int(batch_size, "batch_size"), *sample))
     if stats.empty:
         raise ValueError("model: no leaf layer ran in the forward pass; layer-wise statistics need "
                          "nn.Module layers (Conv, Linear, ...) called in forward()")
@@ -176,21 +158,15 @@ def estimate_layerwise_stats(model: nn.Module, batch_size: int = 1,
                      "method": "counted: forward hooks (Profiler.layer_stats, torch.utils.flop_counter)"})
     return df
 
-# %%
-if __name__ == "__main__":
-    from tinytorch.benchmarking.digits import DigitsCNN
-    print(estimate_layerwise_stats(DigitsCNN(), batch_size=1, input_shape=(1, 8, 8)).to_string())
-
 # %% [markdown]
 # ## 2. Which resource limits it: the roofline
 #
-# A machine has two roofs: how many MACs per second its arithmetic units do (peak compute) and
-# how many bytes per second its memory delivers (bandwidth). Work of `macs` MACs moving
-# `bytes_moved` bytes needs at least `macs / peak` seconds of arithmetic and
-# `bytes_moved / bandwidth` seconds of memory traffic. The two overlap — the processor computes
-# on one tile while the next streams in — so the work takes at least the *larger* of the two.
-# Which one is larger depends on the work's **arithmetic intensity** (MACs per byte moved)
-# against the machine's own ratio, the **ridge point** = peak ÷ bandwidth:
+# A machine has two roofs: peak compute (MAC/s) and memory bandwidth (bytes/s). Work of `macs` MACs moving
+# `bytes_moved` bytes needs `macs / peak` seconds of arithmetic and `bytes_moved / bandwidth` of memory traffic.
+# The two overlap (the processor computes on one tile while the next streams in), so the *larger* is a lower
+# bound on the latency (real code adds launch overhead, cache misses and imperfect overlap), labelled
+# `method: "estimated: roofline"`. Which is larger depends on the work's **arithmetic intensity** (MACs per byte
+# moved) against the machine's **ridge point** (Williams, Waterman and Patterson, 2009):
 #
 # ```
 #  attainable MAC/s
@@ -202,24 +178,19 @@ if __name__ == "__main__":
 #                  ridge point = peak MAC/s ÷ bandwidth
 # ```
 #
-# Below the ridge work is memory-bound, from the ridge up compute-bound (Williams, Waterman and
-# Patterson, 2009). It is a lower bound: real code adds launch overhead, cache misses and
-# imperfect overlap, so roofline figures say `method: "estimated: roofline"`.
-#
 # **Your task (medium, 6 points).** Complete `roofline_estimate`: the roofline lower bound on the latency of some work, with its memory- or compute-bound verdict.
 #
-# - *TODO:* the arguments arrive checked (MACs and bytes ≥ 0; peak and bandwidth > 0, per
-#   second). Refuse work that is no work at all with a `ValueError` naming `macs` and
-#   `bytes_moved`; return a dict with `compute_ms`, `memory_ms`, `latency_ms`,
-#   `arithmetic_intensity`, `ridge_point`, `bound` (`"memory-bound"` or `"compute-bound"`) and
-#   `method` (`ROOFLINE_METHOD`).
-# - *Approach:* the two times first, in the unit the keys name; the bound follows from the
-#   overlap argument above; then the two ratios, and the verdict from comparing them.
-# - *Example:* 2e9 MACs moving 1e8 bytes on 1e10 MAC/s and 1e9 B/s: compute 200 ms, memory
-#   100 ms, latency 200 ms; intensity 20 MAC/B against a ridge of 10 MAC/B → compute-bound.
-# - *Hints:* work that moves no bytes has an infinite intensity (`math.inf`), not a division
-#   error. Exactly at the ridge both roofs give the same time; "memory-bound" is reserved for
-#   intensities strictly below it.
+# - *TODO:* the arguments arrive checked (MACs and bytes ≥ 0; peak and bandwidth > 0, per second). Refuse work
+#   that is no work at all with a `ValueError` naming `macs` and `bytes_moved`; return a dict with `compute_ms`,
+#   `memory_ms`, `latency_ms`, `arithmetic_intensity`, `ridge_point`, `bound` (`"memory-bound"` or
+#   `"compute-bound"`) and `method` (`ROOFLINE_METHOD`).
+# - *Approach:* the two times first, in the unit the keys name, and the bound from the overlap argument above;
+#   then the two ratios, and the verdict from comparing them.
+# - *Example:* 2e9 MACs moving 1e8 bytes on 1e10 MAC/s and 1e9 B/s: compute 200 ms, memory 100 ms, latency
+#   200 ms; intensity 20 MAC/B against a ridge of 10 MAC/B → compute-bound.
+# - *Hints:* work that moves no bytes has an infinite intensity (`math.inf`), not a division error. Exactly at
+#   the ridge both roofs give the same time; "memory-bound" is reserved for intensities strictly below it.
+
 # %% nbgrader={"grade": false, "grade_id": "hardware-roofline", "solution": true, "schema_version": 3}
 #| export
 ROOFLINE_METHOD = "estimated: roofline"
@@ -230,11 +201,8 @@ def roofline_estimate(macs: float, bytes_moved: float, peak_macs_per_s: float,
     """Roofline lower bound on latency, and whether the work is memory- or compute-bound.
 
     `latency_ms` is the larger of `compute_ms` (macs / peak) and `memory_ms` (bytes / bandwidth);
-    `arithmetic_intensity` (MACs per byte) below `ridge_point` (peak / bandwidth) is memory-bound.
-
-    >>> r = roofline_estimate(1e9, 1e8, 1e10, 1e9)
-    >>> r["latency_ms"], r["bound"]
-    (100.0, 'compute-bound')
+    `arithmetic_intensity` (MACs per byte) below `ridge_point` (peak / bandwidth) is memory-bound:
+    `roofline_estimate(1e9, 1e8, 1e10, 1e9)` gives 100 ms, compute-bound (at the ridge).
     """
     macs, bytes_moved = _real(macs, "macs"), _real(bytes_moved, "bytes_moved")
     peak = _positive(peak_macs_per_s, "peak_macs_per_s")
@@ -304,27 +272,23 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## 3. This machine's roofs, and how close a real run gets
 #
-# A datasheet gives peaks no program reaches. For the host's practical roofs, the timing core
-# times a 64 MB tensor copy (far larger than any cache: 2 × 64 MB read and written) and a
-# 512×512×512 float32 matmul (134 million MACs of torch's best kernel). They vary with load:
-# record them with the result. A measured latency then says what the run *achieved*.
+# A datasheet gives peaks no program reaches. The host's practical roofs: a 64 MB tensor copy (far larger than
+# any cache) and a 512×512×512 float32 matmul (134 million MACs), timed; they vary with load, so record them
+# with the result. A measured latency then says what the run *achieved*.
 #
 # **Your task (medium, 6 points).** Complete `summarize_hardware`: the bytes and MACs a measured run moved and did, the bandwidth and MAC rate it achieved, and its verdict.
 #
-# - *TODO:* return `SUMMARY_KEYS` (totals of the layer table; rates in GB/s and GMAC/s; the
-#   configured bandwidth and the fraction of it achieved), `verdict` and `verdict_method`.
-#   Without `peak_gmacs`: "memory-bound" from 50% utilization, else "not memory-bound". With it,
-#   also `peak_gmacs`, `arithmetic_intensity`, `ridge_point`, `roofline_latency_ms` (from
-#   `roofline_estimate`) and `roofline_attainment`; the verdict is the roofline's bound, or below
-#   10% attainment `"overhead-bound (roofline says <bound>)"`: neither roof limits the run, but
-#   Python, dispatch and small kernels do — the usual fate of a tiny model on a big CPU.
-# - *Approach:* totals first, then rates from the seconds the run took; `roofline_estimate` takes
-#   MAC/s and B/s.
-# - *Example:* 10,000 bytes and 200,500 MACs in 0.01 ms: 1.0 GB/s (62.5% of 1.6 GB/s:
-#   memory-bound) and 20.05 GMAC/s; at a 100 GMAC/s peak the roofline bound is 0.00625 ms, 62.5%
-#   of the run's 0.01 ms.
-# - *Hints:* what moves through memory besides the weights? A GB is 10^9 bytes. Attainment is at
-#   most 1: the bound over the time the run took.
+# - *TODO:* return `SUMMARY_KEYS` (layer-table totals; rates in GB/s and GMAC/s; the configured bandwidth and
+#   the fraction achieved), `verdict` and `verdict_method`. Without `peak_gmacs`: "memory-bound" from 50%
+#   utilization, else "not memory-bound". With it, also `peak_gmacs`, `arithmetic_intensity`, `ridge_point`,
+#   `roofline_latency_ms` (from `roofline_estimate`) and `roofline_attainment`; the verdict is the roofline's
+#   bound, or below 10% attainment `"overhead-bound (roofline says <bound>)"`: Python, dispatch and small
+#   kernels limit the run, not a roof (the usual fate of a tiny model on a big CPU).
+# - *Approach:* totals first, then rates from the seconds the run took; `roofline_estimate` takes MAC/s and B/s.
+# - *Example:* 10,000 bytes and 200,500 MACs in 0.01 ms: 1.0 GB/s (62.5% of 1.6 GB/s: memory-bound) and 20.05
+#   GMAC/s; at a 100 GMAC/s peak the roofline bound is 0.00625 ms, 62.5% of the run's 0.01 ms.
+# - *Hints:* what moves through memory besides the weights? A GB is 10^9 bytes. Attainment is at most 1.
+
 # %% nbgrader={"grade": false, "grade_id": "hardware-summary", "solution": true, "schema_version": 3}
 #| export
 def measure_memory_bandwidth_gbps(size_mb: int = 64, samples: int = 5) -> float:
@@ -348,16 +312,8 @@ SUMMARY_KEYS = ("estimated_total_bytes", "estimated_total_macs", "achieved_bandw
 
 def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwidth_gbps: float,
                        peak_gmacs: float | None = None) -> dict[str, Any]:
-    """Bandwidth and compute achieved by a measured run, with a memory-/compute-bound verdict.
-
-    `layer_df` is `estimate_layerwise_stats` output for the batch that took `latency_ms`.
-
-    >>> df = pd.DataFrame({"layer": ["fc"], "output_elements": [10], "parameter_bytes": [960],
-    ...                    "activation_bytes": [40], "macs": [240]})
-    >>> s = summarize_hardware(df, latency_ms=0.001, memory_bandwidth_gbps=10.0)
-    >>> s["achieved_bandwidth_gbps"], s["bandwidth_utilization"]
-    (1.0, 0.1)
-    """
+    """Bandwidth and compute achieved by a measured run, with a memory-/compute-bound verdict. `layer_df` is
+    `estimate_layerwise_stats` output for the batch that took `latency_ms` (1,000 bytes in 0.001 ms: 1.0 GB/s)."""
     _require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
     seconds = _positive(latency_ms, "latency_ms") / 1e3
     bandwidth = _positive(memory_bandwidth_gbps, "memory_bandwidth_gbps")
@@ -423,22 +379,20 @@ if __name__ == "__main__":
 # %%
 if __name__ == "__main__":
     from tinytorch.benchmarking.digits import DigitsCNN
+    _layers = estimate_layerwise_stats(DigitsCNN(), 1, (1, 8, 8))  # section 1's layer table
     _bw, _peak = measure_memory_bandwidth_gbps(), measure_peak_gmacs()
-    print(f"roofs of this machine: {_bw:.1f} GB/s copy bandwidth, {_peak:.1f} GMAC/s float32 matmul "
-          f"({torch.get_num_threads()} threads)")
+    print(_layers.to_string(), f"\nroofs of this machine: {_bw:.1f} GB/s copy bandwidth, {_peak:.1f} GMAC/s float32 "
+          f"matmul ({torch.get_num_threads()} threads)")
     _latency = time_model(DigitsCNN(), (1, 1, 8, 8), samples=20).median_ms
-    _s = summarize_hardware(estimate_layerwise_stats(DigitsCNN(), 1, (1, 8, 8)), _latency, _bw, peak_gmacs=_peak)
+    _s = summarize_hardware(_layers, _latency, _bw, peak_gmacs=_peak)
     print(f"digits CNN, batch 1: median {_latency:.4f} ms -> {_s['verdict']}\n  {_s['verdict_method']}")
 
 # %% [markdown]
 # ## 4. The device, as the numbers that constrain a model
 #
-# You cannot time the model on a device you do not have, but its datasheet tells its roofs and
-# memories. `HardwareProfile` is what a budget check needs: memory for the model (MB, 2^20 bytes)
-# and, when known, peak compute (MAC/s), bandwidth (GB/s, 1e9 bytes) and cache (KB), with their
-# `source`. `TargetDevice` is a real part, a source for every figure: clock, RAM and Flash from the
-# vendor; MCU peaks and bandwidths, rarely printed, *derived* from the core's issue rate and bus
-# width × clock, and labelled so: ceilings that real kernels reach a fraction of.
+# You cannot time the model on a device you do not have, but its datasheet tells its roofs and memories. Every
+# `TargetDevice` figure has a source: clock, RAM and Flash from the vendor; MCU peaks and bandwidths, rarely
+# printed, *derived* from issue rate and bus width × clock, labelled so: ceilings real kernels reach a fraction of.
 
 # %%
 #| export benchmarking.hardware_profile
@@ -448,11 +402,7 @@ KB = 2**10
 
 @dataclass
 class HardwareProfile:
-    """The resource limits of a deployment target.
-
-    >>> HardwareProfile("tiny-mcu", memory_limit_mb=0.25, peak_macs_per_s=1.8e8).memory_limit_mb
-    0.25
-    """
+    "The resource limits of a deployment target: memory (MB), and peak MAC/s, GB/s and cache KB where known."
 
     name: str
     memory_limit_mb: float
@@ -472,11 +422,8 @@ class HardwareProfile:
 #| export benchmarking.devices
 @dataclass(frozen=True)
 class TargetDevice:
-    """Datasheet figures of a deployment target, each with its source.
-
-    `peak_macs_per_s` maps a precision to a peak rate, or to None where the device has no native
-    arithmetic for it. `weights_in_ram` is False for MCUs that execute weights from Flash.
-    """
+    """Datasheet figures of a deployment target, each with its source. `peak_macs_per_s` maps a precision to
+    a peak rate (None: no native arithmetic); `weights_in_ram` is False for MCUs that run weights from Flash."""
 
     key: str
     name: str
@@ -545,11 +492,7 @@ TARGET_DEVICES: dict[str, TargetDevice] = {
 
 
 def get_device(device: str | TargetDevice) -> TargetDevice:
-    """A `TargetDevice` by key (see `TARGET_DEVICES`), or the device itself.
-
-    >>> get_device("rpi4").clock_mhz
-    1500.0
-    """
+    "A `TargetDevice` by its key in `TARGET_DEVICES` (`get_device('rpi4').clock_mhz` is 1500.0), or the device itself."
     if not isinstance(device, TargetDevice) and device not in TARGET_DEVICES:
         raise ValueError(f"device: unknown target {device!r}; expected one of {sorted(TARGET_DEVICES)}")
     return device if isinstance(device, TargetDevice) else TARGET_DEVICES[device]
@@ -559,55 +502,37 @@ def devices_table() -> pd.DataFrame:
     "The target devices as one table, with the source of each figure."
     return pd.DataFrame([{"device": d.key, "name": d.name, "processor": d.processor, "clock_mhz": d.clock_mhz,
                           **{f"peak_{p}_macs_per_s": d.peak_macs_per_s.get(p) for p in PRECISIONS},
-                          "memory_bandwidth_gbps": d.memory_bandwidth_gbps, "ram_kb": d.ram_kb,
-                          "flash_kb": d.flash_kb, "sources": json.dumps(d.sources)}
-                         for d in TARGET_DEVICES.values()])
-
-# %%
-if __name__ == "__main__":
-    print(devices_table().drop(columns=["processor", "sources"]).to_string())
-    print(get_device("stm32f746").hardware_profile("int8"))
+                          "memory_bandwidth_gbps": d.memory_bandwidth_gbps, "ram_kb": d.ram_kb, "flash_kb": d.flash_kb,
+                          "sources": json.dumps(d.sources)} for d in TARGET_DEVICES.values()])
 
 # %% [markdown]
 # ## 5. Will it fit?
 #
-# Memory is the constraint that fails outright: a model a little too slow is a little too slow; a
-# batch a little too big crashes (or swaps). Three things need room. **The input batch:** `B`
-# samples of `F` features at `b` bytes each need `B·F·b` bytes; larger batches use the hardware
-# better, so start from the batch size you want and halve it until it fits.
+# Memory is the constraint that fails outright: a model a little too slow is a little too slow; a batch a
+# little too big crashes (or swaps). Three things need room. **The input batch** (`B` samples × `F` features ×
+# `b` bytes): larger batches use the hardware better, so start from the one you want and halve it until it fits.
+
 # %%
 #| export benchmarking.hardware_profile
 def estimate_batch_memory_mb(batch_size: int, n_features: int, bytes_per_feature: int = 8) -> float:
-    """Memory (MB) of one input batch: batch_size × n_features × bytes_per_feature (8: numpy's float64).
-
-    >>> estimate_batch_memory_mb(1024, 1024, 4)
-    4.0
-    """
+    "MB of one input batch: batch_size × n_features × bytes_per_feature (8: float64); 1024 × 1024 × 4 B = 4.0."
     return (_positive_int(batch_size, "batch_size") * _positive_int(n_features, "n_features")
             * _positive_int(bytes_per_feature, "bytes_per_feature")) / MB
 
 # %% [markdown]
 # **Your task (easy, 4 points).** Complete `auto_adjust_batch_size`: the largest of `batch_size`, `batch_size // 2`, `batch_size // 4`, … whose batch fits `memory_limit_mb`.
 #
-# - *TODO:* the limit and the batch size arrive checked; find the batch size; when a batch of
-#   one is still too big, raise a `ValueError` that names `memory_limit_mb` and says how much one
-#   sample needs.
-# - *Approach:* `estimate_batch_memory_mb` sizes a candidate batch; keep halving (in integers)
-#   while it is too big and there is something left to halve.
-# - *Example:* 4096 features × 8 bytes = 32 KB per sample; with a 1 MB limit, 100 → 50 → 25, and
-#   25 × 32 KB = 0.78 MB fits.
-# - *Hints:* a batch exactly at the limit fits. Do not stop at 1 silently: check whether the
-#   batch you ended with fits.
+# - *TODO:* the limit and the batch size arrive checked; find the batch size; when a batch of one is still too
+#   big, raise a `ValueError` that names `memory_limit_mb` and says how much one sample needs.
+# - *Approach:* `estimate_batch_memory_mb` sizes a candidate; halve (in integers) while it is too big and above 1.
+# - *Example:* 4096 features × 8 bytes = 32 KB per sample; with a 1 MB limit, 100 → 50 → 25 (0.78 MB) fits.
+# - *Hints:* a batch exactly at the limit fits. Do not stop at 1 silently: check that the batch you end with fits.
 
 # %% nbgrader={"grade": false, "grade_id": "hardware-profile-auto-batch", "solution": true, "schema_version": 3}
 #| export benchmarking.hardware_profile
 def auto_adjust_batch_size(batch_size: int, n_features: int, memory_limit_mb: float,
                            bytes_per_feature: int = 8) -> int:
-    """The largest of batch_size, batch_size // 2, batch_size // 4, ... whose batch fits memory_limit_mb.
-
-    >>> auto_adjust_batch_size(100, 4096, 1.0)
-    25
-    """
+    "The largest of batch_size, batch_size // 2, ... whose batch fits memory_limit_mb: (100, 4096, 1.0) gives 25."
     limit = _positive(memory_limit_mb, "memory_limit_mb")
     b = _positive_int(batch_size, "batch_size")
     ### BEGIN SOLUTION
@@ -641,27 +566,21 @@ if __name__ == "__main__":
     test_unit_auto_adjust_batch_size()
 
 # %% [markdown]
-# **The activations.** In a chain of layers, layer `i` reads its input and writes its output, and
-# then the input can be freed; so activations need at least the largest *input + output* pair
-# along the chain — what TinyML deployment tools report as the arena size before buffer-sharing
-# tricks. (A residual block keeps its skip tensor alive too: for it this is a lower bound.)
+# **The activations.** Each layer reads its input and writes its output, then the input can be freed: a chain
+# needs at least its largest *input + output* pair (the arena size TinyML tools report before buffer sharing;
+# for a residual block, whose skip tensor stays alive, a lower bound).
 #
 # **Your task (easy, 3 points).** Complete `estimate_peak_activation_bytes(layer_df, input_bytes)`: the largest input + output bytes of one layer call, walking the layers in execution order.
 #
 # - *TODO:* use the `activation_bytes` column (each row's output, in execution order).
-# - *Approach:* keep track of what the current layer reads: the model input for the first row,
-#   the previous row's output after that.
+# - *Approach:* track what the current layer reads: the model input for the first row, then the previous output.
 # - *Example:* input 256 B and outputs [4096, 4096, 1024] → pairs 4352, 8192, 5120 → 8192.
 # - *Hints:* the first layer's input counts too; it can be the largest tensor of all.
 
 # %% nbgrader={"grade": false, "grade_id": "devices-peak-activation", "solution": true, "schema_version": 3}
 #| export benchmarking.devices
 def estimate_peak_activation_bytes(layer_df: pd.DataFrame, input_bytes: int) -> int:
-    """Largest input + output bytes of one layer call, walking the layers in execution order.
-
-    >>> estimate_peak_activation_bytes(pd.DataFrame({"activation_bytes": [4096, 4096, 1024]}), 256)
-    8192
-    """
+    "Largest input + output bytes of one layer call, the layers in execution order: 256 + [4096, 4096, 1024] → 8192."
     _require_columns(layer_df, ["activation_bytes"], "layer_df")
     if len(layer_df) == 0:
         raise ValueError("layer_df: expected at least one layer row, got none")
@@ -686,25 +605,23 @@ if __name__ == "__main__":
     test_unit_estimate_peak_activation_bytes()
 
 # %% [markdown]
-# **The weights, and the whole decision.** `device_fit` decides per precision from the layer table
-# of one float32 pass. Weights take `parameters × bytes per element` (int8's scales not counted),
-# and activations shrink with the element size too. An MCU executes its weights in place from
-# Flash, so its RAM holds only activations; a Pi or a Jetson loads both into RAM, and "fits Flash"
-# does not apply. The roofline needs the device's peak *for that precision*, if it has one.
+# **The weights, and the whole decision.** Weights take `parameters × bytes per element` (int8's scales not
+# counted); activations shrink with the element size too. An MCU executes its weights in place from Flash, so
+# its RAM holds only activations; a Pi or a Jetson loads both into RAM, and "fits Flash" does not apply. The
+# roofline needs the device's peak *for that precision*, if it has one.
 #
 # **Your task (medium, 5 points).** Complete the loop of `device_fit`: for each precision, the Flash and RAM decisions and the roofline bound on this device.
 #
-# - *TODO:* build `row` with `weights_kb`, `fits_flash` (None where it does not apply),
-#   `peak_activation_kb`, `ram_needed_kb`, `fits_ram`, `bytes_moved` (the weights, every layer's
-#   output and the input, all at this precision's element size), `roofline_latency_ms` and `bound`
-#   (`roofline_estimate`'s, or None and a `bound` starting with `"n/a"` without a native peak).
+# - *TODO:* build `row` with `weights_kb`, `fits_flash` (None where it does not apply), `peak_activation_kb`,
+#   `ram_needed_kb`, `fits_ram`, `bytes_moved` (the weights, every layer's output and the input, all at this
+#   precision's element size), `roofline_latency_ms` and `bound` (`roofline_estimate`'s, or None and a `bound`
+#   starting with `"n/a"` without a native peak).
 # - *Approach:* `_ELEMENT_BYTES[p]` bytes per element, so the float32 activation figures scale by
-#   `_ELEMENT_BYTES[p] / 4`; the device's side is in `dev.weights_in_ram`, `dev.flash_kb`,
-#   `dev.ram_kb`, `dev.peak_macs_per_s` and `dev.memory_bandwidth_gbps`; KB = bytes / `KB`.
-# - *Example:* the digits CNN (6,090 parameters) in int8 on the STM32F446: 5.9 KB of weights in
-#   512 KB of Flash, and RAM for the activations only — their 8 KB fp32 peak becomes 2 KB.
-# - *Hints:* two different device facts can make "fits Flash" not apply. Each precision has its
-#   own peak rate; fp32's is not a fallback.
+#   `_ELEMENT_BYTES[p] / 4`; the device's side is in `dev.weights_in_ram`, `dev.flash_kb`, `dev.ram_kb`,
+#   `dev.peak_macs_per_s` and `dev.memory_bandwidth_gbps`; KB = bytes / `KB`.
+# - *Example:* the digits CNN (6,090 parameters) in int8 on the STM32F446: 5.9 KB of weights in 512 KB of
+#   Flash, and RAM for the activations only: their 8 KB fp32 peak becomes 2 KB.
+# - *Hints:* two device facts can make "fits Flash" not apply. Each precision has its own peak; fp32's is no fallback.
 
 # %% nbgrader={"grade": false, "grade_id": "devices-fit", "solution": true, "schema_version": 3}
 #| export benchmarking.devices
@@ -715,16 +632,8 @@ FIT_COLUMNS = ("device", "precision", "weights_kb", "flash_kb", "fits_flash", "p
 
 def device_fit(model: nn.Module, input_shape: Sequence[int], device: str | TargetDevice,
                precisions: Sequence[str] = ("fp32", "fp16", "int8")) -> pd.DataFrame:
-    """Per precision: do the weights fit Flash, do the activations fit RAM, and the roofline latency.
-
-    `input_shape` includes the batch, e.g. (1, 1, 8, 8). All figures are estimates from the
-    layer statistics of a float32 forward pass and the device's datasheet figures.
-
-    >>> from tinytorch.benchmarking.digits import DigitsCNN
-    >>> df = device_fit(DigitsCNN(), (1, 1, 8, 8), "stm32f446", ["int8"])
-    >>> bool(df.loc[0, "fits_flash"]), bool(df.loc[0, "fits_ram"])
-    (True, True)
-    """
+    """Per precision: do the weights fit Flash, do the activations fit RAM, and the roofline latency; estimates
+    from a float32 forward pass on `input_shape` (with the batch) and the device's datasheet figures."""
     dev, precisions, shape = get_device(device), [check_precision(p) for p in precisions], _batch_shape(input_shape)
     layers = estimate_layerwise_stats(model, shape[0], shape[1:])
     n_params, input_bytes = Profiler().count_parameters(model), math.prod(shape) * 4
@@ -792,41 +701,35 @@ if __name__ == "__main__":
 # %%
 if __name__ == "__main__":
     from tinytorch.benchmarking.digits import default_digits_model
+    print(devices_table().drop(columns=["processor", "sources"]).to_string())
     _fit = pd.concat([device_fit(default_digits_model(), (1, 1, 8, 8), k) for k in TARGET_DEVICES])
     print(_fit.drop(columns=["method"]).to_string())
 
 # %% [markdown]
 # ## 6. Per operator, here and there
 #
-# Which operator is the bottleneck, can the device keep up with a stream, does the working set
-# fit the cache? `build_hardware_profile_table` answers for one forward pass, **measured** here
-# (each operator timed alone on its recorded input; for tiny layers these add up to *more* than
-# the model's own time, each call paying its own dispatch) or **estimated** on a `device_profile`
-# (each operator's roofline bound there). A sensor delivering a frame every 20 ms needs each frame
-# done within 20 ms: stream utilization = compute time ÷ stream interval, like
-# `compute_utilization` a `used / capacity` ratio.
+# Which operator is the bottleneck, can the device keep up with a stream, does the working set fit the cache?
+# `build_hardware_profile_table` answers for one forward pass, **measured** here (each operator timed alone; for
+# tiny layers these add up to *more* than the model's own time, each call paying its own dispatch) or
+# **estimated** on a `device_profile` (roofline bounds). A sensor delivering a frame every 20 ms needs each
+# frame done within 20 ms: stream utilization = compute time ÷ stream interval.
+
 # %%
 #| export benchmarking.hardware_profile
 OPERATOR_COLUMNS = ("operator", "latency_ms", "memory_kb", "method")
 TOTALS_KEYS = ("latency_ms", "memory_kb", "estimated_bandwidth_mb_s", "stream_utilization")
+PROFILE_ARTIFACTS = {"operator_profile": "operator_profile.csv", "hardware_totals": "hardware_totals.csv",
+                     "hardware_profile": "hardware_profile.json"}
 
 
 def compute_utilization(used: float, capacity: float) -> float:
-    """Fraction (0..1) of `capacity` that `used` occupies; above capacity reads as 1.0.
-
-    >>> compute_utilization(30.0, 120.0)
-    0.25
-    """
-    capacity = _positive(capacity, "capacity")
-    return min(1.0, _real(used, "used") / capacity)
+    "Fraction (0..1) of `capacity` that `used` occupies, e.g. 30 of 120 is 0.25; above capacity reads as 1.0."
+    return min(1.0, _real(used, "used") / _positive(capacity, "capacity"))
 
 
 def _host_cache_kb(level: int = 2) -> float | None:
     for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-        try:
-            lvl, kind, size = ((index / f).read_text().strip().upper() for f in ("level", "type", "size"))
-        except OSError:
-            continue
+        lvl, kind, size = ((_read_text(index / f) or "").upper() for f in ("level", "type", "size"))
         if lvl == str(level) and kind in ("UNIFIED", "DATA") and size[-1:] in ("K", "M") and size[:-1].isdigit():
             return float(int(size[:-1]) * (1024 if size[-1] == "M" else 1))
     return None
@@ -835,15 +738,8 @@ def _host_cache_kb(level: int = 2) -> float | None:
 def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *,
                                  stream_interval_ms: float | None = None,
                                  device_profile: HardwareProfile | None = None, samples: int = 10) -> dict[str, Any]:
-    """Operator profile, totals, precision trade-offs and edge constraints for one forward pass.
-
-    `input_shape` includes the batch, e.g. (1, 1, 8, 8). Without `device_profile` operator
-    latencies are measured on this machine; with one they are roofline estimates for it.
-
-    >>> from tinytorch.benchmarking.digits import DigitsCNN
-    >>> list(build_hardware_profile_table(DigitsCNN(), (1, 1, 8, 8), samples=3))
-    ['operator_profile', 'totals', 'precision_tradeoffs', 'edge_constraints']
-    """
+    """Operator profile, totals, precision trade-offs and edge constraints for one forward pass on `input_shape`
+    (with the batch): latencies measured here, or roofline estimates on `device_profile`."""
     shape, dev = _batch_shape(input_shape), device_profile
     if stream_interval_ms is not None:
         _positive(stream_interval_ms, "stream_interval_ms")
@@ -858,8 +754,7 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
         if dev.peak_macs_per_s is None or dev.memory_bandwidth_gbps is None:
             raise ValueError(f"device_profile: '{dev.name}' needs peak_macs_per_s and memory_bandwidth_gbps "
                              "for roofline estimates")
-        df = estimate_layerwise_stats(model, shape[0], shape[1:])
-        method = f"estimated: roofline on {dev.name}"
+        df, method = estimate_layerwise_stats(model, shape[0], shape[1:]), f"estimated: roofline on {dev.name}"
         roofs = [roofline_estimate(int(r.macs), int(r.parameter_bytes + r.activation_bytes), dev.peak_macs_per_s,
                                    dev.memory_bandwidth_gbps * 1e9) for r in df.itertuples()]
         latencies, model_latency = [r["latency_ms"] for r in roofs], None
@@ -875,42 +770,52 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
         "latency_method": method, "model_latency_ms": model_latency, "stream_interval_ms": stream_interval_ms,
         **({"stream_utilization_reason": "no stream_interval_ms given"} if stream_interval_ms is None else {})}
     n_params = Profiler().count_parameters(model)
-    tradeoffs = {"fp32_memory_kb": n_params * 4 / KB, "fp16_memory_kb": n_params * 2 / KB,
-                 "int8_memory_kb": n_params / KB, "method": "arithmetic: parameter count x bytes per element",
+    tradeoffs = {**{f"{p}_memory_kb": n_params * b / KB for p, b in (("fp32", 4), ("fp16", 2), ("int8", 1))},
+                 "method": "arithmetic: parameter count x bytes per element",
                  "note": ("int8 also stores scales and zero points, and whether a precision is faster depends on "
                           "the kernels the target has; measure converted models with the precision sweep")}
     big = ops.loc[ops["memory_kb"].idxmax()]
-    if cache_kb is None:
-        cache = f"unknown: no cache size for {where}"
-    elif big.memory_kb <= cache_kb:
-        cache = (f"low: the largest operator working set ({big.operator}, {big.memory_kb:.1f} KB) "
-                 f"fits the {cache_kb:g} KB cache ({cache_source})")
-    else:
-        cache = (f"high: {big.operator} needs {big.memory_kb:.1f} KB, more than the {cache_kb:g} KB cache "
-                 f"({cache_source}); small batches or tiling keep it in cache")
+    cache = (f"unknown: no cache size for {where}" if cache_kb is None else
+             f"low: the largest operator working set ({big.operator}, {big.memory_kb:.1f} KB) fits the "
+             f"{cache_kb:g} KB cache ({cache_source})" if big.memory_kb <= cache_kb else
+             f"high: {big.operator} needs {big.memory_kb:.1f} KB, more than the {cache_kb:g} KB cache "
+             f"({cache_source}); small batches or tiling keep it in cache")
     slow = int(ops["latency_ms"].idxmax())
     bottleneck = (f"{ops.operator[slow]}: {ops.latency_ms[slow] / total_ms if total_ms > 0 else 0.0:.0%} of "
                   f"operator latency on {where}" + (f" ({roofs[slow]['bound']}, {ROOFLINE_METHOD})" if roofs else ""))
     return {"operator_profile": ops, "totals": totals, "precision_tradeoffs": tradeoffs,
             "edge_constraints": {"cache_sensitivity": cache, "bottleneck": bottleneck}}
 
+
+def write_hardware_profile_artifacts(profile: dict[str, Any], output_dir: str | Path) -> dict[str, Path]:
+    "Write a `build_hardware_profile_table` result: operators and totals (CSV), all four sections (JSON)."
+    sections = ("operator_profile", "totals", "precision_tradeoffs", "edge_constraints")
+    if missing := [k for k in sections if k not in profile] if isinstance(profile, dict) else list(sections):
+        raise ValueError(f"profile: missing section(s) {missing}; expected the dict from build_hardware_profile_table")
+    paths = {k: Path(output_dir) / v for k, v in PROFILE_ARTIFACTS.items()}
+    ops = pd.DataFrame(profile["operator_profile"])
+    write_atomic(paths["operator_profile"], ops.to_csv(index=False))
+    write_atomic(paths["hardware_totals"], pd.DataFrame([profile["totals"]]).to_csv(index=False))
+    write_json(paths["hardware_profile"], {"operator_profile": ops.to_dict(orient="records"),
+                                           **{k: profile[k] for k in sections[1:]}})
+    return paths
+
 # %%
 if __name__ == "__main__":
     from tinytorch.benchmarking.digits import default_digits_model
-    for _dev in (None, get_device("stm32f746").hardware_profile("fp32")):
+    for _dev in (None, get_device("stm32f746").hardware_profile("fp32")):  # here, then on the STM32F746
         _p = build_hardware_profile_table(default_digits_model(), (1, 1, 8, 8), stream_interval_ms=20.0,
                                           device_profile=_dev)
-        print(_p["operator_profile"].to_string(), f"\nstream utilization {_p['totals']['stream_utilization']:.2%} "
-              "of a 20 ms frame;", _p["edge_constraints"], "\n")
+        print(_p["operator_profile"].to_string(), _p["totals"], _p["edge_constraints"], sep="\n", end="\n\n")
 
 # %% [markdown]
 # ## 7. Precisions, run for real
 #
-# On this machine the precisions can be run. Which precision and batch size should ship? `sweep`
-# runs every combination through `collect_metrics` against the deployment `CONSTRAINTS`:
-# `accepted` when all are met, else `violations` names them (unknown energy does not meet
-# `max_energy_j`); a precision this machine cannot run raises, or with `unsupported="skip"` is
-# left out with the reason. `precision_tradeoff_table` gives one row per precision, fastest first.
+# On this machine the precisions can be run. Which precision and batch size should ship? `sweep` measures every
+# combination against the deployment `CONSTRAINTS` (`accepted`, or the `violations`; an unknown figure does not
+# meet its constraint); a precision this machine cannot run raises, or with `unsupported="skip"` is left out
+# with the reason.
+
 # %%
 #| export
 CONSTRAINTS = {"min_accuracy": ("accuracy", ">="), "max_latency_ms": ("latency_ms", "<="),
@@ -941,16 +846,8 @@ def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
           device: str = "cpu", power_watts: float | None = None, latency_multiplier: float = 1.0,
           repeats: int = 20, calibration_data: Any = None, unsupported: str = "raise",
           calibration_split: str | None = None) -> pd.DataFrame:
-    """One row per (precision, batch size): measured metrics and whether they meet `constraints`.
-
-    Static int8 of a conv model is calibrated on `calibration_data`, which must come from a split
-    other than `loader` (none is taken from it); `calibration_split` names it in `attrs["notes"]`.
-
-    >>> from tinytorch.benchmarking.digits import default_digits_model, digits_loader
-    >>> df = sweep(default_digits_model(), digits_loader("test"), ["fp32"], [1], {"min_accuracy": 0.9}, repeats=5)
-    >>> bool(df.loc[0, "accepted"])
-    True
-    """
+    """One row per (precision, batch size): measured metrics and whether they meet `constraints`. Static int8 of
+    a conv model is calibrated on `calibration_data` (never on `loader`), named by `calibration_split`."""
     precisions = [check_precision(p) for p in precisions]
     batch_sizes = [_positive_int(b, "batch_sizes") for b in batch_sizes]
     if not precisions or not batch_sizes:
@@ -968,8 +865,8 @@ def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
         if calibration_data is None:  # never the evaluation loader: that would leak the test set into the model
             raise ValueError("calibration_data: static int8 of a model with convolutions needs calibration inputs "
                              "from a split other than `loader` (e.g. digits_loader('train'))")
-        notes["int8_calibration"] = (f"static int8 calibrated on {calibration_split or 'caller-supplied calibration_data'}"
-                                     " (not the evaluation loader)")
+        split = calibration_split or "caller-supplied calibration_data"
+        notes["int8_calibration"] = f"static int8 calibrated on {split} (not the evaluation loader)"
     for precision in precisions:
         try:
             converted = to_precision(model, precision, device, calibration_data=calibration_data, example_input=loader)
@@ -981,12 +878,9 @@ def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
         for b in batch_sizes:
             m = collect_metrics(converted, loader, device, power_watts, precision, latency_multiplier, repeats,
                                 batch_size=b)
-            row = {"precision": precision, "batch_size": b, "accuracy": m.accuracy, "latency_ms": m.latency_ms,
-                   "latency_median_ms": m.latency_median_ms, "latency_std_ms": m.latency_std_ms,
-                   "latency_p95_ms": m.latency_p95_ms, "throughput_sps": m.throughput_sps, "memory_mb": m.memory_mb,
-                   "energy_proxy_j": m.energy_j,
-                   "energy_method": m.methods.get("energy_j") or f"none: {m.reasons.get('energy_j')}",
-                   "latency_scaled_by": m.latency_scaled_by}
+            row = {"precision": precision, "batch_size": b, **{c: getattr(m, c) for c in SWEEP_COLUMNS[2:9]},
+                   "energy_proxy_j": m.energy_j, "latency_scaled_by": m.latency_scaled_by,
+                   "energy_method": m.methods.get("energy_j") or f"none: {m.reasons.get('energy_j')}"}
             failed = _violations(row, constraints)
             rows.append({**row, "accepted": not failed, "violations": ", ".join(failed)})
     df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
@@ -995,24 +889,15 @@ def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
 
 
 def precision_tradeoff_table(sweep_df: pd.DataFrame) -> pd.DataFrame:
-    """Per-precision means of a sweep and the fraction accepted, sorted by mean latency.
-
-    >>> df = pd.DataFrame({"precision": ["fp32", "fp32", "int8"], "accuracy": [0.9, 0.9, 0.88],
-    ...     "latency_ms": [2.0, 4.0, 1.0], "memory_mb": [1.0, 1.0, 0.3], "energy_proxy_j": [0.1, 0.2, 0.05],
-    ...     "accepted": [True, False, True]})
-    >>> precision_tradeoff_table(df)[["precision", "latency_ms_mean", "accepted_ratio"]].values.tolist()
-    [['int8', 1.0, 1.0], ['fp32', 3.0, 0.5]]
-    """
+    "Per-precision means of a sweep (`TRADEOFF_COLUMNS`) and the fraction accepted, fastest first."
     _require_columns(sweep_df, TRADEOFF_INPUT_COLUMNS, "sweep_df")
     if sweep_df.empty:
         raise ValueError("sweep_df: expected at least one row, got an empty table")
-    work, numeric = sweep_df[list(TRADEOFF_INPUT_COLUMNS)].copy(), ["accuracy", "latency_ms", "memory_mb", "energy_proxy_j"]
+    work, numeric = sweep_df[list(TRADEOFF_INPUT_COLUMNS)].copy(), list(TRADEOFF_INPUT_COLUMNS[1:5])
     work[numeric] = work[numeric].apply(pd.to_numeric, errors="coerce")
     work["accepted"] = work["accepted"].astype(bool).astype(float)
     table = work.groupby("precision", sort=False).agg(
-        accuracy_mean=("accuracy", "mean"), latency_ms_mean=("latency_ms", "mean"),
-        memory_mb_mean=("memory_mb", "mean"), energy_proxy_j_mean=("energy_proxy_j", "mean"),
-        accepted_ratio=("accepted", "mean")).reset_index()
+        **{f"{c}_mean": (c, "mean") for c in numeric}, accepted_ratio=("accepted", "mean")).reset_index()
     return table.sort_values("latency_ms_mean", kind="stable").reset_index(drop=True)[list(TRADEOFF_COLUMNS)]
 
 # %%
@@ -1021,32 +906,25 @@ if __name__ == "__main__":
     _df = sweep(default_digits_model(), digits_loader("test", 64), batch_sizes=(1, 32),
                 constraints={"min_accuracy": 0.95, "max_memory_mb": 0.015}, repeats=10, power_watts=15.0,
                 calibration_data=digits_loader("train", 64), unsupported="skip")
-    print(_df.drop(columns=["energy_method"]).to_string())
-    print(precision_tradeoff_table(_df).to_string())
+    print(_df.drop(columns=["energy_method"]).to_string(), precision_tradeoff_table(_df).to_string(), sep="\n")
 
 # %% [markdown]
 # ## 8. What an edge deployment watches, measured on the host
 #
-# `measure_watch_metrics` measures what the host can of an edge checklist — sizes, startup,
-# latency with and without pre/post-processing, accuracy, CPU workload, clock, temperature,
-# FLOPs, energy — each with its method, or `None` with the reason, as the cell below prints.
+# `measure_watch_metrics` measures what the host can of an edge checklist (sizes, startup, latency, accuracy, CPU
+# load, clock, temperature, FLOPs, energy), each with its method, or `None` with the reason, as printed below.
+
 # %%
 #| export benchmarking.devices
 _TEMP_SENSORS = ("coretemp", "k10temp", "cpu_thermal", "cpu-thermal", "soc_thermal", "acpitz")
 
 
 def read_temperature_c() -> tuple[float | None, str]:
-    """(temperature in °C, where it came from) from psutil, or (None, why not).
-
-    >>> t, how = read_temperature_c()
-    >>> t is None or isinstance(t, float)
-    True
-    """
-    reader = getattr(psutil, "sensors_temperatures", None)
-    if reader is None:
-        return None, "psutil.sensors_temperatures is not available on this platform"
+    "(temperature in °C, where it came from) from psutil, or (None, why not)."
     try:
-        sensors = reader()
+        sensors = psutil.sensors_temperatures()
+    except AttributeError:  # psutil offers no sensors on some platforms (macOS, Windows)
+        return None, "psutil.sensors_temperatures is not available on this platform"
     except (OSError, RuntimeError) as e:
         return None, f"temperature sensors unreadable: {e}"
     for name in (*_TEMP_SENSORS, *sorted(sensors)):
@@ -1061,18 +939,12 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
                           postprocess: Callable[[Any], Any] | None = None, raw_input: Any = None,
                           power_watts: float | None = None, samples: int = 20, startup_runs: int = 5,
                           cpu_window_s: float = 0.5) -> dict[str, Any]:
-    """The edge watch metrics measurable on this machine, each with its method or reason.
-
-    `input_shape` includes the batch. With `preprocess`/`postprocess`, inference time is timed on
-    `raw_input` through preprocess → model → postprocess.
-
-    >>> m = measure_watch_metrics(nn.Linear(8, 2), (1, 8), samples=3, startup_runs=2, cpu_window_s=0.1)
-    >>> m["flops"], m["params_size_mb"] > 0
-    (32, True)
-    """
+    """The edge watch metrics measurable on this machine, each with its method or reason. `input_shape` includes
+    the batch; with `preprocess`/`postprocess`, `inference_ms` times `raw_input` through the whole pipeline."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    if (preprocess is not None or postprocess is not None) and raw_input is None:
+    piped = preprocess is not None or postprocess is not None
+    if piped and raw_input is None:
         raise ValueError("raw_input: preprocess/postprocess need the raw input they start from, got None")
     a, shape, (out, methods, reasons) = adapt(model), tuple(input_shape), ({}, {}, {})
     x = a.make_input(shape)
@@ -1098,13 +970,11 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
     record("latency_ms", lat.median_ms, "measured: timing core median, model forward only")
     record("throughput_sps", shape[0] / (lat.median_ms / 1e3), "derived: batch / median latency")
     inference_ms = None
-    if preprocess is not None or postprocess is not None:
+    if piped:
         pre, post = preprocess or (lambda v: v), postprocess or (lambda v: v)
-        with a.inference():
-            def pipeline() -> Any:
-                return post(a.forward(a.to_input(pre(raw_input))))
-            pipeline()
-            inference_ms = time_callable(pipeline, samples=samples, sync=a.sync).median_ms
+        with a.inference():  # the timing core warms the pipeline up first
+            inference_ms = time_callable(lambda: post(a.forward(a.to_input(pre(raw_input)))), samples=samples,
+                                         sync=a.sync).median_ms
     record("inference_ms", inference_ms, "measured: timing core median of preprocess -> model -> postprocess",
            "no preprocess/postprocess given: inference time equals latency_ms")
     acc = evaluate_accuracy(model, loader) if loader is not None else None
@@ -1136,24 +1006,21 @@ if __name__ == "__main__":
     _w = measure_watch_metrics(default_digits_model(), (1, 1, 8, 8), loader=digits_loader("test"),
                                preprocess=lambda img: torch.as_tensor(img, dtype=torch.float32).div(16.0).reshape(1, 1, 8, 8),
                                postprocess=lambda logits: int(logits.argmax()), raw_input=torch.randint(0, 17, (8, 8)))
-    for _k, _v in _w.items():
-        if _k not in ("methods", "reasons"):
-            print(f"{_k:34s} {_v!r:>26}  {_w['methods'].get(_k) or _w['reasons'].get(_k)}")
+    for _k, _v in list(_w.items())[:-2]:  # the last two are the methods and the reasons
+        print(f"{_k:34s} {_v!r:>26}  {_w['methods'].get(_k) or _w['reasons'].get(_k)}")
 
 # %% [markdown]
 # ## 9. Writing it down: the hardware report
 #
-# Every table is written atomically (a temporary file, then a rename), charts as 180-DPI PNGs,
-# results as one Markdown table where a missing figure prints `n/a`. `write_hardware_report` runs
-# everything above for one model (`tito benchmark --model FILE --input-shape ... --hardware`;
-# without `--model`, the bundled digits CNN). Only the sweep needs labelled data that fits the
-# model, as it measures *accuracy*: without it the sweep is "unavailable", with the reason.
+# `write_hardware_report` runs everything above for one model (`tito benchmark --hardware`: yours with
+# `--model FILE --input-shape ...`, else the bundled digits CNN), tables written atomically, charts as 180-DPI PNGs.
+# Only the sweep needs labelled data that fits the model (it measures accuracy); without, it is "unavailable".
+
 # %%
 #| export
 HARDWARE_ARTIFACTS = {"layerwise_breakdown": "layerwise_breakdown.csv", "precision_tradeoffs": "precision_tradeoffs.csv",
-                      "hardware_summary": "hardware_summary.csv",
-                      "layerwise_activation_memory": "layerwise_activation_memory.png",
-                      "layerwise_macs": "layerwise_macs.png", "system_info": "system_info.json"}
+                      "hardware_summary": "hardware_summary.csv", "layerwise_macs": "layerwise_macs.png",
+                      "layerwise_activation_memory": "layerwise_activation_memory.png", "system_info": "system_info.json"}
 PLOT_DPI = 180
 
 
@@ -1172,10 +1039,7 @@ def _bar_chart(path: Path, labels: Sequence[str], values: Sequence[float], ylabe
 
 def save_hardware_artifacts(output_dir: str | Path, layer_df: pd.DataFrame, tradeoff_df: pd.DataFrame,
                             summary: dict[str, Any]) -> dict[str, Path]:
-    """Write the layer table, the precision trade-offs, the summary, two charts and system info.
-
-    Returns {artifact name: path} with the names of `HARDWARE_ARTIFACTS`.
-    """
+    "Write the layer table, precision trade-offs, summary, two charts and system info: {HARDWARE_ARTIFACTS key: path}."
     _require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
     _require_columns(tradeoff_df, TRADEOFF_COLUMNS, "tradeoff_df")
     if not isinstance(summary, dict) or any(k not in summary for k in SUMMARY_KEYS):
@@ -1192,26 +1056,6 @@ def save_hardware_artifacts(output_dir: str | Path, layer_df: pd.DataFrame, trad
     return paths
 
 # %%
-#| export benchmarking.hardware_profile
-PROFILE_ARTIFACTS = {"operator_profile": "operator_profile.csv", "hardware_totals": "hardware_totals.csv",
-                     "hardware_profile": "hardware_profile.json"}
-
-
-def write_hardware_profile_artifacts(profile: dict[str, Any], output_dir: str | Path) -> dict[str, Path]:
-    """Write a `build_hardware_profile_table` result: the operator table and the totals (CSV), all
-    four sections (JSON); returns {artifact name: path}."""
-    sections = ("operator_profile", "totals", "precision_tradeoffs", "edge_constraints")
-    if missing := [k for k in sections if k not in profile] if isinstance(profile, dict) else list(sections):
-        raise ValueError(f"profile: missing section(s) {missing}; expected the dict from build_hardware_profile_table")
-    paths = {k: Path(output_dir) / v for k, v in PROFILE_ARTIFACTS.items()}
-    ops = pd.DataFrame(profile["operator_profile"])
-    write_atomic(paths["operator_profile"], ops.to_csv(index=False))
-    write_atomic(paths["hardware_totals"], pd.DataFrame([profile["totals"]]).to_csv(index=False))
-    write_json(paths["hardware_profile"], {"operator_profile": ops.to_dict(orient="records"),
-                                           **{k: profile[k] for k in sections[1:]}})
-    return paths
-
-# %%
 #| export benchmarking.devices
 BENCHMARK_TABLE_FIELDS = ("model", "task", "accuracy", "latency_ms", "model_size_mb", "platform", "references")
 
@@ -1225,12 +1069,8 @@ def _cell(value: Any, kind: str = "text") -> str:
 
 
 def benchmark_table_markdown(rows: Iterable[dict[str, Any]]) -> str:
-    """Rows as the benchmark table in Markdown (accuracy as a fraction 0..1, printed as %).
-
-    >>> print(benchmark_table_markdown([{"model": "m", "task": "t", "accuracy": 0.9, "latency_ms": 1.5,
-    ...     "model_size_mb": 0.02, "platform": "x86 CPU", "references": "-"}]).splitlines()[2])
-    | m | t | 90.0% | 1.5 | 0.02 | x86 CPU | - |
-    """
+    """Rows (`BENCHMARK_TABLE_FIELDS`) as the benchmark table in Markdown: accuracy, a fraction 0..1, printed as %,
+    a missing figure as n/a, e.g. `| m | t | 90.0% | 1.5 | 0.02 | x86 CPU | - |`."""
     lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MB)** | **Platform** "
              "| **References** |", "|" + "|".join(["---"] * 7) + "|"]
     kinds = ("text", "text", "percent", "number", "number", "text", "text")
@@ -1243,47 +1083,42 @@ def benchmark_table_markdown(rows: Iterable[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Sequence[int],
-                          output_dir: str | Path, *, name: str = "model", task: str = "Image Classification",
+def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Sequence[int], output_dir: str | Path, *,
+                          name: str = "model", task: str = "Image Classification",
                           precisions: Sequence[str] = PRECISIONS, batch_sizes: Sequence[int] = (1, 32),
                           constraints: dict[str, float] | None = None, calibration_data: Any = None,
                           power_watts: float | None = None, devices: Sequence[str] = tuple(TARGET_DEVICES),
                           repeats: int = 20, calibration_split: str | None = None,
                           sweep_unavailable_reason: str | None = None) -> dict[str, Path]:
-    """Run the full hardware analysis of `model` and write its artifacts; returns {name: path}.
-
-    `input_shape` is one input batch, e.g. (1, 1, 8, 8). Precisions this machine cannot run are
-    skipped, the reason in `hardware_summary.csv` (`skipped_precisions`). With `loader=None` (no
-    labelled data fits the model) the sweep is unavailable, with `sweep_unavailable_reason`, and the
-    roofline summary uses the model's measured fp32 latency; every other artifact is written.
-    """
+    """Run the full hardware analysis of `model` for one input batch `input_shape` and write its artifacts;
+    returns {name: path}. Precisions this machine cannot run are skipped, the reason in `hardware_summary.csv`
+    (`skipped_precisions`). With `loader=None` (no labelled data fits the model) the sweep is unavailable, with
+    `sweep_unavailable_reason`, and the summary uses the measured fp32 latency; every other artifact is written."""
     shape, out = _batch_shape(input_shape), Path(output_dir)
-    platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"
     if loader is not None:
-        sweep_df = sweep(model, loader, precisions, batch_sizes, constraints, power_watts=power_watts,
-                         repeats=repeats, calibration_data=calibration_data, unsupported="skip",
-                         calibration_split=calibration_split)
+        sweep_df = sweep(model, loader, precisions, batch_sizes, constraints, power_watts=power_watts, repeats=repeats,
+                         calibration_data=calibration_data, unsupported="skip", calibration_split=calibration_split)
         if sweep_df.empty:
             raise RuntimeError(f"model: no precision of {list(precisions)} ran on this machine: {sweep_df.attrs['skipped']}")
         tradeoffs = precision_tradeoff_table(sweep_df)
         base = sweep_df[sweep_df.batch_size == min(batch_sizes)].sort_values("precision", key=lambda s: s != "fp32").iloc[0]
         base_latency_ms = float(base.latency_median_ms)
         latency_source = f"sweep: {base.precision}, batch {int(base.batch_size)}, median latency (measured)"
-        rows = [{"model": f"{name} {r.precision} (batch {int(r.batch_size)})", "task": task, "accuracy": r.accuracy,
-                 "latency_ms": r.latency_median_ms, "model_size_mb": r.memory_mb, "platform": platform,
+        rows = [{"model": f"{name} {r.precision} (batch {int(r.batch_size)})", "accuracy": r.accuracy,
+                 "latency_ms": r.latency_median_ms, "model_size_mb": r.memory_mb,
                  "references": "measured here (median latency): tinytorch.benchmarking.hardware.sweep"}
                 for r in sweep_df.itertuples()]
     else:
         reason = "unavailable: " + (sweep_unavailable_reason or "no labelled data fits this model, and the "
                                     "precision sweep measures accuracy per precision")
-        sweep_df = pd.DataFrame(columns=list(SWEEP_COLUMNS))
+        sweep_df, tradeoffs = pd.DataFrame(columns=list(SWEEP_COLUMNS)), pd.DataFrame(columns=list(TRADEOFF_COLUMNS))
         sweep_df.attrs["skipped"] = {p: reason for p in precisions}
-        tradeoffs = pd.DataFrame(columns=list(TRADEOFF_COLUMNS))
         base_latency_ms = time_model(model, shape, samples=repeats).median_ms
         latency_source = f"time_model: fp32, input {shape}, median latency (measured); precision sweep {reason}"
-        rows = [{"model": f"{name} fp32 (batch {shape[0]})", "task": task, "accuracy": None,
-                 "latency_ms": base_latency_ms, "model_size_mb": model_memory_mb(model), "platform": platform,
+        rows = [{"model": f"{name} fp32 (batch {shape[0]})", "accuracy": None, "latency_ms": base_latency_ms,
+                 "model_size_mb": model_memory_mb(model),
                  "references": f"measured here (median latency): time_model; accuracy and precision sweep {reason}"}]
+    platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"
     layers = estimate_layerwise_stats(model, shape[0], shape[1:])
     summary = summarize_hardware(layers, base_latency_ms, measure_memory_bandwidth_gbps(), peak_gmacs=measure_peak_gmacs())
     summary.update({"latency_source": latency_source, "bandwidth_method": "measured: 64 MB tensor copy on this machine",
@@ -1296,14 +1131,14 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
     paths["device_fit"] = write_atomic(out / "device_fit.csv", fit.to_csv(index=False))
     watch = measure_watch_metrics(model, shape, loader=loader, power_watts=power_watts, samples=repeats)
     paths["watch_metrics"] = write_json(out / "watch_metrics.json", watch)
-    paths["benchmark_table"] = write_atomic(out / "benchmark_table.md", benchmark_table_markdown(rows))
+    table = benchmark_table_markdown([{**r, "task": task, "platform": platform} for r in rows])
+    paths["benchmark_table"] = write_atomic(out / "benchmark_table.md", table)
     return paths
 
 
 def write_default_hardware_artifacts(output_dir: str | Path, *, repeats: int = 20,
                                      power_watts: float | None = None) -> dict[str, Path]:
-    """The hardware report for the bundled digits CNN (trained and cached at first use): int8
-    calibrated on the training split, accuracy measured on the 450 test images."""
+    "The hardware report for the bundled digits CNN: int8 calibrated on the training split, accuracy on the test split."
     from tinytorch.benchmarking.digits import DIGITS_INPUT_SHAPE, default_digits_model, digits_loader
 
     return write_hardware_report(default_digits_model(), digits_loader("test", 64), DIGITS_INPUT_SHAPE, output_dir,
@@ -1314,8 +1149,9 @@ def write_default_hardware_artifacts(output_dir: str | Path, *, repeats: int = 2
 # %% [markdown]
 # ## The whole job, end to end
 #
-# The report for the digits CNN and for a 1-D conv model that no labelled data fits: the artifacts
-# agree (the same MACs in every table, one operator row per layer call, one table row per sweep row).
+# The report for the digits CNN: every artifact written, and they agree (the same MACs in every table, one
+# operator row per layer call, one table row per sweep row).
+
 # %%
 def test_module():
     import tempfile
@@ -1323,32 +1159,21 @@ def test_module():
 
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
-        paths = write_hardware_report(DigitsCNN(), digits_loader("test", 150), (1, 1, 8, 8), Path(tmp) / "digits",
+        paths = write_hardware_report(DigitsCNN(), digits_loader("test", 150), (1, 1, 8, 8), tmp,
                                       precisions=["fp32", "int8"], batch_sizes=[1], devices=["stm32f446", "rpi4"],
                                       calibration_data=digits_loader("train", 64), repeats=3)
-        expected = set(HARDWARE_ARTIFACTS) | set(PROFILE_ARTIFACTS) | {"sweep", "device_fit", "watch_metrics",
-                                                                       "benchmark_table"}
+        expected = {*HARDWARE_ARTIFACTS, *PROFILE_ARTIFACTS, "sweep", "device_fit", "watch_metrics", "benchmark_table"}
         assert set(paths) == expected, f"expected artifacts {sorted(expected)}, got {sorted(paths)}"
-        assert all(p.exists() and p.stat().st_size > 0 for p in paths.values()), "every artifact has content"
+        assert all(p.stat().st_size > 0 for p in paths.values()), "every artifact exists and has content"
         layers, fit = pd.read_csv(paths["layerwise_breakdown"]), pd.read_csv(paths["device_fit"])
-        summary = pd.read_csv(paths["hardware_summary"]).iloc[0]
+        summary, sweep_df = pd.read_csv(paths["hardware_summary"]).iloc[0], pd.read_csv(paths["sweep"])
         macs = int(layers["macs"].sum())
         assert macs == 9216 + 73728 + 1280 == int(summary.estimated_total_macs) and (fit["macs"] == macs).all(), \
             f"expected 84,224 MACs in every table, got {macs}, {summary.estimated_total_macs}, {set(fit['macs'])}"
         assert len(pd.read_csv(paths["operator_profile"])) == len(layers), "one operator row per layer call"
-        sweep_df = pd.read_csv(paths["sweep"])
         assert set(sweep_df.precision) == {"fp32", "int8"} and summary.latency_source.startswith("sweep: fp32")
         table = paths["benchmark_table"].read_text(encoding="utf-8").strip().splitlines()
         assert len(table) == 2 + len(sweep_df) and table[0].startswith("| **Model** |")
-
-        net = nn.Sequential(nn.Conv1d(3, 8, 5), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 28, 4))  # not an image model
-        paths = write_hardware_report(net, None, (2, 3, 32), Path(tmp) / "mine", devices=["stm32f446"], repeats=3,
-                                      sweep_unavailable_reason="no labelled data fits input shape (2, 3, 32)")
-        summary = pd.read_csv(paths["hardware_summary"]).iloc[0]
-        assert "unavailable: no labelled data fits" in summary.skipped_precisions, summary.skipped_precisions
-        assert summary.latency_source.startswith("time_model") and int(summary.estimated_total_macs) == 2 * (
-            8 * 3 * 5 * 28 + 8 * 28 * 4), "MACs counted for this input shape, latency timed without a sweep"
-        assert "unavailable" in paths["benchmark_table"].read_text(encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -9,19 +9,18 @@
 # %% [markdown]
 # # Module 19, the optimisations under test: int8, pruning, half precision
 #
-# Benchmarks exist to judge optimisations. Modules 16–18 built them by hand; here we wrap the
-# versions PyTorch ships, so benchmarks compare real models with real kernels:
+# Benchmarks exist to judge optimisations. Modules 16–18 built them by hand; here we wrap the versions
+# PyTorch ships, so benchmarks compare real models with real kernels:
 #
 # | technique | library path | what shrinks | what it costs |
 # |---|---|---|---|
 # | int8 dynamic quantization | `torch.ao.quantization.quantize_dynamic` | Linear weights 4× | activations quantized on the fly at each call |
 # | int8 static quantization | `torch.ao.quantization.quantize_fx` (`prepare_fx` → calibrate → `convert_fx`) | weights and activations 4× | needs calibration data |
 # | magnitude pruning | `torch.nn.utils.prune` | nothing, stored dense (zeros compress well) | accuracy, if too aggressive |
-# | fp16 / bf16 casting | `nn.Module.to(dtype)` | every float tensor 2× | precision; CPU kernels may be slower |
+# | fp16 / bf16 casting | `nn.Module.to(dtype)` | every float tensor 2× | fp16 keeps precision, bf16 float32's range; speed depends on the hardware's kernels |
 #
-# Each helper returns a **new** model and leaves its argument untouched, so a benchmark holds the
-# baseline and its optimised versions side by side. Other runtimes (ONNX Runtime, `torch.compile`)
-# follow, then an ablation you write: prune before or after quantizing?
+# Each helper returns a **new** model, so a benchmark holds the baseline and its optimised versions
+# side by side. Other runtimes follow, then an ablation you write: prune before or after quantizing?
 
 # %%
 #| default_exp benchmarking.optimize
@@ -50,26 +49,18 @@ from tinytorch.profiling.timing import RUNTIMES, ModelAdapter, adapt, onnx_sessi
 # %% [markdown]
 # ## int8 quantization, and how big a model really is
 #
-# Quantization maps each float to an 8-bit integer with a scale and zero point:
-# `q = round(x / scale) + zero_point`. **Dynamic** quantization measures each activation's range at
-# run time (Linear-heavy models); **static** quantization measures the ranges once on a few
-# *calibration* batches, so a conv net runs end to end in int8 (FX graph mode; eager mode with
-# QuantStub/DeQuantStub for an untraceable model). `torch.ao.quantization` still runs real x86 int8
-# kernels in torch 2.13 but warns that it is deprecated (its successor is torchao's PT2E flow): all
-# quantization goes through `quantize_int8`, which silences exactly that notice and records in
-# `model.tinytorch_quantization` which path produced the model. The int8 weights live in packed
-# buffers, not `nn.Parameter`s, so counting parameters says *zero*: what you ship is the serialized
-# `state_dict`, with a fixed overhead per tensor (names, framing, scales), so a tiny model shrinks
-# by less than 4×.
+# Each float becomes an 8-bit integer, `q = round(x / scale) + zero_point`. **Dynamic** quantization
+# measures each activation's range at run time; **static** measures them once on a few *calibration*
+# batches, so a conv net runs end to end in int8. `torch.ao.quantization` is deprecated (successor:
+# torchao's PT2E flow) but still runs real x86 int8 kernels: all of it goes through `quantize_int8`,
+# which records in `model.tinytorch_quantization` which path produced the model. int8 weights are
+# packed buffers, not `nn.Parameter`s: what you ship is the serialized `state_dict`, with a fixed
+# overhead per tensor, so a tiny model shrinks by less than 4×.
 
 # %%
 #| export
 def state_dict_bytes(model: nn.Module) -> int:
-    """Bytes of `model.state_dict()` serialized with `torch.save` (float, half or packed int8 alike).
-
-    >>> state_dict_bytes(nn.Linear(256, 256)) > 256 * 256 * 4
-    True
-    """
+    "Bytes of `model.state_dict()` serialized with `torch.save` (float, half or packed int8 alike)."
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     if isinstance(model, torch.jit.ScriptModule):  # its state_dict, not the whole TorchScript archive
@@ -85,8 +76,7 @@ INT8_BACKENDS_ONNX = ("onnxruntime",)
 
 @contextlib.contextmanager
 def _quiet_ao_deprecation() -> Iterator[None]:
-    # Only the deprecation notices of torch.ao.quantization (and its quantized-tensor factories)
-    # are silenced; every other warning still reaches the user.
+    # only torch.ao.quantization's deprecation notices are silenced; every other warning still shows
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"torch\.ao\.quantization is deprecated", category=DeprecationWarning)
         warnings.filterwarnings("ignore", message=r"torch\.quantize_per_tensor, torch\.quantize_per_channel")
@@ -107,9 +97,8 @@ def _calibration_batches(calibration_data: Any) -> list[torch.Tensor]:
                          "(a tensor of samples, a list of batches, or a DataLoader), got None")
     items = [calibration_data] if isinstance(calibration_data, torch.Tensor) else list(calibration_data)
     batches = [item[0] if isinstance(item, (tuple, list)) else item for item in items]
-    for x in batches:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"calibration_data: expected tensors (or (input, label) pairs), got {type(x).__name__}")
+    if bad := [type(x).__name__ for x in batches if not isinstance(x, torch.Tensor)]:
+        raise TypeError(f"calibration_data: expected tensors (or (input, label) pairs), got {bad[0]}")
     if not batches:
         raise ValueError("calibration_data: expected at least one batch, got an empty iterable")
     return batches
@@ -155,17 +144,15 @@ def _describe_calibration(batches: list[torch.Tensor], calibration_name: str | N
 
 def quantize_int8(model: nn.Module, mode: str = "dynamic", calibration_data: Any = None,
                   backend: str | None = None, *, calibration_name: str | None = None) -> Any:
-    """A new int8-quantized copy of `model` (the original is untouched), for CPU inference.
+    """A new int8-quantized copy of `model` for CPU inference; `tinytorch_quantization` records its path,
+    mode, backend and calibration.
 
     `mode`: "dynamic" (`quantize_dynamic` on every `nn.Linear`) or "static" (calibrated on
-    `calibration_data`: FX graph mode, or eager mode when untraceable). `backend`: the int8 kernel
-    library ("x86", "fbgemm", "qnnpack"; default the best available), made the active engine; or
-    "onnxruntime" (static only: `to_onnx`, then `quantize_static`, QDQ; returns an `InferenceSession`).
-    `calibration_name` says which data calibrated (never the split you evaluate on). The result's
-    `tinytorch_quantization` names the path, mode, backend and, when static, the calibration data.
+    `calibration_data`, named by `calibration_name`: FX graph mode, or eager mode when untraceable).
+    `backend`: "x86", "fbgemm", "qnnpack" (default the best available), or "onnxruntime" (static
+    only: `to_onnx`, then `quantize_static`, QDQ; returns an `InferenceSession`).
 
-    >>> q = quantize_int8(nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)))
-    >>> q.tinytorch_quantization["path"]
+    >>> quantize_int8(nn.Sequential(nn.Linear(64, 64))).tinytorch_quantization["path"]
     'torch.ao.quantization.quantize_dynamic'
     """
     if not isinstance(model, nn.Module):
@@ -198,17 +185,15 @@ def quantize_int8(model: nn.Module, mode: str = "dynamic", calibration_data: Any
                 result = _static_eager(copy.deepcopy(model).cpu().float(), batches, backend)
                 path = "torch.ao.quantization.prepare+convert (eager, QuantStub/DeQuantStub)"
     result.eval()
-    result.tinytorch_quantization = {"path": path, "mode": mode, "backend": backend}
-    if calibration is not None:  # static: which data set the activation ranges
-        result.tinytorch_quantization["calibration"] = calibration
+    result.tinytorch_quantization = {"path": path, "mode": mode, "backend": backend,  # static: the calibration data
+                                     **({"calibration": calibration} if calibration is not None else {})}
     return result
 
 # %% [markdown]
 # ## Other runtimes: ONNX and ONNX Runtime, torch.compile
 #
-# A model is rarely shipped as an eager module. `to_runtime(model, runtime, example_input)` gives
-# the adapter for each route below. The TorchScript-based ONNX exporter (`dynamo=False`: the
-# `torch.export` path needs the `onnxscript` package) lives in `to_onnx` alone, which records it.
+# A model is rarely shipped as an eager module: `to_runtime(model, runtime, example_input)` gives the
+# adapter for each route below (ONNX export: TorchScript-based, `dynamo=False`, recorded by `to_onnx`).
 #
 # ```
 # nn.Module ──torch.onnx.export──> model.onnx ──onnx.checker──> InferenceSession ──> "onnxruntime"
@@ -251,13 +236,8 @@ def to_onnx(model: nn.Module, example_input: Any, path: str | Path | None = None
             dynamic_batch: bool = True) -> Path:
     """Export `model` to an ONNX file with `torch.onnx.export`, check it with `onnx.checker`; return its path.
 
-    `example_input` is one batch (its shape and dtype define the input; the batch axis stays dynamic
-    unless `dynamic_batch=False`). Without `path` the file goes to `$TINYTORCH_CACHE/onnx/`, named by
-    its content; its metadata records the exporter. A torch.ao int8 model is refused.
-
-    >>> p = to_onnx(nn.Linear(4, 2), torch.zeros(1, 4))
-    >>> p.suffix
-    '.onnx'
+    `example_input`: one batch (the batch axis stays dynamic unless `dynamic_batch=False`). Without
+    `path` the file goes to `$TINYTORCH_CACHE/onnx/`, named by its content. A torch.ao int8 model is refused.
     """
     import onnx
 
@@ -325,14 +305,9 @@ class RuntimeUnavailableError(RuntimeError):
 def to_runtime(model: Any, runtime: str, example_input: Any = None, *, device: str | torch.device = "cpu",
                threads: int | None = None, compile_options: dict[str, Any] | None = None,
                name: str | None = None) -> ModelAdapter:
-    """The adapter for `model` under `runtime`: "eager", "compile" (`torch.compile`) or "onnxruntime".
-
-    compile: `torch.compile(module, **compile_options)`, at its first call; onnxruntime: `to_onnx`, then an
-    `InferenceSession` (CUDA provider on a GPU) with `threads` intra-op threads (a session or `.onnx`
-    path is used as it is). `RuntimeUnavailableError` says why a combination cannot run.
-
-    >>> to_runtime(nn.Linear(4, 2), "onnxruntime", torch.zeros(1, 4)).kind
-    'onnxruntime'
+    """The adapter for `model` under `runtime`: "eager", "compile" (`torch.compile(module, **compile_options)`)
+    or "onnxruntime" (`to_onnx`, then an `InferenceSession` with `threads` intra-op threads, CUDA provider
+    on a GPU; a session or `.onnx` path as it is). `RuntimeUnavailableError` says why a combination cannot run.
     """
     if runtime not in RUNTIMES:
         raise ValueError(f"runtime: expected one of {RUNTIMES}, got {runtime!r}")
@@ -374,17 +349,15 @@ def _model_name(model: Any) -> str:
 # %% [markdown]
 # ## Magnitude pruning
 #
-# Pruning zeroes the smallest-magnitude weights, ranked over all layers (**global**) or within each
-# (**per-layer**); `torch.nn.utils.prune` masks them and `prune.remove` makes that permanent. Zeros
-# shrink neither a dense `state_dict` nor dense kernels' work (they pay off with sparse storage,
+# Pruning zeroes the smallest-magnitude weights, ranked over all layers (**global**) or within each.
+# Zeros shrink neither a dense `state_dict` nor dense kernels' work (they pay off with sparse storage,
 # compression or sparse kernels), so we *measure* sparsity rather than trust the requested amount.
 #
 # **Your task (easy, 2 points).** Complete `sparsity(model)`: the fraction of weights that are
 # exactly zero, over the `weight` tensors of every `nn.Linear` and `nn.Conv*` layer.
 #
 # - *TODO:* count zeros and entries over those weights (biases are not pruned, so not counted).
-# - *Approach:* walk `model.modules()`, add up zeros and sizes, divide the totals (not the average
-#   of per-layer fractions).
+# - *Approach:* walk `model.modules()`, add up zeros and sizes, divide the totals (not a mean of fractions).
 # - *Example:* a Linear(4, 2) whose weight has 2 zeros out of 8 has sparsity 0.25.
 # - *Hints:* `_PRUNABLE` lists the layer types; a tensor comparison gives a boolean tensor you can
 #   sum; a model with no such layer should raise a `ValueError` naming `model`.
@@ -444,10 +417,8 @@ def _check_amount(amount: Any) -> float:
 
 
 def prune_magnitude(model: nn.Module, amount: float, scope: str = "global") -> nn.Module:
-    """A new copy of `model` with the smallest-|w| fraction `amount` of Linear/Conv weights set to 0.
-
-    `scope="global"` ranks all those weights together (`prune.global_unstructured`), `scope="layer"`
-    each layer by itself (`prune.l1_unstructured`); `prune.remove` makes the masks permanent.
+    """A new copy of `model` with the smallest-|w| fraction `amount` of Linear/Conv weights, ranked over
+    all layers (`scope="global"`) or per layer (`scope="layer"`), set to 0 for good (`prune.remove`).
 
     >>> round(sparsity(prune_magnitude(nn.Linear(100, 10), 0.5)), 2)
     0.5
@@ -469,13 +440,6 @@ def prune_magnitude(model: nn.Module, amount: float, scope: str = "global") -> n
     for m, name in targets:
         prune.remove(m, name)
     return pruned
-
-# %% [markdown]
-# ## Half precision
-#
-# fp16 and bf16 store each float in 2 bytes: fp16 keeps more mantissa (precision), bf16 keeps
-# float32's exponent (range). Whether they are *faster* depends on the hardware (native kernels on
-# GPUs and CPUs with AVX512-FP16/AMX, conversions elsewhere): the benchmark decides.
 
 # %%
 #| export
@@ -500,11 +464,10 @@ def cast_precision(model: nn.Module, precision: str) -> nn.Module:
 # %% [markdown]
 # ## Prune, then quantize, or the other way round? An ablation
 #
-# "Which first?" has folklore answers both ways: prune first and the calibration sees the model that
-# will run; quantize first and pruning ranks weights already on the int8 grid. An **ablation** settles
-# it for one model: build both, measure both under one protocol, and let the one significance rule
-# decide, not two figures that always differ a little. One snag: `torch.nn.utils.prune` masks a
-# `weight` Parameter, and a torch.ao int8 layer has none (its weights are packed).
+# Folklore answers both ways: prune first and the calibration sees the model that will run; quantize
+# first and pruning ranks weights already on the int8 grid. An **ablation** settles it for one model:
+# build both, measure both under one protocol, and let the significance rule decide. One snag:
+# `torch.nn.utils.prune` masks a `weight` Parameter; a torch.ao int8 layer has none (packed weights).
 #
 # ```
 # model ─prune_magnitude─> sparse float ─quantize_int8(static)─> "prune->int8"   accuracy, size, latency
@@ -578,12 +541,10 @@ def ablate_order(model: nn.Module, amount: float, calibration: Any, eval_data: A
                  rounds: int = 5, alpha: float = 0.05, min_effect: float = 0.02) -> dict[str, Any]:
     """Does the order of magnitude pruning and static int8 quantization matter for `model`? Measured.
 
-    "prune->int8" is `quantize_int8(prune_magnitude(model, amount), "static", calibration)`, "int8->prune"
-    `prune_int8(quantize_int8(model, "static", calibration), amount)`. Each gets top-1 accuracy on
-    `eval_data` (`ProportionResult`), size on disk (`CountResult`, B) and one-sample latency
-    (`BenchmarkResult`, ms, interleaved); `compare_results` compares them per metric, and the order
-    matters when any comparison is significant. Returns `{"amount", "models", "sparsity", "results":
-    {metric: {order: result}}, "comparisons": {metric: Comparison}, "order_matters", "verdict", "method"}`.
+    "prune->int8" and "int8->prune" (`prune_int8`) each get top-1 accuracy on `eval_data`, size on disk
+    (B) and one-sample latency (ms, interleaved); the order matters when any `compare_results` is
+    significant. Returns `{"amount", "models", "sparsity", "results": {metric: {order: result}},
+    "comparisons": {metric: Comparison}, "order_matters", "verdict", "method"}`.
     """
     amount = _check_amount(amount)
     data = eval_data if isinstance(eval_data, EvalData) else EvalData(eval_data, "eval_data")
@@ -673,7 +634,6 @@ def test_module():
         assert r["order_matters"] is any(c.significant for c in r["comparisons"].values()), r["verdict"]
         print(f"{amount:.0%} pruned: " + ", ".join(f"{o} {r['results']['accuracy'][o].mean:.1%}" for o in ABLATION_ORDERS)
               + f"; {r['verdict']}")
-    print("optimize: all tests pass")
 
 
 if __name__ == "__main__":

@@ -9,23 +9,17 @@
 # %% [markdown]
 # # Module 19: Benchmarking — 1. Results, the one currency
 #
-# You have profiled models (Module 15) and made them smaller and faster (Modules 16–18).
-# Each of those steps ended with a claim: *this version is faster*, *that one uses less
-# memory*, *accuracy barely moved*. This module builds the tool that decides whether such a
-# claim is true.
-#
-# A benchmark is an experiment. It has a workload (a model and its data), a protocol (warmup,
-# how many repetitions, which threads, which device), measurements with an uncertainty, and a
-# conclusion that must survive that uncertainty. This first notebook builds the *currency*
-# every later one pays in: the result types. Every figure the library produces — a latency,
-# an accuracy, a byte count — is one of three kinds, and each kind knows its own statistics
-# and how to compare itself with another:
+# Modules 15–18 each ended with a claim (*faster*, *smaller*, *accuracy barely moved*). A
+# benchmark is the experiment that tests it: a workload, a protocol (warmup, repetitions,
+# threads, device), measurements with an uncertainty, and a conclusion that survives it. This
+# notebook builds the currency every later one pays in: three result kinds, each knowing its
+# statistics and how to compare itself with another:
 #
 # | kind | example | estimate | interval | comparison |
 # |---|---|---|---|---|
 # | `BenchmarkResult` (repeated samples) | latency, throughput | median (and mean) | Student-t for the mean, order statistics for the median | ratio of medians, bootstrap interval, Mann–Whitney U |
-# | `ProportionResult` (k of n) | top-1 accuracy | k / n | Wilson | paired: McNemar exact, paired bootstrap |
-# | `CountResult` (exact) | bytes, MACs, parameters | the value | zero width (no sampling error) | the ratio |
+# | `ProportionResult` (k of n) | top-1 accuracy | k / n | Wilson | difference; McNemar exact, paired bootstrap |
+# | `CountResult` (exact) | bytes, MACs, parameters | the value | zero width (no sampling error) | the ratio, effect floor only |
 #
 # One resampler (`bootstrap_interval`) and one significance rule (`is_significant`: p < α
 # **and** an effect above a stated floor) serve them all, so "significant" means the same
@@ -33,12 +27,12 @@
 #
 # ```
 # timing core (Module 15) ──> BenchmarkResult ─┐
-# top-1 evaluation ─────────> ProportionResult ├─> compare() ─> Comparison (ratio, CI, p, verdict)
-# byte / MAC counters ──────> CountResult ─────┘          └──> Pareto set with ties
+# top-1 evaluation ─────────> ProportionResult ├─> compare_results() ─> Comparison (ratio, CI, p, verdict)
+# byte / MAC counters ──────> CountResult ─────┘                    └──> Pareto set with ties
 # ```
 #
-# Where the code ends up: `tinytorch.benchmarking.results`; the names the capstone uses are
-# re-exported by `tinytorch.benchmarking.benchmark`.
+# The code ends up in `tinytorch.benchmarking.results`; the capstone's names are re-exported
+# by `tinytorch.benchmarking.benchmark`.
 
 # %%
 #| default_exp benchmarking.results
@@ -85,31 +79,24 @@ def expect_error(fn, *args, name: str, error: type = ValueError, **kwargs) -> No
 #                      ^^^^ the OS scheduled something else for 2 ms
 # ```
 #
-# The mean (1.39 ms) is pulled up by one interruption; the median (1.205 ms) is not. That is
-# why latency is summarised by the **median and percentiles** (p90, p99 tell you about the
-# tail a user feels), while the **mean and its confidence interval** describe averages such as
-# accuracy over several datasets.
-#
-# The confidence interval of a mean from `n` samples is `mean ± t(0.975, n-1) · s / √n`, with
-# Student's t, not the normal distribution's 1.96: with 5 samples t is 2.78, so a z-interval
-# would claim 30% more certainty than the data give.
+# The mean (1.39 ms) is pulled up by one interruption; the median (1.205 ms) is not. So latency
+# is summarised by the **median and percentiles** (p90, p99: the tail a user feels); the **mean
+# and its interval** `mean ± t(0.975, n-1) · s / √n` use Student's t, not the normal 1.96: with
+# 5 samples t is 2.78, so a z-interval would claim 30% more certainty than the data give.
 #
 # | statistic | meaning |
 # |---|---|
 # | `median`, `p50/p90/p95/p99` | typical and tail values (linear interpolation) |
 # | `mean`, `std` | average and sample standard deviation (n−1) |
 # | `ci_lower`, `ci_upper` | Student-t 95% interval for the mean (`None` for a single value) |
-# | `iqr` | p75 − p25, a robust spread |
-# | `cv` | std / mean, the relative noise (`None` when the mean is 0) |
+# | `iqr`, `cv` | p75 − p25 (a robust spread); std / mean (relative noise, `None` when the mean is 0) |
 # | `outliers` | values beyond 1.5 × IQR from the quartiles |
 #
 # **Your task (medium, 10 points).** Complete `BenchmarkResult.__post_init__` so it validates the
 # values and computes every statistic in the table.
 #
-# - *Approach:* convert to a float numpy array; reject an empty list and any NaN or infinity
-#   with a `ValueError` that names `values`; then fill each attribute.
-# - *Example:* `BenchmarkResult("latency", [1.0, 2.0, 3.0, 4.0, 5.0], unit="ms")` has
-#   `median == 3.0`, `p90 == 4.6`, `iqr == 2.0` and a 95% interval of about (1.04, 4.96).
+# - *Approach:* a float numpy array; an empty list, NaN or infinity is a `ValueError` naming `values`.
+# - *Example:* for `[1.0, 2.0, 3.0, 4.0, 5.0]`: `median == 3.0`, `p90 == 4.6`, `iqr == 2.0`, interval ≈ (1.04, 4.96).
 # - *Hints:* `np.percentile`, `scipy.stats.t.ppf(0.975, n - 1)`, `statistics.stdev`.
 
 # %% nbgrader={"grade": false, "grade_id": "benchmark-result", "solution": true, "schema_version": 3}
@@ -118,14 +105,11 @@ def expect_error(fn, *args, name: str, error: type = ValueError, **kwargs) -> No
 class BenchmarkResult:
     """Raw measurements of one metric for one model, with the statistics that describe them.
 
-    `values` are kept as given (for latency: milliseconds per call, one per timed sample), so a
-    result can be saved, loaded and re-analysed. `metadata` records the conditions.
+    `values` are kept as given (latency: ms per call, one per timed sample), so a result can be
+    saved, loaded and re-analysed; `metadata` records the conditions.
 
-    >>> r = BenchmarkResult("latency", [1.0, 2.0, 3.0, 4.0, 5.0], unit="ms")
-    >>> r.median, r.p90, r.count
-    (3.0, 4.6, 5)
-    >>> round(r.ci_lower, 3), round(r.ci_upper, 3)
-    (1.037, 4.963)
+    >>> BenchmarkResult("latency", [1.0, 2.0, 3.0, 4.0, 5.0], unit="ms").p90
+    4.6
     """
 
     metric_name: str
@@ -162,14 +146,8 @@ class BenchmarkResult:
             self.ci_lower = self.ci_upper = None
         ### END SOLUTION
 
-    # the course API's names for the extremes (min / max)
-    @property
-    def min_val(self) -> float:
-        return self.min
-
-    @property
-    def max_val(self) -> float:
-        return self.max
+    min_val = property(lambda self: self.min, doc="The course API's name for `min`.")
+    max_val = property(lambda self: self.max, doc="The course API's name for `max`.")
 
     @property
     def method(self) -> str:
@@ -217,12 +195,8 @@ class BenchmarkResult:
 STATISTICS = ("count", "mean", "std", "median", "min", "max", "p50", "p90", "p95", "p99",
               "iqr", "cv", "outliers", "ci_lower", "ci_upper")
 
-# %% [markdown]
-# A demonstration on the ten readings above: the median ignores the interruption, the mean
-# does not, and the outlier count flags it.
-
 # %%
-if __name__ == "__main__":
+if __name__ == "__main__":  # the ten readings above: the median ignores the interruption, the outlier count flags it
     readings = [1.21, 1.19, 1.22, 1.20, 3.05, 1.21, 1.18, 1.20, 1.23, 1.19]
     r = BenchmarkResult("latency", readings, unit="ms")
     print(r)
@@ -253,21 +227,16 @@ def test_unit_benchmark_result():
         + (" -- that is z = 1.96, the normal quantile; with 5 samples t(0.975, 4) = 2.776"
            if r.ci_lower is not None and abs(r.ci_lower - (3 - z_half)) < 1e-3 else ""))
     assert abs(r.ci_upper - (3 + half)) < 1e-9, f"ci_upper: expected {3 + half:.4f}, got {r.ci_upper}"
-    # outliers beyond 1.5 IQR
     spiky = BenchmarkResult("x", [1, 1.1, 1.2, 1.1, 1.0, 9.0])
     assert spiky.outliers == 1, f"outliers: 9.0 lies beyond p75 + 1.5 IQR of the others, expected 1, got {spiky.outliers}"
     assert r.outliers == 0, f"outliers: 1..5 has none beyond 1.5 IQR, got {r.outliers}"
-    # a single value: no interval, no spread
     one = BenchmarkResult("x", [2.5])
     assert one.std == 0.0 and one.ci_lower is None and one.ci_upper is None, \
         f"a single value has std 0.0 and no interval (None, None); got std {one.std}, ({one.ci_lower}, {one.ci_upper})"
     assert BenchmarkResult("x", [0.0, 0.0]).cv is None, "cv is undefined when the mean is 0"
-    # bad input is rejected with the argument named
     for bad in ([], [1.0, float("nan")], [float("inf")]):
         expect_error(BenchmarkResult, "x", bad, name="values")
-    # round trip
-    back = BenchmarkResult.from_dict(r.to_dict())
-    assert back.to_dict() == r.to_dict(), "from_dict(to_dict()) must give the same result"
+    assert BenchmarkResult.from_dict(r.to_dict()).to_dict() == r.to_dict(), "from_dict(to_dict()) must give the same result"
 
 
 if __name__ == "__main__":
@@ -276,22 +245,17 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## precise_timer: timing a block of code
 #
-# Before the full timing core (which repeats, calibrates and synchronizes), here is its
-# smallest correct building block: a context manager that reads `time.perf_counter_ns()`
-# on entry and exit.
-#
-# - `perf_counter_ns` is monotonic (never jumps when the wall clock is adjusted) and returns
-#   integer nanoseconds, so no precision is lost to floating point on long runs.
-# - If the timed code raises, the exception must **propagate**: a failed run that is silently
-#   reported as a (very fast) measurement is the worst kind of benchmark bug.
+# The timing core's smallest block: a context manager reading `time.perf_counter_ns()` on entry
+# and exit (monotonic: it never jumps with the wall clock; integer ns: no float rounding). If the
+# timed code raises, the exception must **propagate**: a failed run silently reported as a (very
+# fast) measurement is the worst kind of benchmark bug.
 #
 # **Your task (easy, 5 points).** Complete `precise_timer` so that `elapsed_ns` (int) is set when the block
 # ends (`elapsed_ms` and `elapsed`, in seconds, are derived from it), whether or not it raised.
 #
-# - *Approach:* a generator-based context manager: read the clock, `yield` a timer object,
-#   read the clock again in a `finally:` block.
+# - *Approach:* a generator-based context manager that `yield`s a `TimerReading`.
 # - *Example:* `with precise_timer() as t: sum(range(10**6))` then `t.elapsed_ms` is a few ms.
-# - *Hints:* don't catch the exception; `finally` runs either way.
+# - *Hints:* don't catch the exception; a `finally:` block runs either way.
 
 # %% nbgrader={"grade": false, "grade_id": "precise-timer", "solution": true, "schema_version": 3}
 #| export
@@ -302,11 +266,6 @@ class TimerReading:
     elapsed_ns: int | None = None
 
     @property
-    def elapsed(self) -> float | None:
-        "Seconds, as a float (the course API's name)."
-        return None if self.elapsed_ns is None else self.elapsed_ns / 1e9
-
-    @property
     def elapsed_ms(self) -> float | None:
         return None if self.elapsed_ns is None else self.elapsed_ns / 1e6
 
@@ -314,16 +273,13 @@ class TimerReading:
     def elapsed_s(self) -> float | None:
         return None if self.elapsed_ns is None else self.elapsed_ns / 1e9
 
+    elapsed = elapsed_s  # seconds, the course API's name
+
 
 @contextlib.contextmanager
 def precise_timer() -> Iterator[TimerReading]:
-    """Time the enclosed block with `time.perf_counter_ns`; exceptions propagate.
-
-    >>> with precise_timer() as t:
-    ...     _ = sum(range(1000))
-    >>> t.elapsed_ns > 0
-    True
-    """
+    """Time the enclosed block with `time.perf_counter_ns` (`t.elapsed_ns` after
+    `with precise_timer() as t:`); exceptions propagate."""
     ### BEGIN SOLUTION
     reading = TimerReading()
     start = time.perf_counter_ns()
@@ -361,12 +317,10 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## How sure are we of an accuracy?
 #
-# An accuracy is a proportion: `k` correct out of `n`. 441/450 = 98.0% sounds precise, but a
-# second test set of 450 images from the same source could easily give 97% or 99%. The
-# textbook interval `p ± 1.96 √(p(1−p)/n)` (Wald) is poor exactly where good models live,
-# near 100%: at 450/450 it has width zero, as if we were certain. The **Wilson score
-# interval** fixes that by solving for the proportions that the observed count is
-# consistent with:
+# An accuracy is a proportion, `k` correct of `n`: 441/450 = 98.0% sounds precise, but another
+# 450 images from the same source could easily give 97% or 99%. The textbook (Wald) interval
+# `p ± 1.96 √(p(1−p)/n)` fails where good models live: at 450/450 it has width zero. The
+# **Wilson score interval** solves for the proportions the observed count is consistent with:
 #
 # ```
 # center = (p + z²/2n) / (1 + z²/n)
@@ -375,22 +329,16 @@ if __name__ == "__main__":
 #
 # **Your task (easy, 5 points).** Implement `wilson_interval(correct, n, confidence=0.95)`.
 #
-# - *Approach:* validate (`n ≥ 1`, `0 ≤ correct ≤ n`, confidence in (0, 1)); `p = correct / n`;
-#   `z` from the normal quantile; return `(center − half, center + half)`.
-# - *Example:* `wilson_interval(450, 450)` is about `(0.9915, 1.0)`; `wilson_interval(5, 10)`
-#   is about `(0.2366, 0.7634)`.
-# - *Hints:* `scipy.stats.norm.ppf((1 + confidence) / 2)`; errors are `ValueError`s naming the
-#   argument.
+# - *Approach:* validate (`n ≥ 1`, `0 ≤ correct ≤ n`, confidence in (0, 1): a `ValueError` naming
+#   the argument); `p = correct / n`; `z` from the normal quantile; `(center − half, center + half)`.
+# - *Example:* `wilson_interval(450, 450)` ≈ `(0.9915, 1.0)`; `wilson_interval(5, 10)` ≈ `(0.2366, 0.7634)`.
+# - *Hints:* `scipy.stats.norm.ppf((1 + confidence) / 2)`.
 
 # %% nbgrader={"grade": false, "grade_id": "benchmarking-wilson", "solution": true, "schema_version": 3}
 #| export
 def wilson_interval(correct: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a proportion `correct / n` (e.g. an accuracy).
-
-    >>> lo, hi = wilson_interval(5, 10)
-    >>> round(lo, 4), round(hi, 4)
-    (0.2366, 0.7634)
-    """
+    """Wilson score interval of a proportion `correct / n` (e.g. an accuracy):
+    `wilson_interval(5, 10)` is about `(0.2366, 0.7634)`."""
     ### BEGIN SOLUTION
     if isinstance(n, bool) or int(n) != n or n < 1:
         raise ValueError(f"n: expected a positive number of samples, got {n!r}")
@@ -436,22 +384,20 @@ def test_unit_wilson_interval():
 if __name__ == "__main__":
     test_unit_wilson_interval()
 
-
 # %% [markdown]
 # ## One resampler, one rule
 #
-# Every comparison in this library asks the same two questions: *how uncertain is the
-# effect?* and *is it real?* Answer them once, and use the answer everywhere.
+# Every comparison asks *how uncertain is the effect?* and *is it real?*, answered once here.
 #
-# **The resampler.** A bootstrap interval recomputes a statistic on thousands of resamples of
-# the data (drawn with replacement, from a seeded generator so the interval is reproducible)
-# and takes the middle `confidence` of the results. Two samples are resampled either
-# *independently* (latency of A and of B: different runs) or *paired* (accuracy of A and B on
-# the *same* images: one set of indices for both, so an image's difficulty cancels out).
+# **The resampler.** A bootstrap interval recomputes a statistic on thousands of resamples
+# (with replacement, from a seeded generator: reproducible) and keeps the middle `confidence`
+# of the results. Two samples are resampled *independently* (latency of A and of B: different
+# runs) or *paired* (accuracy of A and B on the *same* images: one set of indices for both, so
+# an image's difficulty cancels out).
 #
-# **The rule.** A difference is reported only when it is both statistically significant
-# (`p < alpha`) *and* at least `min_effect` large (2% of a ratio, or 2 points of accuracy):
-# with thousands of samples a 0.3% change can be "significant" and still matter to nobody.
+# **The rule.** A difference counts only when `p < alpha` *and* it is at least `min_effect`
+# (2% of a ratio, 2 points of accuracy): with thousands of samples a 0.3% change can be
+# "significant" and still matter to nobody.
 #
 # ```
 # a: 1.0 1.1 0.9 1.0      resample (seeded)      statistic per resample      percentiles
@@ -462,13 +408,11 @@ if __name__ == "__main__":
 # **Your task (hard, 10 points).** Complete `bootstrap_interval` (the checks on its arguments,
 # the resampling and the percentiles) and `is_significant`.
 #
-# - *Approach:* one generator, `np.random.default_rng(seed)`. Independent: draw an index array
-#   of shape `(n_boot, len(sample))` for each sample *in order* and index the sample with it;
-#   paired: draw one index array and use it for every sample. Call `statistic` with the
-#   resampled arrays, keep the finite values, and return the `(1 − confidence) / 2` and
-#   `(1 + confidence) / 2` percentiles as floats, or `(None, None)` when no value is finite.
-#   `is_significant`: not significant below the floor; above it, significant when there is no
-#   p-value (an exact value) or when `p_value < alpha`.
+# - *Approach:* one generator, `np.random.default_rng(seed)`. Independent: one index array of
+#   shape `(n_boot, len(sample))` per sample, *in order*; paired: one index array for all. Keep
+#   the finite statistics; return the `(1 ± confidence) / 2` percentiles as floats, or
+#   `(None, None)` when none is finite. `is_significant`: never below the floor; above it, when
+#   there is no p-value (an exact value) or `p_value < alpha`.
 # - *Example:* `bootstrap_interval(lambda a: a.mean(axis=1), [[1.0, 1.0, 1.0]])` is `(1.0, 1.0)`;
 #   `is_significant(0.001, 0.005)` is False (half a percent is below the 2% floor).
 # - *Hints:* `rng.integers(0, n, size=(n_boot, n))`; `x[idx]` with a 2-D `idx` gives one row per
@@ -476,25 +420,13 @@ if __name__ == "__main__":
 
 # %% nbgrader={"grade": false, "grade_id": "results-resampler-rule", "solution": true, "schema_version": 3}
 #| export
-def bootstrap_interval(
-    statistic: Callable[..., np.ndarray],
-    samples: Sequence[Sequence[float]],
-    *,
-    paired: bool = False,
-    n_boot: int = 2000,
-    seed: int = 0,
-    confidence: float = 0.95,
-) -> tuple[float | None, float | None]:
-    """Percentile bootstrap interval of `statistic` over resamples of `samples`.
+def bootstrap_interval(statistic: Callable[..., np.ndarray], samples: Sequence[Sequence[float]], *, paired: bool = False,
+                       n_boot: int = 2000, seed: int = 0, confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """Percentile bootstrap interval of `statistic` over seeded resamples of `samples`.
 
-    `statistic(*resampled)` gets one `(n_boot, n_i)` array per sample and returns `n_boot`
-    values. `paired=True` draws one set of indices for all samples (they must have equal
-    length); otherwise each sample is resampled on its own, in order, from one seeded
-    generator. Non-finite statistics (e.g. a ratio over a zero median) are dropped; with none
-    left the interval is `(None, None)`.
-
-    >>> bootstrap_interval(lambda a: a.mean(axis=1), [[1.0, 1.0, 1.0]])
-    (1.0, 1.0)
+    `statistic(*resampled)` gets one `(n_boot, n_i)` array per sample and returns `n_boot` values.
+    `paired=True` draws one set of indices for all samples (of equal length). Non-finite
+    statistics are dropped; with none left the interval is `(None, None)`.
     """
     ### BEGIN SOLUTION
     arrays = [np.asarray(s, dtype=float) for s in samples]
@@ -526,11 +458,8 @@ def bootstrap_interval(
 def is_significant(p_value: float | None, effect: float, alpha: float = 0.05, min_effect: float = 0.02) -> bool:
     """The one significance rule: `p_value < alpha` and `|effect| >= min_effect`.
 
-    `effect` is `ratio - 1` for ratios and the difference for proportions. Exact values have
-    no sampling error (`p_value=None`): only the effect floor applies.
-
-    >>> is_significant(0.001, 0.5), is_significant(0.001, 0.005), is_significant(0.2, 0.5), is_significant(None, 0.1)
-    (True, False, False, True)
+    `effect` is `ratio - 1` for ratios, the difference for proportions; an exact value
+    (`p_value=None`) has only the effect floor: `is_significant(None, 0.1)` is True.
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha: expected a number in (0, 1), got {alpha!r}")
@@ -576,35 +505,20 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## Is B really faster than A?
 #
-# Two latency samples, A and B. Three numbers answer the question:
-#
-# 1. **The effect:** the ratio of medians, `median(B) / median(A)`. Medians, because latency
-#    has a long right tail.
-# 2. **Its uncertainty:** a bootstrap confidence interval of that ratio. Resample A and B
-#    with replacement (a seeded `numpy.random.Generator`, so the interval is reproducible),
-#    recompute the ratio a few thousand times, take the 2.5th and 97.5th percentiles.
-# 3. **Whether it could be noise:** the Mann–Whitney U test, which asks whether a random value
-#    of B tends to be smaller than a random value of A. It makes no normality assumption,
-#    which latency (skewed, with outliers) would violate.
-#
-# A difference is reported only under the one rule above: p < 0.05 *and* at least 2%.
-#
-# ```
-# A: ▁▂▅█▅▂▁            median 1.00 ms
-# B:        ▁▂▅█▅▂▁     median 1.80 ms    ratio 1.80 [1.74, 1.86], p < 0.001
-#                                         -> "a is 1.80× faster than b (p < 0.001)"
-# ```
+# Three numbers answer it for two latency samples: **the effect**, the ratio of medians
+# `median(B) / median(A)` (medians: latency has a long right tail); **its uncertainty**, a
+# bootstrap interval of that ratio; and **whether it could be noise**, the Mann–Whitney U test
+# (does a random value of B tend to be smaller than one of A?), which, unlike a t-test, makes
+# no normality assumption that skewed latency would violate. The one rule then decides.
 #
 # **Your task (medium, 10 points).** Complete `compare_samples`: check the arguments (each sample
 # at least 2 finite values, `alpha` in (0, 1), `n_boot` ≥ 100: a `ValueError` naming the argument),
 # then fill in `median_a`, `median_b`, `ratio`, `ci_lower`, `ci_upper`, `p_value` and
 # `significant`; the verdict text is written for you from those.
 #
-# - *Approach:* the medians and their ratio; the interval from the one resampler,
-#   `bootstrap_interval`, with a statistic that turns resampled `a` and `b` (one row per
-#   resample) into ratios of medians, at the level `1 − alpha`; the p-value from
-#   `scipy.stats`' Mann–Whitney U (two-sided); `significant` from the one rule, `is_significant`,
-#   with the effect `ratio − 1`.
+# - *Approach:* the interval from `bootstrap_interval` at the level `1 − alpha`, with a statistic
+#   that gives the ratio of medians of each resample; `scipy.stats`' two-sided Mann–Whitney U;
+#   `is_significant` with the effect `ratio − 1`.
 # - *Example:* `compare_samples([1.0, 1.1, 0.9, 1.0, 1.05], [2.0, 2.1, 1.9, 2.0, 2.05])` has
 #   `ratio == 2.0`, `p_value ≈ 0.012`, and the verdict "a is 2.00× faster than b (p = 0.012)".
 # - *Hints:* the statistic gets arrays of shape `(n_boot, len(a))` and `(n_boot, len(b))`:
@@ -614,11 +528,8 @@ if __name__ == "__main__":
 #| export
 @dataclass
 class Comparison:
-    """The outcome of comparing model `b` against model `a` on one metric.
-
-    `ratio` is `median_b / median_a` with its bootstrap interval; `p_value` comes from `test`;
-    `verdict` says in words what the figures support.
-    """
+    """The outcome of comparing model `b` against model `a` on one metric: `ratio` is `median_b /
+    median_a` with its bootstrap interval, `p_value` comes from `test`, `verdict` says it in words."""
 
     model_a: str
     model_b: str
@@ -654,42 +565,25 @@ class Comparison:
 
 
 def _format_p(p: float | None) -> str:
-    if p is None:
-        return "no test"
-    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+    return "no test" if p is None else "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
 def _verdict_text(c: Comparison, better: str) -> str:
     if not c.significant:
         return f"no significant difference between {c.model_a} and {c.model_b} ({_format_p(c.p_value)}, ratio {c.ratio:.3f})"
-    b_wins = (c.ratio > 1) == c.higher_is_better
-    winner, loser = (c.model_b, c.model_a) if b_wins else (c.model_a, c.model_b)
+    winner, loser = (c.model_b, c.model_a) if c.winner == c.model_b else (c.model_a, c.model_b)
     factor = c.ratio if c.ratio >= 1 else (1 / c.ratio if c.ratio > 0 else math.inf)
     return f"{winner} is {factor:.2f}× {better} than {loser} ({_format_p(c.p_value)})"
 
 
-def compare_samples(
-    a: Sequence[float],
-    b: Sequence[float],
-    *,
-    names: tuple[str, str] = ("a", "b"),
-    metric: str = "latency",
-    higher_is_better: bool = False,
-    better: str = "faster",
-    alpha: float = 0.05,
-    min_effect: float = 0.02,
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> Comparison:
-    """Compare two samples of one metric: ratio of medians (b / a) with a bootstrap interval,
-    a Mann-Whitney U p-value, and a verdict.
+def compare_samples(a: Sequence[float], b: Sequence[float], *, names: tuple[str, str] = ("a", "b"), metric: str = "latency",
+                    higher_is_better: bool = False, better: str = "faster", alpha: float = 0.05, min_effect: float = 0.02,
+                    n_boot: int = 2000, seed: int = 0) -> Comparison:
+    """Compare two samples of one metric: ratio of medians (b / a) with a bootstrap interval, a
+    Mann-Whitney U p-value, and a verdict by `is_significant` (`better` is the winner's word: "faster", ...).
 
-    A difference counts only when `p < alpha` and the ratio differs from 1 by at least
-    `min_effect`. `better` is the word for the winner ("faster", "smaller", ...).
-
-    >>> c = compare_samples([1.0, 1.1, 0.9, 1.0, 1.05], [2.0, 2.1, 1.9, 2.0, 2.05])
-    >>> c.ratio, c.verdict
-    (2.0, 'a is 2.00× faster than b (p = 0.012)')
+    >>> compare_samples([1.0, 1.1, 0.9, 1.0, 1.05], [2.0, 2.1, 1.9, 2.0, 2.05]).verdict
+    'a is 2.00× faster than b (p = 0.012)'
     """
     ### BEGIN SOLUTION
     a_arr = np.asarray(a, dtype=float)
@@ -735,7 +629,6 @@ def test_unit_compare_samples():
     # direction: higher is better (throughput)
     t = compare_samples(fast, slow, names=("x", "y"), higher_is_better=True, better="higher throughput")
     assert t.significant and t.verdict.startswith("y is 2.00× higher throughput than x"), t.verdict
-    # identical samples: no difference
     same = compare_samples(fast, list(fast))
     assert not same.significant and same.verdict.startswith("no significant difference"), same.verdict
     # a tiny but 'significant' shift is below the 2% that matters
@@ -745,7 +638,6 @@ def test_unit_compare_samples():
     assert tiny.p_value < 0.05, "a consistent 1% shift over 400 samples is statistically detectable"
     assert not tiny.significant and "no significant difference" in tiny.verdict, \
         f"a 1% difference is below min_effect=2% and must not be reported, got: {tiny.verdict}"
-    # overlapping noisy samples: not significant
     noisy = compare_samples([1.0, 1.5, 0.8, 1.2, 0.9], [1.1, 0.85, 1.4, 1.0, 1.3])
     assert not noisy.significant and noisy.p_value > 0.05, \
         f"overlapping samples: expected no significant difference (p > 0.05), got p = {noisy.p_value}"
@@ -759,35 +651,26 @@ if __name__ == "__main__":
 # %% [markdown]
 # ### Comparing accuracies: a paired test
 #
-# When both models classified the *same* test images, the comparison is paired: what matters
-# is the images on which they disagree. **McNemar's exact test** counts `n01` (A right, B
-# wrong) and `n10` (A wrong, B right); if the models were equally good, each disagreement
-# would go either way with probability ½, so `n10 ~ Binomial(n01 + n10, ½)`. This uses far
-# more of the data's structure than comparing two accuracies as if they came from different
-# images.
+# When both models classified the *same* images, what matters is where they disagree.
+# **McNemar's exact test** counts `n01` (A right, B wrong) and `n10` (A wrong, B right); if the
+# models were equally good, each disagreement would go either way with probability ½, so
+# `n10 ~ Binomial(n01 + n10, ½)`.
 #
 # **Your task (easy, 5 points).** Complete `mcnemar_exact`: count the two kinds of
 # disagreement and test them with the exact binomial distribution.
 #
 # - *TODO:* `a_only`, `b_only` and the two-sided `p_value` (1.0 when the models never disagree).
-# - *Approach:* only the images where exactly one model is right carry information; the images
-#   both got right (or both got wrong) say nothing about which model is better.
+# - *Approach:* only the images where exactly one model is right say which model is better.
 # - *Example:* A right on 3 of 4 images, B on 1 of them (one both got right): `a_only == 2`,
 #   `b_only == 0`, `p_value == 0.5` (two coin flips both landing on A's side, either side).
-# - *Hints:* boolean arrays combine with `&` and `~`; `scipy.stats.binomtest` gives the exact
-#   test. The chi-square formula `(|n01 − n10| − 1)² / (n01 + n10)` is an approximation that is
-#   poor for the handful of disagreements two good models have.
+# - *Hints:* boolean arrays combine with `&` and `~`; `scipy.stats.binomtest`. The chi-square
+#   formula `(|n01 − n10| − 1)² / (n01 + n10)` is poor for the few disagreements good models have.
 
 # %% nbgrader={"grade": false, "grade_id": "results-mcnemar", "solution": true, "schema_version": 3}
 #| export
 def mcnemar_exact(correct_a: Sequence[int | bool], correct_b: Sequence[int | bool]) -> dict[str, Any]:
-    """McNemar's exact test on paired per-sample correctness (1 = right, 0 = wrong).
-
-    Returns `{"a_only": n01, "b_only": n10, "p_value": p}`; with no disagreements p is 1.
-
-    >>> mcnemar_exact([1, 1, 1, 0], [1, 0, 0, 0])
-    {'a_only': 2, 'b_only': 0, 'p_value': 0.5}
-    """
+    """McNemar's exact test on paired per-sample correctness (1 = right, 0 = wrong): returns
+    `{"a_only": n01, "b_only": n10, "p_value": p}`, with p = 1 when there is no disagreement."""
     a = np.asarray(correct_a, dtype=bool)
     b = np.asarray(correct_b, dtype=bool)
     if a.shape != b.shape or a.ndim != 1 or a.size == 0:
@@ -826,10 +709,9 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## The Pareto frontier
 #
-# With more than one metric there is rarely a single best model: the int8 model is smaller
-# and faster, the float model a little more accurate. A model is **dominated** when another
-# is at least as good on every metric and strictly better on one; nobody should deploy a
-# dominated model. The models left, the **Pareto frontier**, are the real choices.
+# With several metrics there is rarely one best model (int8: smaller and faster; float: a
+# little more accurate). A model is **dominated** when another is at least as good on every
+# metric and strictly better on one; the models left, the **Pareto frontier**, are the choices.
 #
 # ```
 # accuracy ↑
@@ -841,10 +723,8 @@ if __name__ == "__main__":
 #
 # **Your task (medium, 10 points).** Implement `pareto_front(points, directions)`.
 #
-# - *Approach:* for each model, check whether any other model dominates it; keep the ones no
-#   one dominates, in the input order.
-# - *Example:* `pareto_front({"A": {"lat": 2, "acc": .99}, "B": {"lat": 1, "acc": .98},
-#   "C": {"lat": 1.5, "acc": .97}}, {"lat": "min", "acc": "max"})` is `["A", "B"]`.
+# - *Approach:* keep, in input order, each model that no other model dominates.
+# - *Example:* the models above with `{"lat": "min", "acc": "max"}` give `["A", "B"]`.
 # - *Hints:* turn every "max" metric into a "min" one by negating it; `a` dominates `b` when
 #   `all(a <= b)` and `any(a < b)`. Two identical points do not dominate each other. Reject a
 #   direction other than "min"/"max" and a model missing a metric with a `ValueError`.
@@ -856,10 +736,6 @@ def pareto_front(points: dict[str, dict[str, float]], directions: dict[str, str]
 
     `points` maps a name to its metric values; `directions` maps each metric to "min" (lower
     is better) or "max" (higher is better).
-
-    >>> pareto_front({"A": {"lat": 2, "acc": .99}, "B": {"lat": 1, "acc": .98},
-    ...               "C": {"lat": 1.5, "acc": .97}}, {"lat": "min", "acc": "max"})
-    ['A', 'B']
     """
     ### BEGIN SOLUTION
     if not directions:
@@ -886,8 +762,7 @@ def test_unit_pareto_front():
     pts = {"A": {"lat": 2.0, "acc": 0.99}, "B": {"lat": 1.0, "acc": 0.98}, "C": {"lat": 1.5, "acc": 0.97}}
     got = pareto_front(pts, {"lat": "min", "acc": "max"})
     assert got == ["A", "B"], f"C is slower and less accurate than B: expected ['A', 'B'], got {got}"
-    # flipping a direction changes the answer
-    assert pareto_front(pts, {"lat": "max", "acc": "max"}) == ["A"], "A has the highest of both"
+    assert pareto_front(pts, {"lat": "max", "acc": "max"}) == ["A"], "A has the highest of both"  # a flipped direction
     # ties: identical points do not dominate each other; equal on one metric, better on the other does
     tie = {"P": {"x": 1, "y": 1}, "Q": {"x": 1, "y": 1}, "R": {"x": 1, "y": 2}}
     assert pareto_front(tie, {"x": "min", "y": "min"}) == ["P", "Q"]
@@ -896,12 +771,8 @@ def test_unit_pareto_front():
     many = {f"m{i}": {"a": float(rng.integers(0, 5)), "b": float(rng.integers(0, 5)), "c": float(rng.integers(0, 5))}
             for i in range(30)}
     dirs = {"a": "min", "b": "max", "c": "min"}
-    sign = {"min": 1, "max": -1}
-    def dominated(p, q):  # does q dominate p?
-        better_eq = all(sign[d] * q[m] <= sign[d] * p[m] for m, d in dirs.items())
-        strictly = any(sign[d] * q[m] < sign[d] * p[m] for m, d in dirs.items())
-        return better_eq and strictly
-    expected = [n for n, p in many.items() if not any(dominated(p, q) for o, q in many.items() if o != n)]
+    cost = {n: [p[m] if d == "min" else -p[m] for m, d in dirs.items()] for n, p in many.items()}  # lower is better
+    expected = [n for n, c in cost.items() if not any(all(x <= y for x, y in zip(o, c)) and o != c for o in cost.values())]
     assert pareto_front(many, dirs) == expected, "three-metric frontier differs from a brute-force check"
     assert pareto_front({"only": {"x": 3}}, {"x": "min"}) == ["only"]
     expect_error(pareto_front, pts, {"lat": "lower"}, name="directions")
@@ -911,15 +782,12 @@ def test_unit_pareto_front():
 if __name__ == "__main__":
     test_unit_pareto_front()
 
-
 # %% [markdown]
 # ## How to read a metric
 #
-# A number means nothing without its unit and its direction: 3.2 is good for a latency in
-# milliseconds and bad for an accuracy in percent. `METRICS` holds, for every metric the
-# library measures, the unit (binary megabytes are named `MiB`: 2²⁰ bytes; energy is in joules
-# per inference, with millijoules derived where the numbers are small), whether lower or higher
-# is better, and the word a verdict uses for "better".
+# 3.2 is good for a latency in ms and bad for an accuracy in percent. `METRICS` holds each
+# metric's unit (`MiB` = 2²⁰ bytes; energy in joules per inference), whether lower or higher is
+# better, and the word a verdict uses for "better".
 
 # %%
 #| export
@@ -934,9 +802,7 @@ class MetricInfo:
     direction: str  # "min" or "max"
     better: str
 
-    @property
-    def higher_is_better(self) -> bool:
-        return self.direction == "max"
+    higher_is_better = property(lambda self: self.direction == "max")
 
 
 METRICS: dict[str, MetricInfo] = {
@@ -950,11 +816,7 @@ METRICS: dict[str, MetricInfo] = {
 
 
 def metric_info(metric: str, unit: str = "") -> MetricInfo:
-    """The `MetricInfo` of `metric`; `throughput_bs{b}` metrics are higher-is-better samples/s.
-
-    >>> metric_info("throughput_bs8").direction, metric_info("latency").unit
-    ('max', 'ms')
-    """
+    "The `MetricInfo` of `metric`; `throughput_bs{b}` metrics are higher-is-better samples/s."
     if metric in METRICS:
         return METRICS[metric]
     if metric.startswith("throughput"):
@@ -964,38 +826,21 @@ def metric_info(metric: str, unit: str = "") -> MetricInfo:
 # %% [markdown]
 # ## Accuracy and byte counts are results too
 #
-# Two more kinds of figure complete the currency. Both are `BenchmarkResult`s (so every table,
-# report and the capstone's code read `mean`, `ci_lower`, `ci_upper`, `count` from any of
-# them), but each computes its statistics in the way its data demand:
-#
-# - **`ProportionResult`**: an accuracy is `k` correct of `n`. Its `values` are the per-sample
-#   outcomes (1 = right, 0 = wrong), so a paired test can line two models up image by image;
-#   its estimate is `k / n` and its interval Wilson's, not Student's t (which would give
-#   `[1, 1]` at 450/450). Comparing two of them uses McNemar's exact test and a *paired*
-#   bootstrap.
-# - **`CountResult`**: bytes on disk, MACs, parameters. Counting twice gives the same number,
-#   so the interval has zero width and a comparison is just the ratio, with the effect floor
-#   deciding whether it matters.
-#
-# ```
-# 441 correct of 450     -> ProportionResult: mean 0.980, Wilson [0.962, 0.989], count 450
-# 27,093 bytes on disk   -> CountResult:      mean 0.0258 MiB, interval [0.0258, 0.0258]
-# ```
+# The other two kinds of the table at the top are `BenchmarkResult` subclasses, so every table,
+# report and the capstone read `mean`, `ci_lower`, `ci_upper`, `count` from any of them. A
+# `ProportionResult` keeps the per-sample outcomes (1 = right, 0 = wrong), so two models can be
+# paired image by image; its interval is Wilson's (Student's t of 0/1 outcomes gives `[1, 1]`
+# at 450/450). A `CountResult` is exact: counting twice gives the same number.
 #
 # **Your task (easy, 5 points).** Complete `ProportionResult.__post_init__`: reject an empty list
-# and anything but 0s and 1s (a `ValueError` naming `values`); from the outcomes set `count`, `correct`, the estimate
-# (`mean`, `median` and `p50` are all `k / n`), `std`, `min`, `max`, the percentiles and spreads
-# that mean nothing for 0/1 outcomes (`p90`, `p95`, `p99`, `iqr`, `cv`: None; `outliers`: 0), and
-# the interval.
+# and anything but 0s and 1s (a `ValueError` naming `values`); set `count`, `correct`, the estimate
+# (`mean`, `median`, `p50`: all `k / n`), `std`, `min`, `max`, the statistics that mean nothing for
+# 0/1 outcomes (`p90`, `p95`, `p99`, `iqr`, `cv`: None; `outliers`: 0), and the interval.
 #
-# - *Approach:* `k = sum`, `n = len`; the interval comes from `wilson_interval(k, n,
-#   self.confidence)`, which you wrote above; `std` is the sample standard deviation of the
-#   outcomes (0.0 for a single one).
-# - *Example:* `ProportionResult("accuracy", [1, 1, 1, 0])` has `mean == 0.75`, `correct == 3`,
-#   `count == 4` and `ci_lower ≈ 0.301`.
-# - *Hints:* keep `self.values` as a list of ints, so two results can be paired outcome by
-#   outcome; Student's t would give an interval beyond 1 at 450/450 — that is why a proportion
-#   has its own.
+# - *Approach:* `k = sum`, `n = len`; the interval from your `wilson_interval`; `std` is the
+#   sample standard deviation (0.0 for a single outcome).
+# - *Example:* `ProportionResult("accuracy", [1, 1, 1, 0])`: `mean == 0.75`, `correct == 3`, `ci_lower ≈ 0.301`.
+# - *Hints:* keep `self.values` a list of ints, so two results can be paired outcome by outcome.
 
 # %% nbgrader={"grade": false, "grade_id": "results-proportion", "solution": true, "schema_version": 3}
 #| export
@@ -1003,14 +848,9 @@ def metric_info(metric: str, unit: str = "") -> MetricInfo:
 class ProportionResult(BenchmarkResult):
     """`k` successes in `n` trials (e.g. top-1 accuracy), from per-sample outcomes (1 or 0).
 
-    `mean` (and `median`, the estimate) is `k / n`; `ci_lower`/`ci_upper` is the Wilson
-    interval; `count` is `n`, `correct` is `k`. Percentiles of 0/1 outcomes mean nothing and
-    are None. `metadata["datasets"]` (optional) lists `{"name", "count"}` in the order the
-    outcomes were concatenated, so two results can be paired dataset by dataset.
-
-    >>> r = ProportionResult("accuracy", [1, 1, 1, 0], unit="fraction")
-    >>> r.mean, r.correct, r.count, round(r.ci_lower, 3)
-    (0.75, 3, 4, 0.301)
+    `mean` (and `median`) is `k / n`, `count` is `n`, `correct` is `k`, the interval is Wilson's;
+    percentiles of 0/1 outcomes are None. `metadata["datasets"]` (optional) lists `{"name",
+    "count"}` in the order the outcomes were concatenated, to pair two results dataset by dataset.
     """
 
     kind = "proportion"
@@ -1060,14 +900,7 @@ class ProportionResult(BenchmarkResult):
 
 @dataclass
 class CountResult(BenchmarkResult):
-    """An exact figure (bytes, MACs, parameters): one value, no sampling error.
-
-    The interval has zero width: `ci_lower == ci_upper == mean`.
-
-    >>> r = CountResult("model_size", [0.5], unit="MiB", metadata={"bytes": 524288})
-    >>> (r.mean, r.ci_lower, r.ci_upper, r.std)
-    (0.5, 0.5, 0.5, 0.0)
-    """
+    "An exact figure (bytes, MACs, parameters): one value, no sampling error, a zero-width interval."
 
     kind = "count"
 
@@ -1096,7 +929,6 @@ class CountResult(BenchmarkResult):
         u = f" {self.unit}" if self.unit else ""
         return f"{self.metric_name}: {self.mean:.6g}{u} (exact)"
 
-
 # %% nbgrader={"grade": true, "grade_id": "test-results-proportion", "locked": true, "points": 5, "schema_version": 3}
 def test_unit_proportion_result():
     r = ProportionResult("accuracy", [1] * 450, unit="fraction")
@@ -1121,41 +953,28 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## Comparing any two results
 #
-# `compare_results(a, b)` picks the comparison that fits the kind of result, so a caller never
-# has to know which test applies:
-#
-# | both are | effect | interval | test |
-# |---|---|---|---|
-# | samples (≥ 2 each) | ratio of medians b / a | bootstrap (independent) | Mann–Whitney U |
-# | proportions | difference in points (ratio reported too) | paired bootstrap | McNemar exact |
-# | counts, or single values | ratio b / a | none (exact) | none: the effect floor alone |
-#
-# Every verdict names both models, so a line read on its own still says what was compared.
+# `compare_results(a, b)` picks the comparison of the table at the top that fits the kind of
+# result, so a caller never has to know which test applies; every verdict names both models.
 #
 # **Your task (medium, 5 points).** Complete the dispatch in `compare_results` (below
 # `_compare_proportions`): two proportions go to `_compare_proportions`; two sample results with
-# at least 2 values each go to `compare_samples` (with the metric's direction and word from
-# `info`); everything else is compared by the ratio of medians alone, with `significant` from the
-# one rule without a p-value. A ratio over a zero median: two zeros are no difference (ratio 1),
-# otherwise the ratio is infinite with the sign of `b`. Set `ratio`, `exact` (both are
-# `CountResult`s) and `significant` for the last case; the `Comparison` is built for you.
-# *Hint:* test the exact types (`type(a) is BenchmarkResult`): every kind is a `BenchmarkResult`.
+# at least 2 values each go to `compare_samples` (direction and word from `info`); anything else
+# is compared by the ratio of medians alone: set `ratio` (two zero medians: 1; over one zero
+# median: infinite with the sign of `b`), `exact` (both are `CountResult`s) and `significant`
+# (the one rule, no p-value). *Hint:* every kind is a `BenchmarkResult`: test the exact type.
 #
 # **Your task (hard, 10 points).** Complete `_compare_proportions`, the paired comparison of
-# two accuracies: from the per-sample outcomes to the difference, its interval, McNemar's p and
-# the verdict's `significant` (the `Comparison` and its text are built for you from those).
+# two accuracies (the `Comparison` and its verdict are built for you).
 #
-# - *TODO:* pair the outcomes dataset by dataset (only datasets both results evaluated, with the
-#   same number of samples; none shared is a `ValueError` naming `b`), then set `acc_a`, `acc_b`,
-#   `test` (McNemar), `lo, hi` (interval of the ratio), `d_lo, d_hi` (interval of the
-#   difference), `diff` and `significant`.
-# - *Approach:* the images are the same for both models, so every resample must draw the *same*
-#   images for both; the effect is the difference in accuracy, and the rule is the one rule.
-# - *Example:* 100 images, A right on 90, B right on the same 90 and on 6 more: `diff == 0.06`,
-#   McNemar `p = 0.031`, and every paired resample has B ≥ A, so `d_lo > 0`.
+# - *TODO:* pair the outcomes of the datasets both results evaluated with the same number of
+#   samples (none: a `ValueError` naming `b`); set `acc_a`, `acc_b`, `test` (McNemar), `lo, hi`
+#   (interval of the ratio), `d_lo, d_hi` (of the difference), `diff` and `significant`.
+# - *Approach:* the images are the same for both models, so every resample draws the *same*
+#   images for both; the effect is the difference in accuracy.
+# - *Example:* 100 images, A right on 90, B on the same 90 and 6 more: `diff == 0.06`, McNemar
+#   `p = 0.031`, and every paired resample has B ≥ A, so `d_lo > 0`.
 # - *Hints:* `per_dataset_outcomes()`; the resampler's `paired` flag; level `1 − alpha`.
-#   Resampling the two models independently throws the pairing away: the interval of the
-#   difference then spans zero even here.
+#   Resampled independently, the interval of the difference spans zero even here.
 
 # %% nbgrader={"grade": false, "grade_id": "results-compare-proportions", "solution": true, "schema_version": 3}
 #| export
@@ -1195,24 +1014,11 @@ def _compare_proportions(ra: ProportionResult, rb: ProportionResult, names: tupl
     return c
 
 
-def compare_results(
-    a: BenchmarkResult,
-    b: BenchmarkResult,
-    *,
-    names: tuple[str, str] = ("a", "b"),
-    info: MetricInfo | None = None,
-    alpha: float = 0.05,
-    min_effect: float = 0.02,
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> Comparison:
-    """Compare result `b` against result `a` of the same metric, with the test that fits their kind.
-
-    >>> fast = BenchmarkResult("latency", [1.0, 1.1, 0.9, 1.0, 1.05], unit="ms")
-    >>> slow = BenchmarkResult("latency", [2.0, 2.1, 1.9, 2.0, 2.05], unit="ms")
-    >>> compare_results(fast, slow, names=("fp32", "fp16")).verdict
-    'fp32 is 2.00× faster than fp16 (p = 0.012)'
-    """
+def compare_results(a: BenchmarkResult, b: BenchmarkResult, *, names: tuple[str, str] = ("a", "b"),
+                    info: MetricInfo | None = None, alpha: float = 0.05, min_effect: float = 0.02, n_boot: int = 2000,
+                    seed: int = 0) -> Comparison:
+    """Compare result `b` against result `a` of the same metric with the test that fits their kind:
+    Mann-Whitney U for samples, McNemar (paired) for proportions, the effect floor alone for exact values."""
     for r, arg in ((a, "a"), (b, "b")):
         if not isinstance(r, BenchmarkResult):
             raise TypeError(f"{arg}: expected a BenchmarkResult, got {type(r).__name__}")
@@ -1257,14 +1063,12 @@ def test_unit_compare_proportions():
     assert c.significant and c.winner == "int8" and "int8" in c.verdict and "fp32" in c.verdict, c.verdict
     ratio_lo, ratio_hi = c.ci_lower, c.ci_upper
     assert ratio_lo is not None and 1 <= ratio_lo <= ratio_hi, f"the ratio's paired interval is at or above 1, got [{ratio_lo}, {ratio_hi}]"
-    # a 1-point difference with p < 0.05 is still below the 2-point floor
     many_a = ProportionResult("accuracy", [1] * 9000 + [0] * 1000)
     many_b = ProportionResult("accuracy", [1] * 9000 + [1] * 100 + [0] * 900)
     small = compare_results(many_a, many_b)
     assert small.p_value < 0.05 and not small.significant, (
         f"a 1-point gain (p = {small.p_value:.2g}) is below the 2-point floor: not significant; got {small.significant}")
-    # pairing is by dataset: results of different sizes cannot be paired
-    expect_error(compare_results, a, ProportionResult("accuracy", [1] * 50), name="b")  # 100 against 50: no pairs
+    expect_error(compare_results, a, ProportionResult("accuracy", [1] * 50), name="b")  # 100 against 50 samples: no pairs
 
 
 if __name__ == "__main__":
@@ -1310,12 +1114,10 @@ if __name__ == "__main__":
 # %% [markdown]
 # ### The Pareto set, honestly
 #
-# `pareto_front` compares exact numbers: a model 0.2 points more accurate and 2% faster than
-# the baseline "dominates" it even when neither difference survives a significance test.
-# `pareto_front_with_ties` asks `compare_results` instead: on each metric one model is
-# *significantly* better, or the two are **tied**. A model dominates another only when it is
-# better or tied on every metric and better on at least one; models that differ only by noise
-# stay on the frontier together.
+# `pareto_front` compares exact numbers: a model 0.2 points more accurate and 2% faster
+# "dominates" the baseline even when neither difference is significant. `pareto_front_with_ties`
+# asks `compare_results` instead: on each metric one model is *significantly* better, or the two
+# are **tied**, so models that differ only by noise stay on the frontier together.
 #
 # ```
 #            latency         accuracy         A vs B
@@ -1327,36 +1129,22 @@ if __name__ == "__main__":
 # **Your task (hard, 10 points).** Complete `pareto_front_with_ties`; reject an empty `metrics` and
 # a model without a result for every metric (a `ValueError` naming `metrics` or `results`).
 #
-# - *Approach:* for every pair of models and every metric, `compare_results(...)` and keep its
-#   `winner` (a name, or None for a tie); record each tie as `[a, b, metric]`. Then a model `b`
-#   is dominated by `a` when, on every metric, `a` won or they tied, and on at least one `a`
-#   won. Return the front (input order), `dominated_by` (`b -> a`, the first dominating model
-#   found), the ties, and `alpha` and `min_effect`.
+# - *Approach:* for every pair of models and every metric keep `compare_results(...).winner` (a
+#   name, or None for a tie, recorded as `[a, b, metric]`). `b` is dominated by `a` when `a` won or
+#   tied on every metric and won on one. Return the front (input order), `dominated_by` (`b -> a`,
+#   the first found), the ties, `alpha` and `min_effect`.
 # - *Example:* in the table above the front is `["A", "B"]` and `dominated_by == {"C": "A"}`.
 # - *Hints:* compare each pair once (`names[i + 1:]`) and store the outcome under both orders;
 #   pass `alpha`, `min_effect` and `seed` on to `compare_results`.
 
 # %% nbgrader={"grade": false, "grade_id": "results-pareto-ties", "solution": true, "schema_version": 3}
 #| export
-def pareto_front_with_ties(
-    results: Mapping[str, Mapping[str, BenchmarkResult]],
-    metrics: Sequence[str],
-    *,
-    alpha: float = 0.05,
-    min_effect: float = 0.02,
-    seed: int = 0,
-) -> dict[str, Any]:
+def pareto_front_with_ties(results: Mapping[str, Mapping[str, BenchmarkResult]], metrics: Sequence[str], *,
+                           alpha: float = 0.05, min_effect: float = 0.02, seed: int = 0) -> dict[str, Any]:
     """The non-dominated models when differences that are not significant count as ties.
 
-    `results[model][metric]` is a result. Returns `{"front": [names in input order],
-    "dominated_by": {name: dominating name}, "ties": [[a, b, metric], ...]}`.
-
-    >>> r = lambda v: BenchmarkResult("latency", v, unit="ms")
-    >>> p = lambda k: ProportionResult("accuracy", [1] * k + [0] * (100 - k))
-    >>> res = {"A": {"latency": r([1.0, 1.01, 0.99] * 4), "accuracy": p(95)},
-    ...        "B": {"latency": r([1.0, 1.02, 0.98] * 4), "accuracy": p(96)}}
-    >>> pareto_front_with_ties(res, ["latency", "accuracy"])["front"]
-    ['A', 'B']
+    `results[model][metric]` is a result. Returns `{"front": [names in input order], "dominated_by":
+    {name: dominating name}, "ties": [[a, b, metric], ...], "alpha": ..., "min_effect": ...}`.
     """
     ### BEGIN SOLUTION
     metrics = list(metrics)
@@ -1390,7 +1178,6 @@ def pareto_front_with_ties(
             "alpha": alpha, "min_effect": min_effect}
     ### END SOLUTION
 
-
 # %% nbgrader={"grade": true, "grade_id": "test-results-pareto-ties", "locked": true, "points": 10, "schema_version": 3}
 def test_unit_pareto_front_with_ties():
     noisy = [1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 1.0, 0.95]
@@ -1409,7 +1196,6 @@ def test_unit_pareto_front_with_ties():
     assert p["dominated_by"] == {"C": "A"}, f"C is significantly slower and less accurate than A: got {p['dominated_by']}"
     assert ["A", "B", "latency"] in p["ties"] and ["A", "B", "accuracy"] in p["ties"], f"ties: got {p['ties']}"
     assert not any(t[:2] == ["A", "C"] for t in p["ties"]), "A and C are significantly different: no tie"
-    # better on one metric, tied on the other: dominance
     res["B"]["latency"] = BenchmarkResult("latency", [v * 0.5 for v in noisy])
     p = pareto_front_with_ties(res, ["latency", "accuracy"])
     assert p["front"] == ["B"] and p["dominated_by"]["A"] == "B", (
@@ -1425,13 +1211,9 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## One way to read evaluation data, one top-1 evaluation
 #
-# Models are evaluated on data given in many shapes: a `DataLoader`, a `Dataset`, an `(X, y)`
-# pair of tensors or arrays, a bare `X` (no labels), or a dict such as
-# `{"X": ..., "y": ...}` / `{"inputs": ..., "labels": ...}`. `EvalData` turns every one of
-# them into batches of `(x, y or None)`; a dict without array data under a known key (say
-# `{"name": "baseline"}`) has no samples, and says so in `reason` instead of failing later.
-# `top1_correct` then runs a model over those batches once — in eval mode, under
-# `inference_mode`, through the one adapter — and returns the per-sample outcomes that a
+# Evaluation data comes in many shapes (the `EvalData` docstring lists them); `EvalData` turns
+# each into batches of `(x, y or None)`, and `top1_correct` runs a model over them once — eval
+# mode, `inference_mode`, through the one adapter — returning the per-sample outcomes a
 # `ProportionResult` is made of. Every accuracy in the library comes from this function.
 #
 # **Your task (medium, 15 points).** Complete `EvalData.batches`, `as_eval_sets` and the loop of
@@ -1439,21 +1221,17 @@ if __name__ == "__main__":
 # sample, in order, with the checks that stop a wrong model or wrong labels from producing a
 # plausible-looking accuracy.
 #
-# - *TODO:* `batches`: from a loader (items may be `(x, y)`, `(x,)` or a bare `x`; labels through
-#   `_labels_tensor`), or slices of `batch_size` from the tensors. `as_eval_sets`: one set or a
-#   list of them (a single `(X, y)` pair of arrays is *one* set, not two), names from
-#   `dataset_names`, a `.name`, or `dataset{i}` (unique, one per set). `top1_correct`: for each
-#   batch `(x, y)`: run the model, check the output's shape and that the labels fit the model's
-#   classes (a `ValueError` that names the model, the dataset and what was expected), and
-#   collect the outcomes.
-# - *Approach:* the adapter knows how to feed the model (`to_input`) and call it (`forward`);
-#   the output becomes a CPU tensor of scores, one row per sample and one column per class;
-#   the prediction is the best-scoring class of each row.
-# - *Example:* an identity `Linear(2, 2)` on inputs `[1, 0], [0, 1], [1, 0]` with labels
-#   `[0, 1, 1]` gives `[1, 1, 0]`.
+# - *TODO:* `batches`: from a loader (items `(x, y)`, `(x,)` or a bare `x`; labels through
+#   `_labels_tensor`), or `batch_size` slices of the tensors. `as_eval_sets`: one set or a list
+#   (a single `(X, y)` pair of arrays is *one* set), names from `dataset_names`, a `.name`, or
+#   `dataset{i}`, unique. `top1_correct`: per batch, run the model, check the output's shape and
+#   that the labels fit its classes (a `ValueError` naming the model, the dataset and what was
+#   expected), collect the outcomes.
+# - *Approach:* the adapter feeds (`to_input`) and calls (`forward`) the model; `_output_tensor`
+#   makes the output a CPU tensor of scores, one row per sample, one column per class.
+# - *Example:* an identity `Linear(2, 2)` on `[1, 0], [0, 1], [1, 0]` with labels `[0, 1, 1]` gives `[1, 1, 0]`.
 # - *Hints:* which axis of a `(batch, classes)` array holds the classes? Labels of 10 classes
-#   against a model with 3 outputs must fail loudly, not score 30%. `_output_tensor` is written
-#   for you.
+#   against a model with 3 outputs must fail loudly, not score 30%.
 
 # %% nbgrader={"grade": false, "grade_id": "results-top1", "solution": true, "schema_version": 3}
 #| export
@@ -1463,10 +1241,8 @@ _LABEL_KEYS = ("y", "labels", "label", "targets", "target")
 
 def _labels_tensor(y: Any, arg: str) -> torch.Tensor:
     t = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y)
-    if t.is_floating_point():
-        if not torch.all(t == t.round()):
-            raise ValueError(f"{arg}: expected integer class labels, got non-integer values")
-        t = t.long()
+    if t.is_floating_point() and not torch.all(t == t.round()):
+        raise ValueError(f"{arg}: expected integer class labels, got non-integer values")
     if t.ndim != 1:
         raise ValueError(f"{arg}: expected a 1-D tensor of class labels, got shape {tuple(t.shape)}")
     return t.long()
@@ -1491,30 +1267,25 @@ def _array_like(v: Any) -> bool:
 class EvalData:
     """One evaluation set, normalised to batches of `(x tensor, y tensor or None)`.
 
-    Accepts a `DataLoader`, a `Dataset`, `(X, y)`, `(X,)`, a bare `X`, a list (any re-iterable)
-    of `(x, y)` batches, or a dict with inputs
-    under one of `X, x, inputs, input, data, images, features` and labels under one of `y,
-    labels, label, targets, target`. A dict without array inputs has no samples:
-    `has_samples` is False and `reason` says why.
-
-    >>> d = EvalData({"X": torch.zeros(5, 2), "y": [0, 1, 0, 1, 1]}, "toy", batch_size=2)
-    >>> [tuple(x.shape) for x, _ in d.batches()], d.has_labels
-    ([(2, 2), (2, 2), (1, 2)], True)
-    >>> EvalData({"name": "baseline"}, "d0").reason
-    "dataset 'd0' is a dict without array data under any of X, x, inputs, input, data, images, features (keys: ['name'])"
+    Accepts a `DataLoader`, a `Dataset`, `(X, y)`, `(X,)`, a bare `X`, any re-iterable of `(x, y)`
+    batches, or a dict with inputs under a key of `_INPUT_KEYS` (`X`, `inputs`, `data`, ...) and
+    labels under one of `_LABEL_KEYS` (`y`, `labels`, ...). A dict without array inputs has no
+    samples: `has_samples` is False and `reason` says why.
     """
 
     def __init__(self, data: Any, name: str, batch_size: int = 256):
         from torch.utils.data import DataLoader, Dataset
 
         self.name, self.batch_size, self.source = name, int(batch_size), data
-        self._loader = None
-        self._X = self._y = None
-        self.reason: str | None = None
+        self._loader = self._X = self._y = self.reason = None
         if isinstance(data, Mapping):
-            data = self._from_dict(data)
-        if self.reason is not None:
-            return
+            x_key = next((k for k in _INPUT_KEYS if k in data and _array_like(data[k])), None)
+            if x_key is None:
+                self.reason = (f"dataset '{name}' is a dict without array data under any of "
+                               f"{', '.join(_INPUT_KEYS)} (keys: {sorted(map(str, data))})")
+                return
+            y_key = next((k for k in _LABEL_KEYS if k in data and data[k] is not None), None)
+            data = (data[x_key], data[y_key]) if y_key else (data[x_key],)
         if isinstance(data, DataLoader):
             self._loader = data
         elif isinstance(data, Dataset):
@@ -1535,18 +1306,7 @@ class EvalData:
         if self._X is not None and (self._X.ndim < 1 or len(self._X) == 0):
             raise ValueError(f"datasets['{name}']: expected at least one sample, got shape {tuple(self._X.shape)}")
 
-    def _from_dict(self, d: Mapping[str, Any]) -> Any:
-        x_key = next((k for k in _INPUT_KEYS if k in d and _array_like(d[k])), None)
-        if x_key is None:
-            self.reason = (f"dataset '{self.name}' is a dict without array data under any of "
-                           f"{', '.join(_INPUT_KEYS)} (keys: {sorted(map(str, d))})")
-            return None
-        y_key = next((k for k in _LABEL_KEYS if k in d and d[k] is not None), None)
-        return (d[x_key], d[y_key]) if y_key else (d[x_key],)
-
-    @property
-    def has_samples(self) -> bool:
-        return self.reason is None
+    has_samples = property(lambda self: self.reason is None)
 
     def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
         "Batches of `(x, y)`; `y` is None for unlabelled data. Nothing for a set without samples."
@@ -1568,18 +1328,12 @@ class EvalData:
 
     @property
     def has_labels(self) -> bool:
-        if self.reason is not None:
-            return False
         if self._loader is None:
             return self._y is not None
-        for _, y in self.batches():
-            return y is not None
-        return False
+        return next((y is not None for _, y in self.batches()), False)
 
     def first_samples(self, n: int) -> torch.Tensor:
         "Up to `n` samples from the start of the set (fewer if the set is smaller)."
-        if self.reason is not None:
-            raise ValueError(f"datasets['{self.name}']: no samples ({self.reason})")
         got, count = [], 0
         for x, _ in self.batches():
             got.append(x[: n - count])
@@ -1587,30 +1341,22 @@ class EvalData:
             if count >= n:
                 break
         if not got:
-            raise ValueError(f"datasets['{self.name}']: the data set is empty")
+            why = f"no samples ({self.reason})" if self.reason else "the data set is empty"
+            raise ValueError(f"datasets['{self.name}']: {why}")
         return torch.cat(got)
 
     def arrays(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         "Every sample as one `(X, y)` pair of tensors (`y` None when unlabelled)."
-        xs, ys = [], []
-        for x, y in self.batches():
-            xs.append(x)
-            ys.append(y)
-        if not xs:
+        pairs = list(self.batches())
+        if not pairs:
             raise ValueError(f"datasets['{self.name}']: no samples" + (f" ({self.reason})" if self.reason else ""))
+        xs, ys = zip(*pairs)
         return torch.cat(xs), (None if any(y is None for y in ys) else torch.cat(ys))
 
 
 def as_eval_sets(datasets: Any, dataset_names: Sequence[str] | None = None, batch_size: int = 256) -> list[EvalData]:
-    """The one dataset normaliser: one `EvalData` per dataset, whatever form they came in.
-
-    A single set (a `DataLoader`, a `Dataset`, an `(X, y)` pair of arrays, a dict, a bare `X`)
-    or a list of them; `None` gives no sets. Names come from `dataset_names`, a `.name`, or
-    `dataset{i}`, and must be unique.
-
-    >>> [d.name for d in as_eval_sets([(torch.zeros(2, 1), [0, 1]), {"data": "test2"}])]
-    ['dataset0', 'dataset1']
-    """
+    """The one dataset normaliser: one `EvalData` per dataset, from one set in any form `EvalData`
+    accepts or a list of them (`None`: none); names from `dataset_names`, a `.name`, or `dataset{i}`."""
     from torch.utils.data import DataLoader, Dataset
 
     ### BEGIN SOLUTION
@@ -1645,18 +1391,9 @@ def _output_tensor(out: Any) -> torch.Tensor:
 
 
 def top1_correct(model: Any, data: Any) -> list[int]:
-    """Per-sample top-1 outcomes (1 = right) of `model` on every labelled sample of `data`.
-
-    `model` is anything `adapt` accepts (or an adapter); `data` is an `EvalData` or anything
-    `EvalData` accepts. Runs in eval mode under `inference_mode`. A model whose output is not
-    `(batch, classes)` or whose class count does not cover the labels raises a `ValueError`
-    that names the problem.
-
-    >>> lin = torch.nn.Linear(2, 2, bias=False)
-    >>> _ = torch.nn.init.eye_(lin.weight)
-    >>> top1_correct(lin, (torch.tensor([[1., 0.], [0., 1.], [1., 0.]]), [0, 1, 1]))
-    [1, 1, 0]
-    """
+    """Per-sample top-1 outcomes (1 = right) of `model` (anything `adapt` accepts) on every labelled
+    sample of `data` (an `EvalData` or anything it accepts), in eval mode under `inference_mode`;
+    an output that is not `(batch, classes)` or does not cover the labels' classes is a `ValueError`."""
     from tinytorch.profiling.timing import adapt
 
     a = adapt(model)
@@ -1685,8 +1422,7 @@ def top1_correct(model: Any, data: Any) -> list[int]:
 def test_unit_eval_data_and_top1():
     from torch.utils.data import DataLoader, TensorDataset
     lin = torch.nn.Linear(3, 3, bias=False)
-    with torch.no_grad():
-        lin.weight.copy_(torch.eye(3))                     # predicts argmax(x)
+    torch.nn.init.eye_(lin.weight)                         # predicts argmax(x)
     X = torch.eye(3).repeat(2, 1)                          # predictions 0 1 2 0 1 2
     y = torch.tensor([0, 1, 2, 1, 1, 0])                   # right:      1 1 1 0 1 0
     # the most telling case first: 4 samples of 3 classes, so argmax over the wrong axis gives 3 outcomes
@@ -1733,20 +1469,14 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## Model size: two quantities, two names
 #
-# "How big is the model?" has two honest answers, and mixing them up makes an int8 model look
-# better or worse than it is:
-#
-# - **`state_dict_tensor_bytes`**: the bytes of every tensor the model holds (parameters,
-#   buffers, int8 weights with their scales), from each tensor's real element size. This is
-#   what must fit in a device's memory.
-# - **`serialized_bytes`**: the bytes of the file `torch.save(model.state_dict())` (or
-#   `torch.jit.save` for TorchScript) writes: tensors plus the container's overhead, which
-#   dominates for tiny models. This is the download or Flash size.
+# "How big is the model?" has two honest answers: **`state_dict_tensor_bytes`**, the bytes of
+# every tensor the model holds at their real element sizes (what must fit in a device's memory),
+# and **`serialized_bytes`**, the size of the saved file: tensors plus the container's overhead,
+# which dominates for tiny models (the download or Flash size).
 #
 # The tensor count has a trap. An int8 `Linear` keeps its weight *packed*: the state dict holds
-# a tuple `(quantized weight, bias)`, and a quantized tensor's `element_size()` is not the
-# story: it stores int8 integers **plus** its quantization parameters (one scale and zero point,
-# or one per output channel).
+# a tuple `(quantized weight, bias)`, and a quantized tensor stores int8 integers **plus** its
+# quantization parameters (one scale and zero point, or one per output channel).
 #
 # ```
 # Linear(256, 128) fp32:  weight 256·128·4 + bias 128·4                      = 131,584 B
@@ -1757,9 +1487,8 @@ if __name__ == "__main__":
 # **Your task (medium, 10 points).** Complete `_flatten_tensors`: yield every tensor a state
 # dict value holds, so that summing `numel() · element_size()` counts the bytes really stored.
 #
-# - *TODO:* a plain tensor is itself; a quantized tensor is its stored integers and its
-#   quantization parameters (per tensor or per channel); tuples, lists and dicts are opened
-#   recursively; anything else (a `torch.dtype` entry, a string) holds no tensor bytes.
+# - *TODO:* a plain tensor is itself; a quantized tensor is its integers and its quantization
+#   parameters; tuples, lists and dicts are opened; anything else holds no tensor bytes.
 # - *Approach:* recursion on containers; `value.is_quantized` tells the two tensor kinds apart.
 # - *Example:* the 256 → 128 → 10 dynamic int8 MLP has 34,656 bytes of state, against 136,744 in fp32.
 # - *Hints:* `torch.int_repr`, `q_scale`/`q_zero_point` (Python numbers: make them 0-d tensors of
@@ -1799,23 +1528,14 @@ def state_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
 
 
 def state_dict_tensor_bytes(model: torch.nn.Module) -> int:
-    """Bytes of every tensor in the model's state (real element sizes; int8 weights and scales).
-
-    >>> state_dict_tensor_bytes(torch.nn.Linear(256, 256))
-    263168
-    """
+    """Bytes of every tensor in the model's state at real element sizes (int8 weights and their
+    scales included): 263,168 for a `Linear(256, 256)`."""
     return int(sum(t.numel() * t.element_size() for t in state_tensors(model)))
 
 
 def serialized_bytes(model: Any) -> tuple[int, str]:
-    """`(bytes, method)`: the size of the saved model file.
-
-    TorchScript: `torch.jit.save(model)`; other `nn.Module`s: `torch.save(model.state_dict())`;
-    TinyTorch-style objects (`parameters()` of arrays or `.data` tensors): `numpy.savez`.
-
-    >>> serialized_bytes(torch.nn.Linear(256, 256))[0] > 256 * 256 * 4
-    True
-    """
+    """`(bytes, method)`: the size of the saved model: `torch.jit.save` for TorchScript,
+    `torch.save(state_dict())` for other modules, `numpy.savez(parameters)` for TinyTorch-style objects."""
     buf = io.BytesIO()
     if isinstance(model, torch.jit.ScriptModule):
         torch.jit.save(model, buf)
@@ -1864,18 +1584,15 @@ if __name__ == "__main__":
 # ## Writing results: JSON-ready, atomically
 #
 # A benchmark that crashes while writing must not leave half a file that a later run reads as
-# complete. `write_atomic` writes to a temporary file in the same folder and renames it over the
-# target: readers see the old file or the whole new one. `write_json` is the one JSON writer:
-# `json_native` first turns tuples, numpy scalars, devices and paths into plain JSON values,
-# and NaN or infinity (not JSON) are refused.
+# complete: readers must see the old file or the whole new one. `write_json`, the one JSON
+# writer, makes values JSON-native first and refuses NaN and infinity (not JSON).
 #
 # **Your task (easy, 5 points).** Complete `json_native` and `write_atomic`.
 #
 # - *TODO:* `json_native` converts recursively (dict keys become strings); `write_atomic` writes
-#   text or bytes next to the target, renames it into place, and never leaves its temporary file
-#   behind, even when the write fails.
-# - *Approach:* the rename is the only step a reader can observe, and on one file system it is
-#   atomic.
+#   text or bytes to a temporary file next to the target, renames it into place, and never
+#   leaves the temporary file behind, even when the write fails.
+# - *Approach:* the rename is the only step a reader observes, and on one file system it is atomic.
 # - *Example:* `json_native({1: (np.float32(0.5), Path("a"))})` is `{"1": [0.5, "a"]}`.
 # - *Hints:* `np.generic.item()`, `os.replace`, `try`/`finally`; the temporary file must be in the
 #   target's folder (a rename across file systems is a copy).
@@ -1900,14 +1617,8 @@ def json_native(value: Any) -> Any:
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> Path:
-    """Write `data` to `path` atomically: a temporary file in the same directory, then `os.replace`.
-
-    Missing parent folders are created. Readers see the old file or the whole new one, never part.
-
-    >>> p = write_atomic(Path(tempfile.mkdtemp()) / "x.txt", "hello")
-    >>> p.read_text()
-    'hello'
-    """
+    """Write text or bytes to `path` atomically: a temporary file in the same folder, then `os.replace`,
+    so readers see the old file or the whole new one. Missing parent folders are created."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     ### BEGIN SOLUTION
@@ -1926,16 +1637,13 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
 
 
 def write_json(path: str | Path, obj: Any, indent: int = 2) -> Path:
-    """Write `obj` (made JSON-native) to `path` atomically; NaN and infinity are refused.
-
-    >>> p = write_json(Path(tempfile.mkdtemp()) / "r.json", {"ci": (0.1, 0.2), "n": np.int64(3)})
-    >>> json.loads(p.read_text())
-    {'ci': [0.1, 0.2], 'n': 3}
-    """
+    "Write `obj`, made JSON-native, to `path` atomically; NaN and infinity are refused."
     return write_atomic(path, json.dumps(json_native(obj), indent=indent, allow_nan=False) + "\n")
 
 # %% nbgrader={"grade": true, "grade_id": "test-results-writing", "locked": true, "points": 5, "schema_version": 3}
 def test_unit_writing():
+    from unittest import mock
+
     got = json_native({1: (np.float32(0.5), Path("a")), "d": [torch.device("cpu"), np.int64(3), np.arange(2)]})
     assert got == {"1": [0.5, "a"], "d": ["cpu", 3, [0, 1]]}, f"expected plain JSON values, got {got!r}"
     assert type(got["d"][1]) is int, f"numpy scalars become Python numbers, got {type(got['d'][1]).__name__}"
@@ -1947,18 +1655,10 @@ def test_unit_writing():
 
     expect_error(write_json, target, {"bad": float("nan")}, name="JSON")  # NaN is not JSON: refused
     assert target.read_bytes() == b"\x00second", "a refused write leaves the old file as it was"
-    real = os.replace, os.rename
-
-    def fail(*args, **kwargs):  # the machine dies just before the rename
-        raise OSError("simulated crash before the rename")
-
-    os.replace = os.rename = fail
-    try:
+    crash = OSError("simulated crash before the rename")  # the machine dies just before the rename
+    with mock.patch("os.replace", side_effect=crash), mock.patch("os.rename", side_effect=crash), \
+            contextlib.suppress(OSError):
         write_atomic(target, "third")
-    except OSError:
-        pass
-    finally:
-        os.replace, os.rename = real
     assert target.read_bytes() == b"\x00second", (
         "a write that fails before its rename must leave the old file as it was: write a temporary file, then rename")
     left = sorted(p.name for p in target.parent.iterdir())
@@ -1971,9 +1671,8 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## Everything together
 #
-# One end-to-end check of the notebook's job: two workloads timed by the timing core, a model's
-# accuracy, a size, each compared through the one entry point, written atomically as JSON and
-# read back unchanged.
+# The notebook's job end to end: latencies from the timing core, an accuracy and a size, compared
+# through the one entry point, written atomically as JSON and read back unchanged.
 
 # %%
 def test_module():

@@ -17,7 +17,7 @@ from tinytorch.benchmarking.results import (
     as_eval_sets, compare_results, compare_samples, json_native, mcnemar_exact, metric_info, pareto_front,
     pareto_front_with_ties, precise_timer, serialized_bytes, top1_correct, wilson_interval,
 )
-from ..profiling.timing import adapt, system_info as _system_info, time_interleaved
+from ..profiling.timing import _positive_int as _check_int, adapt, system_info as _system_info, time_interleaved
 
 # %% auto #0
 __all__ = ['DEFAULT_INPUT_SHAPE', 'OlympicEvent', 'Benchmark', 'BenchmarkResult', 'ProportionResult', 'CountResult',
@@ -30,8 +30,7 @@ _all_ = ["BenchmarkResult", "ProportionResult", "CountResult", "TimerReading", "
          "Comparison", "compare_samples", "compare_results", "mcnemar_exact", "pareto_front", "pareto_front_with_ties",
          "MetricInfo", "METRICS", "STATISTICS", "BenchmarkSuite", "TinyMLPerf", "compare_optimization_techniques"]
 
-_LAZY = {"BenchmarkSuite": "tinytorch.benchmarking.suite",
-         "TinyMLPerf": "tinytorch.benchmarking.tinymlperf",
+_LAZY = {"BenchmarkSuite": "tinytorch.benchmarking.suite", "TinyMLPerf": "tinytorch.benchmarking.tinymlperf",
          "compare_optimization_techniques": "tinytorch.benchmarking.olympics"}
 
 
@@ -43,11 +42,7 @@ def __getattr__(name: str) -> Any:
 
 
 class OlympicEvent(Enum):
-    """The TorchPerf Olympics events (the capstone competition).
-
-    >>> OlympicEvent("latency_sprint").name
-    'LATENCY_SPRINT'
-    """
+    "The TorchPerf Olympics events of the capstone (their rules: the Olympics notebook)."
 
     LATENCY_SPRINT = "latency_sprint"
     MEMORY_CHALLENGE = "memory_challenge"
@@ -63,31 +58,23 @@ def _throughput_metric(batch_size: int) -> str:
     return f"throughput_bs{batch_size}"
 
 
-def _error_record(e: BaseException) -> dict[str, str]:
-    return {"error_type": type(e).__name__, "message": str(e)}
-
-
-def _check_int(value: Any, arg: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{arg}: expected an int >= {minimum}, got {value!r}")
-    return int(value)
+def _error_record(e: BaseException, context: str | None = None) -> dict[str, str]:
+    return {"error_type": type(e).__name__, "message": f"{context}: {e}" if context else str(e)}
 
 
 class Benchmark:
     """Measure several models under one protocol: latency, accuracy, memory, throughput.
 
-    `models`: a list or a dict `{name: model}` of torch modules, TinyTorch-style objects, objects
-    with only `forward`, or callables (names from `names`, the keys, `.name` or the class; unique).
-    `datasets`: one or a list of what `as_eval_sets` takes (`DataLoader`, `Dataset`, `(X, y)`, a
-    dict). `warmup_runs` untimed calls before each round; `measurement_runs` timed samples per
-    model in `rounds` interleaved rounds (default `min(5, measurement_runs)`); `threads` fixed
-    while timing (None: the current count). Results: `results[metric][model]`,
-    `unavailable[metric][model] -> reason`, `failures[metric][model] -> {"error_type", "message"}`.
+    `models`: a list or a dict `{name: model}` of torch modules, TinyTorch-style or forward-only objects,
+    or callables (unique names from `names`, the keys, `.name` or the class); `datasets`: what
+    `as_eval_sets` takes. `warmup_runs` untimed calls before each round; `measurement_runs` timed
+    samples per model in `rounds` interleaved rounds (default `min(5, measurement_runs)`); `threads`
+    fixed while timing (None: the current count). Figures: `results[metric][model]`, else
+    `unavailable[metric][model] -> reason` or `failures[metric][model] -> {"error_type", "message"}`.
 
-    >>> X, y = torch.randn(32, 4), torch.randint(0, 3, (32,))
-    >>> b = Benchmark([torch.nn.Linear(4, 3)], [(X, y)], names=["lin"], measurement_runs=4)
-    >>> sorted(b.run_latency_benchmark()), b.results["latency"]["lin"].unit
-    (['lin'], 'ms')
+    >>> b = Benchmark({"lin": torch.nn.Linear(4, 3)}, (torch.randn(32, 4), torch.randint(0, 3, (32,))))
+    >>> b.run_latency_benchmark()["lin"].unit
+    'ms'
     """
 
     def __init__(self, models: Any, datasets: Any = None, warmup_runs: int = 5, measurement_runs: int = 10,
@@ -117,17 +104,13 @@ class Benchmark:
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads: expected a positive int or None, got {threads!r}")
         self.adapters = {a.name: a for a in adapters}
-        self.models = {a.name: a.model for a in adapters}
-        self.names = list(self.adapters)
+        self.models, self.names = {n: a.model for n, a in self.adapters.items()}, list(self.adapters)
         self.datasets = as_eval_sets(datasets, dataset_names, _check_int(batch_size, "batch_size", 1))
         self.rounds, self.threads, self.seed = rounds, threads, seed
         self.system_info = _system_info()
         self.metric_info: dict[str, MetricInfo] = dict(METRICS)
-        self.results: dict[str, dict[str, BenchmarkResult]] = {}
-        self.unavailable: dict[str, dict[str, str]] = {}
-        self.failures: dict[str, dict[str, dict[str, str]]] = {}
-        self.input_shape: tuple[int, ...] | None = None
-        self.input_source: str | None = None
+        self.results, self.unavailable, self.failures = {}, {}, {}  # see the class docstring
+        self.input_shape, self.input_source = None, None  # set by _input, the one timing input
 
     # ----- bookkeeping: each figure is in exactly one of results, unavailable, failures -----
     def _store(self, metric: str, name: str, result: BenchmarkResult) -> None:
@@ -139,10 +122,7 @@ class Benchmark:
     def _fail(self, metric: str, name: str, e: BaseException, context: str | None = None) -> None:
         if isinstance(e, NotImplementedError) and str(e).startswith("not yet implemented"):
             raise e  # an unfinished course exercise, not a failed measurement: say so, loudly
-        record = _error_record(e)
-        if context:
-            record["message"] = f"{context}: {record['message']}"
-        self.failures.setdefault(metric, {})[name] = record
+        self.failures.setdefault(metric, {})[name] = _error_record(e, context)
         self.results.get(metric, {}).pop(name, None)
 
     def _not_available(self, metric: str, name: str, reason: str) -> None:
@@ -162,8 +142,7 @@ class Benchmark:
                 raise (TypeError if shape is None else ValueError)(
                     f"input_shape: expected a sequence of positive ints such as (1, 1, 8, 8), got {input_shape!r}")
             x, source = torch.randn(*shape, generator=g), f"seeded standard normal (seed {self.seed})"
-        elif any(d.has_samples for d in self.datasets):
-            d = next(d for d in self.datasets if d.has_samples)
+        elif (d := next((d for d in self.datasets if d.has_samples), None)) is not None:
             x, source = d.first_samples(1), f"first sample of dataset '{d.name}'"
         else:
             x = torch.randn(*DEFAULT_INPUT_SHAPE, generator=g)
@@ -226,11 +205,10 @@ class Benchmark:
         return out
 
     def run_memory_benchmark(self, input_shape: Sequence[int] | None = None) -> dict[str, BenchmarkResult]:
-        """Memory per model, each a `CountResult` in MiB (exact bytes in `metadata`): "memory" (peak
-        of one forward pass, every field of `Profiler.measure_memory`), "parameter_memory" and
-        "model_size" (bytes of the saved model, `results.serialized_bytes`). For objects with only
-        `forward()` and plain callables (parameters hidden) "memory" is the forward pass's own
-        peak and the other two are unavailable with the reason. Returns the "memory" results."""
+        """Memory per model, `CountResult`s in MiB (exact bytes in `metadata`): "memory" (the peak of one
+        forward pass, with every field of `Profiler.measure_memory`), "parameter_memory" and "model_size"
+        (`results.serialized_bytes`); for forward-only objects and callables only the forward pass's
+        peak, the other two unavailable with the reason. Returns the "memory" results."""
         from tinytorch.profiling.profiler import Profiler, forward_peak_bytes
 
         x = self._input(input_shape)
@@ -289,8 +267,7 @@ class Benchmark:
         if a.kind == "onnxruntime":
             self._not_available("parameter_memory", name, "an ONNX Runtime session: its weights live in ORT's own "
                                                           "memory, where no Python-side tool can count them")
-            size = a.info.get("onnx_bytes")
-            if size is None:
+            if (size := a.info.get("onnx_bytes")) is None:
                 self._not_available("model_size", name, "the session was not built from an .onnx file on disk")
             else:
                 self._store("model_size", name, CountResult("model_size", [size / 2**20], unit="MiB", metadata={
@@ -360,8 +337,7 @@ class Benchmark:
                            count=r.count, unit=r.unit)
                 if r.count >= 2 or type(r) is not BenchmarkResult:
                     row["median_ci_lower"], row["median_ci_upper"] = (float(v) for v in r.median_ci())
-            elif name in self.failures.get(metric, {}):
-                f = self.failures[metric][name]
+            elif (f := self.failures.get(metric, {}).get(name)) is not None:
                 row.update(status="failed", note=f"{f['error_type']}: {f['message']}")
             elif name in self.unavailable.get(metric, {}):
                 row.update(status="unavailable", note=self.unavailable[metric][name])
@@ -374,7 +350,6 @@ class Benchmark:
                 min_effect: float = 0.02, n_boot: int = 2000, seed: int = 0) -> Comparison:
         """`model_b` against `model_a` on one measured metric, with `compare_results` (Mann-Whitney U
         and a bootstrap ratio b/a for timings, McNemar for accuracy, the ratio for exact values)."""
-        rs = []
         for name, arg in ((model_a, "model_a"), (model_b, "model_b")):
             if name not in self.adapters:
                 raise ValueError(f"{arg}: unknown model {name!r}; expected one of {self.names}")
@@ -382,6 +357,6 @@ class Benchmark:
                 why = (self.failures.get(metric, {}).get(name) or self.unavailable.get(metric, {}).get(name)
                        or "not measured yet")
                 raise ValueError(f"{arg}: no '{metric}' result for model {name!r} ({why})")
-            rs.append(self.results[metric][name])
-        return compare_results(rs[0], rs[1], names=(model_a, model_b), info=self.metric_info.get(metric),
-                               alpha=alpha, min_effect=min_effect, n_boot=n_boot, seed=seed)
+        return compare_results(self.results[metric][model_a], self.results[metric][model_b], names=(model_a, model_b),
+                               info=self.metric_info.get(metric), alpha=alpha, min_effect=min_effect, n_boot=n_boot,
+                               seed=seed)

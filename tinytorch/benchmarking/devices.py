@@ -33,11 +33,8 @@ _all_ = ["KB"]
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #c50cf5d8
 @dataclass(frozen=True)
 class TargetDevice:
-    """Datasheet figures of a deployment target, each with its source.
-
-    `peak_macs_per_s` maps a precision to a peak rate, or to None where the device has no native
-    arithmetic for it. `weights_in_ram` is False for MCUs that execute weights from Flash.
-    """
+    """Datasheet figures of a deployment target, each with its source. `peak_macs_per_s` maps a precision to
+    a peak rate (None: no native arithmetic); `weights_in_ram` is False for MCUs that run weights from Flash."""
 
     key: str
     name: str
@@ -106,11 +103,7 @@ TARGET_DEVICES: dict[str, TargetDevice] = {
 
 
 def get_device(device: str | TargetDevice) -> TargetDevice:
-    """A `TargetDevice` by key (see `TARGET_DEVICES`), or the device itself.
-
-    >>> get_device("rpi4").clock_mhz
-    1500.0
-    """
+    "A `TargetDevice` by its key in `TARGET_DEVICES` (`get_device('rpi4').clock_mhz` is 1500.0), or the device itself."
     if not isinstance(device, TargetDevice) and device not in TARGET_DEVICES:
         raise ValueError(f"device: unknown target {device!r}; expected one of {sorted(TARGET_DEVICES)}")
     return device if isinstance(device, TargetDevice) else TARGET_DEVICES[device]
@@ -120,17 +113,12 @@ def devices_table() -> pd.DataFrame:
     "The target devices as one table, with the source of each figure."
     return pd.DataFrame([{"device": d.key, "name": d.name, "processor": d.processor, "clock_mhz": d.clock_mhz,
                           **{f"peak_{p}_macs_per_s": d.peak_macs_per_s.get(p) for p in PRECISIONS},
-                          "memory_bandwidth_gbps": d.memory_bandwidth_gbps, "ram_kb": d.ram_kb,
-                          "flash_kb": d.flash_kb, "sources": json.dumps(d.sources)}
-                         for d in TARGET_DEVICES.values()])
+                          "memory_bandwidth_gbps": d.memory_bandwidth_gbps, "ram_kb": d.ram_kb, "flash_kb": d.flash_kb,
+                          "sources": json.dumps(d.sources)} for d in TARGET_DEVICES.values()])
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #c77dc1b4
 def estimate_peak_activation_bytes(layer_df: pd.DataFrame, input_bytes: int) -> int:
-    """Largest input + output bytes of one layer call, walking the layers in execution order.
-
-    >>> estimate_peak_activation_bytes(pd.DataFrame({"activation_bytes": [4096, 4096, 1024]}), 256)
-    8192
-    """
+    "Largest input + output bytes of one layer call, the layers in execution order: 256 + [4096, 4096, 1024] → 8192."
     _require_columns(layer_df, ["activation_bytes"], "layer_df")
     if len(layer_df) == 0:
         raise ValueError("layer_df: expected at least one layer row, got none")
@@ -150,16 +138,8 @@ FIT_COLUMNS = ("device", "precision", "weights_kb", "flash_kb", "fits_flash", "p
 
 def device_fit(model: nn.Module, input_shape: Sequence[int], device: str | TargetDevice,
                precisions: Sequence[str] = ("fp32", "fp16", "int8")) -> pd.DataFrame:
-    """Per precision: do the weights fit Flash, do the activations fit RAM, and the roofline latency.
-
-    `input_shape` includes the batch, e.g. (1, 1, 8, 8). All figures are estimates from the
-    layer statistics of a float32 forward pass and the device's datasheet figures.
-
-    >>> from tinytorch.benchmarking.digits import DigitsCNN
-    >>> df = device_fit(DigitsCNN(), (1, 1, 8, 8), "stm32f446", ["int8"])
-    >>> bool(df.loc[0, "fits_flash"]), bool(df.loc[0, "fits_ram"])
-    (True, True)
-    """
+    """Per precision: do the weights fit Flash, do the activations fit RAM, and the roofline latency; estimates
+    from a float32 forward pass on `input_shape` (with the batch) and the device's datasheet figures."""
     dev, precisions, shape = get_device(device), [check_precision(p) for p in precisions], _batch_shape(input_shape)
     layers = estimate_layerwise_stats(model, shape[0], shape[1:])
     n_params, input_bytes = Profiler().count_parameters(model), math.prod(shape) * 4
@@ -189,17 +169,11 @@ _TEMP_SENSORS = ("coretemp", "k10temp", "cpu_thermal", "cpu-thermal", "soc_therm
 
 
 def read_temperature_c() -> tuple[float | None, str]:
-    """(temperature in °C, where it came from) from psutil, or (None, why not).
-
-    >>> t, how = read_temperature_c()
-    >>> t is None or isinstance(t, float)
-    True
-    """
-    reader = getattr(psutil, "sensors_temperatures", None)
-    if reader is None:
-        return None, "psutil.sensors_temperatures is not available on this platform"
+    "(temperature in °C, where it came from) from psutil, or (None, why not)."
     try:
-        sensors = reader()
+        sensors = psutil.sensors_temperatures()
+    except AttributeError:  # psutil offers no sensors on some platforms (macOS, Windows)
+        return None, "psutil.sensors_temperatures is not available on this platform"
     except (OSError, RuntimeError) as e:
         return None, f"temperature sensors unreadable: {e}"
     for name in (*_TEMP_SENSORS, *sorted(sensors)):
@@ -214,18 +188,12 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
                           postprocess: Callable[[Any], Any] | None = None, raw_input: Any = None,
                           power_watts: float | None = None, samples: int = 20, startup_runs: int = 5,
                           cpu_window_s: float = 0.5) -> dict[str, Any]:
-    """The edge watch metrics measurable on this machine, each with its method or reason.
-
-    `input_shape` includes the batch. With `preprocess`/`postprocess`, inference time is timed on
-    `raw_input` through preprocess → model → postprocess.
-
-    >>> m = measure_watch_metrics(nn.Linear(8, 2), (1, 8), samples=3, startup_runs=2, cpu_window_s=0.1)
-    >>> m["flops"], m["params_size_mb"] > 0
-    (32, True)
-    """
+    """The edge watch metrics measurable on this machine, each with its method or reason. `input_shape` includes
+    the batch; with `preprocess`/`postprocess`, `inference_ms` times `raw_input` through the whole pipeline."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    if (preprocess is not None or postprocess is not None) and raw_input is None:
+    piped = preprocess is not None or postprocess is not None
+    if piped and raw_input is None:
         raise ValueError("raw_input: preprocess/postprocess need the raw input they start from, got None")
     a, shape, (out, methods, reasons) = adapt(model), tuple(input_shape), ({}, {}, {})
     x = a.make_input(shape)
@@ -251,13 +219,11 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
     record("latency_ms", lat.median_ms, "measured: timing core median, model forward only")
     record("throughput_sps", shape[0] / (lat.median_ms / 1e3), "derived: batch / median latency")
     inference_ms = None
-    if preprocess is not None or postprocess is not None:
+    if piped:
         pre, post = preprocess or (lambda v: v), postprocess or (lambda v: v)
-        with a.inference():
-            def pipeline() -> Any:
-                return post(a.forward(a.to_input(pre(raw_input))))
-            pipeline()
-            inference_ms = time_callable(pipeline, samples=samples, sync=a.sync).median_ms
+        with a.inference():  # the timing core warms the pipeline up first
+            inference_ms = time_callable(lambda: post(a.forward(a.to_input(pre(raw_input)))), samples=samples,
+                                         sync=a.sync).median_ms
     record("inference_ms", inference_ms, "measured: timing core median of preprocess -> model -> postprocess",
            "no preprocess/postprocess given: inference time equals latency_ms")
     acc = evaluate_accuracy(model, loader) if loader is not None else None
@@ -296,12 +262,8 @@ def _cell(value: Any, kind: str = "text") -> str:
 
 
 def benchmark_table_markdown(rows: Iterable[dict[str, Any]]) -> str:
-    """Rows as the benchmark table in Markdown (accuracy as a fraction 0..1, printed as %).
-
-    >>> print(benchmark_table_markdown([{"model": "m", "task": "t", "accuracy": 0.9, "latency_ms": 1.5,
-    ...     "model_size_mb": 0.02, "platform": "x86 CPU", "references": "-"}]).splitlines()[2])
-    | m | t | 90.0% | 1.5 | 0.02 | x86 CPU | - |
-    """
+    """Rows (`BENCHMARK_TABLE_FIELDS`) as the benchmark table in Markdown: accuracy, a fraction 0..1, printed as %,
+    a missing figure as n/a, e.g. `| m | t | 90.0% | 1.5 | 0.02 | x86 CPU | - |`."""
     lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MB)** | **Platform** "
              "| **References** |", "|" + "|".join(["---"] * 7) + "|"]
     kinds = ("text", "text", "percent", "number", "number", "text", "text")
@@ -314,47 +276,42 @@ def benchmark_table_markdown(rows: Iterable[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Sequence[int],
-                          output_dir: str | Path, *, name: str = "model", task: str = "Image Classification",
+def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Sequence[int], output_dir: str | Path, *,
+                          name: str = "model", task: str = "Image Classification",
                           precisions: Sequence[str] = PRECISIONS, batch_sizes: Sequence[int] = (1, 32),
                           constraints: dict[str, float] | None = None, calibration_data: Any = None,
                           power_watts: float | None = None, devices: Sequence[str] = tuple(TARGET_DEVICES),
                           repeats: int = 20, calibration_split: str | None = None,
                           sweep_unavailable_reason: str | None = None) -> dict[str, Path]:
-    """Run the full hardware analysis of `model` and write its artifacts; returns {name: path}.
-
-    `input_shape` is one input batch, e.g. (1, 1, 8, 8). Precisions this machine cannot run are
-    skipped, the reason in `hardware_summary.csv` (`skipped_precisions`). With `loader=None` (no
-    labelled data fits the model) the sweep is unavailable, with `sweep_unavailable_reason`, and the
-    roofline summary uses the model's measured fp32 latency; every other artifact is written.
-    """
+    """Run the full hardware analysis of `model` for one input batch `input_shape` and write its artifacts;
+    returns {name: path}. Precisions this machine cannot run are skipped, the reason in `hardware_summary.csv`
+    (`skipped_precisions`). With `loader=None` (no labelled data fits the model) the sweep is unavailable, with
+    `sweep_unavailable_reason`, and the summary uses the measured fp32 latency; every other artifact is written."""
     shape, out = _batch_shape(input_shape), Path(output_dir)
-    platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"
     if loader is not None:
-        sweep_df = sweep(model, loader, precisions, batch_sizes, constraints, power_watts=power_watts,
-                         repeats=repeats, calibration_data=calibration_data, unsupported="skip",
-                         calibration_split=calibration_split)
+        sweep_df = sweep(model, loader, precisions, batch_sizes, constraints, power_watts=power_watts, repeats=repeats,
+                         calibration_data=calibration_data, unsupported="skip", calibration_split=calibration_split)
         if sweep_df.empty:
             raise RuntimeError(f"model: no precision of {list(precisions)} ran on this machine: {sweep_df.attrs['skipped']}")
         tradeoffs = precision_tradeoff_table(sweep_df)
         base = sweep_df[sweep_df.batch_size == min(batch_sizes)].sort_values("precision", key=lambda s: s != "fp32").iloc[0]
         base_latency_ms = float(base.latency_median_ms)
         latency_source = f"sweep: {base.precision}, batch {int(base.batch_size)}, median latency (measured)"
-        rows = [{"model": f"{name} {r.precision} (batch {int(r.batch_size)})", "task": task, "accuracy": r.accuracy,
-                 "latency_ms": r.latency_median_ms, "model_size_mb": r.memory_mb, "platform": platform,
+        rows = [{"model": f"{name} {r.precision} (batch {int(r.batch_size)})", "accuracy": r.accuracy,
+                 "latency_ms": r.latency_median_ms, "model_size_mb": r.memory_mb,
                  "references": "measured here (median latency): tinytorch.benchmarking.hardware.sweep"}
                 for r in sweep_df.itertuples()]
     else:
         reason = "unavailable: " + (sweep_unavailable_reason or "no labelled data fits this model, and the "
                                     "precision sweep measures accuracy per precision")
-        sweep_df = pd.DataFrame(columns=list(SWEEP_COLUMNS))
+        sweep_df, tradeoffs = pd.DataFrame(columns=list(SWEEP_COLUMNS)), pd.DataFrame(columns=list(TRADEOFF_COLUMNS))
         sweep_df.attrs["skipped"] = {p: reason for p in precisions}
-        tradeoffs = pd.DataFrame(columns=list(TRADEOFF_COLUMNS))
         base_latency_ms = time_model(model, shape, samples=repeats).median_ms
         latency_source = f"time_model: fp32, input {shape}, median latency (measured); precision sweep {reason}"
-        rows = [{"model": f"{name} fp32 (batch {shape[0]})", "task": task, "accuracy": None,
-                 "latency_ms": base_latency_ms, "model_size_mb": model_memory_mb(model), "platform": platform,
+        rows = [{"model": f"{name} fp32 (batch {shape[0]})", "accuracy": None, "latency_ms": base_latency_ms,
+                 "model_size_mb": model_memory_mb(model),
                  "references": f"measured here (median latency): time_model; accuracy and precision sweep {reason}"}]
+    platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"
     layers = estimate_layerwise_stats(model, shape[0], shape[1:])
     summary = summarize_hardware(layers, base_latency_ms, measure_memory_bandwidth_gbps(), peak_gmacs=measure_peak_gmacs())
     summary.update({"latency_source": latency_source, "bandwidth_method": "measured: 64 MB tensor copy on this machine",
@@ -367,14 +324,14 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
     paths["device_fit"] = write_atomic(out / "device_fit.csv", fit.to_csv(index=False))
     watch = measure_watch_metrics(model, shape, loader=loader, power_watts=power_watts, samples=repeats)
     paths["watch_metrics"] = write_json(out / "watch_metrics.json", watch)
-    paths["benchmark_table"] = write_atomic(out / "benchmark_table.md", benchmark_table_markdown(rows))
+    table = benchmark_table_markdown([{**r, "task": task, "platform": platform} for r in rows])
+    paths["benchmark_table"] = write_atomic(out / "benchmark_table.md", table)
     return paths
 
 
 def write_default_hardware_artifacts(output_dir: str | Path, *, repeats: int = 20,
                                      power_watts: float | None = None) -> dict[str, Path]:
-    """The hardware report for the bundled digits CNN (trained and cached at first use): int8
-    calibrated on the training split, accuracy measured on the 450 test images."""
+    "The hardware report for the bundled digits CNN: int8 calibrated on the training split, accuracy on the test split."
     from tinytorch.benchmarking.digits import DIGITS_INPUT_SHAPE, default_digits_model, digits_loader
 
     return write_hardware_report(default_digits_model(), digits_loader("test", 64), DIGITS_INPUT_SHAPE, output_dir,

@@ -96,11 +96,7 @@ class RaplReader:
 # %% ../../nbs/19_benchmarking/energy_dev.ipynb #f3b9696f
 class NvmlReader:
     """Reads the total-energy counter of one NVIDIA GPU through NVML (`nvml`: the `pynvml` module, package
-    `nvidia-ml-py`, or a stand-in): on Volta and newer a 64-bit count of mJ that does not wrap in practice.
-
-    >>> r = NvmlReader(nvml=False)
-    >>> r.available(), r.unavailable_reason is not None
-    (False, True)
+    `nvidia-ml-py`, a stand-in, or False for none): on Volta and newer a 64-bit count of mJ that does not wrap.
     """
 
     def __init__(self, device_index: int = 0, nvml: Any = None):
@@ -235,11 +231,8 @@ def measure_energy(fn: Callable[[], Any], *, power_watts: float | None = None, l
     `latency × power_watts` (`latency_s`, or the median of a quick `time_callable` run), method
     "estimated: latency x power"; else `joules_per_call` is None and `reason` says why. Errors of `fn` propagate.
 
-    >>> m = measure_energy(lambda: sum(range(1000)), power_watts=15.0, powercap_root="/nonexistent")
-    >>> m.method, m.joules_per_call > 0
-    ('estimated: latency x power', True)
-    >>> measure_energy(lambda: None, powercap_root="/nonexistent").joules_per_call is None
-    True
+    >>> measure_energy(lambda: sum(range(1000)), power_watts=15.0, powercap_root="/nonexistent").method
+    'estimated: latency x power'
     """
     if not callable(fn):
         raise TypeError(f"fn: expected a zero-argument callable, got {type(fn).__name__}")

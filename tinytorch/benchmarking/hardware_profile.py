@@ -15,7 +15,7 @@ from .hardware import (
     ROOFLINE_METHOD, _batch_shape, _positive, _real, estimate_layerwise_stats, roofline_estimate)
 from .results import write_atomic, write_json
 from ..profiling.profiler import Profiler
-from ..profiling.timing import _positive_int
+from ..profiling.timing import _positive_int, _read_text
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #cc8c13fb
 MB = 2**20
@@ -24,11 +24,7 @@ KB = 2**10
 
 @dataclass
 class HardwareProfile:
-    """The resource limits of a deployment target.
-
-    >>> HardwareProfile("tiny-mcu", memory_limit_mb=0.25, peak_macs_per_s=1.8e8).memory_limit_mb
-    0.25
-    """
+    "The resource limits of a deployment target: memory (MB), and peak MAC/s, GB/s and cache KB where known."
 
     name: str
     memory_limit_mb: float
@@ -46,22 +42,14 @@ class HardwareProfile:
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #bdeca37f
 def estimate_batch_memory_mb(batch_size: int, n_features: int, bytes_per_feature: int = 8) -> float:
-    """Memory (MB) of one input batch: batch_size × n_features × bytes_per_feature (8: numpy's float64).
-
-    >>> estimate_batch_memory_mb(1024, 1024, 4)
-    4.0
-    """
+    "MB of one input batch: batch_size × n_features × bytes_per_feature (8: float64); 1024 × 1024 × 4 B = 4.0."
     return (_positive_int(batch_size, "batch_size") * _positive_int(n_features, "n_features")
             * _positive_int(bytes_per_feature, "bytes_per_feature")) / MB
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #5583fcbb
 def auto_adjust_batch_size(batch_size: int, n_features: int, memory_limit_mb: float,
                            bytes_per_feature: int = 8) -> int:
-    """The largest of batch_size, batch_size // 2, batch_size // 4, ... whose batch fits memory_limit_mb.
-
-    >>> auto_adjust_batch_size(100, 4096, 1.0)
-    25
-    """
+    "The largest of batch_size, batch_size // 2, ... whose batch fits memory_limit_mb: (100, 4096, 1.0) gives 25."
     limit = _positive(memory_limit_mb, "memory_limit_mb")
     b = _positive_int(batch_size, "batch_size")
     ### BEGIN SOLUTION
@@ -77,24 +65,18 @@ def auto_adjust_batch_size(batch_size: int, n_features: int, memory_limit_mb: fl
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #c1628532
 OPERATOR_COLUMNS = ("operator", "latency_ms", "memory_kb", "method")
 TOTALS_KEYS = ("latency_ms", "memory_kb", "estimated_bandwidth_mb_s", "stream_utilization")
+PROFILE_ARTIFACTS = {"operator_profile": "operator_profile.csv", "hardware_totals": "hardware_totals.csv",
+                     "hardware_profile": "hardware_profile.json"}
 
 
 def compute_utilization(used: float, capacity: float) -> float:
-    """Fraction (0..1) of `capacity` that `used` occupies; above capacity reads as 1.0.
-
-    >>> compute_utilization(30.0, 120.0)
-    0.25
-    """
-    capacity = _positive(capacity, "capacity")
-    return min(1.0, _real(used, "used") / capacity)
+    "Fraction (0..1) of `capacity` that `used` occupies, e.g. 30 of 120 is 0.25; above capacity reads as 1.0."
+    return min(1.0, _real(used, "used") / _positive(capacity, "capacity"))
 
 
 def _host_cache_kb(level: int = 2) -> float | None:
     for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-        try:
-            lvl, kind, size = ((index / f).read_text().strip().upper() for f in ("level", "type", "size"))
-        except OSError:
-            continue
+        lvl, kind, size = ((_read_text(index / f) or "").upper() for f in ("level", "type", "size"))
         if lvl == str(level) and kind in ("UNIFIED", "DATA") and size[-1:] in ("K", "M") and size[:-1].isdigit():
             return float(int(size[:-1]) * (1024 if size[-1] == "M" else 1))
     return None
@@ -103,15 +85,8 @@ def _host_cache_kb(level: int = 2) -> float | None:
 def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *,
                                  stream_interval_ms: float | None = None,
                                  device_profile: HardwareProfile | None = None, samples: int = 10) -> dict[str, Any]:
-    """Operator profile, totals, precision trade-offs and edge constraints for one forward pass.
-
-    `input_shape` includes the batch, e.g. (1, 1, 8, 8). Without `device_profile` operator
-    latencies are measured on this machine; with one they are roofline estimates for it.
-
-    >>> from tinytorch.benchmarking.digits import DigitsCNN
-    >>> list(build_hardware_profile_table(DigitsCNN(), (1, 1, 8, 8), samples=3))
-    ['operator_profile', 'totals', 'precision_tradeoffs', 'edge_constraints']
-    """
+    """Operator profile, totals, precision trade-offs and edge constraints for one forward pass on `input_shape`
+    (with the batch): latencies measured here, or roofline estimates on `device_profile`."""
     shape, dev = _batch_shape(input_shape), device_profile
     if stream_interval_ms is not None:
         _positive(stream_interval_ms, "stream_interval_ms")
@@ -126,8 +101,7 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
         if dev.peak_macs_per_s is None or dev.memory_bandwidth_gbps is None:
             raise ValueError(f"device_profile: '{dev.name}' needs peak_macs_per_s and memory_bandwidth_gbps "
                              "for roofline estimates")
-        df = estimate_layerwise_stats(model, shape[0], shape[1:])
-        method = f"estimated: roofline on {dev.name}"
+        df, method = estimate_layerwise_stats(model, shape[0], shape[1:]), f"estimated: roofline on {dev.name}"
         roofs = [roofline_estimate(int(r.macs), int(r.parameter_bytes + r.activation_bytes), dev.peak_macs_per_s,
                                    dev.memory_bandwidth_gbps * 1e9) for r in df.itertuples()]
         latencies, model_latency = [r["latency_ms"] for r in roofs], None
@@ -143,33 +117,25 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
         "latency_method": method, "model_latency_ms": model_latency, "stream_interval_ms": stream_interval_ms,
         **({"stream_utilization_reason": "no stream_interval_ms given"} if stream_interval_ms is None else {})}
     n_params = Profiler().count_parameters(model)
-    tradeoffs = {"fp32_memory_kb": n_params * 4 / KB, "fp16_memory_kb": n_params * 2 / KB,
-                 "int8_memory_kb": n_params / KB, "method": "arithmetic: parameter count x bytes per element",
+    tradeoffs = {**{f"{p}_memory_kb": n_params * b / KB for p, b in (("fp32", 4), ("fp16", 2), ("int8", 1))},
+                 "method": "arithmetic: parameter count x bytes per element",
                  "note": ("int8 also stores scales and zero points, and whether a precision is faster depends on "
                           "the kernels the target has; measure converted models with the precision sweep")}
     big = ops.loc[ops["memory_kb"].idxmax()]
-    if cache_kb is None:
-        cache = f"unknown: no cache size for {where}"
-    elif big.memory_kb <= cache_kb:
-        cache = (f"low: the largest operator working set ({big.operator}, {big.memory_kb:.1f} KB) "
-                 f"fits the {cache_kb:g} KB cache ({cache_source})")
-    else:
-        cache = (f"high: {big.operator} needs {big.memory_kb:.1f} KB, more than the {cache_kb:g} KB cache "
-                 f"({cache_source}); small batches or tiling keep it in cache")
+    cache = (f"unknown: no cache size for {where}" if cache_kb is None else
+             f"low: the largest operator working set ({big.operator}, {big.memory_kb:.1f} KB) fits the "
+             f"{cache_kb:g} KB cache ({cache_source})" if big.memory_kb <= cache_kb else
+             f"high: {big.operator} needs {big.memory_kb:.1f} KB, more than the {cache_kb:g} KB cache "
+             f"({cache_source}); small batches or tiling keep it in cache")
     slow = int(ops["latency_ms"].idxmax())
     bottleneck = (f"{ops.operator[slow]}: {ops.latency_ms[slow] / total_ms if total_ms > 0 else 0.0:.0%} of "
                   f"operator latency on {where}" + (f" ({roofs[slow]['bound']}, {ROOFLINE_METHOD})" if roofs else ""))
     return {"operator_profile": ops, "totals": totals, "precision_tradeoffs": tradeoffs,
             "edge_constraints": {"cache_sensitivity": cache, "bottleneck": bottleneck}}
 
-# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #f1ce9a00
-PROFILE_ARTIFACTS = {"operator_profile": "operator_profile.csv", "hardware_totals": "hardware_totals.csv",
-                     "hardware_profile": "hardware_profile.json"}
-
 
 def write_hardware_profile_artifacts(profile: dict[str, Any], output_dir: str | Path) -> dict[str, Path]:
-    """Write a `build_hardware_profile_table` result: the operator table and the totals (CSV), all
-    four sections (JSON); returns {artifact name: path}."""
+    "Write a `build_hardware_profile_table` result: operators and totals (CSV), all four sections (JSON)."
     sections = ("operator_profile", "totals", "precision_tradeoffs", "edge_constraints")
     if missing := [k for k in sections if k not in profile] if isinstance(profile, dict) else list(sections):
         raise ValueError(f"profile: missing section(s) {missing}; expected the dict from build_hardware_profile_table")

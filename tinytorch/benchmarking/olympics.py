@@ -15,28 +15,20 @@ import torch
 from torch import nn
 
 from .benchmark import Benchmark, OlympicEvent
+from .digits import default_digits_model, load_digits_split
 from .results import (STATISTICS, BenchmarkResult, Comparison, CountResult, ProportionResult,
                                             compare_results, pareto_front_with_ties, write_atomic, write_json)
 from ..profiling.timing import model_name, system_info
 
-# %% auto #0
-__all__ = ['SUBMISSION_SCHEMA', 'SUBMISSION_VERSION', 'EVENT_RULES', 'DEFAULT_TOLERANCE', 'DEFAULT_TECHNIQUES', 'EventRules',
-           'get_event', 'check_constraints', 'weights_sha256', 'default_olympics_models', 'generate_submission',
-           'validate_submission', 'verify_submission', 'rank_with_ties', 'leaderboard',
-           'compare_optimization_techniques']
-
-# %% ../../nbs/19_benchmarking/olympics_dev.ipynb #06b5bb69
 SUBMISSION_SCHEMA = "tinytorch-olympics-submission"
 SUBMISSION_VERSION = 1
 
 
 @dataclass(frozen=True)
 class EventRules:
-    "An event's constraints (`(quantity, '>=' or '<', threshold)`) and what its score measures."
-
     event: OlympicEvent
-    constraints: tuple[tuple[str, str, float], ...]
-    score: str
+    constraints: tuple[tuple[str, str, float], ...]  # each (quantity, ">=" or "<", threshold)
+    score: str  # what the score measures
     description: str
 
 
@@ -54,25 +46,21 @@ EVENT_RULES: dict[OlympicEvent, EventRules] = {r.event: r for r in (
 
 
 def get_event(event: OlympicEvent | str) -> OlympicEvent:
-    """The `OlympicEvent` for an enum member or its value/name ("memory_challenge", "MEMORY_CHALLENGE").
-
-    >>> get_event("latency_sprint")
-    <OlympicEvent.LATENCY_SPRINT: 'latency_sprint'>
-    """
-    if isinstance(event, OlympicEvent):
-        return event
+    "The `OlympicEvent` for a member, its value or its name: `get_event('latency_sprint')` is `LATENCY_SPRINT`."
     for e in OlympicEvent:
-        if isinstance(event, str) and event in (e.value, e.name):
+        if event is e or event in (e.value, e.name):
             return e
     raise ValueError(f"event: unknown event {event!r}; expected one of {[e.value for e in OlympicEvent]}")
 
+# %% auto #0
+__all__ = ['SUBMISSION_SCHEMA', 'SUBMISSION_VERSION', 'EVENT_RULES', 'DEFAULT_TOLERANCE', 'DEFAULT_TECHNIQUES', 'EventRules',
+           'get_event', 'check_constraints', 'weights_sha256', 'default_olympics_models', 'generate_submission',
+           'validate_submission', 'verify_submission', 'rank_with_ties', 'leaderboard',
+           'compare_optimization_techniques']
+
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #076264e1
 def check_constraints(event: OlympicEvent | str, measured: Mapping[str, float | None]) -> list[dict[str, Any]]:
-    """Check the optimised model's measured quantities against the event's constraints.
-
-    >>> [c["passed"] for c in check_constraints("memory_challenge", {"accuracy": 0.9})]
-    [True]
-    """
+    "One check per constraint of the event: the optimised model's measured quantity against its threshold."
     rules = EVENT_RULES[get_event(event)]
     checks = []
     ### BEGIN SOLUTION
@@ -92,6 +80,10 @@ def check_constraints(event: OlympicEvent | str, measured: Mapping[str, float | 
     return checks
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #8a863b15
+DEFAULT_TOLERANCE = {"accuracy_abs": 0.01, "latency_rel": 0.5, "size_rel": 0.01}  # what verify_submission allows
+DEFAULT_TECHNIQUES = ("magnitude pruning 50% (global)", "int8 static quantization (calibrated on 256 training images)")
+
+
 def _hash_value(h: Any, value: Any) -> None:
     if isinstance(value, torch.Tensor):
         t = value.detach().cpu()
@@ -112,11 +104,8 @@ def _hash_value(h: Any, value: Any) -> None:
 
 
 def weights_sha256(model: nn.Module) -> str:
-    """SHA-256 of a model's weights: its state_dict in sorted key order, key + dtype + shape + bytes.
-
-    >>> len(weights_sha256(nn.Linear(2, 2)))
-    64
-    """
+    """SHA-256 (64 hex digits) of a model's weights: its state_dict in sorted key order, key + dtype + shape +
+    bytes (quantized: integers, scales, zero points); the same weights give the same hash, whatever the file format."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     h, sd = hashlib.sha256(), model.state_dict()
@@ -125,21 +114,10 @@ def weights_sha256(model: nn.Module) -> str:
         _hash_value(h, sd[key])
     return h.hexdigest()
 
-# %% ../../nbs/19_benchmarking/olympics_dev.ipynb #42df5dc6
-_TOL = {"rel_tol": 1e-9, "abs_tol": 1e-12}
-DEFAULT_TOLERANCE = {"accuracy_abs": 0.01, "latency_rel": 0.5, "size_rel": 0.01}  # what verify_submission allows
-DEFAULT_TECHNIQUES = ("magnitude pruning 50% (global)", "int8 static quantization (calibrated on 256 training images)")
-
-
-def _default_dataset() -> tuple[torch.Tensor, torch.Tensor]:
-    from tinytorch.benchmarking.digits import load_digits_split
-    return load_digits_split("test")
-
 
 def default_olympics_models() -> tuple[nn.Module, nn.Module]:
     """The bundled pair: the trained digits CNN and its 50%-pruned (global) int8 static version.
     Deterministic: the same torch version gives the same weights (and hashes)."""
-    from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
     from tinytorch.benchmarking.optimize import prune_magnitude, quantize_int8
 
     base = default_digits_model()
@@ -229,51 +207,44 @@ def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, e
                         dataset: Any = None, *, participant: str = "anonymous", techniques: Sequence[str] = (),
                         output_path: str | Path | None = None, measurement_runs: int = 30, warmup_runs: int = 5,
                         seed: int = 0, tolerance: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """Benchmark both models under one protocol on `dataset`, a labelled `(X, y)` (default: the
-    digits test split), and build (with `output_path`, write) the submission: event, participant,
-    techniques, system, both weight hashes, every raw measurement, the improvements with their
-    intervals, the constraint checks, the score, and the tolerance `verify_submission` applies.
-    """
+    """Benchmark both models under one protocol on a labelled `(X, y)` `dataset` (default: the digits
+    test split) and build the submission (written to `output_path` if given)."""
     ev = get_event(event)
     for m, arg in ((baseline_model, "baseline_model"), (optimized_model, "optimized_model")):
         if not isinstance(m, nn.Module):
             raise TypeError(f"{arg}: expected a torch.nn.Module, got {type(m).__name__}")
     if not isinstance(participant, str) or not participant.strip():
         raise ValueError(f"participant: expected a non-empty name, got {participant!r}")
-    dataset = _default_dataset() if dataset is None else dataset
+    dataset = load_digits_split("test") if dataset is None else dataset
     if not (isinstance(dataset, (tuple, list)) and len(dataset) == 2):
         raise ValueError("dataset: expected a labelled (X, y) pair")
     raw, bench = _measure_models({"baseline": baseline_model, "optimized": optimized_model}, dataset,
                                  measurement_runs, warmup_runs, seed)
     imp = _improvements(raw["baseline"], raw["optimized"], seed)
     checks = check_constraints(ev, _constraint_inputs(raw["optimized"]))
-    sub = {
-        "schema": SUBMISSION_SCHEMA, "version": SUBMISSION_VERSION,
-        "event": ev.value, "participant": participant, "techniques": list(techniques),
-        "system_info": bench.system_info if isinstance(bench.system_info, dict) else system_info(),
-        "protocol": {"measurement_runs": measurement_runs, "warmup_runs": warmup_runs, "seed": seed,
-                     "rounds": bench.rounds, "input_shape": list(bench.input_shape or ()),
-                     "dataset_samples": int(len(dataset[1])), "benchmark": "tinytorch.benchmarking.benchmark.Benchmark"},
-        "models": {"baseline": {"sha256": weights_sha256(baseline_model), "class": type(baseline_model).__name__},
-                   "optimized": {"sha256": weights_sha256(optimized_model), "class": type(optimized_model).__name__,
-                                 "quantization": getattr(optimized_model, "tinytorch_quantization", None)}},
-        "hash_method": "sha256 over state_dict entries in sorted key order: key, dtype, shape, raw bytes",
-        "measurements": raw, "improvements": imp, "constraints": checks,
-        "constraints_met": all(c["passed"] for c in checks), "score": _score(ev, raw["optimized"], imp),
-        "tolerance": dict(tolerance or DEFAULT_TOLERANCE),
-    }
+    sub = {"schema": SUBMISSION_SCHEMA, "version": SUBMISSION_VERSION, "event": ev.value, "participant": participant,
+           "techniques": list(techniques), "system_info": bench.system_info,
+           "protocol": {"measurement_runs": measurement_runs, "warmup_runs": warmup_runs, "seed": seed,
+                        "rounds": bench.rounds, "input_shape": list(bench.input_shape or ()),
+                        "dataset_samples": int(len(dataset[1])), "benchmark": "tinytorch.benchmarking.benchmark.Benchmark"},
+           "models": {"baseline": {"sha256": weights_sha256(baseline_model), "class": type(baseline_model).__name__},
+                      "optimized": {"sha256": weights_sha256(optimized_model), "class": type(optimized_model).__name__,
+                                    "quantization": getattr(optimized_model, "tinytorch_quantization", None)}},
+           "hash_method": "sha256 over state_dict entries in sorted key order: key, dtype, shape, raw bytes",
+           "measurements": raw, "improvements": imp, "constraints": checks, "tolerance": dict(tolerance or DEFAULT_TOLERANCE),
+           "constraints_met": all(c["passed"] for c in checks), "score": _score(ev, raw["optimized"], imp)}
     if output_path is not None:
         write_json(output_path, sub, indent=1)
     return sub
 
-# %% ../../nbs/19_benchmarking/olympics_dev.ipynb #d01d702b
+# %% ../../nbs/19_benchmarking/olympics_dev.ipynb #42df5dc6
 def _diff(prefix: str, stored: Mapping[str, Any], fresh: Mapping[str, Any], keys: Sequence[Any]) -> list[str]:
     def close(a: Any, b: Any) -> bool:
         if isinstance(a, tuple) and isinstance(b, tuple):
             return len(a) == len(b) and all(map(close, a, b))
         if a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
             return a == b
-        return math.isclose(float(a), float(b), **_TOL)
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
     return [f"{prefix}.{k}: stored {stored.get(k)!r} but the raw values give {fresh.get(k)!r}"
             for k in keys if not close(stored.get(k), fresh.get(k))]
 
@@ -281,10 +252,9 @@ def _diff(prefix: str, stored: Mapping[str, Any], fresh: Mapping[str, Any], keys
 def _check_doc(doc: Any) -> list[str]:
     if not isinstance(doc, dict):
         return ["not a submission: the top level is not a JSON object"]
-    if doc.get("schema") != SUBMISSION_SCHEMA:
-        return [f"schema: expected {SUBMISSION_SCHEMA!r}, got {doc.get('schema')!r}"]
-    if doc.get("version") != SUBMISSION_VERSION:
-        return [f"version: expected {SUBMISSION_VERSION}, got {doc.get('version')!r}"]
+    for key, want in (("schema", SUBMISSION_SCHEMA), ("version", SUBMISSION_VERSION)):
+        if doc.get(key) != want:
+            return [f"{key}: expected {want!r}, got {doc.get(key)!r}"]
     missing = [k for k in ("event", "participant", "models", "measurements", "improvements", "constraints", "score",
                            "system_info", "protocol") if k not in doc]
     if missing:
@@ -326,37 +296,27 @@ def _check_doc(doc: Any) -> list[str]:
 
 
 def validate_submission(path: str | Path) -> dict[str, Any]:
-    """Check a submission file: schema and version, statistics and improvements recomputed from
-    the raw values, the event's constraints and the score.
-
-    Returns `{"valid": bool, "reasons": [...], "path", "submission"}` (`submission` is None
-    when the file cannot be read). A missing file raises `FileNotFoundError`.
-    """
+    """Check a submission file against its own raw values and its event's rules: `{"valid": bool,
+    "reasons": [...], "path", "submission"}` (None when unreadable). No file: `FileNotFoundError`."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"path: no submission file at {path}")
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        return {"valid": False, "reasons": [f"not valid JSON (truncated or corrupted?): {e}"], "path": str(path),
-                "submission": None}
+        return {"valid": False, "reasons": [f"not valid JSON (truncated or corrupted?): {e}"], "path": str(path), "submission": None}
     try:
         reasons = _check_doc(doc)
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
         reasons = [f"malformed submission: {type(e).__name__}: {e}"]
     return {"valid": not reasons, "reasons": reasons, "path": str(path), "submission": doc if isinstance(doc, dict) else None}
 
-# %% ../../nbs/19_benchmarking/olympics_dev.ipynb #b82ebbd3
+
 def verify_submission(path: str | Path, model: nn.Module, dataset: Any = None, *, baseline_model: nn.Module | None = None,
                       measurement_runs: int | None = None, tolerance: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """Re-measure a submission's optimised `model` (and `baseline_model`, if given) on this machine,
-    with the submission's protocol (`measurement_runs` overrides its runs).
-
-    Returns `{"verified": bool, "checks": [...], "validation", "reasons", "system_info"}`; each
-    check has the claimed and measured values, the tolerance, whether it `holds` and whether it
-    `counts` toward `verified` (the weight hashes, accuracy, model size, and the speed-up where
-    the event is scored on it).
-    """
+    """Re-measure a submission's optimised `model` (and `baseline_model`, for the speed-up) here with
+    its protocol: `{"verified": bool, "checks", "validation", "reasons", "system_info"}`; each check
+    says whether it `holds` within the tolerance and whether it `counts` toward `verified`."""
     report = validate_submission(path)
     doc = report["submission"]
     if doc is None or "models" not in doc:
@@ -365,32 +325,29 @@ def verify_submission(path: str | Path, model: nn.Module, dataset: Any = None, *
     tol = {**DEFAULT_TOLERANCE, **(doc.get("tolerance") or {}), **(tolerance or {})}
     models = {"optimized": model} if baseline_model is None else {"baseline": baseline_model, "optimized": model}
     checks = [{"claim": f"{role} weights sha256", "claimed": doc["models"][role]["sha256"], "measured": weights_sha256(m),
-               "holds": weights_sha256(m) == doc["models"][role]["sha256"]} for role, m in reversed(models.items())]
+               "holds": weights_sha256(m) == doc["models"][role]["sha256"], "counts": True}
+              for role, m in reversed(models.items())]
     proto = doc.get("protocol", {})
-    raw, _ = _measure_models(models, _default_dataset() if dataset is None else dataset,
+    raw, _ = _measure_models(models, load_digits_split("test") if dataset is None else dataset,
                              measurement_runs or int(proto.get("measurement_runs", 20)), int(proto.get("warmup_runs", 5)),
                              proto.get("seed", 0))
     claimed, mine = doc["measurements"]["optimized"], raw["optimized"]
-    acc, c_acc = mine["accuracy"]["accuracy"], claimed["accuracy"]["accuracy"]
-    size, c_size = mine["model_size"]["bytes"], claimed["model_size"]["bytes"]
-    checks += [{"claim": "optimized accuracy", "claimed": c_acc, "measured": acc, "tolerance": tol["accuracy_abs"],
-                "holds": abs(acc - c_acc) <= tol["accuracy_abs"]},
-               {"claim": "optimized model size (bytes)", "claimed": c_size, "measured": size, "tolerance": tol["size_rel"],
-                "holds": abs(size - c_size) <= tol["size_rel"] * c_size}]
+
+    def check(claim: str, c: float, m: float, tol_key: str, counts: bool = True, **note: str) -> dict[str, Any]:
+        t = tol[tol_key]  # accuracy: absolute points; everything else relative to the claim
+        return {"claim": claim, "claimed": c, "measured": m, "tolerance": t, "counts": counts, **note,
+                "holds": abs(m - c) <= (t if tol_key == "accuracy_abs" else t * c)}
+    checks += [check("optimized accuracy", claimed["accuracy"]["accuracy"], mine["accuracy"]["accuracy"], "accuracy_abs"),
+               check("optimized model size (bytes)", claimed["model_size"]["bytes"], mine["model_size"]["bytes"], "size_rel")]
     if baseline_model is not None:
         imp = _improvements(raw["baseline"], mine, proto.get("seed", 0))
         speed_counts = EVENT_RULES[get_event(doc["event"])].score in ("speedup", "all_around", "speedup_x_compression")
-        for key, rel, counts in (("speedup", tol["latency_rel"], speed_counts), ("compression_ratio", tol["size_rel"], True)):
-            c, m = doc["improvements"][key]["value"], imp[key]["value"]
-            checks.append({"claim": key, "claimed": c, "measured": m, "tolerance": rel, "holds": abs(m - c) <= rel * c,
-                           "counts": counts})
+        checks += [check(key, doc["improvements"][key]["value"], imp[key]["value"], t, counts) for key, t, counts in
+                   (("speedup", "latency_rel", speed_counts), ("compression_ratio", "size_rel", True))]
     else:
-        c, m = claimed["latency"]["median"], mine["latency"]["median"]
-        checks.append({"claim": "optimized median latency (ms)", "claimed": c, "measured": m, "tolerance": tol["latency_rel"],
-                       "holds": abs(m - c) <= tol["latency_rel"] * c, "counts": False,
-                       "note": "absolute latency depends on the machine; pass baseline_model to check the speedup instead"})
-    for c in checks:
-        c.setdefault("counts", True)
+        checks.append(check("optimized median latency (ms)", claimed["latency"]["median"], mine["latency"]["median"],
+                            "latency_rel", False, note="absolute latency depends on the machine; "
+                                                       "pass baseline_model to check the speedup instead"))
     reasons = [f"{c['claim']}: claimed {c['claimed']}, measured {c['measured']}" for c in checks
                if not c["holds"] and c["counts"]] + [f"validation: {r}" for r in report["reasons"]]
     return {"verified": report["valid"] and all(c["holds"] for c in checks if c["counts"]), "checks": checks,
@@ -398,23 +355,16 @@ def verify_submission(path: str | Path, model: nn.Module, dataset: Any = None, *
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #c7cfffe2
 def rank_with_ties(intervals: Sequence[tuple[float, float]]) -> list[int]:
-    """Ranks (1 = best, higher scores better) where overlapping intervals tie.
-
-    >>> rank_with_ties([(5, 6), (5.5, 7), (1, 2)])
-    [1, 1, 3]
-    """
+    "Ranks (1 = best, higher scores better) where overlapping intervals tie: `[(5, 6), (5.5, 7), (1, 2)]` → `[1, 1, 3]`."
     ### BEGIN SOLUTION
     return [1 + sum(1 for lo_j, _ in intervals if lo_j > hi_i) for _, hi_i in intervals]
     ### END SOLUTION
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #3c3667f5
 def leaderboard(submissions_dir: str | Path, event: OlympicEvent | str, output_path: str | Path | None = None) -> dict[str, Any]:
-    """Rank every valid submission for `event` in `submissions_dir` (`*.json`).
-
-    Returns `{"table": DataFrame, "markdown": str, "csv": str, "invalid": [{"path", "reasons"}]}`;
-    entries whose score intervals overlap share a rank and are marked tied. Invalid files are
-    listed with their reasons. With `output_path`, writes `<output_path>.md` and `.csv`.
-    """
+    """Rank the valid `*.json` submissions for `event` in `submissions_dir` (overlapping intervals tie):
+    `{"table": DataFrame, "markdown", "csv", "invalid": [{"path", "reasons"}]}`; with `output_path`,
+    writes `<output_path>.md` and `.csv`."""
     ev = get_event(event)
     folder = Path(submissions_dir)
     if not folder.is_dir():
@@ -451,9 +401,8 @@ def leaderboard(submissions_dir: str | Path, event: OlympicEvent | str, output_p
         md += ["", "## Rejected submissions", ""] + [f"- {i['path']}: {'; '.join(i['reasons'])}" for i in invalid]
     out = {"table": table, "markdown": "\n".join(md) + "\n", "csv": table.to_csv(index=False), "invalid": invalid}
     if output_path is not None:
-        base = Path(output_path).with_suffix("")
-        write_atomic(base.with_suffix(".md"), out["markdown"])
-        write_atomic(base.with_suffix(".csv"), out["csv"])
+        for ext, key in ((".md", "markdown"), (".csv", "csv")):
+            write_atomic(Path(output_path).with_suffix("").with_suffix(ext), out[key])
     return out
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #95d14d6c
@@ -534,14 +483,11 @@ def _recommend(improvements: Mapping[str, Mapping[str, Any]], max_accuracy_drop:
 
 def compare_optimization_techniques(base_model: Any, optimized_models: Sequence[Any] | Mapping[str, Any],
                                     datasets: Any = None, *, measurement_runs: int = 20, seed: int = 0,
-                                    max_accuracy_drop: float = 0.02,
-                                    input_shape: Sequence[int] | None = None) -> dict[str, Any]:
-    """Measure the baseline and each variant (a list, named by `.name` or class, or `{name: model}`)
-    in one `Benchmark` on `datasets` (default: the digits test split) and compare each with the
-    baseline. Returns `base_model`, `base_metrics` / `optimized_results` (latency, accuracy,
-    model_size, memory: measured, or None with the reason), `improvements`, `efficiency_metrics`,
-    `recommendations`, `table` (a DataFrame), `pareto` (ties where not significant), `comparisons`.
-    """
+                                    max_accuracy_drop: float = 0.02, input_shape: Sequence[int] | None = None) -> dict[str, Any]:
+    """Measure the baseline and each variant (a list, named by `.name` or class, or `{name: model}`) in one
+    `Benchmark` on `datasets` (default: the digits test split) and compare each with the baseline: `base_metrics`
+    and `optimized_results` (each figure measured, or None with the reason), `improvements`, `recommendations`,
+    `efficiency_metrics`, `table` (a DataFrame), `pareto` (ties where not significant), `comparisons`."""
     if not isinstance(optimized_models, (Mapping, list, tuple)):
         raise TypeError("optimized_models: expected a list of models or a dict {name: model}, "
                         f"got {type(optimized_models).__name__}")
@@ -558,7 +504,7 @@ def compare_optimization_techniques(base_model: Any, optimized_models: Sequence[
         raise ValueError(f"optimized_models: the name '{base}' is the base model's; give the variants other names")
     if not 0 <= max_accuracy_drop <= 1:
         raise ValueError(f"max_accuracy_drop: expected a fraction in [0, 1], got {max_accuracy_drop!r}")
-    bench = Benchmark({base: base_model, **variants}, _default_dataset() if datasets is None else datasets,
+    bench = Benchmark({base: base_model, **variants}, load_digits_split("test") if datasets is None else datasets,
                       warmup_runs=3, measurement_runs=measurement_runs, seed=seed)
     bench.run_latency_benchmark(input_shape)
     bench.run_accuracy_benchmark()
@@ -574,10 +520,9 @@ def compare_optimization_techniques(base_model: Any, optimized_models: Sequence[
     for name in bench.names:
         fig, imp = measured[name], improvements.get(name)
         acc, ms, mb = fig["accuracy"]["value"], fig["latency"]["value"], fig["model_size"]["value"]
-        eff = {"accuracy_per_mb": acc / mb if acc is not None and mb else None,
-               "accuracy_per_ms": acc / ms if acc is not None and ms else None}
         missing = [fig[m]["reason"] for m in ("accuracy", "model_size", "latency") if fig[m]["value"] is None]
-        eff.update({"reason": "; ".join(missing)} if missing else {})
+        eff = {"accuracy_per_mb": acc / mb if acc is not None and mb else None,
+               "accuracy_per_ms": acc / ms if acc is not None and ms else None, **({"reason": "; ".join(missing)} if missing else {})}
         if imp is not None:
             efficiency[name] = eff
         own = {"speedup": 1.0, "compression_ratio": 1.0 if mb else None, "accuracy_retention": None if acc is None else 1.0,

@@ -27,11 +27,7 @@ __all__ = ['INT8_MODES', 'INT8_BACKENDS_ONNX', 'ONNX_OPSET', 'PRUNE_SCOPES', 'PR
 
 # %% ../../nbs/19_benchmarking/optimize_dev.ipynb #e3901070
 def state_dict_bytes(model: nn.Module) -> int:
-    """Bytes of `model.state_dict()` serialized with `torch.save` (float, half or packed int8 alike).
-
-    >>> state_dict_bytes(nn.Linear(256, 256)) > 256 * 256 * 4
-    True
-    """
+    "Bytes of `model.state_dict()` serialized with `torch.save` (float, half or packed int8 alike)."
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     if isinstance(model, torch.jit.ScriptModule):  # its state_dict, not the whole TorchScript archive
@@ -47,8 +43,7 @@ INT8_BACKENDS_ONNX = ("onnxruntime",)
 
 @contextlib.contextmanager
 def _quiet_ao_deprecation() -> Iterator[None]:
-    # Only the deprecation notices of torch.ao.quantization (and its quantized-tensor factories)
-    # are silenced; every other warning still reaches the user.
+    # only torch.ao.quantization's deprecation notices are silenced; every other warning still shows
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"torch\.ao\.quantization is deprecated", category=DeprecationWarning)
         warnings.filterwarnings("ignore", message=r"torch\.quantize_per_tensor, torch\.quantize_per_channel")
@@ -69,9 +64,8 @@ def _calibration_batches(calibration_data: Any) -> list[torch.Tensor]:
                          "(a tensor of samples, a list of batches, or a DataLoader), got None")
     items = [calibration_data] if isinstance(calibration_data, torch.Tensor) else list(calibration_data)
     batches = [item[0] if isinstance(item, (tuple, list)) else item for item in items]
-    for x in batches:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"calibration_data: expected tensors (or (input, label) pairs), got {type(x).__name__}")
+    if bad := [type(x).__name__ for x in batches if not isinstance(x, torch.Tensor)]:
+        raise TypeError(f"calibration_data: expected tensors (or (input, label) pairs), got {bad[0]}")
     if not batches:
         raise ValueError("calibration_data: expected at least one batch, got an empty iterable")
     return batches
@@ -117,17 +111,15 @@ def _describe_calibration(batches: list[torch.Tensor], calibration_name: str | N
 
 def quantize_int8(model: nn.Module, mode: str = "dynamic", calibration_data: Any = None,
                   backend: str | None = None, *, calibration_name: str | None = None) -> Any:
-    """A new int8-quantized copy of `model` (the original is untouched), for CPU inference.
+    """A new int8-quantized copy of `model` for CPU inference; `tinytorch_quantization` records its path,
+    mode, backend and calibration.
 
     `mode`: "dynamic" (`quantize_dynamic` on every `nn.Linear`) or "static" (calibrated on
-    `calibration_data`: FX graph mode, or eager mode when untraceable). `backend`: the int8 kernel
-    library ("x86", "fbgemm", "qnnpack"; default the best available), made the active engine; or
-    "onnxruntime" (static only: `to_onnx`, then `quantize_static`, QDQ; returns an `InferenceSession`).
-    `calibration_name` says which data calibrated (never the split you evaluate on). The result's
-    `tinytorch_quantization` names the path, mode, backend and, when static, the calibration data.
+    `calibration_data`, named by `calibration_name`: FX graph mode, or eager mode when untraceable).
+    `backend`: "x86", "fbgemm", "qnnpack" (default the best available), or "onnxruntime" (static
+    only: `to_onnx`, then `quantize_static`, QDQ; returns an `InferenceSession`).
 
-    >>> q = quantize_int8(nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)))
-    >>> q.tinytorch_quantization["path"]
+    >>> quantize_int8(nn.Sequential(nn.Linear(64, 64))).tinytorch_quantization["path"]
     'torch.ao.quantization.quantize_dynamic'
     """
     if not isinstance(model, nn.Module):
@@ -160,9 +152,8 @@ def quantize_int8(model: nn.Module, mode: str = "dynamic", calibration_data: Any
                 result = _static_eager(copy.deepcopy(model).cpu().float(), batches, backend)
                 path = "torch.ao.quantization.prepare+convert (eager, QuantStub/DeQuantStub)"
     result.eval()
-    result.tinytorch_quantization = {"path": path, "mode": mode, "backend": backend}
-    if calibration is not None:  # static: which data set the activation ranges
-        result.tinytorch_quantization["calibration"] = calibration
+    result.tinytorch_quantization = {"path": path, "mode": mode, "backend": backend,  # static: the calibration data
+                                     **({"calibration": calibration} if calibration is not None else {})}
     return result
 
 # %% ../../nbs/19_benchmarking/optimize_dev.ipynb #42b97a56
@@ -199,13 +190,8 @@ def to_onnx(model: nn.Module, example_input: Any, path: str | Path | None = None
             dynamic_batch: bool = True) -> Path:
     """Export `model` to an ONNX file with `torch.onnx.export`, check it with `onnx.checker`; return its path.
 
-    `example_input` is one batch (its shape and dtype define the input; the batch axis stays dynamic
-    unless `dynamic_batch=False`). Without `path` the file goes to `$TINYTORCH_CACHE/onnx/`, named by
-    its content; its metadata records the exporter. A torch.ao int8 model is refused.
-
-    >>> p = to_onnx(nn.Linear(4, 2), torch.zeros(1, 4))
-    >>> p.suffix
-    '.onnx'
+    `example_input`: one batch (the batch axis stays dynamic unless `dynamic_batch=False`). Without
+    `path` the file goes to `$TINYTORCH_CACHE/onnx/`, named by its content. A torch.ao int8 model is refused.
     """
     import onnx
 
@@ -273,14 +259,9 @@ class RuntimeUnavailableError(RuntimeError):
 def to_runtime(model: Any, runtime: str, example_input: Any = None, *, device: str | torch.device = "cpu",
                threads: int | None = None, compile_options: dict[str, Any] | None = None,
                name: str | None = None) -> ModelAdapter:
-    """The adapter for `model` under `runtime`: "eager", "compile" (`torch.compile`) or "onnxruntime".
-
-    compile: `torch.compile(module, **compile_options)`, at its first call; onnxruntime: `to_onnx`, then an
-    `InferenceSession` (CUDA provider on a GPU) with `threads` intra-op threads (a session or `.onnx`
-    path is used as it is). `RuntimeUnavailableError` says why a combination cannot run.
-
-    >>> to_runtime(nn.Linear(4, 2), "onnxruntime", torch.zeros(1, 4)).kind
-    'onnxruntime'
+    """The adapter for `model` under `runtime`: "eager", "compile" (`torch.compile(module, **compile_options)`)
+    or "onnxruntime" (`to_onnx`, then an `InferenceSession` with `threads` intra-op threads, CUDA provider
+    on a GPU; a session or `.onnx` path as it is). `RuntimeUnavailableError` says why a combination cannot run.
     """
     if runtime not in RUNTIMES:
         raise ValueError(f"runtime: expected one of {RUNTIMES}, got {runtime!r}")
@@ -352,10 +333,8 @@ def _check_amount(amount: Any) -> float:
 
 
 def prune_magnitude(model: nn.Module, amount: float, scope: str = "global") -> nn.Module:
-    """A new copy of `model` with the smallest-|w| fraction `amount` of Linear/Conv weights set to 0.
-
-    `scope="global"` ranks all those weights together (`prune.global_unstructured`), `scope="layer"`
-    each layer by itself (`prune.l1_unstructured`); `prune.remove` makes the masks permanent.
+    """A new copy of `model` with the smallest-|w| fraction `amount` of Linear/Conv weights, ranked over
+    all layers (`scope="global"`) or per layer (`scope="layer"`), set to 0 for good (`prune.remove`).
 
     >>> round(sparsity(prune_magnitude(nn.Linear(100, 10), 0.5)), 2)
     0.5
@@ -448,12 +427,10 @@ def ablate_order(model: nn.Module, amount: float, calibration: Any, eval_data: A
                  rounds: int = 5, alpha: float = 0.05, min_effect: float = 0.02) -> dict[str, Any]:
     """Does the order of magnitude pruning and static int8 quantization matter for `model`? Measured.
 
-    "prune->int8" is `quantize_int8(prune_magnitude(model, amount), "static", calibration)`, "int8->prune"
-    `prune_int8(quantize_int8(model, "static", calibration), amount)`. Each gets top-1 accuracy on
-    `eval_data` (`ProportionResult`), size on disk (`CountResult`, B) and one-sample latency
-    (`BenchmarkResult`, ms, interleaved); `compare_results` compares them per metric, and the order
-    matters when any comparison is significant. Returns `{"amount", "models", "sparsity", "results":
-    {metric: {order: result}}, "comparisons": {metric: Comparison}, "order_matters", "verdict", "method"}`.
+    "prune->int8" and "int8->prune" (`prune_int8`) each get top-1 accuracy on `eval_data`, size on disk
+    (B) and one-sample latency (ms, interleaved); the order matters when any `compare_results` is
+    significant. Returns `{"amount", "models", "sparsity", "results": {metric: {order: result}},
+    "comparisons": {metric: Comparison}, "order_matters", "verdict", "method"}`.
     """
     amount = _check_amount(amount)
     data = eval_data if isinstance(eval_data, EvalData) else EvalData(eval_data, "eval_data")

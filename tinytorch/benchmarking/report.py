@@ -156,15 +156,13 @@ def _recommendations(payload: dict[str, Any]) -> list[str]:
     for c in comps:
         if c["metric"] == "accuracy" and c["model_a"] == baseline and c["significant"] and c["median_b"] < c["median_a"]:
             recs.append(f"- **accuracy cost**: {c['verdict']}; weigh it against the speed and size gains.")
-    pareto = payload.get("pareto")
-    if pareto and pareto.get("front"):
+    if (pareto := payload.get("pareto")) and pareto.get("front"):
         dominated = [m for m in models if m not in pareto["front"] and m not in pareto.get("excluded", {})]
         is_, it = ("is", "it") if len(dominated) == 1 else ("are", "them")
         recs.append(f"- **Pareto set on {', '.join(pareto['metrics'])}**: {', '.join(pareto['front'])}" + (
             f"; {', '.join(dominated)} {is_} dominated (another model is at least as good on every metric), so "
             f"there is no reason to deploy {it} on these metrics." if dominated else "."))
-    failed = sorted({m for f in payload.get("failures", {}).values() for m in f})
-    if failed:
+    if failed := sorted({m for f in payload.get("failures", {}).values() for m in f}):
         recs.append(f"- **failed measurements** for {', '.join(failed)}: fix the errors listed above before "
                     "drawing conclusions about these models.")
     return recs or ["- no recommendation: too few measurements."]
@@ -188,15 +186,13 @@ def render_markdown(payload: dict[str, Any]) -> str:
             out += [f"## {title}", "", f"| metric | model | {last} |", "|---|---|---|"]
             out += [f"| {metric} | {m} | " + (f"{v['error_type']}: {v['message']}" if key == "failures" else v) + " |"
                     for metric, by in entries.items() for m, v in by.items()] + [""]
-    pareto = payload.get("pareto")
-    if pareto:
+    if pareto := payload.get("pareto"):
         out += ["## Pareto set", "", f"Metrics: {', '.join(f'{m} ({d})' for m, d in pareto['directions'].items())}. "
                 f"Non-dominated: **{', '.join(pareto['front']) or 'none'}**."]
         if pareto.get("excluded"):
             out.append("Left out (missing a metric): " + "; ".join(f"{m}: {r}" for m, r in pareto["excluded"].items()) + ".")
         out.append("")
-    comps = payload.get("comparisons", [])
-    if comps:
+    if comps := payload.get("comparisons", []):
         out += ["## Comparisons", "", "| metric | a | b | ratio b/a | 95% CI | test | p | verdict |",
                 "|---|---|---|---|---|---|---|---|"]
         out += [f"| {c['metric']} | {c['model_a']} | {c['model_b']} | {_fmt(c['ratio'])} | "
@@ -219,7 +215,10 @@ def _figure():
     return fig, fig.add_subplot(1, 1, 1)
 
 
-def _save_figure(fig: Any, path: Path) -> Path:
+def _save_figure(fig: Any, ax: Any, path: Path, title: str, ylabel: str, grid_axis: str = "y") -> Path:
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.grid(axis=grid_axis, alpha=0.3)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
     return write_atomic(path, buf.getvalue())
@@ -243,11 +242,9 @@ def plot_metric(payload: dict[str, Any], metric: str, output_dir: str | Path) ->
     ax.bar(range(len(names)), med, yerr=[lows, highs], capsize=5, alpha=0.85,
            color=["tab:green" if i == best else "tab:blue" for i in range(len(names))])
     ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
-    ax.set_ylabel(f"{metric} ({info['unit']}; {'lower' if info['direction'] == 'min' else 'higher'} is better)")
-    estimated = any(r["status"] == "estimated" for r in rows)
-    ax.set_title(f"{metric}: best = {names[best]}" + (" (ESTIMATED)" if estimated else ""))
-    ax.grid(axis="y", alpha=0.3)
-    return _save_figure(fig, Path(output_dir) / f"{metric}.png")
+    estimated = " (ESTIMATED)" if any(r["status"] == "estimated" for r in rows) else ""
+    return _save_figure(fig, ax, Path(output_dir) / f"{metric}.png", f"{metric}: best = {names[best]}{estimated}",
+                        f"{metric} ({info['unit']}; {'lower' if info['direction'] == 'min' else 'higher'} is better)")
 
 
 def plot_pareto(payload: dict[str, Any], x_metric: str, y_metric: str, front: Sequence[str],
@@ -267,10 +264,9 @@ def plot_pareto(payload: dict[str, Any], x_metric: str, y_metric: str, front: Se
         ax.legend()
     units = payload.get("metrics", {})
     ax.set_xlabel(f"{x_metric} ({units.get(x_metric, {}).get('unit', '')})")
-    ax.set_ylabel(f"{y_metric} ({units.get(y_metric, {}).get('unit', '')})")
-    ax.set_title(f"Pareto frontier: {x_metric} vs {y_metric}")
-    ax.grid(alpha=0.3)
-    return _save_figure(fig, Path(output_dir) / f"pareto_{x_metric}_vs_{y_metric}.png")
+    return _save_figure(fig, ax, Path(output_dir) / f"pareto_{x_metric}_vs_{y_metric}.png",
+                        f"Pareto frontier: {x_metric} vs {y_metric}", f"{y_metric} ({units.get(y_metric, {}).get('unit', '')})",
+                        grid_axis="both")
 
 
 def plot_distribution(payload: dict[str, Any], metric: str, output_dir: str | Path) -> Path:
@@ -286,7 +282,5 @@ def plot_distribution(payload: dict[str, Any], metric: str, output_dir: str | Pa
         jitter = np.linspace(-0.15, 0.15, len(vals)) if len(vals) > 1 else np.zeros(1)
         ax.scatter(i + jitter, vals, s=10, alpha=0.6, color="tab:blue")
     ax.set_xticks(range(1, len(names) + 1), names, rotation=20, ha="right")
-    ax.set_ylabel(f"{metric} ({payload.get('metrics', {}).get(metric, {}).get('unit', '')})")
-    ax.set_title(f"{metric}: every timed sample per model")
-    ax.grid(axis="y", alpha=0.3)
-    return _save_figure(fig, Path(output_dir) / f"{metric}_distribution.png")
+    return _save_figure(fig, ax, Path(output_dir) / f"{metric}_distribution.png", f"{metric}: every timed sample per model",
+                        f"{metric} ({payload.get('metrics', {}).get(metric, {}).get('unit', '')})")

@@ -33,14 +33,11 @@ __all__ = ['STATISTICS', 'MiB', 'METRICS', 'BenchmarkResult', 'TimerReading', 'p
 class BenchmarkResult:
     """Raw measurements of one metric for one model, with the statistics that describe them.
 
-    `values` are kept as given (for latency: milliseconds per call, one per timed sample), so a
-    result can be saved, loaded and re-analysed. `metadata` records the conditions.
+    `values` are kept as given (latency: ms per call, one per timed sample), so a result can be
+    saved, loaded and re-analysed; `metadata` records the conditions.
 
-    >>> r = BenchmarkResult("latency", [1.0, 2.0, 3.0, 4.0, 5.0], unit="ms")
-    >>> r.median, r.p90, r.count
-    (3.0, 4.6, 5)
-    >>> round(r.ci_lower, 3), round(r.ci_upper, 3)
-    (1.037, 4.963)
+    >>> BenchmarkResult("latency", [1.0, 2.0, 3.0, 4.0, 5.0], unit="ms").p90
+    4.6
     """
 
     metric_name: str
@@ -77,14 +74,8 @@ class BenchmarkResult:
             self.ci_lower = self.ci_upper = None
         ### END SOLUTION
 
-    # the course API's names for the extremes (min / max)
-    @property
-    def min_val(self) -> float:
-        return self.min
-
-    @property
-    def max_val(self) -> float:
-        return self.max
+    min_val = property(lambda self: self.min, doc="The course API's name for `min`.")
+    max_val = property(lambda self: self.max, doc="The course API's name for `max`.")
 
     @property
     def method(self) -> str:
@@ -140,11 +131,6 @@ class TimerReading:
     elapsed_ns: int | None = None
 
     @property
-    def elapsed(self) -> float | None:
-        "Seconds, as a float (the course API's name)."
-        return None if self.elapsed_ns is None else self.elapsed_ns / 1e9
-
-    @property
     def elapsed_ms(self) -> float | None:
         return None if self.elapsed_ns is None else self.elapsed_ns / 1e6
 
@@ -152,16 +138,13 @@ class TimerReading:
     def elapsed_s(self) -> float | None:
         return None if self.elapsed_ns is None else self.elapsed_ns / 1e9
 
+    elapsed = elapsed_s  # seconds, the course API's name
+
 
 @contextlib.contextmanager
 def precise_timer() -> Iterator[TimerReading]:
-    """Time the enclosed block with `time.perf_counter_ns`; exceptions propagate.
-
-    >>> with precise_timer() as t:
-    ...     _ = sum(range(1000))
-    >>> t.elapsed_ns > 0
-    True
-    """
+    """Time the enclosed block with `time.perf_counter_ns` (`t.elapsed_ns` after
+    `with precise_timer() as t:`); exceptions propagate."""
     ### BEGIN SOLUTION
     reading = TimerReading()
     start = time.perf_counter_ns()
@@ -173,12 +156,8 @@ def precise_timer() -> Iterator[TimerReading]:
 
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #56d47ec5
 def wilson_interval(correct: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a proportion `correct / n` (e.g. an accuracy).
-
-    >>> lo, hi = wilson_interval(5, 10)
-    >>> round(lo, 4), round(hi, 4)
-    (0.2366, 0.7634)
-    """
+    """Wilson score interval of a proportion `correct / n` (e.g. an accuracy):
+    `wilson_interval(5, 10)` is about `(0.2366, 0.7634)`."""
     ### BEGIN SOLUTION
     if isinstance(n, bool) or int(n) != n or n < 1:
         raise ValueError(f"n: expected a positive number of samples, got {n!r}")
@@ -195,25 +174,13 @@ def wilson_interval(correct: int, n: int, confidence: float = 0.95) -> tuple[flo
     ### END SOLUTION
 
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #7cc1321b
-def bootstrap_interval(
-    statistic: Callable[..., np.ndarray],
-    samples: Sequence[Sequence[float]],
-    *,
-    paired: bool = False,
-    n_boot: int = 2000,
-    seed: int = 0,
-    confidence: float = 0.95,
-) -> tuple[float | None, float | None]:
-    """Percentile bootstrap interval of `statistic` over resamples of `samples`.
+def bootstrap_interval(statistic: Callable[..., np.ndarray], samples: Sequence[Sequence[float]], *, paired: bool = False,
+                       n_boot: int = 2000, seed: int = 0, confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """Percentile bootstrap interval of `statistic` over seeded resamples of `samples`.
 
-    `statistic(*resampled)` gets one `(n_boot, n_i)` array per sample and returns `n_boot`
-    values. `paired=True` draws one set of indices for all samples (they must have equal
-    length); otherwise each sample is resampled on its own, in order, from one seeded
-    generator. Non-finite statistics (e.g. a ratio over a zero median) are dropped; with none
-    left the interval is `(None, None)`.
-
-    >>> bootstrap_interval(lambda a: a.mean(axis=1), [[1.0, 1.0, 1.0]])
-    (1.0, 1.0)
+    `statistic(*resampled)` gets one `(n_boot, n_i)` array per sample and returns `n_boot` values.
+    `paired=True` draws one set of indices for all samples (of equal length). Non-finite
+    statistics are dropped; with none left the interval is `(None, None)`.
     """
     ### BEGIN SOLUTION
     arrays = [np.asarray(s, dtype=float) for s in samples]
@@ -245,11 +212,8 @@ def bootstrap_interval(
 def is_significant(p_value: float | None, effect: float, alpha: float = 0.05, min_effect: float = 0.02) -> bool:
     """The one significance rule: `p_value < alpha` and `|effect| >= min_effect`.
 
-    `effect` is `ratio - 1` for ratios and the difference for proportions. Exact values have
-    no sampling error (`p_value=None`): only the effect floor applies.
-
-    >>> is_significant(0.001, 0.5), is_significant(0.001, 0.005), is_significant(0.2, 0.5), is_significant(None, 0.1)
-    (True, False, False, True)
+    `effect` is `ratio - 1` for ratios, the difference for proportions; an exact value
+    (`p_value=None`) has only the effect floor: `is_significant(None, 0.1)` is True.
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha: expected a number in (0, 1), got {alpha!r}")
@@ -264,11 +228,8 @@ def is_significant(p_value: float | None, effect: float, alpha: float = 0.05, mi
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #9eb2d773
 @dataclass
 class Comparison:
-    """The outcome of comparing model `b` against model `a` on one metric.
-
-    `ratio` is `median_b / median_a` with its bootstrap interval; `p_value` comes from `test`;
-    `verdict` says in words what the figures support.
-    """
+    """The outcome of comparing model `b` against model `a` on one metric: `ratio` is `median_b /
+    median_a` with its bootstrap interval, `p_value` comes from `test`, `verdict` says it in words."""
 
     model_a: str
     model_b: str
@@ -304,42 +265,25 @@ class Comparison:
 
 
 def _format_p(p: float | None) -> str:
-    if p is None:
-        return "no test"
-    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+    return "no test" if p is None else "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
 def _verdict_text(c: Comparison, better: str) -> str:
     if not c.significant:
         return f"no significant difference between {c.model_a} and {c.model_b} ({_format_p(c.p_value)}, ratio {c.ratio:.3f})"
-    b_wins = (c.ratio > 1) == c.higher_is_better
-    winner, loser = (c.model_b, c.model_a) if b_wins else (c.model_a, c.model_b)
+    winner, loser = (c.model_b, c.model_a) if c.winner == c.model_b else (c.model_a, c.model_b)
     factor = c.ratio if c.ratio >= 1 else (1 / c.ratio if c.ratio > 0 else math.inf)
     return f"{winner} is {factor:.2f}× {better} than {loser} ({_format_p(c.p_value)})"
 
 
-def compare_samples(
-    a: Sequence[float],
-    b: Sequence[float],
-    *,
-    names: tuple[str, str] = ("a", "b"),
-    metric: str = "latency",
-    higher_is_better: bool = False,
-    better: str = "faster",
-    alpha: float = 0.05,
-    min_effect: float = 0.02,
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> Comparison:
-    """Compare two samples of one metric: ratio of medians (b / a) with a bootstrap interval,
-    a Mann-Whitney U p-value, and a verdict.
+def compare_samples(a: Sequence[float], b: Sequence[float], *, names: tuple[str, str] = ("a", "b"), metric: str = "latency",
+                    higher_is_better: bool = False, better: str = "faster", alpha: float = 0.05, min_effect: float = 0.02,
+                    n_boot: int = 2000, seed: int = 0) -> Comparison:
+    """Compare two samples of one metric: ratio of medians (b / a) with a bootstrap interval, a
+    Mann-Whitney U p-value, and a verdict by `is_significant` (`better` is the winner's word: "faster", ...).
 
-    A difference counts only when `p < alpha` and the ratio differs from 1 by at least
-    `min_effect`. `better` is the word for the winner ("faster", "smaller", ...).
-
-    >>> c = compare_samples([1.0, 1.1, 0.9, 1.0, 1.05], [2.0, 2.1, 1.9, 2.0, 2.05])
-    >>> c.ratio, c.verdict
-    (2.0, 'a is 2.00× faster than b (p = 0.012)')
+    >>> compare_samples([1.0, 1.1, 0.9, 1.0, 1.05], [2.0, 2.1, 1.9, 2.0, 2.05]).verdict
+    'a is 2.00× faster than b (p = 0.012)'
     """
     ### BEGIN SOLUTION
     a_arr = np.asarray(a, dtype=float)
@@ -368,13 +312,8 @@ def compare_samples(
 
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #60f71cf2
 def mcnemar_exact(correct_a: Sequence[int | bool], correct_b: Sequence[int | bool]) -> dict[str, Any]:
-    """McNemar's exact test on paired per-sample correctness (1 = right, 0 = wrong).
-
-    Returns `{"a_only": n01, "b_only": n10, "p_value": p}`; with no disagreements p is 1.
-
-    >>> mcnemar_exact([1, 1, 1, 0], [1, 0, 0, 0])
-    {'a_only': 2, 'b_only': 0, 'p_value': 0.5}
-    """
+    """McNemar's exact test on paired per-sample correctness (1 = right, 0 = wrong): returns
+    `{"a_only": n01, "b_only": n10, "p_value": p}`, with p = 1 when there is no disagreement."""
     a = np.asarray(correct_a, dtype=bool)
     b = np.asarray(correct_b, dtype=bool)
     if a.shape != b.shape or a.ndim != 1 or a.size == 0:
@@ -394,10 +333,6 @@ def pareto_front(points: dict[str, dict[str, float]], directions: dict[str, str]
 
     `points` maps a name to its metric values; `directions` maps each metric to "min" (lower
     is better) or "max" (higher is better).
-
-    >>> pareto_front({"A": {"lat": 2, "acc": .99}, "B": {"lat": 1, "acc": .98},
-    ...               "C": {"lat": 1.5, "acc": .97}}, {"lat": "min", "acc": "max"})
-    ['A', 'B']
     """
     ### BEGIN SOLUTION
     if not directions:
@@ -431,9 +366,7 @@ class MetricInfo:
     direction: str  # "min" or "max"
     better: str
 
-    @property
-    def higher_is_better(self) -> bool:
-        return self.direction == "max"
+    higher_is_better = property(lambda self: self.direction == "max")
 
 
 METRICS: dict[str, MetricInfo] = {
@@ -447,11 +380,7 @@ METRICS: dict[str, MetricInfo] = {
 
 
 def metric_info(metric: str, unit: str = "") -> MetricInfo:
-    """The `MetricInfo` of `metric`; `throughput_bs{b}` metrics are higher-is-better samples/s.
-
-    >>> metric_info("throughput_bs8").direction, metric_info("latency").unit
-    ('max', 'ms')
-    """
+    "The `MetricInfo` of `metric`; `throughput_bs{b}` metrics are higher-is-better samples/s."
     if metric in METRICS:
         return METRICS[metric]
     if metric.startswith("throughput"):
@@ -463,14 +392,9 @@ def metric_info(metric: str, unit: str = "") -> MetricInfo:
 class ProportionResult(BenchmarkResult):
     """`k` successes in `n` trials (e.g. top-1 accuracy), from per-sample outcomes (1 or 0).
 
-    `mean` (and `median`, the estimate) is `k / n`; `ci_lower`/`ci_upper` is the Wilson
-    interval; `count` is `n`, `correct` is `k`. Percentiles of 0/1 outcomes mean nothing and
-    are None. `metadata["datasets"]` (optional) lists `{"name", "count"}` in the order the
-    outcomes were concatenated, so two results can be paired dataset by dataset.
-
-    >>> r = ProportionResult("accuracy", [1, 1, 1, 0], unit="fraction")
-    >>> r.mean, r.correct, r.count, round(r.ci_lower, 3)
-    (0.75, 3, 4, 0.301)
+    `mean` (and `median`) is `k / n`, `count` is `n`, `correct` is `k`, the interval is Wilson's;
+    percentiles of 0/1 outcomes are None. `metadata["datasets"]` (optional) lists `{"name",
+    "count"}` in the order the outcomes were concatenated, to pair two results dataset by dataset.
     """
 
     kind = "proportion"
@@ -520,14 +444,7 @@ class ProportionResult(BenchmarkResult):
 
 @dataclass
 class CountResult(BenchmarkResult):
-    """An exact figure (bytes, MACs, parameters): one value, no sampling error.
-
-    The interval has zero width: `ci_lower == ci_upper == mean`.
-
-    >>> r = CountResult("model_size", [0.5], unit="MiB", metadata={"bytes": 524288})
-    >>> (r.mean, r.ci_lower, r.ci_upper, r.std)
-    (0.5, 0.5, 0.5, 0.0)
-    """
+    "An exact figure (bytes, MACs, parameters): one value, no sampling error, a zero-width interval."
 
     kind = "count"
 
@@ -593,24 +510,11 @@ def _compare_proportions(ra: ProportionResult, rb: ProportionResult, names: tupl
     return c
 
 
-def compare_results(
-    a: BenchmarkResult,
-    b: BenchmarkResult,
-    *,
-    names: tuple[str, str] = ("a", "b"),
-    info: MetricInfo | None = None,
-    alpha: float = 0.05,
-    min_effect: float = 0.02,
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> Comparison:
-    """Compare result `b` against result `a` of the same metric, with the test that fits their kind.
-
-    >>> fast = BenchmarkResult("latency", [1.0, 1.1, 0.9, 1.0, 1.05], unit="ms")
-    >>> slow = BenchmarkResult("latency", [2.0, 2.1, 1.9, 2.0, 2.05], unit="ms")
-    >>> compare_results(fast, slow, names=("fp32", "fp16")).verdict
-    'fp32 is 2.00× faster than fp16 (p = 0.012)'
-    """
+def compare_results(a: BenchmarkResult, b: BenchmarkResult, *, names: tuple[str, str] = ("a", "b"),
+                    info: MetricInfo | None = None, alpha: float = 0.05, min_effect: float = 0.02, n_boot: int = 2000,
+                    seed: int = 0) -> Comparison:
+    """Compare result `b` against result `a` of the same metric with the test that fits their kind:
+    Mann-Whitney U for samples, McNemar (paired) for proportions, the effect floor alone for exact values."""
     for r, arg in ((a, "a"), (b, "b")):
         if not isinstance(r, BenchmarkResult):
             raise TypeError(f"{arg}: expected a BenchmarkResult, got {type(r).__name__}")
@@ -640,25 +544,12 @@ def compare_results(
     return c
 
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #abfdfc41
-def pareto_front_with_ties(
-    results: Mapping[str, Mapping[str, BenchmarkResult]],
-    metrics: Sequence[str],
-    *,
-    alpha: float = 0.05,
-    min_effect: float = 0.02,
-    seed: int = 0,
-) -> dict[str, Any]:
+def pareto_front_with_ties(results: Mapping[str, Mapping[str, BenchmarkResult]], metrics: Sequence[str], *,
+                           alpha: float = 0.05, min_effect: float = 0.02, seed: int = 0) -> dict[str, Any]:
     """The non-dominated models when differences that are not significant count as ties.
 
-    `results[model][metric]` is a result. Returns `{"front": [names in input order],
-    "dominated_by": {name: dominating name}, "ties": [[a, b, metric], ...]}`.
-
-    >>> r = lambda v: BenchmarkResult("latency", v, unit="ms")
-    >>> p = lambda k: ProportionResult("accuracy", [1] * k + [0] * (100 - k))
-    >>> res = {"A": {"latency": r([1.0, 1.01, 0.99] * 4), "accuracy": p(95)},
-    ...        "B": {"latency": r([1.0, 1.02, 0.98] * 4), "accuracy": p(96)}}
-    >>> pareto_front_with_ties(res, ["latency", "accuracy"])["front"]
-    ['A', 'B']
+    `results[model][metric]` is a result. Returns `{"front": [names in input order], "dominated_by":
+    {name: dominating name}, "ties": [[a, b, metric], ...], "alpha": ..., "min_effect": ...}`.
     """
     ### BEGIN SOLUTION
     metrics = list(metrics)
@@ -699,10 +590,8 @@ _LABEL_KEYS = ("y", "labels", "label", "targets", "target")
 
 def _labels_tensor(y: Any, arg: str) -> torch.Tensor:
     t = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y)
-    if t.is_floating_point():
-        if not torch.all(t == t.round()):
-            raise ValueError(f"{arg}: expected integer class labels, got non-integer values")
-        t = t.long()
+    if t.is_floating_point() and not torch.all(t == t.round()):
+        raise ValueError(f"{arg}: expected integer class labels, got non-integer values")
     if t.ndim != 1:
         raise ValueError(f"{arg}: expected a 1-D tensor of class labels, got shape {tuple(t.shape)}")
     return t.long()
@@ -727,30 +616,25 @@ def _array_like(v: Any) -> bool:
 class EvalData:
     """One evaluation set, normalised to batches of `(x tensor, y tensor or None)`.
 
-    Accepts a `DataLoader`, a `Dataset`, `(X, y)`, `(X,)`, a bare `X`, a list (any re-iterable)
-    of `(x, y)` batches, or a dict with inputs
-    under one of `X, x, inputs, input, data, images, features` and labels under one of `y,
-    labels, label, targets, target`. A dict without array inputs has no samples:
-    `has_samples` is False and `reason` says why.
-
-    >>> d = EvalData({"X": torch.zeros(5, 2), "y": [0, 1, 0, 1, 1]}, "toy", batch_size=2)
-    >>> [tuple(x.shape) for x, _ in d.batches()], d.has_labels
-    ([(2, 2), (2, 2), (1, 2)], True)
-    >>> EvalData({"name": "baseline"}, "d0").reason
-    "dataset 'd0' is a dict without array data under any of X, x, inputs, input, data, images, features (keys: ['name'])"
+    Accepts a `DataLoader`, a `Dataset`, `(X, y)`, `(X,)`, a bare `X`, any re-iterable of `(x, y)`
+    batches, or a dict with inputs under a key of `_INPUT_KEYS` (`X`, `inputs`, `data`, ...) and
+    labels under one of `_LABEL_KEYS` (`y`, `labels`, ...). A dict without array inputs has no
+    samples: `has_samples` is False and `reason` says why.
     """
 
     def __init__(self, data: Any, name: str, batch_size: int = 256):
         from torch.utils.data import DataLoader, Dataset
 
         self.name, self.batch_size, self.source = name, int(batch_size), data
-        self._loader = None
-        self._X = self._y = None
-        self.reason: str | None = None
+        self._loader = self._X = self._y = self.reason = None
         if isinstance(data, Mapping):
-            data = self._from_dict(data)
-        if self.reason is not None:
-            return
+            x_key = next((k for k in _INPUT_KEYS if k in data and _array_like(data[k])), None)
+            if x_key is None:
+                self.reason = (f"dataset '{name}' is a dict without array data under any of "
+                               f"{', '.join(_INPUT_KEYS)} (keys: {sorted(map(str, data))})")
+                return
+            y_key = next((k for k in _LABEL_KEYS if k in data and data[k] is not None), None)
+            data = (data[x_key], data[y_key]) if y_key else (data[x_key],)
         if isinstance(data, DataLoader):
             self._loader = data
         elif isinstance(data, Dataset):
@@ -771,18 +655,7 @@ class EvalData:
         if self._X is not None and (self._X.ndim < 1 or len(self._X) == 0):
             raise ValueError(f"datasets['{name}']: expected at least one sample, got shape {tuple(self._X.shape)}")
 
-    def _from_dict(self, d: Mapping[str, Any]) -> Any:
-        x_key = next((k for k in _INPUT_KEYS if k in d and _array_like(d[k])), None)
-        if x_key is None:
-            self.reason = (f"dataset '{self.name}' is a dict without array data under any of "
-                           f"{', '.join(_INPUT_KEYS)} (keys: {sorted(map(str, d))})")
-            return None
-        y_key = next((k for k in _LABEL_KEYS if k in d and d[k] is not None), None)
-        return (d[x_key], d[y_key]) if y_key else (d[x_key],)
-
-    @property
-    def has_samples(self) -> bool:
-        return self.reason is None
+    has_samples = property(lambda self: self.reason is None)
 
     def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
         "Batches of `(x, y)`; `y` is None for unlabelled data. Nothing for a set without samples."
@@ -804,18 +677,12 @@ class EvalData:
 
     @property
     def has_labels(self) -> bool:
-        if self.reason is not None:
-            return False
         if self._loader is None:
             return self._y is not None
-        for _, y in self.batches():
-            return y is not None
-        return False
+        return next((y is not None for _, y in self.batches()), False)
 
     def first_samples(self, n: int) -> torch.Tensor:
         "Up to `n` samples from the start of the set (fewer if the set is smaller)."
-        if self.reason is not None:
-            raise ValueError(f"datasets['{self.name}']: no samples ({self.reason})")
         got, count = [], 0
         for x, _ in self.batches():
             got.append(x[: n - count])
@@ -823,30 +690,22 @@ class EvalData:
             if count >= n:
                 break
         if not got:
-            raise ValueError(f"datasets['{self.name}']: the data set is empty")
+            why = f"no samples ({self.reason})" if self.reason else "the data set is empty"
+            raise ValueError(f"datasets['{self.name}']: {why}")
         return torch.cat(got)
 
     def arrays(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         "Every sample as one `(X, y)` pair of tensors (`y` None when unlabelled)."
-        xs, ys = [], []
-        for x, y in self.batches():
-            xs.append(x)
-            ys.append(y)
-        if not xs:
+        pairs = list(self.batches())
+        if not pairs:
             raise ValueError(f"datasets['{self.name}']: no samples" + (f" ({self.reason})" if self.reason else ""))
+        xs, ys = zip(*pairs)
         return torch.cat(xs), (None if any(y is None for y in ys) else torch.cat(ys))
 
 
 def as_eval_sets(datasets: Any, dataset_names: Sequence[str] | None = None, batch_size: int = 256) -> list[EvalData]:
-    """The one dataset normaliser: one `EvalData` per dataset, whatever form they came in.
-
-    A single set (a `DataLoader`, a `Dataset`, an `(X, y)` pair of arrays, a dict, a bare `X`)
-    or a list of them; `None` gives no sets. Names come from `dataset_names`, a `.name`, or
-    `dataset{i}`, and must be unique.
-
-    >>> [d.name for d in as_eval_sets([(torch.zeros(2, 1), [0, 1]), {"data": "test2"}])]
-    ['dataset0', 'dataset1']
-    """
+    """The one dataset normaliser: one `EvalData` per dataset, from one set in any form `EvalData`
+    accepts or a list of them (`None`: none); names from `dataset_names`, a `.name`, or `dataset{i}`."""
     from torch.utils.data import DataLoader, Dataset
 
     ### BEGIN SOLUTION
@@ -881,18 +740,9 @@ def _output_tensor(out: Any) -> torch.Tensor:
 
 
 def top1_correct(model: Any, data: Any) -> list[int]:
-    """Per-sample top-1 outcomes (1 = right) of `model` on every labelled sample of `data`.
-
-    `model` is anything `adapt` accepts (or an adapter); `data` is an `EvalData` or anything
-    `EvalData` accepts. Runs in eval mode under `inference_mode`. A model whose output is not
-    `(batch, classes)` or whose class count does not cover the labels raises a `ValueError`
-    that names the problem.
-
-    >>> lin = torch.nn.Linear(2, 2, bias=False)
-    >>> _ = torch.nn.init.eye_(lin.weight)
-    >>> top1_correct(lin, (torch.tensor([[1., 0.], [0., 1.], [1., 0.]]), [0, 1, 1]))
-    [1, 1, 0]
-    """
+    """Per-sample top-1 outcomes (1 = right) of `model` (anything `adapt` accepts) on every labelled
+    sample of `data` (an `EvalData` or anything it accepts), in eval mode under `inference_mode`;
+    an output that is not `(batch, classes)` or does not cover the labels' classes is a `ValueError`."""
     from tinytorch.profiling.timing import adapt
 
     a = adapt(model)
@@ -950,23 +800,14 @@ def state_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
 
 
 def state_dict_tensor_bytes(model: torch.nn.Module) -> int:
-    """Bytes of every tensor in the model's state (real element sizes; int8 weights and scales).
-
-    >>> state_dict_tensor_bytes(torch.nn.Linear(256, 256))
-    263168
-    """
+    """Bytes of every tensor in the model's state at real element sizes (int8 weights and their
+    scales included): 263,168 for a `Linear(256, 256)`."""
     return int(sum(t.numel() * t.element_size() for t in state_tensors(model)))
 
 
 def serialized_bytes(model: Any) -> tuple[int, str]:
-    """`(bytes, method)`: the size of the saved model file.
-
-    TorchScript: `torch.jit.save(model)`; other `nn.Module`s: `torch.save(model.state_dict())`;
-    TinyTorch-style objects (`parameters()` of arrays or `.data` tensors): `numpy.savez`.
-
-    >>> serialized_bytes(torch.nn.Linear(256, 256))[0] > 256 * 256 * 4
-    True
-    """
+    """`(bytes, method)`: the size of the saved model: `torch.jit.save` for TorchScript,
+    `torch.save(state_dict())` for other modules, `numpy.savez(parameters)` for TinyTorch-style objects."""
     buf = io.BytesIO()
     if isinstance(model, torch.jit.ScriptModule):
         torch.jit.save(model, buf)
@@ -1001,14 +842,8 @@ def json_native(value: Any) -> Any:
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> Path:
-    """Write `data` to `path` atomically: a temporary file in the same directory, then `os.replace`.
-
-    Missing parent folders are created. Readers see the old file or the whole new one, never part.
-
-    >>> p = write_atomic(Path(tempfile.mkdtemp()) / "x.txt", "hello")
-    >>> p.read_text()
-    'hello'
-    """
+    """Write text or bytes to `path` atomically: a temporary file in the same folder, then `os.replace`,
+    so readers see the old file or the whole new one. Missing parent folders are created."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     ### BEGIN SOLUTION
@@ -1027,10 +862,5 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
 
 
 def write_json(path: str | Path, obj: Any, indent: int = 2) -> Path:
-    """Write `obj` (made JSON-native) to `path` atomically; NaN and infinity are refused.
-
-    >>> p = write_json(Path(tempfile.mkdtemp()) / "r.json", {"ci": (0.1, 0.2), "n": np.int64(3)})
-    >>> json.loads(p.read_text())
-    {'ci': [0.1, 0.2], 'n': 3}
-    """
+    "Write `obj`, made JSON-native, to `path` atomically; NaN and infinity are refused."
     return write_atomic(path, json.dumps(json_native(obj), indent=indent, allow_nan=False) + "\n")

@@ -28,12 +28,10 @@ __all__ = ['compare_with_baseline', 'BenchmarkSuite', 'load_model_file']
 # %% ../../nbs/19_benchmarking/suite_dev.ipynb #1d696d0e
 def compare_with_baseline(benchmark: Benchmark, baseline: str | None = None
                           ) -> tuple[list[Comparison], dict[str, dict[str, str]]]:
-    """Every model against `baseline` (default: the first model) on every metric both have.
+    """Every model against `baseline` (default: the first model) on every metric both have a result for.
 
-    Returns `(comparisons, errors)`: `Benchmark.compare(baseline, model, metric)` for each pair
-    (ratios read model / baseline), and `{"compare <metric>: <baseline> vs <model>": error}` for
-    each pair that cannot be compared (e.g. accuracies on different samples). Models without a
-    result for a metric are skipped: their failure or reason is recorded already.
+    Returns `(comparisons, errors)`: `Benchmark.compare(baseline, model, metric)` per pair (ratios read
+    model / baseline), and `{"compare <metric>: <baseline> vs <model>": error}` per pair that cannot be compared.
     """
     baseline = baseline if baseline is not None else benchmark.names[0]
     if baseline not in benchmark.names:
@@ -79,10 +77,8 @@ class BenchmarkSuite:
         self.batch_sizes, self.energy_window_s, self.powercap_root = tuple(batch_sizes), energy_window_s, powercap_root
         self.tasks, self.references, self.progress = dict(tasks or {}), dict(references or {}), progress
         self.comparisons: list[Comparison] = []
-        self.pareto: dict[str, Any] | None = None
-        self.plot_paths: list[Path] = []
-        self.step_errors: dict[str, dict[str, str]] = {}
-        self.created: str | None = None
+        self.pareto: dict[str, Any] | None = None  # set by pareto_frontier
+        self.plot_paths, self.step_errors, self.created = [], {}, None
 
     # the results live in the Benchmark; these are views of them
     names = property(lambda self: self.benchmark.names)
@@ -125,10 +121,9 @@ class BenchmarkSuite:
         return out
 
     def run_full_benchmark(self) -> dict[str, dict[str, BenchmarkResult]]:
-        """Latency, accuracy, memory, throughput and energy for every model, then the comparisons
-        against the first model and the latency/accuracy Pareto set. A step that fails as a
-        whole (not one model) is recorded for every model and the next step runs.
-        Returns `results` (metric -> model -> BenchmarkResult)."""
+        """Latency, accuracy, memory, throughput and energy for every model, then the comparisons against the
+        first model and the latency/accuracy Pareto set; returns `results` (metric -> model -> result). A step
+        that fails as a whole (not one model) is recorded for every model and the next step runs."""
         b = self.benchmark
         self.created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         steps = [("latency", "latency", lambda: b.run_latency_benchmark(self.input_shape)),
@@ -164,13 +159,8 @@ class BenchmarkSuite:
         self.step_errors.update(errors)
         return self.comparisons
 
-    def compare(self, model_a: str, model_b: str, metric: str = "latency", **options: Any) -> Comparison:
-        "See `Benchmark.compare`."
-        return self.benchmark.compare(model_a, model_b, metric, **options)
-
-    def compare_models(self, metric: str = "latency") -> pd.DataFrame:
-        "See `Benchmark.compare_models`."
-        return self.benchmark.compare_models(metric)
+    compare = property(lambda self: self.benchmark.compare, doc="`Benchmark.compare`")
+    compare_models = property(lambda self: self.benchmark.compare_models, doc="`Benchmark.compare_models`")
 
     def pareto_frontier(self, metrics: Sequence[str] = ("latency", "accuracy")) -> list[str]:
         """The models no other model *significantly* beats on every one of `metrics`: differences
@@ -202,8 +192,7 @@ class BenchmarkSuite:
 
     def to_payload(self) -> dict[str, Any]:
         "Everything measured, as one JSON-ready dict (what results.json holds)."
-        b = self.benchmark
-        table = self.table()
+        b, table = self.benchmark, self.table()
         rows = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
                 for r in table.to_dict(orient="records")] if len(table) else []
         model_info = {}
@@ -238,8 +227,7 @@ class BenchmarkSuite:
         it; the results stay in memory."""
         if not self.results and not self.failures and not self.unavailable:
             raise ValueError("generate_report: nothing measured yet; call run_full_benchmark() first")
-        out = ensure_output_dir(self.output_dir)
-        payload = self.to_payload()
+        out, payload = ensure_output_dir(self.output_dir), self.to_payload()
         markdown = render_markdown(payload)
         save_json(payload, out / JSON_FILE)
         write_atomic(out / CSV_FILE, tidy_csv(payload["table"]))
@@ -264,8 +252,7 @@ class BenchmarkSuite:
 
     def plot_latency_distribution(self, show: bool = False) -> Path:
         "PNG of every latency sample per model."
-        out = ensure_output_dir(self.output_dir)
-        return self._keep([plot_distribution(self.to_payload(), "latency", out)], show)[0]
+        return self._keep([plot_distribution(self.to_payload(), "latency", ensure_output_dir(self.output_dir))], show)[0]
 
     def _keep(self, paths: list[Path], show: bool) -> list[Path]:
         "Remember the plots (the report links them); with `show`, display them (IPython)."

@@ -3,10 +3,8 @@
 # %% ../../nbs/19_benchmarking/tinymlperf_dev.ipynb #89517cd6
 from __future__ import annotations
 
-import json
 import pickle
 import statistics
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .digits import default_digits_model, load_digits_split
 from .results import BenchmarkResult, EvalData, ProportionResult, bootstrap_interval, top1_correct
 from .results import write_atomic, write_json
 from ..profiling.timing import _positive_int, adapt, model_name, system_info, time_callable
@@ -43,11 +42,7 @@ def _conv_bn_relu(cin: int, cout: int, kernel: int | tuple[int, int], in_size: t
 
 class DSCNN(nn.Module):
     """MLPerf Tiny keyword spotting: conv 10×4/2 (64) → 4 × [depthwise 3×3 → pointwise 1×1] → pool →
-    Linear(12) on 49×10 MFCC features; 23,756 parameters.
-
-    >>> DSCNN()(torch.zeros(1, 1, 49, 10)).shape
-    torch.Size([1, 12])
-    """
+    Linear(12) on 49×10 MFCC features `(N, 1, 49, 10)`; 23,756 parameters."""
 
     def __init__(self, num_classes: int = 12, filters: int = 64):
         super().__init__()
@@ -112,8 +107,7 @@ class MobileNetV1(nn.Module):
 
 
 class FCAutoEncoder(nn.Module):
-    """MLPerf Tiny anomaly detection: dense autoencoder 640→128⁴→8→128⁴→640, each hidden Linear with
-    BatchNorm and ReLU; a sample's anomaly score is its reconstruction MSE."""
+    "MLPerf Tiny anomaly detection: dense autoencoder 640→128⁴→8→128⁴→640 (Linear, BatchNorm, ReLU); score: its MSE."
 
     def __init__(self, input_dim: int = 640, hidden: int = 128, bottleneck: int = 8):
         super().__init__()
@@ -124,11 +118,9 @@ class FCAutoEncoder(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
 
-# %% ../../nbs/19_benchmarking/tinymlperf_dev.ipynb #31749869
+
 @dataclass(frozen=True)
 class TinyMLPerfTask:
-    "One standard benchmark: input, quality metric and target, reference model and its source."
-
     name: str
     input_shape: tuple[int, ...]
     quality_metric: str          # "top1_accuracy" or "auc"
@@ -164,23 +156,17 @@ def _check_name(benchmark_name: str) -> TinyMLPerfTask:
 
 def reference_model(benchmark_name: str) -> nn.Module:
     """The reference model of a task, in eval mode: untrained for the four MLPerf Tiny tasks (their
-    data sets are not bundled), the trained bundled default for digits.
-
-    >>> sum(p.numel() for p in reference_model("keyword_spotting").parameters())
-    23756
-    """
+    data sets are not bundled), the trained bundled default for digits."""
     _check_name(benchmark_name)
     if benchmark_name == "digits":
-        from tinytorch.benchmarking.digits import default_digits_model
         return default_digits_model()
     return {"keyword_spotting": DSCNN, "visual_wake_words": MobileNetV1, "image_classification": ResNet8,
             "anomaly_detection": FCAutoEncoder}[benchmark_name]().eval()
 
 
 def load_cifar10_batches(root: str | Path, split: str = "test") -> tuple[torch.Tensor, torch.Tensor]:
-    """CIFAR-10 from the python-pickle batches in `root` (`test_batch`, or `data_batch_1..5`: dicts
-    whose `b"data"` is `N × 3072` uint8, red then green then blue) as float32 `(N, 3, 32, 32)` in
-    [0, 1] and int64 labels."""
+    """CIFAR-10 from the python-pickle batches in `root` (`test_batch`, or `data_batch_1..5`: `b"data"` is
+    `N × 3072` uint8, red then green then blue) as float32 `(N, 3, 32, 32)` in [0, 1] and int64 labels."""
     if split not in ("train", "test"):
         raise ValueError(f"split: expected 'train' or 'test', got {split!r}")
     names = ["test_batch"] if split == "test" else [f"data_batch_{i}" for i in range(1, 6)]
@@ -199,9 +185,8 @@ def load_cifar10_batches(root: str | Path, split: str = "test") -> tuple[torch.T
 
 
 def load_feature_folder(root: str | Path, classes: Iterable[str] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Samples one per `.npy` file in one sub-folder per class (`root/<class>/*.npy`, how MFCC or
-    log-mel features are usually dumped), labelled by the class's position in `classes` (default:
-    sorted folder names; for anomaly detection `["normal", "anomaly"]`), or one `.npz` with `x`, `y`."""
+    """Samples one per `.npy` file in `root/<class>/` (how MFCC or log-mel features are dumped), labelled by the class's
+    position in `classes` (default: sorted folder names; anomaly detection: `["normal", "anomaly"]`), or an `.npz` of `x`, `y`."""
     root = Path(root)
     if root.is_file() and root.suffix == ".npz":
         with np.load(root) as z:
@@ -225,18 +210,8 @@ def load_feature_folder(root: str | Path, classes: Iterable[str] | None = None) 
 # %% ../../nbs/19_benchmarking/tinymlperf_dev.ipynb #ce8a112f
 def compliance_decision(quality: Any, target: float, latency_ms: float | None = None,
                         latency_budget_ms: float | None = None) -> str:
-    """"pass", "fail", "inconclusive" or "not evaluated": a quality target and, where the task has
-    one, a latency budget.
-
-    `quality` has a 95% interval (`ci_lower`, `ci_upper`; a `ProportionResult` for top-1
-    accuracy), or is None when nothing was measured. It passes when the whole interval is at or
-    above `target`, fails when the whole interval is below, and is inconclusive when the interval
-    straddles it. A `latency_ms` (single-stream median) over `latency_budget_ms` fails regardless.
-
-    >>> acc = ProportionResult("accuracy", [1] * 440 + [0] * 10)
-    >>> [compliance_decision(acc, t) for t in (0.90, 0.97, 0.99)], compliance_decision(None, 0.90)
-    (['pass', 'inconclusive', 'fail'], 'not evaluated')
-    """
+    """"pass", "fail", "inconclusive" or "not evaluated": a quality's 95% interval (`ci_lower`, `ci_upper`;
+    None if nothing was measured) against `target`, a single-stream `latency_ms` against `latency_budget_ms`."""
     if not 0 <= target <= 1:
         raise ValueError(f"target: expected a quality target in [0, 1], got {target!r}")
     if quality is not None and not (hasattr(quality, "ci_lower") and hasattr(quality, "ci_upper")):
@@ -288,13 +263,7 @@ def _auc(labels: np.ndarray, scores: np.ndarray) -> np.ndarray:
 def evaluate_quality(model: Any, benchmark_name: str, dataset: Any, seed: int = 0) -> dict[str, Any]:
     """Accuracy (AUC for anomaly detection) of `model` on a labelled `dataset` with its 95% interval
     `ci_95` (Wilson; for AUC a bootstrap seeded with `seed`). A bad dataset raises `ValueError`;
-    outputs that cannot be scored raise `QualityEvaluationError`.
-
-    >>> from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
-    >>> q = evaluate_quality(default_digits_model(), "digits", load_digits_split("test"))
-    >>> q["n_samples"], q["value"] > 0.9
-    (450, True)
-    """
+    outputs that cannot be scored raise `QualityEvaluationError`."""
     task = _check_name(benchmark_name)
     d, why = _labelled(dataset, benchmark_name)
     if why is not None:
@@ -360,14 +329,12 @@ def _compliance(quality: Mapping[str, Any], task: TinyMLPerfTask, median_ms: flo
     measured_text = "" if v is None else f"{v:.4g} (95% interval [{measured.ci_lower:.4g}, {measured.ci_upper:.4g}])"
     reasons = [{"failed": f"quality evaluation failed: {error}", "fail": f"quality {measured_text} below the target {t}",
                 "not evaluated": f"quality {quality.get('reason')}",
-                "inconclusive": f"quality inconclusive: {measured_text} straddles the target {t}"}.get(q)]
-    if latency == "fail":
-        reasons.append(f"single-stream median {median_ms:.4g} ms over the {budget} ms budget")
+                "inconclusive": f"quality inconclusive: {measured_text} straddles the target {t}"}.get(q),
+               f"single-stream median {median_ms:.4g} ms over the {budget} ms budget" if latency == "fail" else None]
     reason = "; ".join(r for r in reasons if r)
     return {"input_shape": "pass", "quality": q, "latency": latency, "overall": overall,
             "accuracy_met": {"pass": True, "fail": False}.get(q), "latency_met": None if budget is None else latency == "pass",
-            "compliant": {"pass": True, "fail": False}.get(overall),
-            "compliant_reason": reason if overall != "pass" else
+            "compliant": {"pass": True, "fail": False}.get(overall), "compliant_reason": reason if overall != "pass" else
             "quality target reached" + ("" if budget is None else " and latency within budget")}
 
 
@@ -379,12 +346,7 @@ _FLAT_LATENCY = {"mean_latency_ms": "mean_ms", "std_latency_ms": "std_ms", "p50_
 
 class TinyMLPerf:
     """The MLPerf Tiny tasks (plus the bundled digits task) run through the shared timing core;
-    `random_seed` fixes the synthetic timing input, and every result records the system.
-
-    >>> r = TinyMLPerf(random_seed=42).run_standard_benchmark(reference_model("digits"), "digits", num_runs=20)
-    >>> r["compliance"]["quality"], r["compliant"]
-    ('pass', True)
-    """
+    `random_seed` fixes the synthetic timing input, and every result records the system."""
 
     def __init__(self, random_seed: int = 42, windows: int = 5):
         if isinstance(random_seed, bool) or not isinstance(random_seed, int):
@@ -407,17 +369,11 @@ class TinyMLPerf:
                                          f"input of shape {task.input_shape}, got output shape {shape}")
         return x
 
-    def run_standard_benchmark(self, model: Any, benchmark_name: str, num_runs: int = 100,
-                               dataset: Any = None) -> dict[str, Any]:
+    def run_standard_benchmark(self, model: Any, benchmark_name: str, num_runs: int = 100, dataset: Any = None) -> dict[str, Any]:
         """Benchmark `model` (anything `adapt` accepts) on one task: latency (MLPerf Tiny style and
         single stream) and, with a labelled `dataset` (for "digits" the bundled test split), quality
         against the target. Without labels, or inconclusive, `compliant` is None and `compliant_reason`
-        says why; unscorable outputs fail quality. `IncompatibleModelError` if the input does not fit.
-
-        >>> r = TinyMLPerf().run_standard_benchmark(DSCNN(), "keyword_spotting", num_runs=5)
-        >>> r["accuracy"], r["compliant"], r["mean_latency_ms"] > 0
-        (None, None, True)
-        """
+        says why; unscorable outputs fail quality. `IncompatibleModelError` if the input does not fit."""
         task = _check_name(benchmark_name)
         _positive_int(num_runs, "num_runs", minimum=2)
         a = adapt(model)
@@ -426,7 +382,6 @@ class TinyMLPerf:
             latency = _latency(a, x, num_runs, self.windows)
         source = "given"
         if dataset is None and benchmark_name == "digits":
-            from tinytorch.benchmarking.digits import load_digits_split
             dataset, source = load_digits_split("test"), "bundled digits test split"
         why = "no labelled dataset was given" if dataset is None else _labelled(dataset, benchmark_name)[1]
         quality = {"metric": task.quality_metric, "value": None, "n_samples": 0, "reason": f"not evaluated: {why}"}
@@ -456,11 +411,7 @@ class TinyMLPerf:
     def run_all_benchmarks(self, model_or_dict: Any, num_runs: int = 50,
                            datasets: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
         """Run every task: `model_or_dict` is one model (tried on each task) or `{benchmark_name: model}`.
-        A model that does not fit a task's input gets status "incompatible", the error, `compliant` False.
-
-        >>> TinyMLPerf().run_all_benchmarks({"digits": reference_model("digits")}, num_runs=5)["digits"]["compliant"]
-        True
-        """
+        A model that does not fit a task's input gets status "incompatible", the error, `compliant` False."""
         datasets = dict(datasets or {})
         plan = dict(model_or_dict) if isinstance(model_or_dict, Mapping) else {name: model_or_dict for name in TASKS}
         for name in [*datasets, *plan]:
@@ -485,7 +436,7 @@ class TinyMLPerf:
         both atomically) and return its text, headed "TinyMLPerf Compliance Report"."""
         return _write_compliance_report(results, output_path, random_seed=self.random_seed)[1]
 
-# %% ../../nbs/19_benchmarking/tinymlperf_dev.ipynb #939aae84
+
 def _fmt(v: Any, spec: str = ".4g") -> str:
     return "—" if v is None else format(v, spec)
 
@@ -541,6 +492,5 @@ def _write_compliance_report(results: Mapping[str, Any], output_path: str | Path
 
 
 def generate_compliance_report(results: Mapping[str, Any], output_path: str | Path) -> dict[str, Path]:
-    """Write `results` (from `run_all_benchmarks`, or one `run_standard_benchmark` result) as
-    `<output_path>.json` and `<output_path>.md`; return both paths."""
+    "Write `results` (of `run_all_benchmarks` or `run_standard_benchmark`) as `<output_path>.json` and `.md`: their paths."
     return _write_compliance_report(results, output_path)[0]
