@@ -6,29 +6,14 @@ from __future__ import annotations
 
 import re
 import sys
-import types
 
 import pytest
 
-from tests.test_lesson import MODULE, ROOT, _fill_stub, _student_cells
+from tests.test_lesson import run_student_cells
 
 
 def _run_cells(notebook: str, fills: dict[str, dict[str, str]]) -> dict:
-    """Execute the release's code cells of `notebook` (not as __main__: no demo or test runs) with
-    the stubs named in `fills` ({grade_id: {qualname: body}}) replaced by the given bodies."""
-    cells = _student_cells(ROOT / "nbs" / MODULE / notebook)
-    for c in cells:
-        for name, body in fills.get(c["grade_id"], {}).items():
-            c["source"] = _fill_stub(c["source"], name, body)
-    mod = types.ModuleType("lesson_energy_optimize_ns")
-    sys.modules[mod.__name__] = mod  # dataclasses look their module up
-    try:
-        for c in cells:
-            exec(compile(c["source"], f"<{notebook}:{c['grade_id'] or 'cell'}>", "exec"), mod.__dict__)
-    except BaseException:
-        sys.modules.pop(mod.__name__, None)
-        raise
-    return mod.__dict__
+    return run_student_cells(notebook, fills, "lesson_energy_optimize_ns")
 
 
 @pytest.fixture(autouse=True)

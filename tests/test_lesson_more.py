@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import re
 import sys
-import types
 
 import pytest
 
-from tests.test_lesson import MODULE, ROOT, _fill_stub, _student_cells
+from tests.test_lesson import run_student_cells
 from tests.test_lesson_hardware import MY_ROOFLINE
 from tests.test_lesson_tinymlperf import MY_DECISION
 
@@ -148,18 +147,9 @@ TASKS = {  # grade id: (notebook, stub, graded test, independent solution)
 
 
 def run_cells(notebook: str, fills: dict[str, dict[str, str]]) -> dict:
-    """Execute the release's code cells of `notebook` (not as __main__: no demo or test runs) with
-    the stubs named in `fills` ({grade_id: {qualname: body}}) replaced by the given bodies, and the
-    tasks the notebook's others build on (`PREREQUISITES`) solved."""
-    cells, fills = _student_cells(ROOT / "nbs" / MODULE / notebook), {**PREREQUISITES.get(notebook, {}), **fills}
-    for c in cells:
-        for name, body in fills.get(c["grade_id"], {}).items():
-            c["source"] = _fill_stub(c["source"], name, body)
-    mod = types.ModuleType(NS)
-    sys.modules[NS] = mod  # dataclasses look their module up
-    for c in cells:
-        exec(compile(c["source"], f"<{notebook}:{c['grade_id'] or 'cell'}>", "exec"), mod.__dict__)
-    return mod.__dict__
+    """The release's cells of `notebook` with the stubs in `fills` ({grade_id: {qualname: body}})
+    filled, and the tasks the notebook's others build on (`PREREQUISITES`) solved."""
+    return run_student_cells(notebook, {**PREREQUISITES.get(notebook, {}), **fills}, NS)
 
 
 @pytest.fixture(autouse=True)

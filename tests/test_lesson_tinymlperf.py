@@ -6,27 +6,16 @@ from __future__ import annotations
 
 import re
 import sys
-import types
 
 import pytest
 
-from tests.test_lesson import MODULE, ROOT, _fill_stub, _student_cells
+from tests.test_lesson import run_student_cells
 
 NS = "lesson_tinymlperf_ns"
 
 
 def _run_cells(notebook: str, fills: dict[str, dict[str, str]]) -> dict:
-    """Execute the release's code cells of `notebook` (not as __main__: no demo or test runs) with
-    the stubs named in `fills` ({grade_id: {qualname: body}}) replaced by the given bodies."""
-    cells = _student_cells(ROOT / "nbs" / MODULE / notebook)
-    for c in cells:
-        for name, body in fills.get(c["grade_id"], {}).items():
-            c["source"] = _fill_stub(c["source"], name, body)
-    mod = types.ModuleType(NS)
-    sys.modules[mod.__name__] = mod  # dataclasses look their module up
-    for c in cells:
-        exec(compile(c["source"], f"<{notebook}:{c['grade_id'] or 'cell'}>", "exec"), mod.__dict__)
-    return mod.__dict__
+    return run_student_cells(notebook, fills, NS)
 
 
 @pytest.fixture(autouse=True)
