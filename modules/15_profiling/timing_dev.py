@@ -1027,7 +1027,9 @@ if __name__ == "__main__":
 # - *Approach:* calibrate from one call upwards: time a block; if it was too short, grow `calls`
 #   and time again. Doubling always gets there, but a 50 ns function would then need a dozen
 #   rounds; when a block falls far short, grow by about the factor it fell short by, with a
-#   little margin. The calibration blocks are not samples (they warm the code up a little more).
+#   little margin. Stop when two blocks in a row reach the length: one block slowed by an
+#   interruption would otherwise leave the typical block too short. The calibration blocks are
+#   not samples (they warm the code up a little more).
 # - *Example:* with a clock whose reads cost 40 ns and `max_overhead_fraction=1e-3`, a block must
 #   last at least 80 µs: a function of 1 µs gets about 80 to 100 calls per block, one of 5 ms one
 #   call.
@@ -1102,13 +1104,13 @@ def time_callable(
             fn()
         sync()
         overhead = measure_timer_overhead_ns()
-        # a 2x margin: one calibration block can run faster than the typical block, and the
-        # overhead bound must hold for the median block, not the luckiest one
+        # a 2x margin, and two blocks in a row must reach it: one calibration block can be slowed
+        # by an interruption, and the overhead bound must hold for the median block, not a lucky one
         target_block = 2 * max(overhead / max_overhead_fraction, min_block_ns)
         calls = 1
         while True:
             elapsed = _time_block(fn, calls, sync)
-            if elapsed >= target_block:
+            if elapsed >= target_block and _time_block(fn, calls, sync) >= target_block:
                 break
             grow = target_block / max(elapsed, 1)
             calls = max(calls * 2, int(math.ceil(calls * grow * 1.2))) if grow > 2 else calls * 2

@@ -636,13 +636,13 @@ def time_callable(
             fn()
         sync()
         overhead = measure_timer_overhead_ns()
-        # a 2x margin: one calibration block can run faster than the typical block, and the
-        # overhead bound must hold for the median block, not the luckiest one
+        # a 2x margin, and two blocks in a row must reach it: one calibration block can be slowed
+        # by an interruption, and the overhead bound must hold for the median block, not a lucky one
         target_block = 2 * max(overhead / max_overhead_fraction, min_block_ns)
         calls = 1
         while True:
             elapsed = _time_block(fn, calls, sync)
-            if elapsed >= target_block:
+            if elapsed >= target_block and _time_block(fn, calls, sync) >= target_block:
                 break
             grow = target_block / max(elapsed, 1)
             calls = max(calls * 2, int(math.ceil(calls * grow * 1.2))) if grow > 2 else calls * 2
