@@ -46,8 +46,6 @@ import io
 import json
 import math
 import os
-import statistics
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -60,6 +58,10 @@ from scipy import stats as _stats
 from tinytorch.profiling.timing import median_ci
 
 # %%
+import statistics  # the tests' reference statistics
+import tempfile
+
+
 def expect_error(fn, *args, name: str, error: type = ValueError, **kwargs) -> None:
     "Test helper: `fn(*args, **kwargs)` must raise `error` with a message that names the argument `name`."
     try:

@@ -8,8 +8,6 @@ import io
 import json
 import math
 import os
-import statistics
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
