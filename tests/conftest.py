@@ -22,3 +22,10 @@ def course():
 def pytest_configure(config):
     # tests/test_lesson.py: executes every Module 19 notebook (release and solutions), minutes
     config.addinivalue_line("markers", "lesson: executes whole notebooks with nbclient (slow; -m 'not lesson' skips)")
+
+
+@pytest.fixture()
+def agg_backend(monkeypatch):
+    "Notebooks executed by tests draw with matplotlib's Agg backend, and not in nbdev's test mode."
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.delenv("IN_TEST", raising=False)

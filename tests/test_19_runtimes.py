@@ -14,8 +14,8 @@ from tinytorch.benchmarking.metrics import collect_metrics
 from tinytorch.benchmarking.optimize import RuntimeUnavailableError, quantize_int8, to_onnx, to_runtime
 from tinytorch.benchmarking.results import top1_correct
 from tinytorch.profiling import timing
-from tinytorch.profiling.timing import CudaUnavailableError, adapt, time_model
-from tito.default_benchmark import CALIBRATION_SPLIT, check_benchmark_device, run_default_benchmark, runtime_models
+from tinytorch.profiling.timing import CudaUnavailableError, adapt, check_device, time_model
+from tito.default_benchmark import CALIBRATION_SPLIT, run_default_benchmark, runtime_models
 
 ORT_TOLERANCE = 1e-5  # stated: ONNX Runtime logits equal eager logits within 1e-5 (relative to the logit scale)
 
@@ -114,7 +114,7 @@ def test_cuda_path_moves_model_and_data_and_synchronises(monkeypatch):
     assert ("Tensor", "cuda:0") in moved, "the input must be moved to the model's device"
     assert len(syncs) >= len(s.per_call_ns) and set(syncs) == {"cuda:0"}, "one sync before each clock read"
     assert s.device == "cuda:0"
-    assert check_benchmark_device("cuda") == torch.device("cuda")
+    assert check_device("cuda") == torch.device("cuda")
     # what cannot run on a GPU is unavailable with the reason, the rest is moved
     model = default_digits_model()
     q = quantize_int8(model, "static", calibration_data=[torch.zeros(8, 1, 8, 8)])
@@ -128,9 +128,9 @@ def test_cuda_path_moves_model_and_data_and_synchronises(monkeypatch):
 def test_no_cuda_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(CudaUnavailableError, match="CUDA is not available"):
-        check_benchmark_device("cuda:0")
+        check_device("cuda:0")
     with pytest.raises(ValueError, match="device"):
-        check_benchmark_device("tpu")
+        check_device("tpu")
 
 
 def test_onnx_file_through_the_default_benchmark(tmp_path, digits):

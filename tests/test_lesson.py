@@ -23,6 +23,7 @@ import textwrap
 import time
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,38 +80,43 @@ def _has_solution_regions(nb) -> bool:
     return any(c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code" for c in nb.cells)
 
 
-@pytest.fixture(scope="module")
-def student_release(course, tmp_path_factory):
+def make_release(course, module: str, tmp_path_factory) -> Path:
+    "`tito release` of `module` into a temporary folder; the release must leak nothing."
     from tito.commands.release import release
 
-    tmp = tmp_path_factory.mktemp("lesson-release")
-    res = release(course, MODULE, release_dir=tmp / "release", course_dir=tmp / "nbgrader")
+    tmp = tmp_path_factory.mktemp(f"lesson-release-{module}")
+    res = release(course, module, release_dir=tmp / "release", course_dir=tmp / "nbgrader")
     assert not res.leaks, "\n".join(map(str, res.leaks))
     return res.release_dir
 
 
-@pytest.fixture()
-def agg_backend(monkeypatch):
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    monkeypatch.delenv("IN_TEST", raising=False)
+def run_release_notebook(path: Path) -> tuple[Any, list]:
+    """Execute a release notebook; it may fail only on the stubs' NotImplementedError, within
+    `NOTEBOOK_LIMIT_S`. Returns the executed notebook and its error outputs (see `_errors`)."""
+    assert path.exists(), f"{path.name} is missing from the student release"
+    nb, seconds, _ = _execute(path, allow_errors=True)
+    print(f"release {path.name}: {seconds:.1f} s")
+    errors = _errors(nb)
+    bad = [(i, o["ename"], o["evalue"][:200]) for i, _, o in errors if not _expected(o)]
+    assert not bad, (f"release {path.name}: errors other than the stubs' NotImplementedError (cell, type, message); "
+                     f"a cell that uses a variable from a cell that failed on a stub cascades: {bad}")
+    assert seconds < NOTEBOOK_LIMIT_S, f"release {path.name} took {seconds:.1f} s (limit {NOTEBOOK_LIMIT_S:.0f} s)"
+    return nb, errors
+
+
+@pytest.fixture(scope="module")
+def student_release(course, tmp_path_factory):
+    return make_release(course, MODULE, tmp_path_factory)
 
 
 @pytest.mark.lesson
 @pytest.mark.parametrize("name", [p.name for p in SOLUTION_NOTEBOOKS])
 def test_release_notebook_runs_with_only_expected_errors(name, student_release, agg_backend):
-    path = student_release / name
-    assert path.exists(), f"{name} is missing from the student release"
-    nb, seconds, _ = _execute(path, allow_errors=True)
-    print(f"release {name}: {seconds:.1f} s")
-    errors = _errors(nb)
-    bad = [(i, o["ename"], o["evalue"][:200]) for i, _, o in errors if not _expected(o)]
-    assert not bad, (f"release {name}: errors other than the stubs' NotImplementedError (cell, type, message); "
-                     f"a cell that uses a variable from a cell that failed on a stub cascades: {bad}")
+    nb, errors = run_release_notebook(student_release / name)
     if _has_solution_regions(nb):
         graded = [i for i, meta, o in errors if meta.get("grade") and _expected(o)]
         assert graded, (f"release {name}: no graded test cell reported a missing implementation; "
                         "each stub should be caught and reported by its test")
-    assert seconds < NOTEBOOK_LIMIT_S, f"release {name} took {seconds:.1f} s (limit {NOTEBOOK_LIMIT_S:.0f} s)"
 
 
 # The solution notebooks are executed by `tito test` itself (its notebook stage, which fails any

@@ -5,11 +5,10 @@ must fail with a message that names the mistake."""
 from __future__ import annotations
 
 import sys
-import types
 
 import pytest
 
-from tests.test_lesson import MODULE, ROOT, _fill_stub, _student_cells
+from tests.test_lesson import run_student_cells
 
 NOTEBOOK = "hardware_dev.ipynb"
 NS = "lesson_hardware_ns"
@@ -75,17 +74,8 @@ TESTS = {"hardware-roofline": "test_unit_roofline_estimate",
 
 
 def _namespace(fills: dict[str, str]) -> dict:
-    """Execute the release's code cells (not as __main__: no demo or test runs) with the stubs of
-    the grade ids in `fills` replaced by the given bodies."""
-    cells = _student_cells(ROOT / "nbs" / MODULE / NOTEBOOK)
-    for c in cells:
-        if c["grade_id"] in fills:
-            c["source"] = _fill_stub(c["source"], STUBS[c["grade_id"]], fills[c["grade_id"]])
-    mod = types.ModuleType(NS)
-    sys.modules[NS] = mod  # dataclasses look their module up
-    for c in cells:
-        exec(compile(c["source"], f"<{NOTEBOOK}:{c['grade_id'] or 'cell'}>", "exec"), mod.__dict__)
-    return mod.__dict__
+    "The release's cells with the stubs of the grade ids in `fills` replaced by the given bodies."
+    return run_student_cells(NOTEBOOK, {gid: {STUBS[gid]: body} for gid, body in fills.items()}, NS)
 
 
 @pytest.fixture(autouse=True)

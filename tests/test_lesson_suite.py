@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 import re
 import sys
-import types
 
 import pytest
 
-from tests.test_lesson import ROOT, _fill_stub, _student_cells
+from tests.test_lesson import ROOT, run_student_cells
 
 NBS = ROOT / "nbs" / "19_benchmarking"
 
@@ -78,14 +77,16 @@ ACCURACY_NO_METADATA = MY_ACCURACY.replace('metadata={**meta, "datasets": per_da
 
 def _benchmark_ns(body: str) -> dict:
     "benchmarking_dev's code cells, student version, with `body` in place of the accuracy stub."
-    cells = _student_cells(NBS / "benchmarking_dev.ipynb")
-    for c in cells:
-        if c["grade_id"] == "benchmark-accuracy":
-            c["source"] = _fill_stub(c["source"], "Benchmark.run_accuracy_benchmark", body)
-    ns = {"__name__": "lesson_benchmark_ns"}
-    for c in cells:
-        exec(compile(c["source"], f"<benchmarking_dev:{c['grade_id'] or 'cell'}>", "exec"), ns)
-    return ns
+    return run_student_cells("benchmarking_dev.ipynb",
+                             {"benchmark-accuracy": {"Benchmark.run_accuracy_benchmark": body}},
+                             "lesson_benchmark_ns")
+
+
+@pytest.fixture(autouse=True)
+def _drop_namespaces():
+    yield
+    for name in ("lesson_benchmark_ns", "lesson_suite_ns"):
+        sys.modules.pop(name, None)
 
 
 def test_independent_accuracy_loop_passes():
@@ -116,6 +117,8 @@ def test_wrong_accuracy_loops_are_named(body, expect):
 
 MY_COMPARE = '''
 # metric by metric, the models that have a result, through compare_results directly
+from tinytorch.benchmarking.results import compare_results
+
 found, problems = [], {}
 for metric in benchmark.results:
     have = benchmark.results[metric]
@@ -152,20 +155,8 @@ COMPARE_LATENCY_ONLY = MY_COMPARE.replace("for metric in benchmark.results:", 'f
 
 def _suite_ns(body: str) -> dict:
     "suite_dev's code cells, student version, with `body` in place of the compare_with_baseline stub."
-    cells = _student_cells(NBS / "suite_dev.ipynb")
-    for c in cells:
-        if c["grade_id"] == "suite-compare-with-baseline":
-            c["source"] = _fill_stub(c["source"], "compare_with_baseline", body)
-    mod = types.ModuleType("lesson_suite_ns")
-    sys.modules[mod.__name__] = mod
-    ns = mod.__dict__
-    try:
-        exec(compile("from tinytorch.benchmarking.results import compare_results\n", "<imports>", "exec"), ns)
-        for c in cells:
-            exec(compile(c["source"], f"<suite_dev:{c['grade_id'] or 'cell'}>", "exec"), ns)
-    finally:
-        sys.modules.pop(mod.__name__, None)
-    return ns
+    return run_student_cells("suite_dev.ipynb", {"suite-compare-with-baseline": {"compare_with_baseline": body}},
+                             "lesson_suite_ns")
 
 
 def test_independent_compare_with_baseline_passes():

@@ -21,8 +21,8 @@ import types
 
 import pytest
 
-from tests.test_lesson import (ROOT, NOTEBOOK_LIMIT_S, _errors, _execute, _expected, _fill_stub,
-                               _has_solution_regions, _replace_function, _student_cells)
+from tests.test_lesson import (ROOT, _expected, _fill_stub, _has_solution_regions, _replace_function,
+                               _student_cells, make_release, run_release_notebook)
 
 MODULE = "15_profiling"
 TIMING_NB = ROOT / "nbs" / MODULE / "timing_dev.ipynb"
@@ -347,18 +347,7 @@ def test_task_lines_match_graded_points(stem):
 
 @pytest.fixture(scope="module")
 def release_15(course, tmp_path_factory):
-    from tito.commands.release import release
-
-    tmp = tmp_path_factory.mktemp("lesson-release-15")
-    res = release(course, MODULE, release_dir=tmp / "release", course_dir=tmp / "nbgrader")
-    assert not res.leaks, "\n".join(map(str, res.leaks))
-    return res.release_dir
-
-
-@pytest.fixture()
-def agg_backend(monkeypatch):
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    monkeypatch.delenv("IN_TEST", raising=False)
+    return make_release(course, MODULE, tmp_path_factory)
 
 
 @pytest.mark.lesson
@@ -368,16 +357,10 @@ def test_release_15_runs_with_only_expected_errors(name, release_15, agg_backend
     assert path.exists(), f"{name} is missing from the Module 15 release"
     src = path.read_text(encoding="utf-8")
     assert "### BEGIN SOLUTION" not in src and "not yet implemented" in src, f"{name}: solutions left in the release"
-    nb, seconds, _ = _execute(path, allow_errors=True)
-    print(f"release 15 {name}: {seconds:.1f} s")
-    errors = _errors(nb)
-    bad = [(i, o["ename"], o["evalue"][:200]) for i, _, o in errors if not _expected(o)]
-    assert not bad, (f"release {name}: errors other than the stubs' NotImplementedError (cell, type, message); "
-                     f"a cell that uses a variable from a cell that failed on a stub cascades: {bad}")
+    nb, errors = run_release_notebook(path)
     if _has_solution_regions(nb):
         graded = {meta.get("grade_id") for i, meta, o in errors if meta.get("grade") and _expected(o)}
         solution_ids = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells
                         if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"}
         missing = {f"test-{gid}" for gid in solution_ids} - graded
         assert not missing, f"release {name}: graded cells that did not report their missing implementation: {missing}"
-    assert seconds < NOTEBOOK_LIMIT_S, f"release {name} took {seconds:.1f} s (limit {NOTEBOOK_LIMIT_S:.0f} s)"

@@ -26,17 +26,12 @@ from tinytorch.benchmarking.report import CSV_FILE, JSON_FILE, REPORT_FILE, ensu
 from tinytorch.benchmarking.suite import BenchmarkSuite, load_model_file
 from tinytorch.profiling.timing import RUNTIMES, CudaUnavailableError, ModelAdapter, adapt, check_device
 
-__all__ = ["DEFAULT_MODEL_NAMES", "CALIBRATION_SPLIT", "CudaUnavailableError", "check_benchmark_device",
+__all__ = ["DEFAULT_MODEL_NAMES", "CALIBRATION_SPLIT", "CudaUnavailableError",
            "parse_runtimes", "load_model_file", "default_models", "runtime_models", "console_table",
            "cross_runtime_comparisons", "run_default_benchmark", "write_model_hardware_artifacts"]
 
 DEFAULT_MODEL_NAMES = ("digits_cnn", "digits_cnn_int8", "digits_cnn_pruned50")
 CALIBRATION_SPLIT = "digits train split (first 256 images, 4 batches of 64)"
-
-
-def check_benchmark_device(device: str | torch.device) -> torch.device:
-    """`timing.check_device`: "cpu" or an available "cuda[:n]"; a `CudaUnavailableError` otherwise."""
-    return check_device(device)
 
 
 def parse_runtimes(runtimes: str | Sequence[str]) -> tuple[str, ...]:
@@ -201,7 +196,7 @@ def run_default_benchmark(
     if isinstance(measurement_runs, bool) or not isinstance(measurement_runs, int) or measurement_runs < 2:
         raise ValueError(f"measurement_runs: expected an int >= 2 (a comparison needs two samples), got {measurement_runs!r}")
     runtimes = parse_runtimes(runtimes)
-    dev = check_benchmark_device(device)
+    dev = check_device(device)
     out_dir = ensure_output_dir(output_dir)
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     test_set = load_digits_split("test")

@@ -183,8 +183,8 @@ class Benchmark:
         rounds = min(5, measurement_runs) if rounds is None else rounds
         if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= measurement_runs:
             raise ValueError(f"rounds: expected an int between 1 and measurement_runs={measurement_runs}, got {rounds!r}")
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-            raise ValueError(f"threads: expected a positive int or None, got {threads!r}")
+        if threads is not None:
+            _check_int(threads, "threads", 1)
         self.adapters = {a.name: a for a in adapters}
         self.models, self.names = {n: a.model for n, a in self.adapters.items()}, list(self.adapters)
         self.datasets = as_eval_sets(datasets, dataset_names, _check_int(batch_size, "batch_size", 1))

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..profiling.timing import time_callable
+from ..profiling.timing import _positive_int, time_callable
 
 # %% auto #0
 __all__ = ['DEFAULT_POWERCAP_ROOT', 'METHOD_RAPL', 'METHOD_NVML', 'METHOD_ESTIMATED', 'RaplZone', 'RaplReader', 'NvmlReader',
@@ -241,8 +241,7 @@ def measure_energy(fn: Callable[[], Any], *, power_watts: float | None = None, l
             raise ValueError(f"{arg}: expected a positive number of {unit}, got {value!r}")
     if not min_window_s > 0:
         raise ValueError(f"min_window_s: expected a positive number of seconds, got {min_window_s!r}")
-    if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
-        raise ValueError(f"windows: expected an int >= 1, got {windows!r}")
+    _positive_int(windows, "windows")
     sync = sync or (lambda: None)
     if str(device).startswith("cuda"):
         index = int(str(device).split(":")[1]) if ":" in str(device) else 0

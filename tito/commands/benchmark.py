@@ -39,13 +39,14 @@ def _library():
 
 def _checked_device_and_runtimes(args) -> tuple[str, tuple[str, ...]]:
     "Check --device and --runtimes before anything is built; exit 2 naming what is wrong."
-    from tito.default_benchmark import check_benchmark_device, parse_runtimes
+    from tito.default_benchmark import parse_runtimes
+    from tinytorch.profiling.timing import check_device
     try:
         runtimes = parse_runtimes(args.runtimes)
     except ValueError as e:
         raise TitoError(f"--runtimes: {e}", code=2) from e
     try:
-        check_benchmark_device(args.device)
+        check_device(args.device)
     except ValueError as e:  # CudaUnavailableError too: the message names CUDA
         raise TitoError(f"--device: {e}", code=2) from e
     return args.device, runtimes
