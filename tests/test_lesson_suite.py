@@ -199,7 +199,7 @@ def test_task_lines_match_the_graded_cells(stem, grade_ids):
 
 def test_suite_notebook_exports_the_report_module_into_an_empty_package(tmp_path):
     "nbdev only appends `#| export NAME` cells to an existing module: tito gives it the file first."
-    from tito.grading_package import _export
+    from tito.grading.package import _export
 
     lib = tmp_path / "tinytorch"
     for _ in range(2):  # a second export rewrites the module, it does not append to it again

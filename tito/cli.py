@@ -81,20 +81,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=lazy("release"))
 
 
-    s = sub.add_parser("grade", help="autograde a class's submissions (nbgrader, sandboxed, parallel)",
-                       description="Autograde every student's notebooks with nbgrader. Student code runs only "
-                                   "in bubblewrap sandboxes (read-only system, private /tmp, no network, no "
-                                   "course repository; memory, process, CPU and file-size limits) against a "
-                                   "package holding the student's own export of each notebook's module; graded "
-                                   "tests run again, with hidden tests, in a separate process, and a test "
-                                   "counts only when it passes in both. SUBMISSIONS holds one folder per "
-                                   "student (the folder name is the student id) with the notebooks, or "
-                                   "nbgrader's submitted/<student>/<module>/ layout; submitted files are never "
-                                   "modified. Written answers are graded by hand: their points are in max_score "
-                                   "and, until graded, in manual_pending. Writes OUTPUT/grades.csv (student, "
-                                   "notebook, score, max_score, manual_pending, status, reason, sandbox), "
+    s = sub.add_parser("grade", help="autograde a class's submissions (sandboxed, judged outside the sandbox, parallel)",
+                       description="Autograde every student's notebooks. Student code runs only in a bubblewrap "
+                                   "sandbox (read-only system, private /tmp, no network, no course repository, each "
+                                   "notebook under its own uid; memory, process, CPU and file-size limits) against "
+                                   "the student's own export of each notebook's module and the course's reference "
+                                   "as byte code. The tests, hidden tests included (inputs drawn from a per-run "
+                                   "seed), run in a separate judge process that never runs student code: it calls "
+                                   "into the sandbox and receives data only, and its verdict alone is the score. "
+                                   "The student's notebook also runs in the sandbox, for the feedback. SUBMISSIONS "
+                                   "holds one folder per student (the folder name is the student id) with the "
+                                   "notebooks, or nbgrader's submitted/<student>/<module>/ layout; submitted files "
+                                   "are never modified. Written answers are graded by hand: their points are in "
+                                   "max_score and, until graded, in manual_pending. Writes OUTPUT/grades.csv "
+                                   "(student, notebook, score, max_score, manual_pending, status, reason, sandbox), "
                                    "OUTPUT/students/<student>/ (feedback HTML, autograded notebooks, gradebook.db, "
-                                   "result.json) and OUTPUT/problems.txt.")
+                                   "result.json), OUTPUT/run.json and OUTPUT/problems.txt.")
     s.add_argument("module", metavar="MODULE", help=mh)
     s.add_argument("submissions", metavar="SUBMISSIONS", help="folder of student submissions")
     s.add_argument("--student", default=None, metavar="ID", help="(re-)grade only this student")
@@ -115,7 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--memory-limit", type=int, default=6144, metavar="MB",
                    help="address space per sandboxed process (default 6144)")
     s.add_argument("--process-limit", type=int, default=256, metavar="N",
-                   help="processes and threads per sandbox (default 256)")
+                   help="processes and threads per notebook's process (default 256)")
+    s.add_argument("--seed", type=int, default=None, metavar="N",
+                   help="seed of the hidden tests' inputs (default: drawn per run and written to OUTPUT/run.json; "
+                        "give a run's seed to repeat it exactly)")
     s.set_defaults(func=lazy("grade"))
 
     s = sub.add_parser("status", help="per module: exported, released, graded, with counts",

@@ -41,27 +41,13 @@ c.GenerateAssignment.preprocessors = [_NCS if _p is _CS else _p
 '''
 
 
-# `tito grade`: student code runs only in tito's sandboxes (tito.nbgrader_sandbox)
-GRADE_CONFIG = '''
-from nbgrader.converters.autograde import Autograde as _AG
-from nbgrader.preprocessors import Execute as _EX
-from tito.nbgrader_sandbox import SandboxedExecute as _SE
-c.Autograde.autograde_preprocessors = [_SE if _p is _EX else _p
-                                       for _p in _AG.class_traits()["autograde_preprocessors"].default()]
-'''
-
-
-def write_course_config(course_dir: Path, course_id: str, timeout: int = 300, sandboxed_execute: bool = False) -> Path:
-    """Create `course_dir` and its nbgrader_config.py; returns the config path.
-
-    sandboxed_execute: autograde executes notebooks through tito.nbgrader_sandbox (tito grade).
-    """
+def write_course_config(course_dir: Path, course_id: str, timeout: int = 300) -> Path:
+    """Create `course_dir` and its nbgrader_config.py; returns the config path."""
     course_dir = Path(course_dir).resolve()
     course_dir.mkdir(parents=True, exist_ok=True)
     cfg = course_dir / "nbgrader_config.py"
     atomic_write(cfg, CONFIG_TEMPLATE.format(root=str(course_dir), course_id=course_id,
-                                             stub=CODE_STUB, timeout=int(timeout))
-                 + (GRADE_CONFIG if sandboxed_execute else ""))
+                                             stub=CODE_STUB, timeout=int(timeout)))
     return cfg
 
 

@@ -142,6 +142,13 @@ class RaplReader:
 import tempfile
 
 
+def in_student_process(fn, *args, **kwargs):
+    """Test helper: call `fn(*args, **kwargs)` in the process that runs your code. In this notebook
+    that is this kernel; when your work is graded, the tests run in a process of their own and call
+    your code in yours, so a measurement whose clocks must be read side by side runs through this."""
+    return fn(*args, **kwargs)
+
+
 def _fake_powercap(root: Path, start_uj: int, max_range_uj: int, more: tuple = ()) -> Path:
     "package-0, its sub-zone core (not to be counted again) and `more` (folder, name, µJ); returns package-0's counter."
     for zone, name, uj in (("intel-rapl:0", "package-0", start_uj), ("intel-rapl:0:0", "core", 0), *more):
@@ -355,11 +362,15 @@ def test_unit_counter_energy():
                             " -- the counter wraps at max_range_uj, not at a register width" if got > 1000 else ""))
     plain = rapl_delta_uj(100, 350, 1000), rapl_delta_uj(7, 7, 1000)
     assert plain == (250, 0), f"without a wrap the energy is after - before: expected (250, 0), got {plain}"
-    with tempfile.TemporaryDirectory() as tmp:
-        _fake_powercap(Path(tmp), start_uj=10**8 - 300_000, max_range_uj=10**8)  # wraps in the idle window
-        reader = RaplReader(tmp)
+    def measure(root):  # the counter's clock and the measurement's clock must be read side by side
+        reader = RaplReader(root)
         clock = _ClockCounter(reader, idle_w=10.0, call_uj=100)
         m = _measure_with_counter(reader, METHOD_RAPL, clock.work, lambda: None, 0.03, idle_s=0.15, windows=2)
+        return m, clock.calls
+
+    with tempfile.TemporaryDirectory() as tmp:
+        _fake_powercap(Path(tmp), start_uj=10**8 - 300_000, max_range_uj=10**8)  # wraps in the idle window
+        m, calls = in_student_process(measure, tmp)
     p = m.idle_power_w
     assert p is not None and abs(p - 10.0) < 0.2, (
         f"idle baseline: expected 10 W (the counter rises by itself at 10 W), got {p}" + (
@@ -372,9 +383,9 @@ def test_unit_counter_energy():
         " -- too much taken off: a window's idle energy is idle power x that window's seconds (0.03 s here), "
         "not the idle window's joules (0.15 s) subtracted once per window or per run"))
     got = (m.calls, len(m.window_joules_per_call), m.gross_joules_per_call > 1.2 * j, 0.03 <= m.window_s < 1.0)
-    assert got == (clock.calls - 1, 2, True, True), (
+    assert got == (calls - 1, 2, True, True), (
         f"expected (calls of both windows, 2 windows, gross above net, mean window seconds in [0.03, 1)) = "
-        f"({clock.calls - 1}, 2, True, True), got {got}; gross is a window's joules per call before the idle energy is taken off")
+        f"({calls - 1}, 2, True, True), got {got}; gross is a window's joules per call before the idle energy is taken off")
 
 
 if __name__ == "__main__":
@@ -443,8 +454,9 @@ if __name__ == "__main__":  # on this machine: which path does measure_energy ta
 def test_module():
     "End to end: measure_energy on a counter that wraps inside a window, and with no counter."
     with tempfile.TemporaryDirectory() as tmp:
-        counter = _fake_powercap(Path(tmp), start_uj=990_000, max_range_uj=1_000_000)
-        work = lambda: counter.write_text(f"{(int(counter.read_text()) + 1000) % 1_000_000}\n")  # 1 mJ a call  # noqa: E731
+        # wraps after 5 calls, and a window would need a million calls to wrap twice
+        counter = _fake_powercap(Path(tmp), start_uj=10**9 - 5_000, max_range_uj=10**9)
+        work = lambda: counter.write_text(f"{(int(counter.read_text()) + 1000) % 10**9}\n")  # 1 mJ a call  # noqa: E731
         m = measure_energy(work, powercap_root=tmp, min_window_s=0.05, idle_s=0.01, windows=2)
     assert m.method == METHOD_RAPL and m.counter == "RAPL package-0" and m.calls > 10, m
     assert abs(m.joules_per_call - 1e-3) < 1e-9 and m.idle_power_w == 0.0, f"expected 1 mJ per call, got {m}"

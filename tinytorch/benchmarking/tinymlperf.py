@@ -9,7 +9,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import torch
@@ -18,7 +18,7 @@ from torch import nn
 from .digits import default_digits_model, load_digits_split
 from .results import BenchmarkResult, EvalData, ProportionResult, bootstrap_interval, top1_correct
 from .results import write_atomic, write_json
-from ..profiling.timing import _positive_int, adapt, model_name, system_info, time_callable
+from ..profiling.timing import TimingSamples, _positive_int, adapt, model_name, system_info, time_callable
 
 # %% auto #0
 __all__ = ['TASKS', 'DSCNN', 'ResNet8', 'MobileNetV1', 'FCAutoEncoder', 'TinyMLPerfTask', 'reference_model',
@@ -296,16 +296,17 @@ def evaluate_quality(model: Any, benchmark_name: str, dataset: Any, seed: int = 
             "method": "top-1 accuracy (results.top1_correct)"}
 
 # %% ../../nbs/19_benchmarking/tinymlperf_dev.ipynb #956dd11d
-def _latency(a: Any, x: Any, num_runs: int, windows: int) -> dict[str, Any]:
-    "MLPerf Tiny's latency (1 / median throughput of `windows` windows) and the single-stream distribution."
+def _latency(a: Any, x: Any, num_runs: int, windows: int,
+             timer: Callable[..., TimingSamples] = time_callable) -> dict[str, Any]:
+    "MLPerf Tiny's latency (1 / median throughput of `windows` windows, timed by `timer`) and the single-stream distribution."
     fn = lambda: a.forward(x)  # noqa: E731
     ### BEGIN SOLUTION
-    runs = [time_callable(fn, warmup=2, samples=max(3, num_runs // windows), sync=a.sync, device=str(a.device))
+    runs = [timer(fn, warmup=2, samples=max(3, num_runs // windows), sync=a.sync, device=str(a.device))
             for _ in range(windows)]
     throughput = [1e9 / float(np.mean(s.per_call_ns)) for s in runs]  # a window's calls / its time
     median_tp = statistics.median(throughput)
     # single stream: one inference per sample whenever a call is long against the clock overhead
-    single = time_callable(fn, warmup=2, samples=num_runs, max_overhead_fraction=0.02, sync=a.sync, device=str(a.device))
+    single = timer(fn, warmup=2, samples=num_runs, max_overhead_fraction=0.02, sync=a.sync, device=str(a.device))
     r = BenchmarkResult("single_stream_latency", single.per_call_ms, unit="ms", metadata=single.metadata())
     return {"latency_from_throughput_ms": 1000.0 / median_tp,
             "method": f"latency_from_throughput_ms: median throughput over {windows} windows, reported as latency "

@@ -427,16 +427,16 @@ def adapt(model: Any, name: str | None = None, *, device: Any = None) -> ModelAd
     )
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #447d5ddd
-def measure_timer_overhead_ns(reads: int = 2000) -> float:
-    """Median cost in ns of one `perf_counter_ns()` read pair, measured now.
+def measure_timer_overhead_ns(reads: int = 2000, clock: Callable[[], int] | None = None) -> float:
+    """Median cost in ns of one read pair of `clock` (default `time.perf_counter_ns`), measured now.
 
     >>> 0 < measure_timer_overhead_ns() < 10_000
     True
     """
     if isinstance(reads, bool) or not isinstance(reads, (int, np.integer)) or reads < 1:
         raise ValueError(f"reads: expected a positive int, got {reads!r}")
+    clock = clock or time.perf_counter_ns
     ### BEGIN SOLUTION
-    clock = time.perf_counter_ns
     diffs = []
     for _ in range(reads):
         t0 = clock()
@@ -574,10 +574,10 @@ def _stop_reason(per_call_ns: Sequence[float], samples: int, spent_s: float, *, 
     ### END SOLUTION
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #a43773c6
-def _time_block(fn: Callable[[], Any], calls: int, sync: Callable[[], None]) -> int:
-    "Elapsed ns of `calls` calls of `fn`, synchronised before the clock read that ends the block."
+def _time_block(fn: Callable[[], Any], calls: int, sync: Callable[[], None],
+                clock: Callable[[], int] = time.perf_counter_ns) -> int:
+    "Elapsed ns (read from `clock`) of `calls` calls of `fn`, synchronised before the clock read that ends the block."
     ### BEGIN SOLUTION
-    clock = time.perf_counter_ns
     repeat = itertools.repeat(None, calls)
     t0 = clock()
     for _ in repeat:
@@ -601,6 +601,7 @@ def time_callable(
     threads: int | None = None,
     device: str = "cpu",
     disable_gc: bool = True,
+    clock: Callable[[], int] | None = None,
 ) -> TimingSamples:
     """Time the zero-argument callable `fn` and return every raw sample.
 
@@ -611,6 +612,7 @@ def time_callable(
       with `target_rel_ci` (e.g. 0.01) timing continues until the median's 95% CI half-width is
       within that fraction of the median, or `max_seconds` pass.
     - `sync` runs before each clock read that ends a block (accelerator synchronisation).
+    - `clock` (default `time.perf_counter_ns`) gives every time, in ns.
     - Exceptions from `fn` propagate: a failing model is never timed as if it worked.
 
     >>> s = time_callable(lambda: sum(range(100)), samples=5)
@@ -628,29 +630,30 @@ def time_callable(
     if max_seconds <= 0:
         raise ValueError(f"max_seconds: expected a positive number, got {max_seconds}")
     sync = sync or (lambda: None)
+    clock = clock or time.perf_counter_ns
 
-    start = time.perf_counter()
+    start = time.perf_counter()  # wall time of the whole run, warmup and calibration included
     with fixed_threads(threads) as n_threads, _gc_paused(disable_gc):
         ### BEGIN SOLUTION
         for _ in range(warmup):
             fn()
         sync()
-        overhead = measure_timer_overhead_ns()
+        overhead = measure_timer_overhead_ns(clock=clock)
         # a 2x margin, and two blocks in a row must reach it: one calibration block can be slowed
         # by an interruption, and the overhead bound must hold for the median block, not a lucky one
         target_block = 2 * max(overhead / max_overhead_fraction, min_block_ns)
         calls = 1
         while True:
-            elapsed = _time_block(fn, calls, sync)
-            if elapsed >= target_block and _time_block(fn, calls, sync) >= target_block:
+            elapsed = _time_block(fn, calls, sync, clock)
+            if elapsed >= target_block and _time_block(fn, calls, sync, clock) >= target_block:
                 break
             grow = target_block / max(elapsed, 1)
             calls = max(calls * 2, int(math.ceil(calls * grow * 1.2))) if grow > 2 else calls * 2
         per_call: list[float] = []
-        timing_start = time.perf_counter()
+        timing_start = clock()
         while True:
-            per_call.append(_time_block(fn, calls, sync) / calls)
-            stop_reason = _stop_reason(per_call, samples, time.perf_counter() - timing_start, min_seconds=min_seconds,
+            per_call.append(_time_block(fn, calls, sync, clock) / calls)
+            stop_reason = _stop_reason(per_call, samples, (clock() - timing_start) / 1e9, min_seconds=min_seconds,
                                        max_seconds=max_seconds, target_rel_ci=target_rel_ci)
             if stop_reason is not None:
                 break

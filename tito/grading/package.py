@@ -3,7 +3,8 @@
 For one notebook of one student:
 
 * `merged_notebook(source, student)`: the instructor's source notebook with every solution cell
-  (nbgrader `solution: true`) replaced by the student's cell of the same grade_id. A cell the
+  (nbgrader `solution: true`) replaced by the student's cell of the same grade_id (under the
+  instructor's nbdev directives). A cell the
   student deleted becomes the release stub; a cell that does not compile becomes a stub raising
   `SyntaxError("your code does not compile ...")`, so the rest of the module still imports and
   one broken task costs only its own tests. Cells the student added or edited outside solution
@@ -12,8 +13,9 @@ For one notebook of one student:
   package whose files exported by this notebook are replaced by the export (nbdev) of the merged
   notebook, the way `tito module complete` builds a workspace package. The reference copy of
   the graded module is therefore not in it; other modules are.
-* `test_plan(merged, lib_name)`: the cells the separate hidden-test process runs (see
-  tito.sandbox_driver): exported cells become an import of the student's module.
+* `compile_reference(lib, dest)`: the reference package as byte code only (legacy `.pyc` files
+  beside no sources), which is what a grading sandbox gets: it imports, but no line of a solution
+  is readable as text (tracebacks through it show no source either).
 
     >>> src = {"cells": [{"cell_type": "code", "source": "#| export\\ndef f():\\n    ### BEGIN SOLUTION\\n    return 1\\n    ### END SOLUTION",
     ...         "metadata": {"nbgrader": {"solution": True, "grade_id": "f"}}}]}
@@ -76,7 +78,7 @@ def merged_notebook(source_nb: dict, student_nb: dict) -> dict:
         if mine is None:
             cell["source"] = replace_regions(_src(cell), gid)[0]
             continue
-        text = _src(mine)
+        text = with_directives_of(_src(cell), _src(mine))
         why = compiles(text)
         if why is None:
             cell["source"] = text
@@ -85,6 +87,22 @@ def merged_notebook(source_nb: dict, student_nb: dict) -> dict:
             cell["source"] = replace_regions(_src(cell), gid)[0].replace(
                 _STUB_HEAD, 'SyntaxError("' + msg.replace('"', "'"))
     return out
+
+
+_DIRECTIVE = re.compile(r"^\s*#\s*\|")
+
+
+def with_directives_of(instructor: str, student: str) -> str:
+    """The student's cell with the instructor's nbdev directives (`#| export ...`) instead of its
+    own: where a cell's code goes is the course's decision, never the submission's (a student's
+    `#| export ../../x` would otherwise name a file outside the package).
+
+    >>> with_directives_of("#| export\ndef f(): ...", "#| export ../../x\ndef f(): return 1")
+    '#| export\ndef f(): return 1'
+    """
+    theirs = [l for l in instructor.split("\n") if _DIRECTIVE.match(l)]
+    mine = [l for l in student.split("\n") if not _DIRECTIVE.match(l)]
+    return "\n".join(theirs + mine)
 
 
 def exported_module(cell_source: str, default_exp: str | None) -> str | None:
@@ -126,27 +144,6 @@ def prepare_cell_export_targets(nb_path: Path, lib: Path) -> list[Path]:
     return written
 
 
-def test_plan(merged: dict, lib_name: str) -> dict:
-    """{"cells": [{"kind": setup|import|student|test, "source", "module", "grade_id"}]}, in order."""
-    exp = default_exp(merged)
-    cells = []
-    for cell in merged.get("cells", []):
-        if cell.get("cell_type") != "code":
-            continue
-        meta, src = _meta(cell), _src(cell)
-        if meta.get("grade"):
-            cells.append({"kind": "test", "source": src, "grade_id": meta.get("grade_id", "")})
-            continue
-        mod = exported_module(src, exp)
-        if mod:
-            cells.append({"kind": "import", "module": f"{lib_name}.{mod}"})
-        elif meta.get("solution"):
-            cells.append({"kind": "student", "source": src, "grade_id": meta.get("grade_id", "")})
-        else:
-            cells.append({"kind": "setup", "source": src})
-    return {"cells": cells}
-
-
 def _export(nb_path: Path, lib: Path, nbdev_root: Path) -> None:
     from nbdev.export import nb_export
 
@@ -174,7 +171,7 @@ def build_package(reference_lib: Path, source_nb: dict, merged: dict, name: str,
     pkg = Path(dest) / reference_lib.name
     if pkg.exists():
         shutil.rmtree(pkg)
-    shutil.copytree(reference_lib, pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
+    shutil.copytree(reference_lib, pkg, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
     scratch = Path(dest) / ".export"
     attempts = [merged, merged_notebook(source_nb, {"cells": []})]
     last: Exception | None = None
@@ -195,5 +192,22 @@ def build_package(reference_lib: Path, source_nb: dict, merged: dict, name: str,
     for rel in written:
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(scratch / "lib" / rel, pkg / rel)
+        (pkg / rel).with_suffix(".pyc").unlink(missing_ok=True)  # the byte-compiled reference of it
     shutil.rmtree(scratch)
     return written
+
+
+def compile_reference(lib: Path, dest: Path) -> Path:
+    """DEST/<lib name>: the package `lib` as legacy byte code only (`x.pyc` where `x.py` was, no
+    sources, no `__pycache__`), importable by the same Python. Returns the package folder."""
+    import compileall
+
+    out = Path(dest) / Path(lib).name
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(lib, out, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
+    if not compileall.compile_dir(str(out), quiet=2, legacy=True, force=True):
+        raise TitoError(f"byte-compiling the reference package {lib} failed")
+    for src in out.rglob("*.py"):
+        src.unlink()
+    return out

@@ -9,8 +9,13 @@ CPU seconds, file size) are set on the sandbox's first process and inherited by 
 it; when tito runs as root the sandbox runs as a fresh unprivileged uid, so that the process
 limit is enforced and counts that sandbox's processes only.
 
-The caller reads the sandbox's standard output (capped) and its exit status; there is no
-writable host folder inside, so student code cannot change anything outside the sandbox.
+The caller reads the sandbox's standard output (capped) and its exit status. The only writable
+host folders inside are the `rw` folders of the spec (the grading judge's scratch folder, which
+the judge and the host share for the files a test hands over), bound at their own path.
+
+A spec with `caps` (tito as root: the grading host's zygote, the judge) keeps uid 0 inside with
+only those capabilities (e.g. CAP_SETUID to start each notebook's process as that notebook's own
+unprivileged uid); without them the command itself runs as a fresh uid.
 
     >>> spec = SandboxSpec(argv=["{python}", "-c", "print(1)"], mounts={})
     >>> run(spec, timeout=60, bwrap=find_bwrap()).stdout.strip()   # doctest: +SKIP
@@ -21,14 +26,12 @@ from __future__ import annotations
 import os
 import resource
 import shutil
-import signal
-import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tito import process
 from tito.config import TitoError
 
 INSIDE = "/grading"          # mounts appear at /grading/<name> inside the sandbox
@@ -70,12 +73,17 @@ class Limits:
 @dataclass
 class SandboxSpec:
     """What to run: `argv` (may use {python} and {name} placeholders for mount paths), read-only
-    `mounts` (name -> host folder), environment additions, working directory (inside)."""
+    `mounts` (name -> host folder), environment additions, working directory (inside), host
+    folders bound at their own path read-only (`ro`) or writable (`rw`), and the capabilities the
+    command keeps as root (`caps`, see module doc; None: it runs as a fresh uid)."""
     argv: list[str]
     mounts: dict[str, Path]
     env: dict[str, str] = field(default_factory=dict)
     cwd: str = "/tmp"
     limits: Limits = field(default_factory=Limits)
+    rw: list[Path] = field(default_factory=list)
+    ro: list[Path] = field(default_factory=list)
+    caps: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -157,9 +165,13 @@ def command(spec: SandboxSpec, bwrap: str | None, uid: int | None = None) -> lis
         return argv
     root = os.geteuid() == 0
     if root:  # no user namespace: the uid drop below makes the process limit count this sandbox only
-        cmd = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-               "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-        argv = [sys.executable, "-c", _DROP, str(uid or sandbox_uid()), *argv]
+        cmd = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+        if spec.caps is not None:
+            for cap in spec.caps:
+                cmd += ["--cap-add", cap]
+        else:
+            cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+            argv = [sys.executable, "-c", _DROP, str(uid or sandbox_uid()), *argv]
     else:
         cmd = [bwrap, "--unshare-all"]
     cmd += ["--die-with-parent", "--new-session", "--clearenv"]
@@ -172,12 +184,17 @@ def command(spec: SandboxSpec, bwrap: str | None, uid: int | None = None) -> lis
             # warns on stderr, and nbgrader scores a graded cell with stderr output 0
             "--size", str(spec.limits.tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/dev/shm"]
     binds = bound_dirs(spec)
-    parents = sorted({str(a) for inside in binds.values() for a in Path(inside).parents if str(a) != "/"},
+    for d in spec.ro:
+        binds[str(Path(d).resolve())] = str(Path(d).resolve())
+    rw = [str(Path(d).resolve()) for d in spec.rw]
+    parents = sorted({str(a) for inside in [*binds.values(), *rw] for a in Path(inside).parents if str(a) != "/"},
                      key=lambda a: a.count("/"))
     for d in parents:  # bwrap would make them 0700: the sandbox user could not reach the binds
         cmd += ["--perms", "0755", "--dir", d]
     for host, inside in binds.items():
         cmd += ["--ro-bind", host, inside]
+    for d in rw:
+        cmd += ["--bind", d, d]
     for k, v in sandbox_env(spec, sandboxed, subst).items():
         cmd += ["--setenv", k, v]
     cmd += ["--chdir", spec.cwd, "--"]
@@ -209,68 +226,24 @@ def _preexec(limits: Limits):
     return setup
 
 
-def _read_capped(stream, cap: int, sink: list, flag: list) -> None:
-    """Read `stream` to its end, keeping the first `cap` bytes in `sink`; `flag` gets True when
-    more came."""
-    kept = 0
-    while True:
-        chunk = stream.read(65536)
-        if not chunk:
-            break
-        room = cap - kept
-        if room > 0:
-            sink.append(chunk[:room])
-            kept += len(sink[-1])
-        if len(chunk) > max(room, 0) and not flag:
-            flag.append(True)
+def start(spec: SandboxSpec, bwrap: str | None, pass_fds: tuple[int, ...] = (), stdout=None, stderr=None):
+    """Start `spec` (in bwrap when `bwrap` is a path, else directly with the same limits); returns
+    the Popen of a process group that dies with tito. `pass_fds` stay open inside."""
+    import subprocess
 
-
-def wait_then_kill_group(p: subprocess.Popen, timeout: float) -> int | None:
-    """Wait up to `timeout` seconds for `p` (started with `start_new_session=True`), then SIGKILL
-    its whole process group, so nothing it started outlives it. Returns its exit code, or None
-    when it ran out of time.
-
-    >>> p = subprocess.Popen(["true"], start_new_session=True)
-    >>> wait_then_kill_group(p, 10)
-    0
-    """
-    try:
-        rc: int | None = p.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        rc = None
-    finally:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.wait()
-    return rc
+    sandboxed = bwrap is not None
+    return process.start(command(spec, bwrap), cwd=spec.cwd if not sandboxed else None,
+                         env=sandbox_env(spec, sandboxed) if not sandboxed else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                         stdout=stdout if stdout is not None else subprocess.PIPE,
+                         stderr=stderr if stderr is not None else subprocess.PIPE,
+                         pass_fds=pass_fds, preexec=_preexec(spec.limits))
 
 
 def run(spec: SandboxSpec, timeout: float, bwrap: str | None) -> SandboxResult:
-    """Run `spec` (in bwrap when `bwrap` is a path, else directly with the same limits) for at most
-    `timeout` seconds; the whole process group is killed at the limit or when it ends."""
+    """Run `spec` for at most `timeout` seconds (see `start`); the whole process group is killed at
+    the limit or when it ends. Standard output is kept up to the spec's output limit."""
     if timeout <= 0:
         raise TitoError(f"sandbox timeout: expected a positive number of seconds, got {timeout}")
-    sandboxed = bwrap is not None
-    cmd = command(spec, bwrap)
-    env = sandbox_env(spec, sandboxed)
-    cwd = spec.cwd if not sandboxed else None
-    cap = spec.limits.output_kb * 1024
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         env=env if not sandboxed else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                         cwd=cwd, start_new_session=True,
-                         preexec_fn=_preexec(spec.limits))
-    out: list[bytes] = []
-    err: list[bytes] = []
-    trunc: list[bool] = []
-    readers = [threading.Thread(target=_read_capped, args=(p.stdout, cap, out, trunc), daemon=True),
-               threading.Thread(target=_read_capped, args=(p.stderr, 64 * 1024, err, []), daemon=True)]
-    for r in readers:
-        r.start()
-    rc = wait_then_kill_group(p, timeout)
-    for r in readers:
-        r.join(timeout=10)
-    return SandboxResult(rc, b"".join(out).decode("utf-8", "replace"), b"".join(err).decode("utf-8", "replace"),
-                         time.perf_counter() - t0, bool(trunc))
+    done = process.finish(start(spec, bwrap), timeout, cap=spec.limits.output_kb * 1024, t0=t0)
+    return SandboxResult(done.returncode, done.stdout, done.stderr[-64 * 1024:], done.seconds, done.truncated)

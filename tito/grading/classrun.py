@@ -1,0 +1,348 @@
+"""The class run: `grade(course, module, submissions)` grades every student, in parallel or on Dask.
+
+Submissions layout (student id = folder name), either
+    SUBMISSIONS_DIR/<student>/*.ipynb                         one folder per student, or
+    SUBMISSIONS_DIR/[submitted/]<student>/<MODULE>/*.ipynb    nbgrader's submitted/ layout.
+A folder whose name is no usable id, a folder without notebooks, a non-notebook file or a notebook
+that is not part of the assignment is a line in the report (and in OUTPUT/problems.txt), never a crash.
+
+Once per run: the nbgrader template (release version of every cell, gradebook.db), the course's
+reference package as byte code only, the host's code for the sandbox, a read-only cache warmed by
+trusted code (the digits model, trained once) and the seed of the hidden tests. Then one task per
+student (tito.grading.student.grade_one; N at once with --jobs, or on a Dask cluster with
+--scheduler). The parent publishes each result as it arrives: OUTPUT/students/<student>/ swapped in
+whole, then grades.csv rewritten atomically. `--resume` skips students whose result is published.
+
+Output (default build/grades/NN_name/):
+    grades.csv       student, notebook, score, max_score, manual_pending, status, reason, sandbox
+                     (one row per graded notebook, plus a "(total)" row per student); `--student
+                     ID` replaces only that student's rows
+    students/<id>/   result.json (every test's verdict and message), gradebook.db, autograded/*.ipynb,
+                     feedback/*.html
+    problems.txt     submission folders and files that were not graded, one line each
+    run.json         the run's seed and settings (`--seed` repeats a run's hidden-test inputs)
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+import secrets
+import shutil
+import sys
+import tarfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tito import nbgrader_glue, process
+from tito.config import Course, TitoError
+from tito.grading import gradebook, package, sandbox
+from tito.grading.pool import default_workers, run_tasks
+from tito.grading.student import (GRADING_ERROR, SANDBOXED, TOTAL, UNSANDBOXED, GradeJob, StudentGrade,
+                                  first_line, grade_one, num)
+
+CSV_FIELDS = ["student", "notebook", "score", "max_score", "manual_pending", "status", "reason", "sandbox"]
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*$")
+HOST_FILES = ["__init__.py", "grading/__init__.py", "grading/protocol.py", "grading/host.py"]
+
+
+# ---- submissions ----------------------------------------------------------------------------
+
+@dataclass
+class Scan:
+    """What a submissions folder holds: student id -> notebook folder, and lines for the report."""
+    found: dict[str, Path]
+    problems: list[str]
+
+
+def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | None = None) -> Scan:
+    """Student folders of `submissions_dir` (see module doc for layouts) and problem lines.
+
+    `wanted`: the assignment's notebook file names; other files are reported.
+
+    >>> scan_submissions(Path("/nonexistent"), "01_x")   # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    tito.config.TitoError: submissions folder /nonexistent does not exist
+    """
+    base = Path(submissions_dir)
+    if not base.is_dir():
+        raise TitoError(f"submissions folder {base} does not exist")
+    if (base / "submitted").is_dir():
+        base = base / "submitted"
+    found: dict[str, Path] = {}
+    problems: list[str] = []
+    for d in sorted(p for p in base.iterdir() if not p.name.startswith(".")):
+        if not d.is_dir():
+            problems.append(f"{d.name}: not a student folder (a file in {base}); ignored")
+            continue
+        folder = d / assignment if (d / assignment).is_dir() else d
+        if not any(folder.glob("*.ipynb")):
+            problems.append(f"{d.name}: no notebooks in {folder}; not graded")
+            continue
+        if not _STUDENT_ID.match(d.name):
+            problems.append(f"{d.name!r}: folder name is not a usable student id (letters, digits, _ . @ + - "
+                            "only); not graded")
+            continue
+        found[d.name] = folder
+        for f in sorted(folder.iterdir()):
+            if f.name.startswith("."):
+                continue
+            if f.suffix != ".ipynb":
+                problems.append(f"{d.name}: {f.name} is not a notebook; ignored")
+            elif wanted is not None and f.name not in wanted:
+                problems.append(f"{d.name}: {f.name} is not part of {assignment}; ignored")
+    return Scan(found, problems)
+
+
+def find_submissions(submissions_dir: Path, assignment: str) -> dict[str, Path]:
+    """student id -> folder holding that student's notebooks (see module doc for layouts)."""
+    found = scan_submissions(submissions_dir, assignment).found
+    if not found:
+        raise TitoError(f"no student folders with notebooks in {submissions_dir} (expected "
+                        f"<student>/*.ipynb or submitted/<student>/{assignment}/*.ipynb)")
+    return found
+
+
+
+# ---- per run ----------------------------------------------------------------------------------
+
+def tree_hash(d: Path) -> str:
+    """sha256 over the relative paths and bytes of every file under `d` ("" if it is missing)."""
+    d = Path(d)
+    if not d.exists():
+        return ""
+    h = hashlib.sha256()
+    for f in sorted(p for p in d.rglob("*") if p.is_file()):
+        h.update(f.relative_to(d).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _log_reason(log: str) -> str:
+    lines = [l.strip() for l in _ANSI.sub("", log).splitlines() if l.strip()]
+    errs = [l for l in lines if "[ERROR]" in l or "Error" in l]
+    return (errs[-1] if errs else (lines[-1] if lines else "no output"))[:300]
+
+
+
+def default_output_dir(course: Course, module: str) -> Path:
+    return course.root / "build" / "grades" / module
+
+
+# trusted warm-ups run once per grading run (course package, cache writable); the sandboxes then
+# read the cache: key = a file of the course package, value = the code to run
+WARMUPS = {"benchmarking/digits.py": "from {lib}.benchmarking.digits import default_digits_model; "
+                                     "default_digits_model()"}
+
+
+def warm_cache(course: Course, cache_dir: Path) -> float:
+    """Fill `cache_dir` ($TINYTORCH_CACHE) with what the notebooks would otherwise compute in every
+    sandbox (the digits model: trained once per run); returns the seconds it took."""
+    t0 = time.perf_counter()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    env = {**nbgrader_glue._nbgrader_env(), "TINYTORCH_CACHE": str(cache_dir),
+           "PYTHONPATH": str(course.lib_dir.parent)}
+    for rel, code in WARMUPS.items():
+        if not (course.lib_dir / rel).is_file():
+            continue
+        done = process.run([sys.executable, "-c", code.format(lib=course.lib_dir.name)], cwd=course.root, env=env,
+                           timeout=1800)
+        if done.returncode != 0:
+            raise TitoError(f"warming the grading cache ({rel}) failed: {_log_reason(done.output)}")
+    for p in [cache_dir, *cache_dir.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)  # readable by the sandbox user, written by nobody
+    return time.perf_counter() - t0
+
+
+def tito_library(dest: Path, files: list[str] | None = None) -> Path:
+    """DEST/tito: a copy of tito's code for a sandbox (`files`, relative to the package: only those;
+    default: all of it, for the judge), readable by every uid. Returns DEST."""
+    here = Path(__file__).resolve().parent.parent
+    rels = files or [p.relative_to(here).as_posix() for p in here.rglob("*.py")]
+    for rel in rels:
+        (dest / "tito" / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(here / rel, dest / "tito" / rel)
+    for p in [dest, *dest.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return dest
+
+
+def published(out_dir: Path) -> dict[str, StudentGrade]:
+    """Students whose result is in OUTPUT/students/<id>/result.json (grading errors excluded)."""
+    out = {}
+    for f in sorted((out_dir / "students").glob("*/result.json")):
+        try:
+            r = StudentGrade.from_dict(json.loads(f.read_text(encoding="utf-8")))
+        except (ValueError, TypeError, KeyError):
+            continue
+        if not r.reason.startswith(GRADING_ERROR):
+            out[r.student] = r
+    return out
+
+
+def publish(out_dir: Path, result: StudentGrade, files: bytes) -> Path:
+    """Swap OUTPUT/students/<id>/ for the files of `result` in one rename; returns that folder."""
+    dest = out_dir / "students" / result.student
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    new = dest.with_name(f".{result.student}.new-{os.getpid()}")
+    old = dest.with_name(f".{result.student}.old-{os.getpid()}")
+    for d in (new, old):
+        if d.exists():
+            shutil.rmtree(d)
+    new.mkdir()
+    if files:
+        with tarfile.open(fileobj=io.BytesIO(files), mode="r:gz") as tar:
+            tar.extractall(new, filter="data")
+    nbgrader_glue.atomic_write(new / "result.json", json.dumps(asdict(result), indent=1) + "\n")
+    if dest.exists():
+        os.replace(dest, old)
+    os.replace(new, dest)
+    shutil.rmtree(old, ignore_errors=True)
+    return dest
+
+
+def read_csv(path: Path) -> list[dict]:
+    """The rows of a grades.csv, each with every CSV_FIELDS key (a column a file from an older
+    tito lacks, e.g. manual_pending, reads as "")."""
+    if not path.exists():
+        return []
+    with open(path, newline="", encoding="utf-8") as f:
+        return [{**dict.fromkeys(CSV_FIELDS, ""), **row} for row in csv.DictReader(f)]
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n", extrasaction="ignore")
+    w.writeheader()
+    w.writerows(rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbgrader_glue.atomic_write(path, buf.getvalue())
+
+
+def _sort(rows: list[dict]) -> list[dict]:
+    return sorted(rows, key=lambda row: (row["student"], row["notebook"] == TOTAL, row["notebook"]))
+
+
+def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path | None = None,
+          students: list[str] | None = None, timeout: int | None = None,
+          notebooks: list[Path] | None = None, progress=print, jobs: int | None = None,
+          scheduler: str | None = None, no_sandbox: bool = False, resume: bool = False,
+          show_progress: bool = False, limits: sandbox.Limits | None = None,
+          seed: int | None = None) -> list[StudentGrade]:
+    """Grade every student in `submissions_dir` (or only `students`); returns their grades.
+
+    notebooks: the graded notebooks (default: the module's notebooks with nbgrader cells).
+    jobs: students graded at once (default: the CPU cores); scheduler: a Dask scheduler address
+    (then the cluster's workers grade). no_sandbox: run student code without bubblewrap (refused
+    otherwise when bwrap is missing). resume: skip students whose result is already published.
+    seed: the hidden tests' seed (default: drawn for this run, recorded in run.json and result.json).
+
+        >>> grade(Course.load(), "19", "subs", jobs=2)      # doctest: +SKIP
+        [StudentGrade(student='ann', score=74.0, ...), ...]
+    """
+    bwrap = sandbox.require_sandbox(no_sandbox)
+    limits = limits or sandbox.Limits()
+    timeout = int(timeout or course.cell_timeout)
+    out_dir = Path(output_dir or default_output_dir(course, module)).resolve()
+    nbs = notebooks or nbgrader_glue.module_assignment_notebooks(course.nbs_dir, module)
+    if not nbs:
+        raise TitoError(f"module {module} has no graded notebooks in {course.nbs_dir / module}")
+    scan = scan_submissions(Path(submissions_dir), module, {Path(p).name for p in nbs})
+    found = scan.found
+    if students:
+        unknown = [s for s in students if s not in found]
+        if unknown:
+            raise TitoError(f"no submission for student(s) {', '.join(unknown)} in {submissions_dir}; "
+                            f"found: {', '.join(found) or 'none'}")
+        found = {s: found[s] for s in students}
+    elif not found:
+        raise TitoError(f"no student folders with notebooks in {submissions_dir} (expected "
+                        f"<student>/*.ipynb or submitted/<student>/{module}/*.ipynb)"
+                        + ("; " + "; ".join(scan.problems) if scan.problems else ""))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path = out_dir / "grades.csv"
+    csv_rows = read_csv(csv_path)
+    results: list[StudentGrade] = []
+    if resume:
+        have = published(out_dir)
+        in_csv = {row["student"] for row in csv_rows}
+        for s in [s for s in found if s in have]:
+            if s not in in_csv:  # published but the run stopped before grades.csv: recover the rows
+                csv_rows = _sort(csv_rows + have[s].rows())
+            results.append(have[s])
+            del found[s]
+        write_csv(csv_path, csv_rows)
+    if scan.problems:
+        nbgrader_glue.atomic_write(out_dir / "problems.txt", "\n".join(scan.problems) + "\n")
+        for line in scan.problems:
+            progress(f"  not graded: {line}")
+    elif not students:
+        (out_dir / "problems.txt").unlink(missing_ok=True)
+    if bwrap is None:
+        progress("!" * 78 + "\n!! NOT SANDBOXED (--no-sandbox): student code runs with your permissions and can "
+                 "read the solutions;\n!! grades.csv records this in its sandbox column.\n" + "!" * 78)
+    workers = jobs or (1 if scheduler else default_workers())
+    progress(f"grading {module}: {len(found)} student(s)" + (f" ({len(results)} already graded)" if resume else "")
+             + f", {len(nbs)} graded notebook(s), per-cell timeout {timeout} s, "
+             + (f"Dask scheduler {scheduler}" if scheduler else f"{workers} at once")
+             + (", sandbox: bubblewrap" if bwrap else ", NOT SANDBOXED"))
+    if not found:
+        return results
+    from tito.commands.release import data_files
+    run_dir = out_dir / f".run-{os.getpid()}"
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir()
+    seed = secrets.randbelow(2**31) if seed is None else int(seed)
+    try:
+        data = data_files(course, module)
+        template = gradebook.build_template(run_dir / "course", module, nbs, course.course_id, timeout, data)
+        warm = warm_cache(course, run_dir / "cache")
+        if warm > 1:
+            progress(f"  warmed the read-only cache once for all students in {warm:.1f} s")
+        run = {"template": str(template), "reference": str(package.compile_reference(course.lib_dir, run_dir / "reference").parent),
+               "nbdev_root": str(course.root), "cache": str(run_dir / "cache"), "bwrap": bwrap,
+               "hostlib": str(tito_library(run_dir / "hostlib", HOST_FILES)),
+               "judgelib": str(tito_library(run_dir / "judgelib")), "lib": course.lib_dir.name,
+               "pyproject": str((course.root / "pyproject.toml").resolve()),
+               "limits": asdict(limits), "seed": seed, "notebooks": [str(Path(p).resolve()) for p in nbs],
+               "data_files": {rel: str(Path(src).resolve()) for rel, src in data.items()}}
+        nbgrader_glue.atomic_write(out_dir / "run.json", json.dumps(
+            {"module": module, "seed": seed, "timeout": timeout, "sandbox": SANDBOXED if bwrap else UNSANDBOXED,
+             "limits": asdict(limits), "notebooks": [Path(p).name for p in nbs]}, indent=1) + "\n")
+        todo = [GradeJob(module, s, str(folder), course.course_id, timeout, run) for s, folder in found.items()]
+        guard = tree_hash(template)
+
+        def on_done(job: GradeJob, res) -> bool:
+            nonlocal csv_rows
+            if isinstance(res, BaseException):  # the task itself was lost (a Dask worker died)
+                res = (asdict(StudentGrade(job.student, 0.0, 0.0, "failed",
+                                           f"{GRADING_ERROR}: {type(res).__name__}: {first_line(str(res))}",
+                                           sandbox=SANDBOXED if bwrap else UNSANDBOXED)), b"")
+            r = StudentGrade.from_dict(res[0])
+            changed = [str(template)] if tree_hash(template) != guard else []
+            if read_csv(csv_path) != csv_rows:
+                changed.append(str(csv_path))
+            if changed:
+                raise TitoError(f"grading stopped: {', '.join(changed)} changed while {job.student}'s code ran; "
+                                f"inspect {job.folder} before trusting any grade")
+            publish(out_dir, r, res[1])
+            csv_rows = _sort([row for row in csv_rows if row["student"] != r.student] + r.rows())
+            write_csv(csv_path, csv_rows)  # after each student: an interrupted run keeps what it graded
+            results.append(r)
+            progress(f"  {r.student}: {num(r.score)}/{num(r.max_score)} {r.status} ({r.seconds:.0f} s)"
+                     + (f", {num(r.manual_pending)} point(s) of written answers to grade by hand"
+                        if r.manual_pending else "")
+                     + (f"\n      {r.reason[:300]}" if r.reason else ""))
+            return r.status == "failed"
+
+        run_tasks(grade_one, todo, on_done, workers=workers, scheduler=scheduler, show_progress=show_progress)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return sorted(results, key=lambda r: r.student)
+
+

@@ -1,0 +1,571 @@
+"""The judge: the trusted process that runs a student's tests and decides, one process per student.
+
+    python -m tito.grading.judge PLAN.json      # frames of results on stdout (tito.grading.protocol)
+
+It never imports the student's code. For each graded notebook it
+
+1. builds the package the student's code runs against (tito.grading.package: the course's
+   reference as byte code, the notebook's own modules exported from the student's cells);
+2. asks the sandboxed host (tito.grading.host) for a "tests" process and a "feedback" process of
+   that notebook, each under the notebook's own uid when tito runs as root;
+3. runs the instructor's cells here (tito.grading.plan): setup cells, the library imports, and for
+   every name the student's cells define a proxy (tito.grading.remote); then each graded cell, its
+   hidden tests included, under a time limit. A graded cell passes when it runs to its end here:
+   the test's own assertions, evaluated in this process on data, are the verdict;
+4. collects the feedback process's outputs (the student's notebook as it ran) for the report.
+
+A test that runs out of time, or whose host process dies, fails with the reason, and the next test
+gets a fresh host process. Hidden tests draw their inputs from $TITO_GRADING_SEED (set here from
+the plan's per-run seed). Test code that needs the student's process itself (its thread count, its
+collector) calls `in_student_process(fn, *args)`, which runs `fn` there and returns its result as data.
+"""
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tito.grading import package, plan as plans, sandbox
+from tito.grading.protocol import ChannelBroken, ProtocolError, recv, write_frame
+from tito.grading.remote import Session
+
+PREIMPORT = ["numpy", "scipy", "scipy.stats", "pandas", "torch", "matplotlib", "matplotlib.pyplot", "sklearn",
+             "sklearn.datasets", "IPython.core.interactiveshell", "IPython.utils.capture", "cloudpickle"]
+FEEDBACK_BYTES = 8 << 20      # outputs kept from one notebook's feedback run
+SETUP_SECONDS = 120           # the zygote's imports, a test process's imports
+HOOK = "in_student_process"
+
+
+class TestTimeout(BaseException):
+    """The running test is over its time limit (a BaseException: test code's `except Exception`
+    must not swallow it)."""
+
+
+# ---- the sandboxed host ------------------------------------------------------------------------
+
+class HostProcess:
+    """The control channel to a student's zygote (tito.grading.host), started by tito in its sandbox.
+
+    `inside`: where the host sees its mounts (files, stage, cache), for the spawn messages.
+    """
+
+    def __init__(self, ctl_fd: int, inside: dict[str, str], preimport: list[str]):
+        self.ctl = socket.socket(fileno=ctl_fd)
+        self.inside = inside
+        self.lock = threading.Lock()
+        self.ctl.settimeout(SETUP_SECONDS)
+        self._send({"op": "config", "preimport": preimport})
+        self.ready: dict | None = None
+
+    def wait_ready(self) -> dict:
+        """The zygote's answer once its imports are done (asked for in __init__, awaited here, so
+        the judge can work meanwhile)."""
+        with self.lock:
+            if self.ready is None:
+                self.ready = self._recv()
+                self.ctl.settimeout(30)
+        return self.ready
+
+    def _send(self, obj: dict, fds: list[int] = ()) -> None:
+        socket.send_fds(self.ctl, [json.dumps(obj).encode("utf-8")], list(fds))
+
+    def _recv(self) -> dict:
+        data = self.ctl.recv(1 << 20)
+        if not data:
+            raise EOFError("the student's sandbox ended")
+        msg = json.loads(data.decode("utf-8"))
+        if not isinstance(msg, dict):
+            raise ProtocolError("control replies are objects")
+        return msg
+
+    def spawn(self, role: str, uid: int | None, setup: dict) -> tuple[int, socket.socket]:
+        mine, theirs = socket.socketpair()
+        with self.lock:
+            self._send({"op": "spawn", "role": role, "uid": uid, "setup": setup}, [theirs.fileno()])
+            theirs.close()
+            reply = self._recv()
+        if type(reply.get("pid")) is not int:
+            raise ProtocolError(f"the sandbox did not start a {role} process: {reply}")
+        return reply["pid"], mine
+
+    def kill(self, pid: int) -> str:
+        with self.lock:
+            self._send({"op": "kill", "pid": pid})
+            reply = self._recv()
+        return str(reply.get("ended", ""))
+
+    def status(self, pid: int, wait: bool = False) -> str:
+        with self.lock:
+            self._send({"op": "status", "pid": pid, "wait": wait})
+            return str(self._recv().get("ended", ""))
+
+    def close(self) -> None:
+        self.ctl.close()
+
+
+# ---- one notebook -------------------------------------------------------------------------------
+
+@dataclass
+class Notebook:
+    name: str                 # file stem, e.g. "results_dev"
+    judge: dict               # plan.judge_plan
+    host: list                # plan.host_plan
+    feedback: list            # plan.feedback_cells
+    pkg: Path                 # host path of the package folder
+    scratch: Path             # host path of the folder judge and host share
+    uid: int | None
+    gid: int | None
+    n_code: int
+
+
+class Judge:
+    """One student's notebooks, judged (module doc). `cfg` is the plan tito wrote (see
+    tito.grading.student): paths, limits, the seed and the control channels to the host."""
+
+    def __init__(self, cfg: dict, out):
+        self.cfg, self.out = cfg, out
+        self.timeout = float(cfg["timeout"])
+        self.lib = cfg["lib"]
+        self.root = Path(cfg["work"])
+        self.timing: dict[str, float] = {}
+        hosts = cfg["hosts"]
+        self.shared = "shared" in hosts
+        self.preimport = cfg.get("preimport", PREIMPORT)
+        self.hosts: dict[str, HostProcess] = {}
+        if self.shared:  # asked to import now: it works while the packages are exported here
+            self.hosts[""] = HostProcess(hosts["shared"]["fd"], hosts["shared"]["inside"], self.preimport)
+        self.pending = dict(hosts.get("per_notebook", {}))
+
+    def host_for(self, name: str) -> HostProcess:
+        if self.shared:
+            return self.hosts[""]
+        if name not in self.hosts:
+            h = self.pending.pop(name)
+            self.hosts[name] = HostProcess(h["fd"], h["inside"], self.preimport)
+        return self.hosts[name]
+
+    def ready(self, host: HostProcess) -> HostProcess:
+        t0 = time.perf_counter()
+        host.wait_ready()
+        self.timing["host_ready_wait"] = self.timing.get("host_ready_wait", 0.0) + time.perf_counter() - t0
+        return host
+
+    def read_inputs(self) -> list[dict]:
+        """The notebooks (sources with hidden tests, the student's) from the judge's folder, which is
+        then emptied: nothing of the tests stays readable once a test runs."""
+        inputs = Path(self.cfg["inputs"])
+        out = []
+        for name in self.cfg["notebooks"]:
+            out.append({"name": name,
+                        "source": json.loads((inputs / "sources" / f"{name}.ipynb").read_text(encoding="utf-8")),
+                        "student": json.loads((inputs / "submitted" / f"{name}.ipynb").read_text(encoding="utf-8"))})
+        self.nbdev_config = (inputs / "pyproject.toml").read_text(encoding="utf-8")
+        shutil.rmtree(inputs / "sources", ignore_errors=True)
+        return out
+
+    def prepare(self, inputs: list[dict]) -> list[Notebook]:
+        """Each notebook's plans and package (nbdev's export of the student's cells over the
+        byte-compiled reference); as root, its folders owned by the notebook's own uid."""
+        t0 = time.perf_counter()
+        nbdev_root = self.root / "nbdev"
+        nbdev_root.mkdir(exist_ok=True)
+        (nbdev_root / "pyproject.toml").write_text(self.nbdev_config, encoding="utf-8")
+        root_mode = os.geteuid() == 0 and self.cfg.get("bwrap")
+        out = []
+        for entry in inputs:
+            name, source, student = entry["name"], entry["source"], entry["student"]
+            merged = package.merged_notebook(source, student)
+            stage = self.root / "stage" / name
+            stage.mkdir(parents=True, exist_ok=True)
+            package.build_package(Path(self.cfg["reference"]) / self.lib, source, merged, f"{name}.ipynb", stage,
+                                  nbdev_root)
+            scratch = self.root / "scratch" / name
+            scratch.mkdir(parents=True, exist_ok=True)
+            uid = gid = None
+            if root_mode:
+                uid = gid = sandbox.sandbox_uid()
+                for d in (stage, scratch):
+                    d.chmod(0o700)
+                for p in [stage, scratch, *stage.rglob("*")]:
+                    os.lchown(p, uid, gid)
+            out.append(Notebook(name, plans.judge_plan(source, self.lib), plans.host_plan(source, merged, self.lib),
+                                plans.feedback_cells(student), stage, scratch, uid, gid,
+                                sum(1 for c in student.get("cells", []) if c.get("cell_type") == "code")))
+        self.timing["prepare"] = time.perf_counter() - t0
+        return out
+
+    def setup_for(self, host: HostProcess, nb: Notebook, extra: dict) -> dict:
+        stage = host.inside["stage"]
+        pkg = f"{stage}/{nb.name}" if self.shared else stage
+        return {"pkg": pkg, "files": host.inside["files"], "cache": host.inside.get("cache"), **extra}
+
+    def run(self) -> None:
+        t_all = time.perf_counter()
+        notebooks = self.prepare(self.read_inputs())
+        if self.shared:
+            fb = FeedbackRunner(self, notebooks)
+            fb.start()
+        for nb in notebooks:
+            try:
+                host = self.ready(self.host_for(nb.name))
+            except Exception as e:  # noqa: BLE001 - that notebook's failure, reported
+                write_frame(self.out, self.failed(nb, f"the sandbox did not start: {type(e).__name__}: {e}"))
+                continue
+            if not self.shared:
+                fb = FeedbackRunner(self, [nb])
+                fb.start()
+                later = notebooks[notebooks.index(nb) + 1:]
+                if later:
+                    self.host_for(later[0].name)  # the next notebook's sandbox imports meanwhile
+            result = self.run_tests(host, nb)
+            fb.wait_for(nb.name)
+            result["feedback"] = fb.results.get(nb.name, {"cells": {}, "stopped": "feedback did not run"})
+            write_frame(self.out, result)
+            if not self.shared:
+                host.close()
+        for host in self.hosts.values():
+            host.close()
+        self.timing["total"] = time.perf_counter() - t_all
+        write_frame(self.out, {"done": True, "timing": {k: round(v, 3) for k, v in self.timing.items()}})
+
+    def failed(self, nb: Notebook, why: str) -> dict:
+        tests = {c["grade_id"]: {"ok": False, "message": why, "seconds": 0.0}
+                 for c in nb.judge["cells"] if c["kind"] == "test"}
+        return {"notebook": nb.name, "tests": tests, "setup_errors": [why], "feedback": {"cells": {}, "stopped": why}}
+
+    # tests
+    def run_tests(self, host: HostProcess, nb: Notebook) -> dict:
+        t0 = time.perf_counter()
+        env_before = dict(os.environ)
+        os.environ["TITO_GRADING_SEED"] = str(self.cfg["seed"])
+        os.environ["TMPDIR"] = str(nb.scratch)
+        tempfile.tempdir = str(nb.scratch)
+        cwd = os.getcwd()
+        as_uid = nb.uid is not None
+        if as_uid:  # what the tests write is the notebook's uid's, what they read is what that uid may
+            os.setegid(nb.gid)
+            os.seteuid(nb.uid)
+        os.chdir(nb.scratch)
+        run = NotebookTests(self, host, nb)
+        try:
+            tests = run.run()
+        finally:
+            os.chdir(cwd)
+            if as_uid:
+                os.seteuid(0)
+                os.setegid(0)
+            tempfile.tempdir = None
+            os.environ.clear()
+            os.environ.update(env_before)
+            run.close()
+        self.timing["tests"] = self.timing.get("tests", 0.0) + time.perf_counter() - t0
+        return {"notebook": nb.name, "tests": tests, "setup_errors": run.setup_errors,
+                "seconds": round(time.perf_counter() - t0, 3)}
+
+
+class NotebookTests:
+    """The judge's side of one notebook's tests (module doc, step 3)."""
+
+    def __init__(self, judge: Judge, host: HostProcess, nb: Notebook):
+        self.judge, self.host, self.nb = judge, host, nb
+        self.timeout = judge.timeout
+        self.session: Session | None = None
+        self.pid: int | None = None
+        self.ns: dict[str, Any] = {}
+        self.setup_errors: list[str] = []
+        self.host_errors: list[dict] = []
+
+    def close(self) -> None:
+        self._drop_session()
+
+    def _drop_session(self) -> None:
+        if self.session is not None:
+            try:
+                self.session.endpoint.sock.close()
+            except OSError:
+                pass
+        if self.pid is not None:
+            try:
+                self.host.kill(self.pid)
+            except (OSError, EOFError, ProtocolError, ValueError):
+                pass
+        self.session = self.pid = None
+
+    def fresh(self, upto: int) -> None:
+        """A new test process and namespace, with every cell before `upto` (no tests) applied."""
+        self._drop_session()
+        self.pid, sock = self.host.spawn("tests", self.nb.uid, self.judge.setup_for(self.host, self.nb, {}))
+        self.session = Session(sock, set(self.nb.judge["modules"]))
+        self.ns = {"__name__": "__tito_grading__", "__builtins__": builtins}
+        self._hook()
+        self.host_errors = self._timed(lambda: self.session.request("setup", cells=self.nb.host), SETUP_SECONDS) or []
+        if not isinstance(self.host_errors, list):
+            self.host_errors = []
+        for cell in self.nb.judge["cells"]:
+            if cell["index"] >= upto:
+                break
+            if cell["kind"] != "test":
+                self.apply(cell)
+
+    def _hook(self) -> None:
+        session = self.session
+
+        def in_student_process(fn, *args, **kwargs):
+            return session.request("run", fn={"$pk": session.pickle(fn)}, args=session.encode(list(args)),
+                                   kwargs=session.encode(kwargs))
+
+        self.ns[HOOK] = in_student_process
+
+    def _timed(self, fn, seconds: float):
+        def alarm(signum, frame):
+            raise TestTimeout()
+
+        old = signal.signal(signal.SIGALRM, alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            return fn()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+
+    def apply(self, cell: dict) -> None:
+        kind = cell["kind"]
+        try:
+            if kind in ("setup", "imports"):
+                self._timed(lambda: exec(compile(cell["source"], f"<cell {cell['index']}>", "exec"), self.ns),  # noqa: S102
+                            self.timeout)
+                if kind == "setup":
+                    self._hook()
+            elif kind == "names":
+                for name in cell["names"]:
+                    self.ns[name] = self._lookup(name)
+        except TestTimeout:
+            self.setup_errors.append(f"cell {cell['index']}: timed out after {self.timeout:.0f} s")
+        except Exception as e:  # noqa: BLE001 - a failing setup cell shows up in the tests that use it
+            self.setup_errors.append(f"cell {cell['index']}: {type(e).__name__}: {str(e)[:300]}")
+
+    def _lookup(self, name: str) -> Any:
+        try:
+            return self._timed(lambda: self.session.request("name", name=name), self.timeout)
+        except NameError as e:
+            why = "; ".join(f"{err['where']}: {err['error']}" for err in self.host_errors if err.get("kind") == "import")
+            return Missing(name, why or str(e))
+
+    def run(self) -> dict[str, dict]:
+        tests: dict[str, dict] = {}
+        try:
+            self.fresh(0)
+        except Exception as e:  # noqa: BLE001 - no test process: every test fails with the reason
+            why = f"your code's test process did not start: {type(e).__name__}: {e}"
+            return {c["grade_id"]: {"ok": False, "message": why, "seconds": 0.0}
+                    for c in self.nb.judge["cells"] if c["kind"] == "test"}
+        for cell in self.nb.judge["cells"]:
+            if cell["kind"] != "test":
+                self.apply(cell)
+                continue
+            tests[cell["grade_id"]] = self.run_test(cell)
+            if self.session is None or self.session.endpoint.broken:
+                try:
+                    self.fresh(cell["index"])
+                except Exception as e:  # noqa: BLE001
+                    why = f"your code's test process could not be restarted: {type(e).__name__}: {e}"
+                    for c in self.nb.judge["cells"]:
+                        if c["kind"] == "test" and c["grade_id"] not in tests:
+                            tests[c["grade_id"]] = {"ok": False, "message": why, "seconds": 0.0}
+                    return tests
+        return tests
+
+    def run_test(self, cell: dict) -> dict:
+        t0 = time.perf_counter()
+        self.ns["__name__"] = "__main__"
+        ok, message = False, ""
+        try:
+            self._timed(lambda: exec(compile(cell["source"], f"<test {cell['grade_id']}>", "exec"), self.ns),  # noqa: S102
+                        self.timeout)
+            ok = True
+        except TestTimeout:
+            message = f"timed out: the test ran longer than {self.timeout:.0f} s"
+            if self.session is not None and self.session.endpoint.broken:
+                message += " (your code had not returned)"
+        except BaseException as e:  # noqa: BLE001 - every failure is the test's verdict, with its reason
+            message = self.describe(e, cell)
+        finally:
+            self.ns["__name__"] = "__tito_grading__"
+        return {"ok": ok, "message": message, "seconds": round(time.perf_counter() - t0, 3)}
+
+    def describe(self, e: BaseException, cell: dict) -> str:
+        """What went wrong, for the student: never a line of a hidden test."""
+        if isinstance(e, (ChannelBroken, EOFError, ConnectionError)) or (
+                isinstance(e, OSError) and self.session is not None and self.session.endpoint.broken):
+            ended = ""
+            if self.pid is not None:
+                try:
+                    ended = self.host.status(self.pid, wait=True)
+                except (OSError, EOFError, ProtocolError, ValueError):
+                    ended = ""
+            return f"your code's process stopped during this test ({ended or 'it closed the channel'})"
+        if isinstance(e, ProtocolError):
+            return f"your code's process sent something that is not data: {e}"
+        line, hidden = _failing_line(e, cell)
+        where = " (in a hidden test)" if hidden else ""
+        host = getattr(e, "__tito_host__", None)
+        if isinstance(e, AssertionError):
+            msg = str(e).strip()
+            if not msg:
+                return f"assertion failed{where}" + (f": {line}" if line and not hidden else "")
+            return msg + where
+        name = type(e).__name__
+        msg = str(e).strip()
+        if isinstance(e, NotImplementedError) and msg.startswith("not yet implemented"):
+            return msg
+        text = f"{name}: {msg}" if msg else name
+        if host:
+            text += f" (raised in your code{where})"
+            tb = _student_traceback(host.get("traceback", ""))
+            if tb:
+                text += "\n" + tb
+        else:
+            text += where + (f" at: {line}" if line and not hidden else "")
+        return text
+
+
+class Missing:
+    """A name the test needs that the student's code does not define (or could not be imported)."""
+
+    def __init__(self, name: str, why: str):
+        self._name, self._why = name, why
+
+    def _fail(self, *a, **k):
+        raise NameError(f"{self._name!r} is not available from your code: {self._why}")
+
+    __call__ = __getattr__ = __getitem__ = __iter__ = __len__ = _fail
+
+    def __repr__(self):
+        return f"<missing {self._name}>"
+
+
+def _failing_line(e: BaseException, cell: dict) -> tuple[str, bool]:
+    """(source line of the test where `e` arose, whether that line is in a hidden region)."""
+    lineno = None
+    for frame, n in traceback.walk_tb(e.__traceback__):
+        if frame.f_code.co_filename == f"<test {cell['grade_id']}>":
+            lineno = n
+    if lineno is None:
+        return "", False
+    hidden = any(a <= lineno <= b for a, b in cell.get("hidden", []))
+    lines = cell["source"].split("\n")
+    return (lines[lineno - 1].strip()[:200] if 0 < lineno <= len(lines) else ""), hidden
+
+
+def _student_traceback(tb: str, keep: int = 6) -> str:
+    """The last frames of the student's traceback, without the host's own machinery."""
+    lines = [l for l in tb.splitlines() if l.strip()]
+    out, skip = [], False
+    for line in lines:
+        if line.startswith("  File ") and ("tito/grading/" in line):
+            skip = True
+            continue
+        if line.startswith("  File "):
+            skip = False
+        if not skip:
+            out.append(line)
+    body = [l for l in out if not l.startswith("Traceback")]
+    return "\n".join(body[-keep:]) if len(body) > 1 else ""
+
+
+# ---- feedback ----------------------------------------------------------------------------------
+
+class FeedbackRunner(threading.Thread):
+    """Runs the notebooks' feedback processes one after another, beside the tests."""
+
+    def __init__(self, judge: Judge, notebooks: list[Notebook]):
+        super().__init__(daemon=True)
+        self.judge, self.notebooks = judge, notebooks
+        self.results: dict[str, dict] = {}
+        self.done: dict[str, threading.Event] = {nb.name: threading.Event() for nb in notebooks}
+
+    def wait_for(self, name: str) -> None:
+        nb = next(n for n in self.notebooks if n.name == name)
+        self.done[name].wait(self.budget(nb) + SETUP_SECONDS + 30)
+
+    def budget(self, nb: Notebook) -> float:
+        t = self.judge.timeout
+        return max(60.0, min(3 * t + 60, t * max(1, nb.n_code)))
+
+    def run(self) -> None:
+        for nb in self.notebooks:
+            try:
+                self.results[nb.name] = self.one(nb)
+            except Exception as e:  # noqa: BLE001 - feedback is best effort; the grade does not depend on it
+                self.results[nb.name] = {"cells": {}, "stopped": f"the notebook could not run: {type(e).__name__}: {e}"}
+            finally:
+                self.done[nb.name].set()
+
+    def one(self, nb: Notebook) -> dict:
+        host = self.judge.ready(self.judge.host_for(nb.name))
+        setup = self.judge.setup_for(host, nb, {"cells": nb.feedback, "timeout": self.judge.timeout})
+        pid, sock = host.spawn("feedback", nb.uid, setup)
+        deadline = time.monotonic() + self.budget(nb)
+        cells: dict[str, Any] = {}
+        used, stopped = 0, ""
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    stopped = f"stopped at its time limit of {self.budget(nb):.0f} s"
+                    break
+                sock.settimeout(left)
+                try:
+                    m = recv(sock)
+                except socket.timeout:
+                    stopped = f"stopped at its time limit of {self.budget(nb):.0f} s"
+                    break
+                except EOFError:
+                    ended = host.status(pid, wait=True)
+                    stopped = f"the notebook's process ended ({ended or 'closed'})"
+                    break
+                if m.get("done") is True:
+                    stopped = str(m.get("stopped") or "")[:500]
+                    break
+                if type(m.get("cell")) is int and used < FEEDBACK_BYTES:
+                    used += len(json.dumps(m))
+                    cells[str(m["cell"])] = {"outputs": m.get("outputs"), "execution_count": m.get("execution_count")}
+        except ProtocolError as e:
+            stopped = f"the notebook's process sent something malformed: {e}"
+        finally:
+            sock.close()
+            host.kill(pid)
+        return {"cells": cells, "stopped": stopped}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m tito.grading.judge PLAN.json", file=sys.stderr)
+        return 2
+    cfg = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+    out = open(cfg["results"], "ab")  # frames, one per notebook as it is done
+    Path(argv[1]).unlink()  # the plan is read: nothing of it stays readable to a test
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)  # what the tests print goes nowhere
+    sys.stdout = open(os.devnull, "w", encoding="utf-8")
+    if cfg.get("cache"):
+        os.environ["TINYTORCH_CACHE"] = cfg["cache"]
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    Judge(cfg, out).run()
+    out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

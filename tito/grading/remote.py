@@ -1,0 +1,459 @@
+"""The judge's view of the student's objects: proxies that forward every use to the sandboxed host.
+
+A test in the judge calls `BenchmarkResult("x", [1.0, 2.0])` where `BenchmarkResult` is a proxy
+of the student's class: the call runs in the host, and what comes back is either data (numbers,
+strings, containers, arrays, tensors: the judge's own Python objects, built by its own decoder) or
+another proxy. Nothing the student wrote ever runs in the judge:
+
+- `==` between proxies compares the *data* of the two objects (their public attributes, as the
+  host snapshots them), never the student's `__eq__`; a proxy is never equal to a plain value;
+- `isinstance(p, C)` is answered by the judge: a proxy's type is a judge-made class per host class
+  (so `type(p).__name__` reads as usual), and for host classes the judge also has (torch's, the
+  course's reference modules') `p.__class__` names that class;
+- an object of a dataclass the judge has too (a reference BenchmarkResult that the student's code
+  returned) is rebuilt here from its fields by the judge's own class: data, not a proxy;
+- an exception raised by the student's code arrives as data and is raised in the judge as the
+  built-in type it derives from (or a judge-made subclass of it with the student's class name);
+- the judge's functions handed to the student's code (a spy clock, a callback) stay in the
+  judge: the host gets a stub that calls back over the channel;
+- other judge objects (a model the test built, a DataFrame) are pickled *to* the host; nothing
+  pickled is ever accepted *from* it ("$pk" in a reply is a ProtocolError).
+
+    >>> Session  # doctest: +ELLIPSIS
+    <class '...Session'>
+"""
+from __future__ import annotations
+
+import base64
+import builtins
+import io
+import sys
+import types
+from typing import Any
+
+from tito.grading.protocol import ChannelBroken, Endpoint, ProtocolError, decode, encode
+
+RESERVED = "_tito_"
+# dunder attributes a proxy asks the host for; any other dunder is not forwarded (libraries probe
+# objects for __array_interface__, __reduce_ex__, __deepcopy__, ... and must get an AttributeError)
+FORWARDED_DUNDERS = {"__name__", "__qualname__", "__module__", "__doc__", "__wrapped__", "__dict__",
+                     "__self__", "__func__"}
+MAX_TEXT = 4000
+_NO_EXC = {"StopIteration", "StopAsyncIteration", "GeneratorExit", "KeyboardInterrupt", "SystemExit",
+           "BaseExceptionGroup", "ExceptionGroup"}
+
+
+class HostError(Exception):
+    """An exception the student's code raised whose built-in base is not a plain Exception subclass
+    (SystemExit, KeyboardInterrupt, ...): the test sees it as an ordinary error."""
+
+
+class RemoteType(type):
+    """Metaclass of the judge-made class of each host class: calling it constructs in the host,
+    class attributes are read from the host."""
+
+    def __call__(cls, *args, **kwargs):
+        s: Session = cls.__dict__[RESERVED + "s"]
+        return s.request("call", h=cls.__dict__[RESERVED + "h"], args=s.encode(list(args)), kwargs=s.encode(kwargs))
+
+    def __getattr__(cls, name):
+        if name.startswith(RESERVED) or (name.startswith("__") and name not in FORWARDED_DUNDERS):
+            raise AttributeError(name)
+        s: Session = cls.__dict__[RESERVED + "s"]
+        return s.request("getattr", h=cls.__dict__[RESERVED + "h"], attr=name)
+
+    def __repr__(cls):
+        return f"<class {cls.__qualname__!r} in the student's code>"
+
+
+class Remote:
+    """A host object. Every use is a call to the host (see module doc)."""
+
+    def __getattr__(self, name):
+        if name.startswith(RESERVED) or (name.startswith("__") and name not in FORWARDED_DUNDERS):
+            raise AttributeError(name)
+        return _s(self).request("getattr", h=_h(self), attr=name)
+
+    def __setattr__(self, name, value):
+        if name.startswith(RESERVED):
+            raise AttributeError(f"{name} is reserved")
+        s = _s(self)
+        s.request("setattr", h=_h(self), attr=name, value=s.encode(value))
+
+    def __delattr__(self, name):
+        _s(self).request("delattr", h=_h(self), attr=name)
+
+    def __call__(self, *args, **kwargs):
+        s = _s(self)
+        return s.request("call", h=_h(self), args=s.encode(list(args)), kwargs=s.encode(kwargs))
+
+    def __getitem__(self, key):
+        s = _s(self)
+        return s.request("getitem", h=_h(self), key=s.encode(key))
+
+    def __setitem__(self, key, value):
+        s = _s(self)
+        s.request("setitem", h=_h(self), key=s.encode(key), value=s.encode(value))
+
+    def __delitem__(self, key):
+        s = _s(self)
+        s.request("delitem", h=_h(self), key=s.encode(key))
+
+    def __len__(self):
+        n = _s(self).request("len", h=_h(self))
+        if type(n) is not int or n < 0:
+            raise TypeError(f"len() of the student's object gave {n!r}")
+        return n
+
+    def __iter__(self):
+        items = _s(self).request("iter", h=_h(self))
+        if type(items) is not list:
+            raise TypeError("iterating the student's object did not give a list")
+        return iter(items)
+
+    def __next__(self):
+        return _s(self).request("next", h=_h(self))
+
+    def __contains__(self, item):
+        s = _s(self)
+        return s.request("contains", h=_h(self), item=s.encode(item)) is True
+
+    def __enter__(self):
+        return _s(self).request("enter", h=_h(self))
+
+    def __exit__(self, et, ev, tb):
+        s = _s(self)
+        if s.endpoint.broken:  # a timed-out test: nothing more to say to that host
+            return False
+        return s.request("exit", h=_h(self), exc=s.encode(ev) if ev is not None else None) is True
+
+    def __float__(self):
+        return _number(_s(self).request("float", h=_h(self)), float)
+
+    def __int__(self):
+        return _number(_s(self).request("int", h=_h(self)), int)
+
+    def __index__(self):
+        return _number(_s(self).request("index", h=_h(self)), int)
+
+    def __bool__(self):
+        return True  # truthiness of the student's object is not asked of the student's code
+
+    def __eq__(self, other):
+        if not isinstance(other, Remote):
+            return False
+        if _h(self) == _h(other):
+            return True
+        mine, theirs = _s(self).snapshot(self), _s(other).snapshot(other)
+        return mine is not None and type(self) is type(other) and mine == theirs
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    def __hash__(self):
+        return hash(("tito-remote", _h(self)))
+
+    def __repr__(self):
+        s = _s(self)
+        if s.endpoint.broken:
+            return f"<{type(self).__name__} object of the student's code>"
+        try:
+            text = s.request("repr", h=_h(self))
+        except Exception:  # noqa: BLE001 - a repr used inside a failure message must not hide the failure
+            return f"<{type(self).__name__} object of the student's code>"
+        return text if type(text) is str else "<?>"
+
+    def __str__(self):
+        text = _s(self).request("str", h=_h(self))
+        return text if type(text) is str else repr(self)
+
+    def __format__(self, spec):
+        if not spec:
+            return str(self)
+        text = _s(self).request("format", h=_h(self), spec=spec)
+        return text if type(text) is str else repr(self)
+
+    @property
+    def __class__(self):
+        return type(self).__dict__.get(RESERVED + "mirror") or type(self)
+
+
+def _s(p) -> "Session":
+    return object.__getattribute__(p, RESERVED + "s")
+
+
+def _h(p) -> int:
+    return object.__getattribute__(p, RESERVED + "h")
+
+
+def _number(v, kind):
+    if type(v) is bool or not isinstance(v, (int, float)):
+        raise TypeError(f"expected a number from the student's object, got {type(v).__name__}")
+    return kind(v)
+
+
+def _resolve(module: str, qualname: str, graded: set[str]):
+    """The judge's own class `module.qualname` when the judge has imported that module (never an
+    import here, never the student's modules, never builtins: a student's class may claim any name)."""
+    if module in graded or module == "builtins" or "<locals>" in qualname:
+        return None
+    obj = sys.modules.get(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None) if obj is not None else None
+    return obj if isinstance(obj, type) else None
+
+
+class Session:
+    """The judge's side of one host child: calls, proxies, callbacks.
+
+    `graded`: the module names the notebook under test exports (the student's code: never resolved
+    to a judge class).
+    """
+
+    def __init__(self, sock, graded: set[str]):
+        self.endpoint = Endpoint(sock, self._serve)
+        self.graded = set(graded)
+        self.objects: dict[int, Any] = {}     # handle -> proxy
+        self.types: dict[int, Any] = {}       # handle of a host class -> judge-made class (or the judge's own)
+        self.callbacks: dict[int, Any] = {}   # id -> judge callable the host may call
+        self._callback_ids: dict[int, int] = {}
+
+    # ---- calls ----------------------------------------------------------------------------------
+
+    def request(self, op: str, **kw) -> Any:
+        reply = self.endpoint.call({"op": op, **kw})
+        if "err" in reply:
+            err = self.decode(reply["err"])
+            if not isinstance(err, BaseException):
+                raise ProtocolError("an error reply must hold an exception")
+            raise err
+        if "ok" not in reply:
+            raise ProtocolError("a reply holds neither ok nor err")
+        return self.decode(reply["ok"])
+
+    def snapshot(self, proxy) -> dict | None:
+        snap = self.request("snapshot", h=_h(proxy))
+        return snap if isinstance(snap, dict) else None
+
+    def _serve(self, m: dict) -> dict:
+        """The host calls a judge callback."""
+        if m.get("op") != "callback" or type(m.get("cb")) is not int or m["cb"] not in self.callbacks:
+            raise ProtocolError(f"the host may only call back a judge callable, got op {m.get('op')!r}")
+        fn = self.callbacks[m["cb"]]
+        args, kwargs = self.decode(m.get("args", [])), self.decode(m.get("kwargs", {"$d": []}))
+        if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
+            raise ProtocolError("callback arguments must be a list and a dict with string keys")
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - handed to the student's code as its error
+            return {"err": self.encode(e)}
+        return {"ok": self.encode(result)}
+
+    # ---- values ---------------------------------------------------------------------------------
+
+    def decode(self, value: Any) -> Any:
+        return decode(value, self._tag)
+
+    def _tag(self, tag: str, payload: Any) -> Any:
+        if tag == "$r":
+            return self._proxy(payload)
+        if tag == "$e":
+            return self._exception(payload)
+        if tag == "$cb":
+            if type(payload) is not int or payload not in self.callbacks:
+                raise ProtocolError("$cb: unknown callback")
+            return self.callbacks[payload]
+        if tag == "$pk":
+            raise ProtocolError("pickled bytes from the student's process are refused: only data crosses into the judge")
+        raise ProtocolError(f"{tag}: the host may not send this")
+
+    def _proxy(self, d: Any) -> Any:
+        if type(d) is not dict or type(d.get("id")) is not int or d.get("kind") not in ("object", "class", "function", "module"):
+            raise ProtocolError("$r: bad reference")
+        mro = d.get("mro")
+        if type(mro) is not list or not mro or not all(
+                type(e) is list and len(e) == 5 and type(e[0]) is int and all(type(x) is str for x in e[1:4])
+                and (e[4] is None or type(e[4]) is str) for e in mro):
+            raise ProtocolError("$r: bad class list")
+        if d["kind"] == "class":
+            return self._class(mro)
+        h = d["id"]
+        if h not in self.objects:
+            cls = self._class(mro)
+            if not isinstance(cls, RemoteType):
+                built = self._rebuild(h, cls)
+                if built is not None:
+                    self.objects[h] = built
+                    return built
+                cls = self._plain(mro)
+            p = object.__new__(cls)
+            object.__setattr__(p, RESERVED + "s", self)
+            object.__setattr__(p, RESERVED + "h", h)
+            self.objects[h] = p
+        return self.objects[h]
+
+    def _rebuild(self, h: int, cls: type) -> Any:
+        """A judge object of the judge's own dataclass `cls` made from the host object's fields: a
+        result of the course's reference code (a BenchmarkResult a student's Benchmark returned) is
+        then the reference's object, built by the reference's constructor from the student's data.
+        None when `cls` is no dataclass or the data does not make one."""
+        import dataclasses
+
+        if not dataclasses.is_dataclass(cls) or cls.__module__.split(".")[0] in ("builtins",):
+            return None
+        fields = self.request("fields", h=h)
+        if not isinstance(fields, dict) or not all(type(k) is str for k in fields):
+            return None
+        try:
+            return cls(**fields)
+        except Exception:  # noqa: BLE001 - data the reference refuses: keep asking the host
+            return None
+
+    def _plain(self, mro: list) -> type:
+        """A judge-made class for an object whose class the judge has (a torch module's instance):
+        it is proxied all the same, with `__class__` naming the judge's class."""
+        h, module, qualname, name, _ = mro[0]
+        key = -h - 1
+        if key not in self.types:
+            self.types[key] = self._make(h, name, qualname, module, (Remote,), mirror=self._mirror(mro))
+        return self.types[key]
+
+    def _mirror(self, mro: list):
+        for _, module, qualname, _, _ in mro:
+            found = _resolve(module, qualname, self.graded)
+            if found is not None and found is not object:
+                return found
+        return None
+
+    def _class(self, mro: list):
+        """The judge's class for host class mro[0] (its MRO follows)."""
+        h, module, qualname, name, exc = mro[0]
+        if h in self.types:
+            return self.types[h]
+        own = _resolve(module, qualname, self.graded)
+        if own is not None:
+            self.types[h] = own
+            return own
+        rest = mro[1:]
+        if exc is not None:  # an exception class: a real exception class of the judge
+            base = next((self._class(rest[i:]) for i, e in enumerate(rest) if e[4] is not None
+                         and _resolve(e[1], e[2], self.graded) is None), None)
+            if base is None:
+                base = getattr(builtins, exc, Exception)
+                if not (isinstance(base, type) and issubclass(base, Exception)) or exc in _NO_EXC:
+                    base = HostError
+            try:
+                cls = type(name if name.isidentifier() else "StudentError", (base,),
+                           {"__module__": module, "__qualname__": qualname, RESERVED + "h": h})
+            except TypeError:
+                cls = type("StudentError", (HostError,), {RESERVED + "h": h})
+            self.types[h] = cls
+            return cls
+        bases = []
+        for i, e in enumerate(rest):
+            if e[4] is None and _resolve(e[1], e[2], self.graded) is None and not (e[1] == "builtins"):
+                b = self._class(rest[i:])
+                if isinstance(b, RemoteType) and not any(issubclass(x, b) for x in bases):
+                    bases.append(b)
+        cls = None
+        if bases:
+            try:
+                cls = self._make(h, name, qualname, module, tuple(bases), self._mirror(mro))
+            except TypeError:  # an MRO the judge cannot rebuild: proxy without the chain
+                cls = None
+        self.types[h] = cls or self._make(h, name, qualname, module, (Remote,), self._mirror(mro))
+        return self.types[h]
+
+    def _make(self, h: int, name: str, qualname: str, module: str, bases: tuple, mirror) -> type:
+        ns = {"__module__": module, "__qualname__": qualname, RESERVED + "s": self, RESERVED + "h": h,
+              RESERVED + "mirror": mirror, "__doc__": None}
+        return RemoteType(name if name.isidentifier() else "StudentClass", bases, ns)
+
+    def _exception(self, d: dict) -> BaseException:
+        exc_cls = None
+        base = getattr(builtins, d["base"], None)
+        if d["module"] != "builtins":
+            exc_cls = next((c for c in self.types.values() if isinstance(c, type) and issubclass(c, BaseException)
+                            and c.__qualname__ == d["type"] and c.__module__ == d["module"]), None)
+        if exc_cls is None:
+            if isinstance(base, type) and issubclass(base, Exception) and d["base"] not in _NO_EXC:
+                exc_cls = base
+            else:
+                exc_cls = HostError
+        args = d["args"]
+        try:
+            err = exc_cls(*args)
+            if str(err) != d["msg"] and exc_cls is not KeyError:
+                err = exc_cls(d["msg"])
+        except Exception:  # noqa: BLE001 - a constructor that wants other arguments
+            err = exc_cls.__new__(exc_cls)
+            err.args = (d["msg"],)
+        err.__tito_host__ = {"type": d["type"], "module": d["module"], "traceback": d["tb"][-MAX_TEXT:]}
+        return err
+
+    def encode(self, value: Any) -> Any:
+        return encode(value, self._ref)
+
+    def _ref(self, obj: Any) -> dict:
+        h = _handle_of(obj)
+        if h is not None:
+            return {"$h": h}
+        if _is_callback(obj):
+            return {"$cb": self._callback(obj)}
+        return {"$pk": self.pickle(obj)}
+
+    def _callback(self, fn) -> int:
+        key = id(fn)
+        if key not in self._callback_ids:
+            cid = len(self.callbacks) + 1
+            self.callbacks[cid] = fn
+            self._callback_ids[key] = cid
+        return self._callback_ids[key]
+
+    def pickle(self, obj: Any) -> str:
+        """`obj` pickled for the host (cloudpickle: classes and functions of the test by value),
+        its proxies as handles and its test functions as callbacks."""
+        import cloudpickle
+
+        session = self
+
+        class Pickler(cloudpickle.CloudPickler):
+            def persistent_id(self, o):
+                h = _handle_of(o)
+                if h is not None:
+                    return ("h", h)
+                if o is not obj and _is_callback(o):
+                    return ("cb", session._callback(o))
+                return None
+
+        buf = io.BytesIO()
+        Pickler(buf, protocol=5).dump(obj)
+        return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _handle_of(obj: Any) -> int | None:
+    """The host handle of a proxy, a judge-made class or exception class; None otherwise."""
+    if isinstance(obj, Remote):
+        return _h(obj)
+    if isinstance(obj, type) and RESERVED + "h" in obj.__dict__:
+        return obj.__dict__[RESERVED + "h"]
+    return None
+
+
+def _is_callback(obj: Any) -> bool:
+    """A judge function the host should call back rather than receive: a bound method of a judge
+    object, or a function defined in test code (not in an importable module, not in a class body)."""
+    if isinstance(obj, types.MethodType):
+        return not isinstance(obj.__self__, types.ModuleType)
+    if not isinstance(obj, types.FunctionType):
+        return False
+    parts = obj.__qualname__.split(".")
+    if len(parts) >= 2 and parts[-2] != "<locals>":
+        return False  # a method in a class body: pickled with its class
+    module = sys.modules.get(obj.__module__ or "")
+    if module is None or obj.__module__ == "__main__":
+        return True
+    target = module
+    for part in parts:
+        target = getattr(target, part, None)
+    return target is not obj  # not reachable by its name: not picklable by reference

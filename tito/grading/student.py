@@ -1,0 +1,427 @@
+"""One student's grading, end to end (`grade_one`: the task the class runner hands out).
+
+1. a private work folder gets a copy of the student's files (their notebooks, the assignment's data
+   files over anything of the same name) and the judge's plan; the submitted files are only read;
+2. the judge (tito.grading.judge, a process of its own) builds the student's packages, runs the
+   host in its sandbox, runs the tests and the feedback, and sends back one result per notebook;
+3. here the score is computed by tito's rule: a graded cell earns its points when the judge says
+   it passed, nothing else. Written answers (markdown cells with points) are graded by hand:
+   pending when written, 0 when left as released;
+4. the autograded notebooks (the student's cells with the outputs of their feedback run; each
+   graded cell as released, with the judge's verdict as its output), their HTML, a gradebook for
+   nbgrader's formgrader and result.json are returned as a tar, to be published by the caller.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import socket
+import tarfile
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tito import process
+from tito.grading import gradebook, sandbox
+from tito.grading.protocol import ProtocolError, read_frames
+from tito.grading.sanitize import sanitize_outputs
+
+TOTAL = "(total)"
+SANDBOXED = "bubblewrap"
+UNSANDBOXED = "NONE (--no-sandbox): student code ran unsandboxed"
+GRADING_ERROR = "grading error"
+STATUS_ORDER = ["failed", "timeout", "errors", "missing", "graded"]  # worst first
+
+
+@dataclass
+class NotebookGrade:
+    notebook: str
+    score: float
+    max_score: float
+    status: str          # graded | errors | timeout | missing | failed
+    reason: str = ""     # empty when every graded test passed and no cell raised
+    manual_pending: float = 0.0  # points of written answers awaiting manual grading (in max_score)
+    tests: dict = field(default_factory=dict)  # grade_id -> {"ok", "points", "message", "seconds"}
+
+
+@dataclass
+class StudentGrade:
+    student: str
+    score: float
+    max_score: float
+    status: str
+    reason: str
+    notebooks: list[NotebookGrade] = field(default_factory=list)
+    feedback: list[str] = field(default_factory=list)   # paths relative to the output dir
+    seconds: float = 0.0
+    sandbox: str = SANDBOXED
+    manual_pending: float = 0.0
+    seed: int | None = None       # the grading run's seed for hidden tests
+    timing: dict = field(default_factory=dict)
+
+    def rows(self) -> list[dict]:
+        out = [{"student": self.student, "notebook": n.notebook, "score": num(n.score),
+                "max_score": num(n.max_score), "manual_pending": num(n.manual_pending), "status": n.status,
+                "reason": n.reason, "sandbox": self.sandbox} for n in self.notebooks]
+        out.append({"student": self.student, "notebook": TOTAL, "score": num(self.score),
+                    "max_score": num(self.max_score), "manual_pending": num(self.manual_pending),
+                    "status": self.status, "reason": self.reason, "sandbox": self.sandbox})
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "StudentGrade":
+        nbs = [NotebookGrade(**n) for n in d.get("notebooks", [])]
+        return cls(**{**d, "notebooks": nbs})
+
+
+def num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+@dataclass
+class GradeJob:
+    """Everything one student's grading needs (picklable: a Dask task's argument).
+
+    `run`: the settings shared by every job (template, reference, nbdev_root, cache, hostlib, lib,
+    bwrap, limits, seed, notebooks: source notebook paths, data_files: relative path -> file, pythonpath).
+    """
+    assignment: str
+    student: str
+    folder: str
+    course_id: str
+    timeout: int
+    run: dict
+
+
+def grade_one(job: GradeJob) -> tuple[dict, bytes]:
+    """Grade one student; returns (StudentGrade as a dict, tar.gz of their output folder).
+
+    Never raises for a problem of the submission; an infrastructure failure is returned as a
+    "failed" result whose reason starts with GRADING_ERROR, so the class run goes on and `--resume`
+    grades that student again.
+    """
+    t0 = time.perf_counter()
+    sandbox = SANDBOXED if job.run.get("bwrap") else UNSANDBOXED
+    work = Path(tempfile.mkdtemp(prefix=f"tito-grade-{job.student}-"))
+    try:
+        work.chmod(0o755)  # each notebook's uid must reach its own folders below
+        staged = Path(tempfile.mkdtemp(prefix="out-", dir=work.parent))
+        try:
+            result = grade_student(job, work, staged)
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+                tar.add(staged, arcname=".")
+            return asdict(result), buf.getvalue()
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
+    except Exception as e:  # noqa: BLE001 - one student's infrastructure failure must not stop the class
+        why = f"{GRADING_ERROR}: {type(e).__name__}: {first_line(str(e), 300)}"
+        r = StudentGrade(job.student, 0.0, 0.0, "failed", why, [], [], round(time.perf_counter() - t0, 1), sandbox)
+        return asdict(r), b""
+    finally:
+        if not os.environ.get("TITO_GRADE_KEEP"):  # set it to look at a student's work folder afterwards
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def first_line(text: str, limit: int = 200) -> str:
+    for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()[:limit]
+    return ""
+
+
+def _copy_files(folder: Path, data_files: dict[str, str], dest: Path) -> None:
+    """The student's folder (regular files only: no links) with the assignment's data files over it."""
+    dest.mkdir()
+    for f in sorted(Path(folder).rglob("*")):
+        rel = f.relative_to(folder)
+        if f.is_symlink() or any(p.startswith(".") for p in rel.parts):
+            continue
+        if f.is_dir():
+            (dest / rel).mkdir(parents=True, exist_ok=True)
+        elif f.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, dest / rel)
+    for rel, src in data_files.items():
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest / rel)
+    for p in [dest, *dest.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+def grade_student(job: GradeJob, work: Path, staged: Path) -> StudentGrade:
+    t0 = time.perf_counter()
+    run = job.run
+    template = Path(run["template"])
+    maxima = gradebook.max_scores(template, job.assignment)
+    sources = {Path(p).stem: Path(p) for p in run["notebooks"]}
+    _copy_files(Path(job.folder), run.get("data_files", {}), work / "files")
+    names, unreadable, missing = [], {}, []
+    inputs = work / "judge"
+    (inputs / "sources").mkdir(parents=True)
+    (inputs / "submitted").mkdir()
+    for name in sorted(sources):
+        mine = Path(job.folder) / f"{name}.ipynb"
+        if not mine.is_file():
+            missing.append(name)
+            continue
+        try:
+            nb = json.loads(mine.read_text(encoding="utf-8"))
+            if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+                raise ValueError("no cells")
+        except (ValueError, OSError) as e:
+            unreadable[name] = f"unreadable notebook: {type(e).__name__}: {first_line(str(e))}"
+            continue
+        names.append(name)
+        shutil.copyfile(sources[name], inputs / "sources" / f"{name}.ipynb")
+        shutil.copyfile(mine, inputs / "submitted" / f"{name}.ipynb")
+    shutil.copyfile(run["pyproject"], inputs / "pyproject.toml")
+    inputs.chmod(0o700)
+    frames, judge_note = [], ""
+    if names:
+        frames, judge_note = run_judge(job, work, names)
+    return compose(job, staged, frames, judge_note, maxima, unreadable, missing, t0)
+
+
+HOST_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")     # the zygote: each notebook's process as its own uid
+JUDGE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN")   # the judge: hand each notebook's folders to its uid
+
+
+def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], str]:
+    """Start the student's host sandbox(es) and the judge's sandbox, connected by control channels;
+    wait for the judge; return its result frames and a note when it did not finish."""
+    run = job.run
+    bwrap = run.get("bwrap")
+    root = os.geteuid() == 0
+    shared = bwrap is None or root  # one zygote for all notebooks (as root each notebook gets its own uid)
+    for d in ("stage", "scratch"):
+        (work / d).mkdir()
+        (work / d).chmod(0o755)
+    limits = sandbox.Limits(**run["limits"])
+    env = {"PYTHONPATH": "{hostlib}", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+           "MKL_NUM_THREADS": "1", "NBGRADER_EXECUTION": "autograde"}
+    groups = [("shared", work / "stage", work / "scratch")] if shared else \
+        [(n, work / "stage" / n, work / "scratch" / n) for n in names]
+    hosts, host_procs, judge_fds, log = {}, [], [], open(work / "host.log", "ab")
+    try:
+        for key, stage, scratch in groups:
+            stage.mkdir(exist_ok=True)
+            scratch.mkdir(exist_ok=True)
+            mounts = {"files": work / "files", "stage": stage, "hostlib": Path(run["hostlib"])}
+            if run.get("cache"):
+                mounts["cache"] = Path(run["cache"])
+            judge_end, host_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            spec = sandbox.SandboxSpec(["{python}", "-s", "-m", "tito.grading.host", str(host_end.fileno())],
+                                       mounts, env, limits=limits, rw=[scratch],
+                                       caps=HOST_CAPS if root and bwrap else None)
+            host_procs.append(sandbox.start(spec, bwrap, pass_fds=(host_end.fileno(),), stdout=log, stderr=log))
+            host_end.close()
+            judge_fds.append(judge_end)
+            inside = {k: sandbox.inside_path(k, v, bwrap is not None) for k, v in mounts.items()}
+            entry = {"fd": judge_end.fileno(), "inside": inside}
+            if shared:
+                hosts["shared"] = entry
+            else:
+                hosts.setdefault("per_notebook", {})[key] = entry
+        cfg = {**{k: run[k] for k in ("reference", "cache", "lib", "bwrap", "seed")},
+               "notebooks": names, "inputs": str(work / "judge"), "work": str(work), "timeout": job.timeout,
+               "results": str(work / "results.frames"), "hosts": hosts}
+        plan_path = work / "judge" / "plan.json"
+        plan_path.write_text(json.dumps(cfg), encoding="utf-8")
+        budget = 120 + len(names) * (4 * job.timeout + 120)
+        reference = Path(run["reference"])
+        spec = sandbox.SandboxSpec(["{python}", "-s", "-m", "tito.grading.judge", str(plan_path)], {},
+                                   {"PYTHONPATH": f"{run['judgelib']}{os.pathsep}{reference}", "MPLBACKEND": "Agg",
+                                    "TINYTORCH_CACHE": str(run.get("cache") or ""), "PYTHONDONTWRITEBYTECODE": "1"},
+                                   cwd=str(work), limits=sandbox.Limits(**{**run["limits"], "file_mb": 1024}),
+                                   rw=[work], ro=[Path(run["judgelib"]), reference] + ([Path(run["cache"])] if run.get("cache") else []),
+                                   caps=JUDGE_CAPS if root and bwrap else None)
+        judge = sandbox.start(spec, bwrap, pass_fds=tuple(s.fileno() for s in judge_fds))
+        for s in judge_fds:
+            s.close()
+        judge_fds = []
+        done = process.finish(judge, budget)
+    finally:
+        for s in judge_fds:
+            s.close()
+        for proc in host_procs:
+            process.wait(proc, 5)
+        log.close()
+    frames, note = [], ""
+    try:
+        with open(work / "results.frames", "rb") as f:
+            frames = read_frames(f)
+    except (OSError, ProtocolError) as e:
+        note = f"the judge's results were unreadable: {e}"
+    if done.timed_out:
+        note = f"grading stopped: the student's whole run exceeded its limit of {budget:.0f} s"
+    elif done.returncode != 0:
+        note = f"the judge failed (exit {done.returncode}): {done.tail(3)}"
+    return frames, note
+
+
+def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, maxima: dict[str, float],
+            unreadable: dict[str, str], missing: list[str], t0: float) -> StudentGrade:
+    """Scores, notebooks, feedback and gradebook from the judge's results (module doc, steps 3-4)."""
+    run = job.run
+    template = Path(run["template"])
+    by_name = {f["notebook"]: f for f in frames if isinstance(f.get("notebook"), str)}
+    timing = next((f.get("timing", {}) for f in frames if f.get("done")), {})
+    (staged / "autograded").mkdir(parents=True)
+    (staged / "feedback").mkdir()
+    notebooks, feedback, book = [], [], {}
+    for name in sorted(maxima):
+        mx = maxima[name]
+        if name in unreadable:
+            notebooks.append(NotebookGrade(name, 0.0, mx, "failed", unreadable[name]))
+            continue
+        if name in missing:
+            notebooks.append(NotebookGrade(name, 0.0, mx, "missing", "notebook not submitted"))
+            continue
+        res = by_name.get(name)
+        if res is None:
+            notebooks.append(NotebookGrade(name, 0.0, mx, "failed", judge_note or "the judge reported nothing"))
+            continue
+        source = json.loads(Path(next(p for p in run["notebooks"] if Path(p).stem == name)).read_text(encoding="utf-8"))
+        student = json.loads((Path(job.folder) / f"{name}.ipynb").read_text(encoding="utf-8"))
+        grade, nb, scores = notebook_grade(name, mx, source, student, res, gradebook.release_cells(template, job.assignment, name))
+        notebooks.append(grade)
+        book[name] = scores
+        (staged / "autograded" / f"{name}.ipynb").write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n",
+                                                              encoding="utf-8")
+        try:
+            html = gradebook.feedback_html(nb, f"{name}: {num(grade.score)} of {num(grade.max_score)} points")
+        except Exception as e:  # noqa: BLE001 - the grade stands without its page
+            html = f"<p>feedback could not be rendered: {type(e).__name__}</p>"
+        (staged / "feedback" / f"{name}.html").write_text(html, encoding="utf-8")
+        feedback.append((Path("students") / job.student / "feedback" / f"{name}.html").as_posix())
+    gradebook.write_gradebook(template, staged / "gradebook.db", job.assignment, job.student, book)
+    score = sum(n.score for n in notebooks)
+    mx = sum(n.max_score for n in notebooks)
+    worst = min((n.status for n in notebooks), key=STATUS_ORDER.index, default="missing")
+    reasons = [f"{n.notebook}: {n.reason}" for n in notebooks if n.reason and n.status != "missing"]
+    gone = [n.notebook for n in notebooks if n.status == "missing"]
+    if gone and len(gone) < len(notebooks):
+        reasons.append("not submitted: " + ", ".join(gone))
+    elif gone:
+        reasons.append("no graded notebook submitted")
+    result = StudentGrade(job.student, score, mx, worst, " | ".join(reasons), notebooks, feedback,
+                          round(time.perf_counter() - t0, 1), SANDBOXED if run.get("bwrap") else UNSANDBOXED,
+                          sum(n.manual_pending for n in notebooks), run.get("seed"), timing)
+    (staged / "result.json").write_text(json.dumps(asdict(result), indent=1) + "\n", encoding="utf-8")
+    return result
+
+
+def _meta(cell: dict) -> dict:
+    return (cell.get("metadata") or {}).get("nbgrader") or {}
+
+
+def _src(cell: dict) -> str:
+    s = cell.get("source", "")
+    return "".join(s) if isinstance(s, list) else str(s)
+
+
+def notebook_grade(name: str, max_score: float, source: dict, student: dict, res: dict,
+                   released: dict[str, dict]) -> tuple[NotebookGrade, dict, dict]:
+    """(grade, autograded notebook, gradebook scores) of one notebook from the judge's result."""
+    tests = res.get("tests", {}) if isinstance(res.get("tests"), dict) else {}
+    points = {_meta(c)["grade_id"]: float(_meta(c).get("points", 0) or 0) for c in source.get("cells", [])
+              if c.get("cell_type") == "code" and _meta(c).get("grade") and _meta(c).get("grade_id")}
+    written = {_meta(c)["grade_id"]: float(_meta(c).get("points", 0) or 0) for c in source.get("cells", [])
+               if c.get("cell_type") == "markdown" and _meta(c).get("grade") and _meta(c).get("solution")}
+    mine = {_meta(c).get("grade_id"): c for c in student.get("cells", []) if _meta(c).get("grade_id")}
+    verdicts, scores, failed, timed_out = {}, {}, [], False
+    for gid, pts in points.items():
+        t = tests.get(gid) if isinstance(tests.get(gid), dict) else {"ok": False, "message": "the judge did not run this test"}
+        ok = t.get("ok") is True
+        msg = str(t.get("message", ""))[:4000]
+        verdicts[gid] = {"ok": ok, "points": pts if ok else 0.0, "max": pts, "message": msg,
+                         "seconds": t.get("seconds", 0.0)}
+        scores[gid] = pts if ok else 0.0
+        if not ok:
+            timed_out = timed_out or msg.startswith("timed out")
+            failed.append(f"{gid} (0/{num(pts)}): {first_line(msg, 300)}")
+    pending, unanswered = 0.0, []
+    for gid, pts in written.items():
+        cell, rel = mine.get(gid), released.get(gid)
+        answered = cell is not None and rel is not None and _src(cell).strip() != _src(rel).strip()
+        scores[gid] = gradebook.PENDING if answered else gradebook.UNANSWERED
+        if answered:
+            pending += pts
+        elif pts > 0:
+            unanswered.append(f"{gid} (0/{num(pts)}): no written answer")
+    nb, other, fb_timeout = autograded_notebook(student, res.get("feedback") or {}, verdicts, released)
+    setup = [f"setup: {e}" for e in res.get("setup_errors", [])[:3] if isinstance(e, str)]
+    status = "timeout" if (timed_out or fb_timeout) else ("errors" if other or setup else "graded")
+    reason = "; ".join(other + setup + failed + unanswered)
+    score = sum(v["points"] for v in verdicts.values())
+    grade = NotebookGrade(name, score, max_score, status, reason, pending,
+                          {gid: {k: v[k] for k in ("ok", "points", "message", "seconds")} for gid, v in verdicts.items()})
+    return grade, nb, scores
+
+
+def autograded_notebook(student: dict, feedback: dict, verdicts: dict, released: dict[str, dict]):
+    """The student's notebook with their feedback outputs; each graded cell as released, with the
+    judge's verdict as its output. Returns (notebook, errors of other cells, whether a cell timed out)."""
+    import copy
+
+    nb = copy.deepcopy(student)
+    nb.setdefault("metadata", {})
+    nb["nbformat"], nb["nbformat_minor"] = 4, max(int(nb.get("nbformat_minor", 5) or 5), 5)
+    cells = feedback.get("cells", {}) if isinstance(feedback.get("cells"), dict) else {}
+    stopped = str(feedback.get("stopped", "") or "")
+    other, timed_out, first_missing = [], "time limit" in stopped, True
+    for i, cell in enumerate(nb.get("cells", [])):
+        if not isinstance(cell, dict):
+            continue
+        cell.setdefault("metadata", {})
+        if cell.get("cell_type") != "code":
+            cell.pop("outputs", None)
+            cell.pop("execution_count", None)
+            continue
+        gid = _meta(cell).get("grade_id")
+        if gid in verdicts:
+            if gid in released:
+                cell["source"] = _src(released[gid])
+            v = verdicts[gid]
+            cell["outputs"] = [verdict_output(gid, v)]
+            cell["execution_count"] = None
+            continue
+        got = cells.get(str(i))
+        if isinstance(got, dict):
+            cell["outputs"] = sanitize_outputs(got.get("outputs"))
+            count = got.get("execution_count")
+            cell["execution_count"] = count if type(count) is int else None
+            errs = [o for o in cell["outputs"] if o.get("output_type") == "error"]
+            if errs:
+                timed_out = timed_out or errs[-1].get("ename") == "CellTimeoutError"
+                other.append(f"{cell_label(cell, i)}: {errs[-1].get('ename')}: {first_line(errs[-1].get('evalue', ''))}")
+        else:
+            cell["outputs"] = []
+            cell["execution_count"] = None
+            if first_missing and (stopped or cells):
+                cell["outputs"] = [{"output_type": "error", "ename": "NotRun",
+                                    "evalue": f"not run: {stopped or 'the notebook stopped before this cell'}",
+                                    "traceback": [f"not run: {stopped or 'the notebook stopped before this cell'}"]}]
+                first_missing = False
+    return nb, other, timed_out
+
+
+def verdict_output(gid: str, v: dict) -> dict:
+    if v["ok"]:
+        return {"output_type": "stream", "name": "stdout",
+                "text": f"{gid}: passed ({num(v['points'])} of {num(v['max'])} points)\n"}
+    msg = v["message"] or "failed"
+    return {"output_type": "error", "ename": f"{gid} failed (0 of {num(v['max'])} points)", "evalue": msg,
+            "traceback": [f"{gid} failed (0 of {num(v['max'])} points)", *msg.splitlines()]}
+
+
+def cell_label(cell: dict, index: int) -> str:
+    meta = _meta(cell)
+    if meta.get("grade_id"):
+        return meta["grade_id"]
+    first = next((l.strip() for l in _src(cell).splitlines() if l.strip() and not l.strip().startswith("#|")), "")
+    return f"cell {index}" + (f" ({first[:40]!r})" if first else "")
