@@ -86,11 +86,11 @@ MY_LATENCY = '''
 per_window = max(3, num_runs // windows)
 window_runs, rates = [], []
 for _ in range(windows):
-    t = time_callable(fn, warmup=2, samples=per_window, sync=a.sync, device=str(a.device))
+    t = timer(fn, warmup=2, samples=per_window, sync=a.sync, device=str(a.device))
     window_runs.append(t)
     rates.append(len(t.per_call_ns) / (sum(t.per_call_ns) / 1e9))
 mid = statistics.median(rates)
-one = time_callable(fn, warmup=2, samples=num_runs, max_overhead_fraction=0.02, sync=a.sync, device=str(a.device))
+one = timer(fn, warmup=2, samples=num_runs, max_overhead_fraction=0.02, sync=a.sync, device=str(a.device))
 res = BenchmarkResult("single_stream_latency", one.per_call_ms, unit="ms", metadata=one.metadata())
 stats = {f"{k}_ms": getattr(res, k) for k in ("mean", "std", "max", "p50", "p90", "p99")}
 return {"latency_from_throughput_ms": 1e3 / mid, "throughput_sps": mid, "window_throughput_sps": rates,

@@ -31,7 +31,7 @@ TIMING_NB = ROOT / "nbs" / MODULE / "timing_dev.ipynb"
 
 MY_OVERHEAD = '''
 # pure Python: the left read happens first, so the difference is negative; the median by hand
-pairs = sorted(-(time.perf_counter_ns() - time.perf_counter_ns()) for _ in range(reads))
+pairs = sorted(-(clock() - clock()) for _ in range(reads))
 mid = len(pairs) // 2
 return float(pairs[mid]) if len(pairs) % 2 else (pairs[mid - 1] + pairs[mid]) / 2.0
 '''
@@ -104,13 +104,13 @@ return "max_seconds" if out_of_time and n > 1 else None
 '''
 
 MY_TIME_BLOCK = '''
-start = time.perf_counter_ns()
+start = clock()
 done = 0
 while done < calls:
     fn()
     done += 1
 sync()
-return time.perf_counter_ns() - start
+return clock() - start
 '''
 
 # calibration by an estimate from one call, then doubling (ours grows by the shortfall)
@@ -118,20 +118,20 @@ MY_TIMING_LOOP = '''
 for _ in range(warmup):
     fn()
 sync()
-overhead = measure_timer_overhead_ns()
+overhead = measure_timer_overhead_ns(clock=clock)
 need = 2.0 * max(overhead / max_overhead_fraction, min_block_ns)
 calls = 1
-took = _time_block(fn, 1, sync)
+took = _time_block(fn, 1, sync, clock)
 if took < need:
     calls = max(2, int(need / max(took, 1)) + 1)
-    while _time_block(fn, calls, sync) < need:
+    while _time_block(fn, calls, sync, clock) < need:
         calls *= 2
 per_call = []
-t_start = time.perf_counter()
+t_start = clock()
 stop_reason = None
 while stop_reason is None:
-    per_call.append(_time_block(fn, calls, sync) / calls)
-    stop_reason = _stop_reason(per_call, samples, time.perf_counter() - t_start, min_seconds=min_seconds,
+    per_call.append(_time_block(fn, calls, sync, clock) / calls)
+    stop_reason = _stop_reason(per_call, samples, (clock() - t_start) / 1e9, min_seconds=min_seconds,
                                max_seconds=max_seconds, target_rel_ci=target_rel_ci)
 '''
 
@@ -174,8 +174,8 @@ WRONG = {
     "mean clock cost": ("timing-overhead", "fill", "measure_timer_overhead_ns", '''
 diffs = []
 for _ in range(reads):
-    t0 = time.perf_counter_ns()
-    diffs.append(time.perf_counter_ns() - t0)
+    t0 = clock()
+    diffs.append(clock() - t0)
 return sum(diffs) / len(diffs)
 ''', "that is the mean"),
     "off-by-one rank": ("timing-median-ci", "fill", "median_ci", '''
@@ -212,15 +212,15 @@ if n >= 6 and hi - lo <= target_rel_ci * statistics.median(per_call_ns):
 return "max_seconds" if spent_s >= max_seconds else None
 ''', "full width"),
     "no sync (clock read before sync)": ("timing-loop", "fill", "_time_block", '''
-t0 = time.perf_counter_ns()
+t0 = clock()
 for _ in range(calls):
     fn()
-elapsed = time.perf_counter_ns() - t0
+elapsed = clock() - t0
 sync()
 return elapsed
 ''', "no sync"),
     "no sync at all": ("timing-loop", "fill", "time_callable",
-                       MY_TIMING_LOOP.replace("sync()\n", "").replace(", sync)", ", lambda: None)"), "no sync"),
+                       MY_TIMING_LOOP.replace("sync()\n", "").replace(", sync, clock)", ", lambda: None, clock)"), "no sync"),
     "no warmup": ("timing-loop", "fill", "time_callable",
                   MY_TIMING_LOOP.replace("for _ in range(warmup):\n    fn()\n", ""), "no warmup"),
     "one call per sample": ("timing-loop", "fill", "time_callable",
@@ -300,17 +300,23 @@ def test_typical_wrong_solutions_are_named(mistake, fresh):
     assert expect in str(e.value), f"{mistake}: the failure should say {expect!r}, got: {e.value}"
 
 
-def test_the_graded_timing_loop_leaves_the_clock_alone(fresh):
-    "The graded test swaps the module's `time` for a fake clock: it must put the real one back, pass or fail."
-    import time as real_time
-
+def test_the_graded_timing_tests_patch_no_globals(fresh):
+    """The graded tests reach the student's code only through its arguments (a fake clock, fake fn and
+    sync as callbacks) and `in_student_process`: grading runs them in a process of their own, where
+    patching the notebook's globals would not reach the student's code. Pass or fail, every global of
+    the namespace is the object it was before."""
     ns = fresh()
-    ns["test_unit_timing_loop"]()
-    assert ns["time"] is real_time
+    before = dict(ns)
+    for test in GRADED_TESTS.values():
+        ns[test]()
+    changed = sorted(k for k in before if ns.get(k) is not before[k])
+    assert not changed, f"the graded tests replaced these globals: {changed}"
     ns = fresh({"timing-loop": [SOLUTIONS["timing-loop"][0], ("fill", "time_callable", WRONG["no warmup"][3])]})
+    before = dict(ns)
     with pytest.raises(AssertionError):
         ns["test_unit_timing_loop"]()
-    assert ns["time"] is real_time
+    changed = sorted(k for k in before if ns.get(k) is not before[k])
+    assert not changed, f"the failing graded test replaced these globals: {changed}"
 
 
 # ---- the scaffolds agree with the graded cells ------------------------------------------------

@@ -218,23 +218,6 @@ def test_leak_check_finds_a_leak(tiny_course):
     assert nbgrader_glue.leak_check([src], [src])  # markers themselves count as leaks
 
 
-@pytest.mark.slow
-def test_autograde_solution_full_marks_release_zero(course, tmp_path):
-    module = "19_benchmarking"
-    graded = nbgrader_glue.module_assignment_notebooks(course.nbs_dir, module)
-    assert graded, "module 19 has no nbgrader notebooks"
-    # the module's opening notebook (BenchmarkResult, precise_timer, Wilson, comparisons, Pareto):
-    # autograding all of module 19 twice takes minutes; tests/test_grading.py covers a class run
-    graded = [nb for nb in graded if nb.name == "results_dev.ipynb"]
-    assert graded, "results_dev.ipynb must hold graded cells"
-    cdir = tmp_path / "nbg"
-    rel = nbgrader_glue.generate_assignment(cdir, module, graded, course.course_id, course.cell_timeout)
-    full = nbgrader_glue.autograde(cdir, module, "solution", graded)
-    assert full["max_score"] > 0 and full["score"] == full["max_score"], full
-    zero = nbgrader_glue.autograde(cdir, module, "blank", sorted(rel.glob("*.ipynb")))
-    assert zero["score"] == 0 and zero["max_score"] == full["max_score"], zero
-
-
 def test_release_unknown_module(course):
     with pytest.raises(TitoError) as e:
         course.resolve(["42"])

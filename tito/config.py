@@ -41,6 +41,8 @@ class Course:
     workspace_dir: Path = Path("workspace")
     cell_timeout: int = 300
     notebook_time_limit: int = 180
+    # libraries the grading sandbox imports once per student before any notebook runs (None: tito's list)
+    grading_preimport: list[str] | None = None
 
     @classmethod
     def load(cls, root: Path | None = None) -> "Course":
@@ -63,6 +65,7 @@ class Course:
             workspace_dir=root / get("workspace_dir", "workspace"),
             cell_timeout=int(get("cell_timeout", "300")),
             notebook_time_limit=int(get("notebook_time_limit", "180")),
+            grading_preimport=get("grading_preimport", "").split() or None,
         )
 
     @property

@@ -1,4 +1,4 @@
-"""nbgrader glue: course directory, generate_assignment, leak check, autograde, scores.
+"""nbgrader glue: course directory, generate_assignment, leak check, written answers.
 
 All paths are parameters so tests (and `tito grade`, student workspaces) can point them
 anywhere. nbgrader runs as `python -m nbgrader ...` in the course directory, with a
@@ -10,11 +10,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tito import process
 from tito.config import TitoError
 
 # the stub of a region outside any function; regions inside one name it (nbgrader_named_stubs)
@@ -72,14 +72,14 @@ def _nbgrader_env() -> dict:
     return env
 
 
-def run_nbgrader(course_dir: Path, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+def run_nbgrader(course_dir: Path, *args: str, timeout: float = 1800) -> process.Finished:
     """`python -m nbgrader ARGS` in `course_dir`; raises TitoError with its log on failure."""
-    p = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course_dir,
-                       capture_output=True, text=True, timeout=timeout, env=_nbgrader_env())
+    p = process.run([sys.executable, "-m", "nbgrader", *args], cwd=course_dir, timeout=timeout, env=_nbgrader_env())
+    if p.timed_out:
+        raise TitoError(f"nbgrader {' '.join(args)} did not finish within {timeout:.0f} s")
     if p.returncode != 0:
-        log = "\n".join((p.stdout + p.stderr).strip().splitlines()[-30:])
-        raise TitoError(f"nbgrader {' '.join(args)} failed (exit {p.returncode}):\n{log}")
-    check_config_loaded(p.stdout + p.stderr, args)
+        raise TitoError(f"nbgrader {' '.join(args)} failed (exit {p.returncode}):\n{p.tail(30)}")
+    check_config_loaded(p.output, args)
     return p
 
 
@@ -262,32 +262,6 @@ def release_module(source_notebooks: list[Path], assignment: str, release_dir: P
     return ReleaseResult(assignment, dest, notebooks, leaks, data)
 
 
-# Manually graded answers (a markdown cell with nbgrader `grade` and `solution` true and its
-# `points`: the written answers). Autograde cannot score them: such a cell is "pending" (the
-# student wrote something; its points await the instructor, e.g. in nbgrader's formgrader),
-# "unanswered" (the release's "YOUR ANSWER HERE" left unchanged: nbgrader scores it 0 and asks
-# no one), or "graded" (an instructor gave a manual score). In grades its points count in
-# `max_score`; `score` holds only what was graded; `manual_pending` the points still to grade.
-PENDING, UNANSWERED, GRADED = "pending", "unanswered", "graded"
-
-
-def manual_state(grade) -> str | None:
-    """PENDING, UNANSWERED or GRADED for a gradebook `Grade` of a manually graded answer;
-    None for an autograded cell (a test cell, or an autograded code answer)."""
-    if grade.manual_score is not None:
-        return GRADED
-    if grade.auto_score is None or grade.needs_manual_grade:
-        return PENDING
-    if grade.cell_type == "markdown":
-        return UNANSWERED  # auto_score 0 without review: the answer cell was left as released
-    return None
-
-
-def manual_pending(grades) -> float:
-    "Points of the manually graded answers among `grades` that still await the instructor."
-    return float(sum(g.max_score for g in grades if manual_state(g) == PENDING))
-
-
 @dataclass
 class WrittenAnswer:
     notebook: str
@@ -318,37 +292,6 @@ def written_answers(notebooks: list[Path]) -> list[WrittenAnswer]:
                 out.append(WrittenAnswer(Path(path).name, meta.get("grade_id", "?"),
                                          float(meta.get("points", 0)), not same))
     return out
-
-
-def autograde(course_dir: Path, assignment: str, student: str, notebooks: list[Path],
-              timeout: int = 300) -> dict:
-    """Submit `notebooks` as `student`'s work and autograde it (generate_assignment first).
-
-    Returns {"score", "max_score", "manual_pending", "notebooks": {name: {"score", "max_score",
-    "manual_pending"}}}; `manual_pending`: see `manual_state`.
-    """
-    course_dir = Path(course_dir).resolve()
-    sub = course_dir / "submitted" / student / assignment
-    if sub.exists():
-        shutil.rmtree(sub)
-    sub.mkdir(parents=True)
-    for nb in notebooks:
-        write_normalized(nb, sub / Path(nb).name)
-    run_nbgrader(course_dir, "autograde", assignment, "--student", student, "--force")
-    return scores(course_dir, assignment, student)
-
-
-def scores(course_dir: Path, assignment: str, student: str) -> dict:
-    """Scores of one autograded submission, read from course_dir/gradebook.db."""
-    from nbgrader.api import Gradebook
-
-    db = f"sqlite:///{Path(course_dir).resolve() / 'gradebook.db'}"
-    with Gradebook(db) as gb:
-        s = gb.find_submission(assignment, student)
-        nbs = {n.name: {"score": float(n.score), "max_score": float(n.max_score),
-                        "manual_pending": manual_pending(n.grades)} for n in s.notebooks}
-        return {"score": float(s.score), "max_score": float(s.max_score),
-                "manual_pending": float(sum(n["manual_pending"] for n in nbs.values())), "notebooks": nbs}
 
 
 def module_assignment_notebooks(nbs_dir: Path, module: str) -> list[Path]:

@@ -5,7 +5,6 @@ Every runner returns a StageResult: counts, seconds, and one line per failure.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -13,6 +12,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tito import process
 from tito.inline_runner import parse_output
 
 
@@ -62,15 +62,12 @@ def run_inline(files: list[Path], timeout: float = 900, verbose: bool = False,
     st = stage or StageResult("inline tests")
     for f in files:
         rel = _rel(f, root)
-        t0 = time.perf_counter()
-        try:
-            p = subprocess.run([sys.executable, "-m", "tito.inline_runner", str(f)],
-                               capture_output=True, text=True, timeout=timeout, env=_env(),
-                               cwd=str(root or Path.cwd()))
-            out, err, rc = p.stdout, p.stderr, p.returncode
-        except subprocess.TimeoutExpired as e:
+        p = process.run([sys.executable, "-m", "tito.inline_runner", str(f)], timeout=timeout, env=_env(),
+                        cwd=str(root or Path.cwd()))
+        out, err, rc = p.stdout, p.stderr, p.returncode
+        if p.timed_out:
             out, err, rc = "", f"timed out after {timeout:.0f} s", -1
-        st.seconds += time.perf_counter() - t0
+        st.seconds += p.seconds
         res = parse_output(out)
         if res is None:
             st.add(False, f"{rel}: runner crashed (exit {rc}): {_tail(err)}")
@@ -149,13 +146,11 @@ def run_pytest(targets: list[Path], root: Path, extra: list[str] | None = None,
         xml = Path(tmp) / "report.xml"
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
                *(extra or []), *[str(t) for t in targets]]
-        t0 = time.perf_counter()
-        try:
-            p = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=_env(), timeout=timeout)
-            out, rc = p.stdout + p.stderr, p.returncode
-        except subprocess.TimeoutExpired:
+        p = process.run(cmd, cwd=root, env=_env(), timeout=timeout)
+        out, rc = p.output, p.returncode
+        if p.timed_out:
             out, rc = f"pytest timed out after {timeout:.0f} s", -1
-        st.seconds = time.perf_counter() - t0
+        st.seconds = p.seconds
         cases = []
         if xml.exists():
             try:
@@ -178,8 +173,7 @@ def run_pytest(targets: list[Path], root: Path, extra: list[str] | None = None,
 
 
 def _tail(text: str, n: int = 6) -> str:
-    lines = [l for l in (text or "").strip().splitlines() if l.strip()]
-    return "\n".join(lines[-n:])
+    return process.tail(text, n)
 
 
 def _rel(p: Path, root: Path | None) -> str:

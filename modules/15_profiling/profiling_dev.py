@@ -51,6 +51,16 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from tinytorch.profiling.timing import ModelAdapter, _positive_int, adapt, time_callable, time_model
 
+# %%
+import os
+
+import numpy as np
+
+
+def grading_rng() -> np.random.Generator:
+    "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
+    return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
+
 # %% [markdown]
 # ## Counting parameters
 #
@@ -103,6 +113,37 @@ def test_unit_parameter_count():
                          + (" -- the product of an empty shape is 1, not 0" if got_0d == 0 else ""))
     assert parameter_count([]) == 0, f"no arrays: expected 0 scalars, got {parameter_count([])}"
     assert isinstance(got, int), f"expected a Python int, got {type(got).__name__}"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    torch_dtypes, numpy_dtypes = (torch.float32, torch.float16, torch.float64, torch.int8), (np.float32, np.float64, np.int16, np.uint8)
+    arrays, sizes = [], []
+    for i in range(int(rng.integers(3, 8))):
+        shape = tuple(int(d) for d in rng.integers(1, 7, size=0 if i == 0 else int(rng.integers(1, 5))))  # one 0-d array
+        if rng.random() < 0.5:
+            arrays.append(torch.zeros(shape, dtype=torch_dtypes[int(rng.integers(len(torch_dtypes)))]))
+        else:
+            arrays.append(np.zeros(shape, dtype=numpy_dtypes[int(rng.integers(len(numpy_dtypes)))]))
+        sizes.append(int(np.prod(shape, dtype=np.int64)))
+    sizes_in = int(rng.integers(2, 40))
+    sizes_out = int(rng.integers(1, 20))
+    layer = torch.nn.Linear(sizes_in, sizes_out, bias=bool(rng.random() < 0.5))
+    for p in layer.parameters():
+        arrays.append(p.detach())
+        sizes.append(p.numel())
+    again = int(rng.integers(1, len(arrays)))
+    arrays.append(arrays[again])  # the same array twice in the list: the caller decides, it counts twice
+    sizes.append(sizes[again])
+    order = [int(i) for i in rng.permutation(len(arrays))]
+    arrays, sizes = [arrays[i] for i in order], [sizes[i] for i in order]
+    shapes = [tuple(a.shape) for a in arrays]
+    got = parameter_count(arrays)
+    expected = sum(sizes)
+    assert isinstance(got, int) and got == expected, (
+        f"arrays of shapes {shapes}: expected {expected} scalars (a Python int), got {got!r}"
+        + (" -- the product of an empty shape is 1, not 0" if got == expected - 1 else "")
+        + (" -- do not deduplicate: the list is counted as given" if got == expected - sizes[order.index(again)]
+           and got != expected - 1 else ""))
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -173,6 +214,26 @@ def test_unit_linear_macs():
         out = layer(x)
     got = linear_macs(33, tuple(out.shape))
     assert 2 * got == fc.get_total_flops(), f"expected {fc.get_total_flops() // 2} MACs, got {got}"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    for _ in range(4):
+        in_features = int(rng.integers(1, 2049))
+        shape = tuple(int(d) for d in rng.integers(1, 40, size=int(rng.integers(1, 5))))
+        arg = list(shape) if rng.random() < 0.3 else shape
+        got = linear_macs(in_features, arg)
+        expected = in_features * int(np.prod(shape, dtype=np.int64))
+        assert isinstance(got, int) and got == expected, (
+            f"in_features={in_features}, output_shape={arg}: expected {expected} MACs (a Python int), got {got!r}")
+    i, o = int(rng.integers(1, 64)), int(rng.integers(1, 64))
+    lead = tuple(int(d) for d in rng.integers(1, 6, size=int(rng.integers(1, 3))))
+    layer, x = torch.nn.Linear(i, o, bias=bool(rng.random() < 0.5)), torch.randn(*lead, i)
+    with FlopCounterMode(display=False) as fc:
+        out = layer(x)
+    got = linear_macs(i, tuple(out.shape))
+    assert 2 * got == fc.get_total_flops(), (
+        f"Linear({i}, {o}) on an input of shape {tuple(x.shape)}: expected {fc.get_total_flops() // 2} MACs "
+        f"(torch's FLOP counter / 2), got {got}")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -227,6 +288,34 @@ def test_unit_conv_macs():
             out = conv(x)
         got = conv_macs(tuple(conv.weight.shape), tuple(out.shape))
         assert 2 * got == fc.get_total_flops(), f"{name}: expected {fc.get_total_flops() // 2} MACs, got {got}"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    for dims in [int(d) for d in rng.permutation([1, 2, 3])]:
+        groups = int(rng.choice([1, 1, 2, 3, 4]))
+        c_in, c_out = groups * int(rng.integers(1, 4)), groups * int(rng.integers(1, 4))
+        kernel = tuple(int(k) for k in rng.integers(1, 4, size=dims))
+        stride, padding, dilation = int(rng.integers(1, 3)), int(rng.integers(0, 2)), int(rng.integers(1, 3))
+        conv = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)[dims - 1](
+            c_in, c_out, kernel, stride=stride, padding=padding, dilation=dilation, groups=groups,
+            bias=bool(rng.random() < 0.5))
+        spatial = [int(dilation * (k - 1) + 1 + rng.integers(0, 8 if dims < 3 else 4)) for k in kernel]
+        x = torch.randn(int(rng.integers(1, 3)), c_in, *spatial)
+        with FlopCounterMode(display=False) as fc:
+            out = conv(x)
+        expected = fc.get_total_flops() // 2
+        weight_shape, output_shape = tuple(conv.weight.shape), tuple(out.shape)
+        got = conv_macs(weight_shape, output_shape)
+        elements = int(np.prod(output_shape, dtype=np.int64))
+        hint = ""
+        if got == elements * int(np.prod(weight_shape, dtype=np.int64)):
+            hint = " -- the weight's first dimension, C_out, is already counted in the output elements"
+        elif groups > 1 and got == expected * groups:
+            hint = " -- a grouped convolution reads C_in / groups channels: the weight's second dimension says how many"
+        assert isinstance(got, int) and got == expected, (
+            f"Conv{dims}d({c_in}, {c_out}, {kernel}, stride={stride}, padding={padding}, dilation={dilation}, "
+            f"groups={groups}): weight {weight_shape}, output {output_shape}: expected {expected} MACs (torch's FLOP "
+            f"counter / 2, a Python int), got {got!r}{hint}")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -278,6 +367,26 @@ def test_unit_activation_bytes():
     t = torch.zeros(4, 9, dtype=torch.float64)
     got = activation_bytes(tuple(t.shape), t.dtype)
     assert got == t.numel() * t.element_size(), f"a (4, 9) float64 tensor: expected torch's own size {t.numel() * t.element_size()}, got {got}"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    torch_dtypes = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.uint8, torch.int16,
+                    torch.int32, torch.int64, torch.bool, torch.complex64)
+    numpy_dtypes = (np.float32, np.float16, np.float64, np.int64, np.uint8, np.bool_, "int16", "uint8", "float64",
+                    "complex128", "int32", np.dtype("int32"), np.dtype("float16"))
+    for i in range(8):
+        shape = tuple(int(d) for d in rng.integers(1, 12, size=int(rng.integers(0 if i == 0 else 1, 5))))
+        if i % 2 == 0:
+            dtype = torch_dtypes[int(rng.integers(len(torch_dtypes)))]
+            per_element = torch.empty(0, dtype=dtype).element_size()
+        else:
+            dtype = numpy_dtypes[int(rng.integers(len(numpy_dtypes)))]
+            per_element = np.zeros(1, dtype=dtype).nbytes
+        expected = int(np.prod(shape, dtype=np.int64)) * per_element
+        got = activation_bytes(shape, dtype)
+        assert isinstance(got, int) and got == expected, (
+            f"shape {shape}, dtype {dtype!r}: expected {expected} bytes ({per_element} per element, a Python int), "
+            f"got {got!r}")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":

@@ -61,6 +61,16 @@ import psutil
 import torch
 
 # %%
+import os
+
+import numpy as np
+
+
+def grading_rng() -> np.random.Generator:
+    "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
+    return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
+
+
 def in_student_process(fn, *args, **kwargs):
     """Test helper: call `fn(*args, **kwargs)` in the process that runs your code. In this notebook
     that is this kernel. When your work is graded, the tests run in a process of their own and call
@@ -565,8 +575,8 @@ if __name__ == "__main__":
 # timed in **blocks** of several calls, and the per-call time is the block time divided by the
 # number of calls.
 #
-# **Your task (easy, 3 points).** Implement `measure_timer_overhead_ns(reads)`: the typical cost,
-# in ns, of reading the clock twice in a row.
+# **Your task (easy, 3 points).** Implement `measure_timer_overhead_ns(reads, clock)`: the typical
+# cost, in ns, of reading the clock twice in a row.
 #
 # - *TODO:* take `reads` pairs of back-to-back clock readings and return their typical difference
 #   as a float (the check on `reads` is written for you).
@@ -630,6 +640,35 @@ def test_unit_measure_timer_overhead():
             assert "reads" in str(e), f"the error for reads={bad} should name 'reads', got: {e}"
         else:
             raise AssertionError(f"measure_timer_overhead_ns({bad}) should raise ValueError")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    n_pairs = int(rng.integers(60, 400))
+    costs = [int(c) for c in rng.integers(15, 400, size=n_pairs)]  # each read pair's own cost, ns
+    for i in rng.choice(n_pairs, size=max(1, n_pairs // 20), replace=False):
+        costs[int(i)] += int(rng.integers(20_000, 2_000_000))  # a few pairs interrupted
+    gaps = [int(g) for g in rng.integers(0, 5_000, size=n_pairs)]  # time between one pair and the next
+
+    class PairClock:  # read 2i starts pair i, read 2i+1 ends it costs[i] ns later
+        def __init__(self, now):
+            self.now, self.reads = now, 0
+
+        def read(self):
+            r, t = self.reads, self.now
+            self.reads += 1
+            self.now += costs[(r // 2) % n_pairs] if r % 2 == 0 else gaps[(r // 2) % n_pairs]
+            return t
+
+    pair_clock = PairClock(int(rng.integers(10**6, 10**12)))
+    got = measure_timer_overhead_ns(n_pairs, clock=pair_clock.read)
+    assert pair_clock.reads == 2 * n_pairs, (
+        f"reads={n_pairs} read pairs: expected {2 * n_pairs} reads of the clock, got {pair_clock.reads}")
+    expected = float(np.median(costs))
+    assert isinstance(got, float) and abs(got - expected) < 1e-9, (
+        f"{n_pairs} read pairs of a clock whose pairs cost between {min(costs)} and {max(costs)} ns: expected the "
+        f"typical pair, {expected} ns, got {got!r}"
+        + (" -- that is the mean: a few interrupted pairs pull it up" if abs(got - float(np.mean(costs))) < 1e-6
+           else " -- that is the fastest pair, not the typical one" if got == min(costs) else ""))
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -736,6 +775,54 @@ def test_unit_median_ci():
             assert arg in str(e), f"the error for median_ci{bad} should name '{arg}', got: {e}"
         else:
             raise AssertionError(f"median_ci{bad} should raise ValueError")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+
+    def rank_k(n, confidence):  # the largest k with P(B <= k - 1) < (1 - confidence) / 2, B ~ Binomial(n, 1/2)
+        tail, below, k = (1 - confidence) / 2, 0, 0
+        while (below + math.comb(n, k)) / 2 ** n < tail:
+            below += math.comb(n, k)
+            k += 1
+        return k
+
+    def clear_of_ties(n, confidence):  # no cumulative binomial probability sits on the tail (rounding)
+        tail = (1 - confidence) / 2
+        cdf = np.cumsum([math.comb(n, j) for j in range(n + 1)]) / 2 ** n
+        return bool(np.min(np.abs(cdf - tail)) > 1e-7)
+
+    for case in range(3):
+        n = int(rng.integers(40, 300))
+        confidence = float(rng.uniform(0.8, 0.995))
+        while not clear_of_ties(n, confidence):
+            confidence = float(rng.uniform(0.8, 0.995))
+        if case < 2:  # distinct, skewed values (latencies), in random order
+            values = [float(v) for v in 1000.0 * np.exp(rng.normal(0.0, float(rng.uniform(0.05, 1.0)), size=n))]
+        else:  # few distinct values: ties
+            values = [float(v) for v in rng.integers(1, 6, size=n)]
+        xs = sorted(values)
+        k = rank_k(n, confidence)
+        expected = (xs[k - 1], xs[n - k]) if k >= 1 else (xs[0], xs[-1])
+        got = tuple(median_ci(values, confidence=confidence))
+        what = f"{n} values (from {xs[0]:.6g} to {xs[-1]:.6g}, in random order) at confidence {confidence:.4f}"
+        hint = ""
+        if not all(v in values for v in got):
+            hint = (" -- both ends must be values of the sample"
+                    + ("; that looks like mean ± t·s" if abs(sum(got) / 2 - statistics.mean(values)) < 1e-6 * xs[-1] else ""))
+        elif case < 2 and got[0] <= got[1]:
+            ranks = (xs.index(got[0]) + 1, n - xs.index(got[1]))  # rank from below, rank from above
+            if ranks != (k, k) and max(abs(ranks[0] - k), abs(ranks[1] - k)) <= 1:
+                hint = (f" -- the ends are the {ranks[0]}-th smallest and the {ranks[1]}-th largest value, k is {k}: an "
+                        "off-by-one rank")
+        elif got[0] > got[1]:
+            hint = " -- sort the values first"
+        assert got == expected, (f"{what}: expected {expected}, the {k}-th smallest and the {k}-th largest value, "
+                                 f"got {got}{hint}")
+    n_small = int(rng.integers(2, 6))
+    small = [float(v) for v in rng.permutation(rng.uniform(0.5, 50.0, size=n_small))]
+    got = tuple(median_ci(small))
+    assert got == (min(small), max(small)), (
+        f"{n_small} values {small}: no pair of them reaches 95%, expected the range {(min(small), max(small))}, got {got}")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -920,6 +1007,83 @@ def test_unit_timing_conditions():
     finally:
         in_student_process(torch.set_num_threads, before)
         in_student_process(gc.enable if gc_was_on else gc.disable)
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    threads, gc_on = lambda: in_student_process(torch.get_num_threads), lambda: in_student_process(gc.isenabled)
+    before, gc_was_on = threads(), gc_on()
+    errors = (KeyError, RuntimeError, ZeroDivisionError, IndexError)
+    try:
+        base = int(rng.integers(1, 7))
+        in_student_process(torch.set_num_threads, base)
+        levels = [None if rng.random() < 0.25 else int(rng.integers(1, 9)) for _ in range(3)]
+        want = []  # the count each level should give: its own, or the one around it for None
+        for t in levels:
+            want.append(t if t is not None else (want[-1] if want else base))
+        error = errors[int(rng.integers(len(errors)))]
+        with fixed_threads(levels[0]) as n0:
+            assert n0 == want[0] == threads(), (
+                f"fixed_threads({levels[0]}) with {base} threads before: expected {want[0]} inside, got {threads()} "
+                f"(yielded {n0})")
+            with fixed_threads(levels[1]) as n1:
+                assert n1 == want[1] == threads(), (
+                    f"fixed_threads({levels[1]}) inside fixed_threads({levels[0]}): expected {want[1]} inside, got "
+                    f"{threads()} (yielded {n1})")
+                try:
+                    with fixed_threads(levels[2]) as n2:
+                        assert n2 == want[2] == threads(), (
+                            f"fixed_threads({levels[2]}) at the third level: expected {want[2]}, got {threads()} "
+                            f"(yielded {n2})")
+                        raise error("the model failed")
+                except error:
+                    pass
+                assert threads() == want[1], (
+                    f"fixed_threads({levels[2]}), left by an exception inside fixed_threads({levels[1]}): expected the "
+                    f"{want[1]} threads from before it, got {threads()}")
+            assert threads() == want[0], (
+                f"after the inner fixed_threads({levels[1]}): expected the {want[0]} threads from before it, got {threads()}")
+        assert threads() == base, f"after the outer fixed_threads({levels[0]}): expected the {base} threads from before, got {threads()}"
+        bad = [0, -int(rng.integers(1, 50)), float(rng.integers(1, 8)) + 0.5][int(rng.integers(3))]
+        try:
+            with fixed_threads(bad):
+                pass
+        except ValueError as e:
+            assert "threads" in str(e), f"the error for threads={bad!r} should name 'threads', got: {e}"
+        else:
+            raise AssertionError(f"fixed_threads({bad!r}) should raise ValueError")
+        assert threads() == base, f"a rejected fixed_threads({bad!r}) must leave the {base} threads alone, got {threads()}"
+        # the collector: nested pauses, each level puts back what it found
+        start_on = bool(rng.random() < 0.5)
+        pauses = [bool(p) for p in rng.random(3) < 0.6]
+        in_student_process(gc.enable if start_on else gc.disable)
+        state = [start_on]
+        for p in pauses:
+            state.append(False if p else state[-1])
+        error = errors[int(rng.integers(len(errors)))]
+        label = f"collector {'on' if start_on else 'off'}, then _gc_paused({pauses[0]}), ({pauses[1]}), ({pauses[2]})"
+        with _gc_paused(pauses[0]):
+            assert gc_on() == state[1], f"{label}: inside the first: expected the collector {'on' if state[1] else 'off'}"
+            with _gc_paused(pauses[1]):
+                assert gc_on() == state[2], f"{label}: inside the second: expected the collector {'on' if state[2] else 'off'}"
+                try:
+                    with _gc_paused(pauses[2]):
+                        assert gc_on() == state[3], (
+                            f"{label}: inside the third: expected the collector {'on' if state[3] else 'off'}")
+                        raise error("the model failed")
+                except error:
+                    pass
+                assert gc_on() == state[2], (
+                    f"{label}: the third left by an exception: expected the collector {'on' if state[2] else 'off'} as "
+                    f"before it, got {'on' if gc_on() else 'off'} -- put back what you found, in a `finally`")
+            assert gc_on() == state[1], (
+                f"{label}: after the second: expected the collector {'on' if state[1] else 'off'} as before it, got "
+                f"{'on' if gc_on() else 'off'} -- switch it on again only if it was on before")
+        assert gc_on() == start_on, (
+            f"{label}: after the first: expected the collector {'on' if start_on else 'off'} as before, got "
+            f"{'on' if gc_on() else 'off'}")
+    finally:
+        in_student_process(torch.set_num_threads, before)
+        in_student_process(gc.enable if gc_was_on else gc.disable)
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -997,6 +1161,81 @@ def test_unit_stop_reason():
     for values, samples, spent, options, expected, what in cases:
         got = _stop_reason(values, samples, spent, **options)
         assert got == expected, f"{what}: expected {expected!r}, got {got!r}"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+
+    def interval95(vals):  # the order statistics of the 95% interval of the median, found by the binomial tail
+        xs, n = sorted(vals), len(vals)
+        below, k = 0, 0
+        while (below + math.comb(n, k)) / 2 ** n < 0.025:
+            below += math.comb(n, k)
+            k += 1
+        return (xs[0], xs[-1]) if k < 1 else (xs[k - 1], xs[n - k])
+
+    def rule(vals, samples, spent, min_s, max_s, target):
+        n = len(vals)
+        if n < samples or spent < min_s:
+            return "max_seconds" if spent >= max_s and n >= 2 else None
+        if target is None:
+            return "samples"
+        lo, hi = interval95(vals)
+        if n >= 6 and (hi - lo) / 2 <= target * statistics.median(vals):
+            return "precision"
+        return "max_seconds" if spent >= max_s else None
+
+    cases = []
+    for _ in range(30):
+        n = int(rng.integers(1, 40))
+        vals = [float(v) for v in 1000.0 * np.exp(rng.normal(0.0, float(rng.choice([0.002, 0.02, 0.1, 0.4])), size=n))]
+        samples = int(rng.integers(1, 40))
+        min_s = 0.0 if rng.random() < 0.5 else float(rng.uniform(0.1, 5.0))
+        max_s = float(rng.uniform(1.0, 10.0))
+        spent = float(rng.uniform(0.0, 12.0))
+        target = None if rng.random() < 0.3 else float(np.exp(rng.uniform(np.log(1e-3), np.log(0.3))))
+        if target is not None and n >= 6:  # keep the half-width clear of the target (no rounding ties)
+            lo, hi = interval95(vals)
+            if abs((hi - lo) / 2 - target * statistics.median(vals)) < 1e-6 * statistics.median(vals):
+                target *= 1.5
+        cases.append((vals, samples, spent, min_s, max_s, target))
+    # the half-width, not the full width, meets the target
+    n = int(rng.integers(20, 60))
+    vals = [float(v) for v in 1000.0 * (1 + rng.uniform(0.0, 0.02, size=n))]
+    lo, hi = interval95(vals)
+    med = statistics.median(vals)
+    cases.append((vals, int(rng.integers(1, n)), 1.0, 0.0, 60.0, float(rng.uniform(0.6, 0.9)) * (hi - lo) / med))
+    # a long tail pulls the mean up, not the median: the target is relative to the median
+    n = int(rng.integers(30, 60))
+    vals = [float(v) for v in 1000.0 * (1 + rng.uniform(0.0, 0.05, size=n))]
+    for i in rng.choice(n, size=n // 5, replace=False):
+        vals[int(i)] = float(1000.0 * rng.uniform(5.0, 20.0))
+    lo, hi = interval95(vals)
+    half = (hi - lo) / 2
+    cases.append((vals, int(rng.integers(1, n)), 1.0, 0.0, 60.0,
+                  math.sqrt(half / statistics.median(vals) * half / statistics.mean(vals))))
+    # five equal values are no 95% interval, six are
+    v, spent = float(rng.uniform(1.0, 1e6)), float(rng.uniform(0.0, 5.0))
+    cases += [([v] * 5, int(rng.integers(1, 6)), spent, 0.0, 60.0, 0.01), ([v] * 6, int(rng.integers(1, 7)), spent, 0.0, 60.0, 0.01)]
+    for vals, samples, spent, min_s, max_s, target in cases:
+        expected = rule(vals, samples, spent, min_s, max_s, target)
+        got = _stop_reason(vals, samples, spent, min_seconds=min_s, max_seconds=max_s, target_rel_ci=target)
+        if got == expected:
+            continue
+        lo, hi = interval95(vals)
+        med = statistics.median(vals)
+        hint = ""
+        if expected == "precision" and got is None and (hi - lo) <= 2 * target * med and (hi - lo) > target * med:
+            hint = " -- that compares the full width hi - lo; the target is on the half-width"
+        elif got == "precision" and len(vals) >= 6 and (hi - lo) / 2 <= target * statistics.mean(vals):
+            hint = " -- the target is relative to the median, not the mean"
+        elif got == "precision" and len(vals) < 6:
+            hint = " -- below 6 values median_ci gives the range, no 95% interval"
+        elif got == "max_seconds" and len(vals) < 2:
+            hint = " -- one sample has no spread: go on"
+        raise AssertionError(
+            f"{len(vals)} values (median {med:.6g}, 95% interval {(lo, hi)}), samples={samples}, spent_s={spent:.3f}, "
+            f"min_seconds={min_s:.3f}, max_seconds={max_s:.3f}, target_rel_ci={target}: expected {expected!r}, "
+            f"got {got!r}{hint}")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -1015,13 +1254,13 @@ if __name__ == "__main__":
 # `time_callable` between the argument checks and the `return`.
 #
 # - *TODO:*
-#   - `_time_block(fn, calls, sync)`: the elapsed ns of `calls` calls of `fn`, the work they queued
-#     on an accelerator included.
+#   - `_time_block(fn, calls, sync, clock)`: the elapsed ns of `calls` calls of `fn`, the work they
+#     queued on an accelerator included.
 #   - `time_callable`: run the `warmup` calls; measure the clock's cost (`overhead`); calibrate
 #     `calls`, the calls per block, so that one block lasts at least twice the larger of
 #     `overhead / max_overhead_fraction` and `min_block_ns`; then time blocks, appending each
 #     block's time per call to `per_call`, until `_stop_reason` gives a reason (`stop_reason`;
-#     measure `spent_s` with `time.perf_counter()` from the first sample on). The `with` that fixes
+#     measure `spent_s` through `clock()` from the first sample on). The `with` that fixes
 #     the threads and pauses the collector, and the `return` that reads `overhead`, `calls`,
 #     `per_call` and `stop_reason`, are written.
 # - *Approach:* calibrate from one call upwards: time a block; if it was too short, grow `calls`
@@ -1219,6 +1458,71 @@ def test_unit_timing_loop():
     assert s.stop_reason == "max_seconds" and len(s.per_call_ns) < 10, (
         f"calls of 0.5 s, samples=100, max_seconds=3: expected to stop at 'max_seconds' after a few samples, got "
         f"{s.stop_reason!r} after {len(s.per_call_ns)}")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+
+    class DrawnClock(FakeClock):  # the same fake, with a sync that takes time of its own
+        def __init__(self, read_ns, call_ns, sync_ns):
+            super().__init__(read_ns, call_ns)
+            self.sync_ns = sync_ns
+
+        def sync(self):
+            self.log.append("sync")
+            self.now += self.sync_ns
+
+    read_ns = int(rng.integers(20, 120))
+    fraction = float(rng.uniform(1e-3, 4e-3))
+    budget = read_ns / fraction  # the block the clock's cost needs
+    call_ns = int(2 * budget / int(rng.integers(4, 30))) + 1  # a few to a few dozen calls per block
+    sync_ns = int(rng.integers(0, 500))
+    warmup, samples = int(rng.integers(2, 10)), int(rng.integers(3, 8))
+    fake = DrawnClock(read_ns, call_ns, sync_ns)
+    s = time_callable(fake.fn, warmup=warmup, samples=samples, max_overhead_fraction=fraction, sync=fake.sync,
+                      clock=fake.perf_counter_ns)
+    log = fake.log
+    what = (f"clock reads of {read_ns} ns, calls of {call_ns} ns, sync of {sync_ns} ns, max_overhead_fraction "
+            f"{fraction:.5f}, warmup={warmup}, samples={samples}")
+    pending = False
+    for i, event in enumerate(log):
+        if event == "call":
+            pending = True
+        elif event == "sync":
+            pending = False
+        elif pending:
+            raise AssertionError(f"{what}: no sync before a clock read: event {i} reads the clock right after fn() ran "
+                                 f"(the events around it: {log[max(0, i - 3):i + 2]})")
+    first_block = next((i for i in range(len(log) - 1) if log[i] == "clock" and log[i + 1] == "call"), None)
+    assert first_block is not None, f"{what}: no timed block: the clock was never read just before a call"
+    warm = log[:first_block].count("call")
+    assert warm >= warmup and s.warmup_calls == warmup, (
+        f"{what}: expected the {warmup} warmup calls before the first timed block (warmup_calls {warmup}), got {warm} "
+        f"calls before it and warmup_calls {s.warmup_calls}" + (" -- no warmup" if warm == 0 else ""))
+    assert s.timer_overhead_ns == read_ns, (
+        f"{what}: timer_overhead_ns: expected the measured cost of a read pair of the clock in use, {read_ns} ns, got "
+        f"{s.timer_overhead_ns}")
+    assert len(s.per_call_ns) == samples and s.stop_reason == "samples", (
+        f"{what}: expected {samples} samples and stop_reason 'samples', got {len(s.per_call_ns)} and {s.stop_reason!r}")
+    calls = s.calls_per_sample
+    block = calls * statistics.median(s.per_call_ns)
+    assert budget <= block <= max(20 * 2 * budget, 2 * call_ns), (
+        f"{what}: block length not calibrated from the measured overhead: a block must last at least "
+        f"{read_ns} / {fraction:.5f} = {budget:.0f} ns (twice that with the margin), got {calls} calls = {block:.0f} ns")
+    per_block = (calls * call_ns + read_ns + sync_ns) / calls  # the calls, the sync and the read that ends the block
+    assert all(call_ns <= v <= call_ns + 2 * (read_ns + sync_ns) / calls for v in s.per_call_ns), (
+        f"{what}: per_call_ns: each sample is its block's elapsed time (calls and sync) divided by its {calls} calls, "
+        f"{per_block:.2f} ns here, got {s.per_call_ns}")
+    # min_seconds, spent on the clock in use: calls of a tenth of a second, a second or so of timing
+    call_ns = int(rng.uniform(0.05, 0.3) * 1e9)
+    n_min = float(rng.uniform(4.3, 8.7))  # min_seconds in sample times
+    min_seconds = n_min * (call_ns + 2 * read_ns) / 1e9
+    fake = FakeClock(read_ns, call_ns)
+    s = time_callable(fake.fn, warmup=1, samples=2, min_seconds=min_seconds, sync=fake.sync, clock=fake.perf_counter_ns)
+    need = math.ceil(n_min)
+    assert s.stop_reason == "samples" and need - 2 <= len(s.per_call_ns) <= need + 1, (
+        f"calls of {call_ns / 1e9:.3f} s, samples=2, min_seconds={min_seconds:.3f}: expected to stop at 'samples' once "
+        f"min_seconds of the clock in use is spent, after about {need} samples, got {s.stop_reason!r} after "
+        f"{len(s.per_call_ns)}" + (" -- pass min_seconds on to _stop_reason" if len(s.per_call_ns) == 2 else ""))
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -1413,6 +1717,64 @@ def test_unit_time_interleaved():
             assert arg in str(e), e
         else:
             raise AssertionError(f"{kwargs} should raise ValueError naming {arg!r}")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    n_models = int(rng.integers(2, 5))
+    names = [f"model{i}_{int(rng.integers(100, 1000))}" for i in range(n_models)]
+    rounds = int(rng.integers(1, 4))
+    samples = int(rng.integers(rounds, rounds + 6))
+    warmup, seed, width = int(rng.integers(0, 3)), int(rng.integers(1, 10_000)), int(rng.integers(2, 7))
+    threads = [None, 1, 2][int(rng.integers(3))]
+    broken = names[int(rng.integers(1, n_models))]  # never the first: the first one's runs count the rounds
+    break_round = int(rng.integers(1, rounds + 1))
+    token = f"failure {int(rng.integers(10**6))}"
+    log: list[str] = []
+    first_inputs = {}
+
+    def drawn(name):
+        def f(x):
+            rounds_begun = sum(1 for i, n in enumerate(log) if n == names[0] and (i == 0 or log[i - 1] != n))
+            log.append(name)
+            first_inputs.setdefault(name, x)
+            if name == broken and rounds_begun >= break_round:
+                raise RuntimeError(token)
+            return x * 2
+        return f
+
+    out = time_interleaved({n: drawn(n) for n in names}, (1, width), samples=samples, rounds=rounds, warmup=warmup,
+                           seed=seed, threads=threads)
+    what = (f"{n_models} models {names}, samples={samples}, rounds={rounds}, warmup={warmup}, seed={seed}, "
+            f"threads={threads}, {broken} raising from round {break_round} on")
+    expected_runs = [n for r in range(1, rounds + 1) for n in names if not (n == broken and r > break_round)]
+    collapse = lambda seq: [n for i, n in enumerate(seq) if i == 0 or seq[i - 1] != n]
+    runs = collapse(log)
+    assert runs == collapse(expected_runs), (
+        f"{what}: expected the models timed in this order {collapse(expected_runs)} (interleaved rounds, the broken "
+        f"model not tried after it raised), the calls went {runs}")
+    assert list(out) == names, f"{what}: expected one entry per model, {names}, got {list(out)}"
+    assert isinstance(out[broken], RuntimeError) and token in str(out[broken]), (
+        f"{what}: {broken} is reported with its exception RuntimeError({token!r}), got {out[broken]!r}")
+    x_expected = torch.randn(1, width, generator=torch.Generator().manual_seed(seed))
+    for name in names:
+        assert torch.equal(torch.as_tensor(first_inputs[name]), x_expected), (
+            f"{what}: {name} must get the input built from seed={seed} (time_model's seed), got {first_inputs[name]}")
+        if name == broken:
+            continue
+        assert isinstance(out[name], tuple) and len(out[name]) == 2, f"{what}: {name}: expected (values, metadata), got {out[name]!r}"
+        ms, meta = out[name]
+        assert len(ms) == samples and meta["samples"] == samples and meta["rounds"] == rounds, (
+            f"{what}: {name}: expected {samples} values in {rounds} rounds, got {len(ms)} values, metadata samples "
+            f"{meta['samples']} and rounds {meta['rounds']}")
+        assert meta["interleaved"] == (rounds > 1) and len(meta["calls_per_sample"]) == rounds, (
+            f"{what}: {name}: expected the metadata of {rounds} timings merged, got interleaved {meta['interleaved']} "
+            f"and calls_per_sample {meta['calls_per_sample']}")
+        assert meta["warmup_calls"] == rounds * warmup, (
+            f"{what}: {name}: expected warmup={warmup} in each of the {rounds} rounds ({rounds * warmup} warmup calls), "
+            f"got {meta['warmup_calls']}")
+        if threads is not None:
+            assert meta["torch_threads"] == threads, f"{what}: {name}: expected threads={threads}, got {meta['torch_threads']}"
+        assert all(v > 0 for v in ms), f"{what}: {name}: every per-call time is positive, got {ms}"
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":

@@ -42,6 +42,17 @@ from tinytorch.benchmarking.results import (
 )
 from tinytorch.profiling.timing import _positive_int as _check_int, adapt, system_info as _system_info, time_interleaved
 
+# %%
+import math
+import os
+
+import numpy as np
+
+
+def grading_rng() -> np.random.Generator:
+    "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
+    return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
+
 # %% [markdown]
 # ## The public API, in one place
 #
@@ -482,6 +493,77 @@ def test_unit_benchmark_accuracy():
     b = Benchmark([lin], [(X, torch.tensor([0, 1, 2, 3, 4, 5]))], names=["eye"], measurement_runs=2)
     assert b.run_accuracy_benchmark() == {} and "labels do not match" in b.failures["accuracy"]["eye"]["message"], \
         f"labels the model cannot output are a recorded failure, got {b.failures.get('accuracy')}"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    torch.manual_seed(int(rng.integers(2**31)))
+    k = int(rng.integers(3, 7))  # classes
+    good = torch.nn.Linear(k, k)
+    other = torch.nn.Linear(k, k, bias=False)
+    narrow = torch.nn.Linear(k, k - 1)  # cannot output the label k - 1: its accuracy is a failure
+    sets, names = [], []
+    for i in range(int(rng.integers(2, 4))):
+        n = int(rng.integers(3, 16))
+        X = torch.from_numpy(rng.normal(size=(n, k))).float()
+        with torch.no_grad():
+            logits = torch.cat([good(X), other(X)], dim=1)
+        for j in range(n):  # keep every row's top two logits apart, so no model's prediction is a near-tie
+            while any(float(v[1] - v[0]) < 1e-3 for v in (logits[j, :k].sort().values[-2:],
+                                                           logits[j, k:].sort().values[-2:])):
+                X[j] = torch.from_numpy(rng.normal(size=k)).float()
+                with torch.no_grad():
+                    logits[j] = torch.cat([good(X[j:j + 1]), other(X[j:j + 1])], dim=1)[0]
+        y = torch.from_numpy(rng.integers(0, k, size=n))
+        if i == 0:
+            y[int(rng.integers(n))] = k - 1
+        sets.append((X, y))
+        names.append(f"set{i}_{int(rng.integers(100, 1000))}")
+    unlabelled = int(rng.integers(len(sets) + 1))  # an unlabelled set somewhere: skipped, not counted
+    sets.insert(unlabelled, (torch.from_numpy(rng.normal(size=(4, k))).float(),))
+    names.insert(unlabelled, "no_labels")
+    models = {"good": good, "other": other, "narrow": narrow, "broken": Broken()}
+    order = [list(models)[i] for i in rng.permutation(len(models))]
+    b = Benchmark({m: models[m] for m in order}, sets, measurement_runs=2, dataset_names=names)
+    try:
+        got = b.run_accuracy_benchmark()
+    except NotImplementedError:
+        raise
+    except Exception as e:
+        raise AssertionError(f"models {order}: a model that raises is recorded in failures['accuracy'] and the "
+                             f"others go on; got {type(e).__name__}: {e}") from e
+    assert sorted(got) == ["good", "other"], (f"models {order} ('broken' raises, 'narrow' cannot output label "
+                                              f"{k - 1}): expected results for ['good', 'other'], got {sorted(got)}")
+    fails = sorted(b.failures.get("accuracy", {}))
+    assert fails == ["broken", "narrow"], f"expected failures['accuracy'] for ['broken', 'narrow'], got {fails}"
+    for m in ("good", "other"):
+        per = []
+        with torch.no_grad():
+            for (X, *y), nm in zip(sets, names):
+                if y:
+                    per.append((nm, (models[m](X).argmax(dim=1) == y[0]).int().tolist()))
+        flags = [v for _, v in per for v in v]
+        r = got[m]
+        assert isinstance(r, ProportionResult), \
+            f"{m}: expected a ProportionResult of per-sample outcomes, got {type(r).__name__}"
+        assert (r.correct, r.count) == (sum(flags), len(flags)), (
+            f"{m}: expected {sum(flags)} of {len(flags)} (every labelled dataset pooled, the unlabelled one skipped), "
+            f"got {r.correct} of {r.count}")
+        assert list(r.values) == flags, f"{m}: outcomes in dataset order: expected {flags}, got {r.values}"
+        z, n, p = 1.959963984540054, len(flags), sum(flags) / len(flags)
+        center = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+        wilson = [max(0.0, center - half), min(1.0, center + half)]
+        assert np.allclose([r.ci_lower, r.ci_upper], wilson, rtol=0, atol=1e-9), \
+            f"{m}: expected the Wilson interval of {sum(flags)} of {n}, {wilson}, got {[r.ci_lower, r.ci_upper]}"
+        want = [(nm, len(v), sum(v)) for nm, v in per]
+        rows = [(d.get("name"), d.get("count"), d.get("correct")) for d in r.metadata.get("datasets", [])]
+        assert rows == want, (f"{m}: metadata['datasets'] lists each labelled dataset's (name, count, correct): "
+                              f"expected {want}, got {rows}")
+        accs, want = [d.get("accuracy") for d in r.metadata["datasets"]], [sum(v) / len(v) for _, v in per]
+        assert np.allclose(accs, want), f"{m}: per-dataset accuracy: expected correct / count = {want}, got {accs}"
+        stored = b.results["accuracy"][m]
+        assert list(stored.values) == flags, \
+            f"{m}: the result is stored in results['accuracy'] (use self._store), got {stored}"
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":

@@ -139,7 +139,15 @@ class RaplReader:
 # %%
 # Most machines have no readable counter, so the tests build one whose energy is known exactly: `_fake_powercap`
 # writes zones, `_ClockCounter` makes one rise by itself at `idle_w` watts and by `call_uj` per `work()` call.
+import os
 import tempfile
+
+import numpy as np
+
+
+def grading_rng() -> np.random.Generator:
+    "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
+    return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
 
 
 def in_student_process(fn, *args, **kwargs):
@@ -192,6 +200,61 @@ def test_unit_rapl_zones():
                                      f"{e} -- no readable counter is the common case, not an error") from None
             assert r.zones == [] and part in str(r.unavailable_reason), \
                 f"{why}: expected no zones and a reason naming {part!r}, got {r.zones}, {r.unavailable_reason!r}"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+
+    def zones(root, spec):  # (folder, name, µJ, range); µJ None: no counter file, "n/a": a counter that does not read
+        for folder, name, uj, top in spec:
+            (root / folder).mkdir(parents=True)
+            for file, text in (("name", name), ("max_energy_range_uj", top), ("energy_uj", uj)):
+                if text is not None:
+                    (root / folder / file).write_text(f"{text}\n")
+
+    def draw():
+        return int(rng.integers(0, 10**9)), int(rng.integers(10**9, 2**40))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        n = int(rng.integers(1, 4))  # packages, each with sub-zones; psys, mmio and a zone without a counter at random
+        spec, want = [], []
+        for i in range(n):
+            uj, top = draw()
+            spec.append((f"intel-rapl:{i}", f"package-{i}", uj, top))
+            want.append((f"intel-rapl:{i}", f"package-{i}", top, uj))
+            spec += [(f"intel-rapl:{i}:{j}", ("core", "uncore", "dram")[j], *draw()) for j in range(int(rng.integers(0, 3)))]
+        extra = [(f"intel-rapl:{n}", "psys", *draw()), ("intel-rapl-mmio:0", "package-0", *draw()),
+                 (f"intel-rapl:{n + 1}", f"package-{n + 1}", None, draw()[1])]
+        spec += [z for z in extra if rng.random() < 0.6]
+        others = ["dram", "uncore", "gpu"][:int(rng.integers(1, 4))]  # no package zone: all but psys
+        psys_at = int(rng.integers(0, len(others) + 1))
+        flat = [(f"intel-rapl:{i}", name, *draw()) for i, name in enumerate(others[:psys_at] + ["psys"] + others[psys_at:])]
+        bad = int(rng.integers(0, n))
+        cases = [("packages", spec, want), ("no package zone", flat, [(d, nm, t, u) for d, nm, u, t in flat if nm != "psys"]),
+                 ("an unreadable counter", [(d, nm, "n/a" if d == f"intel-rapl:{bad}" else u, t) for d, nm, u, t in spec],
+                  f"intel-rapl:{bad}"),
+                 ("only psys and sub-zones", [z for z in spec if z[0].count(":") == 2] + [(f"intel-rapl:{n + 2}", "psys", *draw())],
+                  "only"), ("no powercap root", [], "absent")]
+        for k, (why, layout, expect) in enumerate(cases):
+            root = Path(tmp) / f"root{k}" / ("absent" if expect == "absent" else "powercap")
+            zones(root, layout)
+            what = f"{why}: zones {[(d, nm) for d, nm, *_ in layout]}"
+            try:
+                r = RaplReader(root)
+            except (OSError, ValueError) as e:
+                raise AssertionError(f"{what}: expected a reader (with zones or the reason), got {type(e).__name__}: {e}"
+                                     " -- no readable counter is the common case, not an error") from None
+            got = [(Path(z.path).name, z.name, z.max_range_uj) for z in r.zones]
+            if isinstance(expect, list):
+                hint = (" -- sub-zones are part of a package: counting them counts their energy twice"
+                        if any(d.count(":") == 2 for d, *_ in got) else " -- psys (the whole platform) overlaps the other "
+                        "zones" if "psys" in str(got) else "")
+                assert got == [e[:3] for e in expect] and r.read() == [e[3] for e in expect], (f"{what}: expected (folder, "
+                    f"name, range) {[e[:3] for e in expect]}, counters {[e[3] for e in expect]}, got {got}, "
+                    f"{r.read() if r.zones else r.unavailable_reason}{hint}")
+            else:
+                part = str(root) if expect == "only" else expect
+                assert got == [] and part in str(r.unavailable_reason), \
+                    f"{what}: expected no zones and a reason naming {part!r}, got {got}, {r.unavailable_reason!r}"
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -386,6 +449,53 @@ def test_unit_counter_energy():
     assert got == (calls - 1, 2, True, True), (
         f"expected (calls of both windows, 2 windows, gross above net, mean window seconds in [0.03, 1)) = "
         f"({calls - 1}, 2, True, True), got {got}; gross is a window's joules per call before the idle energy is taken off")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    for i in range(6):
+        top = int(rng.integers(10**3, 2**40))
+        before, after = sorted(int(v) for v in rng.integers(0, top, 2))[::-1 if i % 2 else 1]  # a wrap every other time
+        want, got = (after - before) % top, rapl_delta_uj(before, after, top)
+        assert got == want, (f"rapl_delta_uj({before}, {after}, {top}): expected {want}, got {got}" + (
+            " -- no wrap-around: after - before is negative when the counter wrapped" if got < 0 else
+            " -- the counter wraps at max_range_uj, not at a register width" if got > top else ""))
+
+    def measure_hidden(root, idle_w, call_uj, min_s, idle_s, windows):
+        reader = RaplReader(root)
+        clock = _ClockCounter(reader, idle_w=idle_w, call_uj=call_uj)
+        m = _measure_with_counter(reader, METHOD_RAPL, clock.work, lambda: None, min_s, idle_s=idle_s, windows=windows)
+        return m, clock.calls
+
+    idle_w, call_uj, windows = float(rng.uniform(4, 12)), int(rng.integers(80, 300)), int(rng.integers(2, 4))
+    min_s, idle_s, top = float(rng.uniform(0.02, 0.04)), float(rng.uniform(0.1, 0.15)), int(rng.integers(10**8, 2**36))
+    wrap_s = idle_s * rng.uniform(0.4, 0.9) if rng.random() < 0.5 else idle_s + 0.5 * min_s  # idle window or first window
+    what = (f"a counter rising at {idle_w:.3f} W and {call_uj} µJ per call, wrapping at {top} µJ; idle {idle_s:.3f} s, "
+            f"{windows} windows of {min_s:.3f} s")
+
+    def problem(m, calls):  # what is wrong with one measurement, or None
+        p, j = m.idle_power_w, m.joules_per_call
+        if p is None or abs(p - idle_w) >= 0.03 * idle_w:
+            return f"{what}: expected idle power {idle_w:.3f} W, got {p}" + (
+                " -- negative: the counter wrapped; take differences with reader.delta_j" if p is not None and p < 0 else "")
+        if j is None or abs(j - call_uj * 1e-6) >= 0.03 * call_uj * 1e-6:
+            return f"{what}: expected {call_uj} µJ per call, got {j if j is None else f'{j * 1e6:.1f}'} µJ" + (
+                " -- idle baseline not subtracted: take off idle power x that window's seconds" if j is not None and j > call_uj * 1e-6 else
+                " -- too much taken off: a window's idle energy is idle power x that window's seconds")
+        got = (m.calls, len(m.window_joules_per_call), m.window_s >= 0.999 * min_s,
+               m.gross_joules_per_call is not None and m.gross_joules_per_call - j > 0.9 * idle_w * min_s / m.calls)
+        if got != (calls - 1, windows, True, True):
+            return (f"{what}: expected (calls of all windows, windows, mean window seconds >= {min_s:.3f}, gross above net "
+                    f"by at least the idle energy) = ({calls - 1}, {windows}, True, True), got {got} (window_s "
+                    f"{m.window_s}, gross {m.gross_joules_per_call}, net {j})")
+        return None
+
+    for attempt in range(3):  # a scheduler pause between a clock read and a counter read spoils a run: up to three
+        with tempfile.TemporaryDirectory() as tmp:
+            _fake_powercap(Path(tmp), start_uj=top - int(idle_w * wrap_s * 1e6), max_range_uj=top)
+            wrong = problem(*in_student_process(measure_hidden, tmp, idle_w, call_uj, min_s, idle_s, windows))
+        if wrong is None:
+            break
+    assert wrong is None, wrong
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":

@@ -91,6 +91,16 @@ from tinytorch.profiling.timing import adapt, system_info, time_callable, time_m
 
 _all_ = ["KB"]
 
+# %%
+import os
+
+import numpy as np
+
+
+def grading_rng() -> np.random.Generator:
+    "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
+    return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
+
 # %% [markdown]
 # ## 1. What the model costs, layer by layer
 #
@@ -264,6 +274,43 @@ def test_unit_roofline_estimate():
         assert "macs" in str(err) and "bytes_moved" in str(err), f"the error should name macs and bytes_moved, got: {err}"
     else:
         raise AssertionError("0 MACs and 0 bytes: expected a ValueError (no work at all), got a result")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    for _ in range(4):  # random work and machines, the intensity a factor of 2 to 100 off the ridge either way
+        macs, nbytes, bw = float(rng.integers(10**3, 10**10)), float(rng.integers(10**3, 10**10)), 10 ** rng.uniform(8, 12)
+        ratio = 10 ** (rng.choice([-1.0, 1.0]) * rng.uniform(0.3, 2.0))  # intensity / ridge
+        peak = macs / nbytes * bw / ratio
+        args, r = (macs, nbytes, peak, bw), roofline_estimate(macs, nbytes, peak, bw)
+        t_c, t_m = macs / peak * 1e3, nbytes / bw * 1e3
+        cases = {"compute_ms": (t_c, {t_c / 1e3: seconds}), "memory_ms": (t_m, {t_m / 1e3: seconds}),
+                 "latency_ms": (max(t_c, t_m), {t_c + t_m: summed, min(t_c, t_m): "that is the smaller time"}),
+                 "arithmetic_intensity": (macs / nbytes, {nbytes / macs: "that is bytes per MAC"}),
+                 "ridge_point": (peak / bw, {bw / peak: "that is bandwidth / peak"})}
+        for key, (want, wrongs) in cases.items():
+            hint = next((f" -- {h}" for w, h in wrongs.items() if near(r[key], w)), "")
+            assert near(r[key], want), f"roofline_estimate{args}: expected {key} = {want!r}, got {r[key]!r}{hint}"
+        want = "memory-bound" if ratio < 1 else "compute-bound"
+        assert r["bound"] == want and r["method"] == ROOFLINE_METHOD, (f"roofline_estimate{args}: intensity "
+            f"{macs / nbytes:.4g} vs ridge {peak / bw:.4g}: expected {want!r}, {ROOFLINE_METHOD!r}, got {r['bound']!r}, {r['method']!r}")
+    k, b, w = int(rng.integers(2, 1000)), int(rng.integers(10**3, 10**8)), int(rng.integers(10**6, 10**10))
+    e = roofline_estimate(k * b, b, k * w, w)
+    assert e["bound"] == "compute-bound", (f"roofline_estimate{(k * b, b, k * w, w)}: intensity {k} exactly at the ridge "
+                                           f"{k}: expected 'compute-bound', got {e['bound']!r} -- memory-bound means strictly below")
+    z = roofline_estimate(k * b, 0, k * w, w)
+    assert z["arithmetic_intensity"] == math.inf and z["bound"] == "compute-bound" and near(z["latency_ms"], b / w * 1e3), (
+        f"{k * b} MACs moving 0 bytes: expected intensity inf, compute-bound, latency {b / w * 1e3!r} ms, got "
+        f"{z['arithmetic_intensity']!r}, {z['bound']!r}, {z['latency_ms']!r}")
+    z = roofline_estimate(0, b, k * w, w)
+    assert z["arithmetic_intensity"] == 0 and z["bound"] == "memory-bound" and near(z["latency_ms"], b / w * 1e3), (
+        f"0 MACs moving {b} bytes: expected intensity 0, memory-bound, latency {b / w * 1e3!r} ms, got "
+        f"{z['arithmetic_intensity']!r}, {z['bound']!r}, {z['latency_ms']!r}")
+    try:
+        got = roofline_estimate(0, 0.0, float(k * w), float(w))
+    except ValueError as err:
+        assert "macs" in str(err) and "bytes_moved" in str(err), f"the error should name macs and bytes_moved, got: {err}"
+    else:
+        raise AssertionError(f"0 MACs and 0.0 bytes: expected a ValueError (no work at all), got {got!r}")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -371,6 +418,45 @@ def test_unit_summarize_hardware():
     slow = summarize_hardware(df, latency_ms=1.0, memory_bandwidth_gbps=1.6, peak_gmacs=100.0)["verdict"]
     assert slow.startswith("overhead-bound") and "memory-bound" in slow, \
         f"1 ms against a 0.00625 ms bound (0.6%): expected 'overhead-bound (roofline says memory-bound)', got {slow!r}"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    n = int(rng.integers(2, 7))
+    pb, ab, mc = rng.integers(0, 10**6, n), 4 * rng.integers(1, 250_000, n), rng.integers(1, 10**8, n)
+    df = pd.DataFrame({"layer": [f"layer{i}" for i in range(n)], "output_elements": ab // 4, "parameter_bytes": pb,
+                       "activation_bytes": ab, "macs": mc})
+    nbytes, macs, ms = int(pb.sum() + ab.sum()), int(mc.sum()), float(10 ** rng.uniform(-3, 2))
+    gbps, gmacs = nbytes / (ms / 1e3) / 1e9, macs / (ms / 1e3) / 1e9
+    util = rng.uniform(0.05, 0.4) if rng.random() < 0.5 else rng.uniform(0.6, 5.0)  # away from the 50% line
+    bw = float(gbps / util)
+    s = summarize_hardware(df, latency_ms=ms, memory_bandwidth_gbps=bw)
+    what = f"{n} layers, {nbytes} bytes, {macs} MACs in {ms:.6g} ms on {bw:.6g} GB/s"
+    hint = {int(pb.sum()): " -- that is the weights only: every layer's output moves through memory too",
+            int(ab.sum()): " -- that is the outputs only: the weights are read too"}.get(s.get("estimated_total_bytes"), "")
+    assert (s.get("estimated_total_bytes"), s.get("estimated_total_macs")) == (nbytes, macs), \
+        f"{what}: expected estimated_total_bytes, _macs {(nbytes, macs)}, got {(s.get('estimated_total_bytes'), s.get('estimated_total_macs'))}{hint}"
+    got = s["achieved_bandwidth_gbps"]
+    hint = (" -- the latency is in ms: divide by seconds" if near(got, gbps / 1e3) else
+            " -- that is GiB/s; a GB is 1e9 bytes" if near(got, gbps * 1e9 / 2**30) else "")
+    assert near(got, gbps), f"{what}: expected achieved_bandwidth_gbps {gbps!r}, got {got!r}{hint}"
+    want = (gmacs, gbps / bw, bw, "memory-bound" if util >= 0.5 else "not memory-bound")
+    got = (s["achieved_gmacs"], s["bandwidth_utilization"], s["configured_memory_bandwidth_gbps"], s["verdict"])
+    assert all(map(near, got[:3], want[:3])) and got[3] == want[3], (f"{what}, no peak: expected achieved_gmacs, "
+        f"bandwidth_utilization, configured_memory_bandwidth_gbps, verdict {want}, got {got}")
+    ratio = 10 ** (rng.choice([-1.0, 1.0]) * rng.uniform(0.3, 1.5))  # intensity / ridge
+    peak = float(macs / nbytes * bw / ratio)
+    roof = max(macs / (peak * 1e9), nbytes / (bw * 1e9)) * 1e3
+    attain = rng.uniform(0.15, 1.0) if rng.random() < 0.5 else rng.uniform(0.005, 0.07)  # away from the 10% line
+    ms = float(roof / attain)
+    r = summarize_hardware(df, latency_ms=ms, memory_bandwidth_gbps=bw, peak_gmacs=peak)
+    bound = "memory-bound" if ratio < 1 else "compute-bound"
+    want = (peak, macs / nbytes, peak / bw, roof, roof / ms, bound if attain >= 0.1 else f"overhead-bound (roofline says {bound})")
+    got = tuple(r.get(k) for k in ("peak_gmacs", "arithmetic_intensity", "ridge_point", "roofline_latency_ms",
+                                   "roofline_attainment", "verdict"))
+    hint = " -- that is measured / bound: attainment is the bound over the measured time" if near(got[4], ms / roof) else ""
+    assert all(map(near, got[:5], want[:5])) and got[5] == want[5], (f"{what.split(' in ')[0]} in {ms:.6g} ms on {bw:.6g} "
+        f"GB/s, peak {peak:.6g} GMAC/s: expected peak_gmacs, arithmetic_intensity, ridge_point, roofline_latency_ms, "
+        f"roofline_attainment, verdict {want}, got {got}{hint}")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -560,6 +646,28 @@ def test_unit_auto_adjust_batch_size():
         assert "memory_limit_mb" in str(e), f"the error should name 'memory_limit_mb', got: {e}"
     else:
         raise AssertionError(f"one sample of 8 MB in a 1 MB limit: expected a ValueError, got {got!r}")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    for i in range(5):
+        nf, bpf, batch = int(rng.integers(8, 50_000)), int(rng.choice([1, 2, 4, 8])), int(rng.integers(2, 5000))
+        halvings = [batch >> j for j in range(batch.bit_length())]  # batch, batch // 2, ..., 1
+        pick = halvings[int(rng.integers(0, len(halvings)))]
+        factor = 1.0 if i % 2 == 0 else float(rng.uniform(1.01, 1.95))  # exactly at the limit, or between two sizes
+        limit = pick * nf * bpf * factor / 2**20
+        want = max(c for c in halvings if c * nf * bpf <= limit * 2**20)
+        args = (batch, nf, limit) if bpf == 8 else (batch, nf, limit, bpf)
+        got = auto_adjust_batch_size(*args)
+        hint = " -- a batch exactly at the limit fits" if factor == 1.0 and got == want // 2 else ""
+        assert got == want, (f"auto_adjust_batch_size{args}: expected {want} ({nf * bpf} bytes per sample, "
+                             f"{want * nf * bpf} bytes of {limit * 2**20:.0f} allowed), got {got!r}{hint}")
+    one = nf * bpf / 2**20
+    try:
+        got = auto_adjust_batch_size(batch, nf, one * float(rng.uniform(0.1, 0.95)), bpf)
+    except ValueError as e:
+        assert "memory_limit_mb" in str(e), f"the error should name 'memory_limit_mb', got: {e}"
+    else:
+        raise AssertionError(f"one sample of {one:.4g} MB over the limit: expected a ValueError, got {got!r}")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -599,6 +707,20 @@ def test_unit_estimate_peak_activation_bytes():
                                  ([100, 1, 100], 1, 101, "each layer reads the previous layer's output")):
         got = estimate_peak_activation_bytes(pd.DataFrame({"activation_bytes": outs}), inp)
         assert got == want, f"outputs {outs}, input {inp} B: expected {want}, got {got!r} ({why})"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    for i in range(5):
+        outs = [int(v) for v in rng.integers(1, 10**6, int(rng.integers(1, 9)))]
+        inp = int(rng.integers(1, 10**6)) if i % 2 else max(outs) * int(rng.integers(3, 10))  # the input largest
+        sizes = [inp, *outs]
+        want = max(a + b for a, b in zip(sizes, sizes[1:]))
+        got = estimate_peak_activation_bytes(pd.DataFrame({"layer": [f"l{j}" for j in range(len(outs))],
+                                                           "activation_bytes": outs}), inp)
+        hint = (" -- the model input counts: the first layer reads it" if got == max([outs[0]] + [a + b for a, b in zip(outs, outs[1:])])
+                else " -- that is the largest single tensor: a layer holds its input and its output" if got == max(sizes)
+                else " -- that is every tensor at once: a layer needs only its input and its output" if got == sum(sizes) else "")
+        assert got == want, f"outputs {outs}, input {inp} B: expected {want}, got {got!r}{hint}"
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -693,6 +815,54 @@ def test_unit_device_fit():
     big = device_fit(nn.Linear(1024, 256), (1, 1024), "stm32f446", ["fp32", "int8"])
     assert list(big.fits_flash) == [False, True], \
         f"262,400 parameters in 512 KB of Flash: expected fp32 does not fit, int8 does, got {list(big.fits_flash)}"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    b, f, h, o = (int(v) for v in (rng.integers(1, 9), rng.integers(4, 300), rng.integers(4, 300), rng.integers(2, 50)))
+    model = nn.Sequential(nn.Linear(f, h), nn.ReLU(), nn.Linear(h, o))  # a random MLP on two random devices
+    n_params, outs, inp, macs = f * h + h + h * o + o, [b * h * 4, b * h * 4, b * o * 4], b * f * 4, b * f * h + b * h * o
+    sizes = [inp, *outs]
+    act32 = max(x + y for x, y in zip(sizes, sizes[1:]))
+    eb = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
+    moved = {p: n_params * eb[p] + (sum(outs) + inp) * eb[p] / 4 for p in eb}
+    between = lambda: float(rng.uniform(1.2, 1.8) if rng.random() < 0.5 else rng.uniform(2.3, 3.6))  # noqa: E731
+    for in_ram in (False, True):  # weights run from Flash (an MCU), or loaded into RAM
+        bw = float(10 ** rng.uniform(-0.5, 1.5))
+        ratios = {p: None if p != "fp32" and rng.random() < 0.35 else 10 ** (rng.choice([-1.0, 1.0]) * rng.uniform(0.3, 1.5))
+                  for p in eb}  # intensity / ridge per precision; None: no native arithmetic
+        peaks = {p: None if r is None else float(macs / moved[p] * bw * 1e9 / r) for p, r in ratios.items()}
+        flash = None if rng.random() < 0.3 else n_params / KB * between()  # fp32 never fits, int8 always
+        ram_int8 = (act32 / 4 + (n_params if in_ram else 0)) / KB
+        ram = ram_int8 * between()
+        dev = TargetDevice("hidden", "a random device", "test", 100.0, peaks, bw, ram, flash, in_ram)
+        precs = [str(p) for p in rng.permutation(list(eb))]
+        what = (f"Linear({f}, {h}), ReLU, Linear({h}, {o}) on input ({b}, {f}), weights_in_ram {in_ram}, flash_kb {flash}, "
+                f"ram_kb {ram:.6g}, peaks {peaks}")
+        rows = device_fit(model, (b, f), dev, precs).to_dict(orient="records")
+        assert [r["precision"] for r in rows] == precs, f"{what}: expected one row per precision {precs}, got {[r['precision'] for r in rows]}"
+        for p, r in zip(precs, rows):
+            weights, act = n_params * eb[p], act32 * eb[p] / 4
+            need = (act + (weights if in_ram else 0)) / KB
+            fits = None if flash is None or in_ram else weights / KB <= flash
+            hint = (" -- that counts the weights: an MCU executes them from Flash, its RAM holds the activations"
+                    if not in_ram and near(r["ram_needed_kb"], (act + weights) / KB) else
+                    " -- that is the fp32 size: activations shrink with the element size too"
+                    if near(r["ram_needed_kb"], (act32 + (weights if in_ram else 0)) / KB) and p != "fp32" else "")
+            got, want = tuple(r[k] for k in ("weights_kb", "peak_activation_kb", "ram_needed_kb")), (weights / KB, act / KB, need)
+            assert all(map(near, got, want)), f"{what}, {p}: expected weights_kb, peak_activation_kb, ram_needed_kb {want}, got {got}{hint}"
+            got, want = (r["fits_flash"], r["fits_ram"], r["bytes_moved"]), (fits, need <= ram, int(moved[p]))
+            hint = " -- where the weights sit in RAM or there is no Flash, fits_flash does not apply (None)" if fits is None else ""
+            assert got == want, f"{what}, {p}: expected fits_flash, fits_ram, bytes_moved {want}, got {got}{hint}"
+            lat = r["roofline_latency_ms"]
+            if peaks[p] is None:
+                assert (lat is None or lat != lat) and str(r["bound"]).startswith("n/a"), (f"{what}: no {p} peak: expected "
+                    f"no roofline (None, bound 'n/a: ...'), got {lat!r}, {r['bound']!r} -- each precision has its own peak")
+                continue
+            want = (max(macs / peaks[p], moved[p] / (bw * 1e9)) * 1e3, "memory-bound" if ratios[p] < 1 else "compute-bound")
+            fp32 = max(macs / peaks["fp32"], moved[p] / (bw * 1e9)) * 1e3
+            hint = " -- that uses the fp32 peak; each precision runs at its own rate" if p != "fp32" and near(lat, fp32) else ""
+            assert near(lat, want[0]) and r["bound"] == want[1], \
+                f"{what}, {p}: expected roofline_latency_ms, bound {want}, got {lat!r}, {r['bound']!r}{hint}"
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":

@@ -39,6 +39,16 @@ from tinytorch.benchmarking.results import (BenchmarkResult, CountResult, EvalDa
                                             state_dict_tensor_bytes, state_tensors, top1_correct)
 from tinytorch.profiling.timing import _positive_int, adapt, check_device, time_callable, time_model
 
+# %%
+import os
+
+import numpy as np
+
+
+def grading_rng() -> np.random.Generator:
+    "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
+    return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
+
 # %% [markdown]
 # ## Memory: count bytes, not parameters
 #
@@ -84,6 +94,26 @@ def test_unit_model_memory_mb():
     expected_bn, got_bn = (10 * 4 * 4 + 8) / 2**20, model_memory_mb(bn)
     assert abs(got_bn - expected_bn) < 1e-12, (f"BatchNorm1d(10): expected {expected_bn} MB, got {got_bn} -- buffers "
                                                 "count too (running stats, num_batches_tracked)")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    a, b, c = (int(v) for v in rng.integers(2, 200, 3))
+    bias = bool(rng.random() < 0.5)
+    dtype, size = [(torch.float32, 4), (torch.float16, 2), (torch.bfloat16, 2), (torch.float64, 8)][int(rng.integers(0, 4))]
+    model = nn.Sequential(nn.Linear(a, b), nn.BatchNorm1d(b), nn.ReLU(), nn.Linear(b, c, bias=bias)).to(dtype)
+    floats = a * b + b + 4 * b + b * c + (c if bias else 0)  # BatchNorm: weight, bias, running mean and var
+    want, got = (floats * size + 8) / 2**20, model_memory_mb(model)  # + the int64 num_batches_tracked
+    hint = (" -- buffers count too (running stats, num_batches_tracked)" if abs(got - (floats - 2 * b) * size / 2**20) < 1e-12
+            else " -- each tensor has its own element size (element_size())" if abs(got - (floats * 4 + 8) / 2**20) < 1e-12
+            else " -- that counts numbers; a device stores bytes" if abs(got - (floats + 1) / 2**20) < 1e-12 else "")
+    assert abs(got - want) < 1e-12, (f"Linear({a}, {b}), BatchNorm1d({b}), Linear({b}, {c}, bias={bias}) in {dtype}: "
+                                     f"expected {want} MB, got {got}{hint}")
+    from tinytorch.benchmarking.results import state_dict_tensor_bytes as _ref_bytes
+    q = quantize_int8(nn.Sequential(nn.Linear(a, b), nn.ReLU(), nn.Linear(b, c)), mode="dynamic")
+    want, got = _ref_bytes(q) / 2**20, model_memory_mb(q)
+    hint = " -- int8 weights are no Parameters: walk every tensor of the state" if got == 0 else ""
+    assert abs(got - want) < 1e-12, (f"int8 (dynamic) Linear({a}, {b}), ReLU, Linear({b}, {c}): expected {want} MB "
+                                     f"({a * b + b * c} int8 weights, float32 biases, scales and zero points), got {got}{hint}")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -148,6 +178,28 @@ def test_unit_memory_violations():
             assert arg in str(e), f"memory_violations({mb}, {budgets}): the error should name {arg!r}, got: {e}"
         else:
             raise AssertionError(f"memory_violations({mb}, {budgets}): expected a ValueError naming {arg}, got {got}")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    for _ in range(3):
+        mb = round(float(rng.uniform(0.05, 64)), 3) if rng.random() < 0.7 else int(rng.integers(1, 64))
+        pool = [mb, float(rng.integers(1, 64)), *(int(v) for v in rng.integers(1, 64, 2)),
+                *(round(float(v), 3) for v in rng.uniform(0.01, 64, 3))]  # the footprint itself, whole numbers, decimals
+        budgets = list({f"{v:g}": v for v in pool}.values())
+        budgets = [budgets[i] for i in rng.permutation(len(budgets))]
+        want = {f"violates_{v:g}mb": mb > v for v in budgets}
+        got = memory_violations(mb, tuple(budgets) if rng.random() < 0.5 else budgets)
+        assert got == want, f"memory_violations({mb!r}, {budgets}): expected {want}, got {got}"
+    ok = round(float(rng.uniform(0.1, 10)), 2)
+    for mb, budgets, arg in [(-round(float(rng.uniform(0.01, 10)), 3), [ok], "memory_mb"), (float("inf"), [ok], "memory_mb"),
+                             (True, [ok], "memory_mb"), (ok, [ok, -round(float(rng.uniform(0.01, 10)), 3)], "budgets"),
+                             (ok, [ok, 0.0], "budgets"), (ok, [float("inf"), ok], "budgets"), (ok, [ok, False], "budgets")]:
+        try:
+            got = memory_violations(mb, budgets)
+        except ValueError as e:
+            assert arg in str(e), f"memory_violations({mb}, {budgets}): the error should name {arg!r}, got: {e}"
+        else:
+            raise AssertionError(f"memory_violations({mb}, {budgets}): expected a ValueError naming {arg}, got {got}")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -451,6 +503,57 @@ def test_unit_collect_metrics():
         ok = "power_watts" in s.reasons.get("energy_j", "") if power is None else near(s.energy_j, s.latency_ms / 1e3 * power)
         assert ok and (s.energy_j is None) == (power is None), (f"latency_multiplier 10, power_watts {power}: expected energy_j "
                                                                 f"{'None, a reason naming power_watts' if power is None else 'scaled latency x power'}, got {s.energy_j!r}{hint}")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    f, k = int(rng.integers(4, 33)), int(rng.integers(3, 11))
+    lin = nn.Linear(f, k)
+    with torch.no_grad():  # whole-number weights, distinct fractional biases: exact logits, no ties in the argmax
+        lin.weight.copy_(torch.as_tensor(rng.integers(-3, 4, (k, f)), dtype=torch.float32))
+        lin.bias.copy_(torch.arange(k, dtype=torch.float32) / 64)
+    loader = [(torch.as_tensor(rng.integers(0, 5, (int(n), f)), dtype=torch.float32), torch.as_tensor(rng.integers(0, k, int(n))))
+              for n in rng.integers(4, 17, int(rng.integers(2, 4)))]
+    with torch.no_grad():
+        hits = torch.cat([lin(x).argmax(1) == y for x, y in loader])
+    acc = int(hits.sum()) / hits.numel()
+    batch, repeats, scale = int(rng.integers(1, 9)), int(rng.integers(3, 6)), round(float(rng.uniform(1.5, 40)), 1)
+    power = round(float(rng.uniform(0.5, 30)), 2)
+    for watts in (None, power):
+        s = collect_metrics(lin, loader, power_watts=watts, latency_multiplier=scale, repeats=repeats, batch_size=batch)
+        what = f"Linear({f}, {k}), batch {batch}, repeats {repeats}, latency_multiplier {scale}, power_watts {watts}"
+        raw = s.results.get("latency")
+        assert isinstance(raw, BenchmarkResult) and raw.count == repeats, \
+            f"{what}: expected results['latency'] the BenchmarkResult of {repeats} timed samples, got {raw!r}"
+        got = (s.latency_ms, s.latency_std_ms, s.latency_p95_ms, s.latency_median_ms, s.latency_scaled_by)
+        want = (scale * raw.mean, scale * raw.std, scale * raw.p95, scale * raw.median, scale)
+        assert all(map(near, got, want)), f"{what}: expected latency mean, std, p95, median, scaled_by {want}, got {got}"
+        tp, want = s.throughput_sps, batch * 1e3 / (scale * raw.mean)
+        hint = (" -- that is per millisecond: the latency is in ms" if near(tp, want / 1e3) else
+                f" -- that is calls per second; a call processes {batch} samples" if batch > 1 and near(tp, want / batch) else
+                " -- the throughput follows the scaled latency" if near(tp, want * scale) else "")
+        assert near(tp, want), f"{what}: expected throughput_sps {want:.6g}, got {tp!r}{hint}"
+        got = (s.memory_mb, s.accuracy, s.batch_size, s.precision, s.device)
+        want = ((f * k + k) * 4 / 2**20, acc, batch, "fp32", "cpu")
+        assert all(map(near, got[:2], want[:2])) and got[2:] == want[2:] and isinstance(s.results.get("memory"), CountResult), (
+            f"{what}: expected memory_mb, accuracy, batch_size, precision, device {want} and results['memory'] a "
+            f"CountResult, got {got}, {s.results.get('memory')!r}")
+        got = (s.conditions.get("measured_latency_ms"), s.conditions.get("measured_latency_p95_ms"))
+        assert all(map(near, got, (raw.mean, raw.p95))), \
+            f"{what}: expected conditions measured_latency_ms, _p95_ms (unscaled) {(raw.mean, raw.p95)}, got {got}"
+        prefixes = {"latency_ms": "measured", "latency_p95_ms": "measured", "throughput_sps": "derived", "memory_mb": "measured"}
+        bad = {key: s.methods.get(key) for key, start in prefixes.items() if not str(s.methods.get(key)).startswith(start)}
+        assert not bad and f"latency_scaled_by={scale:g}" in s.methods["latency_ms"], (f"{what}: expected methods "
+            f"{prefixes} (by their first word), the latency's naming latency_scaled_by={scale:g}, got {s.methods}")
+        if watts is None:
+            assert s.energy_j is None and "power_watts" in s.reasons.get("energy_j", ""), (f"{what}: expected energy_j "
+                f"None and a reason naming power_watts, got {s.energy_j!r}, {s.reasons} -- a host energy counter says "
+                "nothing about the target device")
+        else:
+            want = scale * raw.mean / 1e3 * watts
+            hint = " -- the estimate uses the scaled latency" if near(s.energy_j, raw.mean / 1e3 * watts) else ""
+            assert near(s.energy_j, want) and str(s.methods.get("energy_j")).startswith("estimated"), (f"{what}: expected "
+                f"energy_j {want:.6g} (scaled latency x power), method 'estimated: ...', got {s.energy_j!r}, "
+                f"{s.methods.get('energy_j')!r}{hint}")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":

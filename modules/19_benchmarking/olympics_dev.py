@@ -80,6 +80,16 @@ def get_event(event: OlympicEvent | str) -> OlympicEvent:
             return e
     raise ValueError(f"event: unknown event {event!r}; expected one of {[e.value for e in OlympicEvent]}")
 
+# %%
+import os
+
+import numpy as np
+
+
+def grading_rng() -> np.random.Generator:
+    "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
+    return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
+
 # %% [markdown]
 # ## Checking the constraints
 #
@@ -129,6 +139,37 @@ def test_unit_check_constraints():
     missing = check_constraints("latency_sprint", {})
     assert missing[0]["passed"] is False, f"an unmeasured quantity cannot pass: got {missing}"
     assert missing[0].get("reason"), f"a failed check on an unmeasured quantity should say why in 'reason', got {missing[0]}"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    rules = {"latency_sprint": [("accuracy", ">=", 0.85)], "memory_challenge": [("accuracy", ">=", 0.85)],
+             "accuracy_contest": [("latency_ms", "<", 100.0), ("model_size_mb", "<", 10.0)],
+             "all_around": [("accuracy", ">=", 0.85)], "extreme_push": [("accuracy", ">=", 0.80)]}
+    members = {e.value: e for e in OlympicEvent}
+    for value in rng.permutation(sorted(rules)).tolist() * 2:
+        form = int(rng.integers(3))  # the member, its value or its name
+        event = members[value] if form == 0 else value if form == 1 else members[value].name
+        measured = {"unrelated_metric": float(rng.uniform(0, 5))}
+        expected = []
+        for quantity, op, threshold in rules[value]:
+            kind = int(rng.integers(5))  # 0: missing, 1: None, 2: exactly the threshold, 3-4: above or below it
+            if kind == 1:
+                measured[quantity] = None
+            elif kind >= 2:
+                measured[quantity] = threshold if kind == 2 else \
+                    float(threshold * (1 + rng.choice([-1, 1]) * rng.uniform(0.001, 0.3)))
+            v = measured.get(quantity)
+            passed = v is not None and (v >= threshold if op == ">=" else v < threshold)
+            expected.append((quantity, op, threshold, v, passed))
+        got = check_constraints(event, dict(measured))
+        rows = [(c.get("quantity"), c.get("op"), c.get("threshold"), c.get("measured"), c.get("passed")) for c in got]
+        assert rows == expected, (f"check_constraints({event!r}, {measured}): expected (quantity, op, threshold, "
+                                  f"measured, passed) per constraint, in order: {expected}, got {rows}")
+        for c, (quantity, op, threshold, v, passed) in zip(got, expected):
+            assert c["passed"] is passed, \
+                f"{value}, {quantity} = {v}: 'passed' should be the plain bool {passed}, got {c['passed']!r}"
+            if v is None:
+                assert c.get("reason"), f"{value}: {quantity} unmeasured ({v!r}): expected a 'reason', got {c}"
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -469,6 +510,21 @@ def test_unit_rank_with_ties():
             ([(2, 2), (2, 2)], [1, 1], "identical exact scores tie")]:
         got = rank_with_ties(intervals)
         assert got == expected, f"rank_with_ties({intervals}): expected {expected}, got {got}: {why}"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    for _ in range(6):
+        n = int(rng.integers(4, 9))
+        centers = rng.integers(0, 21, size=n) / 2  # on a 0.5 grid: ends that touch, exact ties
+        halves = rng.choice([0.0, 0.5, 1.0, 1.5, 2.5], size=n)
+        intervals = [(float(c - h), float(c + h)) for c, h in zip(centers, halves)]
+        if rng.random() < 0.5:
+            intervals.append(intervals[int(rng.integers(n))])  # an identical entry: it ties with its twin
+        lo, hi = np.array(intervals).T
+        expected = (1 + (lo[None, :] > hi[:, None]).sum(axis=1)).tolist()  # j certainly beats i: lo_j > hi_i
+        got = rank_with_ties([tuple(iv) for iv in intervals])
+        assert list(got) == expected, (f"rank_with_ties({intervals}): expected {expected} (1 + the number of entries "
+                                       f"whose lower end is above this one's upper end), got {got}")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":

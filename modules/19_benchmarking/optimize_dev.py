@@ -46,6 +46,16 @@ from tinytorch.benchmarking.results import (BenchmarkResult, CountResult, EvalDa
                                             serialized_bytes, top1_correct, write_atomic)
 from tinytorch.profiling.timing import RUNTIMES, ModelAdapter, adapt, onnx_session, time_interleaved
 
+# %%
+import os
+
+import numpy as np
+
+
+def grading_rng() -> np.random.Generator:
+    "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
+    return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
+
 # %% [markdown]
 # ## int8 quantization, and how big a model really is
 #
@@ -400,6 +410,41 @@ def test_unit_sparsity():
         raise AssertionError("a model without Linear/Conv layers should raise ValueError")
     except ValueError as e:
         assert "model" in str(e), f"the error should name the argument 'model', got: {e}"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    torch.manual_seed(int(rng.integers(2**31)))
+    makers = [lambda: nn.Linear(int(rng.integers(2, 9)), int(rng.integers(1, 7))),
+              lambda: nn.Conv1d(int(rng.integers(1, 4)), int(rng.integers(1, 4)), int(rng.integers(1, 4))),
+              lambda: nn.Conv2d(int(rng.integers(1, 4)), int(rng.integers(1, 5)), int(rng.integers(1, 4))),
+              lambda: nn.Conv3d(int(rng.integers(1, 3)), int(rng.integers(1, 3)), 2)]
+    others = [lambda: nn.BatchNorm1d(int(rng.integers(2, 9))), lambda: nn.LayerNorm(int(rng.integers(2, 9))),
+              lambda: nn.Embedding(int(rng.integers(2, 6)), int(rng.integers(2, 6)))]
+    for _ in range(3):
+        prunable = [makers[i]() for i in rng.integers(0, len(makers), size=int(rng.integers(2, 5)))]
+        extra = [others[i]() for i in rng.integers(0, len(others), size=int(rng.integers(1, 3)))]
+        zeros = total = 0
+        with torch.no_grad():
+            for m in prunable + extra:  # zeros in every weight and bias; only the prunable weights count
+                for t in (m.weight, getattr(m, "bias", None)):
+                    if t is not None:
+                        t.mul_((torch.rand(t.shape) >= rng.uniform(0.1, 0.9)).float())
+            for m in prunable:
+                zeros, total = zeros + int(np.sum(m.weight.numpy() == 0)), total + m.weight.numel()
+        layers = prunable + extra
+        order = rng.permutation(len(layers))
+        cut = int(rng.integers(1, len(layers)))  # nested containers: every module counts, however deep
+        net = nn.Sequential(*[layers[i] for i in order[:cut]],
+                            nn.Sequential(nn.ReLU(), *[layers[i] for i in order[cut:]]))
+        got, want = sparsity(net), zeros / total
+        assert isinstance(got, float) and abs(got - want) < 1e-12, (
+            f"sparsity of {[type(m).__name__ for m in layers]}: expected {want:.6f} = {zeros} zeros / {total} weights "
+            f"of the Linear and Conv layers only (no biases, no norm or embedding weights), got {got!r}")
+    try:
+        sparsity(nn.Sequential(others[int(rng.integers(len(others)))](), nn.ReLU()))
+        raise AssertionError("a model whose only weights are not Linear/Conv weights should raise ValueError")
+    except ValueError as e:
+        assert "model" in str(e), f"the error should name the argument 'model', got: {e}"
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -607,6 +652,70 @@ def test_unit_ablation():
         f"order_matters: expected {rule}, as the one significance rule says, got {r['order_matters']} -- decide by "
         f"Comparison.significant, not by whether two figures differ (accuracy {acc[first].correct} vs "
         f"{acc[second].correct} of {len(y)}; median latency {lat[first].median:.4f} vs {lat[second].median:.4f} ms)")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    torch.manual_seed(int(rng.integers(2**31)))
+    d, h, c = int(rng.integers(6, 13)), int(rng.integers(8, 17)), int(rng.integers(3, 6))
+    tiny = nn.Sequential(nn.Linear(d, h), nn.ReLU(), nn.Linear(h, c)).eval()
+    with torch.no_grad():
+        tiny[2].weight.mul_(float(rng.uniform(3, 6)))  # layers on different scales: global and per-layer ranks differ
+    cal_tiny = list(torch.randn(3 * 16, d).split(16))
+    q = quantize_int8(tiny, "static", calibration_data=cal_tiny)
+    amount = float(rng.uniform(0.2, 0.8))
+    old = [m.weight() for m in _int8_layers(q)]
+    old_bias = [m.bias() for m in _int8_layers(q)]
+    p = prune_int8(q, amount)
+    new, new_bias = [m.weight() for m in _int8_layers(p)], [m.bias() for m in _int8_layers(p)]
+    mags = torch.cat([o.dequantize().abs().flatten() for o in old])
+    want = max(round(amount * mags.numel()), int((mags == 0).sum()))  # the smallest round(amount * n) |w| go to 0
+    zeros = sum(int((w.dequantize() == 0).sum()) for w in new)
+    assert abs(zeros - want) <= 1, (f"prune_int8(amount={amount:.3f}) on {mags.numel()} int8 weights: expected {want} "
+                                    f"at zero, got {zeros}")
+    assert all(torch.equal(m.weight().int_repr(), o.int_repr()) for m, o in zip(_int8_layers(q), old)), \
+        "prune_int8 must prune a copy and leave its argument untouched"
+    keep = [w.dequantize() != 0 for w in new]
+    assert all(torch.equal(n.int_repr()[k], o.int_repr()[k]) for o, n, k in zip(old, new, keep)), (
+        "a kept weight must keep its integer: put the weights back with the layer's own scales and zero points")
+    cut = float(torch.cat([o.dequantize()[~k].abs() for o, k in zip(old, keep)]).max())
+    low = float(torch.cat([o.dequantize()[k].abs() for o, k in zip(old, keep)]).min())
+    assert cut <= low, (f"expected the smallest |w| of all layers together pruned (global ranking), got a pruned weight"
+                        f" of {cut:.4f} above a kept one of {low:.4f} -- that is pruning each layer on its own")
+    assert all(torch.equal(a, b) for a, b in zip(old_bias, new_bias)), \
+        "pruning zeroes weights: each layer keeps its bias (pass m.bias() back with the new weight)"
+    n = int(rng.integers(30, 61))
+    Xt, yt = torch.randn(n, d), torch.from_numpy(rng.integers(0, c, size=n))
+    alpha, min_effect = float(rng.choice([0.01, 0.05, 0.1])), float(rng.choice([0.01, 0.02, 0.05]))
+    r = ablate_order(tiny, amount, cal_tiny, (Xt, yt), samples=6, rounds=3, alpha=alpha, min_effect=min_effect)
+    assert list(r["models"]) == list(ABLATION_ORDERS), \
+        f"expected models for {list(ABLATION_ORDERS)}, got {list(r['models'])}"
+    for o in ABLATION_ORDERS:
+        m = r["models"][o]
+        right = int((m(Xt).argmax(dim=1) == yt).sum())  # the model's own predictions on the test's data
+        res = {k: r["results"][k][o] for k in ("accuracy", "model_size", "latency")}
+        got = (type(res["accuracy"]).__name__, res["accuracy"].count, res["accuracy"].correct,
+               type(res["model_size"]).__name__, res["model_size"].mean, type(res["latency"]).__name__,
+               res["latency"].count >= 6)
+        exp = ("ProportionResult", n, right, "CountResult", state_dict_bytes(m), "BenchmarkResult", True)
+        assert got == exp, (f"{o}: expected (type, images scored, correct, type, bytes, type, >= 6 samples) {exp}, got "
+                            f"{got}")
+        assert r["sparsity"][o] >= amount - 0.01, (f"{o}: both orders prune {amount:.1%} of the weights, got "
+                                                   f"{r['sparsity'][o]:.1%} at zero")
+    first, second = ABLATION_ORDERS
+    assert "pruned_after" in r["models"][second].tinytorch_quantization and "pruned_after" not in \
+        r["models"][first].tinytorch_quantization, "'int8->prune' quantizes, then prune_int8; 'prune->int8' the reverse"
+    assert sorted(r["comparisons"]) == ["accuracy", "latency", "model_size"], \
+        f"expected comparisons for accuracy, model_size and latency, got {list(r['comparisons'])}"
+    for metric, cmp in r["comparisons"].items():
+        ref = compare_results(r["results"][metric][first], r["results"][metric][second], names=ABLATION_ORDERS,
+                              alpha=alpha, min_effect=min_effect)
+        got = (cmp.model_a, cmp.alpha, cmp.min_effect, cmp.significant, cmp.verdict)
+        exp = (ref.model_a, ref.alpha, ref.min_effect, ref.significant, ref.verdict)
+        assert got == exp, (f"{metric}, alpha={alpha}, min_effect={min_effect}: expected (model_a, alpha, min_effect, "
+                            f"significant, verdict) {exp}, got {got} -- pass alpha and min_effect to compare_results")
+    rule = any(cmp.significant for cmp in r["comparisons"].values())
+    assert r["order_matters"] is rule, \
+        f"order_matters: expected {rule} (any Comparison.significant), got {r['order_matters']}"
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":

@@ -58,8 +58,16 @@ from scipy import stats as _stats
 from tinytorch.profiling.timing import median_ci
 
 # %%
+import os
 import statistics  # the tests' reference statistics
 import tempfile
+
+import numpy as np
+
+
+def grading_rng() -> np.random.Generator:
+    "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
+    return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
 
 
 def in_student_process(fn, *args, **kwargs):
@@ -246,6 +254,52 @@ def test_unit_benchmark_result():
     for bad in ([], [1.0, float("nan")], [float("inf")]):
         expect_error(BenchmarkResult, "x", bad, name="values")
     assert BenchmarkResult.from_dict(r.to_dict()).to_dict() == r.to_dict(), "from_dict(to_dict()) must give the same result"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    n = int(rng.integers(2, 40))
+    xs = [round(float(v), 6) for v in float(rng.uniform(0.5, 20)) * rng.lognormal(0.0, 0.3, n)]
+    if n >= 6 and rng.random() < 0.6:
+        xs[int(rng.integers(0, n))] = round(10 * max(xs), 6)  # an interruption
+    r = BenchmarkResult("latency", list(xs), unit="ms")
+    ordered = sorted(xs)
+
+    def pct(q):  # linear interpolation between the closest ranks
+        pos = (n - 1) * q / 100
+        lo = math.floor(pos)
+        return ordered[lo] + (ordered[min(lo + 1, n - 1)] - ordered[lo]) * (pos - lo)
+
+    mean, sd, q1, q3 = statistics.fmean(xs), statistics.stdev(xs), pct(25), pct(75)
+    half = float(_stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    expected = {"mean": mean, "std": sd, "median": statistics.median(xs), "min": ordered[0], "max": ordered[-1],
+                "p50": pct(50), "p90": pct(90), "p95": pct(95), "p99": pct(99), "iqr": q3 - q1, "cv": sd / mean,
+                "ci_lower": mean - half, "ci_upper": mean + half}
+    hints = {"std": (statistics.pstdev(xs), "that is the population std (ddof=0)"),
+             "ci_lower": (mean - 1.959963984540054 * sd / math.sqrt(n), "that is z = 1.96, not Student's t"),
+             "ci_upper": (mean + 1.959963984540054 * sd / math.sqrt(n), "that is z = 1.96, not Student's t")}
+    for key, want in expected.items():
+        got = getattr(r, key, None)
+        ok = isinstance(got, (int, float, np.number)) and math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12)
+        hint = key in hints and isinstance(got, (int, float, np.number)) and math.isclose(got, hints[key][0], rel_tol=1e-9)
+        assert ok, (f"{n} values {xs}: {key} expected {want!r}, got {got!r}"
+                    + (f" -- {hints[key][1]}" if hint else "")
+                    + (" -- percentiles interpolate linearly between the closest ranks (numpy's default)"
+                       if key.startswith("p") or key == "iqr" else ""))
+    fence_lo, fence_hi = q1 - 1.5 * (q3 - q1), q3 + 1.5 * (q3 - q1)
+    outliers = sum(1 for v in xs if v < fence_lo or v > fence_hi)
+    assert r.count == n and r.outliers == outliers, (
+        f"{xs}: expected count {n} and {outliers} outlier(s) beyond [{fence_lo:.6g}, {fence_hi:.6g}] "
+        f"(1.5 IQR from the quartiles), got count {r.count}, outliers {r.outliers}")
+    assert BenchmarkResult.from_dict(r.to_dict()).to_dict() == r.to_dict(), "from_dict(to_dict()) must give the same result"
+    v = round(float(rng.uniform(0.1, 100)), 4)
+    one = BenchmarkResult("x", [v])
+    assert (one.count, one.std, one.ci_lower, one.ci_upper) == (1, 0.0, None, None) and one.median == v, (
+        f"[{v}]: expected count 1, std 0.0, no interval (None, None) and median {v}; got count {one.count}, "
+        f"std {one.std}, ({one.ci_lower}, {one.ci_upper}), median {one.median}")
+    assert BenchmarkResult("x", [-v, v]).cv is None, f"[-{v}, {v}]: the mean is 0, so cv is undefined (None)"
+    bad = list(xs)
+    bad[int(rng.integers(0, n))] = [float("nan"), float("inf"), float("-inf")][int(rng.integers(0, 3))]
+    expect_error(BenchmarkResult, "x", bad, name="values")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -318,6 +372,37 @@ def test_unit_precise_timer():
         raise AssertionError("precise_timer must not swallow exceptions")
     assert failed.elapsed_ns is not None and failed.elapsed_ns >= 0, \
         "the time must be recorded even when the block raises (read the clock in a finally: block)"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    spin_ns = int(rng.integers(200_000, 2_000_000))  # the block spins at least this long, by construction
+    outer_start = time.perf_counter_ns()
+    with precise_timer() as outer_t:
+        with precise_timer() as t:
+            until = time.perf_counter_ns() + spin_ns
+            while time.perf_counter_ns() < until:
+                pass
+    outer = time.perf_counter_ns() - outer_start
+    assert isinstance(t.elapsed_ns, int) and spin_ns <= t.elapsed_ns <= outer, (
+        f"a block that spins for {spin_ns} ns inside code that took {outer} ns: expected an int elapsed_ns "
+        f"between the two, got {t.elapsed_ns!r}")
+    assert isinstance(outer_t.elapsed_ns, int) and t.elapsed_ns <= outer_t.elapsed_ns <= outer, (
+        f"nested timers: the inner one ({t.elapsed_ns} ns) cannot exceed the outer one ({outer_t.elapsed_ns!r} ns); "
+        "each timer keeps its own start time")
+    assert math.isclose(t.elapsed_ms, t.elapsed_ns / 1e6) and math.isclose(t.elapsed_s, t.elapsed_ns / 1e9), (
+        f"elapsed_ms and elapsed_s must be elapsed_ns / 1e6 and / 1e9, got {t.elapsed_ms}, {t.elapsed_s}")
+    kind = [ValueError, RuntimeError, ZeroDivisionError, IndexError][int(rng.integers(0, 4))]
+    message = f"failure {int(rng.integers(0, 10**6))}"
+    caught = None
+    try:
+        with precise_timer() as failed:
+            raise kind(message)
+    except Exception as e:  # noqa: BLE001 - what propagated is what is checked
+        caught = e
+    assert type(caught) is kind and str(caught) == message, (
+        f"a {kind.__name__}({message!r}) raised in the block must propagate unchanged, got {caught!r}")
+    assert isinstance(failed.elapsed_ns, int) and failed.elapsed_ns >= 0, (
+        f"the time must be recorded when the block raises, got elapsed_ns {failed.elapsed_ns!r}")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -388,6 +473,31 @@ def test_unit_wilson_interval():
     assert lo99 < wide[0] and hi99 > wide[1], "a 99% interval is wider than a 95% one"
     for args, arg in (((5, 0), "n"), ((11, 10), "correct"), ((-1, 10), "correct")):
         expect_error(wilson_interval, *args, name=arg)
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    for _ in range(12):
+        n = int(rng.integers(1, 30)) if rng.random() < 0.4 else int(rng.integers(30, 5000))
+        k = [0, n, int(rng.integers(0, n + 1)), int(rng.integers(0, n + 1))][int(rng.integers(0, 4))]
+        conf = [0.8, 0.9, 0.95, 0.99, round(float(rng.uniform(0.5, 0.999)), 3)][int(rng.integers(0, 5))]
+        z = float(_stats.norm.ppf((1 + conf) / 2))
+        center = (2 * k + z * z) / (2 * (n + z * z))
+        half = z * math.sqrt(z * z + 4 * k * (1 - k / n)) / (2 * (n + z * z))
+        want = (max(0.0, center - half), min(1.0, center + half))
+        lo, hi = wilson_interval(k, n, confidence=conf)
+        wald = k / n - z * math.sqrt(k / n * (1 - k / n) / n)
+        assert abs(lo - want[0]) < 1e-9 and abs(hi - want[1]) < 1e-9, (
+            f"wilson_interval({k}, {n}, confidence={conf}): expected {want}, got {(lo, hi)}"
+            + (" -- that is the Wald interval p ± z·sqrt(p(1-p)/n)" if abs(lo - wald) < 1e-9 else "")
+            + (" -- the lower end lies above the upper one: z is the (1 + confidence) / 2 quantile, a positive "
+               "number" if lo > hi else "")
+            + (" -- z does not follow the confidence: it is the normal quantile at (1 + confidence) / 2"
+               if conf != 0.95 and abs(lo - wilson_interval(k, n)[0]) < 1e-12 and abs(want[0] - lo) > 1e-9 else ""))
+    n = int(rng.integers(1, 500))
+    for args, kwargs, arg in (((0, -int(rng.integers(0, 5))), {}, "n"), ((n + int(rng.integers(1, 5)), n), {}, "correct"),
+                              ((-int(rng.integers(1, 5)), n), {}, "correct"),
+                              ((0, n), {"confidence": [0.0, 1.0, 1.5, -0.2][int(rng.integers(0, 4))]}, "confidence")):
+        expect_error(wilson_interval, *args, name=arg, **kwargs)
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -506,6 +616,60 @@ def test_unit_resampler_and_rule():
     for kwargs, arg in (({"samples": [[1.0], [1.0, 2.0]], "paired": True}, "samples"),
                         ({"samples": [[1.0]], "n_boot": 10}, "n_boot")):
         expect_error(bootstrap_interval, lambda x, *r: x.mean(axis=1), name=arg, **kwargs)
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    seed, n_boot = int(rng.integers(0, 2**31)), int(rng.integers(100, 600))
+    conf = [0.8, 0.9, 0.95, 0.99][int(rng.integers(0, 4))]
+    tail = 100 * (1 - conf) / 2
+    xa = rng.normal(5, 1, int(rng.integers(3, 15))).round(3)
+    xb = rng.normal(6, 2, int(rng.integers(3, 15))).round(3)
+    stat = lambda x, y: np.median(y, axis=1) - x.mean(axis=1)  # noqa: E731
+    draw = np.random.default_rng(seed)
+    ia = draw.integers(0, xa.size, size=(n_boot, xa.size))
+    ib = draw.integers(0, xb.size, size=(n_boot, xb.size))
+    want = np.percentile(stat(xa[ia], xb[ib]), [tail, 100 - tail])
+    got = bootstrap_interval(stat, [xa.tolist(), tuple(xb.tolist())], n_boot=n_boot, seed=seed, confidence=conf)
+    assert got[0] is not None and np.allclose(got, want, rtol=1e-9, atol=1e-12), (
+        f"independent samples of sizes {xa.size}, {xb.size}, n_boot={n_boot}, seed={seed}, confidence={conf}: expected "
+        f"the percentile interval {want.tolist()} (one default_rng(seed); the first sample's indices drawn first, "
+        f"then the second's; percentiles {tail:g} and {100 - tail:g}), got {got}")
+    # paired: one set of indices for both samples
+    m = int(rng.integers(4, 20))
+    xp = rng.normal(10, 2, m).round(3)
+    yp = (xp * rng.uniform(0.8, 1.2) + rng.normal(0, 0.5, m)).round(3)
+    paired_stat = lambda x, y: (y - x).mean(axis=1)  # noqa: E731
+    idx = np.random.default_rng(seed).integers(0, m, size=(n_boot, m))
+    want = np.percentile(paired_stat(xp[idx], yp[idx]), [tail, 100 - tail])
+    got = bootstrap_interval(paired_stat, [xp, yp], paired=True, n_boot=n_boot, seed=seed, confidence=conf)
+    assert got[0] is not None and np.allclose(got, want, rtol=1e-9, atol=1e-12), (
+        f"paired samples of size {m}, n_boot={n_boot}, seed={seed}, confidence={conf}: expected {want.tolist()} "
+        f"(one index array of shape (n_boot, {m}) from default_rng(seed), used for both samples), got {got}")
+    # non-finite statistics are dropped before the percentiles
+    xs = rng.uniform(1, 9, int(rng.integers(3, 9))).round(3)
+    xs[int(rng.integers(0, xs.size))] = 0.0
+    bad_value = [np.inf, -np.inf, np.nan][int(rng.integers(0, 3))]
+    some_bad = lambda x: np.where(x.min(axis=1) > 0, x.mean(axis=1), bad_value)  # noqa: E731
+    values = some_bad(xs[np.random.default_rng(seed).integers(0, xs.size, size=(n_boot, xs.size))])
+    want = np.percentile(values[np.isfinite(values)], [tail, 100 - tail])
+    got = bootstrap_interval(some_bad, [xs], n_boot=n_boot, seed=seed, confidence=conf)
+    assert got[0] is not None and np.allclose(got, want, rtol=1e-9, atol=1e-12), (
+        f"a statistic that is {bad_value} for every resample holding the 0 of {xs.tolist()}: expected the interval "
+        f"of the finite ones only, {want.tolist()}, got {got}")
+    # the rule: significant = p below alpha (or no p at all) and an effect at least the floor
+    alpha, floor = float(rng.uniform(0.01, 0.2)), float(rng.uniform(0.005, 0.1))
+    for big in (True, False):
+        for p in (alpha * float(rng.uniform(0, 0.95)), alpha + (1 - alpha) * float(rng.uniform(0.05, 1)), None):
+            effect = floor * float(rng.uniform(1.05, 5) if big else rng.uniform(0, 0.95)) * (1 if rng.random() < 0.5 else -1)
+            want = big and (p is None or p < alpha)
+            got = is_significant(p, effect, alpha=alpha, min_effect=floor)
+            assert got == want, (
+                f"is_significant(p_value={p}, effect={effect:.5f}, alpha={alpha:.4f}, min_effect={floor:.4f}): "
+                f"expected {want}, got {got}")
+    lengths = [int(v) for v in rng.choice(np.arange(1, 12), size=2, replace=False)]
+    expect_error(bootstrap_interval, paired_stat, [list(range(lengths[0])), list(range(lengths[1]))], paired=True,
+                 name="samples")
+    expect_error(bootstrap_interval, lambda x: x.mean(axis=1), [xs], n_boot=int(rng.integers(1, 10)), name="n_boot")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -652,6 +816,50 @@ def test_unit_compare_samples():
         f"overlapping samples: expected no significant difference (p > 0.05), got p = {noisy.p_value}"
     for bad_a in ([1.0], [1.0, float("nan")]):
         expect_error(compare_samples, bad_a, [1.0, 2.0], name="a")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    seed, n_boot = int(rng.integers(0, 2**31)), int(rng.integers(200, 1000))
+    alpha, floor = [0.01, 0.05, 0.1][int(rng.integers(0, 3))], [0.01, 0.02, 0.05][int(rng.integers(0, 3))]
+    base = float(rng.uniform(0.5, 5))
+    for factor, noise in ((float(rng.uniform(1.3, 3)) ** (1 if rng.random() < 0.5 else -1), 0.05),
+                          (1 + float(rng.uniform(-0.04, 0.04)), 0.1)):
+        a = (base * rng.lognormal(0, noise, int(rng.integers(6, 30)))).round(5)
+        b = (base * factor * rng.lognormal(0, noise, int(rng.integers(6, 30)))).round(5)
+        higher = bool(rng.random() < 0.5)
+        word = "higher throughput" if higher else "faster"
+        c = compare_samples(a.tolist(), b.tolist(), names=("base", "new"), higher_is_better=higher, better=word,
+                            alpha=alpha, min_effect=floor, n_boot=n_boot, seed=seed)
+        med_a, med_b = statistics.median(a.tolist()), statistics.median(b.tolist())
+        p = float(_stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+        draw = np.random.default_rng(seed)
+        ia, ib = draw.integers(0, a.size, size=(n_boot, a.size)), draw.integers(0, b.size, size=(n_boot, b.size))
+        ci = np.percentile(np.median(b[ib], axis=1) / np.median(a[ia], axis=1), [50 * alpha, 100 - 50 * alpha])
+        case = f"a (n={a.size}, median {med_a:.5g}) against b (n={b.size}, median {med_b:.5g})"
+        assert math.isclose(c.median_a, med_a, rel_tol=1e-12) and math.isclose(c.median_b, med_b, rel_tol=1e-12), (
+            f"{case}: expected median_a {med_a}, median_b {med_b}, got {c.median_a}, {c.median_b}")
+        assert math.isclose(c.ratio, med_b / med_a, rel_tol=1e-12), f"{case}: expected ratio {med_b / med_a}, got {c.ratio}"
+        assert c.p_value is not None and math.isclose(c.p_value, p, rel_tol=1e-9, abs_tol=1e-15), (
+            f"{case}: expected the two-sided Mann-Whitney U p = {p:.6g}, got {c.p_value}")
+        assert c.ci_lower is not None and np.allclose([c.ci_lower, c.ci_upper], ci, rtol=1e-9), (
+            f"{case}, n_boot={n_boot}, seed={seed}, alpha={alpha}: expected the bootstrap interval of the ratio of "
+            f"medians {ci.tolist()} (bootstrap_interval at confidence 1 - alpha, passing n_boot and seed on), got "
+            f"[{c.ci_lower}, {c.ci_upper}]")
+        significant = abs(med_b / med_a - 1) >= floor and p < alpha
+        assert c.significant == significant, (
+            f"{case}: ratio {med_b / med_a:.4f}, p = {p:.3g} with alpha={alpha}, min_effect={floor}: expected "
+            f"significant={significant}, got {c.significant}")
+        if significant:
+            winner = "new" if (med_b > med_a) == higher else "base"
+            assert c.winner == winner and c.verdict.startswith(f"{winner} is "), (
+                f"{case}, higher_is_better={higher}: expected {winner} to win, got the verdict {c.verdict!r}")
+    good = [1.0, 2.0, 3.0]
+    v = float(rng.uniform(0.5, 5))
+    bad = [[v], [v, float("nan")], [float("inf"), v]][int(rng.integers(0, 3))]
+    expect_error(compare_samples, bad, good, name="a")
+    expect_error(compare_samples, good, bad, name="b")
+    expect_error(compare_samples, good, good, alpha=[0.0, 1.0, 1.5][int(rng.integers(0, 3))], name="alpha")
+    expect_error(compare_samples, good, good, n_boot=int(rng.integers(1, 100)), name="n_boot")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -710,6 +918,33 @@ def test_unit_mcnemar_exact():
         "no disagreement: no evidence either way, p = 1.0"
     assert mcnemar_exact([1, 1, 1, 0], [1, 0, 0, 0]) == {"a_only": 2, "b_only": 0, "p_value": 0.5}
     expect_error(mcnemar_exact, [1, 0], [1], name="correct_a")  # different lengths cannot be paired
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    n01, n10 = int(rng.integers(0, 20)), int(rng.integers(1, 20))
+    if rng.random() < 0.5:
+        n01, n10 = n10, n01
+    pairs = [(1, 0)] * n01 + [(0, 1)] * n10 + [(1, 1)] * int(rng.integers(0, 200)) + [(0, 0)] * int(rng.integers(0, 50))
+    order = rng.permutation(len(pairs))
+    ca, cb = [pairs[i][0] for i in order], [pairs[i][1] for i in order]
+    form = int(rng.integers(0, 3))  # ints, booleans or numpy arrays: all are 0/1 outcomes
+    if form == 1:
+        ca, cb = [bool(v) for v in ca], [bool(v) for v in cb]
+    elif form == 2:
+        ca, cb = np.array(ca), np.array(cb)
+    got = mcnemar_exact(ca, cb)
+    exact = float(_stats.binomtest(n10, n01 + n10, 0.5).pvalue)
+    chi2 = float(_stats.chi2.sf((abs(n01 - n10) - 1) ** 2 / (n01 + n10), 1))
+    assert (got["a_only"], got["b_only"]) == (n01, n10), (
+        f"{len(pairs)} paired outcomes with {n01} right by A alone and {n10} by B alone: expected a_only={n01}, "
+        f"b_only={n10}, got {got['a_only']}, {got['b_only']}")
+    assert math.isclose(got["p_value"], exact, rel_tol=1e-9, abs_tol=1e-15), (
+        f"{n01} vs {n10} disagreements: expected the exact two-sided binomial p = {exact:.6g}, got {got['p_value']}"
+        + (" -- that is the chi-square approximation" if math.isclose(got["p_value"], chi2, rel_tol=1e-6) else ""))
+    same = [int(v) for v in rng.integers(0, 2, size=int(rng.integers(1, 50)))]
+    got = mcnemar_exact(same, list(same))
+    assert (got["a_only"], got["b_only"], got["p_value"]) == (0, 0, 1.0), (
+        f"identical outcomes (no disagreement): expected a_only=0, b_only=0, p_value=1.0, got {got}")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -786,6 +1021,28 @@ def test_unit_pareto_front():
     assert pareto_front({"only": {"x": 3}}, {"x": "min"}) == ["only"]
     expect_error(pareto_front, pts, {"lat": "lower"}, name="directions")
     expect_error(pareto_front, {"A": {"lat": 1}}, {"lat": "min", "acc": "max"}, name="points")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    metrics = [f"metric_{chr(97 + int(i))}" for i in rng.permutation(8)[:int(rng.integers(1, 5))]]
+    dirs = {m: ["min", "max"][int(rng.integers(0, 2))] for m in metrics}
+    names = [f"model_{int(i)}" for i in rng.permutation(100)[:int(rng.integers(5, 25))]]  # input order is not sorted order
+    shuffled = [metrics[int(i)] for i in rng.permutation(len(metrics))]  # each point lists its metrics in its own order
+    pts = {n: {m: 0.5 * float(rng.integers(-3, 4)) for m in shuffled} for n in names}
+    twin = names[int(rng.integers(1, len(names)))]
+    pts[twin] = dict(pts[names[0]])  # an identical pair: neither dominates the other
+    cost = {n: [p[m] if d == "min" else -p[m] for m, d in dirs.items()] for n, p in pts.items()}
+    expected = [n for n, c in cost.items()
+                if not any(all(x <= y for x, y in zip(o, c)) and any(x < y for x, y in zip(o, c)) for o in cost.values())]
+    got = pareto_front(pts, dirs)
+    assert got == expected, (
+        f"{len(names)} models, directions {dirs}: expected the front {expected} (input order), got {got}"
+        + (" -- identical points do not dominate each other" if set(got) < set(expected) and twin not in got else ""))
+    wrong = ["lower", "higher", "minimum", "best", "MAX"][int(rng.integers(0, 5))]
+    expect_error(pareto_front, pts, {**dirs, metrics[0]: wrong}, name="directions")
+    gap = {n: dict(p) for n, p in pts.items()}
+    del gap[names[int(rng.integers(0, len(names)))]][metrics[int(rng.integers(0, len(metrics)))]]
+    expect_error(pareto_front, gap, dirs, name="points")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -954,6 +1211,43 @@ def test_unit_proportion_result():
     assert (r.ci_lower, r.ci_upper) == wilson_interval(3, 4)
     assert ProportionResult("accuracy", [0]).std == 0.0, "a single outcome has std 0.0"
     assert BenchmarkResult.from_dict(r.to_dict()).to_dict() == r.to_dict(), "a proportion survives a round trip"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    n = int(rng.integers(2, 600))
+    outcomes = [int(v) for v in rng.random(n) < rng.uniform(0.3, 0.98)]
+    form = int(rng.integers(0, 3))  # ints, booleans or floats 0.0/1.0: all are 0/1 outcomes
+    given = outcomes if form == 0 else [bool(v) for v in outcomes] if form == 1 else [float(v) for v in outcomes]
+    r = ProportionResult("accuracy", given, unit="fraction")
+    k = sum(outcomes)
+    case = f"{k} right of {n} ({['ints', 'booleans', 'floats'][form]})"
+    assert (r.correct, r.count) == (k, n), f"{case}: expected correct={k}, count={n}, got {r.correct}, {r.count}"
+    assert all(math.isclose(v, k / n, rel_tol=1e-12) for v in (r.mean, r.median, r.p50)), (
+        f"{case}: the estimate k/n = {k / n} is mean, median and p50, got {r.mean}, {r.median}, {r.p50}")
+    assert math.isclose(r.std, statistics.stdev(outcomes), rel_tol=1e-9, abs_tol=1e-12), (
+        f"{case}: std expected the sample standard deviation of the outcomes {statistics.stdev(outcomes)}, got {r.std}")
+    assert (r.min, r.max) == (float(min(outcomes)), float(max(outcomes))), (
+        f"{case}: expected min/max {(min(outcomes), max(outcomes))}, got {(r.min, r.max)}")
+    values = list(r.values)
+    assert values == outcomes and all(type(v) is int for v in values), (
+        f"{case}: values must be kept as the list of int outcomes, in order (first ten expected {outcomes[:10]}, "
+        f"got {values[:10]}, types {sorted({type(v).__name__ for v in values})})")
+    assert (r.p90, r.p95, r.p99, r.iqr, r.cv, r.outliers) == (None, None, None, None, None, 0), (
+        f"{case}: percentiles and spreads of 0/1 outcomes mean nothing: expected None (outliers 0), got "
+        f"{(r.p90, r.p95, r.p99, r.iqr, r.cv, r.outliers)}")
+    want = wilson_interval(k, n)
+    assert np.allclose([r.ci_lower, r.ci_upper], want, rtol=1e-12, atol=1e-15), (
+        f"{case}: expected the Wilson interval {want}, got ({r.ci_lower}, {r.ci_upper})")
+    assert BenchmarkResult.from_dict(r.to_dict()).to_dict() == r.to_dict(), "a proportion survives a round trip"
+    v = int(rng.integers(0, 2))
+    one = ProportionResult("accuracy", [v])
+    assert (one.correct, one.count, one.std, one.mean) == (v, 1, 0.0, float(v)), (
+        f"[{v}]: expected correct {v}, count 1, std 0.0, mean {float(v)}; got "
+        f"{(one.correct, one.count, one.std, one.mean)}")
+    bad = list(outcomes)
+    bad[int(rng.integers(0, n))] = [2, -1, 0.5, 3][int(rng.integers(0, 4))]
+    expect_error(ProportionResult, "accuracy", bad, name="values")
+    expect_error(ProportionResult, "accuracy", [], name="values")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -1078,6 +1372,70 @@ def test_unit_compare_proportions():
     assert small.p_value < 0.05 and not small.significant, (
         f"a 1-point gain (p = {small.p_value:.2g}) is below the 2-point floor: not significant; got {small.significant}")
     expect_error(compare_results, a, ProportionResult("accuracy", [1] * 50), name="b")  # 100 against 50 samples: no pairs
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    seed, n_boot = int(rng.integers(0, 2**31)), int(rng.integers(200, 800))
+    alpha, floor = [0.01, 0.05, 0.1][int(rng.integers(0, 3))], [0.01, 0.02, 0.05][int(rng.integers(0, 3))]
+    ds = [f"set_{c}" for c in rng.permutation(list("abcdefgh"))[:4]]
+    sizes = [int(v) for v in rng.integers(30, 150, size=4)]
+    acc = float(rng.uniform(0.6, 0.9))
+    parts_a = {d: (rng.random(s) < acc).astype(int) for d, s in zip(ds[:3], sizes[:3])}
+    shared = ds[1:3]  # the datasets both evaluated with the same number of samples, in the same order
+    ca = np.concatenate([parts_a[d] for d in shared])
+    cb = ca.copy()
+    wrong_a, right_a = np.flatnonzero(ca == 0), np.flatnonzero(ca == 1)
+    n10 = int(rng.integers(0, min(25, wrong_a.size) + 1))  # B right where A was wrong
+    n01 = int(rng.integers(0, min(25, right_a.size) + 1))  # B wrong where A was right
+    cb[rng.choice(wrong_a, n10, replace=False)] = 1
+    cb[rng.choice(right_a, n01, replace=False)] = 0
+    parts_b = dict(zip(shared, np.split(cb, [sizes[1]])))
+    if rng.random() < 0.5:  # B evaluated the first dataset with other samples: it cannot be paired
+        parts_b = {ds[0]: (rng.random(sizes[0] + int(rng.integers(1, 20))) < acc).astype(int), **parts_b}
+    else:  # B did not evaluate the first dataset, but another one
+        parts_b = {**parts_b, ds[3]: (rng.random(sizes[3]) < acc).astype(int)}
+    n = ca.size
+    diff = (n10 - n01) / n
+    if abs(abs(diff) - floor) < 1e-6:
+        floor += 0.5 / n  # keep the effect off the floor itself
+
+    def result(parts):
+        return ProportionResult("accuracy", [int(v) for p in parts.values() for v in p],
+                                metadata={"datasets": [{"name": d, "count": int(len(p))} for d, p in parts.items()]})
+
+    ra, rb = result(parts_a), result(parts_b)
+    c = _compare_proportions(ra, rb, ("ref", "cand"), alpha, floor, n_boot, seed)
+    case = (f"A on {[(d, len(p)) for d, p in parts_a.items()]}, B on {[(d, len(p)) for d, p in parts_b.items()]} "
+            f"({n01} right by A alone, {n10} by B alone on the {n} paired samples)")
+    assert list(c.details["datasets"]) == shared, f"{case}: expected to pair the datasets {shared}, got {c.details['datasets']}"
+    assert math.isclose(c.median_a, ca.mean(), rel_tol=1e-12) and math.isclose(c.median_b, cb.mean(), rel_tol=1e-12), (
+        f"{case}: expected the paired accuracies {ca.mean()}, {cb.mean()}, got {c.median_a}, {c.median_b}")
+    assert math.isclose(c.details["difference"], diff, rel_tol=1e-9, abs_tol=1e-12), (
+        f"{case}: expected the difference acc_b - acc_a = {diff}, got {c.details['difference']}")
+    p = float(_stats.binomtest(n10, n01 + n10, 0.5).pvalue) if n01 + n10 else 1.0
+    assert (c.details["a_only_correct"], c.details["b_only_correct"]) == (n01, n10) and math.isclose(c.p_value, p), (
+        f"{case}: expected McNemar a_only={n01}, b_only={n10}, p = {p:.6g}; got {c.details['a_only_correct']}, "
+        f"{c.details['b_only_correct']}, p = {c.p_value}")
+    idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+    q = [50 * alpha, 100 - 50 * alpha]
+    want_d = np.percentile(cb[idx].mean(axis=1) - ca[idx].mean(axis=1), q)
+    want_r = np.percentile(cb[idx].mean(axis=1) / ca[idx].mean(axis=1), q)
+    got_d = c.details["difference_ci"]
+    assert got_d[0] is not None and np.allclose(got_d, want_d, rtol=1e-9, atol=1e-12), (
+        f"{case}, n_boot={n_boot}, seed={seed}, alpha={alpha}: expected the paired bootstrap interval of the "
+        f"difference {want_d.tolist()}, got {got_d}"
+        + (" -- that is an independent resampling; draw the same samples for both models (paired)"
+           if got_d[0] is not None and np.allclose(got_d, bootstrap_interval(lambda x, y: y.mean(axis=1) - x.mean(axis=1), [ca, cb],
+                                                    n_boot=n_boot, seed=seed, confidence=1 - alpha)) else ""))
+    assert c.ci_lower is not None and np.allclose([c.ci_lower, c.ci_upper], want_r, rtol=1e-9), (
+        f"{case}, n_boot={n_boot}, seed={seed}, alpha={alpha}: expected the paired bootstrap interval of the ratio "
+        f"{want_r.tolist()}, got [{c.ci_lower}, {c.ci_upper}]")
+    significant = abs(diff) >= floor and p < alpha
+    assert c.significant == significant, (
+        f"{case}: difference {diff:.4f}, p = {p:.3g} with alpha={alpha}, min_effect={floor:.4f}: expected "
+        f"significant={significant}, got {c.significant}")
+    other = {d: (rng.random(len(p) + int(rng.integers(1, 10))) < acc).astype(int) for d, p in parts_a.items()}
+    expect_error(_compare_proportions, ra, result(other), ("ref", "cand"), alpha, floor, n_boot, seed, name="b")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -1115,6 +1473,68 @@ def test_unit_compare_results():
     for r in (lat_a, acc_a, size_a):
         back = BenchmarkResult.from_dict(r.to_dict())
         assert type(back) is type(r) and back.to_dict() == r.to_dict()
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    seed, n_boot = int(rng.integers(0, 2**31)), int(rng.integers(200, 800))
+    alpha, floor = [0.01, 0.05, 0.1][int(rng.integers(0, 3))], [0.01, 0.02, 0.05][int(rng.integers(0, 3))]
+    opts = dict(alpha=alpha, min_effect=floor, n_boot=n_boot, seed=seed)
+    # two sample results: compare_samples, with the metric's direction and the options passed on
+    metric, higher = [("latency", False), ("energy", False), ("throughput_bs8", True)][int(rng.integers(0, 3))]
+    xa = (rng.uniform(1, 5) * rng.lognormal(0, 0.05, int(rng.integers(5, 20)))).round(5)
+    xb = (xa.mean() * rng.uniform(1.3, 2.5) ** (1 if rng.random() < 0.5 else -1)
+          * rng.lognormal(0, 0.05, int(rng.integers(5, 20)))).round(5)
+    c = compare_results(BenchmarkResult(metric, xa.tolist()), BenchmarkResult(metric, xb.tolist()), names=("p", "q"), **opts)
+    ratio = statistics.median(xb.tolist()) / statistics.median(xa.tolist())
+    p = float(_stats.mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
+    assert c.test.startswith("Mann-Whitney") and math.isclose(c.ratio, ratio, rel_tol=1e-12) and math.isclose(c.p_value, p), (
+        f"two {metric} samples (n={xa.size}, {xb.size}): expected the Mann-Whitney comparison with ratio {ratio:.6g} and "
+        f"p = {p:.4g}, got {c.test!r}, ratio {c.ratio}, p {c.p_value}")
+    assert (c.higher_is_better, c.alpha, c.min_effect, c.bootstrap_resamples, c.seed) == (higher, alpha, floor, n_boot, seed), (
+        f"{metric}: expected higher_is_better={higher} (from the metric) and alpha, min_effect, n_boot, seed passed on "
+        f"{(alpha, floor, n_boot, seed)}; got {(c.higher_is_better, c.alpha, c.min_effect, c.bootstrap_resamples, c.seed)}")
+    # two proportions: the paired McNemar comparison
+    m = int(rng.integers(20, 200))
+    pa, pb = ([int(v) for v in rng.random(m) < rng.uniform(0.5, 0.95)] for _ in range(2))
+    c = compare_results(ProportionResult("accuracy", pa), ProportionResult("accuracy", pb), **opts)
+    assert c.test.startswith("McNemar"), (
+        f"two proportions: expected the paired McNemar comparison, got {c.test!r}"
+        + (" -- a ProportionResult is also a BenchmarkResult: test the exact type" if c.test.startswith("Mann") else ""))
+    # two exact counts (an exact count may list its one value several times): the ratio alone, no test
+    metric, higher = [("model_size", False), ("memory", False), ("throughput_bs4", True)][int(rng.integers(0, 3))]
+    va = round(float(rng.uniform(1, 100)), 3)
+    vb = round(va * float([rng.uniform(0.3, 3), 1 + rng.uniform(-floor, floor) * 0.9][int(rng.integers(0, 2))]), 3)
+    if abs(abs(vb / va - 1) - floor) < 1e-6:
+        vb = round(va * (1 + 2 * floor), 3)
+    ka, kb = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    c = compare_results(CountResult(metric, [va] * ka), CountResult(metric, [vb] * kb), names=("p", "q"), **opts)
+    significant = abs(vb / va - 1) >= floor
+    winner = None if not significant else "q" if (vb > va) == higher else "p"
+    assert "exact" in c.test and c.p_value is None and c.ci_lower is None and math.isclose(c.ratio, vb / va, rel_tol=1e-12), (
+        f"{metric} counts {[va] * ka} and {[vb] * kb}: expected an exact comparison (no test, no interval) with ratio "
+        f"{vb / va:.6g}; got {c.test!r}, p {c.p_value}, interval ({c.ci_lower}, {c.ci_upper}), ratio {c.ratio}"
+        + (" -- a CountResult is also a BenchmarkResult: test the exact type" if c.test.startswith("Mann") else ""))
+    assert c.significant == significant and c.winner == winner, (
+        f"{metric} counts {va} and {vb} (ratio {vb / va:.4f}, floor {floor}): expected significant={significant}, "
+        f"winner {winner}; got {c.significant}, {c.winner}")
+    # one single measurement, or a count against samples: the ratio of medians alone
+    single = round(float(rng.uniform(1, 10)), 3)
+    c = compare_results(BenchmarkResult("latency", [single]), BenchmarkResult("latency", xb.tolist()), **opts)
+    want = statistics.median(xb.tolist()) / single
+    assert c.p_value is None and math.isclose(c.ratio, want, rel_tol=1e-12), (
+        f"one value {single} against {xb.size} samples: expected no test and the ratio of medians {want:.6g}, got "
+        f"{c.test!r}, p {c.p_value}, ratio {c.ratio}")
+    c = compare_results(CountResult("latency", [single, single]), BenchmarkResult("latency", xa.tolist()), **opts)
+    want = statistics.median(xa.tolist()) / single
+    assert c.p_value is None and "exact values" not in c.test and math.isclose(c.ratio, want, rel_tol=1e-12), (
+        f"an exact count against {xa.size} samples: expected the ratio of medians {want:.6g}, no test, not 'exact' "
+        f"(only two counts are exact); got {c.test!r}, p {c.p_value}, ratio {c.ratio}")
+    # zero medians
+    sign = 1.0 if rng.random() < 0.5 else -1.0
+    c = compare_results(CountResult("energy", [0.0]), CountResult("energy", [sign * single]), **opts)
+    assert c.ratio == sign * math.inf, f"{sign * single} against 0: expected the ratio {sign * math.inf}, got {c.ratio}"
+    c = compare_results(CountResult("energy", [0.0] * ka), CountResult("energy", [0.0] * kb), **opts)
+    assert c.ratio == 1.0 and not c.significant, f"two zeros: expected ratio 1 and no difference, got {c.ratio}, {c.significant}"
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -1212,6 +1632,51 @@ def test_unit_pareto_front_with_ties():
     assert p["alpha"] == 0.05 and p["min_effect"] == 0.02
     expect_error(pareto_front_with_ties, {"A": {"latency": res["A"]["latency"]}}, ["latency", "accuracy"], name="results")
     expect_error(pareto_front_with_ties, res, [], name="metrics")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    metrics = [str(m) for m in rng.permutation(["latency", "accuracy", "model_size"])[:int(rng.integers(2, 4))]]
+    names = [f"cfg_{int(i)}" for i in rng.permutation(50)[:int(rng.integers(3, 6))]]
+    level = {n: {m: int(rng.integers(0, 3)) for m in metrics} for n in names}  # 0 best .. 2 worst, on each metric
+    if rng.random() < 0.5:
+        level[names[1]] = dict(level[names[0]])  # the same on every metric: tied everywhere
+    alpha, floor = [0.01, 0.05][int(rng.integers(0, 2))], [0.02, 0.05][int(rng.integers(0, 2))]
+    pattern = 1 + 0.03 * rng.standard_normal(10)  # one noise pattern, shuffled per model: equal medians within a level
+    base = {lv: rng.permutation(np.arange(300) < right).astype(int) for lv, right in enumerate((285, 240, 180))}
+    res = {}
+    for n in names:
+        jitter = 1 + 0.004 * float(rng.uniform(-1, 1))  # well below the floor: a tie within a level
+        outcomes = base[level[n]["accuracy"] if "accuracy" in level[n] else 0].copy()
+        i, j = int(rng.choice(np.flatnonzero(outcomes == 1))), int(rng.choice(np.flatnonzero(outcomes == 0)))
+        outcomes[i], outcomes[j] = 0, 1  # other samples right, the same accuracy
+        res[n] = {"latency": BenchmarkResult("latency", ((1.0, 2.0, 4.0)[level[n].get("latency", 0)] * jitter
+                                                        * rng.permutation(pattern)).tolist()),
+                  "accuracy": ProportionResult("accuracy", outcomes.tolist()),
+                  "model_size": CountResult("model_size", [(1.0, 1.5, 3.0)[level[n].get("model_size", 0)] * jitter])}
+    better = lambda a, b: all(level[a][m] <= level[b][m] for m in metrics) and any(level[a][m] < level[b][m] for m in metrics)  # noqa: E731
+    dominated_by = {}
+    for b in names:
+        first = next((a for a in names if a != b and better(a, b)), None)
+        if first is not None:
+            dominated_by[b] = first
+    front = [n for n in names if n not in dominated_by]
+    ties = {(frozenset((names[i], names[j])), m) for i in range(len(names)) for j in range(i + 1, len(names))
+            for m in metrics if level[names[i]][m] == level[names[j]][m]}
+    got = pareto_front_with_ties({n: {m: res[n][m] for m in metrics} for n in names}, metrics, alpha=alpha,
+                                 min_effect=floor, seed=int(rng.integers(0, 1000)))
+    table = {n: {m: ["best", "middle", "worst"][level[n][m]] for m in metrics} for n in names}
+    assert got["front"] == front and got["dominated_by"] == dominated_by, (
+        f"models (in input order) with clearly separated levels per metric (differences within a level are noise) "
+        f"{table}: expected the front {front} and dominated_by {dominated_by} (the first dominating model in input "
+        f"order), got {got['front']} and {got['dominated_by']}")
+    got_ties = {(frozenset(t[:2]), t[2]) for t in got["ties"]}
+    assert got_ties == ties, (
+        f"{table}: expected the ties {sorted((sorted(p), m) for p, m in ties)}, got {got['ties']}")
+    assert (got["alpha"], got["min_effect"]) == (alpha, floor), (
+        f"expected alpha {alpha} and min_effect {floor} as passed, got {got['alpha']}, {got['min_effect']}")
+    gap = {n: {m: res[n][m] for m in metrics} for n in names}
+    del gap[names[int(rng.integers(0, len(names)))]][metrics[int(rng.integers(0, len(metrics)))]]
+    expect_error(pareto_front_with_ties, gap, metrics, name="results")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -1471,6 +1936,63 @@ def test_unit_eval_data_and_top1():
     expect_error(top1_correct, torch.nn.Sequential(torch.nn.Linear(3, 1), torch.nn.Flatten(0)), (X, y), name="shape")
     r = ProportionResult("accuracy", top1_correct(lin, (X, y)), unit="fraction")
     assert (r.correct, r.count) == (4, 6) and (r.ci_lower, r.ci_upper) == wilson_interval(4, 6)
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    c, d, n = int(rng.integers(3, 8)), int(rng.integers(2, 6)), int(rng.integers(5, 40))
+    gen = torch.Generator().manual_seed(int(rng.integers(0, 2**31)))
+    model = torch.nn.Linear(d, c)
+    with torch.no_grad():
+        model.weight.copy_(torch.randn(c, d, generator=gen))
+        model.bias.copy_(torch.randn(c, generator=gen))
+        Xr = torch.randn(n, d, generator=gen)
+        pred = (Xr @ model.weight.T + model.bias).argmax(dim=1)
+    yr = torch.where(torch.rand(n, generator=gen) < 0.5, pred, torch.randint(0, c, (n,), generator=gen))
+    want = [int(v) for v in (pred == yr)]
+    cut = sorted({int(v) for v in rng.integers(1, n, size=2)})
+    bs = int(rng.integers(1, n + 1))
+    forms = {"(X, y)": (Xr, yr), "TensorDataset": TensorDataset(Xr, yr),
+             f"DataLoader(batch_size={bs})": DataLoader(TensorDataset(Xr, yr), batch_size=bs),
+             "(X, y) as numpy arrays": (Xr.numpy(), yr.numpy()),
+             "a dict": {["X", "inputs", "data", "features"][int(rng.integers(0, 4))]: Xr.numpy(),
+                        ["y", "labels", "targets"][int(rng.integers(0, 3))]: yr.tolist()},
+             f"a list of (x, y) batches cut at {cut}": [(Xr[a:b], yr[a:b]) for a, b in zip([0] + cut, cut + [n])]}
+    for label in rng.permutation(list(forms)):
+        got = top1_correct(model, forms[str(label)])
+        assert got == want, (
+            f"{label}: a random Linear({d}, {c}) on {n} samples: expected the outcomes {want}, got {got}"
+            + (" -- that is an argmax over the batch (dim=0); the class is the argmax of each row (dim=1)"
+               if isinstance(got, list) and len(got) != n else ""))
+    drop = torch.nn.Sequential(torch.nn.Dropout(float(rng.uniform(0.5, 0.95))), model)
+    got, training = in_student_process(lambda m, data: (top1_correct(m, data), m.training), drop, (Xr, yr))
+    assert got == want and training, (
+        f"a model with dropout: expected the eval-mode outcomes {want} and the model back in training mode after; "
+        f"got {got}, training={training}")
+    k = int(rng.integers(1, 4))
+    names = [f"split_{int(i)}" for i in rng.permutation(20)[:k]]
+    sets = as_eval_sets([(Xr, yr)] * k, dataset_names=names, batch_size=bs)
+    chunks = [bs] * (n // bs) + ([n % bs] if n % bs else [])
+    assert [s.name for s in sets] == names and [len(x) for x, _ in sets[-1].batches()] == chunks, (
+        f"{k} sets named {names}, batch_size={bs}, {n} samples: expected those names and batches of {chunks}, got "
+        f"{[s.name for s in sets]} and {[len(x) for x, _ in sets[-1].batches()]}")
+    assert [s.name for s in as_eval_sets([(Xr, yr)] * k)] == [f"dataset{i}" for i in range(k)], \
+        f"{k} sets without names: expected dataset0 .. dataset{k - 1}"
+    bare = as_eval_sets(DataLoader(Xr, batch_size=bs))[0]  # a loader of bare inputs: unlabelled
+    assert not bare.has_labels and [len(x) for x, _ in bare.batches()] == chunks, (
+        f"a DataLoader of inputs only (batch_size={bs}): expected no labels and batches of {chunks}")
+    expect_error(as_eval_sets, [(Xr, yr)] * k, dataset_names=names + ["extra"], name="dataset_names")
+    bad = yr.clone()
+    bad[int(rng.integers(0, n))] = [c + int(rng.integers(0, 5)), -1][int(rng.integers(0, 2))]
+    try:
+        top1_correct(model, (Xr, bad))
+    except ValueError as e:
+        assert "label" in str(e).lower() and (int(bad.min()) < 0 or str(c) in str(e)), (
+            f"labels {bad.tolist()} with a {c}-class model: the error should say that the labels do not fit the "
+            f"model's {c} classes, got: {e}")
+    else:
+        raise AssertionError(f"labels {bad.tolist()} with a {c}-class model: expected a ValueError, not an accuracy")
+    flat = torch.nn.Sequential(torch.nn.Linear(d, 1), torch.nn.Flatten(0))
+    expect_error(top1_correct, flat, (Xr, yr), name="shape")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -1585,6 +2107,47 @@ def test_unit_state_dict_tensor_bytes():
                                              torch.zeros(4, dtype=torch.int64), 0, torch.qint8)
     got = sum(t.numel() * t.element_size() for t in _flatten_tensors({"w": per_channel, "dtype": torch.qint8}))
     assert got == 12 + 4 * 8 + 4 * 8, f"per-channel int8 (4 x 3): expected 12 + 32 + 32 = 76 bytes, got {got}"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    dims = [int(v) for v in rng.integers(2, 40, size=int(rng.integers(2, 5)))]
+    bias = [bool(v) for v in rng.random(len(dims) - 1) < 0.7]
+    layers = []
+    for i in range(len(dims) - 1):
+        layers += [torch.nn.Linear(dims[i], dims[i + 1], bias=bias[i]), torch.nn.ReLU()]
+    norm = bool(rng.random() < 0.5)
+    if norm:
+        layers.append(torch.nn.BatchNorm1d(dims[-1]))  # buffers too, one of them int64
+    net = torch.nn.Sequential(*layers)
+    dtype = [torch.float32, torch.float64, torch.float16][int(rng.integers(0, 3))]
+    plain = sum(t.numel() * t.element_size() for t in net.to(dtype).state_dict().values())
+    got = state_dict_tensor_bytes(net)
+    assert got == plain, f"an MLP {dims} in {dtype} (batch norm: {norm}): expected {plain} bytes (numel * element_size), got {got}"
+    net = net.float()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = torch.ao.quantization.quantize_dynamic(net, {torch.nn.Linear}, dtype=torch.qint8)
+    expected = sum(dims[i] * dims[i + 1] + 4 * dims[i + 1] * bias[i] + (8 + 8) + (4 + 8) for i in range(len(dims) - 1))
+    expected += 4 * 4 * dims[-1] + 8 if norm else 0  # batch norm stays float: 4 float32 vectors and an int64 count
+    got = state_dict_tensor_bytes(q)
+    assert got == expected, (
+        f"dynamic int8 MLP {dims} (biases {bias}, batch norm: {norm}): expected {expected} bytes by hand count "
+        f"(int8 weights, a float64 scale and int64 zero point per weight, float32 biases, each layer's own output "
+        f"scale and zero point), got {got}")
+    shape = tuple(int(v) for v in rng.integers(1, 7, size=2))
+    axis = int(rng.integers(0, 2))
+    per_channel = torch.quantize_per_channel(torch.randn(shape), torch.from_numpy(rng.uniform(0.01, 1, shape[axis])),
+                                             torch.zeros(shape[axis], dtype=torch.int64), axis, torch.qint8)
+    qdtype, qsize = [(torch.quint8, 1), (torch.qint8, 1), (torch.qint32, 4)][int(rng.integers(0, 3))]
+    per_tensor = torch.quantize_per_tensor(torch.randn(int(rng.integers(1, 20))), float(rng.uniform(0.01, 1)), 0, qdtype)
+    half = torch.zeros(int(rng.integers(1, 9)), dtype=torch.float16)
+    value = {"w": per_channel, "packed": [(per_tensor, None), {"h": half, "dtype": torch.qint8, "tag": "layer"}], "n": 3}
+    want = per_channel.numel() + 16 * shape[axis] + per_tensor.numel() * qsize + 16 + 2 * half.numel()
+    got = sum(t.numel() * t.element_size() for t in _flatten_tensors(value))
+    assert got == want, (
+        f"per-channel int8 {shape} (axis {axis}), per-tensor {qdtype} of {per_tensor.numel()}, float16 of "
+        f"{half.numel()} in nested containers: expected {want} bytes (integers, and per scale float64, per zero "
+        f"point int64), got {got}")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -1672,6 +2235,58 @@ def test_unit_writing():
         write_atomic(folder / "sub" / "taken", "fourth")
     left = sorted(p.name for p in target.parent.iterdir())
     assert left == ["r.txt", "taken"], f"no temporary file may be left behind, even when the rename fails; found {left}"
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    k = int(rng.integers(0, 1000))
+    f32 = float(rng.uniform(-10, 10))
+    i64 = int(rng.integers(-10**9, 10**9))
+    flag = bool(rng.random() < 0.5)
+    arr = rng.integers(0, 9, size=(int(rng.integers(1, 4)), int(rng.integers(1, 4))))
+    device = ["cpu", "cuda:0", "meta"][int(rng.integers(0, 3))]
+    dtype = [torch.float16, torch.int8, torch.float32][int(rng.integers(0, 3))]
+    value = {k: (np.float32(f32), Path("runs") / f"r{k}.json"),
+             "nested": [{"dtype": dtype, "n": np.int64(i64)}, (np.bool_(flag), arr, np.float64(f32))],
+             "device": torch.device(device), "plain": [1, "s", None, 2.5, True]}
+    want = {str(k): [float(np.float32(f32)), f"runs/r{k}.json"],
+            "nested": [{"dtype": str(dtype), "n": i64}, [flag, arr.tolist(), f32]],
+            "device": device, "plain": [1, "s", None, 2.5, True]}
+    got = json_native(value)
+    assert got == want, f"json_native: expected {want!r}, got {got!r}"
+    kinds = [type(got[str(k)][0]), type(got["nested"][0]["n"]), type(got["nested"][1][0])]
+    assert kinds == [float, int, bool], (
+        f"numpy scalars become Python numbers (float, int, bool), got {[f'{t.__module__}.{t.__qualname__}' for t in kinds]}")
+    folder = Path(tempfile.mkdtemp())
+    target = folder.joinpath(*[f"d{int(v)}" for v in rng.integers(0, 1000, size=int(rng.integers(1, 4)))],
+                             f"result_{k}.json")
+    text = "".join(chr(int(v)) for v in rng.integers(0x20, 0x2FF, size=int(rng.integers(1, 200)))) + "\n"
+    back = write_atomic(target, text)
+    assert Path(back) == target and target.read_bytes() == text.encode("utf-8"), (
+        f"write_atomic({target}, text) must create the folders, write the text (UTF-8) and return the path; got "
+        f"{back!r}, content {target.read_bytes()[:40]!r}" if target.exists() else f"{target} was not written")
+    blob = rng.bytes(int(rng.integers(1, 300)))
+    write_atomic(target, blob)
+    left = sorted(p.name for p in target.parent.iterdir())
+    assert target.read_bytes() == blob and left == [target.name], (
+        f"bytes are written as they are, and nothing else is left in the folder; found {left}")
+    with contextlib.suppress(ValueError):  # a lone surrogate cannot be encoded: the write fails
+        write_atomic(target, text[: int(rng.integers(0, len(text)))] + chr(int(rng.integers(0xD800, 0xE000))))
+    left = sorted(p.name for p in target.parent.iterdir())
+    assert target.read_bytes() == blob and left == [target.name], (
+        f"a write that fails must leave the old file as it was and no temporary file behind; found {left}")
+    payload = {"run": k, "latency_ms": [np.float64(f32), np.float32(f32)], "device": torch.device(device)}
+    write_json(target, payload)
+    written = {"run": k, "latency_ms": [f32, float(np.float32(f32))], "device": device}
+    assert json.loads(target.read_text()) == written, f"write_json: expected {written}, read back {target.read_text()!r}"
+    expect_error(write_json, target, {"bad": [f32, [float("nan"), float("inf"), -float("inf")][int(rng.integers(0, 3))]]},
+                 name="JSON")
+    assert json.loads(target.read_text()) == written, "a refused write leaves the old file as it was"
+    taken = target.parent / f"taken_{k}"
+    (taken / "inside").mkdir(parents=True)
+    with contextlib.suppress(OSError):  # a folder cannot be replaced by a file
+        write_atomic(taken, text)
+    left = sorted(p.name for p in target.parent.iterdir())
+    assert left == sorted([target.name, taken.name]), f"no temporary file may be left behind when the rename fails; found {left}"
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":

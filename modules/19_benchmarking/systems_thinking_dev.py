@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import tempfile
 from pathlib import Path
@@ -42,6 +43,11 @@ def expect_value_error(fn, *args, name: str) -> None:
         assert name in str(e), f"{fn.__name__}{args}: the error should name '{name}', got: {e}"
     else:
         raise AssertionError(f"{fn.__name__}{args}: expected a ValueError naming '{name}', got none")
+
+
+def grading_rng() -> np.random.Generator:
+    "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
+    return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
 
 # %% [markdown]
 # ## The measurement every question starts from
@@ -131,6 +137,18 @@ def test_unit_ci_half_width():
             f"ci_half_width(n={n}, confidence=0.9): expected {(hi - lo) / 2:.6f} (scipy.stats.t.interval), got {got}"
     for bad in ([], [3.0]):
         expect_value_error(ci_half_width, bad, name="values")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    for _ in range(4):
+        n, confidence = int(rng.integers(2, 60)), float(rng.uniform(0.8, 0.995))
+        xs = rng.normal(rng.uniform(-5, 50), rng.uniform(0.01, 10), size=n).tolist()
+        lo, hi = stats.t.interval(confidence, n - 1, loc=np.mean(xs), scale=stats.sem(xs))
+        got = ci_half_width(xs, confidence=confidence)
+        assert isinstance(got, float) and abs(got - (hi - lo) / 2) < 1e-9 * max(1.0, (hi - lo) / 2), (
+            f"ci_half_width(n={n}, confidence={confidence:.4f}): expected {(hi - lo) / 2:.6f} (scipy.stats.t.interval), "
+            f"got {got!r}")
+    expect_value_error(ci_half_width, [float(rng.normal())], name="values")
+    ### END HIDDEN TESTS
 
 
 def test_unit_samples_to_shrink():
@@ -145,6 +163,29 @@ def test_unit_samples_to_shrink():
         assert w(m - 1) > w(n) / 2, f"samples_to_shrink({n}): expected the smallest such count, got {m}: {m - 1} already halves it"
     expect_value_error(samples_to_shrink, 1, name="n")
     expect_value_error(samples_to_shrink, 10, 1.0, name="factor")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    for _ in range(3):
+        while True:
+            n, factor = int(rng.integers(2, 50)), float(rng.uniform(1.2, 3.0))
+            confidence = float(rng.uniform(0.8, 0.99))
+            ks = np.arange(n + 1, int(n * factor ** 2 * 3) + 60)
+            widths = stats.t.ppf((1 + confidence) / 2, ks - 1) / np.sqrt(ks)
+            target = stats.t.ppf((1 + confidence) / 2, n - 1) / math.sqrt(n) / factor
+            first = int(np.argmax(widths <= target))
+            near = abs(widths[first] - target) <= 1e-9 * target or (first > 0 and abs(widths[first - 1] - target)
+                                                                     <= 1e-9 * target)
+            if not near:
+                break  # no count within rounding of the target: one right answer
+        want, got = int(ks[first]), samples_to_shrink(n, factor, confidence)
+        assert isinstance(got, (int, np.integer)) and got == want, (
+            f"samples_to_shrink({n}, factor={factor:.3f}, confidence={confidence:.3f}): expected {want}, the smallest "
+            f"count whose t/sqrt(m) is at most 1/{factor:.3f} of the one at n, got {got!r}"
+            + (f"; {round(n * factor ** 2)} = n * factor^2 is the normal approximation, but t falls too as n grows"
+               if got == round(n * factor ** 2) else ""))
+    expect_value_error(samples_to_shrink, int(rng.integers(-3, 2)), name="n")
+    expect_value_error(samples_to_shrink, int(rng.integers(2, 50)), float(rng.uniform(0.1, 1.0)), name="factor")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -238,6 +279,28 @@ def test_unit_calls_per_block():
     expect_value_error(calls_per_block, 50, 0, name="per_call_ns")
     for bad in (0.0, 1.5):
         expect_value_error(calls_per_block, 50, 100, bad, name="max_overhead_fraction")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    for _ in range(12):
+        while True:
+            overhead, per_call = float(rng.uniform(5, 500)), float(10 ** rng.uniform(0, 7))
+            fraction = float(10 ** rng.uniform(-4, -1))
+            exact = overhead / (fraction * per_call)
+            if abs(exact - round(exact)) > 1e-9 * max(1.0, exact):
+                break  # not within rounding of a whole number of calls: one right answer
+        want = next(k for k in range(max(1, math.floor(exact) - 2), math.ceil(exact) + 3)
+                    if overhead / (k * per_call) <= fraction)
+        got = calls_per_block(overhead, per_call, fraction)
+        assert isinstance(got, (int, np.integer)) and got == want, (
+            f"calls_per_block({overhead:.3f}, {per_call:.3f}, {fraction:.3g}): expected {want} (the smallest k >= 1 "
+            f"with overhead / (k * per_call) <= fraction), got {got!r}")
+    per_call = float(10 ** rng.uniform(3, 8))
+    got = calls_per_block(float(rng.uniform(0, 1)) * per_call * 1e-3, per_call)
+    assert got == 1, f"a call long enough for the clock's cost alone: expected 1 call per block, got {got!r}"
+    expect_value_error(calls_per_block, 50, -float(rng.uniform(0, 100)), name="per_call_ns")
+    bad = float(rng.choice([-1, 1]) * rng.uniform(1, 3))  # below 0 or above 1
+    expect_value_error(calls_per_block, 50, 100, bad, name="max_overhead_fraction")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -321,6 +384,20 @@ def test_unit_linear_cost():
         assert all(abs(g - e) < 1e-12 for g, e in zip(got, expected)), (
             f"linear_cost{args}: expected {expected} = (intercept, slope), whatever the order of the points, got {got}")
     expect_value_error(linear_cost, 5, 1.0, 5, 2.0, name="n_b")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    for _ in range(4):
+        n_a, n_b = (int(v) for v in rng.choice(np.arange(2, 500), size=2, replace=False))
+        fixed, slope = float(rng.uniform(-0.2, 5)), float(rng.uniform(1e-4, 0.1))
+        s_a, s_b = fixed + slope * n_a, fixed + slope * n_b
+        want = np.linalg.solve([[1.0, n_a], [1.0, n_b]], [s_a, s_b])  # (intercept, slope)
+        got = linear_cost(n_a, s_a, n_b, s_b)
+        assert len(got) == 2 and np.allclose(got, want, rtol=1e-7, atol=1e-9), (
+            f"linear_cost({n_a}, {s_a:.6f}, {n_b}, {s_b:.6f}): expected (intercept, slope) = "
+            f"({want[0]:.6f}, {want[1]:.6f}), got {got}")
+    n = int(rng.integers(2, 500))
+    expect_value_error(linear_cost, n, float(rng.uniform(1, 2)), n, float(rng.uniform(2, 3)), name="n_b")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":
@@ -445,6 +522,30 @@ def test_unit_images_to_decide():
     assert small < large, f"a larger margin is decided sooner: 9 points needs {small}, 5 points {large}"
     for bad, name in (((1.2, 0.9), "accuracy"), ((0.9, -0.1), "target")):
         expect_value_error(images_to_decide, *bad, name=name)
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    for _ in range(3):
+        target = float(rng.uniform(0.3, 0.9))
+        acc = float(np.clip(target + rng.choice([-1, 1]) * rng.uniform(0.04, 0.15), 0.02, 0.995))
+        confidence = float(rng.choice([0.9, 0.95, 0.99]))
+        expected = None
+        for n in range(1, 20_001):  # the definition, one n at a time
+            lo, hi = wilson_interval(round(acc * n), n, confidence)
+            if lo >= target or hi < target:
+                expected = n
+                break
+        got = images_to_decide(acc, target, confidence=confidence)
+        assert got == expected, (f"images_to_decide({acc:.4f}, {target:.4f}, confidence={confidence}): expected n = "
+                                 f"{expected}, the first n whose Wilson interval is on one side of the target; got {got}")
+        top = int(rng.integers(1, expected))
+        got = images_to_decide(acc, target, confidence=confidence, max_n=top)
+        assert got is None, (f"images_to_decide({acc:.4f}, {target:.4f}, max_n={top}): decided only at n = {expected}: "
+                             f"expected None, got {got}")
+    same = float(rng.uniform(0.05, 0.95))
+    assert images_to_decide(same, same, max_n=2000) is None, f"accuracy = target = {same:.4f} is never decided"
+    expect_value_error(images_to_decide, float(rng.uniform(1.01, 2)), 0.5, name="accuracy")
+    expect_value_error(images_to_decide, 0.5, -float(rng.uniform(0.01, 1)), name="target")
+    ### END HIDDEN TESTS
 
 
 if __name__ == "__main__":

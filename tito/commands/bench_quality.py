@@ -1,9 +1,9 @@
 """`tito bench-quality`: run benchmarks/measurement_quality.py (the timing core vs torch.utils.benchmark)."""
 from __future__ import annotations
 
-import subprocess
 import sys
 
+from tito import process
 from tito.config import Course
 
 
@@ -15,7 +15,8 @@ def run(args) -> int:
         cmd.append("--tooling")
     if args.output:
         cmd += ["--output", args.output]
-    return subprocess.call(cmd, cwd=course.root)
+    rc = process.wait(process.start(cmd, cwd=course.root, stdout=None, stderr=None), None)
+    return 1 if rc is None else rc
 
 
 def add_parser(sub, lazy) -> None:

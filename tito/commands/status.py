@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tito.commands import grade as grade_cmd
+from tito.grading import classrun
 from tito.commands.module import exported_files
 from tito.config import Course
 
@@ -38,8 +38,8 @@ def module_status(course: Course, module: str, grades_dir: Path | None = None) -
     rel = course.release_dir / module
     rel_nbs = sorted(rel.rglob("*.ipynb")) if rel.is_dir() else []
     rel_data = [p for p in rel.rglob("*") if p.is_file() and p.suffix != ".ipynb"] if rel.is_dir() else []
-    gdir = Path(grades_dir) / module if grades_dir else grade_cmd.default_output_dir(course, module)
-    totals = [r for r in grade_cmd.read_csv(gdir / "grades.csv") if r.get("notebook") == grade_cmd.TOTAL]
+    gdir = Path(grades_dir) / module if grades_dir else classrun.default_output_dir(course, module)
+    totals = [r for r in classrun.read_csv(gdir / "grades.csv") if r.get("notebook") == classrun.TOTAL]
     scores = [float(r["score"]) for r in totals]
     maxima = sorted({float(r["max_score"]) for r in totals})
     return ModuleStatus(
@@ -66,7 +66,7 @@ def run(args) -> int:
             f"no ({r.sources} sources, {r.notebooks} notebooks)")
         rel = (f"yes: {r.release_notebooks} notebooks, {r.release_data_files} data files"
                if r.released else "no")
-        gr = (f"{r.graded_students} students, mean {grade_cmd._num(r.mean_score)}/{grade_cmd._num(r.max_score)}"
+        gr = (f"{r.graded_students} students, mean {classrun.num(r.mean_score)}/{classrun.num(r.max_score)}"
               if r.graded_students else "no")
         table.append((r.module, exp, rel, gr))
     w = [max(len(t[i]) for t in table + [hdr]) for i in range(len(hdr))]

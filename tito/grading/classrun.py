@@ -41,6 +41,7 @@ from pathlib import Path
 from tito import nbgrader_glue, process
 from tito.config import Course, TitoError
 from tito.grading import gradebook, package, sandbox
+from tito.grading.judge import PREIMPORT
 from tito.grading.pool import default_workers, run_tasks
 from tito.grading.student import (GRADING_ERROR, SANDBOXED, TOTAL, UNSANDBOXED, GradeJob, StudentGrade,
                                   first_line, grade_one, num)
@@ -310,6 +311,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
                "judgelib": str(tito_library(run_dir / "judgelib")), "lib": course.lib_dir.name,
                "pyproject": str((course.root / "pyproject.toml").resolve()),
                "limits": asdict(limits), "seed": seed, "notebooks": [str(Path(p).resolve()) for p in nbs],
+               "preimport": course.grading_preimport or PREIMPORT,
                "data_files": {rel: str(Path(src).resolve()) for rel, src in data.items()}}
         nbgrader_glue.atomic_write(out_dir / "run.json", json.dumps(
             {"module": module, "seed": seed, "timeout": timeout, "sandbox": SANDBOXED if bwrap else UNSANDBOXED,

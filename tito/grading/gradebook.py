@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 
 from tito import nbgrader_glue
 
-PENDING, UNANSWERED, GRADED = nbgrader_glue.PENDING, nbgrader_glue.UNANSWERED, nbgrader_glue.GRADED
+# a written answer (a markdown cell with `grade`, `solution` and `points`): written and awaiting the
+# instructor, or left as released (0, nobody needs to look)
+PENDING, UNANSWERED = "pending", "unanswered"
 
 
 def build_template(template_dir: Path, assignment: str, notebooks: list[Path], course_id: str,
@@ -53,7 +56,9 @@ def write_gradebook(template_dir: Path, dest: Path, assignment: str, student: st
     from nbgrader.api import Gradebook
 
     shutil.copy2(Path(template_dir) / "gradebook.db", dest)
-    with Gradebook(f"sqlite:///{dest}") as gb:
+    with warnings.catch_warnings(), Gradebook(f"sqlite:///{dest}") as gb:
+        # nbgrader's add_submission makes SQLAlchemy warn about its own session use (harmless)
+        warnings.filterwarnings("ignore", message=".*not in session.*")
         gb.update_or_create_student(student)
         gb.add_submission(assignment, student)
         for notebook, grades in scores.items():

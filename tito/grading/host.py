@@ -22,7 +22,9 @@ read-only mount (no course files).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
+import io
 import importlib
 import itertools
 import json
@@ -183,7 +185,7 @@ def child(msg: dict, fd: int) -> None:
     except Exception as e:  # noqa: BLE001 - every request then answers with the reason
         fatal = f"the notebook's process could not be set up: {_describe(e)}"
     if msg.get("role") == "tests":
-        Host(sock, fatal).endpoint.serve_forever()
+        Host(sock, fatal, sweep=True).endpoint.serve_forever()
     elif msg.get("role") == "feedback":
         run_feedback(sock, setup, fatal)
 
@@ -217,9 +219,9 @@ class JudgeFunction:
         self.__name__ = self.__qualname__ = f"test_callback_{cid}"
 
     def __call__(self, *args, **kwargs):
-        if threading.current_thread() is not threading.main_thread():
-            raise RuntimeError("the test's function can only be called from the main thread")
         h = self._host
+        if threading.get_ident() != h.owner:
+            raise RuntimeError("the test's function can only be called from the thread the test called into")
         reply = h.endpoint.call({"op": "callback", "cb": self._cid, "args": h.encode(list(args)),
                                  "kwargs": h.encode(kwargs)})
         if "err" in reply:
@@ -234,16 +236,18 @@ class JudgeFunction:
 class Host:
     """The student's side of the judge's calls (see module doc)."""
 
-    def __init__(self, sock: socket.socket, fatal: str = ""):
-        self.fatal = fatal
+    def __init__(self, sock: socket.socket, fatal: str = "", sweep: bool = False):
+        self.fatal, self.sweep = fatal, sweep  # sweep: kill what a call leaves running (a forked child only)
         self.endpoint = Endpoint(sock, self.serve)
         self.objects: dict[int, Any] = {}
         self.handles: dict[int, int] = {}
         self.callbacks: dict[int, JudgeFunction] = {}
         self.ns: dict[str, Any] = {"__name__": "__tito_grading__", "__builtins__": builtins}
         self.pgid = os.getpgid(0)
+        self.owner = threading.get_ident()
 
     def serve(self, m: dict) -> dict:
+        self.owner = threading.get_ident()
         op = m.get("op")
         fn = getattr(self, f"op_{op}", None) if isinstance(op, str) else None
         if fn is None:
@@ -258,7 +262,7 @@ class Host:
                 reply = {"err": self.encode(e)}
             except BaseException as e2:  # noqa: BLE001
                 reply = {"err": self.encode(RuntimeError(f"an exception that could not be described: {type(e2).__name__}"))}
-        if self.endpoint.depth <= 1:
+        if self.sweep and self.endpoint.depth <= 1:
             kill_group(self.pgid, spare=os.getpid())  # what the call left running in the background
         return reply
 
@@ -311,8 +315,10 @@ class Host:
             import io
             return Unpickler(io.BytesIO(base64.b64decode(payload))).load()
         if tag == "$e":
-            base = getattr(builtins, payload["base"], Exception)
-            cls = base if isinstance(base, type) and issubclass(base, BaseException) else Exception
+            cls = payload.get("cls")
+            if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+                base = getattr(builtins, payload["base"], Exception)
+                cls = base if isinstance(base, type) and issubclass(base, BaseException) else Exception
             try:
                 return cls(*payload["args"])
             except Exception:  # noqa: BLE001
@@ -453,6 +459,25 @@ class CellTimeout(BaseException):
     pass
 
 
+class Bounded(io.StringIO):
+    """A text sink that keeps its first `limit` characters and counts the rest (1 GB of prints
+    costs the time to print it, not the memory)."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit, self.dropped = limit, 0
+
+    def write(self, s: str) -> int:
+        room = self.limit - self.tell()
+        if room > 0:
+            super().write(s[:room])
+        self.dropped += max(0, len(s) - max(room, 0))
+        return len(s)
+
+    def text(self) -> str:
+        return self.getvalue() + (f"\n[output truncated: {self.dropped} more characters]\n" if self.dropped else "")
+
+
 def run_feedback(sock: socket.socket, setup: dict, fatal: str = "") -> None:
     """The student's notebook cell by cell (their outputs, for their feedback); one message a cell."""
     if fatal:
@@ -478,7 +503,9 @@ def run_feedback(sock: socket.socket, setup: dict, fatal: str = "") -> None:
     for cell in setup.get("cells", []):
         caught.clear()
         outputs: list[dict] = []
-        with capture_output(display=True) as cap:
+        out, err = Bounded(CELL_OUTPUT_CHARS), Bounded(CELL_OUTPUT_CHARS)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                capture_output(stdout=False, stderr=False, display=True) as cap:
             signal.setitimer(signal.ITIMER_REAL, timeout)
             try:
                 result = shell.run_cell(cell["source"], store_history=True)
@@ -487,9 +514,9 @@ def run_feedback(sock: socket.socket, setup: dict, fatal: str = "") -> None:
                 caught.append((type(e), e, e.__traceback__))
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
-        for name, text in (("stdout", cap.stdout), ("stderr", cap.stderr)):
-            if text:
-                outputs.append({"output_type": "stream", "name": name, "text": text[:CELL_OUTPUT_CHARS]})
+        for name, sink in (("stdout", out), ("stderr", err)):
+            if sink.getvalue():
+                outputs.append({"output_type": "stream", "name": name, "text": sink.text()})
         for out in cap.outputs:
             outputs.append({"output_type": "display_data", "data": _json_data(out.data), "metadata": {}})
         if result is not None and result.result is not None:

@@ -309,7 +309,7 @@ class NotebookTests:
         self.session = Session(sock, set(self.nb.judge["modules"]))
         self.ns = {"__name__": "__tito_grading__", "__builtins__": builtins}
         self._hook()
-        self.host_errors = self._timed(lambda: self.session.request("setup", cells=self.nb.host), SETUP_SECONDS) or []
+        self.host_errors = self._timed(lambda: self.session.request("setup", cells=self.nb.host), self.timeout) or []
         if not isinstance(self.host_errors, list):
             self.host_errors = []
         for cell in self.nb.judge["cells"]:
@@ -366,8 +366,10 @@ class NotebookTests:
         tests: dict[str, dict] = {}
         try:
             self.fresh(0)
-        except Exception as e:  # noqa: BLE001 - no test process: every test fails with the reason
-            why = f"your code's test process did not start: {type(e).__name__}: {e}"
+        except (Exception, TestTimeout) as e:  # noqa: BLE001 - no test process: every test fails with the reason
+            why = "your code's test process did not start: " + (
+                f"importing your code took longer than {self.timeout:.0f} s" if isinstance(e, TestTimeout)
+                else f"{type(e).__name__}: {e}")
             return {c["grade_id"]: {"ok": False, "message": why, "seconds": 0.0}
                     for c in self.nb.judge["cells"] if c["kind"] == "test"}
         for cell in self.nb.judge["cells"]:
@@ -378,8 +380,10 @@ class NotebookTests:
             if self.session is None or self.session.endpoint.broken:
                 try:
                     self.fresh(cell["index"])
-                except Exception as e:  # noqa: BLE001
-                    why = f"your code's test process could not be restarted: {type(e).__name__}: {e}"
+                except (Exception, TestTimeout) as e:  # noqa: BLE001
+                    why = "your code's test process could not be restarted: " + (
+                        f"importing your code took longer than {self.timeout:.0f} s" if isinstance(e, TestTimeout)
+                        else f"{type(e).__name__}: {e}")
                     for c in self.nb.judge["cells"]:
                         if c["kind"] == "test" and c["grade_id"] not in tests:
                             tests[c["grade_id"]] = {"ok": False, "message": why, "seconds": 0.0}

@@ -181,7 +181,7 @@ def feedback_cells(student_nb: dict) -> list[dict]:
     """The student's code cells to run for their feedback: all but the graded test cells."""
     out = []
     for i, cell in enumerate(student_nb.get("cells", [])):
-        if cell.get("cell_type") != "code":
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         meta = _meta(cell)
         if meta.get("grade") and not meta.get("solution"):

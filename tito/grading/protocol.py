@@ -129,7 +129,8 @@ def _b64(data: bytes) -> str:
 
 def encode(value: Any, refs: Callable[[Any], dict] | None, _depth: int = 0) -> Any:
     """Tagged JSON of `value`; `refs(obj)` gives the tag of anything that is not data (a host
-    reference, a callback, a pickle); without `refs` such a value is a ProtocolError."""
+    reference, a callback, a pickle); without `refs` such a value is a ProtocolError. Kinds are
+    read from the value's real type (`type(value)`), never from its `__class__`, which can lie."""
     if _depth > MAX_DEPTH:
         raise ProtocolError(f"value nested deeper than {MAX_DEPTH} levels")
     t = type(value)
@@ -139,49 +140,49 @@ def encode(value: Any, refs: Callable[[Any], dict] | None, _depth: int = 0) -> A
         return value if math.isfinite(value) else {"$f": repr(value)}
     np = _module("numpy")
     torch = _module("torch")
-    if np is not None and isinstance(value, np.generic) and value.dtype.name in NUMPY_DTYPES:
+    if np is not None and issubclass(t, np.generic) and value.dtype.name in NUMPY_DTYPES:
         return {"$ns": {"dtype": value.dtype.name, "data": _b64(value.tobytes())}}
     import enum
-    if isinstance(value, enum.Enum):  # identity matters (members compare by identity): a reference
+    if issubclass(t, enum.Enum):  # identity matters (members compare by identity): a reference
         return _ref(value, refs)
-    if isinstance(value, bool):
+    if issubclass(t, bool):
         return bool(value)
-    if isinstance(value, int):
+    if issubclass(t, int):
         return int.__index__(value)
-    if isinstance(value, float):
+    if issubclass(t, float):
         return encode(float.__float__(value), refs, _depth)
-    if isinstance(value, str):
+    if issubclass(t, str):
         return str.__str__(value)
-    if isinstance(value, complex):
+    if issubclass(t, complex):
         return {"$c": [encode(value.real, refs, _depth + 1), encode(value.imag, refs, _depth + 1)]}
-    if isinstance(value, (bytes, bytearray)):
+    if issubclass(t, (bytes, bytearray)):
         return {"$b": _b64(bytes(value))}
-    if isinstance(value, PurePath):
+    if issubclass(t, PurePath):
         return {"$p": str(value)}
-    if isinstance(value, BaseException):
+    if issubclass(t, BaseException):
         return {"$e": exception_info(value, refs, _depth)}
-    if isinstance(value, tuple) and hasattr(value, "_fields") and isinstance(value._fields, tuple):
+    if issubclass(t, tuple) and hasattr(value, "_fields") and isinstance(value._fields, tuple):
         return {"$nt": {"name": type(value).__name__, "fields": [str(f) for f in value._fields],
                         "values": [encode(v, refs, _depth + 1) for v in tuple.__iter__(value)]}}
-    if isinstance(value, tuple):
+    if issubclass(t, tuple):
         return {"$t": [encode(v, refs, _depth + 1) for v in tuple.__iter__(value)]}
-    if isinstance(value, list):
+    if issubclass(t, list):
         return [encode(v, refs, _depth + 1) for v in list.__iter__(value)]
-    if isinstance(value, dict):
+    if issubclass(t, dict):
         return {"$d": [[encode(k, refs, _depth + 1), encode(v, refs, _depth + 1)] for k, v in dict.items(value)]}
-    if isinstance(value, (set, frozenset)):
-        return {"$fs" if isinstance(value, frozenset) else "$s": [encode(v, refs, _depth + 1) for v in value]}
-    if np is not None and isinstance(value, np.ndarray) and value.dtype.name in NUMPY_DTYPES:
+    if issubclass(t, (set, frozenset)):
+        return {"$fs" if issubclass(t, frozenset) else "$s": [encode(v, refs, _depth + 1) for v in value]}
+    if np is not None and issubclass(t, np.ndarray) and value.dtype.name in NUMPY_DTYPES:
         arr = np.ascontiguousarray(value)
         return {"$np": {"dtype": arr.dtype.name, "shape": list(arr.shape), "data": _b64(arr.tobytes())}}
-    if np is not None and isinstance(value, np.dtype) and value.name in NUMPY_DTYPES:
+    if np is not None and issubclass(t, np.dtype) and value.name in NUMPY_DTYPES:
         return {"$nd": value.name}
     if torch is not None:
-        if isinstance(value, torch.dtype):
+        if issubclass(t, torch.dtype):
             return {"$dt": str(value).removeprefix("torch.")}
-        if isinstance(value, torch.device):
+        if issubclass(t, torch.device):
             return {"$dev": str(value)}
-        if isinstance(value, torch.Tensor):
+        if issubclass(t, torch.Tensor):
             tagged = _tensor(value, torch, refs, _depth)
             if tagged is not None:
                 return tagged
@@ -238,8 +239,14 @@ def exception_info(e: BaseException, refs, depth: int = 0) -> dict:
     tb = ""
     if e.__traceback__ is not None:
         tb = _safe_text(lambda: "".join(traceback.format_exception(type(e), e, e.__traceback__)), 8000)
-    return {"type": type(e).__qualname__, "module": type(e).__module__, "base": base, "args": args,
+    info = {"type": type(e).__qualname__, "module": type(e).__module__, "base": base, "args": args,
             "msg": _safe_text(lambda: str(e), 4000), "tb": tb}
+    if refs is not None and getattr(builtins, type(e).__name__, None) is not type(e):
+        try:
+            info["cls"] = refs(type(e))  # the class itself, so the other side can name and catch it
+        except ProtocolError:
+            pass
+    return info
 
 
 def _safe_text(fn, limit: int) -> str:
@@ -346,7 +353,7 @@ def decode(value: Any, refs: Handler | None, _state: list | None = None, _depth:
             raise ProtocolError(f"{tag}: not data")
         if tag == "$e":
             d = _dict(payload, tag, {"type", "module", "base", "args", "msg", "tb"})
-            d = {**d, "args": [sub(a) for a in _list(d["args"], tag)]}
+            d = {**d, "args": [sub(a) for a in _list(d["args"], tag)], "cls": sub(d["cls"]) if "cls" in d else None}
             for k in ("type", "module", "base", "msg", "tb"):
                 _str(d[k], tag)
             return refs(tag, d)

@@ -222,14 +222,19 @@ class Session:
 
     def request(self, op: str, **kw) -> Any:
         reply = self.endpoint.call({"op": op, **kw})
-        if "err" in reply:
-            err = self.decode(reply["err"])
-            if not isinstance(err, BaseException):
-                raise ProtocolError("an error reply must hold an exception")
-            raise err
-        if "ok" not in reply:
-            raise ProtocolError("a reply holds neither ok nor err")
-        return self.decode(reply["ok"])
+        try:
+            if "err" in reply:
+                err = self.decode(reply["err"])
+                if not isinstance(err, BaseException):
+                    raise ProtocolError("an error reply must hold an exception")
+            elif "ok" in reply:
+                return self.decode(reply["ok"])
+            else:
+                raise ProtocolError("a reply holds neither ok nor err")
+        except ProtocolError as e:  # a host that sends what is not data is not asked again
+            self.endpoint.broken = self.endpoint.broken or f"ProtocolError: {e}"
+            raise
+        raise err
 
     def snapshot(self, proxy) -> dict | None:
         snap = self.request("snapshot", h=_h(proxy))
@@ -336,12 +341,17 @@ class Session:
             return own
         rest = mro[1:]
         if exc is not None:  # an exception class: a real exception class of the judge
-            base = next((self._class(rest[i:]) for i, e in enumerate(rest) if e[4] is not None
-                         and _resolve(e[1], e[2], self.graded) is None), None)
-            if base is None:
-                base = getattr(builtins, exc, Exception)
-                if not (isinstance(base, type) and issubclass(base, Exception)) or exc in _NO_EXC:
-                    base = HostError
+            base = None
+            for i, e in enumerate(rest):
+                if e[4] is None:
+                    continue
+                if e[1] == "builtins":
+                    base = getattr(builtins, e[3], None)
+                else:
+                    base = _resolve(e[1], e[2], self.graded) or self._class(rest[i:])
+                break
+            if not (isinstance(base, type) and issubclass(base, Exception)) or base.__name__ in _NO_EXC:
+                base = HostError
             try:
                 cls = type(name if name.isidentifier() else "StudentError", (base,),
                            {"__module__": module, "__qualname__": qualname, RESERVED + "h": h})
@@ -370,9 +380,9 @@ class Session:
         return RemoteType(name if name.isidentifier() else "StudentClass", bases, ns)
 
     def _exception(self, d: dict) -> BaseException:
-        exc_cls = None
+        exc_cls = d.get("cls") if isinstance(d.get("cls"), type) and issubclass(d["cls"], Exception) else None
         base = getattr(builtins, d["base"], None)
-        if d["module"] != "builtins":
+        if exc_cls is None and d["module"] != "builtins":
             exc_cls = next((c for c in self.types.values() if isinstance(c, type) and issubclass(c, BaseException)
                             and c.__qualname__ == d["type"] and c.__module__ == d["module"]), None)
         if exc_cls is None:

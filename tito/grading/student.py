@@ -226,7 +226,7 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
                 hosts["shared"] = entry
             else:
                 hosts.setdefault("per_notebook", {})[key] = entry
-        cfg = {**{k: run[k] for k in ("reference", "cache", "lib", "bwrap", "seed")},
+        cfg = {**{k: run[k] for k in ("reference", "cache", "lib", "bwrap", "seed", "preimport")},
                "notebooks": names, "inputs": str(work / "judge"), "work": str(work), "timeout": job.timeout,
                "results": str(work / "results.frames"), "hosts": hosts}
         plan_path = work / "judge" / "plan.json"
@@ -342,7 +342,7 @@ def notebook_grade(name: str, max_score: float, source: dict, student: dict, res
                          "seconds": t.get("seconds", 0.0)}
         scores[gid] = pts if ok else 0.0
         if not ok:
-            timed_out = timed_out or msg.startswith("timed out")
+            timed_out = timed_out or msg.startswith("timed out") or "took longer than" in msg
             failed.append(f"{gid} (0/{num(pts)}): {first_line(msg, 300)}")
     pending, unanswered = 0.0, []
     for gid, pts in written.items():
@@ -374,10 +374,12 @@ def autograded_notebook(student: dict, feedback: dict, verdicts: dict, released:
     cells = feedback.get("cells", {}) if isinstance(feedback.get("cells"), dict) else {}
     stopped = str(feedback.get("stopped", "") or "")
     other, timed_out, first_missing = [], "time limit" in stopped, True
-    for i, cell in enumerate(nb.get("cells", [])):
-        if not isinstance(cell, dict):
-            continue
-        cell.setdefault("metadata", {})
+    nb["cells"] = [c if isinstance(c, dict) else {"cell_type": "markdown", "metadata": {}, "source": ""}
+                   for c in nb.get("cells", [])]  # same indices as the feedback run's
+    for i, cell in enumerate(nb["cells"]):
+        cell["source"] = _src(cell)
+        if not isinstance(cell.get("metadata"), dict):
+            cell["metadata"] = {}
         if cell.get("cell_type") != "code":
             cell.pop("outputs", None)
             cell.pop("execution_count", None)

@@ -1,0 +1,215 @@
+"""The judge/host boundary in one process: what crosses is data, and nothing the student's code does
+can make the judge run it.
+
+A `Host` (the student's side) serves in a thread over a socket pair; a `Session` (the judge's side)
+calls it. The student's "module" is ordinary code run in the host's namespace, written here the way a
+cheating student would write it: always-equal values, a class that claims to be `int`, a pickle
+that runs code when loaded, frame peeking. Each test shows the judge sees only data.
+"""
+import ast
+import base64
+import pickle
+import socket
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tito.grading import protocol
+from tito.grading.host import Host
+from tito.grading.protocol import ProtocolError, decode, encode
+from tito.grading.remote import Remote, Session
+
+ROOT = Path(__file__).resolve().parent.parent
+
+STUDENT = '''
+import math, sys
+
+class Eq(float):                        # a float whose comparisons all say yes, claiming to be an int
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+    def __lt__(self, other): return True
+    def __gt__(self, other): return True
+    __hash__ = float.__hash__
+    @property
+    def __class__(self): return int
+
+class Liar:                              # an object equal to everything, claiming to be an int
+    def __eq__(self, other): return True
+    @property
+    def __class__(self): return int
+    def __repr__(self): return "1"
+
+class Point:
+    def __init__(self, x, y): self.x, self.y = x, y
+    def norm(self): return math.hypot(self.x, self.y)
+
+class BadInput(ValueError):
+    pass
+
+def mean(xs): return Eq(0.0)
+def liar(): return Liar()
+def point(x, y): return Point(x, y)
+def check(x):
+    if x < 0:
+        raise BadInput(f"x: expected a non-negative number, got {x}")
+    return x
+def peek():                              # looks for the test's expected value in the caller's frames
+    f, found = sys._getframe(), []
+    while f is not None:
+        found += [v for k, v in f.f_locals.items() if k in ("expected", "want")]
+        f = f.f_back
+    return found[0] if found else None
+def call_twice(fn, x): return [fn(x), fn(x + 1)]
+def arrays(): return {"a": __import__("numpy").arange(6).reshape(2, 3), "t": __import__("torch").ones(2, dtype=__import__("torch").bfloat16)}
+def evil_pickle():                       # a value whose unpickling would run code
+    class Boom:
+        def __reduce__(self): return (open, ("/tmp/tito-pwned", "w"))
+    return __import__("pickle").dumps(Boom())
+'''
+
+
+@pytest.fixture()
+def session():
+    judge_end, host_end = socket.socketpair()
+    host = Host(host_end)
+    thread = threading.Thread(target=host.endpoint.serve_forever, daemon=True)
+    thread.start()
+    s = Session(judge_end, graded={"student"})
+    assert s.request("setup", cells=[{"kind": "student", "source": STUDENT}]) == []
+    yield s
+    judge_end.close()
+    thread.join(5)
+    host_end.close()
+
+
+def name(s, n):
+    return s.request("name", name=n)
+
+
+def test_an_always_equal_float_arrives_as_its_value(session):
+    got = name(session, "mean")([1, 2, 3])
+    assert type(got) is float and got == 0.0 and got != 2
+
+
+def test_an_object_equal_to_everything_is_not_equal_to_a_value_and_is_no_int(session):
+    got = name(session, "liar")()
+    assert isinstance(got, Remote) and not isinstance(got, int)
+    assert got != 1 and not (got == 1) and repr(got) == "1"
+
+
+def test_proxies_compare_by_their_data_and_keep_their_identity(session):
+    point = name(session, "point")
+    a, b, c = point(3, 4), point(3, 4), point(1, 1)
+    assert a == b and a != c and a.norm() == 5.0 and type(a).__name__ == "Point"
+    assert isinstance(a, name(session, "Point")) and type(a) is type(c)
+
+
+def test_exceptions_arrive_as_builtin_types_with_the_message(session):
+    with pytest.raises(ValueError, match="x: expected a non-negative") as err:
+        name(session, "check")(-1)
+    assert type(err.value).__name__ == "BadInput" and err.value.__tito_host__["type"] == "BadInput"
+    with pytest.raises(name(session, "BadInput")):  # the student's exception class can be caught by name
+        name(session, "check")(-2)
+
+
+def test_frames_of_the_judge_are_out_of_reach(session):
+    expected = 42  # noqa: F841 - what a frame-peeking student would look for
+    assert name(session, "peek")() is None
+
+
+def test_judge_functions_are_called_back_and_see_the_judge_state(session):
+    seen = []
+
+    def spy(v):
+        seen.append(v)
+        return v * 10
+
+    assert name(session, "call_twice")(spy, 4) == [40, 50] and seen == [4, 5]
+
+
+def test_arrays_and_tensors_arrive_as_data(session):
+    got = name(session, "arrays")()
+    assert isinstance(got["a"], np.ndarray) and got["a"].tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert got["t"].dtype == torch.bfloat16 and got["t"].tolist() == [1.0, 1.0]
+
+
+def test_bytes_of_a_pickle_stay_bytes(session, tmp_path):
+    data = name(session, "evil_pickle")()
+    assert type(data) is bytes and not Path("/tmp/tito-pwned").exists()
+
+
+def test_the_judge_refuses_a_pickled_reply_and_runs_nothing(tmp_path):
+    """A host that answers with a pickle (here one that would create a file when loaded) gets a
+    ProtocolError; nothing is unpickled."""
+    marker = tmp_path / "pwned"
+
+    class Boom:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    judge_end, host_end = socket.socketpair()
+    s = Session(judge_end, graded=set())
+
+    def evil_host():
+        req = protocol.recv(host_end)
+        protocol.send(host_end, {"re": req["id"], "ok": {"$pk": base64.b64encode(pickle.dumps(Boom())).decode()}})
+
+    t = threading.Thread(target=evil_host)
+    t.start()
+    with pytest.raises(ProtocolError, match="refused"):
+        s.request("name", name="anything")
+    t.join(5)
+    assert not marker.exists()
+    assert s.endpoint.broken  # the channel is not trusted again
+
+
+@pytest.mark.parametrize("value, why", [
+    ({"$pk": "gASVAAAAAAAAAAB9lC4="}, "refused"),
+    ({"$np": {"dtype": "object", "shape": [1], "data": ""}}, "not allowed"),
+    ({"$np": {"dtype": "float64", "shape": [3], "data": base64.b64encode(b"\0" * 8).decode()}}, "do not make"),
+    ({"$zz": 1}, "unknown tag"),
+    ({"a": 1, "b": 2}, "expected a value"),
+    ({"$f": "1e999"}, "nan, inf"),
+    ({"$dt": "__import__"}, "unknown torch dtype"),
+])
+def test_malformed_or_unsafe_values_are_refused(value, why):
+    s = Session(socket.socketpair()[0], graded=set())
+    with pytest.raises(ProtocolError, match=why):
+        s.decode(value)
+
+
+def test_deep_nesting_and_huge_frames_are_refused():
+    deep: object = 1
+    for _ in range(protocol.MAX_DEPTH + 5):
+        deep = [deep]
+    with pytest.raises(ProtocolError, match="deeper"):
+        decode(deep, None)
+    a, b = socket.socketpair()
+    a.sendall(protocol._HEAD.pack(protocol.MAX_FRAME + 1))
+    with pytest.raises(ProtocolError, match="limit"):
+        protocol.recv(b)
+
+
+def test_values_round_trip():
+    value = {"t": (1, 2.5, float("nan"), None, "s"), 3: [True, b"x", {1, 2}], "arr": np.float32(0.5),
+             "q": torch.quantize_per_tensor(torch.tensor([0.5, -1.0]), 0.1, 0, torch.qint8), "p": Path("a/b")}
+    got = decode(encode(value, None), None)
+    assert got["t"][:2] == (1, 2.5) and got["t"][3:] == (None, "s") and got[3] == [True, b"x", {1, 2}]
+    assert type(got["arr"]) is np.float32 and got["p"] == Path("a/b")
+    assert torch.equal(got["q"].int_repr(), value["q"].int_repr()) and got["q"].q_scale() == 0.1
+
+
+def test_no_judge_side_module_can_unpickle():
+    """The modules that run in the judge or in tito hold no call that loads a pickle (the host, which
+    runs in the sandbox, is the only place that unpickles: what the judge sends it)."""
+    for rel in ("protocol.py", "remote.py", "judge.py", "student.py", "classrun.py", "plan.py", "gradebook.py",
+                "package.py", "sanitize.py", "pool.py"):
+        tree = ast.parse((ROOT / "tito" / "grading" / rel).read_text())
+        loads = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in ("load", "loads")
+                 and isinstance(n.value, ast.Name) and n.value.id in ("pickle", "cloudpickle", "dill", "torch")]
+        unpicklers = [n for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute))
+                      and getattr(n, "id", getattr(n, "attr", "")) == "Unpickler"]
+        assert not loads and not unpicklers, f"{rel} unpickles"
