@@ -382,6 +382,24 @@ def test_resume_grades_only_the_rest(graded_class, serial_run, tmp_path, monkeyp
     assert _rows(out / "grades.csv", QUICK) == _rows(serial_run / "grades.csv", QUICK)
 
 
+def test_resume_regrades_a_changed_submission_with_the_runs_seed(graded_class, serial_run, tmp_path):
+    """--resume regrades exactly the students whose graded notebooks changed, with the seed of run.json."""
+    out, sub_dir = tmp_path / "out", tmp_path / "subs"
+    shutil.copytree(serial_run, out)
+    for s in QUICK:
+        shutil.copytree(graded_class["subs"] / s, sub_dir / s)
+    for stem in ("stats_dev", "extra_dev"):  # "partial" resubmits the full solution
+        shutil.copy2(sub_dir.parent / "subs" / "full" / f"{stem}.ipynb", sub_dir / "partial" / f"{stem}.ipynb")
+    before = json.loads((out / "run.json").read_text())["seed"]
+    published = {s: json.loads((out / "students" / s / "result.json").read_text()) for s in QUICK}
+    res = {r.student: r for r in classrun.grade(graded_class["course"], MODULE, sub_dir, out, students=QUICK,
+                                                progress=lambda *a, **k: None, resume=True, jobs=1)}
+    assert res["partial"].score == subs.FULL and res["partial"].seed == before
+    assert res["partial"].timing != published["partial"]["timing"]  # graded again
+    assert [res[s].timing for s in ("full", "syntax")] == [published[s]["timing"] for s in ("full", "syntax")]  # kept
+    assert json.loads((out / "run.json").read_text())["seed"] == before
+
+
 def test_a_seed_repeats_the_hidden_inputs(graded_class, tmp_path):
     """The hidden tests' inputs come from the run's seed: the same seed gives the same verdicts and
     messages, another seed other inputs."""

@@ -492,14 +492,21 @@ TARGETS = {"solution_lines": 600, "graded_tasks": 25, "medium_or_hard_share": 0.
 
 def lesson_counts() -> dict:
     """Solution lines (non-blank, non-comment code inside solution regions), graded cells with
-    points, the task lines' points by difficulty, and Module 19's source lines, per notebook."""
+    points, the task lines' points by difficulty, and Module 19's source lines (what a reader of the
+    lesson sees: hidden tests, which the release strips, are not counted), per notebook."""
     per = {}
     for src in sorted((ROOT / "modules").glob("1[59]_*/*_dev.py")):
         text = src.read_text(encoding="utf-8")
-        lines, inside = 0, False
+        lines, inside, hidden, hidden_lines = 0, False, False, 0
         graded = []
         for line in text.split("\n"):
             s = line.strip()
+            if s == "### BEGIN HIDDEN TESTS":
+                hidden = True
+            if hidden:
+                hidden_lines += 1
+                hidden = s != "### END HIDDEN TESTS"
+                continue
             if s == "### BEGIN SOLUTION":
                 inside = True
             elif s == "### END SOLUTION":
@@ -514,7 +521,7 @@ def lesson_counts() -> dict:
         by_level = {"easy": 0, "medium": 0, "hard": 0}
         for level, pts in TASK_LINE.findall(text):
             by_level[level] += int(pts)
-        per[src.relative_to(ROOT).as_posix()] = {"source_lines": text.count("\n"), "solution_lines": lines,
+        per[src.relative_to(ROOT).as_posix()] = {"source_lines": text.count("\n") - hidden_lines, "solution_lines": lines,
                                                  "graded_cells": len(graded), "graded_points": sum(graded),
                                                  "task_points": by_level}
     points = {k: sum(p["task_points"][k] for p in per.values()) for k in ("easy", "medium", "hard")}

@@ -110,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hand each student to this Dask distributed scheduler (e.g. tcp://host:8786); its "
                         "workers need this course folder, the submissions and OUTPUT at the same paths")
     s.add_argument("--resume", action="store_true",
-                   help="grade only students without a published result in OUTPUT (after an interruption)")
+                   help="grade only students without a published result in OUTPUT for the same submission, tests "
+                        "and seed (after an interruption or a resubmission; reuses OUTPUT/run.json's seed)")
     s.add_argument("--no-sandbox", action="store_true",
                    help="run student code WITHOUT bubblewrap (only where bwrap cannot be installed); "
                         "the output and grades.csv say the run was not sandboxed")

@@ -35,7 +35,7 @@ c.Execute.kernel_name = "python3"
 # solutions become `raise NotImplementedError("not yet implemented: <function>")`
 from nbgrader.converters.generate_assignment import GenerateAssignment as _GA
 from nbgrader.preprocessors import ClearSolutions as _CS
-from tito.nbgrader_named_stubs import NamedClearSolutions as _NCS
+from tito.nbgrader_clear_solutions import NamedClearSolutions as _NCS
 c.GenerateAssignment.preprocessors = [_NCS if _p is _CS else _p
                                       for _p in _GA.class_traits()["preprocessors"].default()]
 '''

@@ -11,8 +11,8 @@ method that encloses the region, so the release, the inline runner and the gradi
 feedback all say which function is still missing. A region outside any function is
 named by its cell's grade_id.
 
-`stub_for` and `enclosing_qualname` are pure functions (no nbgrader import) so tito can
-use them without loading nbgrader.
+This module is pure (no nbgrader import: nbgrader takes seconds to import, and the grading
+judge uses `replace_regions`); the preprocessor itself is tito.nbgrader_clear_solutions.
 """
 from __future__ import annotations
 
@@ -125,25 +125,3 @@ def replace_regions(source: str, fallback: str) -> tuple[str, int]:
     if inside:
         raise ValueError("no END SOLUTION for a BEGIN SOLUTION region")
     return "\n".join(out), count
-
-
-try:  # the preprocessor exists only where nbgrader is installed
-    from nbgrader.preprocessors import ClearSolutions
-except ImportError:  # pragma: no cover - tito without nbgrader still imports this module
-    ClearSolutions = None
-
-if ClearSolutions is not None:
-    class NamedClearSolutions(ClearSolutions):
-        """ClearSolutions whose code stub names the enclosing function (see module doc)."""
-
-        def _replace_solution_region(self, cell, language):  # noqa: ANN001 - nbgrader's signature
-            if cell.cell_type != "code" or language != "python":
-                return super()._replace_solution_region(cell, language)
-            meta = cell.metadata.get("nbgrader", {})
-            try:
-                new, count = replace_regions(cell.source, meta.get("grade_id", "this cell"))
-            except ValueError as e:
-                self.log.error("%s. Cell contents are:\n%s", e, cell.source)
-                raise RuntimeError(str(e)) from e
-            cell.source = new
-            return count > 0

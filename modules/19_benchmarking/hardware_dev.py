@@ -830,7 +830,7 @@ def test_unit_device_fit():
         ratios = {p: None if p != "fp32" and rng.random() < 0.35 else 10 ** (rng.choice([-1.0, 1.0]) * rng.uniform(0.3, 1.5))
                   for p in eb}  # intensity / ridge per precision; None: no native arithmetic
         peaks = {p: None if r is None else float(macs / moved[p] * bw * 1e9 / r) for p, r in ratios.items()}
-        flash = None if rng.random() < 0.3 else n_params / KB * between()  # fp32 never fits, int8 always
+        flash = None if not in_ram and rng.random() < 0.3 else n_params / KB * between()  # fp32 never fits, int8 always
         ram_int8 = (act32 / 4 + (n_params if in_ram else 0)) / KB
         ram = ram_int8 * between()
         dev = TargetDevice("hidden", "a random device", "test", 100.0, peaks, bw, ram, flash, in_ram)

@@ -32,6 +32,7 @@ import os
 import re
 import secrets
 import shutil
+import tempfile
 import sys
 import tarfile
 import time
@@ -78,10 +79,13 @@ def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | 
     found: dict[str, Path] = {}
     problems: list[str] = []
     for d in sorted(p for p in base.iterdir() if not p.name.startswith(".")):
+        if d.is_symlink():  # a link could point at anything the grader may read: never followed
+            problems.append(f"{d.name}: a symbolic link, not a student folder; not graded")
+            continue
         if not d.is_dir():
             problems.append(f"{d.name}: not a student folder (a file in {base}); ignored")
             continue
-        folder = d / assignment if (d / assignment).is_dir() else d
+        folder = d / assignment if (d / assignment).is_dir() and not (d / assignment).is_symlink() else d
         if not any(folder.glob("*.ipynb")):
             problems.append(f"{d.name}: no notebooks in {folder}; not graded")
             continue
@@ -93,7 +97,9 @@ def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | 
         for f in sorted(folder.iterdir()):
             if f.name.startswith("."):
                 continue
-            if f.suffix != ".ipynb":
+            if f.is_symlink():
+                problems.append(f"{d.name}: {f.name} is a symbolic link; not graded")
+            elif f.suffix != ".ipynb":
                 problems.append(f"{d.name}: {f.name} is not a notebook; ignored")
             elif wanted is not None and f.name not in wanted:
                 problems.append(f"{d.name}: {f.name} is not part of {assignment}; ignored")
@@ -159,6 +165,13 @@ def warm_cache(course: Course, cache_dir: Path) -> float:
     return time.perf_counter() - t0
 
 
+def work_root() -> Path:
+    """Where students' work folders go: never under /tmp, which every notebook's process replaces with a
+    private one (the folder it shares with the judge would vanish under it); /var/tmp where it exists."""
+    base = Path("/var/tmp") if Path("/var/tmp").is_dir() else Path(tempfile.gettempdir())
+    return base / f"tito-grade-{os.getpid()}"
+
+
 def tito_library(dest: Path, files: list[str] | None = None) -> Path:
     """DEST/tito: a copy of tito's code for a sandbox (`files`, relative to the package: only those;
     default: all of it, for the judge), readable by every uid. Returns DEST."""
@@ -170,6 +183,38 @@ def tito_library(dest: Path, files: list[str] | None = None) -> Path:
     for p in [dest, *dest.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
     return dest
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _hash_files(h, files) -> None:
+    for f in sorted(Path(p) for p in files):
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+
+
+def run_key(course: Course, notebooks: list[Path], data: dict[str, Path], seed: int, timeout: int,
+            limits: sandbox.Limits) -> str:
+    """What a grade depends on besides the student's files: the tests (source notebooks), the reference
+    package, the data, tito's grading code, the seed, the limits."""
+    h = hashlib.sha256(json.dumps([seed, timeout, asdict(limits)]).encode())
+    _hash_files(h, notebooks)
+    _hash_files(h, sorted(course.lib_dir.rglob("*.py")))
+    _hash_files(h, data.values())
+    _hash_files(h, sorted(Path(__file__).resolve().parent.rglob("*.py")))
+    return h.hexdigest()
+
+
+def student_key(run: str, folder: Path, wanted: set[str]) -> str:
+    """The run's key with the student's graded notebooks: equal keys, equal grades (`--resume`)."""
+    h = hashlib.sha256(run.encode())
+    _hash_files(h, [p for p in Path(folder).glob("*.ipynb") if p.name in wanted])
+    return h.hexdigest()
 
 
 def published(out_dir: Path) -> dict[str, StudentGrade]:
@@ -233,7 +278,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
           notebooks: list[Path] | None = None, progress=print, jobs: int | None = None,
           scheduler: str | None = None, no_sandbox: bool = False, resume: bool = False,
           show_progress: bool = False, limits: sandbox.Limits | None = None,
-          seed: int | None = None) -> list[StudentGrade]:
+          seed: int | None = None, per_notebook: bool = False) -> list[StudentGrade]:
     """Grade every student in `submissions_dir` (or only `students`); returns their grades.
 
     notebooks: the graded notebooks (default: the module's notebooks with nbgrader cells).
@@ -241,6 +286,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     (then the cluster's workers grade). no_sandbox: run student code without bubblewrap (refused
     otherwise when bwrap is missing). resume: skip students whose result is already published.
     seed: the hidden tests' seed (default: drawn for this run, recorded in run.json and result.json).
+    per_notebook: a sandbox per notebook even as root (what a normal user's run does; slower).
 
         >>> grade(Course.load(), "19", "subs", jobs=2)      # doctest: +SKIP
         [StudentGrade(student='ann', score=74.0, ...), ...]
@@ -268,10 +314,18 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     csv_path = out_dir / "grades.csv"
     csv_rows = read_csv(csv_path)
     results: list[StudentGrade] = []
+    from tito.commands.release import data_files
+    data = data_files(course, module)
+    previous = _read_json(out_dir / "run.json")
+    if seed is None and resume and isinstance(previous.get("seed"), int):
+        seed = previous["seed"]  # a resumed run draws the same hidden inputs as the run it continues
+    seed = secrets.randbelow(2**31) if seed is None else int(seed)
+    key = run_key(course, nbs, data, seed, timeout, limits)
+    inputs = {s: student_key(key, folder, {Path(p).name for p in nbs}) for s, folder in found.items()}
     if resume:
         have = published(out_dir)
         in_csv = {row["student"] for row in csv_rows}
-        for s in [s for s in found if s in have]:
+        for s in [s for s in found if s in have and have[s].inputs == inputs[s]]:
             if s not in in_csv:  # published but the run stopped before grades.csv: recover the rows
                 csv_rows = _sort(csv_rows + have[s].rows())
             results.append(have[s])
@@ -293,14 +347,11 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
              + (", sandbox: bubblewrap" if bwrap else ", NOT SANDBOXED"))
     if not found:
         return results
-    from tito.commands.release import data_files
     run_dir = out_dir / f".run-{os.getpid()}"
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir()
-    seed = secrets.randbelow(2**31) if seed is None else int(seed)
     try:
-        data = data_files(course, module)
         template = gradebook.build_template(run_dir / "course", module, nbs, course.course_id, timeout, data)
         warm = warm_cache(course, run_dir / "cache")
         if warm > 1:
@@ -311,12 +362,13 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
                "judgelib": str(tito_library(run_dir / "judgelib")), "lib": course.lib_dir.name,
                "pyproject": str((course.root / "pyproject.toml").resolve()),
                "limits": asdict(limits), "seed": seed, "notebooks": [str(Path(p).resolve()) for p in nbs],
-               "preimport": course.grading_preimport or PREIMPORT,
+               "preimport": course.grading_preimport or PREIMPORT, "per_notebook": per_notebook,
+               "work_root": str(work_root()), "imports": package.module_imports(course.lib_dir),
                "data_files": {rel: str(Path(src).resolve()) for rel, src in data.items()}}
         nbgrader_glue.atomic_write(out_dir / "run.json", json.dumps(
             {"module": module, "seed": seed, "timeout": timeout, "sandbox": SANDBOXED if bwrap else UNSANDBOXED,
              "limits": asdict(limits), "notebooks": [Path(p).name for p in nbs]}, indent=1) + "\n")
-        todo = [GradeJob(module, s, str(folder), course.course_id, timeout, run) for s, folder in found.items()]
+        todo = [GradeJob(module, s, str(folder), course.course_id, timeout, run, inputs[s]) for s, folder in found.items()]
         guard = tree_hash(template)
 
         def on_done(job: GradeJob, res) -> bool:
@@ -345,6 +397,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
         run_tasks(grade_one, todo, on_done, workers=workers, scheduler=scheduler, show_progress=show_progress)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(work_root(), ignore_errors=True)
     return sorted(results, key=lambda r: r.student)
 
 

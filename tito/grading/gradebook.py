@@ -75,14 +75,3 @@ def write_gradebook(template_dir: Path, dest: Path, assignment: str, student: st
                     grade.auto_score, grade.needs_manual_grade = float(value), False
         gb.db.commit()
     return dest
-
-
-def feedback_html(nb: dict, title: str) -> str:
-    """The autograded notebook as one HTML page (nbconvert's lab template, no code execution)."""
-    import nbformat
-    from nbconvert import HTMLExporter
-
-    node = nbformat.from_dict(nb)
-    node.metadata["title"] = title
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(node)
-    return body

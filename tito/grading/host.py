@@ -15,8 +15,8 @@ holds the reference of the module graded there), and serves one role on that soc
 - "feedback": the student's notebook, cell by cell, in an in-process IPython shell; each cell's
   outputs go back as they finish (they are shown to the student; they score nothing).
 
-The zygote answers "kill" (a child's whole process group) and "status" (how a child ended). It
-never runs student code. Standard library plus what it pre-imports; tito is on the path as a
+The zygote answers "kill" (a child's whole process group), "sweep" (every process of a notebook's
+uid, once the notebook is done) and "status" (how a child ended). It never runs student code. Standard library plus what it pre-imports; tito is on the path as a
 read-only mount (no course files).
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ import time
 import traceback
 from typing import Any
 
-from tito.grading.protocol import Endpoint, ProtocolError, decode, encode, recv, send
+from tito.grading.protocol import Endpoint, ProtocolError, decode, encode, send
 
 MAX_ITER = 1_000_000          # items one `iter` request may materialise
 MAX_TEXT = 20_000             # characters of a repr/str sent back
@@ -127,6 +127,11 @@ def zygote(ctl_fd: int) -> int:
                 kill_group(pid)
             _reap(ended, wait_for=pid)
             ctl_send(ctl, {"killed": pid, "ended": ended.get(pid, "")})
+        elif op == "sweep":
+            uid = msg.get("uid")
+            n = kill_uid(uid) if isinstance(uid, int) and uid > 0 else 0
+            _reap(ended)
+            ctl_send(ctl, {"swept": n})
         elif op == "status":
             pid = int(msg.get("pid", 0))
             _reap(ended, wait_for=pid if msg.get("wait") else None)
@@ -164,11 +169,64 @@ def describe_status(status: int) -> str:
 
 # ---- a child ------------------------------------------------------------------------------------
 
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 16384, 1 << 18
+
+
+def isolate(tmp_mb: int) -> None:
+    """Before dropping to the notebook's uid (as root, with CAP_SYS_ADMIN): a mount, network and IPC
+    namespace of this process's own, with a fresh /tmp and /dev/shm, so the processes of two
+    notebooks share no writable folder, socket or shared memory (no notebook can hand another the
+    reference of the module graded there)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(rc: int, what: str) -> None:
+        if rc != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+
+    check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET), "unshare")
+    check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    for target, size in ((b"/tmp", tmp_mb), (b"/dev/shm", 64)):
+        check(libc.mount(b"tmpfs", target, b"tmpfs", MS_NOSUID | MS_NODEV, f"size={size}m,mode=1777".encode()),
+              f"mount tmpfs {target.decode()}")
+
+
+def kill_uid(uid: int) -> int:
+    """SIGKILL every process running as `uid` (what a notebook's code left behind, `setsid` or not);
+    returns how many were found."""
+    found = 0
+    for sig in (signal.SIGSTOP, signal.SIGKILL, signal.SIGKILL):
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/status", encoding="ascii", errors="replace") as f:
+                    real = next(int(l.split()[1]) for l in f if l.startswith("Uid:"))
+            except (OSError, StopIteration, ValueError, IndexError):
+                continue
+            if real == uid:
+                found += sig == signal.SIGSTOP
+                try:
+                    os.kill(int(name), sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+    return found
+
+
 def child(msg: dict, fd: int) -> None:
-    """In the forked child: own process group, the notebook's uid, a private work folder, then the role."""
+    """In the forked child: own process group, (as root) its own namespaces and the notebook's uid,
+    a private work folder, then the role."""
     os.setpgid(0, 0)
     uid = msg.get("uid")
+    fatal = ""
     if isinstance(uid, int) and os.geteuid() == 0:
+        try:
+            isolate(int(msg.get("tmp_mb", 512)))
+        except OSError as e:  # no isolation, no student code: every request answers with the reason
+            fatal = f"the notebook's process could not be isolated: {e}"
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
@@ -179,11 +237,11 @@ def child(msg: dict, fd: int) -> None:
     sys.stderr = sys.__stderr__ = open(os.devnull, "w", encoding="utf-8")
     sock = socket.socket(fileno=fd)
     setup = msg.get("setup", {})
-    fatal = ""
-    try:
-        prepare(setup)
-    except Exception as e:  # noqa: BLE001 - every request then answers with the reason
-        fatal = f"the notebook's process could not be set up: {_describe(e)}"
+    if not fatal:
+        try:
+            prepare(setup)
+        except Exception as e:  # noqa: BLE001 - every request then answers with the reason
+            fatal = f"the notebook's process could not be set up: {_describe(e)}"
     if msg.get("role") == "tests":
         Host(sock, fatal, sweep=True).endpoint.serve_forever()
     elif msg.get("role") == "feedback":

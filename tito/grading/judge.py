@@ -32,13 +32,15 @@ import tempfile
 import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tito.grading import package, plan as plans, sandbox
+from tito.grading import feedback, package, plan as plans
 from tito.grading.protocol import ChannelBroken, ProtocolError, recv, write_frame
 from tito.grading.remote import Session
+from tito.grading.sanitize import clean_text
 
 PREIMPORT = ["numpy", "scipy", "scipy.stats", "pandas", "torch", "matplotlib", "matplotlib.pyplot", "sklearn",
              "sklearn.datasets", "IPython.core.interactiveshell", "IPython.utils.capture", "cloudpickle"]
@@ -60,9 +62,9 @@ class HostProcess:
     `inside`: where the host sees its mounts (files, stage, cache), for the spawn messages.
     """
 
-    def __init__(self, ctl_fd: int, inside: dict[str, str], preimport: list[str]):
+    def __init__(self, ctl_fd: int, inside: dict[str, str], preimport: list[str], tmp_mb: int = 512):
         self.ctl = socket.socket(fileno=ctl_fd)
-        self.inside = inside
+        self.inside, self.tmp_mb = inside, tmp_mb
         self.lock = threading.Lock()
         self.ctl.settimeout(SETUP_SECONDS)
         self._send({"op": "config", "preimport": preimport})
@@ -92,7 +94,8 @@ class HostProcess:
     def spawn(self, role: str, uid: int | None, setup: dict) -> tuple[int, socket.socket]:
         mine, theirs = socket.socketpair()
         with self.lock:
-            self._send({"op": "spawn", "role": role, "uid": uid, "setup": setup}, [theirs.fileno()])
+            self._send({"op": "spawn", "role": role, "uid": uid, "setup": setup, "tmp_mb": self.tmp_mb},
+                       [theirs.fileno()])
             theirs.close()
             reply = self._recv()
         if type(reply.get("pid")) is not int:
@@ -104,6 +107,12 @@ class HostProcess:
             self._send({"op": "kill", "pid": pid})
             reply = self._recv()
         return str(reply.get("ended", ""))
+
+    def sweep(self, uid: int) -> int:
+        """Kill every process of `uid` (a notebook's, once it is done)."""
+        with self.lock:
+            self._send({"op": "sweep", "uid": uid})
+            return int(self._recv().get("swept", 0))
 
     def status(self, pid: int, wait: bool = False) -> str:
         with self.lock:
@@ -127,6 +136,9 @@ class Notebook:
     uid: int | None
     gid: int | None
     n_code: int
+    source: dict              # the instructor's notebook (the tests' points)
+    student: dict             # the student's notebook (their feedback)
+    released: dict            # grade_id -> the cell as released
 
 
 class Judge:
@@ -142,9 +154,11 @@ class Judge:
         hosts = cfg["hosts"]
         self.shared = "shared" in hosts
         self.preimport = cfg.get("preimport", PREIMPORT)
+        self.tmp_mb = int(cfg.get("limits", {}).get("tmp_mb", 512))
         self.hosts: dict[str, HostProcess] = {}
+        self.lock = threading.Lock()  # the results stream and the timing, written from two threads
         if self.shared:  # asked to import now: it works while the packages are exported here
-            self.hosts[""] = HostProcess(hosts["shared"]["fd"], hosts["shared"]["inside"], self.preimport)
+            self.hosts[""] = HostProcess(hosts["shared"]["fd"], hosts["shared"]["inside"], self.preimport, self.tmp_mb)
         self.pending = dict(hosts.get("per_notebook", {}))
 
     def host_for(self, name: str) -> HostProcess:
@@ -152,7 +166,7 @@ class Judge:
             return self.hosts[""]
         if name not in self.hosts:
             h = self.pending.pop(name)
-            self.hosts[name] = HostProcess(h["fd"], h["inside"], self.preimport)
+            self.hosts[name] = HostProcess(h["fd"], h["inside"], self.preimport, self.tmp_mb)
         return self.hosts[name]
 
     def ready(self, host: HostProcess) -> HostProcess:
@@ -167,9 +181,12 @@ class Judge:
         inputs = Path(self.cfg["inputs"])
         out = []
         for name in self.cfg["notebooks"]:
+            release = json.loads((inputs / "release" / f"{name}.ipynb").read_text(encoding="utf-8"))
             out.append({"name": name,
                         "source": json.loads((inputs / "sources" / f"{name}.ipynb").read_text(encoding="utf-8")),
-                        "student": json.loads((inputs / "submitted" / f"{name}.ipynb").read_text(encoding="utf-8"))})
+                        "student": json.loads((inputs / "submitted" / f"{name}.ipynb").read_text(encoding="utf-8")),
+                        "released": {c["metadata"]["nbgrader"]["grade_id"]: c for c in release.get("cells", [])
+                                     if (c.get("metadata") or {}).get("nbgrader", {}).get("grade_id")}})
         self.nbdev_config = (inputs / "pyproject.toml").read_text(encoding="utf-8")
         shutil.rmtree(inputs / "sources", ignore_errors=True)
         return out
@@ -181,7 +198,7 @@ class Judge:
         nbdev_root = self.root / "nbdev"
         nbdev_root.mkdir(exist_ok=True)
         (nbdev_root / "pyproject.toml").write_text(self.nbdev_config, encoding="utf-8")
-        root_mode = os.geteuid() == 0 and self.cfg.get("bwrap")
+        root_mode = os.geteuid() == 0 and self.cfg.get("bwrap")  # tito chose each notebook's uid (plan "uids")
         out = []
         for entry in inputs:
             name, source, student = entry["name"], entry["source"], entry["student"]
@@ -190,18 +207,23 @@ class Judge:
             stage.mkdir(parents=True, exist_ok=True)
             package.build_package(Path(self.cfg["reference"]) / self.lib, source, merged, f"{name}.ipynb", stage,
                                   nbdev_root)
+            own = plans.notebook_modules(source, self.lib)
+            wanted = set(own) | {m for c in source.get("cells", []) if c.get("cell_type") == "code"
+                                 for m in package.imported_modules(plans.python_source(plans._src(c)), self.lib)}
+            # the reference of what this notebook imports, nothing more: no other module's byte code
+            package.prune_package(stage / self.lib, package.needed_modules(self.cfg.get("imports", {}), wanted), own)
             scratch = self.root / "scratch" / name
             scratch.mkdir(parents=True, exist_ok=True)
-            uid = gid = None
-            if root_mode:
-                uid = gid = sandbox.sandbox_uid()
+            uid = gid = self.cfg.get("uids", {}).get(name)
+            if root_mode and uid is not None:
                 for d in (stage, scratch):
                     d.chmod(0o700)
                 for p in [stage, scratch, *stage.rglob("*")]:
                     os.lchown(p, uid, gid)
             out.append(Notebook(name, plans.judge_plan(source, self.lib), plans.host_plan(source, merged, self.lib),
                                 plans.feedback_cells(student), stage, scratch, uid, gid,
-                                sum(1 for c in student.get("cells", []) if c.get("cell_type") == "code")))
+                                sum(1 for c in student.get("cells", []) if isinstance(c, dict) and c.get("cell_type") == "code"),
+                                source, student, entry["released"]))
         self.timing["prepare"] = time.perf_counter() - t0
         return out
 
@@ -213,6 +235,7 @@ class Judge:
     def run(self) -> None:
         t_all = time.perf_counter()
         notebooks = self.prepare(self.read_inputs())
+        renderer, renders = ThreadPoolExecutor(1, thread_name_prefix="render"), []
         if self.shared:
             fb = FeedbackRunner(self, notebooks)
             fb.start()
@@ -220,7 +243,8 @@ class Judge:
             try:
                 host = self.ready(self.host_for(nb.name))
             except Exception as e:  # noqa: BLE001 - that notebook's failure, reported
-                write_frame(self.out, self.failed(nb, f"the sandbox did not start: {type(e).__name__}: {e}"))
+                with self.lock:
+                    write_frame(self.out, self.failed(nb, f"the sandbox did not start: {type(e).__name__}: {e}"))
                 continue
             if not self.shared:
                 fb = FeedbackRunner(self, [nb])
@@ -230,14 +254,39 @@ class Judge:
                     self.host_for(later[0].name)  # the next notebook's sandbox imports meanwhile
             result = self.run_tests(host, nb)
             fb.wait_for(nb.name)
-            result["feedback"] = fb.results.get(nb.name, {"cells": {}, "stopped": "feedback did not run"})
-            write_frame(self.out, result)
+            if nb.uid is not None and self.shared:
+                try:  # what the notebook's code left running (a process that left its group too)
+                    result["swept"] = host.sweep(nb.uid)
+                except (OSError, EOFError, ProtocolError, ValueError):
+                    pass
+            renders.append(renderer.submit(self.report, nb, result,
+                                           fb.results.get(nb.name, {"cells": {}, "stopped": "feedback did not run"})))
             if not self.shared:
                 host.close()
         for host in self.hosts.values():
             host.close()
+        for r in renders:
+            r.result()
+        renderer.shutdown()
         self.timing["total"] = time.perf_counter() - t_all
-        write_frame(self.out, {"done": True, "timing": {k: round(v, 3) for k, v in self.timing.items()}})
+        with self.lock:
+            write_frame(self.out, {"done": True, "timing": {k: round(v, 3) for k, v in self.timing.items()}})
+
+    def report(self, nb: Notebook, result: dict, fb_result: dict) -> None:
+        """Render the notebook's feedback (tito.grading.feedback), then send its result frame."""
+        t0 = time.perf_counter()
+        v = feedback.verdicts(nb.source, result.get("tests", {}))
+        score, most = sum(x["points"] for x in v.values()), sum(x["max"] for x in v.values())
+        try:
+            info = feedback.render(self.root / "out", nb.name, nb.student, fb_result, v, nb.released,
+                                   f"{nb.name}: {feedback.num(score)} of {feedback.num(most)} autograded points")
+        except Exception as e:  # noqa: BLE001 - the verdicts stand without their page
+            info = {"cell_errors": [f"the feedback could not be written: {type(e).__name__}: {e}"], "timed_out": False}
+        result.update(cell_errors=info["cell_errors"], feedback_timed_out=info["timed_out"],
+                      feedback_stopped=fb_result.get("stopped", ""))
+        with self.lock:
+            self.timing["render"] = self.timing.get("render", 0.0) + time.perf_counter() - t0
+            write_frame(self.out, result)
 
     def failed(self, nb: Notebook, why: str) -> dict:
         tests = {c["grade_id"]: {"ok": False, "message": why, "seconds": 0.0}
@@ -306,7 +355,7 @@ class NotebookTests:
         """A new test process and namespace, with every cell before `upto` (no tests) applied."""
         self._drop_session()
         self.pid, sock = self.host.spawn("tests", self.nb.uid, self.judge.setup_for(self.host, self.nb, {}))
-        self.session = Session(sock, set(self.nb.judge["modules"]))
+        self.session = Session(sock, set(self.nb.judge["modules"]), self.judge.lib)
         self.ns = {"__name__": "__tito_grading__", "__builtins__": builtins}
         self._hook()
         self.host_errors = self._timed(lambda: self.session.request("setup", cells=self.nb.host), self.timeout) or []
@@ -406,7 +455,7 @@ class NotebookTests:
             message = self.describe(e, cell)
         finally:
             self.ns["__name__"] = "__tito_grading__"
-        return {"ok": ok, "message": message, "seconds": round(time.perf_counter() - t0, 3)}
+        return {"ok": ok, "message": clean_text(message), "seconds": round(time.perf_counter() - t0, 3)}
 
     def describe(self, e: BaseException, cell: dict) -> str:
         """What went wrong, for the student: never a line of a hidden test."""
@@ -436,6 +485,9 @@ class NotebookTests:
         text = f"{name}: {msg}" if msg else name
         if host:
             text += f" (raised in your code{where})"
+            if isinstance(e, NameError):
+                text += (" -- your module holds only your exported cells: a name from a cell that is not "
+                         "exported (an import, a helper you added) is not in it; import or define it in your solution")
             tb = _student_traceback(host.get("traceback", ""))
             if tb:
                 text += "\n" + tb

@@ -52,14 +52,13 @@ def _meta(cell: dict) -> dict:
 
 
 def compiles(source: str) -> str | None:
-    """None when `source` (IPython magics and shell lines blanked) is valid Python; else the error.
+    """None when `source` (its IPython magics made plain Python) is valid Python; else the error.
 
     >>> compiles("x = (") is not None, compiles("%time x = 1") is None
     (True, True)
     """
-    lines = ["" if l.lstrip().startswith(("%", "!")) else l for l in source.split("\n")]
     try:
-        ast.parse("\n".join(lines))
+        ast.parse(without_magics(source))
     except SyntaxError as e:
         return f"{e.msg} (line {e.lineno})"
     return None
@@ -81,7 +80,7 @@ def merged_notebook(source_nb: dict, student_nb: dict) -> dict:
         text = with_directives_of(_src(cell), _src(mine))
         why = compiles(text)
         if why is None:
-            cell["source"] = text
+            cell["source"] = without_magics(text)
         else:
             msg = f"your code does not compile ({why}): "
             cell["source"] = replace_regions(_src(cell), gid)[0].replace(
@@ -103,6 +102,58 @@ def with_directives_of(instructor: str, student: str) -> str:
     theirs = [l for l in instructor.split("\n") if _DIRECTIVE.match(l)]
     mine = [l for l in student.split("\n") if not _DIRECTIVE.match(l)]
     return "\n".join(theirs + mine)
+
+
+def without_magics(source: str) -> str:
+    """`source` with IPython magics made plain Python for the exported module: `%time STMT` and
+    `%timeit STMT` become STMT, other magics and shell lines `pass` (a `%time` left in a solution
+    must not make the whole module fail to import). Unchanged when there is none.
+
+    >>> without_magics("def f():\n    %time x = 1\n    return x")
+    'def f():\n    x = 1\n    return x'
+    """
+    if not any(l.lstrip().startswith(("%", "!")) for l in source.split("\n")):
+        return source
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    try:
+        tree = ast.parse(TransformerManager().transform_cell(source))
+    except SyntaxError:
+        return source
+
+    class Plain(ast.NodeTransformer):
+        def visit_Expr(self, node):
+            call = node.value
+            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                    and call.func.attr in ("run_line_magic", "run_cell_magic", "system", "getoutput")):
+                args = [a.value for a in call.args if isinstance(a, ast.Constant)]
+                if call.func.attr == "run_line_magic" and len(args) == 2 and args[0] in ("time", "timeit"):
+                    try:
+                        return ast.parse(args[1]).body or ast.Pass()
+                    except SyntaxError:
+                        return ast.Pass()
+                if call.func.attr == "run_cell_magic" and len(args) == 3 and args[0] in ("time", "timeit", "capture"):
+                    try:
+                        return ast.parse(args[2]).body or ast.Pass()
+                    except SyntaxError:
+                        return ast.Pass()
+                return ast.Pass()
+            return node
+
+        def visit_Assign(self, node):  # x = %time f()  ->  x = f()
+            call = node.value
+            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                    and call.func.attr == "run_line_magic" and len(call.args) == 2
+                    and all(isinstance(a, ast.Constant) for a in call.args) and call.args[0].value in ("time", "timeit")):
+                try:
+                    node.value = ast.parse(call.args[1].value, mode="eval").body
+                except SyntaxError:
+                    pass
+            return node
+
+    new = ast.fix_missing_locations(Plain().visit(tree))
+    head = [l for l in source.split("\n") if _DIRECTIVE.match(l)]
+    return "\n".join(head + [ast.unparse(new)])
 
 
 def exported_module(cell_source: str, default_exp: str | None) -> str | None:
@@ -199,15 +250,98 @@ def build_package(reference_lib: Path, source_nb: dict, merged: dict, name: str,
 
 def compile_reference(lib: Path, dest: Path) -> Path:
     """DEST/<lib name>: the package `lib` as legacy byte code only (`x.pyc` where `x.py` was, no
-    sources, no `__pycache__`), importable by the same Python. Returns the package folder."""
+    sources, no docstrings, no comments, no `__pycache__`), importable by the same Python. Returns the
+    package folder. (Byte code can still be disassembled: what a sandbox gets of the reference is
+    limited to the modules a notebook imports, see `needed_modules`.)"""
     import compileall
 
     out = Path(dest) / Path(lib).name
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(lib, out, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
+    for src in out.rglob("*.py"):
+        src.write_text(ast.unparse(_without_docstrings(ast.parse(src.read_text(encoding="utf-8")))) + "\n",
+                       encoding="utf-8")
     if not compileall.compile_dir(str(out), quiet=2, legacy=True, force=True):
         raise TitoError(f"byte-compiling the reference package {lib} failed")
     for src in out.rglob("*.py"):
         src.unlink()
     return out
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                node.body = node.body[1:] or [ast.Pass()]
+    return tree
+
+
+def module_imports(lib: Path) -> dict[str, list[str]]:
+    """Course module -> the course modules its source imports (absolute and relative imports), read
+    from the package's sources.
+
+    >>> sorted(module_imports(Path("tinytorch")))[:1]   # doctest: +SKIP
+    ['tinytorch']
+    """
+    lib = Path(lib)
+    out = {}
+    for f in sorted(lib.rglob("*.py")):
+        rel = f.relative_to(lib.parent).with_suffix("")
+        parts = list(rel.parts[:-1]) if rel.name == "__init__" else list(rel.parts)
+        name = ".".join(parts)
+        package = parts if rel.name == "__init__" else parts[:-1]
+        out[name] = sorted(imported_modules(f.read_text(encoding="utf-8"), lib.name, package))
+    return out
+
+
+def imported_modules(source: str, lib: str, package: list[str] | None = None) -> set[str]:
+    """The modules of package `lib` that `source` imports (`package`: where `source` lives, for
+    relative imports)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level and package is not None:
+                base = package[:len(package) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            found.add(mod)
+            found |= {f"{mod}.{a.name}" for a in node.names}  # `from pkg import module`
+    return {m for m in found if m == lib or m.startswith(lib + ".")}
+
+
+def needed_modules(graph: dict[str, list[str]], start: set[str]) -> set[str]:
+    """`start` and every course module it imports, directly or not, with their packages."""
+    seen: set[str] = set()
+    todo = [m for m in start if m in graph]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        parts = m.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) in graph]
+        todo += [d for d in graph.get(m, []) if d in graph]
+    return seen
+
+
+def prune_package(pkg: Path, keep: set[str], own: list[str]) -> list[str]:
+    """Delete from `pkg` (a package folder) every compiled module not in `keep` (the student's own
+    modules, sources, are kept anyway); returns the modules removed."""
+    removed = []
+    lib = pkg.name
+    for f in sorted(pkg.rglob("*.pyc")):
+        rel = f.relative_to(pkg.parent).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        if name not in keep and name not in own and name != lib:
+            f.unlink()
+            removed.append(name)
+    return removed

@@ -127,10 +127,11 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def encode(value: Any, refs: Callable[[Any], dict] | None, _depth: int = 0) -> Any:
+def encode(value: Any, refs: Callable[[Any], dict] | None, _depth: int = 0, tracebacks: bool = True) -> Any:
     """Tagged JSON of `value`; `refs(obj)` gives the tag of anything that is not data (a host
     reference, a callback, a pickle); without `refs` such a value is a ProtocolError. Kinds are
-    read from the value's real type (`type(value)`), never from its `__class__`, which can lie."""
+    read from the value's real type (`type(value)`), never from its `__class__`, which can lie.
+    `tracebacks=False` (the judge's side) sends exceptions without their traceback text."""
     if _depth > MAX_DEPTH:
         raise ProtocolError(f"value nested deeper than {MAX_DEPTH} levels")
     t = type(value)
@@ -150,28 +151,28 @@ def encode(value: Any, refs: Callable[[Any], dict] | None, _depth: int = 0) -> A
     if issubclass(t, int):
         return int.__index__(value)
     if issubclass(t, float):
-        return encode(float.__float__(value), refs, _depth)
+        return encode(float.__float__(value), refs, _depth, tracebacks)
     if issubclass(t, str):
         return str.__str__(value)
     if issubclass(t, complex):
-        return {"$c": [encode(value.real, refs, _depth + 1), encode(value.imag, refs, _depth + 1)]}
+        return {"$c": [encode(value.real, refs, _depth + 1, tracebacks), encode(value.imag, refs, _depth + 1, tracebacks)]}
     if issubclass(t, (bytes, bytearray)):
         return {"$b": _b64(bytes(value))}
     if issubclass(t, PurePath):
         return {"$p": str(value)}
     if issubclass(t, BaseException):
-        return {"$e": exception_info(value, refs, _depth)}
+        return {"$e": exception_info(value, refs, _depth, tracebacks)}
     if issubclass(t, tuple) and hasattr(value, "_fields") and isinstance(value._fields, tuple):
         return {"$nt": {"name": type(value).__name__, "fields": [str(f) for f in value._fields],
-                        "values": [encode(v, refs, _depth + 1) for v in tuple.__iter__(value)]}}
+                        "values": [encode(v, refs, _depth + 1, tracebacks) for v in tuple.__iter__(value)]}}
     if issubclass(t, tuple):
-        return {"$t": [encode(v, refs, _depth + 1) for v in tuple.__iter__(value)]}
+        return {"$t": [encode(v, refs, _depth + 1, tracebacks) for v in tuple.__iter__(value)]}
     if issubclass(t, list):
-        return [encode(v, refs, _depth + 1) for v in list.__iter__(value)]
+        return [encode(v, refs, _depth + 1, tracebacks) for v in list.__iter__(value)]
     if issubclass(t, dict):
-        return {"$d": [[encode(k, refs, _depth + 1), encode(v, refs, _depth + 1)] for k, v in dict.items(value)]}
+        return {"$d": [[encode(k, refs, _depth + 1, tracebacks), encode(v, refs, _depth + 1, tracebacks)] for k, v in dict.items(value)]}
     if issubclass(t, (set, frozenset)):
-        return {"$fs" if issubclass(t, frozenset) else "$s": [encode(v, refs, _depth + 1) for v in value]}
+        return {"$fs" if issubclass(t, frozenset) else "$s": [encode(v, refs, _depth + 1, tracebacks) for v in value]}
     if np is not None and issubclass(t, np.ndarray) and value.dtype.name in NUMPY_DTYPES:
         arr = np.ascontiguousarray(value)
         return {"$np": {"dtype": arr.dtype.name, "shape": list(arr.shape), "data": _b64(arr.tobytes())}}
@@ -223,7 +224,7 @@ def _tensor(t, torch, refs, depth) -> dict | None:
                     "grad": bool(t.requires_grad)}}
 
 
-def exception_info(e: BaseException, refs, depth: int = 0) -> dict:
+def exception_info(e: BaseException, refs, depth: int = 0, tracebacks: bool = True) -> dict:
     """The data of an exception: its type's name and module, the nearest built-in base, its
     arguments where they are data (others as their repr), its message and traceback text."""
     import builtins
@@ -237,7 +238,7 @@ def exception_info(e: BaseException, refs, depth: int = 0) -> dict:
         except ProtocolError:
             args.append(_safe_text(lambda: repr(a), 2000))
     tb = ""
-    if e.__traceback__ is not None:
+    if tracebacks and e.__traceback__ is not None:
         tb = _safe_text(lambda: "".join(traceback.format_exception(type(e), e, e.__traceback__)), 8000)
     info = {"type": type(e).__qualname__, "module": type(e).__module__, "base": base, "args": args,
             "msg": _safe_text(lambda: str(e), 4000), "tb": tb}

@@ -31,7 +31,7 @@ import sys
 import types
 from typing import Any
 
-from tito.grading.protocol import ChannelBroken, Endpoint, ProtocolError, decode, encode
+from tito.grading.protocol import Endpoint, ProtocolError, decode, encode
 
 RESERVED = "_tito_"
 # dunder attributes a proxy asks the host for; any other dunder is not forwarded (libraries probe
@@ -125,7 +125,7 @@ class Remote:
         s = _s(self)
         if s.endpoint.broken:  # a timed-out test: nothing more to say to that host
             return False
-        return s.request("exit", h=_h(self), exc=s.encode(ev) if ev is not None else None) is True
+        return s.request("exit", h=_h(self), exc=judge_error(ev) if ev is not None else None) is True
 
     def __float__(self):
         return _number(_s(self).request("float", h=_h(self)), float)
@@ -193,26 +193,32 @@ def _number(v, kind):
 
 
 def _resolve(module: str, qualname: str, graded: set[str]):
-    """The judge's own class `module.qualname` when the judge has imported that module (never an
-    import here, never the student's modules, never builtins: a student's class may claim any name)."""
-    if module in graded or module == "builtins" or "<locals>" in qualname:
+    """The judge's own class `module.qualname`: only a class the judge has imported (never an import
+    here), defined in that module under that name (a student's class may claim any name, and a
+    path through module attributes could reach anything), and never one of the student's modules,
+    builtins, or the judge's own code."""
+    if (module in graded or module in ("builtins", "__main__") or module.startswith(("tito.", "__"))
+            or "<locals>" in qualname or not qualname):
         return None
     obj = sys.modules.get(module)
     for part in qualname.split("."):
         obj = getattr(obj, part, None) if obj is not None else None
-    return obj if isinstance(obj, type) else None
+        if not isinstance(obj, type):
+            return None
+    return obj if obj.__module__ == module and obj.__qualname__ == qualname else None
 
 
 class Session:
     """The judge's side of one host child: calls, proxies, callbacks.
 
     `graded`: the module names the notebook under test exports (the student's code: never resolved
-    to a judge class).
+    to a judge class); `lib`: the course package.
     """
 
-    def __init__(self, sock, graded: set[str]):
+    def __init__(self, sock, graded: set[str], lib: str = "tinytorch"):
         self.endpoint = Endpoint(sock, self._serve)
         self.graded = set(graded)
+        self.lib = lib  # the course package: only its dataclasses are rebuilt from the host's data
         self.objects: dict[int, Any] = {}     # handle -> proxy
         self.types: dict[int, Any] = {}       # handle of a host class -> judge-made class (or the judge's own)
         self.callbacks: dict[int, Any] = {}   # id -> judge callable the host may call
@@ -251,7 +257,7 @@ class Session:
         try:
             result = fn(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - handed to the student's code as its error
-            return {"err": self.encode(e)}
+            return {"err": judge_error(e)}
         return {"ok": self.encode(result)}
 
     # ---- values ---------------------------------------------------------------------------------
@@ -304,7 +310,7 @@ class Session:
         None when `cls` is no dataclass or the data does not make one."""
         import dataclasses
 
-        if not dataclasses.is_dataclass(cls) or cls.__module__.split(".")[0] in ("builtins",):
+        if not dataclasses.is_dataclass(cls) or cls.__module__.split(".")[0] != self.lib:
             return None
         fields = self.request("fields", h=h)
         if not isinstance(fields, dict) or not all(type(k) is str for k in fields):
@@ -336,7 +342,7 @@ class Session:
         if h in self.types:
             return self.types[h]
         own = _resolve(module, qualname, self.graded)
-        if own is not None:
+        if own is not None and not (issubclass(own, BaseException) and not issubclass(own, Exception)):
             self.types[h] = own
             return own
         rest = mro[1:]
@@ -350,6 +356,8 @@ class Session:
                 else:
                     base = _resolve(e[1], e[2], self.graded) or self._class(rest[i:])
                 break
+            if isinstance(base, type) and not issubclass(base, Exception):
+                base = HostError
             if not (isinstance(base, type) and issubclass(base, Exception)) or base.__name__ in _NO_EXC:
                 base = HostError
             try:
@@ -380,16 +388,15 @@ class Session:
         return RemoteType(name if name.isidentifier() else "StudentClass", bases, ns)
 
     def _exception(self, d: dict) -> BaseException:
-        exc_cls = d.get("cls") if isinstance(d.get("cls"), type) and issubclass(d["cls"], Exception) else None
-        base = getattr(builtins, d["base"], None)
-        if exc_cls is None and d["module"] != "builtins":
-            exc_cls = next((c for c in self.types.values() if isinstance(c, type) and issubclass(c, BaseException)
-                            and c.__qualname__ == d["type"] and c.__module__ == d["module"]), None)
+        """The judge's exception for the host's: the student's class as the judge made it, or the
+        built-in it derives from; always an Exception (a host can never raise the judge's own
+        BaseExceptions, such as its time limit, or anything the judge would not catch)."""
+        made = lambda c: isinstance(c, type) and issubclass(c, Exception) and RESERVED + "h" in c.__dict__  # noqa: E731
+        exc_cls = d.get("cls") if made(d.get("cls")) else None
         if exc_cls is None:
-            if isinstance(base, type) and issubclass(base, Exception) and d["base"] not in _NO_EXC:
-                exc_cls = base
-            else:
-                exc_cls = HostError
+            base = getattr(builtins, d["base"], None)
+            ok = isinstance(base, type) and issubclass(base, Exception) and d["base"] not in _NO_EXC
+            exc_cls = base if ok else HostError
         args = d["args"]
         try:
             err = exc_cls(*args)
@@ -402,7 +409,7 @@ class Session:
         return err
 
     def encode(self, value: Any) -> Any:
-        return encode(value, self._ref)
+        return encode(value, self._ref, tracebacks=False)  # no text of the test's code goes to the host
 
     def _ref(self, obj: Any) -> dict:
         h = _handle_of(obj)
@@ -439,6 +446,14 @@ class Session:
         buf = io.BytesIO()
         Pickler(buf, protocol=5).dump(obj)
         return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def judge_error(e: BaseException) -> dict:
+    """An exception of the judge's test code, as the host gets it: its built-in type and first
+    line only (no traceback, no class, no arguments: nothing of the test's code reaches the host)."""
+    base = next((c.__name__ for c in type(e).__mro__ if getattr(builtins, c.__name__, None) is c), "Exception")
+    msg = (str(e).strip().splitlines() or [""])[0][:300]
+    return {"$e": {"type": base, "module": "builtins", "base": base, "args": [msg], "msg": msg, "tb": ""}}
 
 
 def _handle_of(obj: Any) -> int | None:

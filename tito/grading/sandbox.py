@@ -226,17 +226,28 @@ def _preexec(limits: Limits):
     return setup
 
 
-def start(spec: SandboxSpec, bwrap: str | None, pass_fds: tuple[int, ...] = (), stdout=None, stderr=None):
+def start(spec: SandboxSpec, bwrap: str | None, pass_fds: tuple[int, ...] = (), stdout=None, stderr=None,
+          uid: int | None = None, cgroups: tuple[Path, ...] = ()):
     """Start `spec` (in bwrap when `bwrap` is a path, else directly with the same limits); returns
-    the Popen of a process group that dies with tito. `pass_fds` stay open inside."""
+    the Popen of a process group that dies with tito. `pass_fds` stay open inside; as root without
+    `caps`, the command runs as `uid` (default: a fresh one); it starts inside `cgroups` (folders of
+    control groups: tito.grading.limits), so everything it runs counts there."""
     import subprocess
 
     sandboxed = bwrap is not None
-    return process.start(command(spec, bwrap), cwd=spec.cwd if not sandboxed else None,
+    rlimits = _preexec(spec.limits)
+
+    def setup() -> None:
+        for g in cgroups:
+            with open(Path(g) / "cgroup.procs", "w") as f:
+                f.write("0")  # this process, before it execs the sandbox
+        rlimits()
+
+    return process.start(command(spec, bwrap, uid), cwd=spec.cwd if not sandboxed else None,
                          env=sandbox_env(spec, sandboxed) if not sandboxed else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
                          stdout=stdout if stdout is not None else subprocess.PIPE,
                          stderr=stderr if stderr is not None else subprocess.PIPE,
-                         pass_fds=pass_fds, preexec=_preexec(spec.limits))
+                         pass_fds=pass_fds, preexec=setup)
 
 
 def run(spec: SandboxSpec, timeout: float, bwrap: str | None) -> SandboxResult:

@@ -26,8 +26,11 @@ from pathlib import Path
 
 from tito import process
 from tito.grading import gradebook, sandbox
+from tito.grading import limits as limits_mod
 from tito.grading.protocol import ProtocolError, read_frames
-from tito.grading.sanitize import sanitize_outputs
+from tito.grading import feedback as fb
+from tito.grading.feedback import first_line, num
+from tito.grading.sanitize import clean_text
 
 TOTAL = "(total)"
 SANDBOXED = "bubblewrap"
@@ -61,6 +64,7 @@ class StudentGrade:
     manual_pending: float = 0.0
     seed: int | None = None       # the grading run's seed for hidden tests
     timing: dict = field(default_factory=dict)
+    inputs: str = ""              # hash of everything the grade depends on (classrun.student_key)
 
     def rows(self) -> list[dict]:
         out = [{"student": self.student, "notebook": n.notebook, "score": num(n.score),
@@ -77,8 +81,6 @@ class StudentGrade:
         return cls(**{**d, "notebooks": nbs})
 
 
-def num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 @dataclass
@@ -94,6 +96,7 @@ class GradeJob:
     course_id: str
     timeout: int
     run: dict
+    inputs: str = ""
 
 
 def grade_one(job: GradeJob) -> tuple[dict, bytes]:
@@ -105,10 +108,13 @@ def grade_one(job: GradeJob) -> tuple[dict, bytes]:
     """
     t0 = time.perf_counter()
     sandbox = SANDBOXED if job.run.get("bwrap") else UNSANDBOXED
-    work = Path(tempfile.mkdtemp(prefix=f"tito-grade-{job.student}-"))
+    # not under /tmp: each notebook's process gets a private /tmp, which would hide its scratch folder
+    root = Path(job.run.get("work_root") or tempfile.gettempdir())
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"tito-grade-{job.student}-", dir=root))
     try:
         work.chmod(0o755)  # each notebook's uid must reach its own folders below
-        staged = Path(tempfile.mkdtemp(prefix="out-", dir=work.parent))
+        staged = Path(tempfile.mkdtemp(prefix="out-", dir=root))
         try:
             result = grade_student(job, work, staged)
             buf = io.BytesIO()
@@ -126,25 +132,20 @@ def grade_one(job: GradeJob) -> tuple[dict, bytes]:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def first_line(text: str, limit: int = 200) -> str:
-    for line in (text or "").splitlines():
-        if line.strip():
-            return line.strip()[:limit]
-    return ""
 
 
 def _copy_files(folder: Path, data_files: dict[str, str], dest: Path) -> None:
-    """The student's folder (regular files only: no links) with the assignment's data files over it."""
+    """The student's folder (regular files only: links are neither copied nor followed, hidden
+    files are skipped) with the assignment's data files over it."""
     dest.mkdir()
-    for f in sorted(Path(folder).rglob("*")):
-        rel = f.relative_to(folder)
-        if f.is_symlink() or any(p.startswith(".") for p in rel.parts):
-            continue
-        if f.is_dir():
-            (dest / rel).mkdir(parents=True, exist_ok=True)
-        elif f.is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(f, dest / rel)
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not os.path.islink(os.path.join(root, d))]
+        rel = Path(root).relative_to(folder)
+        (dest / rel).mkdir(parents=True, exist_ok=True)
+        for name in files:
+            src = Path(root) / name
+            if not name.startswith(".") and not src.is_symlink() and src.is_file():
+                shutil.copyfile(src, dest / rel / name, follow_symlinks=False)
     for rel, src in data_files.items():
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dest / rel)
@@ -159,12 +160,15 @@ def grade_student(job: GradeJob, work: Path, staged: Path) -> StudentGrade:
     maxima = gradebook.max_scores(template, job.assignment)
     sources = {Path(p).stem: Path(p) for p in run["notebooks"]}
     _copy_files(Path(job.folder), run.get("data_files", {}), work / "files")
-    names, unreadable, missing = [], {}, []
+    names, unreadable, missing, submitted = [], {}, [], {}
     inputs = work / "judge"
     (inputs / "sources").mkdir(parents=True)
     (inputs / "submitted").mkdir()
     for name in sorted(sources):
         mine = Path(job.folder) / f"{name}.ipynb"
+        if mine.is_symlink():  # never followed: it could name a file the student cannot read
+            unreadable[name] = "a symbolic link, not a notebook: not graded"
+            continue
         if not mine.is_file():
             missing.append(name)
             continue
@@ -176,17 +180,27 @@ def grade_student(job: GradeJob, work: Path, staged: Path) -> StudentGrade:
             unreadable[name] = f"unreadable notebook: {type(e).__name__}: {first_line(str(e))}"
             continue
         names.append(name)
+        submitted[name] = nb
         shutil.copyfile(sources[name], inputs / "sources" / f"{name}.ipynb")
-        shutil.copyfile(mine, inputs / "submitted" / f"{name}.ipynb")
+        (inputs / "submitted" / f"{name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     shutil.copyfile(run["pyproject"], inputs / "pyproject.toml")
+    (inputs / "release").mkdir()
+    for name in names:  # the cells as released: the feedback shows graded cells so
+        shutil.copyfile(Path(run["template"]) / "release" / job.assignment / f"{name}.ipynb",
+                        inputs / "release" / f"{name}.ipynb")
     inputs.chmod(0o700)
     frames, judge_note = [], ""
+    t_judge = time.perf_counter()
     if names:
         frames, judge_note = run_judge(job, work, names)
-    return compose(job, staged, frames, judge_note, maxima, unreadable, missing, t0)
+    spent = {"prepare_files": round(t_judge - t0, 3), "judge_process": round(time.perf_counter() - t_judge, 3)}
+    return compose(job, staged, frames, judge_note, maxima, unreadable, missing, t0, spent, submitted, work / "out")
 
 
-HOST_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")     # the zygote: each notebook's process as its own uid
+# the zygote: each notebook's process in namespaces of its own (CAP_SYS_ADMIN: unshare, mount a private
+# /tmp) and as its own uid (CAP_SETUID, CAP_SETGID), and the end of what it left running (CAP_KILL);
+# the children drop them all with the uid, before any student code runs
+HOST_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL")
 JUDGE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN")   # the judge: hand each notebook's folders to its uid
 
 
@@ -196,16 +210,25 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
     run = job.run
     bwrap = run.get("bwrap")
     root = os.geteuid() == 0
-    shared = bwrap is None or root  # one zygote for all notebooks (as root each notebook gets its own uid)
+    # one zygote for all notebooks, each notebook's process under its own uid (as root); else (or when
+    # asked: run["per_notebook"]) one sandbox per notebook, so no notebook's code sees another's package
+    shared = bwrap is None or (root and not run.get("per_notebook"))
+    uids = {n: sandbox.sandbox_uid() for n in names} if root and bwrap else {}
     for d in ("stage", "scratch"):
         (work / d).mkdir()
         (work / d).chmod(0o755)
+    for d in ("out/autograded", "out/feedback"):  # the judge renders there under whichever uid it runs as
+        (work / d).mkdir(parents=True)
+        (work / d).chmod(0o777)
     limits = sandbox.Limits(**run["limits"])
     env = {"PYTHONPATH": "{hostlib}", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "NBGRADER_EXECUTION": "autograde"}
     groups = [("shared", work / "stage", work / "scratch")] if shared else \
         [(n, work / "stage" / n, work / "scratch" / n) for n in names]
     hosts, host_procs, judge_fds, log = {}, [], [], open(work / "host.log", "ab")
+    guard = limits_mod.Guard(f"tito-{os.getpid()}-{work.name}", limits.memory_mb, 2 * limits.processes + 16) \
+        if bwrap else None
+    tmpfs = bool(bwrap) and limits_mod.mount_tmpfs(work / "scratch", limits.tmp_mb)
     try:
         for key, stage, scratch in groups:
             stage.mkdir(exist_ok=True)
@@ -214,10 +237,12 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
             if run.get("cache"):
                 mounts["cache"] = Path(run["cache"])
             judge_end, host_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            spec = sandbox.SandboxSpec(["{python}", "-s", "-m", "tito.grading.host", str(host_end.fileno())],
+            spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "-m", "tito.grading.host", str(host_end.fileno())],
                                        mounts, env, limits=limits, rw=[scratch],
-                                       caps=HOST_CAPS if root and bwrap else None)
-            host_procs.append(sandbox.start(spec, bwrap, pass_fds=(host_end.fileno(),), stdout=log, stderr=log))
+                                       caps=HOST_CAPS if root and bwrap and shared else None)
+            host_procs.append(sandbox.start(spec, bwrap, pass_fds=(host_end.fileno(),), stdout=log, stderr=log,
+                                            uid=None if shared else uids.get(key),
+                                            cgroups=tuple(guard.groups) if guard else ()))
             host_end.close()
             judge_fds.append(judge_end)
             inside = {k: sandbox.inside_path(k, v, bwrap is not None) for k, v in mounts.items()}
@@ -226,18 +251,20 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
                 hosts["shared"] = entry
             else:
                 hosts.setdefault("per_notebook", {})[key] = entry
-        cfg = {**{k: run[k] for k in ("reference", "cache", "lib", "bwrap", "seed", "preimport")},
+        cfg = {**{k: run[k] for k in ("reference", "cache", "lib", "bwrap", "seed", "preimport", "limits", "imports")},
                "notebooks": names, "inputs": str(work / "judge"), "work": str(work), "timeout": job.timeout,
-               "results": str(work / "results.frames"), "hosts": hosts}
+               "results": str(work / "results.frames"), "hosts": hosts, "uids": uids}
         plan_path = work / "judge" / "plan.json"
         plan_path.write_text(json.dumps(cfg), encoding="utf-8")
         budget = 120 + len(names) * (4 * job.timeout + 120)
         reference = Path(run["reference"])
-        spec = sandbox.SandboxSpec(["{python}", "-s", "-m", "tito.grading.judge", str(plan_path)], {},
+        spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "-m", "tito.grading.judge", str(plan_path)], {},
                                    {"PYTHONPATH": f"{run['judgelib']}{os.pathsep}{reference}", "MPLBACKEND": "Agg",
                                     "TINYTORCH_CACHE": str(run.get("cache") or ""), "PYTHONDONTWRITEBYTECODE": "1"},
                                    cwd=str(work), limits=sandbox.Limits(**{**run["limits"], "file_mb": 1024}),
-                                   rw=[work], ro=[Path(run["judgelib"]), reference] + ([Path(run["cache"])] if run.get("cache") else []),
+                                   # the shared folder again: a bind does not carry the tmpfs mounted on it
+                                   rw=[work, work / "scratch"],
+                                   ro=[Path(run["judgelib"]), reference] + ([Path(run["cache"])] if run.get("cache") else []),
                                    caps=JUDGE_CAPS if root and bwrap else None)
         judge = sandbox.start(spec, bwrap, pass_fds=tuple(s.fileno() for s in judge_fds))
         for s in judge_fds:
@@ -250,6 +277,10 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
         for proc in host_procs:
             process.wait(proc, 5)
         log.close()
+        if guard:
+            guard.close()
+        if tmpfs:
+            limits_mod.unmount(work / "scratch")
     frames, note = [], ""
     try:
         with open(work / "results.frames", "rb") as f:
@@ -264,14 +295,22 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
 
 
 def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, maxima: dict[str, float],
-            unreadable: dict[str, str], missing: list[str], t0: float) -> StudentGrade:
-    """Scores, notebooks, feedback and gradebook from the judge's results (module doc, steps 3-4)."""
+            unreadable: dict[str, str], missing: list[str], t0: float, spent: dict | None = None,
+            submitted: dict[str, dict] | None = None, rendered: Path | None = None) -> StudentGrade:
+    """Scores and gradebook from the judge's verdicts, with the feedback the judge rendered
+    (`rendered`: its autograded/ and feedback/ folders) (module doc, steps 3-4)."""
     run = job.run
+    submitted = submitted or {}
     template = Path(run["template"])
     by_name = {f["notebook"]: f for f in frames if isinstance(f.get("notebook"), str)}
-    timing = next((f.get("timing", {}) for f in frames if f.get("done")), {})
-    (staged / "autograded").mkdir(parents=True)
-    (staged / "feedback").mkdir()
+    t_compose = time.perf_counter()
+    timing = {**(spent or {}), **{f"judge_{k}": v for k, v in next(
+        (f.get("timing", {}) for f in frames if f.get("done")), {}).items()}}
+    for sub in ("autograded", "feedback"):
+        if rendered is not None and (rendered / sub).is_dir():
+            shutil.copytree(rendered / sub, staged / sub)
+        else:
+            (staged / sub).mkdir(parents=True)
     notebooks, feedback, book = [], [], {}
     for name in sorted(maxima):
         mx = maxima[name]
@@ -286,19 +325,14 @@ def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, ma
             notebooks.append(NotebookGrade(name, 0.0, mx, "failed", judge_note or "the judge reported nothing"))
             continue
         source = json.loads(Path(next(p for p in run["notebooks"] if Path(p).stem == name)).read_text(encoding="utf-8"))
-        student = json.loads((Path(job.folder) / f"{name}.ipynb").read_text(encoding="utf-8"))
-        grade, nb, scores = notebook_grade(name, mx, source, student, res, gradebook.release_cells(template, job.assignment, name))
+        grade, scores = notebook_grade(name, mx, source, submitted[name], res,
+                                       gradebook.release_cells(template, job.assignment, name))
         notebooks.append(grade)
         book[name] = scores
-        (staged / "autograded" / f"{name}.ipynb").write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n",
-                                                              encoding="utf-8")
-        try:
-            html = gradebook.feedback_html(nb, f"{name}: {num(grade.score)} of {num(grade.max_score)} points")
-        except Exception as e:  # noqa: BLE001 - the grade stands without its page
-            html = f"<p>feedback could not be rendered: {type(e).__name__}</p>"
-        (staged / "feedback" / f"{name}.html").write_text(html, encoding="utf-8")
-        feedback.append((Path("students") / job.student / "feedback" / f"{name}.html").as_posix())
+        if (staged / "feedback" / f"{name}.html").is_file():
+            feedback.append((Path("students") / job.student / "feedback" / f"{name}.html").as_posix())
     gradebook.write_gradebook(template, staged / "gradebook.db", job.assignment, job.student, book)
+    timing["compose"] = round(time.perf_counter() - t_compose, 3)
     score = sum(n.score for n in notebooks)
     mx = sum(n.max_score for n in notebooks)
     worst = min((n.status for n in notebooks), key=STATUS_ORDER.index, default="missing")
@@ -310,40 +344,24 @@ def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, ma
         reasons.append("no graded notebook submitted")
     result = StudentGrade(job.student, score, mx, worst, " | ".join(reasons), notebooks, feedback,
                           round(time.perf_counter() - t0, 1), SANDBOXED if run.get("bwrap") else UNSANDBOXED,
-                          sum(n.manual_pending for n in notebooks), run.get("seed"), timing)
+                          sum(n.manual_pending for n in notebooks), run.get("seed"), timing, job.inputs)
     (staged / "result.json").write_text(json.dumps(asdict(result), indent=1) + "\n", encoding="utf-8")
     return result
 
 
-def _meta(cell: dict) -> dict:
-    return (cell.get("metadata") or {}).get("nbgrader") or {}
-
-
-def _src(cell: dict) -> str:
-    s = cell.get("source", "")
-    return "".join(s) if isinstance(s, list) else str(s)
-
-
 def notebook_grade(name: str, max_score: float, source: dict, student: dict, res: dict,
-                   released: dict[str, dict]) -> tuple[NotebookGrade, dict, dict]:
-    """(grade, autograded notebook, gradebook scores) of one notebook from the judge's result."""
+                   released: dict[str, dict]) -> tuple[NotebookGrade, dict]:
+    """(grade, gradebook scores) of one notebook from the judge's result: tito's rule for the tests
+    (tito.grading.feedback.verdicts), pending or unanswered for the written answers."""
     tests = res.get("tests", {}) if isinstance(res.get("tests"), dict) else {}
-    points = {_meta(c)["grade_id"]: float(_meta(c).get("points", 0) or 0) for c in source.get("cells", [])
-              if c.get("cell_type") == "code" and _meta(c).get("grade") and _meta(c).get("grade_id")}
+    verdicts = fb.verdicts(source, tests)
     written = {_meta(c)["grade_id"]: float(_meta(c).get("points", 0) or 0) for c in source.get("cells", [])
                if c.get("cell_type") == "markdown" and _meta(c).get("grade") and _meta(c).get("solution")}
-    mine = {_meta(c).get("grade_id"): c for c in student.get("cells", []) if _meta(c).get("grade_id")}
-    verdicts, scores, failed, timed_out = {}, {}, [], False
-    for gid, pts in points.items():
-        t = tests.get(gid) if isinstance(tests.get(gid), dict) else {"ok": False, "message": "the judge did not run this test"}
-        ok = t.get("ok") is True
-        msg = str(t.get("message", ""))[:4000]
-        verdicts[gid] = {"ok": ok, "points": pts if ok else 0.0, "max": pts, "message": msg,
-                         "seconds": t.get("seconds", 0.0)}
-        scores[gid] = pts if ok else 0.0
-        if not ok:
-            timed_out = timed_out or msg.startswith("timed out") or "took longer than" in msg
-            failed.append(f"{gid} (0/{num(pts)}): {first_line(msg, 300)}")
+    mine = {_meta(c).get("grade_id"): c for c in student.get("cells", []) if isinstance(c, dict) and _meta(c).get("grade_id")}
+    scores = {gid: v["points"] for gid, v in verdicts.items()}
+    failed = [f"{gid} (0/{num(v['max'])}): {first_line(v['message'], 300)}" for gid, v in verdicts.items() if not v["ok"]]
+    timed_out = any(not v["ok"] and (v["message"].startswith("timed out") or "took longer than" in v["message"])
+                    for v in verdicts.values())
     pending, unanswered = 0.0, []
     for gid, pts in written.items():
         cell, rel = mine.get(gid), released.get(gid)
@@ -353,77 +371,19 @@ def notebook_grade(name: str, max_score: float, source: dict, student: dict, res
             pending += pts
         elif pts > 0:
             unanswered.append(f"{gid} (0/{num(pts)}): no written answer")
-    nb, other, fb_timeout = autograded_notebook(student, res.get("feedback") or {}, verdicts, released)
-    setup = [f"setup: {e}" for e in res.get("setup_errors", [])[:3] if isinstance(e, str)]
-    status = "timeout" if (timed_out or fb_timeout) else ("errors" if other or setup else "graded")
-    reason = "; ".join(other + setup + failed + unanswered)
-    score = sum(v["points"] for v in verdicts.values())
-    grade = NotebookGrade(name, score, max_score, status, reason, pending,
+    other = [clean_text(e, 300) for e in res.get("cell_errors", []) if isinstance(e, str)][:20]
+    setup = [clean_text(f"setup: {e}", 300) for e in res.get("setup_errors", [])[:3] if isinstance(e, str)]
+    status = "timeout" if (timed_out or res.get("feedback_timed_out") is True) else ("errors" if other or setup else "graded")
+    grade = NotebookGrade(name, sum(v["points"] for v in verdicts.values()), max_score, status,
+                          "; ".join(other + setup + failed + unanswered), pending,
                           {gid: {k: v[k] for k in ("ok", "points", "message", "seconds")} for gid, v in verdicts.items()})
-    return grade, nb, scores
+    return grade, scores
 
 
-def autograded_notebook(student: dict, feedback: dict, verdicts: dict, released: dict[str, dict]):
-    """The student's notebook with their feedback outputs; each graded cell as released, with the
-    judge's verdict as its output. Returns (notebook, errors of other cells, whether a cell timed out)."""
-    import copy
-
-    nb = copy.deepcopy(student)
-    nb.setdefault("metadata", {})
-    nb["nbformat"], nb["nbformat_minor"] = 4, max(int(nb.get("nbformat_minor", 5) or 5), 5)
-    cells = feedback.get("cells", {}) if isinstance(feedback.get("cells"), dict) else {}
-    stopped = str(feedback.get("stopped", "") or "")
-    other, timed_out, first_missing = [], "time limit" in stopped, True
-    nb["cells"] = [c if isinstance(c, dict) else {"cell_type": "markdown", "metadata": {}, "source": ""}
-                   for c in nb.get("cells", [])]  # same indices as the feedback run's
-    for i, cell in enumerate(nb["cells"]):
-        cell["source"] = _src(cell)
-        if not isinstance(cell.get("metadata"), dict):
-            cell["metadata"] = {}
-        if cell.get("cell_type") != "code":
-            cell.pop("outputs", None)
-            cell.pop("execution_count", None)
-            continue
-        gid = _meta(cell).get("grade_id")
-        if gid in verdicts:
-            if gid in released:
-                cell["source"] = _src(released[gid])
-            v = verdicts[gid]
-            cell["outputs"] = [verdict_output(gid, v)]
-            cell["execution_count"] = None
-            continue
-        got = cells.get(str(i))
-        if isinstance(got, dict):
-            cell["outputs"] = sanitize_outputs(got.get("outputs"))
-            count = got.get("execution_count")
-            cell["execution_count"] = count if type(count) is int else None
-            errs = [o for o in cell["outputs"] if o.get("output_type") == "error"]
-            if errs:
-                timed_out = timed_out or errs[-1].get("ename") == "CellTimeoutError"
-                other.append(f"{cell_label(cell, i)}: {errs[-1].get('ename')}: {first_line(errs[-1].get('evalue', ''))}")
-        else:
-            cell["outputs"] = []
-            cell["execution_count"] = None
-            if first_missing and (stopped or cells):
-                cell["outputs"] = [{"output_type": "error", "ename": "NotRun",
-                                    "evalue": f"not run: {stopped or 'the notebook stopped before this cell'}",
-                                    "traceback": [f"not run: {stopped or 'the notebook stopped before this cell'}"]}]
-                first_missing = False
-    return nb, other, timed_out
+def _meta(cell: dict) -> dict:
+    return (cell.get("metadata") or {}).get("nbgrader") or {}
 
 
-def verdict_output(gid: str, v: dict) -> dict:
-    if v["ok"]:
-        return {"output_type": "stream", "name": "stdout",
-                "text": f"{gid}: passed ({num(v['points'])} of {num(v['max'])} points)\n"}
-    msg = v["message"] or "failed"
-    return {"output_type": "error", "ename": f"{gid} failed (0 of {num(v['max'])} points)", "evalue": msg,
-            "traceback": [f"{gid} failed (0 of {num(v['max'])} points)", *msg.splitlines()]}
-
-
-def cell_label(cell: dict, index: int) -> str:
-    meta = _meta(cell)
-    if meta.get("grade_id"):
-        return meta["grade_id"]
-    first = next((l.strip() for l in _src(cell).splitlines() if l.strip() and not l.strip().startswith("#|")), "")
-    return f"cell {index}" + (f" ({first[:40]!r})" if first else "")
+def _src(cell: dict) -> str:
+    s = cell.get("source", "")
+    return "".join(s) if isinstance(s, list) else str(s)
