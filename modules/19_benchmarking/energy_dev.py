@@ -431,9 +431,13 @@ def test_unit_counter_energy():
         m = _measure_with_counter(reader, METHOD_RAPL, clock.work, lambda: None, 0.03, idle_s=0.15, windows=2)
         return m, clock.calls
 
-    with tempfile.TemporaryDirectory() as tmp:
-        _fake_powercap(Path(tmp), start_uj=10**8 - 300_000, max_range_uj=10**8)  # wraps in the idle window
-        m, calls = in_student_process(measure, tmp)
+    for attempt in range(3):  # a pause between a clock read and a counter read spoils a run; a wrong solution fails all
+        with tempfile.TemporaryDirectory() as tmp:
+            _fake_powercap(Path(tmp), start_uj=10**8 - 300_000, max_range_uj=10**8)  # wraps in the idle window
+            m, calls = in_student_process(measure, tmp)
+        j = m.joules_per_call
+        if m.idle_power_w is not None and abs(m.idle_power_w - 10.0) < 0.2 and j is not None and abs(j - 100e-6) < 2e-6:
+            break
     p = m.idle_power_w
     assert p is not None and abs(p - 10.0) < 0.2, (
         f"idle baseline: expected 10 W (the counter rises by itself at 10 W), got {p}" + (

@@ -32,7 +32,8 @@ import tempfile
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -234,8 +235,14 @@ class Judge:
 
     def run(self) -> None:
         t_all = time.perf_counter()
+        # the tests import what the host imports: meanwhile, while the packages are exported here
+        warm = threading.Thread(target=_import_all, args=(self.preimport,), daemon=True)
+        warm.start()
         notebooks = self.prepare(self.read_inputs())
-        renderer, renders = ThreadPoolExecutor(1, thread_name_prefix="render"), []
+        # the pages are rendered in a process of their own (nbconvert is seconds of CPU a notebook, which
+        # must not hold the tests' interpreter), driven by one thread that sends each result in turn
+        reporter, renders = ThreadPoolExecutor(1, thread_name_prefix="report"), []
+        self.renderer = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         if self.shared:
             fb = FeedbackRunner(self, notebooks)
             fb.start()
@@ -259,7 +266,7 @@ class Judge:
                     result["swept"] = host.sweep(nb.uid)
                 except (OSError, EOFError, ProtocolError, ValueError):
                     pass
-            renders.append(renderer.submit(self.report, nb, result,
+            renders.append(reporter.submit(self.report, nb, result,
                                            fb.results.get(nb.name, {"cells": {}, "stopped": "feedback did not run"})))
             if not self.shared:
                 host.close()
@@ -267,7 +274,8 @@ class Judge:
             host.close()
         for r in renders:
             r.result()
-        renderer.shutdown()
+        reporter.shutdown()
+        self.renderer.shutdown()
         self.timing["total"] = time.perf_counter() - t_all
         with self.lock:
             write_frame(self.out, {"done": True, "timing": {k: round(v, 3) for k, v in self.timing.items()}})
@@ -278,8 +286,9 @@ class Judge:
         v = feedback.verdicts(nb.source, result.get("tests", {}))
         score, most = sum(x["points"] for x in v.values()), sum(x["max"] for x in v.values())
         try:
-            info = feedback.render(self.root / "out", nb.name, nb.student, fb_result, v, nb.released,
-                                   f"{nb.name}: {feedback.num(score)} of {feedback.num(most)} autograded points")
+            info = self.renderer.submit(feedback.render, self.root / "out", nb.name, nb.student, fb_result, v,
+                                        nb.released, f"{nb.name}: {feedback.num(score)} of {feedback.num(most)} "
+                                        "autograded points").result()
         except Exception as e:  # noqa: BLE001 - the verdicts stand without their page
             info = {"cell_errors": [f"the feedback could not be written: {type(e).__name__}: {e}"], "timed_out": False}
         result.update(cell_errors=info["cell_errors"], feedback_timed_out=info["timed_out"],
@@ -321,6 +330,16 @@ class Judge:
         self.timing["tests"] = self.timing.get("tests", 0.0) + time.perf_counter() - t0
         return {"notebook": nb.name, "tests": tests, "setup_errors": run.setup_errors,
                 "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def _import_all(names: list[str]) -> None:
+    import importlib
+
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a test that needs it reports the failure
+            pass
 
 
 class NotebookTests:
@@ -561,11 +580,16 @@ class FeedbackRunner(threading.Thread):
 
     def run(self) -> None:
         for nb in self.notebooks:
+            t0 = time.perf_counter()
             try:
                 self.results[nb.name] = self.one(nb)
             except Exception as e:  # noqa: BLE001 - feedback is best effort; the grade does not depend on it
                 self.results[nb.name] = {"cells": {}, "stopped": f"the notebook could not run: {type(e).__name__}: {e}"}
             finally:
+                with self.judge.lock:
+                    spent = time.perf_counter() - t0
+                    self.judge.timing["feedback"] = self.judge.timing.get("feedback", 0.0) + spent
+                    self.judge.timing[f"feedback:{nb.name}"] = spent
                 self.done[nb.name].set()
 
     def one(self, nb: Notebook) -> dict:
