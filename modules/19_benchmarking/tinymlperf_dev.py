@@ -790,11 +790,16 @@ def test_module():
         print(f"{label:>9}: accuracy {r['accuracy']:.4f}, median {r['latency_median_ms']:.4f} ms -> "
               f"{r['compliance']['overall']}: {r['compliant_reason']}")
         assert r["compliant"] is (label == "trained"), f"{label} digits: {r['compliance']}, {r['compliant_reason']}"
-    assert kws["accuracy"] is None and kws["compliance"]["overall"] == "not evaluated", kws["compliance"]
+    # no labels: quality not evaluated; the latency decides alone only when over its budget (a busy machine)
+    slow = kws["compliance"]["latency"] == "fail"
+    assert kws["accuracy"] is None and kws["compliance"]["quality"] == "not evaluated", kws["compliance"]
+    assert kws["compliance"]["overall"] == ("fail" if slow else "not evaluated"), kws["compliance"]
     assert misfit["status"] == "incompatible" and misfit["compliant"] is False and "input" in misfit["error"]
     with tempfile.TemporaryDirectory() as tmp:
         text = bench.generate_compliance_report(res, str(Path(tmp) / "report.json"))
-        assert "Compliance Rate: 50.0% (1 of 2 decided benchmarks compliant; 1 not decided: keyword_spotting" in text, text
+        rate = ("Compliance Rate: 33.3% (1 of 3 decided benchmarks compliant" if slow else
+                "Compliance Rate: 50.0% (1 of 2 decided benchmarks compliant; 1 not decided: keyword_spotting")
+        assert rate in text, text
         assert (Path(tmp) / "report.md").read_text() == text and (Path(tmp) / "report.json").exists()
 
 

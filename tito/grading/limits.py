@@ -68,6 +68,16 @@ class Guard:
             except OSError as e:
                 self.unavailable.append(f"cgroup {g}: {e.strerror}")
 
+    def peak_mb(self) -> float | None:
+        """The most memory the student's processes held together (the memory group's peak), in MiB."""
+        for g in self.groups:
+            for name in ("memory.peak", "memory.max_usage_in_bytes"):
+                try:
+                    return int((g / name).read_text().split()[0]) / 2**20
+                except (OSError, ValueError, IndexError):
+                    continue
+        return None
+
     def close(self) -> None:
         for g in self.groups:
             for _ in range(50):  # the group empties as its processes are reaped

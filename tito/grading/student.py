@@ -191,9 +191,10 @@ def grade_student(job: GradeJob, work: Path, staged: Path) -> StudentGrade:
     inputs.chmod(0o700)
     frames, judge_note = [], ""
     t_judge = time.perf_counter()
+    seen: dict = {}
     if names:
-        frames, judge_note = run_judge(job, work, names)
-    spent = {"prepare_files": round(t_judge - t0, 3), "judge_process": round(time.perf_counter() - t_judge, 3)}
+        frames, judge_note, seen = run_judge(job, work, names)
+    spent = {"prepare_files": round(t_judge - t0, 3), "judge_process": round(time.perf_counter() - t_judge, 3), **seen}
     return compose(job, staged, frames, judge_note, maxima, unreadable, missing, t0, spent, submitted, work / "out")
 
 
@@ -204,9 +205,10 @@ HOST_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL")
 JUDGE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN")   # the judge: hand each notebook's folders to its uid
 
 
-def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], str]:
+def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], str, dict]:
     """Start the student's host sandbox(es) and the judge's sandbox, connected by control channels;
-    wait for the judge; return its result frames and a note when it did not finish."""
+    wait for the judge; return its result frames, a note when it did not finish, and what the
+    whole-sandbox limits saw (peak memory, limits the machine could not apply)."""
     run = job.run
     bwrap = run.get("bwrap")
     root = os.geteuid() == 0
@@ -226,6 +228,7 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
     groups = [("shared", work / "stage", work / "scratch")] if shared else \
         [(n, work / "stage" / n, work / "scratch" / n) for n in names]
     hosts, host_procs, judge_fds, log = {}, [], [], open(work / "host.log", "ab")
+    seen: dict = {}
     guard = limits_mod.Guard(f"tito-{os.getpid()}-{work.name}", limits.memory_mb, 2 * limits.processes + 16) \
         if bwrap else None
     tmpfs = bool(bwrap) and limits_mod.mount_tmpfs(work / "scratch", limits.tmp_mb)
@@ -278,6 +281,11 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
             process.wait(proc, 5)
         log.close()
         if guard:
+            peak = guard.peak_mb()
+            if peak is not None:
+                seen["host_peak_mb"] = round(peak, 1)
+            if guard.unavailable:
+                seen["limits_not_applied"] = guard.unavailable
             guard.close()
         if tmpfs:
             limits_mod.unmount(work / "scratch")
@@ -291,7 +299,7 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
         note = f"grading stopped: the student's whole run exceeded its limit of {budget:.0f} s"
     elif done.returncode != 0:
         note = f"the judge failed (exit {done.returncode}): {done.tail(3)}"
-    return frames, note
+    return frames, note, seen
 
 
 def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, maxima: dict[str, float],
