@@ -14,6 +14,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -131,6 +132,10 @@ def graded_class(tmp_path_factory, root, bwrap):
     (sub_dir / "corrupt").mkdir()
     (sub_dir / "corrupt" / "stats_dev.ipynb").write_text("{ this is not json")
     subs.save(source["extra_dev"], sub_dir / "corrupt" / "extra_dev.ipynb")
+    # a submission that is a link to the instructor's notebook (the solutions): never followed
+    (sub_dir / "linker").mkdir()
+    (sub_dir / "linker" / "stats_dev.ipynb").symlink_to(course.nbs_dir / MODULE / "stats_dev.ipynb")
+    (sub_dir / "linker" / "extra_dev.ipynb").symlink_to(course.nbs_dir / MODULE / "extra_dev.ipynb")
     # bad input: a folder name that is no student id, a non-notebook file, a folder without notebooks
     _save_student(sub_dir / "bad name!", source)
     (sub_dir / "partial" / "notes.txt").write_text("my notes")
@@ -185,7 +190,8 @@ def test_release_leak_is_caught(graded_class, monkeypatch, tmp_path):
 def test_every_student_gets_exactly_what_their_honest_work_earns(graded_class):
     """Each cheat scores 0 on what it faked; honest parts earn their points, honest students all of them."""
     r = graded_class["results"]
-    want = {name: most for name, (_, most) in graded_class["students"].items()} | {"corrupt": subs.POINTS["extra-double"]}
+    want = {name: most for name, (_, most) in graded_class["students"].items()} | {
+        "corrupt": subs.POINTS["extra-double"], "linker": 0.0}
     assert {name: r[name].score for name in want} == want, {n: (r[n].score, r[n].reason[:300]) for n in want}
     assert all(x.max_score == subs.FULL and x.sandbox == SANDBOXED for x in r.values())
     assert (r["full"].status, r["full"].reason) == ("graded", "")
@@ -214,6 +220,22 @@ def test_failed_tests_say_what_was_expected(graded_class):
         tests = {**_tests(r[name], "stats_dev"), **_tests(r[name], "extra_dev")}
         assert all(not t["ok"] and t["message"] for t in tests.values()), (name, tests)
         assert "test did not pass" not in r[name].reason
+
+
+def test_what_a_submission_holds_cannot_reach_the_instructor(graded_class):
+    """A linked submission is not followed (the link named the solutions); escape codes in a message
+    reach neither the terminal nor grades.csv; a script in a student's outputs or markdown does not
+    reach the feedback page; a `%time` left in a solution costs nothing."""
+    r, out = graded_class["results"], graded_class["out"]
+    assert r["linker"].score == 0 and "symbolic link" in r["linker"].reason
+    assert "symbolic link" in (out / "problems.txt").read_text()
+    assert "somebody_else" in r["ansi"].reason and "\x1b" not in r["ansi"].reason and "\x07" not in r["ansi"].reason
+    assert "\x1b" not in (out / "grades.csv").read_text()
+    page = (out / "students" / "xss" / "feedback" / "stats_dev.html").read_text()
+    assert "<b>shown</b>" in page and "My notes" in page
+    assert "<script>alert(" not in page, "a student's script reached the feedback page"
+    assert not re.search(r"<img[^>]*onerror", page), "a student's event handler reached the feedback page"
+    assert r["magic"].score == subs.FULL and r["magic"].reason == ""
 
 
 def test_an_honest_student_with_stderr_and_warnings_gets_every_point(graded_class):

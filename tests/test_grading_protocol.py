@@ -64,6 +64,25 @@ def peek():                              # looks for the test's expected value i
     return found[0] if found else None
 def call_twice(fn, x): return [fn(x), fn(x + 1)]
 def arrays(): return {"a": __import__("numpy").arange(6).reshape(2, 3), "t": __import__("torch").ones(2, dtype=__import__("torch").bfloat16)}
+class Spoof:                             # claims to be a built-in float through a path of module attributes
+    pass
+Spoof.__module__, Spoof.__qualname__ = "__main__", "builtins.float"
+
+import dataclasses as _dc
+@_dc.dataclass
+class Notebook:                          # claims to be a dataclass of the judge's own
+    name: str = "x"
+Notebook.__module__ = "tito.grading.judge"
+
+class TestTimeout(Exception):            # claims the judge's own time-limit exception
+    __module__ = "tito.grading.judge"
+
+def spoof(): return Spoof()
+def fake_notebook(): return Notebook()
+def raise_timeout(): raise TestTimeout("time is up")
+def raise_cancelled():
+    import asyncio
+    raise asyncio.CancelledError("cancelled")
 def evil_pickle():                       # a value whose unpickling would run code
     class Boom:
         def __reduce__(self): return (open, ("/tmp/tito-pwned", "w"))
@@ -98,6 +117,20 @@ def test_an_object_equal_to_everything_is_not_equal_to_a_value_and_is_no_int(ses
     got = name(session, "liar")()
     assert isinstance(got, Remote) and not isinstance(got, int)
     assert got != 1 and not (got == 1) and repr(got) == "1"
+
+
+def test_a_class_that_claims_a_judge_class_is_not_one(session):
+    """The red team's spoofs: a class naming a built-in through a path of module attributes, a dataclass
+    naming one of the judge's own, exceptions naming the judge's time limit or a BaseException."""
+    import tito.grading.judge as judge
+
+    assert not isinstance(name(session, "spoof")(), float)
+    fake = name(session, "fake_notebook")()
+    assert isinstance(fake, Remote) and not isinstance(fake, judge.Notebook)  # a proxy, not rebuilt
+    for fn in ("raise_timeout", "raise_cancelled"):
+        with pytest.raises(Exception) as err:  # an Exception: never the judge's TestTimeout or a BaseException
+            name(session, fn)()
+        assert not isinstance(err.value, judge.TestTimeout), fn
 
 
 def test_proxies_compare_by_their_data_and_keep_their_identity(session):

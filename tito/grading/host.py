@@ -38,9 +38,10 @@ import tempfile
 import threading
 import time
 import traceback
+import types
 from typing import Any
 
-from tito.grading.protocol import Endpoint, ProtocolError, decode, encode, send
+from tito.grading.protocol import NAMESPACE, Endpoint, ProtocolError, decode, encode, send
 
 MAX_ITER = 1_000_000          # items one `iter` request may materialise
 MAX_TEXT = 20_000             # characters of a repr/str sent back
@@ -173,11 +174,15 @@ CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 16384, 1 << 18
 
 
+PRIVATE_TMP = "/tito-tmp"  # tito.grading.sandbox.PRIVATE_TMP: the sandbox's /tmp is writable by nobody
+
+
 def isolate(tmp_mb: int) -> None:
     """Before dropping to the notebook's uid (as root, with CAP_SYS_ADMIN): a mount, network and IPC
-    namespace of this process's own, with a fresh /tmp and /dev/shm, so the processes of two
-    notebooks share no writable folder, socket or shared memory (no notebook can hand another the
-    reference of the module graded there)."""
+    namespace of this process's own, with a fresh temporary folder (PRIVATE_TMP, its TMPDIR) and
+    /dev/shm, so the processes of two notebooks share no writable folder, socket or shared memory
+    (no notebook can hand another the reference of the module graded there). /tmp itself is left
+    alone: folders bound under it (a virtual environment in /tmp) stay visible."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -189,9 +194,10 @@ def isolate(tmp_mb: int) -> None:
 
     check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET), "unshare")
     check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
-    for target, size in ((b"/tmp", tmp_mb), (b"/dev/shm", 64)):
+    for target, size in ((PRIVATE_TMP.encode(), tmp_mb), (b"/dev/shm", 64)):
         check(libc.mount(b"tmpfs", target, b"tmpfs", MS_NOSUID | MS_NODEV, f"size={size}m,mode=1777".encode()),
               f"mount tmpfs {target.decode()}")
+    os.environ["TMPDIR"] = PRIVATE_TMP
 
 
 def kill_uid(uid: int) -> int:
@@ -251,6 +257,8 @@ def child(msg: dict, fd: int) -> None:
 def prepare(setup: dict) -> None:
     """A private home, cache and work folder (a copy of the student's files), the package on the path."""
     tempfile.tempdir = None
+    if os.path.isdir(PRIVATE_TMP) and os.access(PRIVATE_TMP, os.W_OK):
+        os.environ["TMPDIR"] = PRIVATE_TMP
     home = tempfile.mkdtemp(prefix="home-")
     os.environ.update({"HOME": home, "MPLCONFIGDIR": home, "TMPDIR": tempfile.gettempdir()})
     cache_seed = setup.get("cache")
@@ -300,7 +308,10 @@ class Host:
         self.objects: dict[int, Any] = {}
         self.handles: dict[int, int] = {}
         self.callbacks: dict[int, JudgeFunction] = {}
-        self.ns: dict[str, Any] = {"__name__": "__tito_grading__", "__builtins__": builtins}
+        # a real module, so code run in it works as in a notebook (a dataclass looks its module up)
+        module = types.ModuleType(NAMESPACE)
+        sys.modules[module.__name__] = module
+        self.ns: dict[str, Any] = module.__dict__
         self.pgid = os.getpgid(0)
         self.owner = threading.get_ident()
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -32,14 +33,14 @@ import tempfile
 import threading
 import time
 import traceback
-import multiprocessing
+import types
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tito.grading import feedback, package, plan as plans
-from tito.grading.protocol import ChannelBroken, ProtocolError, recv, write_frame
+from tito.grading.protocol import NAMESPACE, ChannelBroken, ProtocolError, recv, write_frame
 from tito.grading.remote import Session
 from tito.grading.sanitize import clean_text
 
@@ -375,7 +376,10 @@ class NotebookTests:
         self._drop_session()
         self.pid, sock = self.host.spawn("tests", self.nb.uid, self.judge.setup_for(self.host, self.nb, {}))
         self.session = Session(sock, set(self.nb.judge["modules"]), self.judge.lib)
-        self.ns = {"__name__": "__tito_grading__", "__builtins__": builtins}
+        module = types.ModuleType(NAMESPACE)  # a real module: a dataclass in a setup cell looks it up
+        sys.modules[module.__name__] = module
+        self.ns = module.__dict__
+        self.ns["__builtins__"] = builtins
         self._hook()
         self.host_errors = self._timed(lambda: self.session.request("setup", cells=self.nb.host), self.timeout) or []
         if not isinstance(self.host_errors, list):
@@ -473,7 +477,7 @@ class NotebookTests:
         except BaseException as e:  # noqa: BLE001 - every failure is the test's verdict, with its reason
             message = self.describe(e, cell)
         finally:
-            self.ns["__name__"] = "__tito_grading__"
+            self.ns["__name__"] = NAMESPACE
         return {"ok": ok, "message": clean_text(message), "seconds": round(time.perf_counter() - t0, 3)}
 
     def describe(self, e: BaseException, cell: dict) -> str:

@@ -31,7 +31,7 @@ import sys
 import types
 from typing import Any
 
-from tito.grading.protocol import Endpoint, ProtocolError, decode, encode
+from tito.grading.protocol import NAMESPACE, Endpoint, ProtocolError, decode, encode
 
 RESERVED = "_tito_"
 # dunder attributes a proxy asks the host for; any other dunder is not forwarded (libraries probe
@@ -443,6 +443,8 @@ class Session:
                     return ("cb", session._callback(o))
                 return None
 
+        if NAMESPACE in sys.modules:  # the test cells' classes travel by value, like __main__'s
+            cloudpickle.register_pickle_by_value(sys.modules[NAMESPACE])
         buf = io.BytesIO()
         Pickler(buf, protocol=5).dump(obj)
         return base64.b64encode(buf.getvalue()).decode("ascii")
@@ -476,7 +478,7 @@ def _is_callback(obj: Any) -> bool:
     if len(parts) >= 2 and parts[-2] != "<locals>":
         return False  # a method in a class body: pickled with its class
     module = sys.modules.get(obj.__module__ or "")
-    if module is None or obj.__module__ == "__main__":
+    if module is None or obj.__module__ in ("__main__", NAMESPACE):
         return True
     target = module
     for part in parts:

@@ -39,6 +39,7 @@ INSTALL_HINT = ("bubblewrap (`bwrap`) is not installed: install it with `sudo ap
                 "(Debian/Ubuntu; `python3 -m tito` installs it when run as root), or pass --no-sandbox to "
                 "grade WITHOUT a sandbox (student code then runs with your permissions)")
 SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"]
+PRIVATE_TMP = "/tito-tmp"  # where a grading process mounts its private temporary folder (spec.private_tmp)
 
 
 @dataclass
@@ -84,6 +85,7 @@ class SandboxSpec:
     rw: list[Path] = field(default_factory=list)
     ro: list[Path] = field(default_factory=list)
     caps: tuple[str, ...] | None = None
+    private_tmp: bool = False  # no shared writable /tmp: each process mounts its own at PRIVATE_TMP
 
 
 @dataclass
@@ -177,12 +179,15 @@ def command(spec: SandboxSpec, bwrap: str | None, uid: int | None = None) -> lis
     cmd += ["--die-with-parent", "--new-session", "--clearenv"]
     for d in SYSTEM_DIRS:
         cmd += ["--ro-bind-try", d, d]
-    cmd += ["--dev", "/dev", "--proc", "/proc",
-            "--size", str(spec.limits.tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp",
-            "--perms", "1777", "--dir", "/tmp/home",
-            # a private /dev/shm for named semaphores: without it, importing joblib (scikit-learn)
-            # warns on stderr, and nbgrader scores a graded cell with stderr output 0
-            "--size", str(spec.limits.tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/dev/shm"]
+    size = str(spec.limits.tmp_mb * 1024 * 1024)
+    if spec.private_tmp:  # /tmp and /dev/shm writable by nobody; each process mounts its own at PRIVATE_TMP
+        cmd += ["--dev", "/dev", "--proc", "/proc", "--size", size, "--perms", "0755", "--tmpfs", "/tmp",
+                "--perms", "0755", "--dir", PRIVATE_TMP, "--size", size, "--perms", "0755", "--tmpfs", "/dev/shm"]
+    else:
+        cmd += ["--dev", "/dev", "--proc", "/proc",
+                "--size", size, "--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--dir", "/tmp/home",
+                # a private /dev/shm for named semaphores (importing joblib warns without one)
+                "--size", size, "--perms", "1777", "--tmpfs", "/dev/shm"]
     binds = bound_dirs(spec)
     for d in spec.ro:
         binds[str(Path(d).resolve())] = str(Path(d).resolve())

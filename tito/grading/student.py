@@ -242,7 +242,8 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
             judge_end, host_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "-m", "tito.grading.host", str(host_end.fileno())],
                                        mounts, env, limits=limits, rw=[scratch],
-                                       caps=HOST_CAPS if root and bwrap and shared else None)
+                                       caps=HOST_CAPS if root and bwrap and shared else None,
+                                       private_tmp=bool(root and bwrap and shared))
             host_procs.append(sandbox.start(spec, bwrap, pass_fds=(host_end.fileno(),), stdout=log, stderr=log,
                                             uid=None if shared else uids.get(key),
                                             cgroups=tuple(guard.groups) if guard else ()))
