@@ -1,4 +1,4 @@
-"""`tito olympics submit | validate | verify | leaderboard`: the capstone competition.
+"""`tito olympics submit | validate | verify | judge | leaderboard`: the capstone competition.
 
 All the measuring and checking lives in `tinytorch.benchmarking.olympics`; this file only maps
 the command line onto it. `submit` and `verify` use the bundled digits models (baseline: the
@@ -53,11 +53,19 @@ def olympics_submit(event="memory_challenge", participant: str = "anonymous", ou
     (default: the bundled digits CNN), on the digits test split."""
     base, opt, techniques = _submission_models(model_path, baseline_path)
     return _olympics().generate_submission(base, opt, event, None, participant=participant, techniques=techniques,
-                                           output_path=output_path, measurement_runs=measurement_runs)
+                                           output_path=output_path, measurement_runs=measurement_runs,
+                                           model_files={"optimized": model_path, "baseline": baseline_path})
 
 
-def olympics_verify(path, measurement_runs: int | None = None, *, model_path=None, baseline_path=None) -> dict:
-    "Verify a submission here: rebuild the bundled models, or load the files it was made from."
+def olympics_verify(path, measurement_runs: int | None = None, *, model_path=None, baseline_path=None,
+                    no_sandbox: bool = False) -> dict:
+    """Verify a submission here. The bundled pair is rebuilt in this process; a participant's files are
+    loaded only in a sandbox and measured as `olympics judge` measures (interleaved rounds, the one rule)."""
+    if model_path is not None:
+        from tito.olympics.judge import verify_files
+
+        return verify_files(path, model_path, baseline_path, rounds=max(measurement_runs or 20, 6),
+                            no_sandbox=no_sandbox)
     base, opt, _ = _submission_models(model_path, baseline_path)
     return _olympics().verify_submission(path, opt, None, baseline_model=base, measurement_runs=measurement_runs)
 
@@ -104,19 +112,34 @@ def validate(args) -> int:
 def verify(args) -> int:
     try:
         report = olympics_verify(args.path, measurement_runs=args.runs, model_path=args.model,
-                                 baseline_path=args.baseline)
+                                 baseline_path=args.baseline, no_sandbox=args.no_sandbox)
     except (FileNotFoundError, ValueError, TypeError) as e:
         raise TitoError(str(e), code=2) from e
     for c in report.get("checks", []):
         status = "holds" if c.get("holds") else "DOES NOT HOLD"
         scope = "" if c.get("counts", True) else " (for information)"
         print(f"  {c['claim']}: claimed {c['claimed']}, measured {c['measured']}: {status}{scope}")
+    for c in report.get("claims", []):
+        print(f"  {c['claim']}: claimed {c['claimed']}, measured {c['judged']}: "
+              f"{'CONTRADICTED' if c['contradicted'] else 'holds'} ({c['how']})")
     if report.get("verified"):
         print(f"{args.path}: verified on this machine")
         return 0
     print(f"{args.path}: NOT verified")
     _print_reasons(report.get("reasons", []))
     return 1
+
+
+def judge(args) -> int:
+    from tito.olympics.judge import judge_class
+
+    result = judge_class(args.submissions_dir, args.event, args.output_dir, jobs=args.jobs, rounds=args.rounds,
+                         resume=args.resume, no_sandbox=args.no_sandbox,
+                         timeouts={"predict": args.timeout, "time": args.timeout})
+    print(result["board"]["markdown"])
+    out = Path(args.output_dir)
+    print(f"wrote {out / 'leaderboard.md'}, {out / 'leaderboard.csv'}, {out / 'class.png'} and {out / 'students'}/")
+    return 0
 
 
 def leaderboard(args) -> int:
@@ -154,17 +177,37 @@ def add_parser(sub, lazy) -> None:
                                     "constraints; exit 1 with the reasons if the submission is invalid.")
     c.add_argument("path", help="submission JSON")
     c.set_defaults(func=lazy("olympics", "validate"))
-    c = osub.add_parser("verify", help="re-measure the default models here and check the claims",
-                        description="Rebuild the default digits models, check the weight hashes, re-measure "
-                                    "on this machine and report whether the claims hold within tolerance.")
+    c = osub.add_parser("verify", help="re-measure a submission's models here and check its claims",
+                        description="Re-measure the default digits models, or the files given with --model "
+                                    "(loaded only in a sandbox, timed in interleaved rounds), check the weight "
+                                    "hashes and report which claims the measurements contradict.")
     c.add_argument("path", help="submission JSON")
     c.add_argument("--runs", type=int, default=None, help="timed samples per model (default: as submitted)")
     c.add_argument("--model", default=None, help="the optimized model file the submission was made from")
     c.add_argument("--baseline", default=None, help="its baseline file (default: the bundled digits CNN)")
+    c.add_argument("--no-sandbox", action="store_true",
+                   help="load --model/--baseline WITHOUT a sandbox (their code runs with your permissions)")
     c.set_defaults(func=lazy("olympics", "verify"))
-    c = osub.add_parser("leaderboard", help="rank the submissions in a folder for an event",
-                        description="Rank valid submissions; overlapping score intervals are ties; invalid "
-                                    "files are listed with their reasons.")
+    c = osub.add_parser("judge", help="measure every student's model here, in one run, and rank the class",
+                        description="Load each student's model files in a sandbox of their own, measure every "
+                                    "model on this machine (accuracy on the test split, latency in interleaved "
+                                    "rounds, sizes), check each submission's claims, flag students with the "
+                                    "same model, and write the leaderboard.")
+    c.add_argument("submissions_dir", help="folder with one folder per student: submission.json and the model file")
+    c.add_argument("--event", default="memory_challenge", help=f"one of {events}")
+    c.add_argument("--output-dir", required=True, help="where the leaderboard, per-student JSON and plot go")
+    c.add_argument("--jobs", type=int, default=1, help="sandboxes started at once (the timing runs one at a time)")
+    c.add_argument("--rounds", type=int, default=30, help="interleaved timing rounds (default 30, at least 6)")
+    c.add_argument("--resume", action="store_true", help="continue an interrupted run in the same --output-dir")
+    c.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds one model may take to answer the test split or a timed request (default 300)")
+    c.add_argument("--no-sandbox", action="store_true",
+                   help="load the model files WITHOUT a sandbox (their code runs with your permissions)")
+    c.set_defaults(func=lazy("olympics", "judge"))
+    c = osub.add_parser("leaderboard", help="rank the submissions in a folder by their own claims",
+                        description="Rank valid submissions by what they claim (measured on each author's "
+                                    "machine; `olympics judge` measures them here); overlapping score intervals "
+                                    "are ties; invalid files are listed with their reasons.")
     c.add_argument("submissions_dir", help="folder of submission JSON files")
     c.add_argument("--event", default="memory_challenge", help=f"one of {events}")
     c.add_argument("--output", default=None, help="also write OUTPUT.md and OUTPUT.csv")

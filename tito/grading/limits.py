@@ -30,9 +30,10 @@ def _write(path: Path, value: str) -> None:
 
 
 class Guard:
-    """The cgroup(s) of one student (created at once; `add(pid)`; `close()` removes them)."""
+    """The cgroup(s) of one student (created at once; `add(pid)`; `close()` removes them); `cpus`: a
+    CPU-time cap in cores (the Olympics judge: one core per student model, whatever its threads)."""
 
-    def __init__(self, name: str, memory_mb: int, processes: int):
+    def __init__(self, name: str, memory_mb: int, processes: int, cpus: float | None = None):
         self.groups: list[Path] = []
         self.unavailable: list[str] = []
         if os.geteuid() != 0:
@@ -41,9 +42,15 @@ class Guard:
         if (CGROUP / "cgroup.controllers").is_file():  # v2
             controllers = (CGROUP / "cgroup.controllers").read_text().split()
             if {"memory", "pids"} <= set(controllers):
-                self._make(CGROUP / name, {"memory.max": f"{memory_mb}M", "memory.swap.max": "0", "pids.max": str(processes)})
+                cpu = {"cpu.max": f"{int(cpus * 100_000)} 100000"} if cpus else {}
+                self._make(CGROUP / name, {"memory.max": f"{memory_mb}M", "memory.swap.max": "0",
+                                           "pids.max": str(processes), **cpu})
+                if cpus and not (CGROUP / name / "cpu.max").exists():
+                    self.unavailable.append("CPU cap for the whole sandbox (the cpu controller is not enabled)")
                 return
         v1 = {"memory": {"memory.limit_in_bytes": str(memory_mb << 20)}, "pids": {"pids.max": str(processes)}}
+        if cpus:  # the period before the quota: a quota is checked against the current period
+            v1["cpu"] = {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": str(int(cpus * 100_000))}
         for hierarchy, settings in v1.items():
             if (CGROUP / hierarchy / "tasks").is_file():
                 self._make(CGROUP / hierarchy / name, settings)

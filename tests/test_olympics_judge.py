@@ -1,0 +1,198 @@
+"""`tito olympics judge`: a class of submissions measured here, in one run, with student files only in sandboxes.
+
+The fixture class (tests/fixtures/olympics_class.py): two honest students with different optimizations,
+a copy, an inflated claim, a malicious pickle, and one folder for each kind of bad input.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import threading
+import time
+
+import pytest
+import torch
+
+from fixtures.olympics_class import EVENT, PWNED, make_class
+from tinytorch.benchmarking.digits import default_digits_model
+from tinytorch.benchmarking.olympics import leaderboard, model_state, state_dict_sha256, weights_sha256
+from tinytorch.benchmarking.optimize import quantize_int8
+from tito.config import TitoError
+from tito.grading import sandbox
+
+pytestmark = pytest.mark.skipif(sandbox.find_bwrap() is None, reason="needs bubblewrap (apt-get install bubblewrap)")
+ROUNDS = 12
+
+
+class Listener:
+    """A TCP server on localhost that records every connection (the malicious pickle dials it)."""
+
+    def __init__(self):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.hits: list[bytes] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.hits.append(conn.recv(100))
+            conn.close()
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    from tito.cli import main
+
+    root = tmp_path_factory.mktemp("olympics")
+    listener = Listener()
+    expected = make_class(root / "submissions", listener.port)
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    t0 = time.perf_counter()
+    code = main(["olympics", "judge", str(root / "submissions"), "--event", EVENT, "--output-dir", str(root / "out"),
+                 "--jobs", "2", "--rounds", str(ROUNDS), "--timeout", "20"])
+    seconds = time.perf_counter() - t0
+    print(f"judged the fixture class in {seconds:.1f} s")
+    listener.sock.close()
+    out = root / "out"
+    return {"root": root, "out": out, "code": code, "expected": expected, "listener": listener, "before": before,
+            "seconds": seconds, "students": {p.stem: json.loads(p.read_text()) for p in (out / "students").glob("*.json")},
+            "rejected": json.loads((out / "rejected.json").read_text())}
+
+
+def _flags(judged, name):
+    return judged["students"][name]["flags"]
+
+
+def test_the_judge_ranks_the_honest_students_by_its_own_measurement(judged):
+    assert judged["code"] == 0
+    s = judged["students"]
+    assert set(s) == {"alice", "bob", "carol", "dave"}, sorted(s)
+    # memory_challenge: bob's int8 model is smaller than alice's pruned one (pruning keeps the zeros' bytes)
+    assert s["bob"]["rank"] == 1 and s["alice"]["rank"] == 2, {n: r["rank"] for n, r in s.items()}
+    assert s["bob"]["figures"]["score"]["value"] > 2 > 1.05 > s["alice"]["figures"]["score"]["value"]
+    for name in ("alice", "bob"):
+        rec = s[name]
+        assert rec["timing"]["rounds"] == ROUNDS and len(rec["measurements"]["latency_ms"]["optimized"]) == ROUNDS
+        assert not [f for f in rec["flags"] if "contradicted" in f], rec["claims"]
+        assert rec["figures"]["accuracy"]["value"] > 0.9 and rec["figures"]["accuracy"]["count"] == 450
+    # sizes by one definition whatever the format: bob's TorchScript holds its int8 weights where the
+    # state dict does not look; the judge counts them
+    assert s["bob"]["static"]["kinds"]["optimized"] == "TorchScript"
+    assert 8_000 < s["bob"]["static"]["size_bytes"]["optimized"] < s["alice"]["static"]["size_bytes"]["optimized"] / 2
+    board = (judged["out"] / "leaderboard.md").read_text()
+    assert board.index("| bob |") < board.index("| alice |") and "judged" in board
+    csv = (judged["out"] / "leaderboard.csv").read_text().splitlines()
+    assert csv[0].startswith("rank,tied,participant,score,ci_lower,ci_upper,accuracy,latency_median_ms,size_bytes")
+    assert (judged["out"] / "class.png").stat().st_size > 10_000
+
+
+def test_copies_and_false_claims_are_flagged(judged):
+    assert any("same model as carol" in f and "identical weights" in f for f in _flags(judged, "alice"))
+    assert any("same model as alice" in f for f in _flags(judged, "carol"))
+    dave = judged["students"]["dave"]
+    speed = next(c for c in dave["claims"] if c["claim"] == "speedup")
+    assert speed["contradicted"] and speed["claimed"] > 5 > 2 > speed["judged"], speed
+    assert any(f.startswith("claim contradicted: speedup claimed") for f in dave["flags"])
+
+
+def test_a_malicious_pickle_is_rejected_and_changes_nothing(judged):
+    root = judged["root"]
+    assert "mallory" not in judged["students"]
+    assert "loading the model files" in judged["rejected"]["mallory"], judged["rejected"]
+    assert not (root / "submissions" / PWNED).exists()
+    assert judged["listener"].hits == [], "the pickle reached the network"
+    after = sorted(p.relative_to(root) for p in root.rglob("*") if "out" not in p.relative_to(root).parts)
+    assert after == judged["before"], "something outside the output folder changed"
+
+
+def test_each_bad_submission_has_a_clear_line(judged):
+    r = judged["rejected"]
+    assert "no model file" in r["empty"]
+    assert "notamodel" in r and "loading the model files" in r["notamodel"]
+    assert "my model is broken" in r["raiser"]
+    assert "non-finite output" in r["nan"] and "test image 0" in r["nan"]
+    assert "expected (450, 10)" in r["wide"]
+    assert "no answer within 20 s" in r["sleeper"]
+    board = (judged["out"] / "leaderboard.md").read_text()
+    assert "## Rejected" in board and all(f"- {name}:" in board for name in r)
+
+
+def test_an_interrupted_run_resumes_without_losing_its_rounds(judged, tmp_path):
+    """Keep the first rounds of the finished run's state, as an interruption would: --resume measures
+    only what is missing and keeps what was there; a changed class starts over."""
+    from tito.olympics.judge import judge_class
+
+    state = json.loads((judged["out"] / ".judge-state.json").read_text())
+    kept = state["rounds"][:5]
+    out = tmp_path / "out"
+    shutil.copytree(judged["out"], out)
+    (out / ".judge-state.json").write_text(json.dumps({**state, "rounds": kept}))
+    res = judge_class(judged["root"] / "submissions", EVENT, out, rounds=ROUNDS, resume=True, jobs=2,
+                      timeouts={"predict": 20, "time": 20})
+    after = json.loads((out / ".judge-state.json").read_text())
+    assert after["rounds"][:5] == kept and len(after["rounds"]) == ROUNDS
+    assert after["static"] == state["static"], "finished measurements are not taken again"
+    assert res["board"]["ranks"]["bob"] == 1 and res["rejected"] == judged["rejected"]
+    subs = tmp_path / "subs"  # two of the students: another class, another run
+    for name in ("alice", "bob"):
+        shutil.copytree(judged["root"] / "submissions" / name, subs / name)
+    judge_class(subs, EVENT, out, rounds=6, resume=True)
+    changed = json.loads((out / ".judge-state.json").read_text())
+    assert len(changed["rounds"]) == 6 and set(changed["rounds"][0]) == {"alice", "bob"}
+
+
+def test_the_claims_leaderboard_says_what_it_ranks(judged):
+    folder = judged["root"] / "claims"
+    folder.mkdir()
+    shutil.copyfile(judged["root"] / "submissions" / "alice" / "submission.json", folder / "alice.json")
+    assert "self-reported claims" in leaderboard(folder, EVENT)["markdown"]
+
+
+def test_files_the_judge_will_not_read(tmp_path):
+    from tito.olympics.judge import Student, StudentError, find_files
+
+    def folder(name, files):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "submission.json").write_text(json.dumps({"models": {}}))
+        for f, target in files.items():
+            if target is None:
+                (d / f).write_bytes(b"x")
+            else:
+                (d / f).symlink_to(target)
+        return Student(name, d)
+
+    with pytest.raises(StudentError, match="not a regular file"):
+        find_files(folder("linker", {"model.pt": "/etc/passwd"}))
+    with pytest.raises(StudentError, match="several model files"):
+        find_files(folder("two", {"a.pt": None, "b.pt": None}))
+    with pytest.raises(StudentError, match="ONNX"):
+        find_files(folder("onnx", {"m.onnx": None}))
+    with pytest.raises(TitoError, match="--rounds"):
+        from tito.olympics.judge import judge_class
+        judge_class(tmp_path, EVENT, tmp_path / "o", rounds=2)
+
+
+def test_model_state_sees_the_int8_weights_of_torchscript():
+    "TorchScript's state dict leaves packed int8 weights out; two different int8 models must not share a hash."
+    base = default_digits_model()
+    calib = [torch.randn(8, 1, 8, 8, generator=torch.Generator().manual_seed(i)) for i in range(4)]
+    a = torch.jit.trace(quantize_int8(base, "static", calibration_data=calib), torch.zeros(1, 1, 8, 8))
+    other = default_digits_model()
+    with torch.no_grad():
+        for p in other.parameters():
+            p.mul_(0.5)
+    b = torch.jit.trace(quantize_int8(other, "static", calibration_data=calib), torch.zeros(1, 1, 8, 8))
+    assert set(a.state_dict()) == set(b.state_dict()) and len(a.state_dict()) < 4, "the gap this closes"
+    assert weights_sha256(a) != weights_sha256(b)
+    st = model_state(a)
+    packed = [v for k, v in st.items() if k.endswith("_packed_params")]
+    assert len(packed) == 3 and all(isinstance(v, tuple) and v[0].is_quantized for v in packed)
+    n_weights = sum(v[0].numel() for v in packed)
+    assert n_weights == sum(p.numel() for n, p in base.named_parameters() if n.endswith("weight"))
+    assert state_dict_sha256(st) == weights_sha256(a)

@@ -1,0 +1,8 @@
+"""`tito olympics judge`: every student's model measured by the instructor, on one machine, in one run.
+
+- `server`: runs INSIDE a sandbox, one per student: loads that student's model files (unpickling runs
+  their code, so nowhere else) and answers the judge's requests with data only.
+- `judge`: the instructor's side: stages the files, starts the sandboxes, measures (outputs, weights,
+  latency timed from outside the sandbox in interleaved rounds), and writes the leaderboard with the
+  library's arithmetic (`tinytorch.benchmarking.olympics.judged_figures`, `rank_judged`, ...).
+"""

@@ -1,0 +1,612 @@
+"""`tito olympics judge`: measure every student's submission here, in one run, and rank the class.
+
+    python3 -m tito olympics judge SUBMISSIONS_DIR --event EVENT --output-dir OUT [--jobs N] [--rounds R]
+
+`SUBMISSIONS_DIR/<student>/` holds `submission.json` (as `olympics submit` writes it) and the model file
+it was made from (the file `submit` recorded, or the folder's only model file), and a baseline file
+where the student used their own (else the course's digits CNN).
+
+What is trusted where:
+- a student's files are copied (never followed through a link) into a folder of their own and loaded
+  only by `tito.olympics.server`, in a bubblewrap sandbox per student: no network, read-only system,
+  no view of the other students, the submissions or the course repository, memory/process/CPU limits;
+- from the sandbox the judge takes data only (tito.grading.protocol: arrays and tensors as raw bytes,
+  never pickle): the outputs on the test inputs (labels never leave the judge), the weights;
+- latency is timed by the judge around each request (k calls of one sample), so code in a file cannot
+  touch the clock; every (student, model) pair runs once per round in a fresh random order.
+Scores, ranks, claims and same-model pairs come from `tinytorch.benchmarking.olympics`.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tito.config import TitoError
+from tito.grading import limits as limits_mod
+from tito.grading import protocol, sandbox
+from tito.grading.sanitize import clean_text
+
+MODEL_SUFFIXES = (".pt", ".pth", ".ts", ".pt2", ".onnx")
+MAX_FILE_MB = 512
+LIMITS = dict(memory_mb=6144, processes=64, cpu_seconds=3600, file_mb=8, tmp_mb=64)
+TIMEOUTS = {"load": 120.0, "predict": 300.0, "time": 30.0}  # seconds a sandbox may take to answer
+STATE_VERSION = 1
+
+
+class StudentError(Exception):
+    """What went wrong with one student's files or model: their line in the rejected section."""
+
+
+@dataclass
+class Student:
+    name: str
+    folder: Path
+    submission: Path | None = None                         # its submission JSON
+    doc: dict | None = None
+    files: dict[str, Path] = field(default_factory=dict)   # role -> the file as submitted
+    stage: Path | None = None
+    key: str = ""                                          # hash of the files: resume by content
+    proc: Any = None
+    sock: socket.socket | None = None
+    log: Path | None = None
+    guard: Any = None
+    k: dict[str, int] = field(default_factory=dict)        # calls per timed request, per role
+    kinds: dict[str, str] = field(default_factory=dict)    # role -> how its file was loaded
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:80] or "_"
+
+
+# ---- finding and staging the files ------------------------------------------------------------
+
+def _regular(path: Path, what: str) -> Path:
+    if path.is_symlink() or not path.is_file():
+        raise StudentError(f"{what} {path.name!r} is not a regular file (links are not followed)")
+    if path.stat().st_size > MAX_FILE_MB * 2**20:
+        raise StudentError(f"{what} {path.name!r} is over {MAX_FILE_MB} MiB")
+    return path
+
+
+def find_files(st: Student) -> None:
+    """The submission and the model files of one student's folder; StudentError when they cannot be told."""
+    sub = st.submission = st.folder / "submission.json"
+    if not sub.exists():
+        raise StudentError("no submission.json in the folder")
+    try:
+        st.doc = json.loads(_regular(sub, "submission").read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise StudentError(f"submission.json is not valid JSON ({e})") from None
+    if not isinstance(st.doc, dict):
+        raise StudentError("submission.json does not hold a JSON object")
+    models = st.doc.get("models") if isinstance(st.doc.get("models"), dict) else {}
+    named = {role: (models.get(role) or {}).get("file") for role in ("baseline", "optimized")}
+    for role, name in named.items():
+        if name is not None:
+            if not isinstance(name, str) or Path(name).name != name:
+                raise StudentError(f"models.{role}.file: expected a file name in the folder, got {name!r}")
+            if not (st.folder / name).exists():
+                raise StudentError(f"the submission names {role} model file {name!r}, which is not in the folder")
+            st.files[role] = _regular(st.folder / name, f"{role} model file")
+    if "optimized" not in st.files:
+        found = sorted(p for p in st.folder.iterdir() if p.suffix.lower() in MODEL_SUFFIXES
+                       and p.name != named.get("baseline"))
+        if not found:
+            raise StudentError(f"no model file ({', '.join(MODEL_SUFFIXES)}) in the folder")
+        if len(found) > 1:
+            raise StudentError(f"several model files ({', '.join(p.name for p in found)}) and submission.json "
+                               "names none (models.optimized.file)")
+        st.files["optimized"] = _regular(found[0], "model file")
+    for role, p in st.files.items():
+        if p.suffix.lower() == ".onnx":
+            raise StudentError(f"{role} model {p.name!r}: ONNX files are not judged yet; submit TorchScript "
+                               "(torch.jit.save) or a state dict")
+
+
+def stage(st: Student, work: Path, index: int) -> None:
+    """Copy the student's model files into a folder of their own (what their sandbox sees)."""
+    st.stage = work / "students" / f"s{index:04d}"
+    st.stage.mkdir(parents=True)
+    h = hashlib.sha256()
+    for role, p in sorted(st.files.items()):
+        dest = st.stage / f"{role}{p.suffix.lower()}"
+        shutil.copyfile(p, dest, follow_symlinks=False)
+        dest.chmod(0o444)
+        h.update(role.encode() + b"\0" + hashlib.sha256(dest.read_bytes()).digest())
+    st.stage.chmod(0o755)
+    st.key = h.hexdigest()
+
+
+def prepare_work(work: Path) -> dict[str, Any]:
+    """The judge's staging folder: the server and protocol (the sandbox's only code of tito's), the
+    course baseline, and the test split (inputs go to the sandboxes; labels stay here)."""
+    import torch
+
+    from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
+
+    lib = work / "lib"
+    lib.mkdir(parents=True)
+    here = Path(__file__).resolve().parent
+    shutil.copyfile(here / "server.py", lib / "server.py")
+    shutil.copyfile(Path(protocol.__file__), lib / "protocol.py")
+    course = work / "course"
+    course.mkdir()
+    base = default_digits_model()
+    buf = io.BytesIO()
+    torch.save(base.state_dict(), buf)
+    (course / "baseline.pt").write_bytes(buf.getvalue())  # a state dict: loaded weights-only in the sandbox
+    for d in (work, lib, course, work / "students"):
+        d.mkdir(exist_ok=True)
+        d.chmod(0o755)
+    for f in (lib / "server.py", lib / "protocol.py", course / "baseline.pt"):
+        f.chmod(0o444)
+    X, y = load_digits_split("test")
+    return {"X": X.numpy(), "y": y.numpy(), "classes": int(y.max()) + 1,
+            "pkg": Path(sys.modules["tinytorch"].__file__).resolve().parent}
+
+
+# ---- one student's sandbox --------------------------------------------------------------------
+
+def start(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
+    """Start the student's sandboxed server. Call it from the main thread: the sandbox dies with the
+    thread that started it (bwrap --die-with-parent), and a pool's threads end."""
+    judge_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    mounts = {"lib": work / "lib", "tinytorch": data["pkg"], "files": st.stage, "course": work / "course"}
+    env = {"PYTHONPATH": "{lib}" + os.pathsep + "{tinytorch}/..", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "{lib}/server.py", str(server_end.fileno())], mounts, env,
+                               limits=sandbox.Limits(**LIMITS))
+    st.log = st.stage.parent / f"{st.stage.name}.log"
+    st.guard = limits_mod.Guard(f"tito-olympics-{os.getpid()}-{st.stage.name}", 3072, 64, cpus=1.0) if bwrap else None
+    with open(st.log, "ab") as log:
+        st.proc = sandbox.start(spec, bwrap, pass_fds=(server_end.fileno(),), stdout=log, stderr=log,
+                                cgroups=tuple(st.guard.groups) if st.guard else ())
+    server_end.close()
+    st.sock = judge_end
+
+
+def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
+    """Have the student's server load both models (baseline: theirs or the course's)."""
+    inside = {"files": sandbox.inside_path("files", st.stage, bwrap is not None),
+              "course": sandbox.inside_path("course", work / "course", bwrap is not None)}
+    models = {role: f"{inside['files']}/{role}{p.suffix.lower()}" for role, p in st.files.items()}
+    models.setdefault("baseline", f"{inside['course']}/baseline.pt")
+    st.kinds = call(st, {"op": "load", "models": models}, data["timeouts"]["load"], "loading the model files")["kinds"]
+    call(st, {"op": "data", "X": protocol.encode(data["X"], refs=None)}, 60, "sending the test inputs")
+
+
+def stop(st: Student) -> None:
+    if st.sock is not None:
+        try:
+            st.sock.settimeout(1)
+            protocol.send(st.sock, {"op": "bye"})
+        except OSError:
+            pass
+        st.sock.close()
+        st.sock = None
+    if st.proc is not None:
+        from tito import process
+
+        process.kill_group(st.proc)
+        st.proc.wait()
+        st.proc = None
+    if st.guard is not None:
+        st.guard.close()
+        st.guard = None
+
+
+def _log_tail(st: Student) -> str:
+    try:
+        text = st.log.read_bytes()[-2000:].decode("utf-8", "replace") if st.log else ""
+    except OSError:
+        return ""
+    lines = [ln for ln in clean_text(text).splitlines() if ln.strip()]
+    return f" (its last output: {lines[-1][:300]})" if lines else ""
+
+
+def call(st: Student, msg: dict, timeout: float, doing: str) -> dict:
+    """One request to the student's server; StudentError (the student's fault) on any failure."""
+    if st.sock is None:
+        raise StudentError(f"{doing}: the sandbox is not running")
+    try:
+        st.sock.settimeout(timeout)
+        protocol.send(st.sock, msg)
+        reply = protocol.recv(st.sock)
+    except (socket.timeout, TimeoutError):
+        raise StudentError(f"{doing}: no answer within {timeout:g} s (the model hangs or is far too slow)") from None
+    except (EOFError, ConnectionError, OSError):
+        time.sleep(0.2)  # let its last words reach the log
+        raise StudentError(f"{doing}: the sandbox ended (the file's code exited, crashed or hit a limit)"
+                           f"{_log_tail(st)}") from None
+    except protocol.ProtocolError as e:
+        raise StudentError(f"{doing}: a malformed answer ({e})") from None
+    if not reply.get("ok"):
+        raise StudentError(f"{doing}: {clean_text(str(reply.get('error')))[:500]}")
+    return reply
+
+
+def measure_static(st: Student, data: dict) -> dict:
+    """Outputs on the test inputs (accuracy here, from labels the sandbox never sees) and the weights
+    (hash, state-dict bytes, flattened for the similarity check) of both models."""
+    import numpy as np
+    import torch
+
+    from tinytorch.benchmarking.olympics import flat_weights, state_dict_sha256
+
+    n, out = len(data["y"]), {"correct": {}, "size_bytes": {}, "sha256": {}, "outputs_sha256": {}, "kinds": st.kinds}
+    arrays = {}
+    for role in ("baseline", "optimized"):
+        what = f"{role} model"
+        y_hat = protocol.decode(call(st, {"op": "predict", "role": role}, data["timeouts"]["predict"], f"running the {what}")["outputs"], refs=None)
+        if not isinstance(y_hat, np.ndarray) or y_hat.dtype.kind != "f":
+            raise StudentError(f"{what}: its outputs are not an array of class scores")
+        if y_hat.shape != (n, data["classes"]):
+            raise StudentError(f"{what}: outputs of shape {tuple(y_hat.shape)}, expected ({n}, {data['classes']}): "
+                               f"one score per class for each of the {n} test images")
+        bad = np.flatnonzero(~np.isfinite(y_hat).all(axis=1))
+        if bad.size:
+            raise StudentError(f"{what}: non-finite output (NaN or inf) for test image {int(bad[0])} "
+                               f"({bad.size} of {n} rows)")
+        out["correct"][role] = (y_hat.argmax(axis=1) == data["y"]).astype(int).tolist()
+        out["outputs_sha256"][role] = hashlib.sha256(np.ascontiguousarray(y_hat).tobytes()).hexdigest()
+        state = protocol.decode(call(st, {"op": "state", "role": role}, 120, f"reading the {what}'s weights")["state"],
+                                refs=None)
+        if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+            raise StudentError(f"{what}: its state dict is not a mapping of names")
+        out["sha256"][role] = state_dict_sha256(state)
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        out["size_bytes"][role] = len(buf.getvalue())
+        if role == "optimized":
+            arrays["weights"], arrays["outputs"] = flat_weights(state), y_hat
+    return out, arrays
+
+
+# ---- timing -----------------------------------------------------------------------------------
+
+def timed(st: Student, role: str, start: int, count: int, timeout: float) -> float:
+    """Seconds for `count` single-sample calls, timed here around the request."""
+    frame = protocol.dumps({"op": "time", "role": role, "start": start, "count": count})
+    st.sock.settimeout(timeout)
+    try:
+        t0 = time.perf_counter_ns()
+        st.sock.sendall(frame)
+        reply = protocol.recv(st.sock)
+        t1 = time.perf_counter_ns()
+    except (socket.timeout, TimeoutError):
+        raise StudentError(f"timing the {role} model: no answer within {timeout:g} s") from None
+    except (EOFError, OSError, protocol.ProtocolError):
+        raise StudentError(f"timing the {role} model: the sandbox ended{_log_tail(st)}") from None
+    if not reply.get("ok"):
+        raise StudentError(f"timing the {role} model: {clean_text(str(reply.get('error')))[:500]}")
+    return (t1 - t0) / 1e9
+
+
+def calibrate(st: Student, role: str, target_s: float, timeout: float) -> int:
+    """Calls per request so that one request takes about `target_s` (its first requests warm the model up)."""
+    k, elapsed = 1, timed(st, role, 0, 1, timeout)
+    for _ in range(20):
+        elapsed = timed(st, role, 0, k, timeout)
+        if elapsed >= target_s:
+            break
+        k = min(100_000, max(k * 2, math.ceil(k * 1.2 * target_s / max(elapsed, 1e-6))))
+    return k
+
+
+def ipc_overhead_s(st: Student) -> float:
+    """The median time of an empty request: what each timed request adds to the model's calls."""
+    import statistics
+
+    return statistics.median(timed(st, "optimized", 0, 0, 10) for _ in range(15))
+
+
+# ---- the run ----------------------------------------------------------------------------------
+
+def _key(students: list[Student], event: str, rounds: int, target_ms: float, seed: int) -> str:
+    h = hashlib.sha256(json.dumps([STATE_VERSION, event, rounds, target_ms, seed]).encode())
+    for st in students:
+        h.update(f"{st.name}\0{st.key}\0".encode())
+    return h.hexdigest()
+
+
+def _progress(text: str, done: int, total: int) -> None:
+    width = 30
+    filled = int(width * done / max(total, 1))
+    end = "\n" if done >= total else ""
+    if sys.stderr.isatty():
+        print(f"\r{text} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end=end, file=sys.stderr, flush=True)
+    elif done in (0, total) or done % max(1, total // 5) == 0:
+        print(f"{text}: {done}/{total}", file=sys.stderr, flush=True)
+
+
+def _check_settings(jobs: int, rounds: int, target_ms: float, no_sandbox: bool) -> str | None:
+    for name, v, low in (("--jobs", jobs, 1), ("--rounds", rounds, 6)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise TitoError(f"{name}: expected an integer of at least {low}, got {v!r}", code=2)
+    if not (isinstance(target_ms, (int, float)) and target_ms > 0):
+        raise TitoError(f"target_ms: expected a positive number of milliseconds, got {target_ms!r}", code=2)
+    bwrap = sandbox.find_bwrap() if not no_sandbox else None
+    if bwrap is None and not no_sandbox:
+        raise TitoError("tito olympics loads student model files only in a sandbox: " + sandbox.INSTALL_HINT)
+    return bwrap
+
+
+def judge_class(submissions_dir, event: str, output_dir, *, jobs: int = 1, rounds: int = 30, resume: bool = False,
+                no_sandbox: bool = False, target_ms: float = 10.0, seed: int = 0,
+                timeouts: dict[str, float] | None = None) -> dict[str, Any]:
+    """Judge every student folder of `submissions_dir` for `event`; write the leaderboard, per-student
+    JSON and the class plot into `output_dir`; return {"board", "rejected", "students", "pairs"}.
+    `timeouts` (seconds; TIMEOUTS's keys) bound how long one sandbox may take to load, predict, be timed.
+
+        judge_class("submissions", "latency_sprint", "judged", jobs=4)   # doctest: +SKIP
+    """
+    from tinytorch.benchmarking import olympics as o
+
+    folder = Path(submissions_dir)
+    if not folder.is_dir():
+        raise TitoError(f"SUBMISSIONS_DIR: not a folder: {folder}", code=2)
+    ev = o.get_event(event)
+    bwrap = _check_settings(jobs, rounds, target_ms, no_sandbox)
+    students = [Student(p.name, p) for p in sorted(folder.iterdir()) if p.is_dir() and not p.name.startswith(".")]
+    if not students:
+        raise TitoError(f"SUBMISSIONS_DIR: no student folders in {folder}", code=2)
+    rejected: dict[str, str] = {}
+    valid = []
+    for st in students:
+        try:
+            find_files(st)
+            valid.append(st)
+        except StudentError as e:
+            rejected[st.name] = str(e)
+    return run_judge(valid, rejected, ev, Path(output_dir), bwrap, jobs=jobs, rounds=rounds, resume=resume,
+                     target_ms=target_ms, seed=seed, timeouts=timeouts)
+
+
+def verify_files(submission, model_path, baseline_path=None, *, rounds: int = 20, no_sandbox: bool = False,
+                 timeouts: dict[str, float] | None = None) -> dict[str, Any]:
+    """Verify one submission against the model files it was made from, measured as `judge` measures
+    (the files loaded only in a sandbox): {"verified", "claims", "reasons", "record"}."""
+    from tinytorch.benchmarking import olympics as o
+
+    bwrap = _check_settings(1, rounds, 10.0, no_sandbox)
+    sub = Path(submission)
+    if not sub.is_file():
+        raise FileNotFoundError(f"path: no submission file at {sub}")
+    st = Student("submission", sub.parent, submission=sub)
+    try:
+        st.doc = json.loads(sub.read_text(encoding="utf-8"))
+        for role, p in (("optimized", model_path), ("baseline", baseline_path)):
+            if p is not None:
+                if not Path(p).exists():
+                    raise FileNotFoundError(f"{role} model: no such file {str(p)!r}")
+                st.files[role] = _regular(Path(p), f"{role} model file")
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        return {"verified": False, "claims": [], "record": None, "reasons": [f"not valid JSON: {e}"]}
+    except StudentError as e:
+        return {"verified": False, "claims": [], "record": None, "reasons": [str(e)]}
+    event = st.doc.get("event") if isinstance(st.doc, dict) else None
+    try:
+        ev = o.get_event(event)
+    except ValueError as e:
+        return {"verified": False, "claims": [], "record": None, "reasons": [str(e)]}
+    with tempfile.TemporaryDirectory(prefix="tito-verify-") as out:
+        result = run_judge([st], {}, ev, Path(out), bwrap, jobs=1, rounds=rounds, resume=False, target_ms=10.0,
+                           seed=0, timeouts=timeouts)
+    if st.name in result["rejected"]:
+        return {"verified": False, "claims": [], "record": None, "reasons": [result["rejected"][st.name]]}
+    record = result["students"][st.name]
+    validation = o.validate_submission(sub)
+    reasons = [f"{c['claim']}: claimed {_fmt(c['claimed'])}, measured {_fmt(c['judged'])}" for c in record["claims"]
+               if c["contradicted"]] + [f"validation: {r}" for r in validation["reasons"]]
+    return {"verified": not reasons, "claims": record["claims"], "reasons": reasons, "record": record}
+
+
+def run_judge(valid: list[Student], rejected: dict[str, str], ev, out: Path, bwrap: str | None, *, jobs: int,
+              rounds: int, resume: bool, target_ms: float, seed: int, timeouts: dict[str, float] | None) -> dict[str, Any]:
+    """Stage, load, measure and time the students whose files were found; write the report into `out`."""
+    from tinytorch.benchmarking import olympics as o
+
+    out.mkdir(parents=True, exist_ok=True)
+    state_path = out / ".judge-state.json"
+    work = Path(tempfile.mkdtemp(prefix="tito-olympics-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
+    work.chmod(0o755)
+    try:
+        data = prepare_work(work)
+        data["timeouts"] = {**TIMEOUTS, **(timeouts or {})}
+        for i, st in enumerate(valid):
+            stage(st, work, i)
+        key = _key(valid, ev.value, rounds, target_ms, seed)
+        saved = json.loads(state_path.read_text()) if resume and state_path.is_file() else None
+        if saved is not None and saved.get("key") != key:
+            print("--resume: the submissions or the settings changed since the saved run; judging from the start",
+                  file=sys.stderr)
+            saved = None
+        state = saved or {"key": key, "static": {}, "rejected": {}, "pairs": [], "rounds": [], "overhead_s": {}}
+        rejected.update(state["rejected"])
+        valid = [st for st in valid if st.name not in state["rejected"]]
+        if len(state["rounds"]) < rounds and valid:
+            valid = _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_path)
+            try:
+                _rounds(valid, rounds, target_ms / 1000, seed, state, rejected, state_path, data["timeouts"]["time"])
+            finally:
+                for st in valid:
+                    stop(st)
+        return _report(o, ev, [st for st in valid if st.name not in rejected], state, rejected, out)
+    finally:
+        for st in valid:
+            stop(st)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _save(state_path: Path, state: dict) -> None:
+    from tinytorch.benchmarking.results import write_json
+
+    write_json(state_path, state, indent=None)  # atomic: a crash leaves the last complete state
+
+
+def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_path) -> list[Student]:
+    """Start every student's sandbox (`jobs` at a time) and take the measurements that need no clock."""
+    from tinytorch.benchmarking.olympics import similar_models
+
+    arrays: dict[str, dict] = {}
+
+    def one(st: Student) -> None:
+        try:
+            load(st, work, data, bwrap)
+            if st.name not in state["static"]:
+                state["static"][st.name], arrays[st.name] = measure_static(st, data)
+        except StudentError as e:
+            rejected[st.name] = str(e)
+            state["rejected"][st.name] = str(e)
+            stop(st)
+
+    for st in valid:
+        start(st, work, data, bwrap)
+    done = 0
+    _progress("loading models", 0, len(valid))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for _ in pool.map(one, valid):
+            done += 1
+            _progress("loading models", done, len(valid))
+    alive = [st for st in valid if st.name not in rejected]
+    if arrays:
+        state["pairs"] = similar_models({s: (state["static"][s]["sha256"]["optimized"], a["weights"]) for s, a in arrays.items()},
+                                        {s: a["outputs"] for s, a in arrays.items()})
+    _save(state_path, state)
+    return alive
+
+
+def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state: dict, rejected: dict,
+            state_path: Path, timeout: float) -> None:
+    """Interleaved rounds: each (student, model) pair once per round, in a fresh random order."""
+    import numpy as np
+
+    for st in list(alive):
+        try:
+            st.k = {role: calibrate(st, role, target_s, timeout) for role in ("baseline", "optimized")}
+            state["overhead_s"][st.name] = ipc_overhead_s(st)
+        except StudentError as e:
+            rejected[st.name] = state["rejected"][st.name] = str(e)
+            stop(st)
+    alive[:] = [st for st in alive if st.name not in rejected]
+    _save(state_path, state)
+    rng = np.random.default_rng(seed + len(state["rounds"]))
+    total = rounds
+    _progress("timing rounds", len(state["rounds"]), total)
+    while len(state["rounds"]) < rounds and alive:
+        pairs = [(st, role) for st in alive for role in ("baseline", "optimized")]
+        this: dict[str, dict[str, float]] = {}
+        for i in rng.permutation(len(pairs)):
+            st, role = pairs[i]
+            if st.name in rejected:
+                continue
+            k = st.k[role]
+            try:
+                seconds = timed(st, role, int(rng.integers(0, 1 << 30)), k, timeout)
+            except StudentError as e:
+                rejected[st.name] = state["rejected"][st.name] = str(e)
+                stop(st)
+                continue
+            this.setdefault(st.name, {})[role] = 1000 * seconds / k
+        state["rounds"].append({s: v for s, v in this.items() if s not in rejected})
+        alive[:] = [st for st in alive if st.name not in rejected]
+        _save(state_path, state)
+        _progress("timing rounds", len(state["rounds"]), total)
+
+
+def _report(o, ev, judged: list[Student], state: dict, rejected: dict, out: Path) -> dict[str, Any]:
+    """Figures, claims, flags and the leaderboard from the measurements; everything written atomically."""
+    from tinytorch.benchmarking.results import write_atomic, write_json
+
+    entries, records = {}, {}
+    same = {}
+    for p in state["pairs"]:
+        a, b = p["students"]
+        same.setdefault(a, []).append(f"same model as {b}: {', '.join(p['why'])}")
+        same.setdefault(b, []).append(f"same model as {a}: {', '.join(p['why'])}")
+    for st in judged:
+        static = state["static"][st.name]
+        rounds = [r[st.name] for r in state["rounds"] if st.name in r and len(r[st.name]) == 2]
+        record = {"latency_ms": {role: [r[role] for r in rounds] for role in ("baseline", "optimized")},
+                  "correct": static["correct"], "size_bytes": static["size_bytes"]}
+        figures = o.judged_figures(record, ev)
+        claims = o.check_claims(st.doc, figures, static["sha256"])
+        validation = o.validate_submission(st.submission)
+        flags = [f"claim contradicted: {c['claim']} claimed {_fmt(c['claimed'])}, judged {_fmt(c['judged'])}"
+                 for c in claims if c["contradicted"]]
+        if not validation["valid"]:
+            flags.append("submission.json invalid: " + "; ".join(validation["reasons"][:3]))
+        if st.doc.get("event") != ev.value:
+            flags.append(f"submitted for {st.doc.get('event')!r}, judged for {ev.value!r}")
+        checks = o.check_constraints(ev, {"accuracy": figures["accuracy"]["value"],
+                                          "latency_ms": figures["latency_median_ms"]["optimized"],
+                                          "model_size_mb": static["size_bytes"]["optimized"] / 2**20})
+        flags += [f"breaks the rule {c['quantity']} {c['op']} {c['threshold']} (judged {_fmt(c['measured'])})"
+                  for c in checks if not c["passed"]]
+        flags += same.get(st.name, [])
+        techniques = st.doc.get("techniques") if isinstance(st.doc.get("techniques"), list) else []
+        entries[st.name] = {"figures": figures, "techniques": [clean_text(str(t))[:200] for t in techniques],
+                            "flags": flags, "eligible": all(c["passed"] for c in checks),
+                            "size_bytes": static["size_bytes"]["optimized"]}
+        records[st.name] = {"student": st.name, "event": ev.value, "figures": figures, "claims": claims,
+                            "constraints": checks, "flags": flags, "measurements": record, "static": static,
+                            "timing": {"rounds": len(rounds), "ipc_overhead_ms": 1000 * state["overhead_s"].get(st.name, 0.0),
+                                       "method": "the judge times each request of k single-sample calls from outside "
+                                                 "the sandbox; ms per call = request time / k"},
+                            "files": {role: p.name for role, p in st.files.items()}}
+    board = o.judged_leaderboard(entries, ev, rejected)
+    write_atomic(out / "leaderboard.md", board["markdown"])
+    write_atomic(out / "leaderboard.csv", board["csv"])
+    (out / "students").mkdir(exist_ok=True)
+    for name, rec in records.items():
+        write_json(out / "students" / f"{_safe(name)}.json", {**rec, "rank": board["ranks"].get(name)})
+    write_json(out / "rejected.json", rejected)
+    _plot(entries, out / "class.png", ev)
+    return {"board": board, "rejected": rejected, "students": records, "pairs": state["pairs"]}
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _plot(entries: dict, path: Path, ev) -> None:
+    """The class on the latency / accuracy plane, the Pareto set marked."""
+    if not entries:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from tinytorch.benchmarking.results import pareto_front
+
+    pts = {s: {"latency": e["figures"]["latency_median_ms"]["optimized"], "accuracy": e["figures"]["accuracy"]["value"]}
+           for s, e in entries.items()}
+    front = set(pareto_front(pts, {"latency": "min", "accuracy": "max"}))
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for s, p in pts.items():
+        on = s in front
+        ax.scatter(p["latency"], p["accuracy"], marker="*" if on else "o", s=120 if on else 40,
+                   color="tab:red" if on else "tab:blue")
+        ax.annotate(s, (p["latency"], p["accuracy"]), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel("median latency of one image (ms), judged")
+    ax.set_ylabel("top-1 accuracy on the test split, judged")
+    ax.set_title(f"TorchPerf Olympics, {ev.value}: the class (stars: the Pareto set)")
+    fig.tight_layout()
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
