@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 import torch
 from torch import nn
@@ -18,8 +17,7 @@ from torch import nn
 from .benchmark import Benchmark, OlympicEvent
 from .digits import default_digits_model, load_digits_split
 from .results import (STATISTICS, BenchmarkResult, Comparison, CountResult, ProportionResult,
-                                            bootstrap_interval, compare_results, compare_samples, is_significant,
-                                            pareto_front_with_ties, write_atomic, write_json)
+                                            compare_results, pareto_front_with_ties, write_atomic, write_json)
 from ..profiling.timing import model_name, system_info
 
 SUBMISSION_SCHEMA = "tinytorch-olympics-submission"
@@ -55,11 +53,10 @@ def get_event(event: OlympicEvent | str) -> OlympicEvent:
     raise ValueError(f"event: unknown event {event!r}; expected one of {[e.value for e in OlympicEvent]}")
 
 # %% auto #0
-__all__ = ['SUBMISSION_SCHEMA', 'SUBMISSION_VERSION', 'EVENT_RULES', 'DEFAULT_TOLERANCE', 'DEFAULT_TECHNIQUES',
-           'JUDGE_SIMILARITY', 'EventRules', 'get_event', 'check_constraints', 'state_dict_sha256', 'model_state',
-           'weights_sha256', 'default_olympics_models', 'generate_submission', 'validate_submission',
-           'verify_submission', 'rank_with_ties', 'leaderboard', 'judged_figures', 'score_separable', 'rank_judged',
-           'check_claims', 'flat_weights', 'similar_models', 'judged_leaderboard', 'compare_optimization_techniques']
+__all__ = ['SUBMISSION_SCHEMA', 'SUBMISSION_VERSION', 'EVENT_RULES', 'DEFAULT_TOLERANCE', 'DEFAULT_TECHNIQUES', 'EventRules',
+           'get_event', 'check_constraints', 'state_dict_sha256', 'model_state', 'weights_sha256',
+           'default_olympics_models', 'generate_submission', 'validate_submission', 'verify_submission',
+           'rank_with_ties', 'leaderboard', 'compare_optimization_techniques']
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #076264e1
 def check_constraints(event: OlympicEvent | str, measured: Mapping[str, float | None]) -> list[dict[str, Any]]:
@@ -442,206 +439,6 @@ def leaderboard(submissions_dir: str | Path, event: OlympicEvent | str, output_p
         for ext, key in ((".md", "markdown"), (".csv", "csv")):
             write_atomic(Path(output_path).with_suffix("").with_suffix(ext), out[key])
     return out
-
-# %% ../../nbs/19_benchmarking/olympics_dev.ipynb #f06901b5
-JUDGE_SIMILARITY = 0.9999  # cosine of two models' flattened weights at or above which they are "near-identical"
-_SAMPLED_RULES = ("speedup", "all_around", "speedup_x_compression")  # scores with one value per round
-
-
-def _median_interval(values: Sequence[float], seed: int) -> tuple[float, float, float]:
-    v = np.asarray(values, dtype=float)
-    lo, hi = bootstrap_interval(lambda x: np.median(x, axis=1), [v], seed=seed)
-    return float(np.median(v)), lo, hi
-
-
-def judged_figures(record: Mapping[str, Any], event: OlympicEvent | str, seed: int = 0) -> dict[str, Any]:
-    """A student's figures from the judge's own measurements. `record` holds, per role ("baseline",
-    "optimized"): `latency_ms` (one per round, paired by index), `correct` (0/1 per test sample, same
-    order) and `size_bytes` (int). The score has an interval: the bootstrap interval of the median of
-    the per-round scores (speed-up events), Wilson (accuracy), or none (exact sizes).
-
-    >>> r = {"latency_ms": {"baseline": [2.0, 2.2, 4.0], "optimized": [1.0, 1.1, 2.0]},
-    ...      "correct": {"baseline": [1, 1, 0, 1], "optimized": [1, 1, 0, 1]}, "size_bytes": {"baseline": 800, "optimized": 200}}
-    >>> judged_figures(r, "latency_sprint")["score"]["value"]
-    2.0
-    """
-    ev = get_event(event)
-    lat, correct, size = record["latency_ms"], record["correct"], record["size_bytes"]
-    base_t, opt_t = (np.asarray(lat[r], dtype=float) for r in ("baseline", "optimized"))
-    if base_t.shape != opt_t.shape or base_t.size < 2 or not (np.all(base_t > 0) and np.all(opt_t > 0)):
-        raise ValueError(f"record: expected two equal-length lists of at least 2 positive latencies, "
-                         f"got {base_t.size} and {opt_t.size}")
-    speedups = base_t / opt_t
-    compression = size["baseline"] / size["optimized"]
-    acc = {r: ProportionResult("accuracy", list(correct[r])) for r in ("baseline", "optimized")}
-    a_base, a_opt = acc["baseline"].mean, acc["optimized"].mean
-    retention = a_opt / a_base if a_base else None
-    sp = _median_interval(speedups, seed)
-    rule = EVENT_RULES[ev].score
-    if rule == "compression_ratio":
-        samples, kind, (v, lo, hi) = [compression], "exact", (compression,) * 3
-    elif rule == "accuracy":
-        samples, kind = list(correct["optimized"]), "proportion"
-        v, lo, hi = a_opt, acc["optimized"].ci_lower, acc["optimized"].ci_upper
-    else:
-        per_round = {"speedup": speedups, "speedup_x_compression": speedups * compression,
-                     "all_around": np.cbrt(speedups * compression * max(retention or 0.0, 0.0))}[rule]
-        samples, kind, (v, lo, hi) = per_round.tolist(), "rounds", _median_interval(per_round, seed)
-    return {"speedup": {"value": sp[0], "ci_lower": sp[1], "ci_upper": sp[2],
-                        "method": "median over rounds of baseline / optimised time in the same round; bootstrap interval"},
-            "compression_ratio": {"value": compression, "method": "baseline / optimised state-dict bytes (exact)"},
-            "accuracy": {"value": a_opt, "ci_lower": acc["optimized"].ci_lower, "ci_upper": acc["optimized"].ci_upper,
-                         "baseline": a_base, "correct": acc["optimized"].correct, "count": acc["optimized"].count},
-            "accuracy_retention": {"value": retention},
-            "latency_median_ms": {"baseline": float(np.median(base_t)), "optimized": float(np.median(opt_t))},
-            "speedup_rounds": speedups.tolist(),
-            "score": {"rule": rule, "description": EVENT_RULES[ev].description, "value": float(v), "ci_lower": lo,
-                      "ci_upper": hi, "kind": kind, "samples": samples}}
-
-
-def score_separable(a: Mapping[str, Any], b: Mapping[str, Any], *, alpha: float = 0.05, min_effect: float = 0.02,
-                    seed: int = 0) -> bool:
-    """Whether the one significance rule tells two judged scores (`judged_figures(...)["score"]`) apart:
-    Mann-Whitney U over per-round scores, McNemar over the same test samples, the effect floor alone
-    for exact values; always with the `min_effect` floor."""
-    if a["kind"] != b["kind"]:
-        raise ValueError(f"b: scores of different kinds ({a['kind']} and {b['kind']}) cannot be compared")
-    if a["kind"] == "exact":
-        return is_significant(None, b["value"] / a["value"] - 1, alpha, min_effect)
-    if a["kind"] == "proportion":
-        return compare_results(ProportionResult("accuracy", a["samples"]), ProportionResult("accuracy", b["samples"]),
-                               alpha=alpha, min_effect=min_effect, seed=seed).significant
-    return compare_samples(a["samples"], b["samples"], higher_is_better=True, better="higher", alpha=alpha,
-                           min_effect=min_effect, seed=seed).significant
-
-
-def rank_judged(scores: Mapping[str, Mapping[str, Any]], **rule: Any) -> dict[str, int]:
-    """Ranks (1 = best): 1 + the number of students whose score is higher *and* separable by
-    `score_separable` (its `alpha`, `min_effect`); students the rule cannot separate share ranks."""
-    names = list(scores)
-    return {i: 1 + sum(1 for j in names if j != i and scores[j]["value"] > scores[i]["value"]
-                       and score_separable(scores[i], scores[j], **rule)) for i in names}
-
-
-def check_claims(doc: Mapping[str, Any], judged: Mapping[str, Any], hashes: Mapping[str, str], *,
-                 alpha: float = 0.05, tolerance: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
-    """Each claim of a submission `doc` against the judge's figures: `{"claim", "claimed", "judged",
-    "contradicted", "how"}`. Weights: the hashes must match. Accuracy and size (same data, same
-    definition): contradicted beyond the tolerance. Speed-up, which another machine legitimately
-    changes: contradicted when the one rule separates the per-round speed-ups from the claim (one-sample
-    Wilcoxon test) with the tolerance (`latency_rel`) as its effect floor."""
-    from scipy import stats as _scipy_stats
-
-    tol = {**DEFAULT_TOLERANCE, **(tolerance or {})}
-    out = []
-    for role, sha in hashes.items():
-        claimed = (doc.get("models") or {}).get(role, {}).get("sha256")
-        if claimed is not None:
-            out.append({"claim": f"{role} weights sha256", "claimed": claimed, "judged": sha, "contradicted": claimed != sha,
-                        "how": "the file's weights must be the ones the submission was made from"})
-    meas, imp = doc.get("measurements") or {}, doc.get("improvements") or {}
-    claimed_acc = ((meas.get("optimized") or {}).get("accuracy") or {}).get("accuracy")
-    if claimed_acc is not None:
-        out.append({"claim": "optimized accuracy", "claimed": claimed_acc, "judged": judged["accuracy"]["value"],
-                    "contradicted": is_significant(None, judged["accuracy"]["value"] - claimed_acc, alpha,
-                                                   tol["accuracy_abs"]),
-                    "how": f"same model, same test split: at most {tol['accuracy_abs']} apart"})
-    methods = [((meas.get(role) or {}).get("model_size") or {}).get("method", "") for role in ("baseline", "optimized")]
-    claimed_cr = (imp.get("compression_ratio") or {}).get("value")
-    if claimed_cr and all("state_dict" in m for m in methods):  # a TorchScript file's size holds its code
-        cr = judged["compression_ratio"]["value"]
-        out.append({"claim": "compression ratio", "claimed": claimed_cr, "judged": cr,
-                    "contradicted": is_significant(None, cr / claimed_cr - 1, alpha, tol["size_rel"]),
-                    "how": f"state-dict bytes: at most {tol['size_rel']:.0%} apart"})
-    claimed_sp = (imp.get("speedup") or {}).get("value")
-    if claimed_sp:
-        judged_sp, rounds = judged["speedup"]["value"], judged.get("speedup_rounds")
-        p = None
-        if rounds is not None and len(rounds) >= 6 and len(set(np.asarray(rounds) - claimed_sp)) > 1:
-            p = float(_scipy_stats.wilcoxon(np.asarray(rounds, dtype=float) - claimed_sp).pvalue)
-        out.append({"claim": "speedup", "claimed": claimed_sp, "judged": judged_sp, "p_value": p,
-                    "contradicted": is_significant(p, judged_sp / claimed_sp - 1, alpha, tol["latency_rel"]),
-                    "how": f"per-round speed-ups against the claim (Wilcoxon), more than {tol['latency_rel']:.0%} "
-                           "apart (another machine is legitimately faster or slower)"})
-    return out
-
-
-def flat_weights(state: Mapping[str, Any]) -> np.ndarray:
-    "Every floating-point (quantized: dequantized) tensor of a state dict, flattened in sorted key order."
-    parts = []
-    for key in sorted(state):
-        values = state[key] if isinstance(state[key], (tuple, list)) else [state[key]]
-        for t in values:
-            if isinstance(t, torch.Tensor) and (t.is_quantized or t.is_floating_point()):
-                parts.append((t.dequantize() if t.is_quantized else t).detach().double().reshape(-1).numpy())
-    return np.concatenate(parts) if parts else np.zeros(0)
-
-
-def similar_models(weights: Mapping[str, tuple[str, np.ndarray]], outputs: Mapping[str, np.ndarray] | None = None,
-                   threshold: float = JUDGE_SIMILARITY) -> list[dict[str, Any]]:
-    """Pairs of students whose models look the same: identical weights (hash), near-identical weights
-    (cosine of the flattened weights >= `threshold`, same layout) or identical outputs on the test split.
-    `weights`: student -> (sha256, flat_weights(...)); `outputs`: student -> the model's outputs."""
-    names, pairs = sorted(weights), []
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            (sha_a, wa), (sha_b, wb) = weights[a], weights[b]
-            why = []
-            if sha_a == sha_b:
-                why.append("identical weights (same sha256)")
-            elif wa.shape == wb.shape and wa.size:
-                denom = float(np.linalg.norm(wa) * np.linalg.norm(wb))
-                cos = float(wa @ wb) / denom if denom else 0.0
-                if cos >= threshold:
-                    why.append(f"near-identical weights (cosine {cos:.6f} >= {threshold})")
-            if outputs is not None and a in outputs and b in outputs and np.array_equal(outputs[a], outputs[b]):
-                why.append("identical outputs on the test split")
-            if why:
-                pairs.append({"students": [a, b], "why": why})
-    return pairs
-
-
-def judged_leaderboard(entries: Mapping[str, Mapping[str, Any]], event: OlympicEvent | str,
-                       rejected: Mapping[str, str] | None = None, **rule: Any) -> dict[str, Any]:
-    """The class's leaderboard from the judge's figures. `entries`: student -> {"figures":
-    judged_figures(...), "techniques": [...], "flags": [...], "eligible": bool}; ineligible entries
-    (an event rule broken) are listed unranked. Returns {"table": DataFrame, "markdown", "csv", "ranks"}."""
-    ev = get_event(event)
-    eligible = {s: e["figures"]["score"] for s, e in entries.items() if e.get("eligible", True)}
-    ranks = rank_judged(eligible, **rule)
-    rows = []
-    for s, e in entries.items():
-        f, sc = e["figures"], e["figures"]["score"]
-        r = ranks.get(s)
-        rows.append({"rank": r, "tied": r is not None and list(ranks.values()).count(r) > 1, "participant": s,
-                     "score": sc["value"], "ci_lower": sc["ci_lower"], "ci_upper": sc["ci_upper"],
-                     "accuracy": f["accuracy"]["value"], "latency_median_ms": f["latency_median_ms"]["optimized"],
-                     "size_bytes": e.get("size_bytes"), "speedup": f["speedup"]["value"],
-                     "compression_ratio": f["compression_ratio"]["value"],
-                     "techniques": "; ".join(e.get("techniques", [])), "flags": "; ".join(e.get("flags", []))})
-    cols = ["rank", "tied", "participant", "score", "ci_lower", "ci_upper", "accuracy", "latency_median_ms",
-            "size_bytes", "speedup", "compression_ratio", "techniques", "flags"]
-    table = pd.DataFrame(rows, columns=cols)
-    if rows:
-        table = (table.assign(_unranked=table["rank"].isna()).sort_values(["_unranked", "rank", "score"], ascending=[True, True, False])
-                 .drop(columns="_unranked").reset_index(drop=True))
-    fmt = lambda v, f: "—" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, f)  # noqa: E731
-    md = [f"# TorchPerf Olympics: {ev.value}, judged", "",
-          f"Score: {EVENT_RULES[ev].description}. Every model was measured by the judge on one machine in one run; "
-          "students tie when the significance rule cannot separate their scores.", "",
-          "| rank | participant | score | 95% interval | accuracy | latency median (ms) | size (bytes) | techniques | flags |",
-          "|---|---|---|---|---|---|---|---|---|"]
-    for _, row in table.iterrows():
-        rank = "—" if pd.isna(row["rank"]) else f"{int(row['rank'])}{' (tied)' if row['tied'] else ''}"
-        md.append(f"| {rank} | {row['participant']} | {fmt(row['score'], '.4g')} | [{fmt(row['ci_lower'], '.4g')}, "
-                  f"{fmt(row['ci_upper'], '.4g')}] | {row['accuracy']:.2%} | {fmt(row['latency_median_ms'], '.4g')} | "
-                  f"{fmt(row['size_bytes'], ',')} | {row['techniques']} | {row['flags']} |")
-    if not rows:
-        md.append(f"| — | no model could be judged for {ev.value} | | | | | | | |")
-    if rejected:
-        md += ["", "## Rejected", ""] + [f"- {s}: {why}" for s, why in sorted(rejected.items())]
-    return {"table": table, "markdown": "\n".join(md) + "\n", "csv": table.to_csv(index=False),
-            "ranks": {s: int(r) for s, r in ranks.items()}}
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #95d14d6c
 _USE_CASES = {  # key: (the improvement it ranks by, the situation)

@@ -14,7 +14,7 @@ What is trusted where:
   never pickle): the outputs on the test inputs (labels never leave the judge), the weights;
 - latency is timed by the judge around each request (k calls of one sample), so code in a file cannot
   touch the clock; every (student, model) pair runs once per round in a fresh random order.
-Scores, ranks, claims and same-model pairs come from `tinytorch.benchmarking.olympics`.
+Scores, ranks, claims and same-model pairs: `tito.olympics.scoring`, on the library's one significance rule.
 """
 from __future__ import annotations
 
@@ -244,7 +244,8 @@ def measure_static(st: Student, data: dict) -> dict:
     import numpy as np
     import torch
 
-    from tinytorch.benchmarking.olympics import flat_weights, state_dict_sha256
+    from tinytorch.benchmarking.olympics import state_dict_sha256
+    from tito.olympics.scoring import flat_weights
 
     n, out = len(data["y"]), {"correct": {}, "size_bytes": {}, "sha256": {}, "outputs_sha256": {}, "kinds": st.kinds}
     arrays = {}
@@ -459,7 +460,7 @@ def _save(state_path: Path, state: dict) -> None:
 
 def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_path) -> list[Student]:
     """Start every student's sandbox (`jobs` at a time) and take the measurements that need no clock."""
-    from tinytorch.benchmarking.olympics import similar_models
+    from tito.olympics.scoring import similar_models
 
     arrays: dict[str, dict] = {}
 
@@ -529,6 +530,7 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state
 
 def _report(o, ev, judged: list[Student], state: dict, rejected: dict, out: Path) -> dict[str, Any]:
     """Figures, claims, flags and the leaderboard from the measurements; everything written atomically."""
+    from tito.olympics import scoring
     from tinytorch.benchmarking.results import write_atomic, write_json
 
     entries, records = {}, {}
@@ -542,8 +544,8 @@ def _report(o, ev, judged: list[Student], state: dict, rejected: dict, out: Path
         rounds = [r[st.name] for r in state["rounds"] if st.name in r and len(r[st.name]) == 2]
         record = {"latency_ms": {role: [r[role] for r in rounds] for role in ("baseline", "optimized")},
                   "correct": static["correct"], "size_bytes": static["size_bytes"]}
-        figures = o.judged_figures(record, ev)
-        claims = o.check_claims(st.doc, figures, static["sha256"])
+        figures = scoring.judged_figures(record, ev)
+        claims = scoring.check_claims(st.doc, figures, static["sha256"])
         validation = o.validate_submission(st.submission)
         flags = [f"claim contradicted: {c['claim']} claimed {_fmt(c['claimed'])}, judged {_fmt(c['judged'])}"
                  for c in claims if c["contradicted"]]
@@ -567,7 +569,7 @@ def _report(o, ev, judged: list[Student], state: dict, rejected: dict, out: Path
                                        "method": "the judge times each request of k single-sample calls from outside "
                                                  "the sandbox; ms per call = request time / k"},
                             "files": {role: p.name for role, p in st.files.items()}}
-    board = o.judged_leaderboard(entries, ev, rejected)
+    board = scoring.judged_leaderboard(entries, ev, rejected)
     write_atomic(out / "leaderboard.md", board["markdown"])
     write_atomic(out / "leaderboard.csv", board["csv"])
     (out / "students").mkdir(exist_ok=True)
