@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from fixtures.olympics_class import EVENT, PWNED, make_class
+from fixtures.olympics_class import EVENT, PWNED, WEIRD_NAME, make_class
 from tinytorch.benchmarking.digits import default_digits_model
 from tinytorch.benchmarking.olympics import leaderboard, model_state, state_dict_sha256, weights_sha256
 from tito.olympics.scoring import check_claims, judged_figures, judged_leaderboard, rank_judged, similar_models
@@ -74,7 +74,7 @@ def _flags(judged, name):
 def test_the_judge_ranks_the_honest_students_by_its_own_measurement(judged):
     assert judged["code"] == 0
     s = judged["students"]
-    assert set(s) == {"alice", "bob", "carol", "dave"}, sorted(s)
+    assert set(s) == {"alice", "bob", "carol", "dave", "frozen", "permuter", "speedy", "liar"}, sorted(s)
     # memory_challenge: bob's int8 model is smaller than alice's pruned one (pruning keeps the zeros' bytes)
     assert s["bob"]["rank"] == 1 and s["alice"]["rank"] == 2, {n: r["rank"] for n, r in s.items()}
     assert s["bob"]["figures"]["score"]["value"] > 2 > 1.05 > s["alice"]["figures"]["score"]["value"]
@@ -86,7 +86,10 @@ def test_the_judge_ranks_the_honest_students_by_its_own_measurement(judged):
     # sizes by one definition whatever the format: bob's TorchScript holds its int8 weights where the
     # state dict does not look; the judge counts them
     assert s["bob"]["static"]["kinds"]["optimized"] == "TorchScript"
-    assert 8_000 < s["bob"]["static"]["size_bytes"]["optimized"] < s["alice"]["static"]["size_bytes"]["optimized"] / 2
+    assert s["alice"]["static"]["kinds"]["optimized"] == "pickled module, measured as its TorchScript trace"
+    n_params = sum(p.numel() for p in default_digits_model().parameters())
+    assert s["alice"]["static"]["size_bytes"]["optimized"] == 4 * n_params, "fp32 tensors, pruned or not"
+    assert n_params < s["bob"]["static"]["size_bytes"]["optimized"] < 4 * n_params / 3, "int8 weights, fp32 biases"
     board = (judged["out"] / "leaderboard.md").read_text()
     assert board.index("| bob |") < board.index("| alice |") and "judged" in board
     csv = (judged["out"] / "leaderboard.csv").read_text().splitlines()
@@ -95,18 +98,44 @@ def test_the_judge_ranks_the_honest_students_by_its_own_measurement(judged):
 
 
 def test_copies_and_false_claims_are_flagged(judged):
-    assert any("same model as carol" in f and "identical weights" in f for f in _flags(judged, "alice"))
-    assert any("same model as alice" in f for f in _flags(judged, "carol"))
+    assert any(f.startswith("same model as") and "carol" in f and "identical weights" in f for f in _flags(judged, "alice"))
+    assert any(f.startswith("same model as") and "alice" in f for f in _flags(judged, "carol"))
     dave = judged["students"]["dave"]
     speed = next(c for c in dave["claims"] if c["claim"] == "speedup")
     assert speed["contradicted"] and speed["claimed"] > 5 > 2 > speed["judged"], speed
     assert any(f.startswith("claim contradicted: speedup claimed") for f in dave["flags"])
 
 
+def test_the_ways_a_red_team_found_are_closed(judged):
+    """Each way a red-team session beat the judge's first version, as a student of the fixture class."""
+    s, r = judged["students"], judged["rejected"]
+    full = 4 * sum(p.numel() for p in default_digits_model().parameters())
+    # weights frozen into TorchScript constants are still weights: counted, and the same function as alice's
+    assert s["frozen"]["static"]["size_bytes"]["optimized"] == full
+    assert any(f.startswith("same model as") and "alice" in f for f in s["frozen"]["flags"])
+    # a pickle keeping its model outside the module tree: its trace refuses the hidden weights
+    assert "hider" in r and "converted to TorchScript" in r["hider"], r.get("hider")
+    # a permuted copy computes the same function
+    assert any("alice" in f and "near-identical outputs" in f for f in s["permuter"]["flags"]), s["permuter"]["flags"]
+    # a pickle that patches the server runs only where the file is converted: its model is timed as it is
+    ratio = s["speedy"]["figures"]["latency_median_ms"]["optimized"] / s["alice"]["figures"]["latency_median_ms"]["optimized"]
+    assert 0.3 < ratio < 3, ratio
+    # a consistent, invented compression claim, whatever its size method says
+    assert any(f.startswith("claim contradicted: compression ratio claimed 50") for f in s["liar"]["flags"])
+    # names and links: nothing of a folder's name reaches a report but a clean name with a hash
+    weird = [k for k in r if k.startswith("eve")]
+    assert len(weird) == 1 and all(c.isalnum() or c in "._-" for c in weird[0]), weird
+    assert "symbolic link" in r["linkbob"]
+    board, csv = ((judged["out"] / f"leaderboard.{x}").read_text() for x in ("md", "csv"))
+    assert "\x1b" not in board + csv and "<b>" not in board
+    assert not any(line.startswith("- alice:") for line in board.splitlines()), "a name wrote a line of its own"
+    assert WEIRD_NAME not in board
+
+
 def test_a_malicious_pickle_is_rejected_and_changes_nothing(judged):
     root = judged["root"]
     assert "mallory" not in judged["students"]
-    assert "loading the model files" in judged["rejected"]["mallory"], judged["rejected"]
+    assert "loading the optimized model file" in judged["rejected"]["mallory"], judged["rejected"]
     assert not (root / "submissions" / PWNED).exists()
     assert judged["listener"].hits == [], "the pickle reached the network"
     after = sorted(p.relative_to(root) for p in root.rglob("*") if "out" not in p.relative_to(root).parts)
@@ -116,7 +145,7 @@ def test_a_malicious_pickle_is_rejected_and_changes_nothing(judged):
 def test_each_bad_submission_has_a_clear_line(judged):
     r = judged["rejected"]
     assert "no model file" in r["empty"]
-    assert "notamodel" in r and "loading the model files" in r["notamodel"]
+    assert "notamodel" in r and "loading the optimized model file" in r["notamodel"]
     assert "my model is broken" in r["raiser"]
     assert "non-finite output" in r["nan"] and "test image 0" in r["nan"]
     assert "expected (450, 10)" in r["wide"]
@@ -136,7 +165,7 @@ def test_an_interrupted_run_resumes_without_losing_its_rounds(judged, tmp_path):
     shutil.copytree(judged["out"], out)
     (out / ".judge-state.json").write_text(json.dumps({**state, "rounds": kept}))
     res = judge_class(judged["root"] / "submissions", EVENT, out, rounds=ROUNDS, resume=True, jobs=2,
-                      timeouts={"predict": 20, "time": 20})
+                      timeouts={"load": 20, "predict": 20, "time": 20})
     after = json.loads((out / ".judge-state.json").read_text())
     assert after["rounds"][:5] == kept and len(after["rounds"]) == ROUNDS
     assert after["static"] == state["static"], "finished measurements are not taken again"
@@ -227,3 +256,60 @@ def test_judging_arithmetic():
     board = judged_leaderboard({s: {"figures": f} for s, f in figs.items()}, "latency_sprint", {"e": "no model file"})
     assert list(board["table"]["participant"])[:2] == ["a", "b"] and "(tied)" in board["markdown"]
     assert "- e: no model file" in board["markdown"]
+
+
+def test_what_a_sandbox_answers_is_checked_before_it_is_decoded():
+    "Values that cost the judge time or memory, or carry no tensor, are refused as that student's error."
+    from tito.olympics.judge import STATE_TAGS, StudentError, decode_reply
+
+    big = 2**61 - 1
+    for hostile in ({"$s": [k * big for k in range(1000)]},               # ints with one hash: quadratic to build
+                    {"a": {"$nt": {"name": "T", "fields": ["x"], "values": [1]}}},  # a class per name
+                    {"$d": [[1, {"$pt": {}}]]},                             # keys that are not names
+                    {"a": [[[[[[[[[[1]]]]]]]]]]},                           # deeper than a state dict
+                    {"a": {"$pk": "gASVAAAAAAAAAAA="}}):                    # pickle
+        with pytest.raises(StudentError, match="malformed answer"):
+            decode_reply(hostile, STATE_TAGS, "weights")
+    t = torch.arange(6.0).reshape(2, 3)
+    from tito.grading.protocol import encode
+    assert torch.equal(decode_reply(encode({"w": t}, refs=None), STATE_TAGS, "weights")["w"], t)
+
+
+def test_a_submission_of_any_shape_is_that_students_line(tmp_path):
+    "Malformed submission JSON never stops the judge: each becomes a reason or an unreadable claim."
+    from tito.olympics.judge import Student, StudentError, find_files
+
+    for name, text in (("models_int", json.dumps({"models": {"baseline": 5}})),
+                       ("deep", "[" * 100_000 + "]" * 100_000),
+                       ("not_object", "[1, 2]")):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "submission.json").write_text(text)
+        (d / "a.pt").write_bytes(b"x")
+        if name == "models_int":
+            find_files(Student(name, d))  # no file named: the folder's only model file
+        else:
+            with pytest.raises(StudentError):
+                find_files(Student(name, d))
+    figs = judged_figures({"latency_ms": {"baseline": [2.0] * 6, "optimized": [1.0] * 6},
+                           "correct": {"baseline": [1, 0], "optimized": [1, 0]},
+                           "size_bytes": {"baseline": 100, "optimized": 50}}, EVENT)
+    for doc in ({"models": [], "measurements": {"optimized": {"accuracy": {"accuracy": "0.99"}}}},
+                {"improvements": {"speedup": {"value": [10]}, "compression_ratio": 7}}, {"models": {"optimized": 5}}):
+        claims = check_claims(doc, figs, {"optimized": "0" * 64})
+        assert all(c["contradicted"] or c["claimed"] is None for c in claims if c["how"].startswith("unreadable")), claims
+    assert [c["claim"] for c in check_claims({"measurements": {"optimized": {"accuracy": {"accuracy": "0.99"}}}}, figs, {})
+            if c["contradicted"]] == ["optimized accuracy"]
+
+
+def test_the_leaderboard_escapes_what_students_wrote():
+    figs = judged_figures({"latency_ms": {"baseline": [2.0] * 6, "optimized": [1.0] * 6},
+                           "correct": {"baseline": [1, 0], "optimized": [1, 0]},
+                           "size_bytes": {"baseline": 100, "optimized": 50}}, EVENT)
+    board = judged_leaderboard({"ann": {"figures": figs, "techniques": ["x\n# ALL OTHERS DISQUALIFIED\n| 1 | me |"],
+                                        "flags": ["claimed <script>alert(1)</script>"]}}, EVENT,
+                               {"bob": "reason\n- carol: plagiarism"})
+    md = board["markdown"]
+    assert "<script>" not in md and "&lt;script&gt;" in md
+    assert not any(line.startswith(("# ALL", "- carol", "| 1 | me")) for line in md.splitlines()), md
+

@@ -135,7 +135,7 @@ def judge(args) -> int:
 
     result = judge_class(args.submissions_dir, args.event, args.output_dir, jobs=args.jobs, rounds=args.rounds,
                          resume=args.resume, no_sandbox=args.no_sandbox,
-                         timeouts={"predict": args.timeout, "time": args.timeout})
+                         timeouts={"load": args.timeout, "predict": args.timeout, "time": args.timeout})
     print(result["board"]["markdown"])
     out = Path(args.output_dir)
     print(f"wrote {out / 'leaderboard.md'}, {out / 'leaderboard.csv'}, {out / 'class.png'} and {out / 'students'}/")
@@ -200,7 +200,8 @@ def add_parser(sub, lazy) -> None:
     c.add_argument("--rounds", type=int, default=30, help="interleaved timing rounds (default 30, at least 6)")
     c.add_argument("--resume", action="store_true", help="continue an interrupted run in the same --output-dir")
     c.add_argument("--timeout", type=float, default=300.0,
-                   help="seconds one model may take to answer the test split or a timed request (default 300)")
+                   help="seconds a student's sandbox may take to answer one request: load the files, run "
+                        "the test split, a timed request (default 300)")
     c.add_argument("--no-sandbox", action="store_true",
                    help="load the model files WITHOUT a sandbox (their code runs with your permissions)")
     c.set_defaults(func=lazy("olympics", "judge"))

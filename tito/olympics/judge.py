@@ -65,10 +65,18 @@ class Student:
     guard: Any = None
     k: dict[str, int] = field(default_factory=dict)        # calls per timed request, per role
     kinds: dict[str, str] = field(default_factory=dict)    # role -> how its file was loaded
+    measured: dict[str, Path] = field(default_factory=dict)  # role -> the file the measuring server loaded
+    reported_sha: dict[str, str] = field(default_factory=dict)  # role -> weights hash its own code reported
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:80] or "_"
+def student_name(folder_name: str) -> str:
+    """The name a student folder is shown and filed under: itself when it is plain ([A-Za-z0-9._-], at
+    most 80 characters), else a cleaned form with a hash of the original (two folders never collide,
+    and no control character, markdown or HTML from a name reaches a report or the terminal)."""
+    if re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,79}", folder_name):
+        return folder_name
+    digest = hashlib.sha256(folder_name.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"{re.sub(r'[^A-Za-z0-9._-]', '_', folder_name)[:60].lstrip('.')}-{digest}"
 
 
 # ---- finding and staging the files ------------------------------------------------------------
@@ -88,12 +96,13 @@ def find_files(st: Student) -> None:
         raise StudentError("no submission.json in the folder")
     try:
         st.doc = json.loads(_regular(sub, "submission").read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise StudentError(f"submission.json is not valid JSON ({e})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise StudentError(f"submission.json is not valid JSON ({type(e).__name__}: {str(e)[:200]})") from None
     if not isinstance(st.doc, dict):
         raise StudentError("submission.json does not hold a JSON object")
     models = st.doc.get("models") if isinstance(st.doc.get("models"), dict) else {}
-    named = {role: (models.get(role) or {}).get("file") for role in ("baseline", "optimized")}
+    named = {role: models[role].get("file") if isinstance(models.get(role), dict) else None
+             for role in ("baseline", "optimized")}
     for role, name in named.items():
         if name is not None:
             if not isinstance(name, str) or Path(name).name != name:
@@ -160,17 +169,19 @@ def prepare_work(work: Path) -> dict[str, Any]:
 
 # ---- one student's sandbox --------------------------------------------------------------------
 
-def start(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
-    """Start the student's sandboxed server. Call it from the main thread: the sandbox dies with the
-    thread that started it (bwrap --die-with-parent), and a pool's threads end."""
+def start(st: Student, work: Path, data: dict, bwrap: str | None, converting: bool = False) -> None:
+    """Start the student's sandboxed server (`converting`: the one that may unpickle). The sandbox dies
+    with the thread that started it (bwrap --die-with-parent): start the long-lived one from the main
+    thread, a converter from the thread that also stops it."""
     judge_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     mounts = {"lib": work / "lib", "tinytorch": data["pkg"], "files": st.stage, "course": work / "course"}
     env = {"PYTHONPATH": "{lib}" + os.pathsep + "{tinytorch}/..", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "{lib}/server.py", str(server_end.fileno())], mounts, env,
-                               limits=sandbox.Limits(**LIMITS))
+    spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "{lib}/server.py", str(server_end.fileno())]
+                               + (["--trace"] if converting else []), mounts, env, limits=sandbox.Limits(**LIMITS))
     st.log = st.stage.parent / f"{st.stage.name}.log"
-    st.guard = limits_mod.Guard(f"tito-olympics-{os.getpid()}-{st.stage.name}", 3072, 64, cpus=1.0) if bwrap else None
+    name = f"tito-olympics-{os.getpid()}-{st.stage.name}{'-trace' if converting else ''}"
+    st.guard = limits_mod.Guard(name, 3072, 64, cpus=1.0) if bwrap else None
     with open(st.log, "ab") as log:
         st.proc = sandbox.start(spec, bwrap, pass_fds=(server_end.fileno(),), stdout=log, stderr=log,
                                 cgroups=tuple(st.guard.groups) if st.guard else ())
@@ -179,12 +190,40 @@ def start(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
 
 
 def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
-    """Have the student's server load both models (baseline: theirs or the course's)."""
-    inside = {"files": sandbox.inside_path("files", st.stage, bwrap is not None),
-              "course": sandbox.inside_path("course", work / "course", bwrap is not None)}
-    models = {role: f"{inside['files']}/{role}{p.suffix.lower()}" for role, p in st.files.items()}
-    models.setdefault("baseline", f"{inside['course']}/baseline.pt")
-    st.kinds = call(st, {"op": "load", "models": models}, data["timeouts"]["load"], "loading the model files")["kinds"]
+    """Have the student's measuring server load both models (baseline: theirs or the course's). A file
+    that needs its own code is first converted to TorchScript by a converting sandbox of its own."""
+    sandboxed = bwrap is not None
+    files, course = (sandbox.inside_path(n, d, sandboxed) for n, d in (("files", st.stage), ("course", work / "course")))
+    models = {role: f"{files}/{role}{p.suffix.lower()}" for role, p in st.files.items()}
+    models.setdefault("baseline", f"{course}/baseline.pt")
+    st.measured = {role: st.stage / f"{role}{p.suffix.lower()}" for role, p in st.files.items()}
+    st.measured.setdefault("baseline", work / "course" / "baseline.pt")
+    reply = call(st, {"op": "load", "models": models}, data["timeouts"]["load"], "loading the model files")
+    st.kinds = dict(reply["kinds"])
+    needs = [r for r in reply.get("needs_code", []) if r in models]
+    if needs:
+        conv = Student(st.name, st.folder, stage=st.stage)
+        try:
+            start(conv, work, data, bwrap, converting=True)
+            call(conv, {"op": "data", "X": protocol.encode(data["X"][:1], refs=None)}, 60, "sending a test image")
+            for role in needs:
+                got = call(conv, {"op": "trace", "path": models[role]}, data["timeouts"]["load"],
+                           f"loading the {role} model file (a pickled module: converted to TorchScript)")
+                archive = decode_reply(got.get("torchscript"), {"$b"}, f"the {role} model's TorchScript")
+                if not isinstance(archive, bytes) or len(archive) > MAX_FILE_MB * 2**20:
+                    raise StudentError(f"{role} model: its conversion to TorchScript sent no archive")
+                traced = st.stage / f"{role}.traced.pt"
+                traced.write_bytes(archive)
+                traced.chmod(0o444)
+                st.measured[role], models[role] = traced, f"{files}/{traced.name}"
+                st.reported_sha[role] = str(got.get("sha256"))[:64]
+        finally:
+            stop(conv)
+        reply = call(st, {"op": "load", "models": {r: models[r] for r in needs}}, data["timeouts"]["load"],
+                     "loading the converted models")
+        if reply.get("needs_code"):
+            raise StudentError("its converted TorchScript did not load")
+        st.kinds.update({r: "pickled module, measured as its TorchScript trace" for r in needs})
     call(st, {"op": "data", "X": protocol.encode(data["X"], refs=None)}, 60, "sending the test inputs")
 
 
@@ -238,20 +277,75 @@ def call(st: Student, msg: dict, timeout: float, doing: str) -> dict:
     return reply
 
 
+ARRAY_TAGS = {"$np"}
+STATE_TAGS = {"$d", "$pt", "$qt", "$t", "$dt", "$f"}  # a dict of tensors, tuples of them, dtypes, non-finite floats
+
+
+def _check_tags(value: Any, allowed: set[str], depth: int = 0) -> None:
+    """Refuse any tag outside `allowed` before decoding (sets, dicts with odd keys, named tuples, ...
+    cost the judge time and memory and carry nothing a model's outputs or weights need)."""
+    if depth > 8:
+        raise protocol.ProtocolError("nested deeper than a state dict is")
+    if isinstance(value, list):
+        for v in value:
+            _check_tags(v, allowed, depth + 1)
+    elif isinstance(value, dict):
+        tags = [k for k in value if k.startswith("$")]
+        if tags:
+            if len(value) != 1 or tags[0] not in allowed:
+                raise protocol.ProtocolError(f"unexpected value {tags[0]!r}")
+            if tags[0] == "$t":
+                _check_tags(value["$t"], allowed, depth + 1)
+            elif tags[0] == "$d":  # a dict keeps its order this way: string keys only (no hash-collision keys)
+                pairs = value["$d"]
+                if not isinstance(pairs, list) or not all(isinstance(kv, list) and len(kv) == 2 and isinstance(kv[0], str)
+                                                          for kv in pairs):
+                    raise protocol.ProtocolError("a dict with keys that are not names")
+                for _, v in pairs:
+                    _check_tags(v, allowed, depth + 1)
+        else:
+            for v in value.values():
+                _check_tags(v, allowed, depth + 1)
+
+
+def decode_reply(value: Any, allowed: set[str], what: str) -> Any:
+    """A value from a sandbox, decoded only if it is made of the `allowed` tags; StudentError otherwise."""
+    try:
+        _check_tags(value, allowed)
+        return protocol.decode(value, refs=None)
+    except (protocol.ProtocolError, ValueError, TypeError, RuntimeError, OverflowError) as e:
+        raise StudentError(f"{what}: a malformed answer ({type(e).__name__}: {str(e)[:200]})") from None
+
+
+def storage_bytes(path: Path) -> tuple[int, str]:
+    """Bytes of the tensors a saved model holds, read from its zip archive's directory (nothing is
+    unpickled): the `data/` and `constants/` entries, so weights outside the state dict (a frozen or
+    traced module's constants, a wrapped model) count; the whole file when it is not an archive."""
+    import zipfile
+
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            return (sum(i.file_size for i in z.infolist() if re.search(r"(^|/)(data|constants)/[^/]+$", i.filename)),
+                    "tensor storages in the saved archive (data/ and constants/ entries)")
+    return path.stat().st_size, "the file's bytes (not a zip archive)"
+
+
 def measure_static(st: Student, data: dict) -> dict:
-    """Outputs on the test inputs (accuracy here, from labels the sandbox never sees) and the weights
-    (hash, state-dict bytes, flattened for the similarity check) of both models."""
+    """Outputs on the test inputs (accuracy here, from labels the sandbox never sees), the weights
+    (hash, flattened for the similarity check) and the size of both models."""
     import numpy as np
-    import torch
 
     from tinytorch.benchmarking.olympics import state_dict_sha256
     from tito.olympics.scoring import flat_weights
 
-    n, out = len(data["y"]), {"correct": {}, "size_bytes": {}, "sha256": {}, "outputs_sha256": {}, "kinds": st.kinds}
+    n = len(data["y"])
+    out = {"correct": {}, "size_bytes": {}, "size_method": {}, "sha256": {}, "reported_sha256": st.reported_sha,
+           "kinds": st.kinds}
     arrays = {}
     for role in ("baseline", "optimized"):
         what = f"{role} model"
-        y_hat = protocol.decode(call(st, {"op": "predict", "role": role}, data["timeouts"]["predict"], f"running the {what}")["outputs"], refs=None)
+        got = call(st, {"op": "predict", "role": role}, data["timeouts"]["predict"], f"running the {what}")
+        y_hat = decode_reply(got.get("outputs"), ARRAY_TAGS, f"{what}'s outputs")
         if not isinstance(y_hat, np.ndarray) or y_hat.dtype.kind != "f":
             raise StudentError(f"{what}: its outputs are not an array of class scores")
         if y_hat.shape != (n, data["classes"]):
@@ -262,17 +356,18 @@ def measure_static(st: Student, data: dict) -> dict:
             raise StudentError(f"{what}: non-finite output (NaN or inf) for test image {int(bad[0])} "
                                f"({bad.size} of {n} rows)")
         out["correct"][role] = (y_hat.argmax(axis=1) == data["y"]).astype(int).tolist()
-        out["outputs_sha256"][role] = hashlib.sha256(np.ascontiguousarray(y_hat).tobytes()).hexdigest()
-        state = protocol.decode(call(st, {"op": "state", "role": role}, 120, f"reading the {what}'s weights")["state"],
-                                refs=None)
+        got = call(st, {"op": "state", "role": role}, 120, f"reading the {what}'s weights")
+        state = decode_reply(got.get("state"), STATE_TAGS, f"{what}'s weights")
         if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
             raise StudentError(f"{what}: its state dict is not a mapping of names")
-        out["sha256"][role] = state_dict_sha256(state)
-        buf = io.BytesIO()
-        torch.save(state, buf)
-        out["size_bytes"][role] = len(buf.getvalue())
+        try:
+            out["sha256"][role] = state_dict_sha256(state)
+            weights = flat_weights(state) if role == "optimized" else None
+        except (RuntimeError, ValueError, TypeError) as e:
+            raise StudentError(f"{what}: unusable weights ({type(e).__name__}: {str(e)[:200]})") from None
+        out["size_bytes"][role], out["size_method"][role] = storage_bytes(st.measured[role])
         if role == "optimized":
-            arrays["weights"], arrays["outputs"] = flat_weights(state), y_hat
+            arrays["weights"], arrays["outputs"] = weights, y_hat.astype(np.float64)
     return out, arrays
 
 
@@ -361,17 +456,22 @@ def judge_class(submissions_dir, event: str, output_dir, *, jobs: int = 1, round
         raise TitoError(f"SUBMISSIONS_DIR: not a folder: {folder}", code=2)
     ev = o.get_event(event)
     bwrap = _check_settings(jobs, rounds, target_ms, no_sandbox)
-    students = [Student(p.name, p) for p in sorted(folder.iterdir()) if p.is_dir() and not p.name.startswith(".")]
-    if not students:
+    folders = [p for p in sorted(folder.iterdir()) if p.is_dir() and not p.name.startswith(".")]
+    if not folders:
         raise TitoError(f"SUBMISSIONS_DIR: no student folders in {folder}", code=2)
     rejected: dict[str, str] = {}
     valid = []
-    for st in students:
+    for p in folders:
+        st = Student(student_name(p.name), p)
         try:
+            if p.is_symlink():
+                raise StudentError("the folder is a symbolic link (links are not followed)")
             find_files(st)
             valid.append(st)
         except StudentError as e:
             rejected[st.name] = str(e)
+        except Exception as e:  # noqa: BLE001 - whatever a submission holds, it is that student's line
+            rejected[st.name] = f"unreadable submission ({type(e).__name__}: {str(e)[:200]})"
     return run_judge(valid, rejected, ev, Path(output_dir), bwrap, jobs=jobs, rounds=rounds, resume=resume,
                      target_ms=target_ms, seed=seed, timeouts=timeouts)
 
@@ -469,9 +569,9 @@ def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_pat
             load(st, work, data, bwrap)
             if st.name not in state["static"]:
                 state["static"][st.name], arrays[st.name] = measure_static(st, data)
-        except StudentError as e:
-            rejected[st.name] = str(e)
-            state["rejected"][st.name] = str(e)
+        except Exception as e:  # noqa: BLE001 - a student's file or answers, never the judge's crash
+            why = str(e) if isinstance(e, StudentError) else f"the judge could not use its answers ({type(e).__name__}: {str(e)[:200]})"
+            rejected[st.name] = state["rejected"][st.name] = why
             stop(st)
 
     for st in valid:
@@ -534,50 +634,74 @@ def _report(o, ev, judged: list[Student], state: dict, rejected: dict, out: Path
     from tinytorch.benchmarking.results import write_atomic, write_json
 
     entries, records = {}, {}
-    same = {}
-    for p in state["pairs"]:
-        a, b = p["students"]
-        same.setdefault(a, []).append(f"same model as {b}: {', '.join(p['why'])}")
-        same.setdefault(b, []).append(f"same model as {a}: {', '.join(p['why'])}")
+    same = _same_model_flags(state["pairs"])
     for st in judged:
-        static = state["static"][st.name]
-        rounds = [r[st.name] for r in state["rounds"] if st.name in r and len(r[st.name]) == 2]
-        record = {"latency_ms": {role: [r[role] for r in rounds] for role in ("baseline", "optimized")},
-                  "correct": static["correct"], "size_bytes": static["size_bytes"]}
-        figures = scoring.judged_figures(record, ev)
-        claims = scoring.check_claims(st.doc, figures, static["sha256"])
-        validation = o.validate_submission(st.submission)
-        flags = [f"claim contradicted: {c['claim']} claimed {_fmt(c['claimed'])}, judged {_fmt(c['judged'])}"
-                 for c in claims if c["contradicted"]]
-        if not validation["valid"]:
-            flags.append("submission.json invalid: " + "; ".join(validation["reasons"][:3]))
-        if st.doc.get("event") != ev.value:
-            flags.append(f"submitted for {st.doc.get('event')!r}, judged for {ev.value!r}")
-        checks = o.check_constraints(ev, {"accuracy": figures["accuracy"]["value"],
-                                          "latency_ms": figures["latency_median_ms"]["optimized"],
-                                          "model_size_mb": static["size_bytes"]["optimized"] / 2**20})
-        flags += [f"breaks the rule {c['quantity']} {c['op']} {c['threshold']} (judged {_fmt(c['measured'])})"
-                  for c in checks if not c["passed"]]
-        flags += same.get(st.name, [])
-        techniques = st.doc.get("techniques") if isinstance(st.doc.get("techniques"), list) else []
-        entries[st.name] = {"figures": figures, "techniques": [clean_text(str(t))[:200] for t in techniques],
-                            "flags": flags, "eligible": all(c["passed"] for c in checks),
-                            "size_bytes": static["size_bytes"]["optimized"]}
-        records[st.name] = {"student": st.name, "event": ev.value, "figures": figures, "claims": claims,
-                            "constraints": checks, "flags": flags, "measurements": record, "static": static,
-                            "timing": {"rounds": len(rounds), "ipc_overhead_ms": 1000 * state["overhead_s"].get(st.name, 0.0),
-                                       "method": "the judge times each request of k single-sample calls from outside "
-                                                 "the sandbox; ms per call = request time / k"},
-                            "files": {role: p.name for role, p in st.files.items()}}
+        try:
+            entries[st.name], records[st.name] = _student_report(o, scoring, ev, st, state, same.get(st.name, []))
+        except Exception as e:  # noqa: BLE001 - a submission's content, never the judge's crash
+            rejected[st.name] = f"its submission could not be checked ({type(e).__name__}: {str(e)[:200]})"
     board = scoring.judged_leaderboard(entries, ev, rejected)
     write_atomic(out / "leaderboard.md", board["markdown"])
     write_atomic(out / "leaderboard.csv", board["csv"])
     (out / "students").mkdir(exist_ok=True)
     for name, rec in records.items():
-        write_json(out / "students" / f"{_safe(name)}.json", {**rec, "rank": board["ranks"].get(name)})
+        write_json(out / "students" / f"{name}.json", {**rec, "rank": board["ranks"].get(name)})
     write_json(out / "rejected.json", rejected)
     _plot(entries, out / "class.png", ev)
     return {"board": board, "rejected": rejected, "students": records, "pairs": state["pairs"]}
+
+
+def _same_model_flags(pairs: list[dict]) -> dict[str, list[str]]:
+    """student -> one flag per kind of likeness: "same model as carol, dave (identical weights (same sha256))"."""
+    kinds: dict[str, dict[str, list[str]]] = {}
+    for p in pairs:
+        a, b = p["students"]
+        why = p["why"][0].split(" (relative")[0]  # the strongest reason; the per-student JSON keeps them all
+        kinds.setdefault(a, {}).setdefault(why, []).append(b)
+        kinds.setdefault(b, {}).setdefault(why, []).append(a)
+    return {s: [f"same model as {', '.join(sorted(others))} ({why})" for why, others in k.items()] for s, k in kinds.items()}
+
+
+JUDGE_TOLERANCE = {"latency_rel": 1.0}  # a speed-up claim is contradicted when over twice the judged one
+
+
+def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str]) -> tuple[dict, dict]:
+    """One student's figures, claims and flags: (leaderboard entry, per-student record)."""
+    static = state["static"][st.name]
+    rounds = [r[st.name] for r in state["rounds"] if st.name in r and len(r[st.name]) == 2]
+    record = {"latency_ms": {role: [r[role] for r in rounds] for role in ("baseline", "optimized")},
+              "correct": static["correct"], "size_bytes": static["size_bytes"]}
+    figures = scoring.judged_figures(record, ev)
+    # a pickled module's hash comes from its own code (the trace has other keys): it checks the file, not a score
+    hashes = {role: static.get("reported_sha256", {}).get(role) or static["sha256"][role] for role in static["sha256"]}
+    # `submit` timed each model as it was saved; the judge runs every model as TorchScript (a pickled module
+    # must be, so that none of its code runs where it is measured): the digits models' speed-ups differ by
+    # up to 1.8x between the two forms, hence the wider floor for speed-up claims
+    claims = scoring.check_claims(st.doc, figures, hashes, tolerance=JUDGE_TOLERANCE)
+    validation = o.validate_submission(st.submission)
+    flags = [f"claim contradicted: {c['claim']} claimed {_fmt(c['claimed'])}, judged {_fmt(c['judged'])}"
+             for c in claims if c["contradicted"]]
+    if not validation["valid"]:
+        flags.append("submission.json invalid: " + "; ".join(validation["reasons"][:3]))
+    if st.doc.get("event") != ev.value:
+        flags.append(f"submitted for {str(st.doc.get('event'))[:40]!r}, judged for {ev.value!r}")
+    checks = o.check_constraints(ev, {"accuracy": figures["accuracy"]["value"],
+                                      "latency_ms": figures["latency_median_ms"]["optimized"],
+                                      "model_size_mb": static["size_bytes"]["optimized"] / 2**20})
+    flags += [f"breaks the rule {c['quantity']} {c['op']} {c['threshold']} (judged {_fmt(c['measured'])})"
+              for c in checks if not c["passed"]]
+    flags += same
+    techniques = st.doc.get("techniques") if isinstance(st.doc.get("techniques"), list) else []
+    entry = {"figures": figures, "techniques": [clean_text(str(t))[:200] for t in techniques[:20]],
+             "flags": flags, "eligible": all(c["passed"] for c in checks), "size_bytes": static["size_bytes"]["optimized"]}
+    rec = {"student": st.name, "folder": str(st.folder), "event": ev.value, "figures": figures, "claims": claims,
+           "constraints": checks, "flags": flags, "measurements": record, "static": static,
+           "same_model": [p for p in state["pairs"] if st.name in p["students"]],
+           "timing": {"rounds": len(rounds), "ipc_overhead_ms": 1000 * state["overhead_s"].get(st.name, 0.0),
+                      "method": "the judge times each request of k single-image calls from outside the sandbox, "
+                                "in a process where no code of the student's files runs; ms per call = request time / k"},
+           "files": {role: p.name for role, p in st.files.items()}}
+    return entry, rec
 
 
 def _fmt(v: Any) -> str:

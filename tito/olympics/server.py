@@ -1,15 +1,25 @@
-"""The model server: runs INSIDE one student's sandbox (`python -s -P server.py FD`).
+"""The model server: runs INSIDE one student's sandbox (`python -s -P server.py FD [--trace]`).
 
-It loads the student's model files (TorchScript, a state dict of the course's DigitsCNN, or a pickled
-module: unpickling runs the file's code, which is why this runs only here) and answers the judge over
-the stream socket FD, one frame per request (tito.grading.protocol, data only):
+Two modes, so that no Python code of a student's file ever runs in the process that is measured:
 
-    {"op": "load", "models": {role: path}}   -> {"ok": true, "kinds": {role: how it was loaded}}
-    {"op": "state", "role": r}               -> {"ok": true, "state": {name: tensor or tuple of them}}
-    {"op": "data", "X": array}               -> {"ok": true}            (the test inputs; never the labels)
-    {"op": "predict", "role": r}             -> {"ok": true, "outputs": array (N, classes)}
-    {"op": "time", "role": r, "start": i, "count": k} -> {"ok": true}  (k single-sample calls; the judge
+- measuring (default): loads only formats that run no Python code when loaded or called:
+  TorchScript, or a weights-only state dict of the course's DigitsCNN (traced once the test inputs
+  arrive: every model runs as TorchScript, so the format never changes a speed-up). A file that
+  needs its own code (a pickled module) is reported back as `needs_code`.
+- converting (`--trace`): a separate sandbox that unpickles such a file (its code runs here, and only
+  here), traces it into TorchScript on one test image and sends the archive back as bytes; the judge
+  gives the archive to a measuring server. What a pickled module's Python code does at call time
+  (skip work when timed, look answers up, patch this server) is not in its trace.
+
+Requests and answers over the stream socket FD, one frame each (tito.grading.protocol, data only):
+
+    {"op": "load", "models": {role: path}}  -> {"ok": true, "kinds": {role: how}, "needs_code": [role, ...]}
+    {"op": "data", "X": array}              -> {"ok": true}            (the test inputs; never the labels)
+    {"op": "state", "role": r}              -> {"ok": true, "state": {name: tensor or tuple of them}}
+    {"op": "predict", "role": r}            -> {"ok": true, "outputs": array (N, classes)}
+    {"op": "time", "role": r, "start": i, "count": k} -> {"ok": true}  (k single-image calls; the judge
                                                                          times the request from outside)
+    {"op": "trace", "path": p}  (--trace)   -> {"ok": true, "torchscript": bytes, "sha256": hash of its weights}
     {"op": "bye"}
 
 A failure is {"ok": false, "error": "Type: message"}; the judge decides what it means.
@@ -29,9 +39,9 @@ BATCH = 1  # one image a call, as timed: TorchScript specialises on the shapes i
            # first made its batch-1 calls 2.3x slower)
 
 
-def load(path: str) -> tuple[torch.nn.Module, str]:
-    """A model from `path`: TorchScript first, then a weights-only state dict of the course's
-    DigitsCNN (no code runs), then a pickled module (its code runs: in this sandbox)."""
+def load_code_free(path: str) -> tuple[torch.nn.Module, str] | None:
+    """A model from `path` without running code from it: TorchScript, or a weights-only state dict of
+    the course's DigitsCNN; None when the file needs its own code (a pickled module) or is no model."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -40,18 +50,35 @@ def load(path: str) -> tuple[torch.nn.Module, str]:
         pass
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception:  # not loadable without code: a pickled module, tried next
-        obj = None
-    if isinstance(obj, dict):
-        from tinytorch.benchmarking.digits import DigitsCNN
+    except Exception:  # weights-only loading refused it: the converting sandbox says why
+        return None
+    if not isinstance(obj, dict):
+        return None
+    from tinytorch.benchmarking.digits import DigitsCNN
 
-        model = DigitsCNN()
-        model.load_state_dict(obj)
-        return model.eval(), "state dict of DigitsCNN (weights only)"
+    model = DigitsCNN()
+    model.load_state_dict(obj)
+    return model.eval(), "state dict of DigitsCNN (weights only), measured as its TorchScript trace"
+
+
+def trace(path: str, x: torch.Tensor) -> tuple[bytes, str]:
+    """Unpickle the module in `path` (its code runs: in this converting sandbox only) and return its
+    TorchScript trace on `x`, as archive bytes, with the hash of its weights as its own code reports it."""
+    import io
+
+    from tinytorch.benchmarking.olympics import weights_sha256
+
     obj = torch.load(path, map_location="cpu", weights_only=False)
     if not isinstance(obj, torch.nn.Module):
         raise TypeError(f"the file holds a {type(obj).__name__}, not a torch.nn.Module")
-    return obj.eval(), "pickled module"
+    obj.eval()
+    sha = weights_sha256(obj)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(obj, x, check_trace=False)
+    buf = io.BytesIO()
+    torch.jit.save(traced, buf)
+    return buf.getvalue(), sha
 
 
 def as_array(out) -> np.ndarray:
@@ -61,24 +88,39 @@ def as_array(out) -> np.ndarray:
 
 
 class Server:
-    def __init__(self) -> None:
+    def __init__(self, converting: bool = False) -> None:
         self.models: dict[str, torch.nn.Module] = {}
         self.X: torch.Tensor | None = None
+        self.converting = converting
 
     def handle(self, msg: dict) -> dict:
         op = msg.get("op")
         if op == "load":
-            kinds = {}
+            kinds, needs = {}, []
             for role, path in msg["models"].items():
-                self.models[role], kinds[role] = load(path)
-            return {"kinds": kinds}
+                got = load_code_free(path)
+                if got is None:
+                    needs.append(role)
+                else:
+                    self.models[role], kinds[role] = got
+            return {"kinds": kinds, "needs_code": needs}
+        if op == "data":
+            self.X = torch.from_numpy(np.ascontiguousarray(decode(msg["X"], refs=None)))
+            for role, model in self.models.items():  # every model runs as TorchScript: the form is not a score
+                if not isinstance(model, torch.jit.ScriptModule):
+                    with warnings.catch_warnings(), torch.no_grad():
+                        warnings.simplefilter("ignore")
+                        self.models[role] = torch.jit.trace(model, self.X[:1], check_trace=False)
+            return {}
+        if op == "trace":
+            if not self.converting:
+                raise ValueError("this server measures: it does not load files that need their own code")
+            archive, sha = trace(msg["path"], self.X[:1])
+            return {"torchscript": encode(archive, refs=None), "sha256": sha}
         if op == "state":
             from tinytorch.benchmarking.olympics import model_state
 
             return {"state": encode(model_state(self.models[msg["role"]]), refs=None)}
-        if op == "data":
-            self.X = torch.from_numpy(np.ascontiguousarray(decode(msg["X"], refs=None)))
-            return {}
         model = self.models[msg["role"]]
         with torch.inference_mode():
             if op == "predict":
@@ -92,10 +134,10 @@ class Server:
         raise ValueError(f"unknown request {op!r}")
 
 
-def main(fd: int) -> None:
+def main(fd: int, converting: bool) -> None:
     torch.set_num_threads(1)  # every model on one core: the judge compares models, not thread counts
     sock = socket.socket(fileno=fd)
-    server = Server()
+    server = Server(converting)
     while True:
         try:
             msg = recv(sock)
@@ -106,9 +148,10 @@ def main(fd: int) -> None:
         try:
             reply = {"ok": True, **server.handle(msg)}
         except Exception as e:  # the student's model failed: the judge reports it as that student's error
-            reply = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:500]}"}
+            first = (str(e).strip().splitlines() or [""])[0]
+            reply = {"ok": False, "error": f"{type(e).__name__}: {first[:300]}"}
         send(sock, reply)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), "--trace" in sys.argv[2:])
