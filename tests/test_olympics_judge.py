@@ -313,3 +313,18 @@ def test_the_leaderboard_escapes_what_students_wrote():
     assert "<script>" not in md and "&lt;script&gt;" in md
     assert not any(line.startswith(("# ALL", "- carol", "| 1 | me")) for line in md.splitlines()), md
 
+
+
+def test_a_compression_claim_of_two_size_definitions_is_not_trusted():
+    "The red team's liar renamed one size method to dodge the check: such a claim is flagged as unchecked."
+    figs = judged_figures({"latency_ms": {"baseline": [2.0] * 6, "optimized": [1.0] * 6},
+                           "correct": {"baseline": [1, 0], "optimized": [1, 0]},
+                           "size_bytes": {"baseline": 100, "optimized": 50}}, EVENT)
+    doc = {"improvements": {"compression_ratio": {"value": 54.0}},
+           "measurements": {"baseline": {"model_size": {"method": "bytes of torch.save(model.state_dict())"}},
+                            "optimized": {"model_size": {"method": "measured: bytes of torch.jit.save(model)"}}}}
+    (c,) = check_claims(doc, figs, {})
+    assert c["unchecked"] and not c["contradicted"] and "two definitions" in c["how"]
+    doc["measurements"]["optimized"]["model_size"]["method"] = doc["measurements"]["baseline"]["model_size"]["method"]
+    (c,) = check_claims(doc, figs, {})
+    assert c["contradicted"] and c["judged"] == 2.0

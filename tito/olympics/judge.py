@@ -681,6 +681,7 @@ def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str]) -
     validation = o.validate_submission(st.submission)
     flags = [f"claim contradicted: {c['claim']} claimed {_fmt(c['claimed'])}, judged {_fmt(c['judged'])}"
              for c in claims if c["contradicted"]]
+    flags += [f"claim not checked: {c['claim']} ({c['how'].removeprefix('not checked: ')})" for c in claims if c.get("unchecked")]
     if not validation["valid"]:
         flags.append("submission.json invalid: " + "; ".join(validation["reasons"][:3]))
     if st.doc.get("event") != ev.value:
