@@ -437,6 +437,9 @@ def _check_settings(jobs: int, rounds: int, target_ms: float, no_sandbox: bool) 
     bwrap = sandbox.find_bwrap() if not no_sandbox else None
     if bwrap is None and not no_sandbox:
         raise TitoError("tito olympics loads student model files only in a sandbox: " + sandbox.INSTALL_HINT)
+    if no_sandbox:
+        print("WARNING: --no-sandbox: student model files are loaded WITHOUT a sandbox; a pickled file's code "
+              "runs with your permissions", file=sys.stderr)
     return bwrap
 
 
