@@ -74,10 +74,10 @@ def _flags(judged, name):
 def test_the_judge_ranks_the_honest_students_by_its_own_measurement(judged):
     assert judged["code"] == 0
     s = judged["students"]
-    assert set(s) == {"alice", "bob", "carol", "dave", "frozen", "permuter", "speedy", "liar"}, sorted(s)
+    assert set(s) == {"alice", "bob", "carol", "dave", "frozen", "permuter", "speedy", "liar", "hoarder"}, sorted(s)
     # memory_challenge: bob's int8 model is smaller than alice's pruned one (pruning keeps the zeros' bytes)
-    assert s["bob"]["rank"] == 1 and s["alice"]["rank"] == 2, {n: r["rank"] for n, r in s.items()}
-    assert s["bob"]["figures"]["score"]["value"] > 2 > 1.05 > s["alice"]["figures"]["score"]["value"]
+    assert s["bob"]["rank"] == 1 and s["alice"]["rank"] > 1, {n: r["rank"] for n, r in s.items()}
+    assert s["bob"]["figures"]["score"]["value"] > 1.3 > 1.05 > s["alice"]["figures"]["score"]["value"]
     for name in ("alice", "bob"):
         rec = s[name]
         assert rec["timing"]["rounds"] == ROUNDS and len(rec["measurements"]["latency_ms"]["optimized"]) == ROUNDS
@@ -88,8 +88,9 @@ def test_the_judge_ranks_the_honest_students_by_its_own_measurement(judged):
     assert s["bob"]["static"]["kinds"]["optimized"] == "TorchScript"
     assert s["alice"]["static"]["kinds"]["optimized"] == "pickled module, measured as its TorchScript trace"
     n_params = sum(p.numel() for p in default_digits_model().parameters())
-    assert s["alice"]["static"]["size_bytes"]["optimized"] == 4 * n_params, "fp32 tensors, pruned or not"
-    assert n_params < s["bob"]["static"]["size_bytes"]["optimized"] < 4 * n_params / 3, "int8 weights, fp32 biases"
+    alice, bob = (s[n]["static"]["size_bytes"]["optimized"] for n in ("alice", "bob"))
+    assert 4 * n_params < alice < 4 * n_params + 8_000, "fp32 tensors, pruned or not, with the trace's code"
+    assert n_params < bob < alice * 0.8, "int8 weights and fp32 biases, with the quantized layers' code"
     board = (judged["out"] / "leaderboard.md").read_text()
     assert board.index("| bob |") < board.index("| alice |") and "judged" in board
     csv = (judged["out"] / "leaderboard.csv").read_text().splitlines()
@@ -111,7 +112,7 @@ def test_the_ways_a_red_team_found_are_closed(judged):
     s, r = judged["students"], judged["rejected"]
     full = 4 * sum(p.numel() for p in default_digits_model().parameters())
     # weights frozen into TorchScript constants are still weights: counted, and the same function as alice's
-    assert s["frozen"]["static"]["size_bytes"]["optimized"] == full
+    assert s["frozen"]["static"]["size_bytes"]["optimized"] > full
     assert any(f.startswith("same model as") and "alice" in f for f in s["frozen"]["flags"])
     # a pickle keeping its model outside the module tree: its trace refuses the hidden weights
     assert "hider" in r and "converted to TorchScript" in r["hider"], r.get("hider")
@@ -120,6 +121,11 @@ def test_the_ways_a_red_team_found_are_closed(judged):
     # a pickle that patches the server runs only where the file is converted: its model is timed as it is
     ratio = s["speedy"]["figures"]["latency_median_ms"]["optimized"] / s["alice"]["figures"]["latency_median_ms"]["optimized"]
     assert 0.3 < ratio < 3, ratio
+    # TorchScript with a memory: each round's images are new to it, and the weights it carries as a list count
+    hoard = s["hoarder"]
+    ratio = hoard["figures"]["latency_median_ms"]["optimized"] / s["alice"]["figures"]["latency_median_ms"]["optimized"]
+    assert ratio > 0.7, f"a cache answered the timed calls: {ratio:.2f} of alice's latency"
+    assert hoard["static"]["size_bytes"]["optimized"] > 2 * s["alice"]["static"]["size_bytes"]["optimized"]
     # a consistent, invented compression claim, whatever its size method says
     assert any(f.startswith("claim contradicted: compression ratio claimed 50") for f in s["liar"]["flags"])
     # names and links: nothing of a folder's name reaches a report but a clean name with a hash
@@ -250,7 +256,7 @@ def test_judging_arithmetic():
     assert not claims["optimized accuracy"]["contradicted"] and not claims["optimized weights sha256"]["contradicted"]
     doc["improvements"]["speedup"]["value"] = 2.6  # another machine: 30% off the judge's figure is within tolerance
     assert not {c["claim"]: c for c in check_claims(doc, figs["a"], {})}["speedup"]["contradicted"]
-    w = np.arange(5.0)
+    w = np.arange(2000.0)  # a cosine needs enough weights to mean something
     pairs = similar_models({"a": ("x", w), "b": ("x", w), "c": ("y", w + 1e-6), "d": ("z", -w)})
     assert [p["students"] for p in pairs] == [["a", "b"], ["a", "c"], ["b", "c"]], pairs
     board = judged_leaderboard({s: {"figures": f} for s, f in figs.items()}, "latency_sprint", {"e": "no model file"})

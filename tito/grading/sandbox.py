@@ -232,11 +232,12 @@ def _preexec(limits: Limits):
 
 
 def start(spec: SandboxSpec, bwrap: str | None, pass_fds: tuple[int, ...] = (), stdout=None, stderr=None,
-          uid: int | None = None, cgroups: tuple[Path, ...] = ()):
+          uid: int | None = None, cgroups: tuple[Path, ...] = (), cpus: set[int] | None = None):
     """Start `spec` (in bwrap when `bwrap` is a path, else directly with the same limits); returns
     the Popen of a process group that dies with tito. `pass_fds` stay open inside; as root without
     `caps`, the command runs as `uid` (default: a fresh one); it starts inside `cgroups` (folders of
-    control groups: tito.grading.limits), so everything it runs counts there."""
+    control groups: tito.grading.limits), so everything it runs counts there; `cpus`: the cores it
+    (and everything it starts) may run on."""
     import subprocess
 
     sandboxed = bwrap is not None
@@ -246,6 +247,8 @@ def start(spec: SandboxSpec, bwrap: str | None, pass_fds: tuple[int, ...] = (), 
         for g in cgroups:
             with open(Path(g) / "cgroup.procs", "w") as f:
                 f.write("0")  # this process, before it execs the sandbox
+        if cpus:
+            os.sched_setaffinity(0, cpus)
         rlimits()
 
     return process.start(command(spec, bwrap, uid), cwd=spec.cwd if not sandboxed else None,

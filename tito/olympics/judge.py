@@ -154,15 +154,16 @@ def prepare_work(work: Path) -> dict[str, Any]:
     course = work / "course"
     course.mkdir()
     base = default_digits_model()
+    X, y = load_digits_split("test")
     buf = io.BytesIO()
-    torch.save(base.state_dict(), buf)
-    (course / "baseline.pt").write_bytes(buf.getvalue())  # a state dict: loaded weights-only in the sandbox
+    with torch.no_grad():
+        torch.jit.save(torch.jit.trace(base, X[:1], check_trace=False), buf)  # TorchScript, as every model runs
+    (course / "baseline.pt").write_bytes(buf.getvalue())
     for d in (work, lib, course, work / "students"):
         d.mkdir(exist_ok=True)
         d.chmod(0o755)
     for f in (lib / "server.py", lib / "protocol.py", course / "baseline.pt"):
         f.chmod(0o444)
-    X, y = load_digits_split("test")
     return {"X": X.numpy(), "y": y.numpy(), "classes": int(y.max()) + 1,
             "pkg": Path(sys.modules["tinytorch"].__file__).resolve().parent}
 
@@ -182,9 +183,12 @@ def start(st: Student, work: Path, data: dict, bwrap: str | None, converting: bo
     st.log = st.stage.parent / f"{st.stage.name}.log"
     name = f"tito-olympics-{os.getpid()}-{st.stage.name}{'-trace' if converting else ''}"
     st.guard = limits_mod.Guard(name, 3072, 64, cpus=1.0) if bwrap else None
+    # every measuring sandbox on the same core (the last this process may use): students are timed on
+    # one core, whichever the scheduler would have picked (the two cores here timed one model 1.6x apart)
+    measure_cpu = None if converting else {max(os.sched_getaffinity(0))}
     with open(st.log, "ab") as log:
         st.proc = sandbox.start(spec, bwrap, pass_fds=(server_end.fileno(),), stdout=log, stderr=log,
-                                cgroups=tuple(st.guard.groups) if st.guard else ())
+                                cgroups=tuple(st.guard.groups) if st.guard else (), cpus=measure_cpu)
     server_end.close()
     st.sock = judge_end
 
@@ -208,7 +212,7 @@ def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
             call(conv, {"op": "data", "X": protocol.encode(data["X"][:1], refs=None)}, 60, "sending a test image")
             for role in needs:
                 got = call(conv, {"op": "trace", "path": models[role]}, data["timeouts"]["load"],
-                           f"loading the {role} model file (a pickled module: converted to TorchScript)")
+                           f"loading the {role} model file (converted to TorchScript)")
                 archive = decode_reply(got.get("torchscript"), {"$b"}, f"the {role} model's TorchScript")
                 if not isinstance(archive, bytes) or len(archive) > MAX_FILE_MB * 2**20:
                     raise StudentError(f"{role} model: its conversion to TorchScript sent no archive")
@@ -216,15 +220,19 @@ def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
                 traced.write_bytes(archive)
                 traced.chmod(0o444)
                 st.measured[role], models[role] = traced, f"{files}/{traced.name}"
-                st.reported_sha[role] = str(got.get("sha256"))[:64]
+                sha, kind = got.get("sha256"), got.get("kind")
+                if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha):  # reported by the file's own code
+                    st.reported_sha[role] = sha
+                st.kinds[role] = (f"{kind}, measured as its TorchScript trace" if kind in
+                                  ("state dict of DigitsCNN", "pickled module") else "converted to TorchScript")
         finally:
             stop(conv)
         reply = call(st, {"op": "load", "models": {r: models[r] for r in needs}}, data["timeouts"]["load"],
                      "loading the converted models")
         if reply.get("needs_code"):
             raise StudentError("its converted TorchScript did not load")
-        st.kinds.update({r: "pickled module, measured as its TorchScript trace" for r in needs})
-    call(st, {"op": "data", "X": protocol.encode(data["X"], refs=None)}, 60, "sending the test inputs")
+
+    call(st, {"op": "data", "X": protocol.encode(fresh_inputs(data["X"], 0), refs=None)}, 60, "sending the test inputs")
 
 
 def stop(st: Student) -> None:
@@ -317,16 +325,22 @@ def decode_reply(value: Any, allowed: set[str], what: str) -> Any:
         raise StudentError(f"{what}: a malformed answer ({type(e).__name__}: {str(e)[:200]})") from None
 
 
-def storage_bytes(path: Path) -> tuple[int, str]:
-    """Bytes of the tensors a saved model holds, read from its zip archive's directory (nothing is
-    unpickled): the `data/` and `constants/` entries, so weights outside the state dict (a frozen or
-    traced module's constants, a wrapped model) count; the whole file when it is not an archive."""
+_NOT_THE_MODEL = re.compile(r"(\.debug_pkl$|(^|/)traced_inputs|(^|/)\.data/|(^|/)(version|byteorder|\.format_version|"
+                            r"\.storage_alignment)$)")
+
+
+def archive_bytes(path: Path) -> tuple[int, str]:
+    """The size of a model as the judge measures it, read from its TorchScript archive's directory
+    (nothing is unpickled): the uncompressed bytes of every entry (tensors, constants, the pickled
+    structure with its attributes, the code) except debug information and format metadata. Weights
+    kept anywhere in the archive count; every model, the baseline included, is such an archive."""
     import zipfile
 
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as z:
-            return (sum(i.file_size for i in z.infolist() if re.search(r"(^|/)(data|constants)/[^/]+$", i.filename)),
-                    "tensor storages in the saved archive (data/ and constants/ entries)")
+            return (sum(i.file_size for i in z.infolist() if not _NOT_THE_MODEL.search(i.filename)),
+                    "uncompressed bytes of the TorchScript archive (tensors, constants, structure, code; "
+                    "no debug information)")
     return path.stat().st_size, "the file's bytes (not a zip archive)"
 
 
@@ -365,7 +379,7 @@ def measure_static(st: Student, data: dict) -> dict:
             weights = flat_weights(state) if role == "optimized" else None
         except (RuntimeError, ValueError, TypeError) as e:
             raise StudentError(f"{what}: unusable weights ({type(e).__name__}: {str(e)[:200]})") from None
-        out["size_bytes"][role], out["size_method"][role] = storage_bytes(st.measured[role])
+        out["size_bytes"][role], out["size_method"][role] = archive_bytes(st.measured[role])
         if role == "optimized":
             arrays["weights"], arrays["outputs"] = weights, y_hat.astype(np.float64)
     return out, arrays
@@ -391,15 +405,26 @@ def timed(st: Student, role: str, start: int, count: int, timeout: float) -> flo
     return (t1 - t0) / 1e9
 
 
-def calibrate(st: Student, role: str, target_s: float, timeout: float) -> int:
-    """Calls per request so that one request takes about `target_s` (its first requests warm the model up)."""
+def calibrate(st: Student, role: str, target_s: float, timeout: float, most: int) -> int:
+    """Calls per request so that one request takes about `target_s` (its first requests warm the model
+    up), at most `most`: no image is seen twice in one request."""
     k, elapsed = 1, timed(st, role, 0, 1, timeout)
     for _ in range(20):
         elapsed = timed(st, role, 0, k, timeout)
-        if elapsed >= target_s:
+        if elapsed >= target_s or k >= most:
             break
-        k = min(100_000, max(k * 2, math.ceil(k * 1.2 * target_s / max(elapsed, 1e-6))))
+        k = min(most, max(k * 2, math.ceil(k * 1.2 * target_s / max(elapsed, 1e-6))))
     return k
+
+
+def fresh_inputs(X, round_index: int):
+    """The test images with a tiny noise of their own for each round (1e-3 of the images' spread, the
+    same for every student): a model that keeps answers by image (a cache, a lookup table of the
+    public test split) meets images it has not seen; a real model's answers do not change."""
+    import numpy as np
+
+    rng = np.random.default_rng(1_000_003 + round_index)
+    return (X + rng.normal(0, 1e-3 * float(X.std()), size=X.shape)).astype(X.dtype)
 
 
 def ipc_overhead_s(st: Student) -> float:
@@ -544,7 +569,8 @@ def run_judge(valid: list[Student], rejected: dict[str, str], ev, out: Path, bwr
         if len(state["rounds"]) < rounds and valid:
             valid = _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_path)
             try:
-                _rounds(valid, rounds, target_ms / 1000, seed, state, rejected, state_path, data["timeouts"]["time"])
+                _rounds(valid, rounds, target_ms / 1000, seed, state, rejected, state_path, data["timeouts"]["time"],
+                        data["X"])
             finally:
                 for st in valid:
                     stop(st)
@@ -594,13 +620,14 @@ def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_pat
 
 
 def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state: dict, rejected: dict,
-            state_path: Path, timeout: float) -> None:
-    """Interleaved rounds: each (student, model) pair once per round, in a fresh random order."""
+            state_path: Path, timeout: float, X) -> None:
+    """Interleaved rounds: each (student, model) pair once per round, in a fresh random order, on
+    images of the round's own (`fresh_inputs`)."""
     import numpy as np
 
     for st in list(alive):
         try:
-            st.k = {role: calibrate(st, role, target_s, timeout) for role in ("baseline", "optimized")}
+            st.k = {role: calibrate(st, role, target_s, timeout, len(X)) for role in ("baseline", "optimized")}
             state["overhead_s"][st.name] = ipc_overhead_s(st)
         except StudentError as e:
             rejected[st.name] = state["rejected"][st.name] = str(e)
@@ -611,6 +638,14 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state
     total = rounds
     _progress("timing rounds", len(state["rounds"]), total)
     while len(state["rounds"]) < rounds and alive:
+        images = protocol.encode(fresh_inputs(X, len(state["rounds"]) + 1), refs=None)
+        for st in list(alive):  # not timed: the round's images, before any model of the round runs
+            try:
+                call(st, {"op": "data", "X": images}, 60, "sending the round's images")
+            except StudentError as e:
+                rejected[st.name] = state["rejected"][st.name] = str(e)
+                stop(st)
+        alive[:] = [st for st in alive if st.name not in rejected]
         pairs = [(st, role) for st in alive for role in ("baseline", "optimized")]
         this: dict[str, dict[str, float]] = {}
         for i in rng.permutation(len(pairs)):

@@ -190,6 +190,13 @@ def flat_weights(state: Mapping[str, Any]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
+def _standardized(out: np.ndarray) -> np.ndarray:
+    "Each row of class scores centred and scaled to unit spread: rescaled or shifted copies look alike."
+    o = np.asarray(out, dtype=float)
+    o = o - o.mean(axis=1, keepdims=True)
+    return o / np.maximum(o.std(axis=1, keepdims=True), 1e-12)
+
+
 OUTPUT_CLOSENESS = 1e-3  # relative difference of two models' outputs at or below which they are "near-identical"
 
 
@@ -208,13 +215,13 @@ def similar_models(weights: Mapping[str, tuple[str, np.ndarray]], outputs: Mappi
             why = []
             if sha_a == sha_b:
                 why.append("identical weights (same sha256)")
-            elif wa.shape == wb.shape and wa.size:
+            elif wa.shape == wb.shape and wa.size >= 1000:  # a cosine of a few numbers means nothing
                 denom = float(np.linalg.norm(wa) * np.linalg.norm(wb))
                 cos = float(wa @ wb) / denom if denom else 0.0
                 if cos >= threshold:
                     why.append(f"near-identical weights (cosine {cos:.6f} >= {threshold})")
             if outputs is not None and a in outputs and b in outputs and outputs[a].shape == outputs[b].shape:
-                oa, ob = (np.asarray(outputs[k], dtype=float) for k in (a, b))
+                oa, ob = (_standardized(outputs[k]) for k in (a, b))
                 rel = float(np.linalg.norm(oa - ob) / max(np.linalg.norm(oa), np.linalg.norm(ob), 1e-12))
                 if rel <= closeness:
                     why.append("identical outputs on the test split" if rel == 0 else
@@ -252,7 +259,7 @@ def judged_leaderboard(entries: Mapping[str, Mapping[str, Any]], event: OlympicE
     md_text = lambda t: re.sub(r"[\x00-\x1f\x7f-\x9f]+", " ", str(t)).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")  # noqa: E731
     md = [f"# TorchPerf Olympics: {ev.value}, judged", "",
           f"Score: {EVENT_RULES[ev].description}. Every model was measured by the judge on one machine in one run "
-          "(sizes: the bytes of the tensors each saved model holds); students tie when the significance rule "
+          "(sizes: the uncompressed bytes of each model's TorchScript archive); students tie when the significance rule "
           "cannot separate their scores.", "",
           "| rank | participant | score | 95% interval | accuracy | latency median (ms) | size (bytes) | techniques | flags |",
           "|---|---|---|---|---|---|---|---|---|"]
@@ -265,5 +272,8 @@ def judged_leaderboard(entries: Mapping[str, Mapping[str, Any]], event: OlympicE
         md.append(f"| — | no model could be judged for {ev.value} | | | | | | | |")
     if rejected:
         md += ["", "## Rejected", ""] + [f"- {md_text(s)}: {md_text(why)}" for s, why in sorted(rejected.items())]
-    return {"table": table, "markdown": "\n".join(md) + "\n", "csv": table.to_csv(index=False),
+    clean = table.copy()
+    for col in ("participant", "techniques", "flags"):
+        clean[col] = clean[col].map(lambda t: re.sub(r"[\x00-\x1f\x7f-\x9f]+", " ", str(t)))
+    return {"table": table, "markdown": "\n".join(md) + "\n", "csv": clean.to_csv(index=False),
             "ranks": {s: int(r) for s, r in ranks.items()}}

@@ -2,14 +2,14 @@
 
 Two modes, so that no Python code of a student's file ever runs in the process that is measured:
 
-- measuring (default): loads only formats that run no Python code when loaded or called:
-  TorchScript, or a weights-only state dict of the course's DigitsCNN (traced once the test inputs
-  arrive: every model runs as TorchScript, so the format never changes a speed-up). A file that
-  needs its own code (a pickled module) is reported back as `needs_code`.
-- converting (`--trace`): a separate sandbox that unpickles such a file (its code runs here, and only
-  here), traces it into TorchScript on one test image and sends the archive back as bytes; the judge
-  gives the archive to a measuring server. What a pickled module's Python code does at call time
-  (skip work when timed, look answers up, patch this server) is not in its trace.
+- measuring (default): loads only TorchScript (loading and calling it runs no Python code); every
+  model is measured as TorchScript, so the format never changes a speed-up. Anything else is
+  reported back as `needs_code`.
+- converting (`--trace`): a separate sandbox that loads a state dict (weights only, into the course's
+  DigitsCNN) or unpickles a module (its code runs here, and only here), traces it into TorchScript
+  on one test image and sends the archive back as bytes; the judge gives the archive to a measuring
+  server. What a pickled module's Python code does at call time (skip work when timed, look answers
+  up, patch this server) is not in its trace.
 
 Requests and answers over the stream socket FD, one frame each (tito.grading.protocol, data only):
 
@@ -40,35 +40,34 @@ BATCH = 1  # one image a call, as timed: TorchScript specialises on the shapes i
 
 
 def load_code_free(path: str) -> tuple[torch.nn.Module, str] | None:
-    """A model from `path` without running code from it: TorchScript, or a weights-only state dict of
-    the course's DigitsCNN; None when the file needs its own code (a pickled module) or is no model."""
+    """A TorchScript model from `path` (loading it runs no Python code); None for anything else: the
+    converting sandbox turns a state dict or a pickled module into TorchScript first."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return torch.jit.load(path, map_location="cpu").eval(), "TorchScript"
-    except RuntimeError:
-        pass
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception:  # weights-only loading refused it: the converting sandbox says why
+    except Exception:  # not a TorchScript archive
         return None
-    if not isinstance(obj, dict):
-        return None
-    from tinytorch.benchmarking.digits import DigitsCNN
-
-    model = DigitsCNN()
-    model.load_state_dict(obj)
-    return model.eval(), "state dict of DigitsCNN (weights only), measured as its TorchScript trace"
 
 
-def trace(path: str, x: torch.Tensor) -> tuple[bytes, str]:
-    """Unpickle the module in `path` (its code runs: in this converting sandbox only) and return its
-    TorchScript trace on `x`, as archive bytes, with the hash of its weights as its own code reports it."""
+def trace(path: str, x: torch.Tensor) -> tuple[bytes, str, str]:
+    """The model in `path` as a TorchScript trace on `x` (archive bytes), the hash of its weights as
+    loaded, and what the file was. A weights-only state dict is the course's DigitsCNN (no code of the
+    file runs); anything else is unpickled (its code runs: in this converting sandbox only)."""
     import io
 
     from tinytorch.benchmarking.olympics import weights_sha256
 
-    obj = torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        obj, kind = torch.load(path, map_location="cpu", weights_only=True), "state dict of DigitsCNN"
+    except Exception:  # not loadable without code: a pickled module
+        obj, kind = torch.load(path, map_location="cpu", weights_only=False), "pickled module"
+    if isinstance(obj, dict):
+        from tinytorch.benchmarking.digits import DigitsCNN
+
+        model = DigitsCNN()
+        model.load_state_dict(obj)
+        obj = model
     if not isinstance(obj, torch.nn.Module):
         raise TypeError(f"the file holds a {type(obj).__name__}, not a torch.nn.Module")
     obj.eval()
@@ -78,7 +77,7 @@ def trace(path: str, x: torch.Tensor) -> tuple[bytes, str]:
         traced = torch.jit.trace(obj, x, check_trace=False)
     buf = io.BytesIO()
     torch.jit.save(traced, buf)
-    return buf.getvalue(), sha
+    return buf.getvalue(), sha, kind
 
 
 def as_array(out) -> np.ndarray:
@@ -115,8 +114,8 @@ class Server:
         if op == "trace":
             if not self.converting:
                 raise ValueError("this server measures: it does not load files that need their own code")
-            archive, sha = trace(msg["path"], self.X[:1])
-            return {"torchscript": encode(archive, refs=None), "sha256": sha}
+            archive, sha, kind = trace(msg["path"], self.X[:1])
+            return {"torchscript": encode(archive, refs=None), "sha256": sha, "kind": kind}
         if op == "state":
             from tinytorch.benchmarking.olympics import model_state
 
