@@ -636,34 +636,40 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state
     _save(state_path, state)
     rng = np.random.default_rng(seed + len(state["rounds"]))
     total = rounds
-    _progress("timing rounds", len(state["rounds"]), total)
-    while len(state["rounds"]) < rounds and alive:
-        images = protocol.encode(fresh_inputs(X, len(state["rounds"]) + 1), refs=None)
-        for st in list(alive):  # not timed: the round's images, before any model of the round runs
-            try:
-                call(st, {"op": "data", "X": images}, 60, "sending the round's images")
-            except StudentError as e:
-                rejected[st.name] = state["rejected"][st.name] = str(e)
-                stop(st)
-        alive[:] = [st for st in alive if st.name not in rejected]
-        pairs = [(st, role) for st in alive for role in ("baseline", "optimized")]
-        this: dict[str, dict[str, float]] = {}
-        for i in rng.permutation(len(pairs)):
-            st, role = pairs[i]
-            if st.name in rejected:
-                continue
-            k = st.k[role]
-            try:
-                seconds = timed(st, role, int(rng.integers(0, 1 << 30)), k, timeout)
-            except StudentError as e:
-                rejected[st.name] = state["rejected"][st.name] = str(e)
-                stop(st)
-                continue
-            this.setdefault(st.name, {})[role] = 1000 * seconds / k
-        state["rounds"].append({s: v for s, v in this.items() if s not in rejected})
-        alive[:] = [st for st in alive if st.name not in rejected]
-        _save(state_path, state)
+    mine = os.sched_getaffinity(0)
+    if len(mine) > 1:  # the judge off the core its sandboxes are timed on (restored when the rounds end)
+        os.sched_setaffinity(0, mine - {max(mine)})
+    try:
         _progress("timing rounds", len(state["rounds"]), total)
+        while len(state["rounds"]) < rounds and alive:
+            images = protocol.encode(fresh_inputs(X, len(state["rounds"]) + 1), refs=None)
+            for st in list(alive):  # not timed: the round's images, before any model of the round runs
+                try:
+                    call(st, {"op": "data", "X": images}, 60, "sending the round's images")
+                except StudentError as e:
+                    rejected[st.name] = state["rejected"][st.name] = str(e)
+                    stop(st)
+            alive[:] = [st for st in alive if st.name not in rejected]
+            pairs = [(st, role) for st in alive for role in ("baseline", "optimized")]
+            this: dict[str, dict[str, float]] = {}
+            for i in rng.permutation(len(pairs)):
+                st, role = pairs[i]
+                if st.name in rejected:
+                    continue
+                k = st.k[role]
+                try:
+                    seconds = timed(st, role, int(rng.integers(0, 1 << 30)), k, timeout)
+                except StudentError as e:
+                    rejected[st.name] = state["rejected"][st.name] = str(e)
+                    stop(st)
+                    continue
+                this.setdefault(st.name, {})[role] = 1000 * seconds / k
+            state["rounds"].append({s: v for s, v in this.items() if s not in rejected})
+            alive[:] = [st for st in alive if st.name not in rejected]
+            _save(state_path, state)
+            _progress("timing rounds", len(state["rounds"]), total)
+    finally:
+        os.sched_setaffinity(0, mine)
 
 
 def _report(o, ev, judged: list[Student], state: dict, rejected: dict, out: Path) -> dict[str, Any]:
