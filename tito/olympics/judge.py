@@ -706,7 +706,7 @@ def _same_model_flags(pairs: list[dict]) -> dict[str, list[str]]:
     return {s: [f"same model as {', '.join(sorted(others))} ({why})" for why, others in k.items()] for s, k in kinds.items()}
 
 
-JUDGE_TOLERANCE = {"latency_rel": 1.0}  # a speed-up claim is contradicted when over twice the judged one
+JUDGE_TOLERANCE = {"latency_rel": 3.0}  # a speed-up claim is contradicted when over 4x the judged one
 
 
 def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str]) -> tuple[dict, dict]:
@@ -718,9 +718,10 @@ def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str]) -
     figures = scoring.judged_figures(record, ev)
     # a pickled module's hash comes from its own code (the trace has other keys): it checks the file, not a score
     hashes = {role: static.get("reported_sha256", {}).get(role) or static["sha256"][role] for role in static["sha256"]}
-    # `submit` timed each model as it was saved; the judge runs every model as TorchScript (a pickled module
-    # must be, so that none of its code runs where it is measured): the digits models' speed-ups differ by
-    # up to 1.8x between the two forms, hence the wider floor for speed-up claims
+    # `submit` timed each model as it was saved, on the student's machine in whatever state it was; the judge
+    # runs every model as TorchScript (a pickled module must, so that none of its code runs where it is
+    # measured): an honest int8 TorchScript claim made beside other work was 2.1x the judged speed-up (1.69
+    # against 0.81; 1.39 against 0.79 on a quiet machine), hence a floor of 4x for speed-up claims
     claims = scoring.check_claims(st.doc, figures, hashes, tolerance=JUDGE_TOLERANCE)
     validation = o.validate_submission(st.submission)
     flags = [f"claim contradicted: {c['claim']} claimed {_fmt(c['claimed'])}, judged {_fmt(c['judged'])}"
