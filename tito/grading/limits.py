@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import time
 from pathlib import Path
 
 CGROUP = Path("/sys/fs/cgroup")
@@ -92,7 +93,6 @@ class Guard:
                     g.rmdir()
                     break
                 except OSError:
-                    import time
                     time.sleep(0.02)
 
 

@@ -26,31 +26,33 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _bar(total: int, show: bool):
+def progress_bar(show: bool, label: str = "grading"):
+    """A rich progress bar (done / total, failed, time left); None when not `show`n."""
     if not show:
         return None
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
-    return Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(),
+    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
                     TextColumn("failed {task.fields[failed]}"), TextColumn("eta"), TimeRemainingColumn(),
                     TimeElapsedColumn(), transient=False)
 
 
 def run_tasks(fn: Callable[[Any], Any], jobs: Iterable[Any], on_done: Callable[[Any, Any], bool | None],
-              workers: int = 1, scheduler: str | None = None, show_progress: bool = False) -> None:
+              workers: int = 1, scheduler: str | None = None, show_progress: bool = False,
+              label: str = "grading") -> None:
     """`fn(job)` for every job: with `scheduler` (a Dask scheduler address) on that cluster, else in
     `workers` threads here (tito's tasks wait on subprocesses, so threads are enough).
     `on_done(job, result_or_exception)` returns True for a failed student (counted on the bar)."""
     jobs = list(jobs)
     if not isinstance(workers, int) or workers < 1:
         raise TitoError(f"--jobs: expected a positive number of parallel students, got {workers!r}")
-    bar = _bar(len(jobs), show_progress)
+    bar = progress_bar(show_progress, label)
     failed = 0
     task = None
     if bar is not None:
         bar.start()
-        task = bar.add_task("grading", total=len(jobs), failed=0)
+        task = bar.add_task(label, total=len(jobs), failed=0)
 
     def done(job, res) -> None:
         nonlocal failed
@@ -70,7 +72,7 @@ def run_tasks(fn: Callable[[Any], Any], jobs: Iterable[Any], on_done: Callable[[
                     res = e
                 done(job, res)
         else:
-            with ThreadPoolExecutor(workers, thread_name_prefix="tito-grade") as pool:
+            with ThreadPoolExecutor(workers, thread_name_prefix="tito-pool") as pool:
                 futures = {pool.submit(fn, job): job for job in jobs}
                 for fut in as_completed(futures):
                     exc = fut.exception()

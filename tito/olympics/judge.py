@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import math
 import os
 import re
 import shutil
 import socket
+import statistics
 import sys
 import tempfile
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from typing import Any
 from tito.config import TitoError
 from tito.grading import limits as limits_mod
 from tito.grading import protocol, sandbox
+from tito.grading.pool import progress_bar, run_tasks
 from tito.grading.sanitize import clean_text
 
 MODEL_SUFFIXES = (".pt", ".pth", ".ts", ".pt2", ".onnx")
@@ -255,6 +256,16 @@ def stop(st: Student) -> None:
         st.guard = None
 
 
+def _wait_for_end(st: Student, seconds: float = 1.0) -> None:
+    import subprocess
+
+    try:
+        if st.proc is not None:
+            st.proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:  # the channel broke but the sandbox lives on: stop() ends it
+        pass
+
+
 def _log_tail(st: Student) -> str:
     try:
         text = st.log.read_bytes()[-2000:].decode("utf-8", "replace") if st.log else ""
@@ -275,7 +286,7 @@ def call(st: Student, msg: dict, timeout: float, doing: str) -> dict:
     except (socket.timeout, TimeoutError):
         raise StudentError(f"{doing}: no answer within {timeout:g} s (the model hangs or is far too slow)") from None
     except (EOFError, ConnectionError, OSError):
-        time.sleep(0.2)  # let its last words reach the log
+        _wait_for_end(st)  # its last words reach the log before it is read
         raise StudentError(f"{doing}: the sandbox ended (the file's code exited, crashed or hit a limit)"
                            f"{_log_tail(st)}") from None
     except protocol.ProtocolError as e:
@@ -388,26 +399,22 @@ def measure_static(st: Student, data: dict) -> dict:
 # ---- timing -----------------------------------------------------------------------------------
 
 def timed(st: Student, role: str, start: int, count: int, timeout: float) -> float:
-    """Seconds for `count` single-sample calls, timed here around the request."""
-    frame = protocol.dumps({"op": "time", "role": role, "start": start, "count": count})
-    st.sock.settimeout(timeout)
-    try:
-        t0 = time.perf_counter_ns()
-        st.sock.sendall(frame)
-        reply = protocol.recv(st.sock)
-        t1 = time.perf_counter_ns()
-    except (socket.timeout, TimeoutError):
-        raise StudentError(f"timing the {role} model: no answer within {timeout:g} s") from None
-    except (EOFError, OSError, protocol.ProtocolError):
-        raise StudentError(f"timing the {role} model: the sandbox ended{_log_tail(st)}") from None
-    if not reply.get("ok"):
-        raise StudentError(f"timing the {role} model: {clean_text(str(reply.get('error')))[:500]}")
-    return (t1 - t0) / 1e9
+    """Seconds for one request of `count` single-image calls, through the timing core (`time_callable`:
+    its clock and its block calibration, one sample), timed here around the request. The calibration's
+    requests and the sample's each take the next `count` images from `start`: none is seen twice."""
+    from tinytorch.profiling.timing import time_callable
+
+    starts = itertools.count(start, max(count, 1))
+
+    def request() -> None:
+        call(st, {"op": "time", "role": role, "start": next(starts), "count": count}, timeout, f"timing the {role} model")
+
+    return time_callable(request, warmup=0, samples=1).per_call_ns[0] / 1e9
 
 
 def calibrate(st: Student, role: str, target_s: float, timeout: float, most: int) -> int:
     """Calls per request so that one request takes about `target_s` (its first requests warm the model
-    up), at most `most`: no image is seen twice in one request."""
+    up), at most `most` images."""
     k, elapsed = 1, timed(st, role, 0, 1, timeout)
     for _ in range(20):
         elapsed = timed(st, role, 0, k, timeout)
@@ -428,10 +435,12 @@ def fresh_inputs(X, round_index: int):
 
 
 def ipc_overhead_s(st: Student) -> float:
-    """The median time of an empty request: what each timed request adds to the model's calls."""
-    import statistics
+    """The median time of an empty request (the timing core, 15 samples): what each timed request adds."""
+    from tinytorch.profiling.timing import time_callable
 
-    return statistics.median(timed(st, "optimized", 0, 0, 10) for _ in range(15))
+    samples = time_callable(lambda: call(st, {"op": "time", "role": "optimized", "start": 0, "count": 0}, 10,
+                                         "timing an empty request"), warmup=1, samples=15)
+    return statistics.median(samples.per_call_ns) / 1e9
 
 
 # ---- the run ----------------------------------------------------------------------------------
@@ -441,16 +450,6 @@ def _key(students: list[Student], event: str, rounds: int, target_ms: float, see
     for st in students:
         h.update(f"{st.name}\0{st.key}\0".encode())
     return h.hexdigest()
-
-
-def _progress(text: str, done: int, total: int) -> None:
-    width = 30
-    filled = int(width * done / max(total, 1))
-    end = "\n" if done >= total else ""
-    if sys.stderr.isatty():
-        print(f"\r{text} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end=end, file=sys.stderr, flush=True)
-    elif done in (0, total) or done % max(1, total // 5) == 0:
-        print(f"{text}: {done}/{total}", file=sys.stderr, flush=True)
 
 
 def _check_settings(jobs: int, rounds: int, target_ms: float, no_sandbox: bool) -> str | None:
@@ -605,12 +604,8 @@ def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_pat
 
     for st in valid:
         start(st, work, data, bwrap)
-    done = 0
-    _progress("loading models", 0, len(valid))
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for _ in pool.map(one, valid):
-            done += 1
-            _progress("loading models", done, len(valid))
+    run_tasks(one, valid, lambda st, _: st.name in rejected, workers=jobs, show_progress=sys.stderr.isatty(),
+              label="loading models")
     alive = [st for st in valid if st.name not in rejected]
     if arrays:
         state["pairs"] = similar_models({s: (state["static"][s]["sha256"]["optimized"], a["weights"]) for s, a in arrays.items()},
@@ -627,7 +622,8 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state
 
     for st in list(alive):
         try:
-            st.k = {role: calibrate(st, role, target_s, timeout, len(X)) for role in ("baseline", "optimized")}
+            # a timed request's sample and the timing core's two calibration blocks each get their own images
+            st.k = {role: calibrate(st, role, target_s, timeout, len(X) // 3) for role in ("baseline", "optimized")}
             state["overhead_s"][st.name] = ipc_overhead_s(st)
         except StudentError as e:
             rejected[st.name] = state["rejected"][st.name] = str(e)
@@ -639,8 +635,11 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state
     mine = os.sched_getaffinity(0)
     if len(mine) > 1:  # the judge off the core its sandboxes are timed on (restored when the rounds end)
         os.sched_setaffinity(0, mine - {max(mine)})
+    bar = progress_bar(sys.stderr.isatty(), "timing rounds")
+    if bar is not None:
+        bar.start()
+        task = bar.add_task("timing rounds", total=total, completed=len(state["rounds"]), failed=len(rejected))
     try:
-        _progress("timing rounds", len(state["rounds"]), total)
         while len(state["rounds"]) < rounds and alive:
             images = protocol.encode(fresh_inputs(X, len(state["rounds"]) + 1), refs=None)
             for st in list(alive):  # not timed: the round's images, before any model of the round runs
@@ -667,9 +666,12 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state
             state["rounds"].append({s: v for s, v in this.items() if s not in rejected})
             alive[:] = [st for st in alive if st.name not in rejected]
             _save(state_path, state)
-            _progress("timing rounds", len(state["rounds"]), total)
+            if bar is not None:
+                bar.update(task, completed=len(state["rounds"]), failed=len(rejected))
     finally:
         os.sched_setaffinity(0, mine)
+        if bar is not None:
+            bar.stop()
 
 
 def _report(o, ev, judged: list[Student], state: dict, rejected: dict, out: Path) -> dict[str, Any]:
