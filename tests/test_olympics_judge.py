@@ -334,3 +334,20 @@ def test_a_compression_claim_of_two_size_definitions_is_not_trusted():
     doc["measurements"]["optimized"]["model_size"]["method"] = doc["measurements"]["baseline"]["model_size"]["method"]
     (c,) = check_claims(doc, figs, {})
     assert c["contradicted"] and c["judged"] == 2.0
+
+
+def test_an_honest_compression_claim_is_read_against_the_weights_bytes():
+    """A claim divides file sizes (weights plus overhead); the score divides whole TorchScript archives
+    (code too). An honest int8 claim of 2x, whose weights shrank 3.4x, stands; a claim of 50x does not."""
+    record = {"latency_ms": {"baseline": [2.0] * 6, "optimized": [1.0] * 6},
+              "correct": {"baseline": [1, 0], "optimized": [1, 0]},
+              "size_bytes": {"baseline": 28_578, "optimized": 19_720}, "tensor_bytes": {"baseline": 24_360, "optimized": 7_206}}
+    figs = judged_figures(record, EVENT)
+    assert figs["score"]["value"] == pytest.approx(28_578 / 19_720)
+    method = {"model_size": {"method": "bytes of torch.save(model.state_dict())"}}
+    for claimed, contradicted in ((1.98, False), (50.0, True)):
+        doc = {"improvements": {"compression_ratio": {"value": claimed}},
+               "measurements": {"baseline": method, "optimized": method}}
+        (c,) = check_claims(doc, figs, {})
+        assert c["contradicted"] is contradicted and c["judged"] == pytest.approx(24_360 / 7_206), c
+

@@ -361,10 +361,11 @@ def measure_static(st: Student, data: dict) -> dict:
     import numpy as np
 
     from tinytorch.benchmarking.olympics import state_dict_sha256
+    from tinytorch.benchmarking.results import _flatten_tensors
     from tito.olympics.scoring import flat_weights
 
     n = len(data["y"])
-    out = {"correct": {}, "size_bytes": {}, "size_method": {}, "sha256": {}, "reported_sha256": st.reported_sha,
+    out = {"correct": {}, "size_bytes": {}, "size_method": {}, "tensor_bytes": {}, "sha256": {}, "reported_sha256": st.reported_sha,
            "kinds": st.kinds}
     arrays = {}
     for role in ("baseline", "optimized"):
@@ -387,6 +388,7 @@ def measure_static(st: Student, data: dict) -> dict:
             raise StudentError(f"{what}: its state dict is not a mapping of names")
         try:
             out["sha256"][role] = state_dict_sha256(state)
+            out["tensor_bytes"][role] = sum(t.numel() * t.element_size() for v in state.values() for t in _flatten_tensors(v))
             weights = flat_weights(state) if role == "optimized" else None
         except (RuntimeError, ValueError, TypeError) as e:
             raise StudentError(f"{what}: unusable weights ({type(e).__name__}: {str(e)[:200]})") from None
@@ -716,7 +718,7 @@ def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str]) -
     static = state["static"][st.name]
     rounds = [r[st.name] for r in state["rounds"] if st.name in r and len(r[st.name]) == 2]
     record = {"latency_ms": {role: [r[role] for r in rounds] for role in ("baseline", "optimized")},
-              "correct": static["correct"], "size_bytes": static["size_bytes"]}
+              "correct": static["correct"], "size_bytes": static["size_bytes"], "tensor_bytes": static.get("tensor_bytes")}
     figures = scoring.judged_figures(record, ev)
     # a pickled module's hash comes from its own code (the trace has other keys): it checks the file, not a score
     hashes = {role: static.get("reported_sha256", {}).get(role) or static["sha256"][role] for role in static["sha256"]}

@@ -105,11 +105,6 @@ class Server:
             return {"kinds": kinds, "needs_code": needs}
         if op == "data":
             self.X = torch.from_numpy(np.ascontiguousarray(decode(msg["X"], refs=None)))
-            for role, model in self.models.items():  # every model runs as TorchScript: the form is not a score
-                if not isinstance(model, torch.jit.ScriptModule):
-                    with warnings.catch_warnings(), torch.no_grad():
-                        warnings.simplefilter("ignore")
-                        self.models[role] = torch.jit.trace(model, self.X[:1], check_trace=False)
             return {}
         if op == "trace":
             if not self.converting:
