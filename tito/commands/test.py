@@ -1,25 +1,12 @@
 """`tito test [MODULE...]`: export check, inline tests, notebooks, pytest; one table."""
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 from tito.commands import export as export_cmd
 from tito.config import Course
 from tito.runners import StageResult, print_table, run_inline, run_notebooks, run_pytest
-
-
-def _parallel() -> list[str]:
-    """pytest-xdist options: one worker per core (at most 4), a test file's tests on one worker (its
-    fixtures, such as a graded class, are built once). 523 s -> 412 s on 2 cores: the tests already
-    use both cores for much of their time (sandboxes in parallel)."""
-    import importlib.util
-
-    workers = min(4, os.cpu_count() or 1)
-    if workers < 2 or importlib.util.find_spec("xdist") is None:
-        return []
-    return ["-n", str(workers), "--dist", "loadfile"]
 
 
 def module_test_files(course: Course, module: str) -> list[Path]:
@@ -83,7 +70,7 @@ def run_tests(course: Course, modules: list[str] | None = None, verbose: bool = 
             s.skipped_reason = "no test files for " + ", ".join(mods)
             stages.append(s)
     else:
-        stages.append(run_pytest([course.root / "tests"], course.root, extra=_parallel()))
+        stages.append(run_pytest([course.root / "tests"], course.root))
     if verbose:
         for s in stages:
             for d in s.details:
