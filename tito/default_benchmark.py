@@ -16,6 +16,7 @@ This is orchestration, not measurement: every figure comes from `tinytorch.bench
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -273,6 +274,9 @@ def run_default_benchmark(
             " (first call on the timed input; not part of the latency samples)")
     for row, reason in unavailable_models.items():
         say(f"  {row}: {reason}")
+    for metric, by_model in suite.benchmark.failures.items():  # e.g. a non-finite output: a failure, never a score
+        for row, err in by_model.items():
+            print(f"failed: {metric} of {row}: {err['error_type']}: {err['message']}", file=sys.stderr)
     say(f"\nreport: {out_dir / REPORT_FILE}\nresults: {out_dir / JSON_FILE}, {out_dir / CSV_FILE}; "
         f"{len(plots)} plots in {out_dir}")
     return {"output_dir": out_dir, "report": out_dir / REPORT_FILE, "json": out_dir / JSON_FILE,

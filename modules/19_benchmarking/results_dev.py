@@ -1860,10 +1860,27 @@ def as_eval_sets(datasets: Any, dataset_names: Sequence[str] | None = None, batc
     ### END SOLUTION
 
 
-def _output_tensor(out: Any) -> torch.Tensor:
+def checked_output(out: Any, model: str, dataset: str, rows: int, first_row: int = 0, scores: bool = True) -> torch.Tensor:
+    """`out` as a CPU tensor, checked: one row per sample (`rows`), `(rows, classes)` when `scores`, every
+    value finite. Anything else is a `ValueError` naming the model, the dataset and the first bad row
+    (counted from `first_row`): a non-finite output is a failure, never a score.
+
+    >>> checked_output(torch.full((1, 10), float("nan")), "m", "test", 1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: model 'm' on dataset 'test': non-finite output (nan/inf) from row 0...
+    """
     if isinstance(out, (tuple, list)):
-        raise ValueError(f"model output: expected one (batch, classes) tensor of scores, got a {type(out).__name__}")
-    return as_tensor(out).detach().cpu()
+        raise ValueError(f"model '{model}' on dataset '{dataset}': expected one tensor, got a {type(out).__name__}")
+    t = as_tensor(out).detach().cpu()
+    if (t.ndim != 2 if scores else t.ndim < 1) or t.shape[0] != rows or t.numel() == 0:
+        raise ValueError(f"model '{model}' on dataset '{dataset}' (rows {first_row}..{first_row + rows - 1}): expected "
+                         f"output of shape ({rows}, {'classes' if scores else '...'}), got {tuple(t.shape)}")
+    bad = ~torch.isfinite(t.reshape(rows, -1)).all(dim=1) if t.is_floating_point() else torch.zeros(rows, dtype=torch.bool)
+    if bad.any():
+        i = int(bad.nonzero()[0])
+        raise ValueError(f"model '{model}' on dataset '{dataset}': non-finite output (nan/inf) from row "
+                         f"{first_row + i}: {t[i].flatten()[:5].tolist()}; a non-finite output cannot be scored")
+    return t
 
 
 def top1_correct(model: Any, data: Any) -> list[int]:
@@ -1881,10 +1898,7 @@ def top1_correct(model: Any, data: Any) -> list[int]:
     with a.inference():
         ### BEGIN SOLUTION
         for x, y in d.batches():
-            scores = _output_tensor(a.forward(a.to_input(x)))
-            if scores.ndim != 2 or scores.shape[0] != len(y):
-                raise ValueError(f"model '{a.name}' on dataset '{d.name}': expected output of shape "
-                                 f"({len(y)}, classes) for top-1 accuracy, got {tuple(scores.shape)}")
+            scores = checked_output(a.forward(a.to_input(x)), a.name, d.name, len(y), sum(map(len, flags)))
             if len(y) and (int(y.min()) < 0 or int(y.max()) >= scores.shape[1]):
                 raise ValueError(f"dataset '{d.name}': labels range over [{int(y.min())}, {int(y.max())}] but model "
                                  f"'{a.name}' outputs {scores.shape[1]} classes; labels do not match the model's output")

@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from .digits import default_digits_model, load_digits_split
-from .results import BenchmarkResult, EvalData, ProportionResult, bootstrap_interval, top1_correct
+from .results import (BenchmarkResult, EvalData, ProportionResult, bootstrap_interval, checked_output,
+                                            top1_correct)
 from .results import write_atomic, write_json
 from ..profiling.timing import TimingSamples, _positive_int, adapt, model_name, system_info, time_callable
 
@@ -278,10 +279,12 @@ def evaluate_quality(model: Any, benchmark_name: str, dataset: Any, seed: int = 
     try:
         if auc:
             with a.inference():
-                out = np.concatenate([_to_numpy(a.forward(a.to_input(X[i:i + 256]))) for i in range(0, len(X), 256)])
+                out = np.concatenate([checked_output(a.forward(a.to_input(X[i:i + 256])), a.name, benchmark_name,
+                                                     len(X[i:i + 256]), i, scores=False).float().numpy()
+                                      for i in range(0, len(X), 256)])
             scores = ((out.reshape(len(X), -1) - X.reshape(len(X), -1).float().numpy()) ** 2).mean(axis=1)
         else:
-            acc = ProportionResult("accuracy", top1_correct(a, (X, y)), unit="fraction")
+            acc = ProportionResult("accuracy", top1_correct(a, EvalData((X, y), benchmark_name)), unit="fraction")
     except (RuntimeError, ValueError, TypeError, IndexError) as e:
         raise QualityEvaluationError(f"model {a.name!r}: its outputs on the {benchmark_name} samples could not be "
                                      f"scored: {type(e).__name__}: {e}") from e
