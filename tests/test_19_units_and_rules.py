@@ -2,6 +2,7 @@
 score); one decision rule (`ALPHA`, `MIN_EFFECT`, `decide`); bytes are integers equal to an independent count."""
 import subprocess
 import sys
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -96,3 +97,76 @@ def test_cli_names_a_non_finite_model(tmp_path):
     assert "failed: accuracy of nanmodel" in r.stderr and "'digits_test'" in r.stderr and "row 0" in r.stderr, r.stderr
     report = (tmp_path / "out" / "benchmark_report.md").read_text()
     assert "non-finite output" in report and "n/a (failed)" in report
+
+
+# --- one decision rule -------------------------------------------------------------------------------------------
+def test_alpha_and_min_effect_are_defined_once_and_used_by_every_default():
+    import inspect
+    import re
+    from pathlib import Path
+    from tinytorch.benchmarking import benchmark, optimize, results
+    assert (results.ALPHA, results.MIN_EFFECT) == (0.05, 0.02)
+    for fn in (results.is_significant, results.compare_samples, results.compare_results, results.pareto_front_with_ties,
+               benchmark.Benchmark.compare, optimize.ablate_order):
+        p = inspect.signature(fn).parameters
+        assert (p["alpha"].default, p["min_effect"].default) == (0.05, 0.02), fn
+    src = "".join(p.read_text() for p in Path(results.__file__).parent.glob("*.py"))
+    assert not re.findall(r"(?:alpha|min_effect): float = 0\.0[25]", src), "a default typed out again"
+
+
+@pytest.mark.parametrize("result, op, threshold, want", [
+    ((0.86, 0.93), ">=", 0.85, "pass"), ((0.80, 0.90), ">=", 0.85, "inconclusive"), ((0.70, 0.84), ">=", 0.85, "fail"),
+    ((0.85, 0.90), ">=", 0.85, "pass"), ((0.85, 0.90), ">", 0.85, "inconclusive"), ((1.0, 2.0), "<", 3.0, "pass"),
+    ((1.0, 3.0), "<=", 3.0, "pass"), ((1.0, 3.0), "<", 3.0, "inconclusive"), ((3.5, 4.0), "<=", 3.0, "fail"),
+    (0.9, "<", 1.0, "pass"), (1.0, "<", 1.0, "fail"), (1.0, "<=", 1.0, "pass")])
+def test_decide(result, op, threshold, want):
+    from tinytorch.benchmarking.results import decide
+    d = decide(result, op, threshold)
+    assert d == want, (result, op, threshold, d, d.basis)
+    assert ("decided plainly" in d.basis) == (not isinstance(result, tuple)), d.basis
+
+
+def test_decide_on_results_uses_their_interval():
+    from tinytorch.benchmarking.results import BenchmarkResult, CountResult, ProportionResult, decide
+    acc = ProportionResult("accuracy", [1] * 440 + [0] * 10)  # Wilson [0.9596, 0.9879]
+    assert [decide(acc, ">=", t) for t in (0.90, 0.97, 0.99)] == ["pass", "inconclusive", "fail"]
+    lat = BenchmarkResult("latency", [1.0, 1.2, 0.9, 1.1, 1.0], unit="ms")  # mean 1.04, t-interval about +-0.14
+    assert decide(lat, "<=", 1.05) == "inconclusive" and decide(lat, "<=", 2.0) == "pass" and decide(lat, "<=", 0.5) == "fail"
+    assert decide(CountResult("size", [100]), "<", 101).basis.startswith("point value 100")
+    assert decide(BenchmarkResult("x", [3.0]), "<", 2.0) == "fail"  # one value: no interval, decided plainly
+    for bad, arg in [((acc, "=>", 0.9), "op"), ((acc, ">=", float("nan")), "threshold"), (("x", ">=", 1), "result"),
+                     ((float("inf"), "<", 1.0), "result")]:
+        with pytest.raises(ValueError, match=arg):
+            decide(*bad)
+
+
+def test_compliance_budget_and_sweep_decide_through_the_rule():
+    from tinytorch.benchmarking.hardware import _violations
+    from tinytorch.benchmarking.metrics import memory_violations
+    from tinytorch.benchmarking.results import BenchmarkResult, ProportionResult
+    from tinytorch.benchmarking.tinymlperf import compliance_decision
+    acc = ProportionResult("accuracy", [1] * 440 + [0] * 10)
+    assert compliance_decision(acc, 0.97) == "inconclusive" and compliance_decision(acc, 0.90, 1.0, 2.0) == "pass"
+    assert memory_violations(1.0, [1.0, 0.5]) == {"violates_1mb": False, "violates_0.5mb": True}
+    lat = BenchmarkResult("latency", [1.0, 1.2, 0.9, 1.1, 1.0], unit="ms")
+    row = {"accuracy": acc.mean, "latency_ms": lat.mean, "memory_mb": 0.2}
+    got = _violations(row, {"min_accuracy": 0.97, "max_latency_ms": 1.05, "max_memory_mb": 0.1},
+                      {"accuracy": acc, "latency_ms": (lat.ci_lower, lat.ci_upper)})
+    assert got[0].startswith("min_accuracy (inconclusive") and got[1].startswith("max_latency_ms (inconclusive"), got
+    assert got[2] == "max_memory_mb", got
+    assert _violations(row, {"min_accuracy": 0.9, "max_latency_ms": 2.0}, {"accuracy": acc}) == []
+
+
+def test_report_best_is_the_pareto_set_with_ties(tmp_path):
+    from tinytorch.benchmarking.report import plot_metric
+    from tinytorch.benchmarking.results import BenchmarkResult
+    a = BenchmarkResult("latency", [1.00, 1.02, 0.98, 1.01, 0.99, 1.00], unit="ms")
+    b = BenchmarkResult("latency", [0.995, 1.015, 0.985, 1.005, 0.995, 1.0], unit="ms")  # within 2%: a tie
+    c = BenchmarkResult("latency", [2.0, 2.1, 1.9, 2.0, 2.05, 1.95], unit="ms")
+    rows = [{"model": n, "metric": "latency", "status": "measured", "median": r.median, "ci_lower": r.ci_lower,
+             "ci_upper": r.ci_upper} for n, r in zip("abc", (a, b, c))]
+    payload = {"table": rows, "metrics": {"latency": {"unit": "ms", "direction": "min"}}, "models": list("abc"),
+               "results": {"latency": {n: r.to_dict() for n, r in zip("abc", (a, b, c))}}}
+    with mock.patch("tinytorch.benchmarking.report._save_figure") as save:
+        plot_metric(payload, "latency", tmp_path)
+    assert save.call_args.args[3] == "latency: best = a, b", save.call_args  # a and b tie, c is slower

@@ -36,8 +36,8 @@ import pandas as pd
 import torch
 
 from tinytorch.benchmarking.results import (
-    METRICS, STATISTICS, BenchmarkResult, Comparison, CountResult, MetricInfo, ProportionResult, TimerReading,
-    as_eval_sets, compare_results, compare_samples, json_native, mcnemar_exact, metric_info, pareto_front,
+    ALPHA, METRICS, MIN_EFFECT, STATISTICS, BenchmarkResult, Comparison, CountResult, MetricInfo, ProportionResult,
+    TimerReading, as_eval_sets, compare_results, compare_samples, json_native, mcnemar_exact, metric_info, pareto_front,
     pareto_front_with_ties, precise_timer, serialized_bytes, top1_correct, wilson_interval,
 )
 from tinytorch.profiling.timing import _positive_int as _check_int, adapt, system_info as _system_info, time_interleaved
@@ -439,8 +439,8 @@ class Benchmark:
             rows.append(row)
         return pd.DataFrame(rows)
 
-    def compare(self, model_a: str, model_b: str, metric: str = "latency", *, alpha: float = 0.05,
-                min_effect: float = 0.02, n_boot: int = 2000, seed: int = 0) -> Comparison:
+    def compare(self, model_a: str, model_b: str, metric: str = "latency", *, alpha: float = ALPHA,
+                min_effect: float = MIN_EFFECT, n_boot: int = 2000, seed: int = 0) -> Comparison:
         """`model_b` against `model_a` on one measured metric, with `compare_results` (Mann-Whitney U
         and a bootstrap ratio b/a for timings, McNemar for accuracy, the ratio for exact values)."""
         for name, arg in ((model_a, "model_a"), (model_b, "model_b")):

@@ -35,7 +35,7 @@ from torch import nn
 
 from tinytorch.benchmarking.energy import measure_energy
 from tinytorch.benchmarking.optimize import PRECISIONS, _is_quantized, cast_precision, quantize_int8
-from tinytorch.benchmarking.results import (BenchmarkResult, CountResult, EvalData, ProportionResult,
+from tinytorch.benchmarking.results import (BenchmarkResult, CountResult, EvalData, ProportionResult, decide,
                                             state_dict_tensor_bytes, state_tensors, top1_correct)
 from tinytorch.profiling.timing import _positive_int, adapt, check_device, time_callable, time_model
 
@@ -155,7 +155,7 @@ def memory_violations(memory_mb: float, budgets: Iterable[float]) -> dict[str, b
     bad = [b for b in budgets if not _is_number(b) or b <= 0]
     if bad:
         raise ValueError(f"budgets: expected positive numbers (MB), got {bad}")
-    return {f"violates_{b:g}mb": memory_mb > b for b in budgets}
+    return {f"violates_{b:g}mb": decide(memory_mb, "<=", b) == "fail" for b in budgets}  # an exact count: plainly
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test-metrics-memory-violations", "locked": true, "points": 3, "schema_version": 3}

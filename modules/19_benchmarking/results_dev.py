@@ -45,6 +45,7 @@ import contextlib
 import io
 import json
 import math
+import operator
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -574,7 +575,11 @@ def bootstrap_interval(statistic: Callable[..., np.ndarray], samples: Sequence[S
     ### END SOLUTION
 
 
-def is_significant(p_value: float | None, effect: float, alpha: float = 0.05, min_effect: float = 0.02) -> bool:
+ALPHA = 0.05       # the one significance level of every comparison, compliance, constraint, budget and rank
+MIN_EFFECT = 0.02  # the smallest effect that counts: 2% for ratios, 2 points for proportions
+
+
+def is_significant(p_value: float | None, effect: float, alpha: float = ALPHA, min_effect: float = MIN_EFFECT) -> bool:
     """The one significance rule: `p_value < alpha` and `|effect| >= min_effect`.
 
     `effect` is `ratio - 1` for ratios, the difference for proportions; an exact value
@@ -589,6 +594,43 @@ def is_significant(p_value: float | None, effect: float, alpha: float = 0.05, mi
         return False
     return True if p_value is None else bool(p_value < alpha)
     ### END SOLUTION
+
+
+_OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+
+
+class Decision(str):
+    "'pass', 'fail' or 'inconclusive' (a str), with `basis`: what it was decided on."
+    def __new__(cls, verdict: str, basis: str) -> "Decision":
+        d = super().__new__(cls, verdict)
+        d.basis = basis
+        return d
+
+
+def decide(result: Any, op: str, threshold: float) -> Decision:
+    """The one rule for a target, a budget or a constraint: pass when the `1 - ALPHA` interval of `result`
+    (a result's `ci_lower`/`ci_upper`, or a `(lo, hi)` pair) lies wholly on the allowed side of `threshold`,
+    fail when wholly on the other, else inconclusive. A point value (a number, or a result without an
+    interval) is decided plainly, and `basis` says so.
+
+    >>> decide((0.86, 0.93), ">=", 0.85), decide((0.80, 0.90), ">=", 0.85), decide(0.9, "<", 1.0).basis
+    ('pass', 'inconclusive', 'point value 0.9 (no interval): decided plainly')
+    """
+    if op not in _OPS:
+        raise ValueError(f"op: expected one of {list(_OPS)}, got {op!r}")
+    if not isinstance(threshold, (int, float, np.number)) or not math.isfinite(threshold):
+        raise ValueError(f"threshold: expected a finite number, got {threshold!r}")
+    lo, hi = (result if isinstance(result, (tuple, list)) and len(result) == 2
+              else (getattr(result, "ci_lower", None), getattr(result, "ci_upper", None)))
+    point = getattr(result, "mean", result)
+    if lo is None or hi is None or lo == hi:
+        v = point if lo is None or hi is None else lo
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not math.isfinite(v):
+            raise ValueError(f"result: expected a finite number, a (lo, hi) interval or a result, got {result!r}")
+        return Decision("pass" if _OPS[op](v, threshold) else "fail", f"point value {v:g} (no interval): decided plainly")
+    ok = _OPS[op](lo, threshold), _OPS[op](hi, threshold)
+    return Decision("pass" if all(ok) else "fail" if not any(ok) else "inconclusive",
+                    f"interval [{lo:.4g}, {hi:.4g}] {op} {threshold:g}")
 
 # %% nbgrader={"grade": true, "grade_id": "test-results-resampler-rule", "locked": true, "points": 10, "schema_version": 3}
 def test_unit_resampler_and_rule():
@@ -718,8 +760,8 @@ class Comparison:
     test: str = "Mann-Whitney U (two-sided)"
     n_a: int = 0
     n_b: int = 0
-    alpha: float = 0.05
-    min_effect: float = 0.02
+    alpha: float = ALPHA
+    min_effect: float = MIN_EFFECT
     bootstrap_resamples: int = 0
     seed: int | None = None
     higher_is_better: bool = False
@@ -750,7 +792,7 @@ def _verdict_text(c: Comparison, better: str) -> str:
 
 
 def compare_samples(a: Sequence[float], b: Sequence[float], *, names: tuple[str, str] = ("a", "b"), metric: str = "latency",
-                    higher_is_better: bool = False, better: str = "faster", alpha: float = 0.05, min_effect: float = 0.02,
+                    higher_is_better: bool = False, better: str = "faster", alpha: float = ALPHA, min_effect: float = MIN_EFFECT,
                     n_boot: int = 2000, seed: int = 0) -> Comparison:
     """Compare two samples of one metric: ratio of medians (b / a) with a bootstrap interval, a
     Mann-Whitney U p-value, and a verdict by `is_significant` (`better` is the winner's word: "faster", ...).
@@ -1318,7 +1360,7 @@ def _compare_proportions(ra: ProportionResult, rb: ProportionResult, names: tupl
 
 
 def compare_results(a: BenchmarkResult, b: BenchmarkResult, *, names: tuple[str, str] = ("a", "b"),
-                    info: MetricInfo | None = None, alpha: float = 0.05, min_effect: float = 0.02, n_boot: int = 2000,
+                    info: MetricInfo | None = None, alpha: float = ALPHA, min_effect: float = MIN_EFFECT, n_boot: int = 2000,
                     seed: int = 0) -> Comparison:
     """Compare result `b` against result `a` of the same metric with the test that fits their kind:
     Mann-Whitney U for samples, McNemar (paired) for proportions, the effect floor alone for exact values."""
@@ -1569,7 +1611,7 @@ if __name__ == "__main__":
 # %% nbgrader={"grade": false, "grade_id": "results-pareto-ties", "solution": true, "schema_version": 3}
 #| export
 def pareto_front_with_ties(results: Mapping[str, Mapping[str, BenchmarkResult]], metrics: Sequence[str], *,
-                           alpha: float = 0.05, min_effect: float = 0.02, seed: int = 0) -> dict[str, Any]:
+                           alpha: float = ALPHA, min_effect: float = MIN_EFFECT, seed: int = 0) -> dict[str, Any]:
     """The non-dominated models when differences that are not significant count as ties.
 
     `results[model][metric]` is a result. Returns `{"front": [names in input order], "dominated_by":

@@ -70,7 +70,7 @@ from typing import Any, Sequence
 import numpy as np
 
 # the one atomic writer and the one JSON writer live with the result types; re-exported here
-from tinytorch.benchmarking.results import write_atomic, write_json
+from tinytorch.benchmarking.results import BenchmarkResult, pareto_front_with_ties, write_atomic, write_json
 
 _all_ = ["write_atomic", "write_json"]
 SCHEMA = "tinytorch.benchmark.results/1"
@@ -281,7 +281,8 @@ def _save_figure(fig: Any, ax: Any, path: Path, title: str, ylabel: str, grid_ax
 
 
 def plot_metric(payload: dict[str, Any], metric: str, output_dir: str | Path) -> Path:
-    """Bar chart of one metric (medians, interval error bars, best model in a different colour)."""
+    """Bar chart of one metric (medians, interval error bars, the best in a different colour: every model no
+    other beats significantly, i.e. the Pareto set with ties of this metric, not the raw extreme median)."""
     rows = [r for r in payload["table"] if r["metric"] == metric and r["status"] in ("measured", "estimated")]
     if not rows:
         raise ValueError(f"metric: no measured values of '{metric}' to plot")
@@ -293,13 +294,16 @@ def plot_metric(payload: dict[str, Any], metric: str, output_dir: str | Path) ->
               (r["median_ci_lower"], r["median_ci_upper"]) if r.get("median_ci_lower") is not None else (m, m))
         lows.append(max(m - iv[0], 0.0))
         highs.append(max(iv[1] - m, 0.0))
-    best = int(np.argmin(med) if info["direction"] == "min" else np.argmax(med))
+    raw = payload.get("results", {}).get(metric, {})
+    best = (pareto_front_with_ties({n: {metric: BenchmarkResult.from_dict({"metric_name": metric, **raw[n]})}
+                                    for n in names}, [metric])["front"] if all("values" in raw.get(n, {}) for n in names)
+            else [names[int(np.argmin(med) if info["direction"] == "min" else np.argmax(med))]])  # no raw values
     fig, ax = _figure()
     ax.bar(range(len(names)), med, yerr=[lows, highs], capsize=5, alpha=0.85,
-           color=["tab:green" if i == best else "tab:blue" for i in range(len(names))])
+           color=["tab:green" if n in best else "tab:blue" for n in names])
     ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
     estimated = " (ESTIMATED)" if any(r["status"] == "estimated" for r in rows) else ""
-    return _save_figure(fig, ax, Path(output_dir) / f"{metric}.png", f"{metric}: best = {names[best]}{estimated}",
+    return _save_figure(fig, ax, Path(output_dir) / f"{metric}.png", f"{metric}: best = {', '.join(best)}{estimated}",
                         f"{metric} ({info['unit']}; {'lower' if info['direction'] == 'min' else 'higher'} is better)")
 
 

@@ -49,7 +49,7 @@ from torch import nn
 
 from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
 from tinytorch.benchmarking.results import (BenchmarkResult, EvalData, ProportionResult, bootstrap_interval, checked_output,
-                                            top1_correct)
+                                            decide, top1_correct)
 from tinytorch.benchmarking.results import write_atomic, write_json
 from tinytorch.profiling.timing import TimingSamples, _positive_int, adapt, model_name, system_info, time_callable
 
@@ -301,15 +301,9 @@ def compliance_decision(quality: Any, target: float, latency_ms: float | None = 
     if latency_budget_ms is not None and latency_ms is None:
         raise ValueError("latency_ms: the task has a latency budget, so the measured latency is needed")
     ### BEGIN SOLUTION
-    if latency_budget_ms is not None and latency_ms > latency_budget_ms:
+    if latency_budget_ms is not None and decide(latency_ms, "<=", latency_budget_ms) == "fail":
         return "fail"
-    if quality is None:
-        return "not evaluated"
-    if quality.ci_lower >= target:
-        return "pass"
-    if quality.ci_upper < target:
-        return "fail"
-    return "inconclusive"
+    return "not evaluated" if quality is None else str(decide(quality, ">=", target))
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test-tinymlperf-compliance-decision", "locked": true, "points": 10, "schema_version": 3}
@@ -607,7 +601,7 @@ def _compliance(quality: Mapping[str, Any], task: TinyMLPerfTask, median_ms: flo
     measured = None if v is None else SimpleNamespace(mean=v, ci_lower=quality["ci_95"][0], ci_upper=quality["ci_95"][1])
     q = "failed" if error else compliance_decision(measured, t)
     overall = "fail" if error else compliance_decision(measured, t, median_ms, budget)
-    latency = "no budget" if budget is None else "pass" if median_ms <= budget else "fail"
+    latency = "no budget" if budget is None else str(decide(median_ms, "<=", budget))
     measured_text = "" if v is None else f"{v:.4g} (95% interval [{measured.ci_lower:.4g}, {measured.ci_upper:.4g}])"
     reasons = [{"failed": f"quality evaluation failed: {error}", "fail": f"quality {measured_text} below the target {t}",
                 "not evaluated": f"quality {quality.get('reason')}",

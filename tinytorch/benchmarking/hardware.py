@@ -16,7 +16,7 @@ from torch import nn
 
 from .metrics import (
     PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision)
-from .results import write_atomic, write_json
+from .results import decide, write_atomic, write_json
 from ..profiling.profiler import Profiler
 from ..profiling.timing import _check_shape, _positive_int, system_info, time_callable
 
@@ -179,15 +179,16 @@ TRADEOFF_COLUMNS = ("precision", "accuracy_mean", "latency_ms_mean", "memory_mb_
                     "accepted_ratio")
 
 
-def _violations(row: dict[str, Any], constraints: dict[str, float]) -> list[str]:
+def _violations(row: dict[str, Any], constraints: dict[str, float], intervals: dict[str, Any]) -> list[str]:
+    "Constraints not passed by `results.decide` (on a column's interval in `intervals`, else its value)."
     failed = []
     for key, limit in constraints.items():
         column, op = CONSTRAINTS[key]
-        value = row.get(column)
+        value = intervals.get(column, row.get(column))
         if value is None or (isinstance(value, float) and math.isnan(value)):
             failed.append(f"{key} (unknown {column})")
-        elif (op == ">=" and value < limit) or (op == "<=" and value > limit):
-            failed.append(key)
+        elif (d := decide(value, op, limit)) != "pass":
+            failed.append(key if d == "fail" else f"{key} (inconclusive: {d.basis})")
     return failed
 
 
@@ -231,7 +232,9 @@ def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
             row = {"precision": precision, "batch_size": b, **{c: getattr(m, c) for c in SWEEP_COLUMNS[2:9]},
                    "energy_proxy_j": m.energy_j, "latency_scaled_by": m.latency_scaled_by,
                    "energy_method": m.methods.get("energy_j") or f"none: {m.reasons.get('energy_j')}"}
-            failed = _violations(row, constraints)
+            lat, k = m.results["latency"], m.latency_scaled_by  # latency_ms is the mean: decide on its t-interval
+            ci = {} if lat.ci_lower is None else {"latency_ms": (lat.ci_lower * k, lat.ci_upper * k)}
+            failed = _violations(row, constraints, {"accuracy": m.results["accuracy"], **ci})
             rows.append({**row, "accepted": not failed, "violations": ", ".join(failed)})
     df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
     df.attrs.update({"skipped": skipped, "constraints": constraints, "device": str(device), "notes": notes})

@@ -16,8 +16,8 @@ import torch
 from torch import nn
 from torch.nn.utils import prune
 
-from .results import (BenchmarkResult, CountResult, EvalData, ProportionResult, compare_results,
-                                            serialized_bytes, top1_correct, write_atomic)
+from .results import (ALPHA, MIN_EFFECT, BenchmarkResult, CountResult, EvalData, ProportionResult,
+                                            compare_results, serialized_bytes, top1_correct, write_atomic)
 from ..profiling.timing import RUNTIMES, ModelAdapter, adapt, onnx_session, time_interleaved
 
 # %% auto #0
@@ -424,7 +424,7 @@ def prune_int8(model: nn.Module, amount: float) -> nn.Module:
 
 
 def ablate_order(model: nn.Module, amount: float, calibration: Any, eval_data: Any, *, samples: int = 20,
-                 rounds: int = 5, alpha: float = 0.05, min_effect: float = 0.02) -> dict[str, Any]:
+                 rounds: int = 5, alpha: float = ALPHA, min_effect: float = MIN_EFFECT) -> dict[str, Any]:
     """Does the order of magnitude pruning and static int8 quantization matter for `model`? Measured.
 
     "prune->int8" and "int8->prune" (`prune_int8`) each get top-1 accuracy on `eval_data`, size on disk
