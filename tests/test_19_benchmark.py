@@ -118,8 +118,8 @@ def test_memory_equals_profiler(digits):
     b = Benchmark({"cnn": model}, digits, measurement_runs=2)
     r = b.run_memory_benchmark()["cnn"]
     ref = Profiler().measure_memory(model, (1, 1, 8, 8))
-    assert r.median == pytest.approx(ref["peak_memory_mb"])
-    assert b.results["parameter_memory"]["cnn"].median == pytest.approx(ref["parameter_memory_mb"])
+    assert r.median == r.metadata["bytes"] == ref["peak_memory_mb"] * 2**20 and isinstance(r.median, int)  # bytes
+    assert b.results["parameter_memory"]["cnn"].median == ref["parameter_memory_mb"] * 2**20 == 6090 * 4
     assert r.metadata["parameters"] == sum(p.numel() for p in model.parameters()) == 6090
     buf = io.BytesIO()
     torch.save(model.state_dict(), buf)

@@ -46,7 +46,7 @@ def test_report_json_csv_contain_every_model_and_metric(finished_suite):
         assert name in report
     for metric in metrics:
         assert f"### {metric} (" in report, f"the report needs a table for {metric}"
-    assert "| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MB)** | **Platform** | **References** |" in report
+    assert "| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MiB)** | **Platform** | **References** |" in report
     assert "## Failures" in report and "raises" in report and "mat1 and mat2" in report
     payload = json.loads((out / "results.json").read_text())
     assert payload["models"] == ["linear", "mlp", "raises"] and payload["system_info"]["torch"] == torch.__version__
@@ -181,9 +181,10 @@ def _toy_payload() -> dict:
 def test_report_files_from_a_hand_made_payload(tmp_path):
     payload = _toy_payload()
     md = render_markdown(payload)
-    for text in ("| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MB)** | **Platform** | **References** |",
+    for text in ("| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MiB)** | **Platform** | **References** |",
                  "| broken | — | n/a (not run) | n/a (failed) |", "| latency | broken | RuntimeError: boom |",
-                 "## Pareto set", "lowest latency**: small (1 ms)", "highest accuracy**: big (99.00%), the baseline",
+                 "## Pareto set", "lowest latency**: big (2 ms), small (1 ms) (tied: no significant difference), the baseline",
+                 "highest accuracy**: big (99.00%), the baseline",
                  "- **failed measurements** for broken", "test CPU"):
         assert text in md, f"the report should contain {text!r}"
     lines = console_table(payload).splitlines()

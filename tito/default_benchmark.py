@@ -24,6 +24,7 @@ import torch
 
 from tinytorch.benchmarking.optimize import RuntimeUnavailableError, quantize_int8, to_runtime
 from tinytorch.benchmarking.report import CSV_FILE, JSON_FILE, REPORT_FILE, ensure_output_dir
+from tinytorch.benchmarking.results import MiB
 from tinytorch.benchmarking.suite import BenchmarkSuite, load_model_file
 from tinytorch.profiling.timing import RUNTIMES, CudaUnavailableError, ModelAdapter, adapt, check_device
 
@@ -127,7 +128,9 @@ def console_table(payload: dict[str, Any]) -> str:
     table = payload.get("table", [])
     present = {r["metric"] for r in table}
     metrics = [m for m in ("accuracy", "latency", "throughput_bs32", "memory", "model_size", "energy") if m in present]
-    rows = [["model"] + [f"{m} ({payload['metrics'].get(m, {}).get('unit', '')})" for m in metrics]]
+    units = {m: payload["metrics"].get(m, {}).get("unit", "") for m in metrics}
+    scale = {m: MiB if u == "bytes" else 1 for m, u in units.items()}  # integer bytes are shown in MiB
+    rows = [["model"] + [f"{m} ({'MiB' if scale[m] != 1 else units[m]})" for m in metrics]]
     for model in payload["models"]:
         cells = [model]
         for m in metrics:
@@ -136,7 +139,7 @@ def console_table(payload: dict[str, Any]) -> str:
                 cells.append(r["status"] if r else "—")
             else:
                 cells.append(f"{r['median']:.2%}" if m == "accuracy" else
-                             f"{r['median']:.4g}" + (" (est.)" if r["status"] == "estimated" else ""))
+                             f"{r['median'] / scale[m]:.4g}" + (" (est.)" if r["status"] == "estimated" else ""))
         rows.append(cells)
     widths = [max(len(str(x)) for x in col) for col in zip(*rows)]
     rows.insert(1, ["-" * w for w in widths])

@@ -44,7 +44,7 @@ from torch import nn
 
 from tinytorch.benchmarking.metrics import (
     PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision)
-from tinytorch.benchmarking.results import decide, write_atomic, write_json
+from tinytorch.benchmarking.results import MiB, decide, write_atomic, write_json
 from tinytorch.profiling.profiler import Profiler
 from tinytorch.profiling.timing import _check_shape, _positive_int, system_info, time_callable
 
@@ -59,7 +59,7 @@ from torch import nn
 
 from tinytorch.benchmarking.hardware import (
     ROOFLINE_METHOD, _batch_shape, _positive, _real, estimate_layerwise_stats, roofline_estimate)
-from tinytorch.benchmarking.results import write_atomic, write_json
+from tinytorch.benchmarking.results import MiB, write_atomic, write_json
 from tinytorch.profiling.profiler import Profiler
 from tinytorch.profiling.timing import _positive_int, _read_text
 
@@ -85,7 +85,7 @@ from tinytorch.benchmarking.hardware import (
 from tinytorch.benchmarking.hardware_profile import (
     KB, HardwareProfile, build_hardware_profile_table, write_hardware_profile_artifacts)
 from tinytorch.benchmarking.metrics import PRECISIONS, check_precision, evaluate_accuracy, model_memory_mb
-from tinytorch.benchmarking.results import write_atomic, write_json
+from tinytorch.benchmarking.results import MiB, serialized_bytes, write_atomic, write_json
 from tinytorch.profiling.profiler import Profiler
 from tinytorch.profiling.timing import adapt, system_info, time_callable, time_model
 
@@ -340,7 +340,7 @@ if __name__ == "__main__":
 #| export
 def measure_memory_bandwidth_gbps(size_mb: int = 64, samples: int = 5) -> float:
     "Practical memory bandwidth (GB/s, 1e9 bytes) of this machine: a large tensor copy, timed."
-    src = torch.ones(_positive_int(size_mb, "size_mb") * 2**20 // 4, dtype=torch.float32)
+    src = torch.ones(_positive_int(size_mb, "size_mb") * MiB // 4, dtype=torch.float32)
     dst = torch.empty_like(src)
     t = time_callable(lambda: dst.copy_(src), warmup=2, samples=_positive_int(samples, "samples"))
     return 2 * src.numel() * 4 / (t.median_ms / 1e3) / 1e9
@@ -482,7 +482,6 @@ if __name__ == "__main__":
 
 # %%
 #| export benchmarking.hardware_profile
-MB = 2**20
 KB = 2**10
 
 
@@ -603,7 +602,7 @@ def devices_table() -> pd.DataFrame:
 def estimate_batch_memory_mb(batch_size: int, n_features: int, bytes_per_feature: int = 8) -> float:
     "MB of one input batch: batch_size × n_features × bytes_per_feature (8: float64); 1024 × 1024 × 4 B = 4.0."
     return (_positive_int(batch_size, "batch_size") * _positive_int(n_features, "n_features")
-            * _positive_int(bytes_per_feature, "bytes_per_feature")) / MB
+            * _positive_int(bytes_per_feature, "bytes_per_feature")) / MiB
 
 # %% [markdown]
 # **Your task (easy, 4 points).** Complete `auto_adjust_batch_size`: the largest of `batch_size`, `batch_size // 2`, `batch_size // 4`, … whose batch fits `memory_limit_mb`.
@@ -935,7 +934,7 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
     total_ms, total_bytes = float(sum(latencies)), sum(memory_bytes)
     totals: dict[str, Any] = {
         "latency_ms": total_ms, "memory_kb": total_bytes / KB,
-        "estimated_bandwidth_mb_s": (total_bytes / MB) / (total_ms / 1e3) if total_ms > 0 else None,
+        "estimated_bandwidth_mb_s": (total_bytes / MiB) / (total_ms / 1e3) if total_ms > 0 else None,
         "stream_utilization": (total_ms / stream_interval_ms) if stream_interval_ms is not None else None,
         "latency_method": method, "model_latency_ms": model_latency, "stream_interval_ms": stream_interval_ms,
         **({"stream_utilization_reason": "no stream_interval_ms given"} if stream_interval_ms is None else {})}
@@ -1130,7 +1129,8 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.pt"
         torch.save(model, path)
-        record("model_file_mb", path.stat().st_size / 2**20, "measured: size of torch.save(model) on disk")
+        size, how = serialized_bytes(model)  # the one serialized size (a pickled torch.save(model) file adds code)
+        record("model_file_mb", size / MiB, f"measured: {how}")
 
         def startup() -> None:
             loaded = adapt(torch.load(path, weights_only=False, map_location=a.device))

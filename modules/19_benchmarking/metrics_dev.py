@@ -35,7 +35,7 @@ from torch import nn
 
 from tinytorch.benchmarking.energy import measure_energy
 from tinytorch.benchmarking.optimize import PRECISIONS, _is_quantized, cast_precision, quantize_int8
-from tinytorch.benchmarking.results import (BenchmarkResult, CountResult, EvalData, ProportionResult, decide,
+from tinytorch.benchmarking.results import (BenchmarkResult, CountResult, EvalData, MiB, ProportionResult, decide,
                                             state_dict_tensor_bytes, state_tensors, top1_correct)
 from tinytorch.profiling.timing import _positive_int, adapt, check_device, time_callable, time_model
 
@@ -61,26 +61,25 @@ def grading_rng() -> np.random.Generator:
 # tensor in the model's state, in MB (2^20 bytes, as in memory datasheets).
 #
 # - *Approach:* each tensor from `_state_tensors(model)` contributes `numel() × element_size()`
-#   bytes; divide the sum by `MB`.
+#   bytes; divide the sum by `MiB` (`results.MiB`).
 # - *Example:* `nn.Linear(256, 256)` holds 65,792 float32 numbers = 263,168 bytes ≈ 0.251 MB;
 #   the same layer in float16 is half of that.
 # - *Hints:* `model.parameters()` misses buffers and quantized weights.
 
 # %% nbgrader={"grade": false, "grade_id": "metrics-model-memory", "solution": true, "schema_version": 3}
 #| export
-MB = 2**20
 _state_tensors = state_tensors  # results.state_tensors: the one walk over a model's state
 
 
 def model_memory_mb(model: nn.Module) -> float:
-    """MB held by a model's state (parameters, buffers, int8 weights and scales), by each tensor's dtype.
+    """MiB held by a model's state (parameters, buffers, int8 weights and scales), by each tensor's dtype.
 
     >>> round(model_memory_mb(nn.Linear(256, 256)), 4)
     0.251
     """
     ### BEGIN SOLUTION
     total = sum(t.numel() * t.element_size() for t in _state_tensors(model))
-    return total / MB
+    return total / MiB
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test-metrics-model-memory", "locked": true, "points": 3, "schema_version": 3}
@@ -440,10 +439,9 @@ def collect_metrics(model: nn.Module, loader: Iterable, device: str | torch.devi
         methods[key] = f"measured: timing core, {result.count} samples of batch {batch_size}{scaled}"
     mean_ms = result.mean * k
     methods["throughput_sps"] = f"derived: batch_size / mean latency{' (scaled)' if k != 1 else ''}"
-    memory = model_memory_mb(converted)
-    methods["memory_mb"] = "measured: state-dict tensors x element size"
-    mem_result = CountResult("memory", [memory], unit="MiB",
-                             metadata={"bytes": state_dict_tensor_bytes(converted), "method": methods["memory_mb"]})
+    nbytes = state_dict_tensor_bytes(converted)  # integer bytes; memory_mb is their view in MiB
+    memory, methods["memory_mb"] = nbytes / MiB, "measured: state-dict tensors x element size"
+    mem_result = CountResult("memory", [nbytes], unit="bytes", metadata={"bytes": nbytes, "method": methods["memory_mb"]})
 
     energy_j: float | None = None
     if k == 1:

@@ -70,14 +70,11 @@ def grading_rng() -> np.random.Generator:
 # %%
 #| export
 def state_dict_bytes(model: nn.Module) -> int:
-    "Bytes of `model.state_dict()` serialized with `torch.save` (float, half or packed int8 alike)."
+    """Serialized bytes of `model`: the one definition, `results.serialized_bytes` (`torch.jit.save` for
+    TorchScript, `torch.save(state_dict())` for other modules; float, half or packed int8 alike)."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    if isinstance(model, torch.jit.ScriptModule):  # its state_dict, not the whole TorchScript archive
-        buf = io.BytesIO()
-        torch.save(model.state_dict(), buf)
-        return len(buf.getvalue())
-    return serialized_bytes(model)[0]  # the one definition of "bytes on disk" (results.serialized_bytes)
+    return serialized_bytes(model)[0]
 
 
 INT8_MODES = ("dynamic", "static")
@@ -602,7 +599,7 @@ def ablate_order(model: nn.Module, amount: float, calibration: Any, eval_data: A
         raise failure
     results = {
         "accuracy": {n: ProportionResult("accuracy", top1_correct(m, data), unit="fraction") for n, m in models.items()},
-        "model_size": {n: CountResult("model_size", [state_dict_bytes(m)], unit="B") for n, m in models.items()},
+        "model_size": {n: CountResult("model_size", [state_dict_bytes(m)], unit="bytes") for n, m in models.items()},
         "latency": {n: BenchmarkResult("latency", timed[n][0], unit="ms", metadata=timed[n][1]) for n in models},
     }
     comparisons = {metric: compare_results(r[first], r[second], names=ABLATION_ORDERS, alpha=alpha,

@@ -1094,7 +1094,7 @@ if __name__ == "__main__":
 # ## How to read a metric
 #
 # 3.2 is good for a latency in ms and bad for an accuracy in percent. `METRICS` holds each
-# metric's unit (`MiB` = 2²⁰ bytes; energy in joules per inference), whether lower or higher is
+# metric's unit (sizes in integer bytes, shown as `MiB` = 2²⁰ bytes; energy in J per inference), whether lower or higher is
 # better, and the word a verdict uses for "better".
 
 # %%
@@ -1116,9 +1116,9 @@ class MetricInfo:
 METRICS: dict[str, MetricInfo] = {
     "latency": MetricInfo("ms", "min", "faster"),
     "accuracy": MetricInfo("fraction", "max", "more accurate"),
-    "memory": MetricInfo("MiB", "min", "smaller in peak memory"),
-    "model_size": MetricInfo("MiB", "min", "smaller"),
-    "parameter_memory": MetricInfo("MiB", "min", "smaller in parameter memory"),
+    "memory": MetricInfo("bytes", "min", "smaller in peak memory"),  # integer bytes; reports render MiB
+    "model_size": MetricInfo("bytes", "min", "smaller"),
+    "parameter_memory": MetricInfo("bytes", "min", "smaller in parameter memory"),
     "energy": MetricInfo("J", "min", "more energy-efficient"),  # per inference; metadata carries mJ
 }
 
@@ -1208,7 +1208,7 @@ class ProportionResult(BenchmarkResult):
 
 @dataclass
 class CountResult(BenchmarkResult):
-    "An exact figure (bytes, MACs, parameters): one value, no sampling error, a zero-width interval."
+    "An exact figure (bytes, MACs, parameters): one value (kept an int when given ints), no sampling error, zero-width interval."
 
     kind = "count"
 
@@ -1218,8 +1218,9 @@ class CountResult(BenchmarkResult):
             raise ValueError(f"values: expected one finite value for '{self.metric_name}', got {list(self.values)!r}")
         if np.any(arr != arr[0]):
             raise ValueError(f"values: an exact count has one value; '{self.metric_name}' got differing values {arr.tolist()}")
-        v = float(arr[0])
-        self.values = arr.tolist()
+        exact = all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in self.values)
+        v = int(self.values[0]) if exact else float(arr[0])  # integer bytes stay integers
+        self.values = [v] * arr.size
         self.count = int(arr.size)
         self.mean = self.median = self.min = self.max = self.p50 = self.p90 = self.p95 = self.p99 = v
         self.std, self.iqr, self.outliers = 0.0, 0.0, 0
@@ -2370,7 +2371,7 @@ def test_module():
     X, y = torch.eye(4).repeat(5, 1), torch.tensor([0, 1, 2, 3] * 4 + [1, 1, 1, 1])
     acc = ProportionResult("accuracy", top1_correct(lin, (X, y)))
     assert (acc.correct, acc.count) == (17, 20), f"identity model: 16 + 1 of 20 right, got {acc.correct}/{acc.count}"
-    size = CountResult("model_size", [state_dict_tensor_bytes(lin) / MiB], unit="MiB")
+    size = CountResult("model_size", [state_dict_tensor_bytes(lin)], unit="bytes")
     path = write_json(Path(tempfile.mkdtemp()) / "results.json",
                       {"latency": lat["small"].to_dict(), "accuracy": acc.to_dict(), "size": size.to_dict()})
     back = {k: BenchmarkResult.from_dict(v) for k, v in json.loads(path.read_text()).items()}

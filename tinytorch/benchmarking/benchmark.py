@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 
 from tinytorch.benchmarking.results import (
-    ALPHA, METRICS, MIN_EFFECT, STATISTICS, BenchmarkResult, Comparison, CountResult, MetricInfo, ProportionResult,
+    ALPHA, METRICS, MIN_EFFECT, STATISTICS, MiB, BenchmarkResult, Comparison, CountResult, MetricInfo, ProportionResult,
     TimerReading, as_eval_sets, compare_results, compare_samples, json_native, mcnemar_exact, metric_info, pareto_front,
     pareto_front_with_ties, precise_timer, serialized_bytes, top1_correct, wilson_interval,
 )
@@ -205,7 +205,7 @@ class Benchmark:
         return out
 
     def run_memory_benchmark(self, input_shape: Sequence[int] | None = None) -> dict[str, BenchmarkResult]:
-        """Memory per model, `CountResult`s in MiB (exact bytes in `metadata`): "memory" (the peak of one
+        """Memory per model, `CountResult`s of integer bytes (also in `metadata["bytes"]`): "memory" (the peak of one
         forward pass, with every field of `Profiler.measure_memory`), "parameter_memory" and "model_size"
         (`results.serialized_bytes`); for forward-only objects and callables only the forward pass's
         peak, the other two unavailable with the reason. Returns the "memory" results."""
@@ -227,7 +227,7 @@ class Benchmark:
                 except Exception as e:  # the model raised on the input
                     self._fail("memory", name, e, context=ctx)
                     continue
-                self._store("memory", name, CountResult("memory", [peak / 2**20], unit="MiB", metadata={
+                self._store("memory", name, CountResult("memory", [int(peak)], unit="bytes", metadata={
                     "bytes": int(peak), "method": f"measured: forward-pass peak only ({method}); parameters not visible",
                     "input_shape": list(shape)}))
             else:
@@ -245,8 +245,8 @@ class Benchmark:
                     if mem.get(key) is None:
                         self._not_available(metric, name, f"Profiler.measure_memory gave no {key}: {mem.get('methods')}")
                     else:
-                        self._store(metric, name, CountResult(metric, [float(mem[key])], unit="MiB", metadata=dict(
-                            meta, bytes=int(round(float(mem[key]) * 2**20)))))
+                        n = int(mem[key] * MiB)  # exact: the Profiler divides integer bytes by 2**20
+                        self._store(metric, name, CountResult(metric, [n], unit="bytes", metadata=dict(meta, bytes=n)))
         return dict(self.results.get("memory", {}))
 
     def _store_size(self, name: str, module: Any, note: str) -> None:
@@ -255,7 +255,7 @@ class Benchmark:
         except Exception as e:  # the module cannot be saved
             self._fail("model_size", name, e)
             return
-        self._store("model_size", name, CountResult("model_size", [size_bytes / 2**20], unit="MiB", metadata={
+        self._store("model_size", name, CountResult("model_size", [size_bytes], unit="bytes", metadata={
             "bytes": size_bytes, "method": f"measured: {size_method}{note}"}))
 
     def _runtime_memory(self, name: str, a: Any, x: torch.Tensor) -> None:
@@ -270,19 +270,19 @@ class Benchmark:
             if (size := a.info.get("onnx_bytes")) is None:
                 self._not_available("model_size", name, "the session was not built from an .onnx file on disk")
             else:
-                self._store("model_size", name, CountResult("model_size", [size / 2**20], unit="MiB", metadata={
+                self._store("model_size", name, CountResult("model_size", [int(size)], unit="bytes", metadata={
                     "bytes": int(size), "method": "measured: bytes of the .onnx file"}))
             return
         module = a.torch_module  # compiled: the module it compiled shares its parameters
         self._store_size(name, module, " (of the module torch.compile wraps)")
         try:
             from tinytorch.profiling.profiler import Profiler
-            params = Profiler().measure_memory(module, tuple(x.shape))["parameter_memory_mb"]
+            params = int(Profiler().measure_memory(module, tuple(x.shape))["parameter_memory_mb"] * MiB)  # exact
         except Exception as e:  # the wrapped module raised on the input
             self._fail("parameter_memory", name, e, context=f"input_shape {tuple(x.shape)} ({self.input_source})")
             return
-        self._store("parameter_memory", name, CountResult("parameter_memory", [float(params)], unit="MiB", metadata={
-            "bytes": int(round(float(params) * 2**20)), "method": "measured: the compiled module's parameters"}))
+        self._store("parameter_memory", name, CountResult("parameter_memory", [params], unit="bytes", metadata={
+            "bytes": params, "method": "measured: the compiled module's parameters"}))
 
     def run_throughput_benchmark(self, batch_sizes: Sequence[int] = (1, 8, 32)) -> dict[str, dict[int, BenchmarkResult]]:
         """Samples per second per model at each batch size, as metrics "throughput_bs{b}": the first

@@ -24,7 +24,7 @@ from .hardware import (
 from .hardware_profile import (
     KB, HardwareProfile, build_hardware_profile_table, write_hardware_profile_artifacts)
 from .metrics import PRECISIONS, check_precision, evaluate_accuracy, model_memory_mb
-from .results import write_atomic, write_json
+from .results import MiB, serialized_bytes, write_atomic, write_json
 from ..profiling.profiler import Profiler
 from ..profiling.timing import adapt, system_info, time_callable, time_model
 
@@ -206,7 +206,8 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.pt"
         torch.save(model, path)
-        record("model_file_mb", path.stat().st_size / 2**20, "measured: size of torch.save(model) on disk")
+        size, how = serialized_bytes(model)  # the one serialized size (a pickled torch.save(model) file adds code)
+        record("model_file_mb", size / MiB, f"measured: {how}")
 
         def startup() -> None:
             loaded = adapt(torch.load(path, weights_only=False, map_location=a.device))

@@ -16,7 +16,7 @@ from torch import nn
 
 from .metrics import (
     PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision)
-from .results import decide, write_atomic, write_json
+from .results import MiB, decide, write_atomic, write_json
 from ..profiling.profiler import Profiler
 from ..profiling.timing import _check_shape, _positive_int, system_info, time_callable
 
@@ -118,7 +118,7 @@ def roofline_estimate(macs: float, bytes_moved: float, peak_macs_per_s: float,
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #83f8c900
 def measure_memory_bandwidth_gbps(size_mb: int = 64, samples: int = 5) -> float:
     "Practical memory bandwidth (GB/s, 1e9 bytes) of this machine: a large tensor copy, timed."
-    src = torch.ones(_positive_int(size_mb, "size_mb") * 2**20 // 4, dtype=torch.float32)
+    src = torch.ones(_positive_int(size_mb, "size_mb") * MiB // 4, dtype=torch.float32)
     dst = torch.empty_like(src)
     t = time_callable(lambda: dst.copy_(src), warmup=2, samples=_positive_int(samples, "samples"))
     return 2 * src.numel() * 4 / (t.median_ms / 1e3) / 1e9

@@ -12,29 +12,28 @@ from torch import nn
 
 from .energy import measure_energy
 from .optimize import PRECISIONS, _is_quantized, cast_precision, quantize_int8
-from .results import (BenchmarkResult, CountResult, EvalData, ProportionResult, decide,
+from .results import (BenchmarkResult, CountResult, EvalData, MiB, ProportionResult, decide,
                                             state_dict_tensor_bytes, state_tensors, top1_correct)
 from ..profiling.timing import _positive_int, adapt, check_device, time_callable, time_model
 
 # %% auto #0
-__all__ = ['MB', 'model_memory_mb', 'memory_violations', 'UnsupportedPrecisionError', 'check_precision', 'model_precision',
+__all__ = ['model_memory_mb', 'memory_violations', 'UnsupportedPrecisionError', 'check_precision', 'model_precision',
            'to_precision', 'evaluate_accuracy', 'measure_latency', 'measure_latency_distribution', 'PerfMetrics',
            'collect_metrics', 'check_device']
 
 # %% ../../nbs/19_benchmarking/metrics_dev.ipynb #68c02bc6
-MB = 2**20
 _state_tensors = state_tensors  # results.state_tensors: the one walk over a model's state
 
 
 def model_memory_mb(model: nn.Module) -> float:
-    """MB held by a model's state (parameters, buffers, int8 weights and scales), by each tensor's dtype.
+    """MiB held by a model's state (parameters, buffers, int8 weights and scales), by each tensor's dtype.
 
     >>> round(model_memory_mb(nn.Linear(256, 256)), 4)
     0.251
     """
     ### BEGIN SOLUTION
     total = sum(t.numel() * t.element_size() for t in _state_tensors(model))
-    return total / MB
+    return total / MiB
     ### END SOLUTION
 
 # %% ../../nbs/19_benchmarking/metrics_dev.ipynb #5c17590d
@@ -257,10 +256,9 @@ def collect_metrics(model: nn.Module, loader: Iterable, device: str | torch.devi
         methods[key] = f"measured: timing core, {result.count} samples of batch {batch_size}{scaled}"
     mean_ms = result.mean * k
     methods["throughput_sps"] = f"derived: batch_size / mean latency{' (scaled)' if k != 1 else ''}"
-    memory = model_memory_mb(converted)
-    methods["memory_mb"] = "measured: state-dict tensors x element size"
-    mem_result = CountResult("memory", [memory], unit="MiB",
-                             metadata={"bytes": state_dict_tensor_bytes(converted), "method": methods["memory_mb"]})
+    nbytes = state_dict_tensor_bytes(converted)  # integer bytes; memory_mb is their view in MiB
+    memory, methods["memory_mb"] = nbytes / MiB, "measured: state-dict tensors x element size"
+    mem_result = CountResult("memory", [nbytes], unit="bytes", metadata={"bytes": nbytes, "method": methods["memory_mb"]})
 
     energy_j: float | None = None
     if k == 1:

@@ -413,9 +413,9 @@ class MetricInfo:
 METRICS: dict[str, MetricInfo] = {
     "latency": MetricInfo("ms", "min", "faster"),
     "accuracy": MetricInfo("fraction", "max", "more accurate"),
-    "memory": MetricInfo("MiB", "min", "smaller in peak memory"),
-    "model_size": MetricInfo("MiB", "min", "smaller"),
-    "parameter_memory": MetricInfo("MiB", "min", "smaller in parameter memory"),
+    "memory": MetricInfo("bytes", "min", "smaller in peak memory"),  # integer bytes; reports render MiB
+    "model_size": MetricInfo("bytes", "min", "smaller"),
+    "parameter_memory": MetricInfo("bytes", "min", "smaller in parameter memory"),
     "energy": MetricInfo("J", "min", "more energy-efficient"),  # per inference; metadata carries mJ
 }
 
@@ -485,7 +485,7 @@ class ProportionResult(BenchmarkResult):
 
 @dataclass
 class CountResult(BenchmarkResult):
-    "An exact figure (bytes, MACs, parameters): one value, no sampling error, a zero-width interval."
+    "An exact figure (bytes, MACs, parameters): one value (kept an int when given ints), no sampling error, zero-width interval."
 
     kind = "count"
 
@@ -495,8 +495,9 @@ class CountResult(BenchmarkResult):
             raise ValueError(f"values: expected one finite value for '{self.metric_name}', got {list(self.values)!r}")
         if np.any(arr != arr[0]):
             raise ValueError(f"values: an exact count has one value; '{self.metric_name}' got differing values {arr.tolist()}")
-        v = float(arr[0])
-        self.values = arr.tolist()
+        exact = all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in self.values)
+        v = int(self.values[0]) if exact else float(arr[0])  # integer bytes stay integers
+        self.values = [v] * arr.size
         self.count = int(arr.size)
         self.mean = self.median = self.min = self.max = self.p50 = self.p90 = self.p95 = self.p99 = v
         self.std, self.iqr, self.outliers = 0.0, 0.0, 0
