@@ -170,3 +170,59 @@ def test_report_best_is_the_pareto_set_with_ties(tmp_path):
     with mock.patch("tinytorch.benchmarking.report._save_figure") as save:
         plot_metric(payload, "latency", tmp_path)
     assert save.call_args.args[3] == "latency: best = a, b", save.call_args  # a and b tie, c is slower
+
+
+# --- bytes are integers ------------------------------------------------------------------------------------------
+def _models(tmp_path):
+    "One small conv model (with batch-norm buffers) as eager, pickled (torch.save(model) reloaded) and TorchScript."
+    base = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(), torch.nn.Flatten(),
+                               torch.nn.Linear(4 * 6 * 6, 10)).eval()
+    torch.save(base, tmp_path / "pickled.pt")
+    torch.jit.save(torch.jit.script(base), tmp_path / "script.pt")
+    from tinytorch.benchmarking.suite import load_model_file
+    return {"eager": base, "pickled": load_model_file(tmp_path / "pickled.pt"),
+            "torchscript": load_model_file(tmp_path / "script.pt")}
+
+
+def _independent_sizes(model, tmp_path):
+    tensors = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    f = tmp_path / "archive.pt"  # torch names the zip's top folder after the file; "archive" as for a buffer
+    if isinstance(model, torch.jit.ScriptModule):
+        torch.jit.save(model, f)
+    else:
+        torch.save(model.state_dict(), f)
+    return tensors, len(f.read_bytes())
+
+
+@pytest.mark.parametrize("kind", ["eager", "pickled", "torchscript"])
+def test_sizes_are_integer_bytes_equal_to_an_independent_count(kind, tmp_path):
+    from tinytorch.benchmarking.devices import measure_watch_metrics
+    from tinytorch.benchmarking.optimize import state_dict_bytes
+    from tinytorch.benchmarking.results import MiB, serialized_bytes, state_dict_tensor_bytes
+    model = _models(tmp_path)[kind]
+    tensors, on_disk = _independent_sizes(model, tmp_path)
+    assert tensors > 4 * sum(p.numel() for p in model.parameters()), "the buffers (running stats) count too"
+    assert state_dict_tensor_bytes(model) == tensors and serialized_bytes(model)[0] == on_disk == state_dict_bytes(model)
+    X, y = torch.randn(8, 1, 8, 8), torch.arange(8) % 10
+    b = Benchmark({kind: model}, [(X, y)], measurement_runs=2, warmup_runs=1)
+    b.run_memory_benchmark()
+    size = b.results["model_size"][kind]
+    assert size.unit == "bytes" and type(size.median) is int and size.median == size.metadata["bytes"] == on_disk
+    m = collect_metrics(model, [(X, y)], repeats=3)
+    r = m.results["memory"]
+    assert r.unit == "bytes" and type(r.median) is int and r.median == tensors and m.memory_mb == tensors / MiB
+    if kind != "torchscript":  # the watch metrics need forward hooks
+        w = measure_watch_metrics(model, (1, 1, 8, 8), samples=3, startup_runs=2)
+        assert w["model_file_mb"] * MiB == on_disk and w["params_size_mb"] * MiB == tensors, w
+
+
+def test_one_mib_constant_and_labels():
+    import re
+    from pathlib import Path
+    import tinytorch.benchmarking as pkg
+    from tinytorch.benchmarking import metrics, results
+    assert results.MiB == 2**20 and not hasattr(metrics, "MB")
+    src = {p.name: p.read_text() for p in Path(pkg.__file__).parent.glob("*.py")}
+    assert not [n for n, t in src.items() if re.search(r"^\s*_?MB\s*=", t, re.M)], "MiB is defined once, in results"
+    assert not [n for n, t in src.items() if "2**20" in t and n not in ("results.py", "olympics.py")]
+    assert "Model Size (MB)" not in src["report.py"]

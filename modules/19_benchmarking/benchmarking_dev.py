@@ -338,7 +338,7 @@ class Benchmark:
                     if mem.get(key) is None:
                         self._not_available(metric, name, f"Profiler.measure_memory gave no {key}: {mem.get('methods')}")
                     else:
-                        n = int(mem[key] * MiB)  # exact: the Profiler divides integer bytes by 2**20
+                        n = int(mem[key] * MiB)  # exact: the Profiler divides integer bytes by MiB
                         self._store(metric, name, CountResult(metric, [n], unit="bytes", metadata=dict(meta, bytes=n)))
         return dict(self.results.get("memory", {}))
 
