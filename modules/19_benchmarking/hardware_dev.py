@@ -1244,7 +1244,7 @@ def _cell(value: Any, kind: str = "text") -> str:
 def benchmark_table_markdown(rows: Iterable[dict[str, Any]]) -> str:
     """Rows (`BENCHMARK_TABLE_FIELDS`) as the benchmark table in Markdown: accuracy, a fraction 0..1, printed as %,
     a missing figure as n/a, e.g. `| m | t | 90.0% | 1.5 | 0.02 | x86 CPU | - |`."""
-    lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MB)** | **Platform** "
+    lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MiB)** | **Platform** "
              "| **References** |", "|" + "|".join(["---"] * 7) + "|"]
     kinds = ("text", "text", "percent", "number", "number", "text", "text")
     for i, r in enumerate(rows):
@@ -1294,7 +1294,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
     platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"
     layers = estimate_layerwise_stats(model, shape[0], shape[1:])
     summary = summarize_hardware(layers, base_latency_ms, measure_memory_bandwidth_gbps(), peak_gmacs=measure_peak_gmacs())
-    summary.update({"latency_source": latency_source, "bandwidth_method": "measured: 64 MB tensor copy on this machine",
+    summary.update({"latency_source": latency_source, "bandwidth_method": "measured: 64 MiB tensor copy on this machine",
                     "peak_gmacs_method": "measured: 512x512x512 float32 matmul on this machine",
                     "skipped_precisions": json.dumps(sweep_df.attrs["skipped"])})
     paths = save_hardware_artifacts(out, layers, tradeoffs, summary)

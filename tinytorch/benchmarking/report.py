@@ -75,8 +75,7 @@ def _fmt(v: Any, digits: int = 4) -> str:
 
 
 def _unit_scale(payload: dict[str, Any], metric: str) -> tuple[float, str]:
-    "(divisor, unit) to render `metric`: integer bytes are shown in MiB (the only place MiB appears)."
-    unit = payload.get("metrics", {}).get(metric, {}).get("unit", "")
+    unit = payload.get("metrics", {}).get(metric, {}).get("unit", "")  # integer bytes are rendered in MiB
     return (MiB, "MiB") if unit == "bytes" else (1, unit)
 
 
@@ -145,8 +144,7 @@ def _metric_table(payload: dict[str, Any], metric: str) -> list[str]:
 
 
 def _best(payload: dict[str, Any], metric: str, vals: dict[str, float]) -> list[str]:
-    """The models no other beats significantly on `metric`: its Pareto set with ties
-    (`results.pareto_front_with_ties` on the raw values); the extreme median where they are missing."""
+    "Models no other beats significantly on `metric` (Pareto set with ties of the raw values; else the extreme median)."
     raw = payload.get("results", {}).get(metric, {})
     if all("values" in raw.get(n, {}) for n in vals):
         results = {n: {metric: BenchmarkResult.from_dict({"metric_name": metric, **raw[n]})} for n in vals}
@@ -245,8 +243,7 @@ def _save_figure(fig: Any, ax: Any, path: Path, title: str, ylabel: str, grid_ax
 
 
 def plot_metric(payload: dict[str, Any], metric: str, output_dir: str | Path) -> Path:
-    """Bar chart of one metric (medians, interval error bars, the best in a different colour: every model no
-    other beats significantly, i.e. the Pareto set with ties of this metric, not the raw extreme median)."""
+    """Bar chart of one metric (medians, interval error bars, the best, `_best`, in a different colour)."""
     rows = [r for r in payload["table"] if r["metric"] == metric and r["status"] in ("measured", "estimated")]
     if not rows:
         raise ValueError(f"metric: no measured values of '{metric}' to plot")

@@ -230,41 +230,30 @@ def is_significant(p_value: float | None, effect: float, alpha: float = ALPHA, m
     ### END SOLUTION
 
 
-_OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
-
-
 class Decision(str):
     "'pass', 'fail' or 'inconclusive' (a str), with `basis`: what it was decided on."
-    def __new__(cls, verdict: str, basis: str) -> "Decision":
-        d = super().__new__(cls, verdict)
-        d.basis = basis
-        return d
+    ops = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
 
 
 def decide(result: Any, op: str, threshold: float) -> Decision:
-    """The one rule for a target, a budget or a constraint: pass when the `1 - ALPHA` interval of `result`
-    (a result's `ci_lower`/`ci_upper`, or a `(lo, hi)` pair) lies wholly on the allowed side of `threshold`,
-    fail when wholly on the other, else inconclusive. A point value (a number, or a result without an
-    interval) is decided plainly, and `basis` says so.
-
-    >>> decide((0.86, 0.93), ">=", 0.85), decide((0.80, 0.90), ">=", 0.85), decide(0.9, "<", 1.0).basis
-    ('pass', 'inconclusive', 'point value 0.9 (no interval): decided plainly')
-    """
-    if op not in _OPS:
-        raise ValueError(f"op: expected one of {list(_OPS)}, got {op!r}")
-    if not isinstance(threshold, (int, float, np.number)) or not math.isfinite(threshold):
-        raise ValueError(f"threshold: expected a finite number, got {threshold!r}")
-    lo, hi = (result if isinstance(result, (tuple, list)) and len(result) == 2
-              else (getattr(result, "ci_lower", None), getattr(result, "ci_upper", None)))
-    point = getattr(result, "mean", result)
+    """The one rule for a target, budget or constraint: pass when the interval of `result` (its `ci_lower`,
+    `ci_upper`, or a `(lo, hi)` pair) lies wholly on the allowed side of `threshold`, fail when wholly on the
+    other, else inconclusive. A point value (a number, a result without interval) is decided plainly, and
+    `basis` says so. `decide((0.80, 0.90), ">=", 0.85)` is 'inconclusive'; `decide(0.9, "<", 1)` 'pass'."""
+    if op not in Decision.ops or not isinstance(threshold, (int, float, np.number)) or not math.isfinite(threshold):
+        raise ValueError(f"op, threshold: expected one of {list(Decision.ops)} and a finite number, got {op!r}, {threshold!r}")
+    pair, cmp = isinstance(result, (tuple, list)) and len(result) == 2, Decision.ops[op]
+    lo, hi = result if pair else (getattr(result, "ci_lower", None), getattr(result, "ci_upper", None))
     if lo is None or hi is None or lo == hi:
-        v = point if lo is None or hi is None else lo
+        v = getattr(result, "mean", result) if lo is None or hi is None else lo
         if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not math.isfinite(v):
             raise ValueError(f"result: expected a finite number, a (lo, hi) interval or a result, got {result!r}")
-        return Decision("pass" if _OPS[op](v, threshold) else "fail", f"point value {v:g} (no interval): decided plainly")
-    ok = _OPS[op](lo, threshold), _OPS[op](hi, threshold)
-    return Decision("pass" if all(ok) else "fail" if not any(ok) else "inconclusive",
-                    f"interval [{lo:.4g}, {hi:.4g}] {op} {threshold:g}")
+        d, d.basis = Decision("pass" if cmp(v, threshold) else "fail"), f"point value {v:g} (no interval): decided plainly"
+    else:
+        d = Decision("pass" if cmp(lo, threshold) and cmp(hi, threshold) else "inconclusive" if cmp(lo, threshold) or
+                     cmp(hi, threshold) else "fail")
+        d.basis = f"interval [{lo:.4g}, {hi:.4g}] {op} {threshold:g}"
+    return d
 
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #9eb2d773
 @dataclass
@@ -776,14 +765,9 @@ def as_eval_sets(datasets: Any, dataset_names: Sequence[str] | None = None, batc
 
 
 def checked_output(out: Any, model: str, dataset: str, rows: int, first_row: int = 0, scores: bool = True) -> torch.Tensor:
-    """`out` as a CPU tensor, checked: one row per sample (`rows`), `(rows, classes)` when `scores`, every
-    value finite. Anything else is a `ValueError` naming the model, the dataset and the first bad row
-    (counted from `first_row`): a non-finite output is a failure, never a score.
-
-    >>> checked_output(torch.full((1, 10), float("nan")), "m", "test", 1)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ValueError: model 'm' on dataset 'test': non-finite output (nan/inf) from row 0...
-    """
+    """`out` as a CPU tensor, checked: one row per sample (`rows`), `(rows, classes)` when `scores`, every value
+    finite; else a `ValueError` naming the model, the dataset and the first bad row (counted from `first_row`).
+    A non-finite output is a failure, never a score: `checked_output(torch.ones(2, 3), "m", "d", 2)` passes."""
     if isinstance(out, (tuple, list)):
         raise ValueError(f"model '{model}' on dataset '{dataset}': expected one tensor, got a {type(out).__name__}")
     t = as_tensor(out).detach().cpu()

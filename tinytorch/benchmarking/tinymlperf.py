@@ -16,8 +16,8 @@ import torch
 from torch import nn
 
 from .digits import default_digits_model, load_digits_split
-from .results import (BenchmarkResult, EvalData, ProportionResult, bootstrap_interval, checked_output,
-                                            decide, top1_correct)
+from .results import (BenchmarkResult, EvalData, ProportionResult, as_tensor, bootstrap_interval,
+                                            checked_output, decide, top1_correct)
 from .results import write_atomic, write_json
 from ..profiling.timing import TimingSamples, _positive_int, adapt, model_name, system_info, time_callable
 
@@ -234,12 +234,6 @@ class QualityEvaluationError(ValueError):
     "The model ran, but its outputs on the labelled data could not be scored (or it raised); carries the error."
 
 
-def _to_numpy(out: Any) -> np.ndarray:
-    if isinstance(out, torch.Tensor):
-        return out.detach().float().cpu().numpy()
-    return np.asarray(getattr(out, "data", out), dtype=np.float32)
-
-
 def _labelled(dataset: Any, benchmark_name: str) -> tuple[EvalData, str | None]:
     "The dataset through the one normaliser, and why it cannot be scored (None when it can)."
     d = dataset if isinstance(dataset, EvalData) else EvalData(dataset, benchmark_name)
@@ -362,7 +356,7 @@ class TinyMLPerf:
         except (RuntimeError, ValueError, TypeError, IndexError) as e:
             raise IncompatibleModelError(f"model {a.name!r} does not accept the {task.name} input of shape "
                                          f"{task.input_shape}: {type(e).__name__}: {e}") from e
-        if task.quality_metric == "auc" and (shape := tuple(_to_numpy(out).shape)) != task.input_shape:
+        if task.quality_metric == "auc" and (shape := tuple(as_tensor(out).shape)) != task.input_shape:
             raise IncompatibleModelError(f"model {a.name!r}: an anomaly-detection autoencoder must reconstruct its "
                                          f"input of shape {task.input_shape}, got output shape {shape}")
         return x
