@@ -9,7 +9,7 @@
 # %% [markdown]
 # # Module 19: Benchmarking — 1. Results, the one currency
 #
-# Modules 15–18 each ended with a claim (*faster*, *smaller*, *accuracy barely moved*). A
+# Every optimisation ends with a claim (*faster*, *smaller*, *accuracy barely moved*). A
 # benchmark is the experiment that tests it: a workload, a protocol (warmup, repetitions,
 # threads, device), measurements with an uncertainty, and a conclusion that survives it. This
 # notebook builds the currency every later one pays in: three result kinds, each knowing its
@@ -227,7 +227,7 @@ def test_unit_benchmark_result():
     assert r.mean == 3.0 and r.median == 3.0, "mean and median of 1..5 are both 3"
     assert abs(r.std - statistics.stdev(values)) < 1e-12, (
         f"std: expected the sample standard deviation {statistics.stdev(values):.6f} (divides by n-1), got {r.std}"
-        + (" -- that is the population std (ddof=0)" if abs(r.std - statistics.pstdev(values)) < 1e-12 else ""))
+        + (" -- that is the population std (it divides by n: numpy's default, ddof=0)" if abs(r.std - statistics.pstdev(values)) < 1e-12 else ""))
     assert (r.min, r.max) == (1.0, 5.0), f"min/max: expected (1.0, 5.0), got ({r.min}, {r.max})"
     assert abs(r.p90 - 4.6) < 1e-12 and abs(r.p99 - 4.96) < 1e-12, (
         f"p90, p99 of 1..5: expected 4.6 and 4.96 (linear interpolation between the closest ranks, numpy's "
@@ -273,7 +273,7 @@ def test_unit_benchmark_result():
     expected = {"mean": mean, "std": sd, "median": statistics.median(xs), "min": ordered[0], "max": ordered[-1],
                 "p50": pct(50), "p90": pct(90), "p95": pct(95), "p99": pct(99), "iqr": q3 - q1, "cv": sd / mean,
                 "ci_lower": mean - half, "ci_upper": mean + half}
-    hints = {"std": (statistics.pstdev(xs), "that is the population std (ddof=0)"),
+    hints = {"std": (statistics.pstdev(xs), "that is the population std (it divides by n: numpy's default, ddof=0)"),
              "ci_lower": (mean - 1.959963984540054 * sd / math.sqrt(n), "that is z = 1.96, not Student's t"),
              "ci_upper": (mean + 1.959963984540054 * sd / math.sqrt(n), "that is z = 1.96, not Student's t")}
     for key, want in expected.items():
