@@ -2304,9 +2304,12 @@ if __name__ == "__main__":
 def test_module():
     from tinytorch.profiling.timing import time_callable
 
-    small = time_callable(lambda: sum(range(2_000)), samples=15, warmup=3)
-    large = time_callable(lambda: sum(range(8_000)), samples=15, warmup=3)
-    lat = {n: BenchmarkResult("latency", t.per_call_ms, unit="ms", metadata=t.metadata()) for n, t in (("small", small), ("large", large))}
+    runs = {"small": [], "large": []}  # five interleaved rounds: a busy spell slows both, not one
+    for _ in range(5):
+        for name, n in (("small", 2_000), ("large", 8_000)):
+            runs[name].append(time_callable(lambda n=n: sum(range(n)), samples=6, warmup=2))
+    lat = {n: BenchmarkResult("latency", [v for t in ts for v in t.per_call_ms], unit="ms", metadata=ts[0].metadata())
+           for n, ts in runs.items()}
     c = compare_results(lat["small"], lat["large"], names=("small", "large"))
     assert c.winner == "small" and c.ratio > 2, f"4x the work should be significantly slower: {c.verdict}"
     lin = torch.nn.Linear(4, 4, bias=False)
