@@ -552,6 +552,15 @@ def test_lesson_targets():
     assert c["module_19_lines"] <= TARGETS["module_19_lines"], c["module_19_lines"]
 
 
+def test_no_notebook_holds_half_the_points():
+    "Module 19's points are spread over its notebooks: none holds half of them (issue 20)."
+    points = {nb: p["graded_points"] for nb, p in lesson_counts()["per_notebook"].items()
+              if nb.startswith("modules/19_benchmarking/")}
+    total = sum(points.values())
+    heavy = {nb: n for nb, n in points.items() if 2 * n >= total}
+    assert not heavy, f"{heavy} of {total} points in one notebook: move tasks to the notebooks that use them"
+
+
 # ---- results_dev's tasks: independent solutions pass, typical wrong ones are named ------------
 
 def _solution_namespace(notebook: str, module: str = MODULE) -> dict:

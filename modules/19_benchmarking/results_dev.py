@@ -799,17 +799,14 @@ def test_unit_compare_samples():
     assert c.ci_lower is not None and c.ci_lower <= c.ratio <= c.ci_upper, \
         f"the bootstrap interval [{c.ci_lower}, {c.ci_upper}] should contain the observed ratio {c.ratio}"
     assert 1.7 < c.ci_lower and c.ci_upper < 2.3, f"the interval of a clean 2x difference should be near 2, got [{c.ci_lower}, {c.ci_upper}]"
-    assert c.significant and c.verdict.startswith("fast is 2.00× faster than slow"), (
-        f"expected a significant verdict starting 'fast is 2.00× faster than slow', got {c.significant}, {c.verdict!r}")
+    assert c.significant and c.verdict.startswith("fast is 2.00× faster than slow"), f"expected 'fast is 2.00× faster than slow…', got {c.verdict!r}"
     again = compare_samples(fast, slow, names=("fast", "slow"))
     assert (again.ci_lower, again.ci_upper) == (c.ci_lower, c.ci_upper), "a fixed seed must give the same interval"
     # direction: higher is better (throughput)
     t = compare_samples(fast, slow, names=("x", "y"), higher_is_better=True, better="higher throughput")
-    assert t.significant and t.verdict.startswith("y is 2.00× higher throughput than x"), (
-        f"expected a significant verdict starting 'y is 2.00× higher throughput than x', got {t.significant}, {t.verdict!r}")
+    assert t.significant and t.verdict.startswith("y is 2.00× higher throughput than x"), f"expected 'y is 2.00× higher throughput than x…', got {t.verdict!r}"
     same = compare_samples(fast, list(fast))
-    assert not same.significant and same.verdict.startswith("no significant difference"), (
-        f"equal samples: expected a verdict starting 'no significant difference', got {same.significant}, {same.verdict!r}")
+    assert not same.significant and same.verdict.startswith("no significant difference"), f"expected 'no significant difference…', got {same.verdict!r}"
     # a tiny but 'significant' shift is below the 2% that matters
     rng = np.random.default_rng(1)
     base = 1 + 0.001 * rng.standard_normal(400)
@@ -923,8 +920,7 @@ def test_unit_mcnemar_exact():
     assert mcnemar_exact([1, 0, 1], [1, 0, 1]) == {"a_only": 0, "b_only": 0, "p_value": 1.0}, \
         "no disagreement: no evidence either way, p = 1.0"
     got = mcnemar_exact([1, 1, 1, 0], [1, 0, 0, 0])
-    assert got == {"a_only": 2, "b_only": 0, "p_value": 0.5}, (
-        f"2 vs 0 disagreements: expected {{'a_only': 2, 'b_only': 0, 'p_value': 0.5}} (2 · 0.5², exact), got {got}")
+    assert got == {"a_only": 2, "b_only": 0, "p_value": 0.5}, f"2 vs 0 disagreements: expected a_only 2, b_only 0, p 0.5, got {got}"
     expect_error(mcnemar_exact, [1, 0], [1], name="correct_a")  # different lengths cannot be paired
     ### BEGIN HIDDEN TESTS
     rng = grading_rng()
@@ -1216,12 +1212,11 @@ def test_unit_proportion_result():
     assert (r.correct, r.count) == (3, 4), f"correct/count: expected (3, 4), got ({r.correct}, {r.count})"
     assert r.mean == r.median == r.p50 == 0.75, f"the estimate k/n = 0.75 is mean, median and p50; got {r.mean}, {r.median}, {r.p50}"
     assert abs(r.std - statistics.stdev([1, 1, 1, 0])) < 1e-12, "std: the sample standard deviation of the outcomes"
-    assert (r.min, r.max) == (0.0, 1.0) and r.values == [1, 1, 1, 0] and all(type(v) is int for v in r.values), (
-        f"expected min 0.0, max 1.0 and the outcomes as Python ints [1, 1, 1, 0], got {r.min}, {r.max}, {r.values!r}")
+    assert (r.min, r.max) == (0.0, 1.0) and r.values == [1, 1, 1, 0] and all(type(v) is int for v in r.values), \
+        f"expected min 0.0, max 1.0, the outcomes as Python ints [1, 1, 1, 0], got {r.min}, {r.max}, {r.values!r}"
     assert r.p90 is None and r.p95 is None and r.p99 is None and r.iqr is None and r.cv is None and r.outliers == 0, \
         "percentiles and spreads of 0/1 outcomes mean nothing: None (outliers 0)"
-    assert (r.ci_lower, r.ci_upper) == wilson_interval(3, 4), (
-        f"the interval of 3 of 4: expected Wilson's {wilson_interval(3, 4)}, got {(r.ci_lower, r.ci_upper)}")
+    assert (r.ci_lower, r.ci_upper) == wilson_interval(3, 4), f"3 of 4: expected {wilson_interval(3, 4)}, got {(r.ci_lower, r.ci_upper)}"
     assert ProportionResult("accuracy", [0]).std == 0.0, "a single outcome has std 0.0"
     assert BenchmarkResult.from_dict(r.to_dict()).to_dict() == r.to_dict(), "a proportion survives a round trip"
     ### BEGIN HIDDEN TESTS
@@ -1377,11 +1372,9 @@ def test_unit_compare_proportions():
     assert abs(c.details["difference"] - 0.06) < 1e-12, f"difference: expected 0.96 - 0.90 = 0.06, got {c.details['difference']}"
     p = _stats.binomtest(6, 6, 0.5).pvalue
     assert abs(c.p_value - p) < 1e-12, f"p_value: expected McNemar's exact p = {p:.4f} (6 vs 0 disagreements), got {c.p_value}"
-    assert (c.details["a_only_correct"], c.details["b_only_correct"]) == (0, 6), (
-        f"details: expected a_only_correct 0, b_only_correct 6, got {c.details}")
-    assert c.significant and c.winner == "int8" and "int8" in c.verdict and "fp32" in c.verdict, (
-        f"expected a significant win of int8 with a verdict naming int8 and fp32, got {c.significant}, {c.winner}, "
-        f"{c.verdict!r}")
+    assert (c.details["a_only_correct"], c.details["b_only_correct"]) == (0, 6), f"expected 0 and 6, got {c.details}"
+    assert c.significant and c.winner == "int8" and "int8" in c.verdict and "fp32" in c.verdict, \
+        f"expected a significant win of int8, its verdict naming int8 and fp32, got {c.winner}, {c.verdict!r}"
     ratio_lo, ratio_hi = c.ci_lower, c.ci_upper
     assert ratio_lo is not None and 1 <= ratio_lo <= ratio_hi, f"the ratio's paired interval is at or above 1, got [{ratio_lo}, {ratio_hi}]"
     many_a = ProportionResult("accuracy", [1] * 9000 + [0] * 1000)
@@ -1490,9 +1483,8 @@ def test_unit_compare_results():
     # the kinds survive a round trip through to_dict / from_dict
     for r in (lat_a, acc_a, size_a):
         back = BenchmarkResult.from_dict(r.to_dict())
-        assert type(back) is type(r) and back.to_dict() == r.to_dict(), (
-            f"from_dict(to_dict()): expected the same {type(r).__name__} {r.to_dict()}, got {type(back).__name__} "
-            f"{back.to_dict()}")
+        assert type(back) is type(r) and back.to_dict() == r.to_dict(), \
+            f"from_dict(to_dict()): expected {type(r).__name__} {r.to_dict()}, got {type(back).__name__} {back.to_dict()}"
     ### BEGIN HIDDEN TESTS
     rng = grading_rng()
     seed, n_boot = int(rng.integers(0, 2**31)), int(rng.integers(200, 800))
@@ -1649,8 +1641,7 @@ def test_unit_pareto_front_with_ties():
     p = pareto_front_with_ties(res, ["latency", "accuracy"])
     assert p["front"] == ["B"] and p["dominated_by"]["A"] == "B", (
         f"B is now twice as fast and tied on accuracy: it dominates A; got front {p['front']}")
-    assert p["alpha"] == 0.05 and p["min_effect"] == 0.02, (
-        f"the rule's defaults are recorded: expected alpha 0.05, min_effect 0.02, got {p['alpha']}, {p['min_effect']}")
+    assert (p["alpha"], p["min_effect"]) == (0.05, 0.02), f"expected alpha, min_effect 0.05, 0.02, got {p['alpha']}, {p['min_effect']}"
     expect_error(pareto_front_with_ties, {"A": {"latency": res["A"]["latency"]}}, ["latency", "accuracy"], name="results")
     expect_error(pareto_front_with_ties, res, [], name="metrics")
     ### BEGIN HIDDEN TESTS
@@ -1942,8 +1933,8 @@ def test_unit_eval_data_and_top1():
     assert as_eval_sets(None) == [], "None: no sets"
     assert len(as_eval_sets((X, y))) == 1, "a single (X, y) pair of tensors is one set, not two"
     sets = as_eval_sets([(X, y), (X,)], dataset_names=["train", "unlabelled"], batch_size=4)
-    assert [d.name for d in sets] == ["train", "unlabelled"] and not sets[1].has_labels, (
-        f"expected sets 'train' and 'unlabelled' (no labels), got {[d.name for d in sets]}, labels {sets[1].has_labels}")
+    assert [d.name for d in sets] == ["train", "unlabelled"] and not sets[1].has_labels, \
+        f"expected sets 'train' and 'unlabelled' (no labels), got {[d.name for d in sets]}, labels {sets[1].has_labels}"
     assert [len(x) for x, _ in sets[0].batches()] == [4, 2], "batches of batch_size=4 from 6 samples: 4 and 2"
     got = [d.name for d in as_eval_sets([(X, y), (X, y)])]
     assert got == ["dataset0", "dataset1"], f"unnamed sets: expected ['dataset0', 'dataset1'], got {got}"
@@ -1951,9 +1942,8 @@ def test_unit_eval_data_and_top1():
     expect_error(as_eval_sets, [(X, y), (X, y)], dataset_names=["a", "a"], name="dataset_names")
     expect_error(as_eval_sets, 3.5, name="datasets", error=TypeError)
     no_data = as_eval_sets([{"name": "baseline"}])[0]
-    assert not no_data.has_samples and not no_data.has_labels and "without array data" in no_data.reason, (
-        f"a set without arrays: expected no samples, no labels and a reason saying 'without array data', got "
-        f"{no_data.has_samples}, {no_data.has_labels}, {no_data.reason!r}")
+    assert not no_data.has_samples and not no_data.has_labels and "without array data" in no_data.reason, \
+        f"no arrays: expected no samples, no labels, a reason saying 'without array data', got {no_data.reason!r}"
     try:
         top1_correct(lin, (X, torch.tensor([0, 1, 2, 3, 4, 5])))
     except ValueError as e:
@@ -1963,9 +1953,8 @@ def test_unit_eval_data_and_top1():
         raise AssertionError("labels up to 5 with a 3-class model: expected a ValueError, not a low accuracy")
     expect_error(top1_correct, torch.nn.Sequential(torch.nn.Linear(3, 1), torch.nn.Flatten(0)), (X, y), name="shape")
     r = ProportionResult("accuracy", top1_correct(lin, (X, y)), unit="fraction")
-    assert (r.correct, r.count) == (4, 6) and (r.ci_lower, r.ci_upper) == wilson_interval(4, 6), (
-        f"expected 4 of 6 right with Wilson's interval {wilson_interval(4, 6)}, got {r.correct} of {r.count}, "
-        f"{(r.ci_lower, r.ci_upper)}")
+    assert (r.correct, r.count) == (4, 6) and (r.ci_lower, r.ci_upper) == wilson_interval(4, 6), \
+        f"expected 4 of 6, interval {wilson_interval(4, 6)}, got {r.correct} of {r.count}, {(r.ci_lower, r.ci_upper)}"
     ### BEGIN HIDDEN TESTS
     rng = grading_rng()
     c, d, n = int(rng.integers(3, 8)), int(rng.integers(2, 6)), int(rng.integers(5, 40))
@@ -2333,11 +2322,9 @@ def test_module():
     from tinytorch.profiling.timing import time_callable
 
     runs = {"small": [], "large": []}  # five interleaved rounds: a busy spell slows both, not one
-    for _ in range(5):
-        for name, n in (("small", 2_000), ("large", 8_000)):
-            runs[name].append(time_callable(lambda n=n: sum(range(n)), samples=6, warmup=2))
-    lat = {n: BenchmarkResult("latency", [v for t in ts for v in t.per_call_ms], unit="ms", metadata=ts[0].metadata())
-           for n, ts in runs.items()}
+    for name, n in [("small", 2_000), ("large", 8_000)] * 5:
+        runs[name] += time_callable(lambda n=n: sum(range(n)), samples=6, warmup=2).per_call_ms
+    lat = {n: BenchmarkResult("latency", v, unit="ms") for n, v in runs.items()}
     c = compare_results(lat["small"], lat["large"], names=("small", "large"))
     assert c.winner == "small" and c.ratio > 2, f"4x the work should be significantly slower: {c.verdict}"
     lin = torch.nn.Linear(4, 4, bias=False)

@@ -404,10 +404,9 @@ if __name__ == "__main__":
     test_unit_linear_cost()
 
 # %% [markdown]
-# The wall time of a latency `Benchmark` of the model on one thread, short and long (median of `REPEATS` runs,
-# the two interleaved so a busy spell slows both); then two parts of the fixed cost: `system_info()`, read
-# once, and the clock-overhead probe run every round. On a busy machine the noise can exceed the cost of the
-# extra samples: then the fitted slope says so by being near zero or negative.
+# The wall time of a one-thread latency `Benchmark`, short and long (median of `REPEATS` interleaved runs);
+# then two parts of the fixed cost: `system_info()`, read once, and the clock-overhead probe run every round.
+# On a busy machine noise can outweigh the extra samples' cost: a slope near zero or below says so.
 
 # %%
 CONFIGS, REPEATS, BENCHMARKS_PER_DAY = {"short": 10, "long": 160}, 7, 100   # CONFIGS: measurement_runs
@@ -416,13 +415,11 @@ CONFIGS, REPEATS, BENCHMARKS_PER_DAY = {"short": 10, "long": 160}, 7, 100   # CO
 def median_seconds(*fns):
     "Median wall time of each of `fns` over `REPEATS` interleaved runs (one number for one function)."
     runs = [[] for _ in fns]
-    for _ in range(REPEATS):
-        for fn, out in zip(fns, runs):
-            with precise_timer() as t:
-                fn()
-            out.append(t.elapsed_s)
-    medians = [statistics.median(r) for r in runs]
-    return medians[0] if len(fns) == 1 else medians
+    for _, (fn, out) in ((r, p) for r in range(REPEATS) for p in zip(fns, runs)):
+        with precise_timer() as t:
+            fn()
+        out.append(t.elapsed_s)
+    return statistics.median(runs[0]) if len(fns) == 1 else [statistics.median(r) for r in runs]
 
 
 if __name__ == "__main__":
