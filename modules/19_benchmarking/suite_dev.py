@@ -419,7 +419,8 @@ def test_unit_pareto_front():
     pts = {"A": {"lat": 2.0, "acc": 0.99}, "B": {"lat": 1.0, "acc": 0.98}, "C": {"lat": 1.5, "acc": 0.97}}
     got = pareto_front(pts, {"lat": "min", "acc": "max"})
     assert got == ["A", "B"], f"C is slower and less accurate than B: expected ['A', 'B'], got {got}"
-    assert pareto_front(pts, {"lat": "max", "acc": "max"}) == ["A"], "A has the highest of both"  # a flipped direction
+    got = pareto_front(pts, {"lat": "max", "acc": "max"})  # a flipped direction
+    assert got == ["A"], f"with latency to maximise A has the highest of both: expected ['A'], got {got}"
     # ties: identical points do not dominate each other; equal on one metric, better on the other does
     tie = {"P": {"x": 1, "y": 1}, "Q": {"x": 1, "y": 1}, "R": {"x": 1, "y": 2}}
     got = pareto_front(tie, {"x": "min", "y": "min"})
@@ -431,7 +432,8 @@ def test_unit_pareto_front():
     dirs = {"a": "min", "b": "max", "c": "min"}
     cost = {n: [p[m] if d == "min" else -p[m] for m, d in dirs.items()] for n, p in many.items()}  # lower is better
     expected = [n for n, c in cost.items() if not any(all(x <= y for x, y in zip(o, c)) and o != c for o in cost.values())]
-    assert pareto_front(many, dirs) == expected, "three-metric frontier differs from a brute-force check"
+    got = pareto_front(many, dirs)
+    assert got == expected, f"three metrics {dirs}: expected the brute-force frontier {expected}, got {got}"
     got = pareto_front({"only": {"x": 3}}, {"x": "min"})
     assert got == ["only"], f"a single point is its own frontier: expected ['only'], got {got}"
     expect_error(pareto_front, pts, {"lat": "lower"}, name="directions")
@@ -542,14 +544,14 @@ def test_unit_pareto_front_with_ties():
                  "accuracy": ProportionResult("accuracy", [1] * 600 + [0] * 400)}}
     exact = pareto_front({n: {"lat": r["latency"].median, "acc": r["accuracy"].mean} for n, r in res.items()},
                          {"lat": "min", "acc": "max"})
-    assert exact == ["B"], "by exact numbers B 'dominates' A"
+    assert exact == ["B"], f"by exact numbers B 'dominates' A: expected pareto_front to give ['B'], got {exact}"
     p = pareto_front_with_ties(res, ["latency", "accuracy"])
     assert p["front"] == ["A", "B"], (
         f"A and B differ by noise only (no significant difference on either metric): both stay on the front; got "
         f"{p['front']} -- a model dominates only when it is significantly better somewhere and never worse")
     assert p["dominated_by"] == {"C": "A"}, f"C is significantly slower and less accurate than A: got {p['dominated_by']}"
     assert ["A", "B", "latency"] in p["ties"] and ["A", "B", "accuracy"] in p["ties"], f"ties: got {p['ties']}"
-    assert not any(t[:2] == ["A", "C"] for t in p["ties"]), "A and C are significantly different: no tie"
+    assert not any(t[:2] == ["A", "C"] for t in p["ties"]), f"A and C differ significantly: expected no tie, got {p['ties']}"
     res["B"]["latency"] = BenchmarkResult("latency", [v * 0.5 for v in noisy])
     p = pareto_front_with_ties(res, ["latency", "accuracy"])
     assert p["front"] == ["B"] and p["dominated_by"]["A"] == "B", (
