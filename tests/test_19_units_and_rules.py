@@ -104,9 +104,9 @@ def test_alpha_and_min_effect_are_defined_once_and_used_by_every_default():
     import inspect
     import re
     from pathlib import Path
-    from tinytorch.benchmarking import benchmark, optimize, results
+    from tinytorch.benchmarking import benchmark, optimize, pareto, results
     assert (results.ALPHA, results.MIN_EFFECT) == (0.05, 0.02)
-    for fn in (results.is_significant, results.compare_samples, results.compare_results, results.pareto_front_with_ties,
+    for fn in (results.is_significant, results.compare_samples, results.compare_results, pareto.pareto_front_with_ties,
                benchmark.Benchmark.compare, optimize.ablate_order):
         p = inspect.signature(fn).parameters
         assert (p["alpha"].default, p["min_effect"].default) == (0.05, 0.02), fn

@@ -552,6 +552,15 @@ def test_lesson_targets():
     assert c["module_19_lines"] <= TARGETS["module_19_lines"], c["module_19_lines"]
 
 
+def test_no_notebook_holds_half_the_points():
+    "Module 19's points are spread over its notebooks: none holds half of them (issue 20)."
+    points = {nb: p["graded_points"] for nb, p in lesson_counts()["per_notebook"].items()
+              if nb.startswith("modules/19_benchmarking/")}
+    total = sum(points.values())
+    heavy = {nb: n for nb, n in points.items() if 2 * n >= total}
+    assert not heavy, f"{heavy} of {total} points in one notebook: move tasks to the notebooks that use them"
+
+
 # ---- results_dev's tasks: independent solutions pass, typical wrong ones are named ------------
 
 def _solution_namespace(notebook: str, module: str = MODULE) -> dict:
@@ -792,10 +801,18 @@ def test_typical_wrong_results_solutions_are_named(results_ns, grade_id, stub, b
     assert expect in str(e.value), f"{test}: the failure should say {expect!r}, got: {e.value}"
 
 
-def test_pareto_without_ties_is_named(results_ns):
-    results_ns["pareto_front_with_ties"] = _wrong_pareto_ties
+@pytest.fixture()
+def suite_ns():
+    "suite_dev's cells: the Pareto tasks (exported to `pareto`) live there, where the suite uses them."
+    ns = _solution_namespace("suite_dev.ipynb")
+    yield ns
+    sys.modules.pop("lesson_solution_suite_dev", None)
+
+
+def test_pareto_without_ties_is_named(suite_ns):
+    suite_ns["pareto_front_with_ties"] = _wrong_pareto_ties
     with pytest.raises(AssertionError) as e:
-        results_ns["test_unit_pareto_front_with_ties"]()
+        suite_ns["test_unit_pareto_front_with_ties"]()
     assert "differ by noise only" in str(e.value), e.value
 
 
@@ -928,14 +945,21 @@ return max(0.0, lo), min(1.0, hi)
     ("results-resampler-rule", "bootstrap_interval", MY_RESAMPLER, {"is_significant": MY_RULE},
      "test_unit_resampler_and_rule"),
     ("benchmarking-compare", "compare_samples", MY_COMPARE_SAMPLES, {}, "test_unit_compare_samples"),
-    ("benchmarking-pareto", "pareto_front", MY_PARETO, {}, "test_unit_pareto_front"),
     ("results-proportion", "ProportionResult.__post_init__", MY_PROPORTION, {}, "test_unit_proportion_result"),
-    ("results-pareto-ties", "pareto_front_with_ties", MY_PARETO_TIES, {}, "test_unit_pareto_front_with_ties"),
     ("benchmarking-wilson", "wilson_interval", MY_WILSON, {}, "test_unit_wilson_interval"),
 ])
 def test_independent_solutions_of_the_other_results_tasks(results_ns, grade_id, stub, body, others, test):
     _student_cell_with(results_ns, "results_dev.ipynb", grade_id, stub, body, **others)
     results_ns[test]()
+
+
+@pytest.mark.parametrize("grade_id, stub, body, test", [
+    ("benchmarking-pareto", "pareto_front", MY_PARETO, "test_unit_pareto_front"),
+    ("results-pareto-ties", "pareto_front_with_ties", MY_PARETO_TIES, "test_unit_pareto_front_with_ties"),
+])
+def test_independent_pareto_solutions_pass(suite_ns, grade_id, stub, body, test):
+    _student_cell_with(suite_ns, "suite_dev.ipynb", grade_id, stub, body)
+    suite_ns[test]()
 
 
 PROFILING_SOLUTIONS = {

@@ -181,9 +181,11 @@ def test_wrong_baseline_comparisons_are_named(body, expect):
 # ---- the task lines ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stem, grade_ids", [("benchmarking_dev", {"test-benchmark-accuracy": 6}),
-                                             ("suite_dev", {"test-suite-compare-with-baseline": 6})])
-def test_task_lines_match_the_graded_cells(stem, grade_ids):
+@pytest.mark.parametrize("stem, grade_ids, levels", [
+    ("benchmarking_dev", {"test-benchmark-accuracy": 6}, ["medium"]),
+    ("suite_dev", {"test-benchmarking-pareto": 10, "test-results-pareto-ties": 10, "test-suite-compare-with-baseline": 6},
+     ["medium", "hard", "medium"])])
+def test_task_lines_match_the_graded_cells(stem, grade_ids, levels):
     src = (ROOT / "modules" / "19_benchmarking" / f"{stem}.py").read_text(encoding="utf-8")
     graded = {}
     for m in re.finditer(r"^# %% nbgrader=(\{.*\})\s*$", src, re.M):
@@ -192,7 +194,7 @@ def test_task_lines_match_the_graded_cells(stem, grade_ids):
             graded[meta["grade_id"]] = meta["points"]
     assert graded == grade_ids
     lines = re.findall(r"\*\*Your task \((easy|medium|hard), (\d+) points?\)\.\*\*", src)
-    assert [int(p) for _, p in lines] == list(grade_ids.values()) and all(d == "medium" for d, _ in lines), lines
+    assert [int(p) for _, p in lines] == list(grade_ids.values()) and [d for d, _ in lines] == levels, lines
 
 # ---- the report module comes from suite_dev's `#| export benchmarking.report` cells ------------
 

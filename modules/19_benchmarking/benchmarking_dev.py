@@ -37,8 +37,8 @@ import torch
 
 from tinytorch.benchmarking.results import (
     ALPHA, METRICS, MIN_EFFECT, STATISTICS, MiB, BenchmarkResult, Comparison, CountResult, MetricInfo, ProportionResult,
-    TimerReading, as_eval_sets, compare_results, compare_samples, json_native, mcnemar_exact, metric_info, pareto_front,
-    pareto_front_with_ties, precise_timer, serialized_bytes, top1_correct, wilson_interval,
+    TimerReading, as_eval_sets, compare_results, compare_samples, json_native, mcnemar_exact, metric_info,
+    precise_timer, serialized_bytes, top1_correct, wilson_interval,
 )
 from tinytorch.profiling.timing import _positive_int as _check_int, adapt, system_info as _system_info, time_interleaved
 
@@ -57,7 +57,8 @@ def grading_rng() -> np.random.Generator:
 # ## The public API, in one place
 #
 # The capstone imports `Benchmark, BenchmarkSuite, TinyMLPerf, OlympicEvent, …` from this module: it
-# re-exports the focused modules' names, loading those of later notebooks on first use (PEP 562).
+# re-exports the focused modules' names, loading those of later notebooks on first use (a module-level
+# `__getattr__`, PEP 562: Python calls it for a name the module does not define).
 
 # %%
 #| export
@@ -66,11 +67,12 @@ _all_ = ["BenchmarkResult", "ProportionResult", "CountResult", "TimerReading", "
          "MetricInfo", "METRICS", "STATISTICS", "BenchmarkSuite", "TinyMLPerf", "compare_optimization_techniques"]
 
 _LAZY = {"BenchmarkSuite": "tinytorch.benchmarking.suite", "TinyMLPerf": "tinytorch.benchmarking.tinymlperf",
-         "compare_optimization_techniques": "tinytorch.benchmarking.olympics"}
+         "compare_optimization_techniques": "tinytorch.benchmarking.olympics",
+         "pareto_front": "tinytorch.benchmarking.pareto", "pareto_front_with_ties": "tinytorch.benchmarking.pareto"}
 
 
 def __getattr__(name: str) -> Any:
-    "Load `BenchmarkSuite`, `TinyMLPerf` and `compare_optimization_techniques` from their modules on first use."
+    "Load the names of later notebooks (`BenchmarkSuite`, `TinyMLPerf`, the Pareto sets, ...) on first use."
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -103,19 +105,19 @@ class OlympicEvent(Enum):
 # %%
 if __name__ == "__main__":
     from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
-    from tinytorch.profiling.timing import time_model
+    from tinytorch.profiling.timing import fixed_threads, time_model
 
     _cnn, _x = default_digits_model(), load_digits_split("test")[0][:1]
-    with torch.inference_mode():
+    with fixed_threads(1), torch.inference_mode():  # one thread: other threads' load cannot stall a call
         _fresh = torch.jit.trace(type(_cnn)().eval(), _x)  # a freshly traced copy: its first calls are cold
         _cold = []
         for _ in range(3):
             with precise_timer() as _t:
                 _fresh(_x)
             _cold.append(_t.elapsed_ms)
-    _warm = time_model(_fresh, _x, warmup=5, samples=20)
-    print(f"first three calls of a freshly traced model: {', '.join(f'{c:.3f}' for c in _cold)} ms; "
-          f"after warmup: median {_warm.median_ms:.3f} ms")
+    _warm = time_model(_fresh, _x, warmup=5, samples=30, threads=1)
+    print(f"1 thread: first three calls of a freshly traced model: {', '.join(f'{c:.3f}' for c in _cold)} ms; "
+          f"after warmup: median {_warm.median_ms:.3f} ms (three single calls: on a busy machine one may be slowed)")
     for _n in sorted({1, torch.get_num_threads()}):
         _s = time_model(_cnn, _x, samples=20, threads=_n)
         print(f"{_n} thread(s): {BenchmarkResult('latency', _s.per_call_ms, unit='ms')}; {_s.calls_per_sample} calls per block")

@@ -50,7 +50,9 @@ from tinytorch.profiling.timing import _positive_int, time_callable
 # **Your task (medium, 5 points).** Complete `RaplReader._discover`: the zones to count under `self.root`, or the reason there are none.
 #
 # - *TODO:* fill `self.zones` with a `RaplZone(path, name, max_range_uj)` per zone to count; with
-#   none, leave it empty and set `self.unavailable_reason` to why, naming the path.
+#   none, leave it empty and set `self.unavailable_reason` to why, naming the path: the root when it
+#   is missing, the zone folder (`intel-rapl:N`) whose counter does not read, and with no zone at all
+#   `f"no readable intel-rapl:N zone under {self.root}"` (tests/test_19_energy.py checks these words).
 # - *Approach:* walk the root's entries in sorted order; keep the top-level zones (`_TOP_ZONE`)
 #   that have a counter, reading each one's name, range and counter once; then choose among them.
 # - *Example:* package-0, its sub-zone core, package-1 and psys → zones package-0 and package-1.
@@ -277,7 +279,7 @@ if __name__ == "__main__":
 #| export
 class NvmlReader:
     """Reads the total-energy counter of one NVIDIA GPU through NVML (`nvml`: the `pynvml` module, package
-    `nvidia-ml-py`, a stand-in, or False for none): on Volta and newer a 64-bit count of mJ that does not wrap.
+    `nvidia-ml-py`, a stand-in, or False for none): on Volta (2017's V100) and newer a 64-bit count of mJ that does not wrap.
     """
 
     def __init__(self, device_index: int = 0, nvml: Any = None):
@@ -370,6 +372,7 @@ def _call_for(fn: Callable[[], Any], sync: Callable[[], None], min_window_s: flo
 #   window of 1000 calls in which the counter rose by 1.5 J is 0.5 mJ per call net, 1.5 mJ gross.
 # - *Hints:* read `time.perf_counter()` next to each counter read; `reader.delta_j(before, after)`
 #   gives joules for any reader (RAPL: via `rapl_delta_uj`); `_call_for` runs one window of calls.
+# - *Needs first:* `RaplReader._discover` (the test reads a fake powercap through a `RaplReader`).
 
 # %% nbgrader={"grade": false, "grade_id": "energy-counter", "solution": true, "schema_version": 3}
 #| export

@@ -335,6 +335,7 @@ if __name__ == "__main__":
 # - *Example:* 10,000 bytes and 200,500 MACs in 0.01 ms: 1.0 GB/s (62.5% of 1.6 GB/s: memory-bound) and 20.05
 #   GMAC/s; at a 100 GMAC/s peak the roofline bound is 0.00625 ms, 62.5% of the run's 0.01 ms.
 # - *Hints:* what moves through memory besides the weights? A GB is 10^9 bytes. Attainment is at most 1.
+# - *Needs first:* `roofline_estimate` (the verdict is the roofline's).
 
 # %% nbgrader={"grade": false, "grade_id": "hardware-summary", "solution": true, "schema_version": 3}
 #| export
@@ -743,6 +744,7 @@ if __name__ == "__main__":
 # - *Example:* the digits CNN (6,090 parameters) in int8 on the STM32F446: 5.9 KB of weights in 512 KB of
 #   Flash, and RAM for the activations only: their 8 KB fp32 peak becomes 2 KB.
 # - *Hints:* two device facts can make "fits Flash" not apply. Each precision has its own peak; fp32's is no fallback.
+# - *Needs first:* `roofline_estimate` and `estimate_peak_activation_bytes`.
 
 # %% nbgrader={"grade": false, "grade_id": "devices-fit", "solution": true, "schema_version": 3}
 #| export benchmarking.devices

@@ -362,9 +362,11 @@ def measure_latency_distribution(model: Any, input_tensor: Any, repeats: int = 3
 #   `measured_latency_p95_ms`), `results` (accuracy, unscaled latency, memory as a `CountResult`).
 # - *Approach:* latency first (each statistic times the multiplier), then throughput, memory, and
 #   energy by the three cases above (`measure_energy` on one inference, or the estimate yourself).
-# - *Example:* 0.04 ms for a batch of 8 is 200,000 samples/s; ×10 it is 0.4 ms, and without `power_watts` no energy.
+# - *Example:* 0.04 ms for a batch of 8 is 200,000 samples/s; ×10 it is 0.4 ms, and without `power_watts` no energy
+#   (`None`, its reason naming `power_watts`).
 # - *Hints:* what unit is the latency in, and how many samples does one call process? Which model
 #   does the device hold? Run the inference for `measure_energy` as `_latency_result` does.
+# - *Needs first:* `model_memory_mb`.
 
 # %% nbgrader={"grade": false, "grade_id": "metrics-collect", "solution": true, "schema_version": 3}
 #| export

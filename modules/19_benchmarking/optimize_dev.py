@@ -9,8 +9,8 @@
 # %% [markdown]
 # # Module 19, the optimisations under test: int8, pruning, half precision
 #
-# Benchmarks exist to judge optimisations. Modules 16–18 built them by hand; here we wrap the versions
-# PyTorch ships, so benchmarks compare real models with real kernels:
+# Benchmarks exist to judge optimisations. Here we wrap the versions PyTorch and ONNX Runtime ship, so
+# benchmarks compare real models with real kernels:
 #
 # | technique | library path | what shrinks | what it costs |
 # |---|---|---|---|
@@ -62,7 +62,7 @@ def grading_rng() -> np.random.Generator:
 # Each float becomes an 8-bit integer, `q = round(x / scale) + zero_point`. **Dynamic** quantization
 # measures each activation's range at run time; **static** measures them once on a few *calibration*
 # batches, so a conv net runs end to end in int8. `torch.ao.quantization` is deprecated (successor:
-# torchao's PT2E flow) but still runs real x86 int8 kernels: all of it goes through `quantize_int8`,
+# torchao's export-based "PT2E" flow) but still runs real x86 int8 kernels: all of it goes through `quantize_int8`,
 # which records in `model.tinytorch_quantization` which path produced the model. int8 weights are
 # packed buffers, not `nn.Parameter`s: what you ship is the serialized `state_dict`, with a fixed
 # overhead per tensor, so a tiny model shrinks by less than 4×.
@@ -201,6 +201,8 @@ def quantize_int8(model: nn.Module, mode: str = "dynamic", calibration_data: Any
 #
 # A model is rarely shipped as an eager module: `to_runtime(model, runtime, example_input)` gives the
 # adapter for each route below (ONNX export: TorchScript-based, `dynamo=False`, recorded by `to_onnx`).
+# QDQ is ONNX Runtime's int8 format: QuantizeLinear/DequantizeLinear pairs around each float operator,
+# which the runtime fuses into int8 kernels.
 #
 # ```
 # nn.Module ──torch.onnx.export──> model.onnx ──onnx.checker──> InferenceSession ──> "onnxruntime"

@@ -9,7 +9,7 @@
 # %% [markdown]
 # # Module 19: Benchmarking — 1. Results, the one currency
 #
-# Modules 15–18 each ended with a claim (*faster*, *smaller*, *accuracy barely moved*). A
+# Every optimisation ends with a claim (*faster*, *smaller*, *accuracy barely moved*). A
 # benchmark is the experiment that tests it: a workload, a protocol (warmup, repetitions,
 # threads, device), measurements with an uncertainty, and a conclusion that survives it. This
 # notebook builds the currency every later one pays in: three result kinds, each knowing its
@@ -28,7 +28,7 @@
 # ```
 # timing core (Module 15) ──> BenchmarkResult ─┐
 # top-1 evaluation ─────────> ProportionResult ├─> compare_results() ─> Comparison (ratio, CI, p, verdict)
-# byte / MAC counters ──────> CountResult ─────┘                    └──> Pareto set with ties
+# byte / MAC counters ──────> CountResult ─────┘                    └──> Pareto set with ties (suite notebook)
 # ```
 #
 # The code ends up in `tinytorch.benchmarking.results`; the capstone's names are re-exported
@@ -228,7 +228,7 @@ def test_unit_benchmark_result():
     assert r.mean == 3.0 and r.median == 3.0, "mean and median of 1..5 are both 3"
     assert abs(r.std - statistics.stdev(values)) < 1e-12, (
         f"std: expected the sample standard deviation {statistics.stdev(values):.6f} (divides by n-1), got {r.std}"
-        + (" -- that is the population std (ddof=0)" if abs(r.std - statistics.pstdev(values)) < 1e-12 else ""))
+        + (" -- that is the population std (it divides by n: numpy's default, ddof=0)" if abs(r.std - statistics.pstdev(values)) < 1e-12 else ""))
     assert (r.min, r.max) == (1.0, 5.0), f"min/max: expected (1.0, 5.0), got ({r.min}, {r.max})"
     assert abs(r.p90 - 4.6) < 1e-12 and abs(r.p99 - 4.96) < 1e-12, (
         f"p90, p99 of 1..5: expected 4.6 and 4.96 (linear interpolation between the closest ranks, numpy's "
@@ -274,7 +274,7 @@ def test_unit_benchmark_result():
     expected = {"mean": mean, "std": sd, "median": statistics.median(xs), "min": ordered[0], "max": ordered[-1],
                 "p50": pct(50), "p90": pct(90), "p95": pct(95), "p99": pct(99), "iqr": q3 - q1, "cv": sd / mean,
                 "ci_lower": mean - half, "ci_upper": mean + half}
-    hints = {"std": (statistics.pstdev(xs), "that is the population std (ddof=0)"),
+    hints = {"std": (statistics.pstdev(xs), "that is the population std (it divides by n: numpy's default, ddof=0)"),
              "ci_lower": (mean - 1.959963984540054 * sd / math.sqrt(n), "that is z = 1.96, not Student's t"),
              "ci_upper": (mean + 1.959963984540054 * sd / math.sqrt(n), "that is z = 1.96, not Student's t")}
     for key, want in expected.items():
@@ -528,6 +528,8 @@ if __name__ == "__main__":
 # **Your task (hard, 10 points).** Complete `bootstrap_interval` (the checks on its arguments,
 # the resampling and the percentiles) and `is_significant`.
 #
+# - *Checks:* a `ValueError` naming `samples` (none, an empty or non-1-D one, unequal lengths when
+#   paired), `n_boot` (fewer than 100) or `confidence` (outside (0, 1)).
 # - *Approach:* one generator, `np.random.default_rng(seed)`. Independent: one index array of
 #   shape `(n_boot, len(sample))` per sample, *in order*; paired: one index array for all. Keep
 #   the finite statistics; return the `(1 ± confidence) / 2` percentiles as floats, or
@@ -727,6 +729,7 @@ if __name__ == "__main__":
 #   `ratio == 2.0`, `p_value ≈ 0.012`, and the verdict "a is 2.00× faster than b (p = 0.012)".
 # - *Hints:* the statistic gets arrays of shape `(n_boot, len(a))` and `(n_boot, len(b))`:
 #   `np.median(x, axis=1)` is the median of every resample at once.
+# - *Needs first:* `bootstrap_interval` (the ratio's interval).
 
 # %% nbgrader={"grade": false, "grade_id": "benchmarking-compare", "solution": true, "schema_version": 3}
 #| export
@@ -827,14 +830,14 @@ def test_unit_compare_samples():
     assert c.ci_lower is not None and c.ci_lower <= c.ratio <= c.ci_upper, \
         f"the bootstrap interval [{c.ci_lower}, {c.ci_upper}] should contain the observed ratio {c.ratio}"
     assert 1.7 < c.ci_lower and c.ci_upper < 2.3, f"the interval of a clean 2x difference should be near 2, got [{c.ci_lower}, {c.ci_upper}]"
-    assert c.significant and c.verdict.startswith("fast is 2.00× faster than slow"), c.verdict
+    assert c.significant and c.verdict.startswith("fast is 2.00× faster than slow"), f"expected 'fast is 2.00× faster than slow…', got {c.verdict!r}"
     again = compare_samples(fast, slow, names=("fast", "slow"))
     assert (again.ci_lower, again.ci_upper) == (c.ci_lower, c.ci_upper), "a fixed seed must give the same interval"
     # direction: higher is better (throughput)
     t = compare_samples(fast, slow, names=("x", "y"), higher_is_better=True, better="higher throughput")
-    assert t.significant and t.verdict.startswith("y is 2.00× higher throughput than x"), t.verdict
+    assert t.significant and t.verdict.startswith("y is 2.00× higher throughput than x"), f"expected 'y is 2.00× higher throughput than x…', got {t.verdict!r}"
     same = compare_samples(fast, list(fast))
-    assert not same.significant and same.verdict.startswith("no significant difference"), same.verdict
+    assert not same.significant and same.verdict.startswith("no significant difference"), f"expected 'no significant difference…', got {same.verdict!r}"
     # a tiny but 'significant' shift is below the 2% that matters
     rng = np.random.default_rng(1)
     base = 1 + 0.001 * rng.standard_normal(400)
@@ -947,7 +950,8 @@ def test_unit_mcnemar_exact():
         + (" -- that is the chi-square approximation" if abs(got["p_value"] - chi2) < 1e-6 else ""))
     assert mcnemar_exact([1, 0, 1], [1, 0, 1]) == {"a_only": 0, "b_only": 0, "p_value": 1.0}, \
         "no disagreement: no evidence either way, p = 1.0"
-    assert mcnemar_exact([1, 1, 1, 0], [1, 0, 0, 0]) == {"a_only": 2, "b_only": 0, "p_value": 0.5}
+    got = mcnemar_exact([1, 1, 1, 0], [1, 0, 0, 0])
+    assert got == {"a_only": 2, "b_only": 0, "p_value": 0.5}, f"2 vs 0 disagreements: expected a_only 2, b_only 0, p 0.5, got {got}"
     expect_error(mcnemar_exact, [1, 0], [1], name="correct_a")  # different lengths cannot be paired
     ### BEGIN HIDDEN TESTS
     rng = grading_rng()
@@ -980,104 +984,6 @@ def test_unit_mcnemar_exact():
 
 if __name__ == "__main__":
     test_unit_mcnemar_exact()
-
-# %% [markdown]
-# ## The Pareto frontier
-#
-# With several metrics there is rarely one best model (int8: smaller and faster; float: a
-# little more accurate). A model is **dominated** when another is at least as good on every
-# metric and strictly better on one; the models left, the **Pareto frontier**, are the choices.
-#
-# ```
-# accuracy ↑
-#   0.99 |  ● A (2.0 ms)          A, B: on the frontier
-#   0.98 |        ● B (1.0 ms)    C: dominated by B (slower AND less accurate)
-#   0.97 |              ● C (1.5 ms)
-#        +------------------------> latency (lower is better)
-# ```
-#
-# **Your task (medium, 10 points).** Implement `pareto_front(points, directions)`.
-#
-# - *Approach:* keep, in input order, each model that no other model dominates.
-# - *Example:* the models above with `{"lat": "min", "acc": "max"}` give `["A", "B"]`.
-# - *Hints:* turn every "max" metric into a "min" one by negating it; `a` dominates `b` when
-#   `all(a <= b)` and `any(a < b)`. Two identical points do not dominate each other. Reject a
-#   direction other than "min"/"max" and a model missing a metric with a `ValueError`.
-
-# %% nbgrader={"grade": false, "grade_id": "benchmarking-pareto", "solution": true, "schema_version": 3}
-#| export
-def pareto_front(points: dict[str, dict[str, float]], directions: dict[str, str]) -> list[str]:
-    """The names of the non-dominated points, in input order.
-
-    `points` maps a name to its metric values; `directions` maps each metric to "min" (lower
-    is better) or "max" (higher is better).
-    """
-    ### BEGIN SOLUTION
-    if not directions:
-        raise ValueError("directions: expected at least one metric, got none")
-    for metric, d in directions.items():
-        if d not in ("min", "max"):
-            raise ValueError(f"directions: expected 'min' or 'max' for '{metric}', got {d!r}")
-    vectors = {}
-    for name, values in points.items():
-        missing = [m for m in directions if m not in values or values[m] is None]
-        if missing:
-            raise ValueError(f"points: '{name}' has no value for {missing}")
-        vectors[name] = np.array([values[m] if d == "min" else -values[m] for m, d in directions.items()], dtype=float)
-    front = []
-    for name, v in vectors.items():
-        dominated = any(np.all(w <= v) and np.any(w < v) for other, w in vectors.items() if other != name)
-        if not dominated:
-            front.append(name)
-    return front
-    ### END SOLUTION
-
-# %% nbgrader={"grade": true, "grade_id": "test-benchmarking-pareto", "locked": true, "points": 10, "schema_version": 3}
-def test_unit_pareto_front():
-    pts = {"A": {"lat": 2.0, "acc": 0.99}, "B": {"lat": 1.0, "acc": 0.98}, "C": {"lat": 1.5, "acc": 0.97}}
-    got = pareto_front(pts, {"lat": "min", "acc": "max"})
-    assert got == ["A", "B"], f"C is slower and less accurate than B: expected ['A', 'B'], got {got}"
-    assert pareto_front(pts, {"lat": "max", "acc": "max"}) == ["A"], "A has the highest of both"  # a flipped direction
-    # ties: identical points do not dominate each other; equal on one metric, better on the other does
-    tie = {"P": {"x": 1, "y": 1}, "Q": {"x": 1, "y": 1}, "R": {"x": 1, "y": 2}}
-    assert pareto_front(tie, {"x": "min", "y": "min"}) == ["P", "Q"]
-    # three metrics, checked against a brute-force count on a fixed grid of points
-    rng = np.random.default_rng(7)
-    many = {f"m{i}": {"a": float(rng.integers(0, 5)), "b": float(rng.integers(0, 5)), "c": float(rng.integers(0, 5))}
-            for i in range(30)}
-    dirs = {"a": "min", "b": "max", "c": "min"}
-    cost = {n: [p[m] if d == "min" else -p[m] for m, d in dirs.items()] for n, p in many.items()}  # lower is better
-    expected = [n for n, c in cost.items() if not any(all(x <= y for x, y in zip(o, c)) and o != c for o in cost.values())]
-    assert pareto_front(many, dirs) == expected, "three-metric frontier differs from a brute-force check"
-    assert pareto_front({"only": {"x": 3}}, {"x": "min"}) == ["only"]
-    expect_error(pareto_front, pts, {"lat": "lower"}, name="directions")
-    expect_error(pareto_front, {"A": {"lat": 1}}, {"lat": "min", "acc": "max"}, name="points")
-    ### BEGIN HIDDEN TESTS
-    rng = grading_rng()
-    metrics = [f"metric_{chr(97 + int(i))}" for i in rng.permutation(8)[:int(rng.integers(1, 5))]]
-    dirs = {m: ["min", "max"][int(rng.integers(0, 2))] for m in metrics}
-    names = [f"model_{int(i)}" for i in rng.permutation(100)[:int(rng.integers(5, 25))]]  # input order is not sorted order
-    shuffled = [metrics[int(i)] for i in rng.permutation(len(metrics))]  # each point lists its metrics in its own order
-    pts = {n: {m: 0.5 * float(rng.integers(-3, 4)) for m in shuffled} for n in names}
-    twin = names[int(rng.integers(1, len(names)))]
-    pts[twin] = dict(pts[names[0]])  # an identical pair: neither dominates the other
-    cost = {n: [p[m] if d == "min" else -p[m] for m, d in dirs.items()] for n, p in pts.items()}
-    expected = [n for n, c in cost.items()
-                if not any(all(x <= y for x, y in zip(o, c)) and any(x < y for x, y in zip(o, c)) for o in cost.values())]
-    got = pareto_front(pts, dirs)
-    assert got == expected, (
-        f"{len(names)} models, directions {dirs}: expected the front {expected} (input order), got {got}"
-        + (" -- identical points do not dominate each other" if set(got) < set(expected) and twin not in got else ""))
-    wrong = ["lower", "higher", "minimum", "best", "MAX"][int(rng.integers(0, 5))]
-    expect_error(pareto_front, pts, {**dirs, metrics[0]: wrong}, name="directions")
-    gap = {n: dict(p) for n, p in pts.items()}
-    del gap[names[int(rng.integers(0, len(names)))]][metrics[int(rng.integers(0, len(metrics)))]]
-    expect_error(pareto_front, gap, dirs, name="points")
-    ### END HIDDEN TESTS
-
-
-if __name__ == "__main__":
-    test_unit_pareto_front()
 
 # %% [markdown]
 # ## How to read a metric
@@ -1138,6 +1044,7 @@ def metric_info(metric: str, unit: str = "") -> MetricInfo:
 #   sample standard deviation (0.0 for a single outcome).
 # - *Example:* `ProportionResult("accuracy", [1, 1, 1, 0])`: `mean == 0.75`, `correct == 3`, `ci_lower ≈ 0.301`.
 # - *Hints:* keep `self.values` a list of ints, so two results can be paired outcome by outcome.
+# - *Needs first:* `wilson_interval`.
 
 # %% nbgrader={"grade": false, "grade_id": "results-proportion", "solution": true, "schema_version": 3}
 #| export
@@ -1237,10 +1144,11 @@ def test_unit_proportion_result():
     assert (r.correct, r.count) == (3, 4), f"correct/count: expected (3, 4), got ({r.correct}, {r.count})"
     assert r.mean == r.median == r.p50 == 0.75, f"the estimate k/n = 0.75 is mean, median and p50; got {r.mean}, {r.median}, {r.p50}"
     assert abs(r.std - statistics.stdev([1, 1, 1, 0])) < 1e-12, "std: the sample standard deviation of the outcomes"
-    assert (r.min, r.max) == (0.0, 1.0) and r.values == [1, 1, 1, 0] and all(type(v) is int for v in r.values)
+    assert (r.min, r.max) == (0.0, 1.0) and r.values == [1, 1, 1, 0] and all(type(v) is int for v in r.values), \
+        f"expected min 0.0, max 1.0, the outcomes as Python ints [1, 1, 1, 0], got {r.min}, {r.max}, {r.values!r}"
     assert r.p90 is None and r.p95 is None and r.p99 is None and r.iqr is None and r.cv is None and r.outliers == 0, \
         "percentiles and spreads of 0/1 outcomes mean nothing: None (outliers 0)"
-    assert (r.ci_lower, r.ci_upper) == wilson_interval(3, 4)
+    assert (r.ci_lower, r.ci_upper) == wilson_interval(3, 4), f"3 of 4: expected {wilson_interval(3, 4)}, got {(r.ci_lower, r.ci_upper)}"
     assert ProportionResult("accuracy", [0]).std == 0.0, "a single outcome has std 0.0"
     assert BenchmarkResult.from_dict(r.to_dict()).to_dict() == r.to_dict(), "a proportion survives a round trip"
     ### BEGIN HIDDEN TESTS
@@ -1310,6 +1218,8 @@ if __name__ == "__main__":
 #   `p = 0.031`, and every paired resample has B ≥ A, so `d_lo > 0`.
 # - *Hints:* `per_dataset_outcomes()`; the resampler's `paired` flag; level `1 − alpha`.
 #   Resampled independently, the interval of the difference spans zero even here.
+# - *Needs first:* `wilson_interval`, `bootstrap_interval`, `mcnemar_exact`, `ProportionResult`; the dispatch's test
+#   also `BenchmarkResult` and `compare_samples`.
 
 # %% nbgrader={"grade": false, "grade_id": "results-compare-proportions", "solution": true, "schema_version": 3}
 #| export
@@ -1394,8 +1304,9 @@ def test_unit_compare_proportions():
     assert abs(c.details["difference"] - 0.06) < 1e-12, f"difference: expected 0.96 - 0.90 = 0.06, got {c.details['difference']}"
     p = _stats.binomtest(6, 6, 0.5).pvalue
     assert abs(c.p_value - p) < 1e-12, f"p_value: expected McNemar's exact p = {p:.4f} (6 vs 0 disagreements), got {c.p_value}"
-    assert (c.details["a_only_correct"], c.details["b_only_correct"]) == (0, 6), c.details
-    assert c.significant and c.winner == "int8" and "int8" in c.verdict and "fp32" in c.verdict, c.verdict
+    assert (c.details["a_only_correct"], c.details["b_only_correct"]) == (0, 6), f"expected 0 and 6, got {c.details}"
+    assert c.significant and c.winner == "int8" and "int8" in c.verdict and "fp32" in c.verdict, \
+        f"expected a significant win of int8, its verdict naming int8 and fp32, got {c.winner}, {c.verdict!r}"
     ratio_lo, ratio_hi = c.ci_lower, c.ci_upper
     assert ratio_lo is not None and 1 <= ratio_lo <= ratio_hi, f"the ratio's paired interval is at or above 1, got [{ratio_lo}, {ratio_hi}]"
     many_a = ProportionResult("accuracy", [1] * 9000 + [0] * 1000)
@@ -1504,7 +1415,8 @@ def test_unit_compare_results():
     # the kinds survive a round trip through to_dict / from_dict
     for r in (lat_a, acc_a, size_a):
         back = BenchmarkResult.from_dict(r.to_dict())
-        assert type(back) is type(r) and back.to_dict() == r.to_dict()
+        assert type(back) is type(r) and back.to_dict() == r.to_dict(), \
+            f"from_dict(to_dict()): expected {type(r).__name__} {r.to_dict()}, got {type(back).__name__} {back.to_dict()}"
     ### BEGIN HIDDEN TESTS
     rng = grading_rng()
     seed, n_boot = int(rng.integers(0, 2**31)), int(rng.integers(200, 800))
@@ -1573,150 +1485,6 @@ if __name__ == "__main__":
     test_unit_compare_results()
 
 # %% [markdown]
-# ### The Pareto set, honestly
-#
-# `pareto_front` compares exact numbers: a model 0.2 points more accurate and 2% faster
-# "dominates" the baseline even when neither difference is significant. `pareto_front_with_ties`
-# asks `compare_results` instead: on each metric one model is *significantly* better, or the two
-# are **tied**, so models that differ only by noise stay on the frontier together.
-#
-# ```
-#            latency         accuracy         A vs B
-# A  1.00 ms ± noise     95.0% of 1000
-# B  0.99 ms ± noise     95.2% of 1000   ->  tie (p = 0.6), tie (McNemar p = 0.5)  ->  both on the front
-# C  3.00 ms             60.0%           ->  A wins both (significantly)           ->  C dominated by A
-# ```
-#
-# **Your task (hard, 10 points).** Complete `pareto_front_with_ties`; reject an empty `metrics` and
-# a model without a result for every metric (a `ValueError` naming `metrics` or `results`).
-#
-# - *Approach:* for every pair of models and every metric keep `compare_results(...).winner` (a
-#   name, or None for a tie, recorded as `[a, b, metric]`). `b` is dominated by `a` when `a` won or
-#   tied on every metric and won on one. Return the front (input order), `dominated_by` (`b -> a`,
-#   the first found), the ties, `alpha` and `min_effect`.
-# - *Example:* in the table above the front is `["A", "B"]` and `dominated_by == {"C": "A"}`.
-# - *Hints:* compare each pair once (`names[i + 1:]`) and store the outcome under both orders;
-#   pass `alpha`, `min_effect` and `seed` on to `compare_results`.
-
-# %% nbgrader={"grade": false, "grade_id": "results-pareto-ties", "solution": true, "schema_version": 3}
-#| export
-def pareto_front_with_ties(results: Mapping[str, Mapping[str, BenchmarkResult]], metrics: Sequence[str], *,
-                           alpha: float = ALPHA, min_effect: float = MIN_EFFECT, seed: int = 0) -> dict[str, Any]:
-    """The non-dominated models when differences that are not significant count as ties.
-
-    `results[model][metric]` is a result. Returns `{"front": [names in input order], "dominated_by":
-    {name: dominating name}, "ties": [[a, b, metric], ...], "alpha": ..., "min_effect": ...}`.
-    """
-    ### BEGIN SOLUTION
-    metrics = list(metrics)
-    if not metrics:
-        raise ValueError("metrics: expected at least one metric name, got none")
-    names = list(results)
-    for n in names:
-        missing = [m for m in metrics if results[n].get(m) is None]
-        if missing:
-            raise ValueError(f"results: model '{n}' has no result for {missing}")
-    outcome: dict[tuple[str, str, str], str | None] = {}  # (a, b, metric) -> winner name or None (tie)
-    ties = []
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            for m in metrics:
-                c = compare_results(results[a][m], results[b][m], names=(a, b), alpha=alpha,
-                                    min_effect=min_effect, seed=seed)
-                outcome[(a, b, m)] = outcome[(b, a, m)] = c.winner
-                if c.winner is None:
-                    ties.append([a, b, m])
-    dominated_by = {}
-    for b in names:
-        for a in names:
-            if a == b:
-                continue
-            wins = [outcome[(a, b, m)] for m in metrics]
-            if all(w in (a, None) for w in wins) and any(w == a for w in wins):
-                dominated_by[b] = a
-                break
-    return {"front": [n for n in names if n not in dominated_by], "dominated_by": dominated_by, "ties": ties,
-            "alpha": alpha, "min_effect": min_effect}
-    ### END SOLUTION
-
-# %% nbgrader={"grade": true, "grade_id": "test-results-pareto-ties", "locked": true, "points": 10, "schema_version": 3}
-def test_unit_pareto_front_with_ties():
-    noisy = [1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 1.0, 0.95]
-    res = {"A": {"latency": BenchmarkResult("latency", noisy), "accuracy": ProportionResult("accuracy", [1] * 950 + [0] * 50)},
-           "B": {"latency": BenchmarkResult("latency", [v * 0.99 for v in noisy]),
-                 "accuracy": ProportionResult("accuracy", [1] * 952 + [0] * 48)},
-           "C": {"latency": BenchmarkResult("latency", [v * 3 for v in noisy]),
-                 "accuracy": ProportionResult("accuracy", [1] * 600 + [0] * 400)}}
-    exact = pareto_front({n: {"lat": r["latency"].median, "acc": r["accuracy"].mean} for n, r in res.items()},
-                         {"lat": "min", "acc": "max"})
-    assert exact == ["B"], "by exact numbers B 'dominates' A"
-    p = pareto_front_with_ties(res, ["latency", "accuracy"])
-    assert p["front"] == ["A", "B"], (
-        f"A and B differ by noise only (no significant difference on either metric): both stay on the front; got "
-        f"{p['front']} -- a model dominates only when it is significantly better somewhere and never worse")
-    assert p["dominated_by"] == {"C": "A"}, f"C is significantly slower and less accurate than A: got {p['dominated_by']}"
-    assert ["A", "B", "latency"] in p["ties"] and ["A", "B", "accuracy"] in p["ties"], f"ties: got {p['ties']}"
-    assert not any(t[:2] == ["A", "C"] for t in p["ties"]), "A and C are significantly different: no tie"
-    res["B"]["latency"] = BenchmarkResult("latency", [v * 0.5 for v in noisy])
-    p = pareto_front_with_ties(res, ["latency", "accuracy"])
-    assert p["front"] == ["B"] and p["dominated_by"]["A"] == "B", (
-        f"B is now twice as fast and tied on accuracy: it dominates A; got front {p['front']}")
-    assert p["alpha"] == 0.05 and p["min_effect"] == 0.02
-    expect_error(pareto_front_with_ties, {"A": {"latency": res["A"]["latency"]}}, ["latency", "accuracy"], name="results")
-    expect_error(pareto_front_with_ties, res, [], name="metrics")
-    ### BEGIN HIDDEN TESTS
-    rng = grading_rng()
-    metrics = [str(m) for m in rng.permutation(["latency", "accuracy", "model_size"])[:int(rng.integers(2, 4))]]
-    names = [f"cfg_{int(i)}" for i in rng.permutation(50)[:int(rng.integers(3, 6))]]
-    level = {n: {m: int(rng.integers(0, 3)) for m in metrics} for n in names}  # 0 best .. 2 worst, on each metric
-    if rng.random() < 0.5:
-        level[names[1]] = dict(level[names[0]])  # the same on every metric: tied everywhere
-    alpha, floor = [0.01, 0.05][int(rng.integers(0, 2))], [0.02, 0.05][int(rng.integers(0, 2))]
-    pattern = 1 + 0.03 * rng.standard_normal(10)  # one noise pattern, shuffled per model: equal medians within a level
-    base = {lv: rng.permutation(np.arange(300) < right).astype(int) for lv, right in enumerate((285, 240, 180))}
-    res = {}
-    for n in names:
-        jitter = 1 + 0.004 * float(rng.uniform(-1, 1))  # well below the floor: a tie within a level
-        outcomes = base[level[n]["accuracy"] if "accuracy" in level[n] else 0].copy()
-        i, j = int(rng.choice(np.flatnonzero(outcomes == 1))), int(rng.choice(np.flatnonzero(outcomes == 0)))
-        outcomes[i], outcomes[j] = 0, 1  # other samples right, the same accuracy
-        res[n] = {"latency": BenchmarkResult("latency", ((1.0, 2.0, 4.0)[level[n].get("latency", 0)] * jitter
-                                                        * rng.permutation(pattern)).tolist()),
-                  "accuracy": ProportionResult("accuracy", outcomes.tolist()),
-                  "model_size": CountResult("model_size", [(1.0, 1.5, 3.0)[level[n].get("model_size", 0)] * jitter])}
-    def better(a, b):  # a at least as good everywhere and better somewhere
-        return all(level[a][m] <= level[b][m] for m in metrics) and any(level[a][m] < level[b][m] for m in metrics)
-
-    dominated_by = {}
-    for b in names:
-        first = next((a for a in names if a != b and better(a, b)), None)
-        if first is not None:
-            dominated_by[b] = first
-    front = [n for n in names if n not in dominated_by]
-    ties = {(frozenset((names[i], names[j])), m) for i in range(len(names)) for j in range(i + 1, len(names))
-            for m in metrics if level[names[i]][m] == level[names[j]][m]}
-    got = pareto_front_with_ties({n: {m: res[n][m] for m in metrics} for n in names}, metrics, alpha=alpha,
-                                 min_effect=floor, seed=int(rng.integers(0, 1000)))
-    table = {n: {m: ["best", "middle", "worst"][level[n][m]] for m in metrics} for n in names}
-    assert got["front"] == front and got["dominated_by"] == dominated_by, (
-        f"models (in input order) with clearly separated levels per metric (differences within a level are noise) "
-        f"{table}: expected the front {front} and dominated_by {dominated_by} (the first dominating model in input "
-        f"order), got {got['front']} and {got['dominated_by']}")
-    got_ties = {(frozenset(t[:2]), t[2]) for t in got["ties"]}
-    assert got_ties == ties, (
-        f"{table}: expected the ties {sorted((sorted(p), m) for p, m in ties)}, got {got['ties']}")
-    assert (got["alpha"], got["min_effect"]) == (alpha, floor), (
-        f"expected alpha {alpha} and min_effect {floor} as passed, got {got['alpha']}, {got['min_effect']}")
-    gap = {n: {m: res[n][m] for m in metrics} for n in names}
-    del gap[names[int(rng.integers(0, len(names)))]][metrics[int(rng.integers(0, len(metrics)))]]
-    expect_error(pareto_front_with_ties, gap, metrics, name="results")
-    ### END HIDDEN TESTS
-
-
-if __name__ == "__main__":
-    test_unit_pareto_front_with_ties()
-
-# %% [markdown]
 # ## One way to read evaluation data, one top-1 evaluation
 #
 # Evaluation data comes in many shapes (the `EvalData` docstring lists them); `EvalData` turns
@@ -1734,12 +1502,13 @@ if __name__ == "__main__":
 #   (a single `(X, y)` pair of arrays is *one* set), names from `dataset_names`, a `.name`, or
 #   `dataset{i}`, unique. `top1_correct`: per batch, run the model, check the output's shape and
 #   that the labels fit its classes (a `ValueError` naming the model, the dataset and what was
-#   expected), collect the outcomes.
+#   expected: "labels" and the class count, or "shape"), collect the outcomes.
 # - *Approach:* the adapter feeds (`to_input`) and calls (`forward`) the model; `_output_tensor`
 #   makes the output a CPU tensor of scores, one row per sample, one column per class.
 # - *Example:* an identity `Linear(2, 2)` on `[1, 0], [0, 1], [1, 0]` with labels `[0, 1, 1]` gives `[1, 1, 0]`.
 # - *Hints:* which axis of a `(batch, classes)` array holds the classes? Labels of 10 classes
 #   against a model with 3 outputs must fail loudly, not score 30%.
+# - *Needs first:* `wilson_interval` and `ProportionResult` (the test scores the outcomes).
 
 # %% nbgrader={"grade": false, "grade_id": "results-top1", "solution": true, "schema_version": 3}
 #| export
@@ -1961,14 +1730,17 @@ def test_unit_eval_data_and_top1():
     assert as_eval_sets(None) == [], "None: no sets"
     assert len(as_eval_sets((X, y))) == 1, "a single (X, y) pair of tensors is one set, not two"
     sets = as_eval_sets([(X, y), (X,)], dataset_names=["train", "unlabelled"], batch_size=4)
-    assert [d.name for d in sets] == ["train", "unlabelled"] and not sets[1].has_labels, [d.name for d in sets]
+    assert [d.name for d in sets] == ["train", "unlabelled"] and not sets[1].has_labels, \
+        f"expected sets 'train' and 'unlabelled' (no labels), got {[d.name for d in sets]}, labels {sets[1].has_labels}"
     assert [len(x) for x, _ in sets[0].batches()] == [4, 2], "batches of batch_size=4 from 6 samples: 4 and 2"
-    assert [d.name for d in as_eval_sets([(X, y), (X, y)])] == ["dataset0", "dataset1"]
+    got = [d.name for d in as_eval_sets([(X, y), (X, y)])]
+    assert got == ["dataset0", "dataset1"], f"unnamed sets: expected ['dataset0', 'dataset1'], got {got}"
     expect_error(as_eval_sets, [(X, y)], dataset_names=["a", "b"], name="dataset_names")
     expect_error(as_eval_sets, [(X, y), (X, y)], dataset_names=["a", "a"], name="dataset_names")
     expect_error(as_eval_sets, 3.5, name="datasets", error=TypeError)
     no_data = as_eval_sets([{"name": "baseline"}])[0]
-    assert not no_data.has_samples and not no_data.has_labels and "without array data" in no_data.reason
+    assert not no_data.has_samples and not no_data.has_labels and "without array data" in no_data.reason, \
+        f"no arrays: expected no samples, no labels, a reason saying 'without array data', got {no_data.reason!r}"
     try:
         top1_correct(lin, (X, torch.tensor([0, 1, 2, 3, 4, 5])))
     except ValueError as e:
@@ -1978,7 +1750,8 @@ def test_unit_eval_data_and_top1():
         raise AssertionError("labels up to 5 with a 3-class model: expected a ValueError, not a low accuracy")
     expect_error(top1_correct, torch.nn.Sequential(torch.nn.Linear(3, 1), torch.nn.Flatten(0)), (X, y), name="shape")
     r = ProportionResult("accuracy", top1_correct(lin, (X, y)), unit="fraction")
-    assert (r.correct, r.count) == (4, 6) and (r.ci_lower, r.ci_upper) == wilson_interval(4, 6)
+    assert (r.correct, r.count) == (4, 6) and (r.ci_lower, r.ci_upper) == wilson_interval(4, 6), \
+        f"expected 4 of 6, interval {wilson_interval(4, 6)}, got {r.correct} of {r.count}, {(r.ci_lower, r.ci_upper)}"
     ### BEGIN HIDDEN TESTS
     rng = grading_rng()
     c, d, n = int(rng.integers(3, 8)), int(rng.integers(2, 6)), int(rng.integers(5, 40))
@@ -2345,9 +2118,10 @@ if __name__ == "__main__":
 def test_module():
     from tinytorch.profiling.timing import time_callable
 
-    small = time_callable(lambda: sum(range(2_000)), samples=15, warmup=3)
-    large = time_callable(lambda: sum(range(8_000)), samples=15, warmup=3)
-    lat = {n: BenchmarkResult("latency", t.per_call_ms, unit="ms", metadata=t.metadata()) for n, t in (("small", small), ("large", large))}
+    runs = {"small": [], "large": []}  # five interleaved rounds: a busy spell slows both, not one
+    for name, n in [("small", 2_000), ("large", 8_000)] * 5:
+        runs[name] += time_callable(lambda n=n: sum(range(n)), samples=6, warmup=2).per_call_ms
+    lat = {n: BenchmarkResult("latency", v, unit="ms") for n, v in runs.items()}
     c = compare_results(lat["small"], lat["large"], names=("small", "large"))
     assert c.winner == "small" and c.ratio > 2, f"4x the work should be significantly slower: {c.verdict}"
     lin = torch.nn.Linear(4, 4, bias=False)

@@ -10,8 +10,8 @@
 # # The suite: every benchmark at once, every model against the baseline, one report
 #
 # `Benchmark` measures; this notebook turns its measurements into an answer a reader can act on:
-# the report, `BenchmarkSuite` (every benchmark plus energy, every model against the baseline,
-# the Pareto set), and the pieces `tito benchmark` builds its default benchmark from.
+# the report, the Pareto sets (which models are worth choosing), `BenchmarkSuite` (every benchmark
+# plus energy, every model against the baseline, the Pareto set), and the pieces `tito benchmark` uses.
 
 # %%
 #| default_exp benchmarking.suite
@@ -37,7 +37,8 @@ from tinytorch.benchmarking.energy import measure_energy
 from tinytorch.benchmarking.report import (CSV_FILE, JSON_FILE, REPORT_FILE, SCHEMA, ensure_output_dir, load_payload,
                                            plot_distribution, plot_metric, plot_pareto, render_markdown, save_json,
                                            tidy_csv, write_atomic)
-from tinytorch.benchmarking.results import BenchmarkResult, Comparison, json_native, pareto_front_with_ties
+from tinytorch.benchmarking.pareto import pareto_front_with_ties
+from tinytorch.benchmarking.results import BenchmarkResult, Comparison, json_native
 
 # %%
 import os
@@ -45,9 +46,22 @@ import os
 import numpy as np
 
 
+from tinytorch.benchmarking.results import CountResult, ProportionResult
+
+
 def grading_rng() -> np.random.Generator:
     "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
     return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
+
+
+def expect_error(fn, *args, name: str, error: type = ValueError, **kwargs) -> None:
+    "Test helper: `fn(*args, **kwargs)` must raise `error` with a message that names the argument `name`."
+    try:
+        fn(*args, **kwargs)
+    except error as e:
+        assert name in str(e), f"{fn.__name__}{args}: the error should name {name!r}, got: {e}"
+    else:
+        raise AssertionError(f"{fn.__name__}{args} {kwargs or ''}: expected a {error.__name__} naming {name!r}, got none")
 
 # %% [markdown]
 # ## The report: one payload, four files
@@ -70,7 +84,8 @@ from typing import Any, Sequence
 import numpy as np
 
 # the one atomic writer and the one JSON writer live with the result types; re-exported here
-from tinytorch.benchmarking.results import BenchmarkResult, MiB, pareto_front_with_ties, write_atomic, write_json
+from tinytorch.benchmarking.pareto import pareto_front_with_ties
+from tinytorch.benchmarking.results import BenchmarkResult, MiB, write_atomic, write_json
 
 _all_ = ["write_atomic", "write_json"]
 SCHEMA = "tinytorch.benchmark.results/1"
@@ -359,6 +374,263 @@ def plot_distribution(payload: dict[str, Any], metric: str, output_dir: str | Pa
     ax.set_xticks(range(1, len(names) + 1), names, rotation=20, ha="right")
     return _save_figure(fig, ax, Path(output_dir) / f"{metric}_distribution.png", f"{metric}: every timed sample per model",
                         f"{metric} ({payload.get('metrics', {}).get(metric, {}).get('unit', '')})")
+
+# %%
+#| export benchmarking.pareto
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from tinytorch.benchmarking.results import ALPHA, MIN_EFFECT, BenchmarkResult, compare_results
+
+# %% [markdown]
+# ## The Pareto frontier
+#
+# (These cells export to `tinytorch.benchmarking.pareto`; the public API re-exports both functions.)
+# With several metrics there is rarely one best model (int8: smaller and faster; float: a
+# little more accurate). A model is **dominated** when another is at least as good on every
+# metric and strictly better on one; the models left, the **Pareto frontier**, are the choices.
+#
+# ```
+# accuracy ↑
+#   0.99 |  ● A (2.0 ms)          A, B: on the frontier
+#   0.98 |        ● B (1.0 ms)    C: dominated by B (slower AND less accurate)
+#   0.97 |              ● C (1.5 ms)
+#        +------------------------> latency (lower is better)
+# ```
+#
+# **Your task (medium, 10 points).** Implement `pareto_front(points, directions)`.
+#
+# - *Approach:* keep, in input order, each model that no other model dominates.
+# - *Example:* the models above with `{"lat": "min", "acc": "max"}` give `["A", "B"]`.
+# - *Hints:* turn every "max" metric into a "min" one by negating it; `a` dominates `b` when
+#   `all(a <= b)` and `any(a < b)`. Two identical points do not dominate each other. Reject a
+#   direction other than "min"/"max" and a model missing a metric with a `ValueError`.
+
+# %% nbgrader={"grade": false, "grade_id": "benchmarking-pareto", "solution": true, "schema_version": 3}
+#| export benchmarking.pareto
+def pareto_front(points: dict[str, dict[str, float]], directions: dict[str, str]) -> list[str]:
+    """The names of the non-dominated points, in input order.
+
+    `points` maps a name to its metric values; `directions` maps each metric to "min" (lower
+    is better) or "max" (higher is better).
+    """
+    ### BEGIN SOLUTION
+    if not directions:
+        raise ValueError("directions: expected at least one metric, got none")
+    for metric, d in directions.items():
+        if d not in ("min", "max"):
+            raise ValueError(f"directions: expected 'min' or 'max' for '{metric}', got {d!r}")
+    vectors = {}
+    for name, values in points.items():
+        missing = [m for m in directions if m not in values or values[m] is None]
+        if missing:
+            raise ValueError(f"points: '{name}' has no value for {missing}")
+        vectors[name] = np.array([values[m] if d == "min" else -values[m] for m, d in directions.items()], dtype=float)
+    front = []
+    for name, v in vectors.items():
+        dominated = any(np.all(w <= v) and np.any(w < v) for other, w in vectors.items() if other != name)
+        if not dominated:
+            front.append(name)
+    return front
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-benchmarking-pareto", "locked": true, "points": 10, "schema_version": 3}
+def test_unit_pareto_front():
+    pts = {"A": {"lat": 2.0, "acc": 0.99}, "B": {"lat": 1.0, "acc": 0.98}, "C": {"lat": 1.5, "acc": 0.97}}
+    got = pareto_front(pts, {"lat": "min", "acc": "max"})
+    assert got == ["A", "B"], f"C is slower and less accurate than B: expected ['A', 'B'], got {got}"
+    got = pareto_front(pts, {"lat": "max", "acc": "max"})  # a flipped direction
+    assert got == ["A"], f"with latency to maximise A has the highest of both: expected ['A'], got {got}"
+    # ties: identical points do not dominate each other; equal on one metric, better on the other does
+    tie = {"P": {"x": 1, "y": 1}, "Q": {"x": 1, "y": 1}, "R": {"x": 1, "y": 2}}
+    got = pareto_front(tie, {"x": "min", "y": "min"})
+    assert got == ["P", "Q"], f"P and Q are equal (neither dominates the other), R is dominated: expected ['P', 'Q'], got {got}"
+    # three metrics, checked against a brute-force count on a fixed grid of points
+    rng = np.random.default_rng(7)
+    many = {f"m{i}": {"a": float(rng.integers(0, 5)), "b": float(rng.integers(0, 5)), "c": float(rng.integers(0, 5))}
+            for i in range(30)}
+    dirs = {"a": "min", "b": "max", "c": "min"}
+    cost = {n: [p[m] if d == "min" else -p[m] for m, d in dirs.items()] for n, p in many.items()}  # lower is better
+    expected = [n for n, c in cost.items() if not any(all(x <= y for x, y in zip(o, c)) and o != c for o in cost.values())]
+    got = pareto_front(many, dirs)
+    assert got == expected, f"three metrics {dirs}: expected the brute-force frontier {expected}, got {got}"
+    got = pareto_front({"only": {"x": 3}}, {"x": "min"})
+    assert got == ["only"], f"a single point is its own frontier: expected ['only'], got {got}"
+    expect_error(pareto_front, pts, {"lat": "lower"}, name="directions")
+    expect_error(pareto_front, {"A": {"lat": 1}}, {"lat": "min", "acc": "max"}, name="points")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    metrics = [f"metric_{chr(97 + int(i))}" for i in rng.permutation(8)[:int(rng.integers(1, 5))]]
+    dirs = {m: ["min", "max"][int(rng.integers(0, 2))] for m in metrics}
+    names = [f"model_{int(i)}" for i in rng.permutation(100)[:int(rng.integers(5, 25))]]  # input order is not sorted order
+    shuffled = [metrics[int(i)] for i in rng.permutation(len(metrics))]  # each point lists its metrics in its own order
+    pts = {n: {m: 0.5 * float(rng.integers(-3, 4)) for m in shuffled} for n in names}
+    twin = names[int(rng.integers(1, len(names)))]
+    pts[twin] = dict(pts[names[0]])  # an identical pair: neither dominates the other
+    cost = {n: [p[m] if d == "min" else -p[m] for m, d in dirs.items()] for n, p in pts.items()}
+    expected = [n for n, c in cost.items()
+                if not any(all(x <= y for x, y in zip(o, c)) and any(x < y for x, y in zip(o, c)) for o in cost.values())]
+    got = pareto_front(pts, dirs)
+    assert got == expected, (
+        f"{len(names)} models, directions {dirs}: expected the front {expected} (input order), got {got}"
+        + (" -- identical points do not dominate each other" if set(got) < set(expected) and twin not in got else ""))
+    wrong = ["lower", "higher", "minimum", "best", "MAX"][int(rng.integers(0, 5))]
+    expect_error(pareto_front, pts, {**dirs, metrics[0]: wrong}, name="directions")
+    gap = {n: dict(p) for n, p in pts.items()}
+    del gap[names[int(rng.integers(0, len(names)))]][metrics[int(rng.integers(0, len(metrics)))]]
+    expect_error(pareto_front, gap, dirs, name="points")
+    ### END HIDDEN TESTS
+
+
+if __name__ == "__main__":
+    test_unit_pareto_front()
+
+# %% [markdown]
+# ### The Pareto set with ties
+#
+# `pareto_front` compares exact numbers: a model 0.2 points more accurate and 2% faster
+# "dominates" the baseline even when neither difference is significant. `pareto_front_with_ties`
+# asks `compare_results` instead: on each metric one model is *significantly* better, or the two
+# are **tied**, so models that differ only by noise stay on the frontier together.
+#
+# ```
+#            latency         accuracy         A vs B
+# A  1.00 ms ± noise     95.0% of 1000
+# B  0.99 ms ± noise     95.2% of 1000   ->  tie (p = 0.6), tie (McNemar p = 0.5)  ->  both on the front
+# C  3.00 ms             60.0%           ->  A wins both (significantly)           ->  C dominated by A
+# ```
+#
+# **Your task (hard, 10 points).** Complete `pareto_front_with_ties`; reject an empty `metrics` and
+# a model without a result for every metric (a `ValueError` naming `metrics` or `results`).
+#
+# - *Approach:* for every pair of models and every metric keep `compare_results(...).winner` (a
+#   name, or None for a tie, recorded as `[a, b, metric]`). `b` is dominated by `a` when `a` won or
+#   tied on every metric and won on one. Return the front (input order), `dominated_by` (`b -> a`,
+#   the first found), the ties, `alpha` and `min_effect`.
+# - *Example:* in the table above the front is `["A", "B"]` and `dominated_by == {"C": "A"}`.
+# - *Hints:* compare each pair once (`names[i + 1:]`) and store the outcome under both orders;
+#   pass `alpha`, `min_effect` and `seed` on to `compare_results`.
+# - *Needs first:* `pareto_front`, and the results notebook's `BenchmarkResult`, `wilson_interval`,
+#   `bootstrap_interval`, `compare_samples`, `mcnemar_exact`, `ProportionResult` and `compare_results`.
+
+# %% nbgrader={"grade": false, "grade_id": "results-pareto-ties", "solution": true, "schema_version": 3}
+#| export benchmarking.pareto
+def pareto_front_with_ties(results: Mapping[str, Mapping[str, BenchmarkResult]], metrics: Sequence[str], *,
+                           alpha: float = ALPHA, min_effect: float = MIN_EFFECT, seed: int = 0) -> dict[str, Any]:
+    """The non-dominated models when differences that are not significant count as ties.
+
+    `results[model][metric]` is a result. Returns `{"front": [names in input order], "dominated_by":
+    {name: dominating name}, "ties": [[a, b, metric], ...], "alpha": ..., "min_effect": ...}`.
+    """
+    ### BEGIN SOLUTION
+    metrics = list(metrics)
+    if not metrics:
+        raise ValueError("metrics: expected at least one metric name, got none")
+    names = list(results)
+    for n in names:
+        missing = [m for m in metrics if results[n].get(m) is None]
+        if missing:
+            raise ValueError(f"results: model '{n}' has no result for {missing}")
+    outcome: dict[tuple[str, str, str], str | None] = {}  # (a, b, metric) -> winner name or None (tie)
+    ties = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            for m in metrics:
+                c = compare_results(results[a][m], results[b][m], names=(a, b), alpha=alpha,
+                                    min_effect=min_effect, seed=seed)
+                outcome[(a, b, m)] = outcome[(b, a, m)] = c.winner
+                if c.winner is None:
+                    ties.append([a, b, m])
+    dominated_by = {}
+    for b in names:
+        for a in names:
+            if a == b:
+                continue
+            wins = [outcome[(a, b, m)] for m in metrics]
+            if all(w in (a, None) for w in wins) and any(w == a for w in wins):
+                dominated_by[b] = a
+                break
+    return {"front": [n for n in names if n not in dominated_by], "dominated_by": dominated_by, "ties": ties,
+            "alpha": alpha, "min_effect": min_effect}
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-results-pareto-ties", "locked": true, "points": 10, "schema_version": 3}
+def test_unit_pareto_front_with_ties():
+    noisy = [1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 1.0, 0.95]
+    res = {"A": {"latency": BenchmarkResult("latency", noisy), "accuracy": ProportionResult("accuracy", [1] * 950 + [0] * 50)},
+           "B": {"latency": BenchmarkResult("latency", [v * 0.99 for v in noisy]),
+                 "accuracy": ProportionResult("accuracy", [1] * 952 + [0] * 48)},
+           "C": {"latency": BenchmarkResult("latency", [v * 3 for v in noisy]),
+                 "accuracy": ProportionResult("accuracy", [1] * 600 + [0] * 400)}}
+    exact = pareto_front({n: {"lat": r["latency"].median, "acc": r["accuracy"].mean} for n, r in res.items()},
+                         {"lat": "min", "acc": "max"})
+    assert exact == ["B"], f"by exact numbers B 'dominates' A: expected pareto_front to give ['B'], got {exact}"
+    p = pareto_front_with_ties(res, ["latency", "accuracy"])
+    assert p["front"] == ["A", "B"], (
+        f"A and B differ by noise only (no significant difference on either metric): both stay on the front; got "
+        f"{p['front']} -- a model dominates only when it is significantly better somewhere and never worse")
+    assert p["dominated_by"] == {"C": "A"}, f"C is significantly slower and less accurate than A: got {p['dominated_by']}"
+    assert ["A", "B", "latency"] in p["ties"] and ["A", "B", "accuracy"] in p["ties"], f"ties: got {p['ties']}"
+    assert not any(t[:2] == ["A", "C"] for t in p["ties"]), f"A and C differ significantly: expected no tie, got {p['ties']}"
+    res["B"]["latency"] = BenchmarkResult("latency", [v * 0.5 for v in noisy])
+    p = pareto_front_with_ties(res, ["latency", "accuracy"])
+    assert p["front"] == ["B"] and p["dominated_by"]["A"] == "B", (
+        f"B is now twice as fast and tied on accuracy: it dominates A; got front {p['front']}")
+    assert (p["alpha"], p["min_effect"]) == (0.05, 0.02), f"expected alpha, min_effect 0.05, 0.02, got {p['alpha']}, {p['min_effect']}"
+    expect_error(pareto_front_with_ties, {"A": {"latency": res["A"]["latency"]}}, ["latency", "accuracy"], name="results")
+    expect_error(pareto_front_with_ties, res, [], name="metrics")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    metrics = [str(m) for m in rng.permutation(["latency", "accuracy", "model_size"])[:int(rng.integers(2, 4))]]
+    names = [f"cfg_{int(i)}" for i in rng.permutation(50)[:int(rng.integers(3, 6))]]
+    level = {n: {m: int(rng.integers(0, 3)) for m in metrics} for n in names}  # 0 best .. 2 worst, on each metric
+    if rng.random() < 0.5:
+        level[names[1]] = dict(level[names[0]])  # the same on every metric: tied everywhere
+    alpha, floor = [0.01, 0.05][int(rng.integers(0, 2))], [0.02, 0.05][int(rng.integers(0, 2))]
+    pattern = 1 + 0.03 * rng.standard_normal(10)  # one noise pattern, shuffled per model: equal medians within a level
+    base = {lv: rng.permutation(np.arange(300) < right).astype(int) for lv, right in enumerate((285, 240, 180))}
+    res = {}
+    for n in names:
+        jitter = 1 + 0.004 * float(rng.uniform(-1, 1))  # well below the floor: a tie within a level
+        outcomes = base[level[n]["accuracy"] if "accuracy" in level[n] else 0].copy()
+        i, j = int(rng.choice(np.flatnonzero(outcomes == 1))), int(rng.choice(np.flatnonzero(outcomes == 0)))
+        outcomes[i], outcomes[j] = 0, 1  # other samples right, the same accuracy
+        res[n] = {"latency": BenchmarkResult("latency", ((1.0, 2.0, 4.0)[level[n].get("latency", 0)] * jitter
+                                                        * rng.permutation(pattern)).tolist()),
+                  "accuracy": ProportionResult("accuracy", outcomes.tolist()),
+                  "model_size": CountResult("model_size", [(1.0, 1.5, 3.0)[level[n].get("model_size", 0)] * jitter])}
+    def better(a, b):  # a at least as good everywhere and better somewhere
+        return all(level[a][m] <= level[b][m] for m in metrics) and any(level[a][m] < level[b][m] for m in metrics)
+
+    dominated_by = {}
+    for b in names:
+        first = next((a for a in names if a != b and better(a, b)), None)
+        if first is not None:
+            dominated_by[b] = first
+    front = [n for n in names if n not in dominated_by]
+    ties = {(frozenset((names[i], names[j])), m) for i in range(len(names)) for j in range(i + 1, len(names))
+            for m in metrics if level[names[i]][m] == level[names[j]][m]}
+    got = pareto_front_with_ties({n: {m: res[n][m] for m in metrics} for n in names}, metrics, alpha=alpha,
+                                 min_effect=floor, seed=int(rng.integers(0, 1000)))
+    table = {n: {m: ["best", "middle", "worst"][level[n][m]] for m in metrics} for n in names}
+    assert got["front"] == front and got["dominated_by"] == dominated_by, (
+        f"models (in input order) with clearly separated levels per metric (differences within a level are noise) "
+        f"{table}: expected the front {front} and dominated_by {dominated_by} (the first dominating model in input "
+        f"order), got {got['front']} and {got['dominated_by']}")
+    got_ties = {(frozenset(t[:2]), t[2]) for t in got["ties"]}
+    assert got_ties == ties, (
+        f"{table}: expected the ties {sorted((sorted(p), m) for p, m in ties)}, got {got['ties']}")
+    assert (got["alpha"], got["min_effect"]) == (alpha, floor), (
+        f"expected alpha {alpha} and min_effect {floor} as passed, got {got['alpha']}, {got['min_effect']}")
+    gap = {n: {m: res[n][m] for m in metrics} for n in names}
+    del gap[names[int(rng.integers(0, len(names)))]][metrics[int(rng.integers(0, len(metrics)))]]
+    expect_error(pareto_front_with_ties, gap, metrics, name="results")
+    ### END HIDDEN TESTS
+
+
+if __name__ == "__main__":
+    test_unit_pareto_front_with_ties()
 
 # %% [markdown]
 # ## BenchmarkSuite: everything at once, every model against the baseline

@@ -404,26 +404,28 @@ if __name__ == "__main__":
     test_unit_linear_cost()
 
 # %% [markdown]
-# The wall time of a latency `Benchmark` of the model, short and long (median of `REPEATS` runs); then two
-# parts of the fixed cost: `system_info()`, read once, and the clock-overhead probe run every round.
+# The wall time of a one-thread latency `Benchmark`, short and long (median of `REPEATS` interleaved runs);
+# then two parts of the fixed cost: `system_info()`, read once, and the clock-overhead probe run every round.
+# On a busy machine noise can outweigh the extra samples' cost: a slope near zero or below says so.
 
 # %%
-CONFIGS, REPEATS, BENCHMARKS_PER_DAY = {"short": 10, "long": 80}, 3, 100   # CONFIGS: measurement_runs
+CONFIGS, REPEATS, BENCHMARKS_PER_DAY = {"short": 10, "long": 160}, 7, 100   # CONFIGS: measurement_runs
 
 
-def median_seconds(fn) -> float:
-    "Median wall time of `fn()` over `REPEATS` runs."
-    runs = []
-    for _ in range(REPEATS):
+def median_seconds(*fns):
+    "Median wall time of each of `fns` over `REPEATS` interleaved runs (one number for one function)."
+    runs = [[] for _ in fns]
+    for _, (fn, out) in ((r, p) for r in range(REPEATS) for p in zip(fns, runs)):
         with precise_timer() as t:
             fn()
-        runs.append(t.elapsed_s)
-    return statistics.median(runs)
+        out.append(t.elapsed_s)
+    return statistics.median(runs[0]) if len(fns) == 1 else [statistics.median(r) for r in runs]
 
 
 if __name__ == "__main__":
-    config_seconds = {name: median_seconds(lambda: Benchmark([model], warmup_runs=5, measurement_runs=runs, names=[
-        "digits_cnn"]).run_latency_benchmark(input_shape=DIGITS_INPUT_SHAPE)) for name, runs in CONFIGS.items()}
+    config_seconds = dict(zip(CONFIGS, median_seconds(*[
+        lambda runs=runs: Benchmark([model], warmup_runs=5, measurement_runs=runs, names=["digits_cnn"], threads=1
+                                    ).run_latency_benchmark(input_shape=DIGITS_INPUT_SHAPE) for runs in CONFIGS.values()])))
     daily_minutes = {name: BENCHMARKS_PER_DAY * s / 60 for name, s in config_seconds.items()}
     for name, runs in CONFIGS.items():
         print(f"{name:5s}: {runs:3d} samples, {config_seconds[name]:.3f} s per benchmark -> "
@@ -605,7 +607,8 @@ if __name__ == "__main__":
 # ```
 #
 # From Python: `generate_submission(baseline, mine, event)`. Below, the digits CNN pruned to 50% and
-# quantized to int8, saved and reloaded as `--model` does, submitted with 10 samples per model.
+# dynamically quantized (its `Linear` layers int8, its convolutions still float32), saved and reloaded
+# as `--model` does, submitted with 10 samples per model.
 
 # %%
 if __name__ == "__main__":

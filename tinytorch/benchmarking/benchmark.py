@@ -14,8 +14,8 @@ import torch
 
 from tinytorch.benchmarking.results import (
     ALPHA, METRICS, MIN_EFFECT, STATISTICS, MiB, BenchmarkResult, Comparison, CountResult, MetricInfo, ProportionResult,
-    TimerReading, as_eval_sets, compare_results, compare_samples, json_native, mcnemar_exact, metric_info, pareto_front,
-    pareto_front_with_ties, precise_timer, serialized_bytes, top1_correct, wilson_interval,
+    TimerReading, as_eval_sets, compare_results, compare_samples, json_native, mcnemar_exact, metric_info,
+    precise_timer, serialized_bytes, top1_correct, wilson_interval,
 )
 from ..profiling.timing import _positive_int as _check_int, adapt, system_info as _system_info, time_interleaved
 
@@ -31,11 +31,12 @@ _all_ = ["BenchmarkResult", "ProportionResult", "CountResult", "TimerReading", "
          "MetricInfo", "METRICS", "STATISTICS", "BenchmarkSuite", "TinyMLPerf", "compare_optimization_techniques"]
 
 _LAZY = {"BenchmarkSuite": "tinytorch.benchmarking.suite", "TinyMLPerf": "tinytorch.benchmarking.tinymlperf",
-         "compare_optimization_techniques": "tinytorch.benchmarking.olympics"}
+         "compare_optimization_techniques": "tinytorch.benchmarking.olympics",
+         "pareto_front": "tinytorch.benchmarking.pareto", "pareto_front_with_ties": "tinytorch.benchmarking.pareto"}
 
 
 def __getattr__(name: str) -> Any:
-    "Load `BenchmarkSuite`, `TinyMLPerf` and `compare_optimization_techniques` from their modules on first use."
+    "Load the names of later notebooks (`BenchmarkSuite`, `TinyMLPerf`, the Pareto sets, ...) on first use."
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -96,7 +96,7 @@ class RaplReader:
 # %% ../../nbs/19_benchmarking/energy_dev.ipynb #f3b9696f
 class NvmlReader:
     """Reads the total-energy counter of one NVIDIA GPU through NVML (`nvml`: the `pynvml` module, package
-    `nvidia-ml-py`, a stand-in, or False for none): on Volta and newer a 64-bit count of mJ that does not wrap.
+    `nvidia-ml-py`, a stand-in, or False for none): on Volta (2017's V100) and newer a 64-bit count of mJ that does not wrap.
     """
 
     def __init__(self, device_index: int = 0, nvml: Any = None):

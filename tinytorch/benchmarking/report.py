@@ -15,7 +15,8 @@ from typing import Any, Sequence
 import numpy as np
 
 # the one atomic writer and the one JSON writer live with the result types; re-exported here
-from .results import BenchmarkResult, MiB, pareto_front_with_ties, write_atomic, write_json
+from .pareto import pareto_front_with_ties
+from .results import BenchmarkResult, MiB, write_atomic, write_json
 
 _all_ = ["write_atomic", "write_json"]
 SCHEMA = "tinytorch.benchmark.results/1"

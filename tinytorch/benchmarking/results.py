@@ -23,10 +23,9 @@ from ..profiling.timing import median_ci
 # %% auto #0
 __all__ = ['STATISTICS', 'ALPHA', 'MIN_EFFECT', 'MiB', 'METRICS', 'BenchmarkResult', 'TimerReading', 'precise_timer',
            'wilson_interval', 'bootstrap_interval', 'is_significant', 'Decision', 'decide', 'Comparison',
-           'compare_samples', 'mcnemar_exact', 'pareto_front', 'MetricInfo', 'metric_info', 'ProportionResult',
-           'CountResult', 'compare_results', 'pareto_front_with_ties', 'as_tensor', 'EvalData', 'as_eval_sets',
-           'checked_output', 'top1_correct', 'state_tensors', 'state_dict_tensor_bytes', 'serialized_bytes',
-           'json_native', 'write_atomic', 'write_json']
+           'compare_samples', 'mcnemar_exact', 'MetricInfo', 'metric_info', 'ProportionResult', 'CountResult',
+           'compare_results', 'as_tensor', 'EvalData', 'as_eval_sets', 'checked_output', 'top1_correct',
+           'state_tensors', 'state_dict_tensor_bytes', 'serialized_bytes', 'json_native', 'write_atomic', 'write_json']
 
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #f5a68f0c
 @dataclass
@@ -357,33 +356,6 @@ def mcnemar_exact(correct_a: Sequence[int | bool], correct_b: Sequence[int | boo
     ### END SOLUTION
     return {"a_only": a_only, "b_only": b_only, "p_value": p}
 
-# %% ../../nbs/19_benchmarking/results_dev.ipynb #16de36b3
-def pareto_front(points: dict[str, dict[str, float]], directions: dict[str, str]) -> list[str]:
-    """The names of the non-dominated points, in input order.
-
-    `points` maps a name to its metric values; `directions` maps each metric to "min" (lower
-    is better) or "max" (higher is better).
-    """
-    ### BEGIN SOLUTION
-    if not directions:
-        raise ValueError("directions: expected at least one metric, got none")
-    for metric, d in directions.items():
-        if d not in ("min", "max"):
-            raise ValueError(f"directions: expected 'min' or 'max' for '{metric}', got {d!r}")
-    vectors = {}
-    for name, values in points.items():
-        missing = [m for m in directions if m not in values or values[m] is None]
-        if missing:
-            raise ValueError(f"points: '{name}' has no value for {missing}")
-        vectors[name] = np.array([values[m] if d == "min" else -values[m] for m, d in directions.items()], dtype=float)
-    front = []
-    for name, v in vectors.items():
-        dominated = any(np.all(w <= v) and np.any(w < v) for other, w in vectors.items() if other != name)
-        if not dominated:
-            front.append(name)
-    return front
-    ### END SOLUTION
-
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #edcea9af
 MiB = 2**20
 
@@ -573,46 +545,6 @@ def compare_results(a: BenchmarkResult, b: BenchmarkResult, *, names: tuple[str,
                  if c.significant else
                  f"no difference between {names[0]} and {names[1]} (ratio {ratio:.3f}, below the {min_effect:.0%} floor)")
     return c
-
-# %% ../../nbs/19_benchmarking/results_dev.ipynb #abfdfc41
-def pareto_front_with_ties(results: Mapping[str, Mapping[str, BenchmarkResult]], metrics: Sequence[str], *,
-                           alpha: float = ALPHA, min_effect: float = MIN_EFFECT, seed: int = 0) -> dict[str, Any]:
-    """The non-dominated models when differences that are not significant count as ties.
-
-    `results[model][metric]` is a result. Returns `{"front": [names in input order], "dominated_by":
-    {name: dominating name}, "ties": [[a, b, metric], ...], "alpha": ..., "min_effect": ...}`.
-    """
-    ### BEGIN SOLUTION
-    metrics = list(metrics)
-    if not metrics:
-        raise ValueError("metrics: expected at least one metric name, got none")
-    names = list(results)
-    for n in names:
-        missing = [m for m in metrics if results[n].get(m) is None]
-        if missing:
-            raise ValueError(f"results: model '{n}' has no result for {missing}")
-    outcome: dict[tuple[str, str, str], str | None] = {}  # (a, b, metric) -> winner name or None (tie)
-    ties = []
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            for m in metrics:
-                c = compare_results(results[a][m], results[b][m], names=(a, b), alpha=alpha,
-                                    min_effect=min_effect, seed=seed)
-                outcome[(a, b, m)] = outcome[(b, a, m)] = c.winner
-                if c.winner is None:
-                    ties.append([a, b, m])
-    dominated_by = {}
-    for b in names:
-        for a in names:
-            if a == b:
-                continue
-            wins = [outcome[(a, b, m)] for m in metrics]
-            if all(w in (a, None) for w in wins) and any(w == a for w in wins):
-                dominated_by[b] = a
-                break
-    return {"front": [n for n in names if n not in dominated_by], "dominated_by": dominated_by, "ties": ties,
-            "alpha": alpha, "min_effect": min_effect}
-    ### END SOLUTION
 
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #80a9a053
 _INPUT_KEYS = ("X", "x", "inputs", "input", "data", "images", "features")

@@ -20,7 +20,8 @@ from .energy import measure_energy
 from .report import (CSV_FILE, JSON_FILE, REPORT_FILE, SCHEMA, ensure_output_dir, load_payload,
                                            plot_distribution, plot_metric, plot_pareto, render_markdown, save_json,
                                            tidy_csv, write_atomic)
-from .results import BenchmarkResult, Comparison, json_native, pareto_front_with_ties
+from .pareto import pareto_front_with_ties
+from .results import BenchmarkResult, Comparison, json_native
 
 # %% auto #0
 __all__ = ['compare_with_baseline', 'BenchmarkSuite', 'load_model_file']

@@ -606,8 +606,8 @@ def time_callable(
     """Time the zero-argument callable `fn` and return every raw sample.
 
     - `warmup` calls run first, untimed.
-    - Calls per block are calibrated so one block lasts at least
-      `timer_overhead / max_overhead_fraction` (and `min_block_ns`).
+    - Calls per block are calibrated so one block lasts at least twice
+      `max(timer_overhead / max_overhead_fraction, min_block_ns)`.
     - At least `samples` blocks are timed, and at least `min_seconds` of timing is spent;
       with `target_rel_ci` (e.g. 0.01) timing continues until the median's 95% CI half-width is
       within that fraction of the median, or `max_seconds` pass.

@@ -767,7 +767,7 @@ def _plot(entries: dict, path: Path, ev) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from tinytorch.benchmarking.results import pareto_front
+    from tinytorch.benchmarking.pareto import pareto_front
 
     pts = {s: {"latency": e["figures"]["latency_median_ms"]["optimized"], "accuracy": e["figures"]["accuracy"]["value"]}
            for s, e in entries.items()}
