@@ -131,6 +131,7 @@ def hog():
     yield p
     p.kill()
     p.wait()
+    p.stdout.close()
 
 
 def _named(load: dict, pid: int) -> bool:
