@@ -25,7 +25,7 @@ import torch
 from tinytorch.benchmarking.optimize import RuntimeUnavailableError, quantize_int8, to_runtime
 from tinytorch.benchmarking.report import CSV_FILE, JSON_FILE, REPORT_FILE, ensure_output_dir
 from tinytorch.benchmarking.suite import BenchmarkSuite, load_model_file
-from tinytorch.profiling.timing import RUNTIMES, CudaUnavailableError, ModelAdapter, adapt, check_device, machine_warning
+from tinytorch.profiling.timing import RUNTIMES, CudaUnavailableError, ModelAdapter, adapt, check_device, machine_warnings
 
 __all__ = ["DEFAULT_MODEL_NAMES", "CALIBRATION_SPLIT", "CudaUnavailableError",
            "parse_runtimes", "load_model_file", "default_models", "runtime_models", "console_table",
@@ -261,9 +261,8 @@ def run_default_benchmark(
         if second is not None:
             plots.append(suite.plot_pareto_frontier("latency", second))
     suite.generate_report()
-    for metric, state in suite.benchmark.machine_states.items():  # printed even with --quiet: it qualifies every figure
-        if warning := machine_warning(state, f"'{metric}'"):
-            print(warning, file=sys.stderr, flush=True)
+    for warning in machine_warnings(suite.benchmark.machine_states):  # even with --quiet: it qualifies every figure
+        print(warning, file=sys.stderr, flush=True)
     table = console_table(suite.to_payload())
     say("")
     say(table)

@@ -154,8 +154,7 @@ class Benchmark:
         return x
 
     def _timed_rounds(self, metric: str, x: torch.Tensor) -> dict[str, tuple[list[float], dict[str, Any]]]:
-        """Time every model on `x` in interleaved rounds; a model that raises is recorded, naming the input.
-        The machine's state before and after is judged into `machine_states[metric]`."""
+        "Time every model on `x` in interleaved rounds (a model that raises is recorded, naming the input); judge the machine."
         before = machine_state()
         out = time_interleaved(self.adapters, x, samples=self.measurement_runs, rounds=self.rounds,
                                warmup=self.warmup_runs, seed=self.seed, threads=self.threads)

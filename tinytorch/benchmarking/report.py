@@ -16,7 +16,7 @@ import numpy as np
 
 # the one atomic writer and the one JSON writer live with the result types; re-exported here
 from .results import write_atomic, write_json
-from ..profiling.timing import machine_warning
+from ..profiling.timing import machine_warnings
 
 _all_ = ["write_atomic", "write_json"]
 SCHEMA = "tinytorch.benchmark.results/1"
@@ -169,17 +169,10 @@ def _recommendations(payload: dict[str, Any]) -> list[str]:
     return recs or ["- no recommendation: too few measurements."]
 
 
-def _machine_lines(payload: dict[str, Any]) -> list[str]:
-    "A warning with the figures for each timed metric measured on a busy machine (see `machine_load`)."
-    states = payload.get("machine_state") or {}
-    lines = [f"> **{w}**" for m, s in states.items() if (w := machine_warning(s, f"'{m}'"))]
-    return ["", *lines, f"> Rule: {next(iter(states.values()))['rule']}."] if lines else []
-
-
 def render_markdown(payload: dict[str, Any]) -> str:
     """The Markdown report for a results payload (see `BenchmarkSuite.to_payload`)."""
     out = ["# Benchmark Report", "", f"Created {payload.get('created', '—')}. Models: "
-           + ", ".join(payload["models"]) + ".", *_machine_lines(payload)]
+           + ", ".join(payload["models"]) + ".", *[f"\n> **{w}**" for w in machine_warnings(payload.get("machine_state"))]]
     for title, fields in (("System Information", payload.get("system_info", {})), ("Protocol", payload.get("protocol", {}))):
         out += ["", f"## {title}", "", "| field | value |" if title.startswith("System") else "| setting | value |", "|---|---|"]
         out += [f"| {k} | {_fmt(v)} |" for k, v in fields.items()]

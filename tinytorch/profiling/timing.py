@@ -22,10 +22,10 @@ import torch
 
 # %% auto #0
 __all__ = ['MODEL_KINDS', 'RUNTIMES', 'ORT_MEMORY_REASON', 'COMPILED_MEMORY_REASON', 'BUSY_PROCESS_SHARE', 'BUSY_STEAL_SHARE',
-           'BUSY_LOAD_MARGIN', 'BUSY_RULE', 'to_device', 'ModelAdapter', 'model_name', 'input_signature',
-           'CudaUnavailableError', 'check_device', 'onnx_session', 'adapt', 'measure_timer_overhead_ns', 'median_ci',
-           'TimingSamples', 'fixed_threads', 'time_callable', 'time_model', 'time_interleaved', 'system_info',
-           'machine_state', 'machine_load', 'machine_warning']
+           'BUSY_LOAD_MARGIN', 'NOTABLE_SHARE', 'BUSY_RULE', 'to_device', 'ModelAdapter', 'model_name',
+           'input_signature', 'CudaUnavailableError', 'check_device', 'onnx_session', 'adapt',
+           'measure_timer_overhead_ns', 'median_ci', 'TimingSamples', 'fixed_threads', 'time_callable', 'time_model',
+           'time_interleaved', 'system_info', 'machine_state', 'machine_load', 'machine_warning', 'machine_warnings']
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #891b9f58
 MODEL_KINDS = ("torch", "numpy", "forward", "callable", "compiled", "onnxruntime")
@@ -834,6 +834,7 @@ def system_info() -> dict[str, Any]:
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #8f768bce
 BUSY_PROCESS_SHARE, BUSY_STEAL_SHARE, BUSY_LOAD_MARGIN = 0.20, 0.05, 0.5
+NOTABLE_SHARE = 0.05  # other processes named in `busiest`: at least 5% of a core over the window
 BUSY_RULE = (f"busy when, over the measured window, another process used more than {BUSY_PROCESS_SHARE:.0%} of a "
              f"core, or steal time exceeded {BUSY_STEAL_SHARE:.0%} of CPU time, or the larger 1-minute load average "
              f"(before/after) less the cores this process used exceeded cores - {BUSY_LOAD_MARGIN}")
@@ -891,10 +892,10 @@ def machine_state(root: str | Path = "/", own_pid: int | None = None) -> dict[st
             **freq, "unavailable": unavailable}
 
 
-def machine_load(before: dict[str, Any], after: dict[str, Any], top: int = 8) -> dict[str, Any]:
+def machine_load(before: dict[str, Any], after: dict[str, Any], top: int = 3) -> dict[str, Any]:
     """Was the machine busy between two `machine_state` snapshots? `busy` is True/False by `BUSY_RULE`
     (None when no figure could be read), `reasons` give the figures that made it busy, `busiest`
-    the `top` other processes by their share of a core over the window, and any more over the threshold.
+    every other process that used at least `NOTABLE_SHARE` of a core over the window (at least the `top`).
 
     >>> s = machine_state(); r = machine_load(s, machine_state())
     >>> r["busy"] in (True, False, None) and r["rule"] == BUSY_RULE
@@ -915,9 +916,9 @@ def machine_load(before: dict[str, Any], after: dict[str, Any], top: int = 8) ->
             unavailable["shares"] = "the window was shorter than one clock tick per core"
     loads = [s["load_avg"][0] for s in (before, after) if s["load_avg"]]
     load = max(loads) - own if loads else None
-    ranked = sorted(shares.items(), key=lambda kv: -kv[1][0])  # every process over the threshold is named
+    ranked = sorted(shares.items(), key=lambda kv: -kv[1][0])
     busiest = [{"pid": pid, "command": cmd[:120], "core_share": round(share, 3)}
-               for i, (pid, (share, cmd)) in enumerate(ranked) if share > 0 and (i < top or share > BUSY_PROCESS_SHARE)]
+               for i, (pid, (share, cmd)) in enumerate(ranked) if share > 0 and (i < top or share >= NOTABLE_SHARE)]
     reasons = [f"pid {pid} ({cmd[:60]}) used {share:.0%} of a core" for pid, (share, cmd) in ranked
                if share > BUSY_PROCESS_SHARE]
     if steal is not None and steal > BUSY_STEAL_SHARE:
@@ -939,4 +940,14 @@ def machine_warning(load: dict[str, Any] | None, what: str = "this run") -> str 
     others = ", ".join(f"pid {p['pid']} ({p['command'][:40]}) {p['core_share']:.0%}" for p in load["busiest"])
     return (f"WARNING: {what} was measured on a busy machine: " + "; ".join(load["reasons"])
             + (f". Busiest other processes (share of a core): {others}" if others else "")
-            + ". Timings are slower and noisier than on a quiet machine; re-run when it is idle.")
+            + f". Timings are slower and noisier than on a quiet machine; re-run when it is idle. Rule: {BUSY_RULE}.")
+
+
+def machine_warnings(states: dict[str, dict[str, Any]] | None) -> list[str]:
+    """The `machine_warning` of each busy state in `{label: machine_load(...)}` (e.g. a Benchmark's
+    `machine_states`, by metric); [] when none was busy.
+
+    >>> machine_warnings({"latency": {"busy": False}})
+    []
+    """
+    return [w for label, s in (states or {}).items() if (w := machine_warning(s, f"'{label}'"))]
