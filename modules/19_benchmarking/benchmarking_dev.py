@@ -201,8 +201,7 @@ class Benchmark:
         self.models, self.names = {n: a.model for n, a in self.adapters.items()}, list(self.adapters)
         self.datasets = as_eval_sets(datasets, dataset_names, _check_int(batch_size, "batch_size", 1))
         self.rounds, self.threads, self.seed = rounds, threads, seed
-        self.system_info = _system_info()
-        self.machine_states: dict[str, dict[str, Any]] = {}  # metric -> machine_load() over its timed rounds
+        self.system_info, self.machine_states = _system_info(), {}  # machine_states: metric -> machine_load() of its rounds
         self.metric_info: dict[str, MetricInfo] = dict(METRICS)
         self.results, self.unavailable, self.failures = {}, {}, {}  # see the class docstring
         self.input_shape, self.input_source = None, None  # set by _input, the one timing input

@@ -654,8 +654,7 @@ class TinyMLPerf:
         single stream) and, with a labelled `dataset` (for "digits" the bundled test split), quality
         against the target. Without labels, or inconclusive, `compliant` is None and `compliant_reason`
         says why; unscorable outputs fail quality. `IncompatibleModelError` if the input does not fit."""
-        task = _check_name(benchmark_name)
-        _positive_int(num_runs, "num_runs", minimum=2)
+        task, _ = _check_name(benchmark_name), _positive_int(num_runs, "num_runs", minimum=2)
         a = adapt(model)
         x, before = self._input(a, task), machine_state()
         with a.inference():
