@@ -263,19 +263,23 @@ def test_digits_accuracy_is_a_hand_count_and_latency_agrees_with_benchmark():
     assert r["compliant"] is True and r["accuracy_met"] is True and r["latency_met"] is None  # digits: no budget
 
     # the same model, the same input shape: TinyMLPerf's single-stream median and Benchmark's latency
-    # median. The machine is shared, so the two are taken in alternation, three times each, and the
-    # medians of the three runs compared (a burst of load then hits both, or only one of three runs).
-    t_medians, b_medians = [r["latency_median_ms"]], []
-    for i in range(3):
-        bench = Benchmark([model], [(X, y)], names=["digits_cnn"], measurement_runs=40)
-        bench.run_latency_benchmark()
-        assert bench.input_shape == TASKS["digits"].input_shape
-        b_medians.append(bench.results["latency"]["digits_cnn"].median)
-        if i < 2:
+    # median. The machine is shared, so the two are taken in alternation, three times each, on one
+    # thread (on an overloaded machine a second intra-op thread stalls a 0.06 ms call to ~145 ms),
+    # and the median of the three paired ratios compared (a burst of load then hits one pair).
+    t_medians, b_medians, threads = [], [], torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for _ in range(3):
+            bench = Benchmark([model], [(X, y)], names=["digits_cnn"], measurement_runs=40)
+            bench.run_latency_benchmark()
+            assert bench.input_shape == TASKS["digits"].input_shape
+            b_medians.append(bench.results["latency"]["digits_cnn"].median)
             t_medians.append(TinyMLPerf(random_seed=0).run_standard_benchmark(model, "digits", num_runs=40)
                              ["latency_median_ms"])
-    t_median, b_median = float(np.median(t_medians)), float(np.median(b_medians))
-    assert 1 / 1.5 <= t_median / b_median <= 1.5, f"TinyMLPerf medians {t_medians} ms vs Benchmark medians {b_medians} ms"
+    finally:
+        torch.set_num_threads(threads)
+    ratio = float(np.median([t / b for t, b in zip(t_medians, b_medians)]))
+    assert 1 / 1.5 <= ratio <= 1.5, f"TinyMLPerf medians {t_medians} ms vs Benchmark medians {b_medians} ms"
     bench.run_accuracy_benchmark()
     assert bench.results["accuracy"]["digits_cnn"].correct == hand_correct
 

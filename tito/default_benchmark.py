@@ -26,7 +26,7 @@ from tinytorch.benchmarking.optimize import RuntimeUnavailableError, quantize_in
 from tinytorch.benchmarking.report import CSV_FILE, JSON_FILE, REPORT_FILE, ensure_output_dir
 from tinytorch.benchmarking.results import MiB
 from tinytorch.benchmarking.suite import BenchmarkSuite, load_model_file
-from tinytorch.profiling.timing import RUNTIMES, CudaUnavailableError, ModelAdapter, adapt, check_device
+from tinytorch.profiling.timing import RUNTIMES, CudaUnavailableError, ModelAdapter, adapt, check_device, machine_warnings
 
 __all__ = ["DEFAULT_MODEL_NAMES", "CALIBRATION_SPLIT", "CudaUnavailableError",
            "parse_runtimes", "load_model_file", "default_models", "runtime_models", "console_table",
@@ -264,6 +264,8 @@ def run_default_benchmark(
         if second is not None:
             plots.append(suite.plot_pareto_frontier("latency", second))
     suite.generate_report()
+    for warning in machine_warnings(suite.benchmark.machine_states):  # even with --quiet: it qualifies every figure
+        print(warning, file=sys.stderr, flush=True)
     table = console_table(suite.to_payload())
     say("")
     say(table)

@@ -40,7 +40,8 @@ from tinytorch.benchmarking.results import (
     TimerReading, as_eval_sets, compare_results, compare_samples, json_native, mcnemar_exact, metric_info,
     precise_timer, serialized_bytes, top1_correct, wilson_interval,
 )
-from tinytorch.profiling.timing import _positive_int as _check_int, adapt, system_info as _system_info, time_interleaved
+from tinytorch.profiling.timing import (_positive_int as _check_int, adapt, machine_load, machine_state,
+                                       system_info as _system_info, time_interleaved)
 
 # %%
 import math
@@ -202,7 +203,7 @@ class Benchmark:
         self.models, self.names = {n: a.model for n, a in self.adapters.items()}, list(self.adapters)
         self.datasets = as_eval_sets(datasets, dataset_names, _check_int(batch_size, "batch_size", 1))
         self.rounds, self.threads, self.seed = rounds, threads, seed
-        self.system_info = _system_info()
+        self.system_info, self.machine_states = _system_info(), {}  # machine_states: metric -> machine_load() of its rounds
         self.metric_info: dict[str, MetricInfo] = dict(METRICS)
         self.results, self.unavailable, self.failures = {}, {}, {}  # see the class docstring
         self.input_shape, self.input_source = None, None  # set by _input, the one timing input
@@ -247,9 +248,11 @@ class Benchmark:
         return x
 
     def _timed_rounds(self, metric: str, x: torch.Tensor) -> dict[str, tuple[list[float], dict[str, Any]]]:
-        "Time every model on `x` in interleaved rounds; a model that raises is recorded, naming the input."
+        "Time every model on `x` in interleaved rounds (a model that raises is recorded, naming the input); judge the machine."
+        before = machine_state()
         out = time_interleaved(self.adapters, x, samples=self.measurement_runs, rounds=self.rounds,
                                warmup=self.warmup_runs, seed=self.seed, threads=self.threads)
+        self.machine_states[metric] = machine_load(before, machine_state())
         for name, got in out.items():
             if isinstance(got, BaseException):
                 self._fail(metric, name, got, context=f"input_shape {tuple(x.shape)} ({self.input_source})")

@@ -86,6 +86,7 @@ import numpy as np
 # the one atomic writer and the one JSON writer live with the result types; re-exported here
 from tinytorch.benchmarking.pareto import pareto_front_with_ties
 from tinytorch.benchmarking.results import BenchmarkResult, MiB, write_atomic, write_json
+from tinytorch.profiling.timing import machine_warnings
 
 _all_ = ["write_atomic", "write_json"]
 SCHEMA = "tinytorch.benchmark.results/1"
@@ -260,7 +261,7 @@ def _recommendations(payload: dict[str, Any]) -> list[str]:
 def render_markdown(payload: dict[str, Any]) -> str:
     """The Markdown report for a results payload (see `BenchmarkSuite.to_payload`)."""
     out = ["# Benchmark Report", "", f"Created {payload.get('created', '—')}. Models: "
-           + ", ".join(payload["models"]) + "."]
+           + ", ".join(payload["models"]) + ".", *[f"\n> **{w}**" for w in machine_warnings(payload.get("machine_state"))]]
     for title, fields in (("System Information", payload.get("system_info", {})), ("Protocol", payload.get("protocol", {}))):
         out += ["", f"## {title}", "", "| field | value |" if title.startswith("System") else "| setting | value |", "|---|---|"]
         out += [f"| {k} | {_fmt(v)} |" for k, v in fields.items()]
@@ -950,7 +951,7 @@ class BenchmarkSuite:
         return json_native({
             "schema": SCHEMA,
             "created": self.created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "system_info": b.system_info,
+            "system_info": b.system_info, "machine_state": b.machine_states,
             "protocol": {"warmup_runs": b.warmup_runs, "measurement_runs": b.measurement_runs, "rounds": b.rounds,
                          "threads": b.threads if b.threads is not None else torch.get_num_threads(),
                          "input_shape": list(b.input_shape) if b.input_shape else None,

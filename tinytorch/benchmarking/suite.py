@@ -207,7 +207,7 @@ class BenchmarkSuite:
         return json_native({
             "schema": SCHEMA,
             "created": self.created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "system_info": b.system_info,
+            "system_info": b.system_info, "machine_state": b.machine_states,
             "protocol": {"warmup_runs": b.warmup_runs, "measurement_runs": b.measurement_runs, "rounds": b.rounds,
                          "threads": b.threads if b.threads is not None else torch.get_num_threads(),
                          "input_shape": list(b.input_shape) if b.input_shape else None,

@@ -19,7 +19,8 @@ from .digits import default_digits_model, load_digits_split
 from .results import (BenchmarkResult, EvalData, ProportionResult, as_tensor, bootstrap_interval,
                                             checked_output, decide, top1_correct)
 from .results import write_atomic, write_json
-from ..profiling.timing import TimingSamples, _positive_int, adapt, model_name, system_info, time_callable
+from ..profiling.timing import (TimingSamples, _positive_int, adapt, machine_load, machine_state, machine_warnings,
+                                       model_name, system_info, time_callable)
 
 # %% auto #0
 __all__ = ['TASKS', 'DSCNN', 'ResNet8', 'MobileNetV1', 'FCAutoEncoder', 'TinyMLPerfTask', 'reference_model',
@@ -366,12 +367,12 @@ class TinyMLPerf:
         single stream) and, with a labelled `dataset` (for "digits" the bundled test split), quality
         against the target. Without labels, or inconclusive, `compliant` is None and `compliant_reason`
         says why; unscorable outputs fail quality. `IncompatibleModelError` if the input does not fit."""
-        task = _check_name(benchmark_name)
-        _positive_int(num_runs, "num_runs", minimum=2)
+        task, _ = _check_name(benchmark_name), _positive_int(num_runs, "num_runs", minimum=2)
         a = adapt(model)
-        x = self._input(a, task)
+        x, before = self._input(a, task), machine_state()
         with a.inference():
             latency = _latency(a, x, num_runs, self.windows)
+        machine = machine_load(before, machine_state())
         source = "given"
         if dataset is None and benchmark_name == "digits":
             dataset, source = load_digits_split("test"), "bundled digits test split"
@@ -388,7 +389,7 @@ class TinyMLPerf:
         return {  # the detailed records, then the course's flat summary
             "benchmark": benchmark_name, "model": a.name, "status": "ok", "task": asdict(task),
             "seed": self.random_seed, "num_runs": num_runs, "latency": latency, "quality": quality,
-            "compliance": comp, "system_info": system_info(),
+            "compliance": comp, "system_info": system_info(), "machine_state": machine,
             "benchmark_name": benchmark_name, "model_name": a.name, "random_seed": self.random_seed,
             "accuracy": quality["value"] if top1 else None,
             "accuracy_reason": quality.get("reason") if top1 else (
@@ -470,6 +471,7 @@ def _write_compliance_report(results: Mapping[str, Any], output_path: str | Path
            "summary": summary, "system_info": sysinfo, "results": dict(results)}
     text = "\n".join([
         "# TinyMLPerf Compliance Report", "", f"Model: {models}", "", rate_line, "",
+        *[f"> **{w}**\n" for w in machine_warnings({n: r.get("machine_state") for n, r in results.items()})],
         "| benchmark | model | quality target | measured | quality | latency budget ms | p90 ms | median ms "
         "| latency ms (1 / median throughput) | overall |", "|---|---|---|---|---|---|---|---|---|---|", *rows, "",
         "Quality is evaluated only on a real labelled dataset, and passes (or fails) only when its whole 95% "

@@ -21,10 +21,11 @@ import psutil
 import torch
 
 # %% auto #0
-__all__ = ['MODEL_KINDS', 'RUNTIMES', 'ORT_MEMORY_REASON', 'COMPILED_MEMORY_REASON', 'to_device', 'ModelAdapter', 'model_name',
+__all__ = ['MODEL_KINDS', 'RUNTIMES', 'ORT_MEMORY_REASON', 'COMPILED_MEMORY_REASON', 'BUSY_PROCESS_SHARE', 'BUSY_STEAL_SHARE',
+           'BUSY_LOAD_MARGIN', 'NOTABLE_SHARE', 'BUSY_RULE', 'to_device', 'ModelAdapter', 'model_name',
            'input_signature', 'CudaUnavailableError', 'check_device', 'onnx_session', 'adapt',
            'measure_timer_overhead_ns', 'median_ci', 'TimingSamples', 'fixed_threads', 'time_callable', 'time_model',
-           'time_interleaved', 'system_info']
+           'time_interleaved', 'system_info', 'machine_state', 'machine_load', 'machine_warning', 'machine_warnings']
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #891b9f58
 MODEL_KINDS = ("torch", "numpy", "forward", "callable", "compiled", "onnxruntime")
@@ -830,3 +831,123 @@ def system_info() -> dict[str, Any]:
         "torch": torch.__version__,
         "numpy": np.__version__,
     }
+
+# %% ../../nbs/15_profiling/timing_dev.ipynb #8f768bce
+BUSY_PROCESS_SHARE, BUSY_STEAL_SHARE, BUSY_LOAD_MARGIN = 0.20, 0.05, 0.5
+NOTABLE_SHARE = 0.05  # other processes named in `busiest`: at least 5% of a core over the window
+BUSY_RULE = (f"busy when, over the measured window, another process used more than {BUSY_PROCESS_SHARE:.0%} of a "
+             f"core, or steal time exceeded {BUSY_STEAL_SHARE:.0%} of CPU time, or the larger 1-minute load average "
+             f"(before/after) less the cores this process used exceeded cores - {BUSY_LOAD_MARGIN}")
+
+
+def _proc_processes(proc: Path) -> dict[int, tuple[int, str]]:
+    "{pid: (CPU clock ticks user+system, command)} from PROC/PID/stat and cmdline; vanished processes are skipped."
+    out = {}
+    for d in proc.glob("[0-9]*"):
+        stat = _read_text(d / "stat")
+        if not stat or ")" not in stat:
+            continue  # the process ended between listing and reading
+        comm, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        cmd = " ".join((_read_text(d / "cmdline") or "").replace("\0", " ").split()) or f"[{comm}]"
+        out[int(d.name)] = (int(fields[11]) + int(fields[12]), cmd)  # utime, stime: fields 14, 15
+    return out
+
+
+def _cpufreq(root: Path) -> dict[str, Any]:
+    "Governors and current/max clock (MHz) over the CPUs that expose cpufreq."
+    dirs = sorted((root / "sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq"))
+    mhz = lambda name: [int(v) / 1000 for d in dirs if (v := _read_text(d / name)) and v.isdigit()]  # noqa: E731
+    cur, top = mhz("scaling_cur_freq"), mhz("scaling_max_freq")
+    return {"cpu_governors": sorted({g for d in dirs if (g := _read_text(d / "scaling_governor"))}) or None,
+            "cpu_freq_mhz": [min(cur), max(cur)] if cur else None, "cpu_max_freq_mhz": max(top) if top else None}
+
+
+def machine_state(root: str | Path = "/", own_pid: int | None = None) -> dict[str, Any]:
+    """One snapshot of how busy the machine is (Linux /proc and /sys under `root`; a test passes a fake
+    root). Pass two snapshots, taken before and after a measurement, to `machine_load`. `cpu_ticks`
+    are /proc/stat's totals over all CPUs: user, nice, system, idle, iowait, irq, softirq, steal.
+
+    >>> s = machine_state()
+    >>> s["cores"] >= 1 and ("load_avg" in s)
+    True
+    """
+    root, proc, unavailable = Path(root), Path(root) / "proc", {}
+    stat = (_read_text(proc / "stat") or "").splitlines()
+    cpu = [int(v) for v in stat[0].split()[1:9]] if stat and stat[0].startswith("cpu ") else None
+    cores = sum(1 for line in stat if line[:3] == "cpu" and line[3:4].isdigit()) or None
+    load = (_read_text(proc / "loadavg") or "").split()
+    if cpu is None:
+        unavailable["cpu_ticks"] = f"{proc / 'stat'} unreadable (not Linux?): no steal time, no CPU shares"
+    if not load and root == Path("/") and hasattr(os, "getloadavg"):
+        load = [f"{v}" for v in os.getloadavg()]
+    if not load:
+        unavailable["load_avg"] = f"{proc / 'loadavg'} unreadable and no os.getloadavg()"
+    processes = _proc_processes(proc) if cpu is not None else {}
+    freq = _cpufreq(root)
+    if freq["cpu_governors"] is None:
+        unavailable["cpu_governors"] = f"no {root / 'sys/devices/system/cpu/cpu*/cpufreq'} (a VM or no cpufreq driver)"
+    return {"cores": cores or os.cpu_count(), "load_avg": [float(v) for v in load[:3]] if load else None,
+            "runnable": int(load[3].split("/")[0]) if len(load) > 3 else None,
+            "cpu_ticks": cpu, "ticks_per_s": os.sysconf("SC_CLK_TCK") if cpu else None, "processes": processes, "own_pid": os.getpid() if own_pid is None else own_pid,
+            **freq, "unavailable": unavailable}
+
+
+def machine_load(before: dict[str, Any], after: dict[str, Any], top: int = 3) -> dict[str, Any]:
+    """Was the machine busy between two `machine_state` snapshots? `busy` is True/False by `BUSY_RULE`
+    (None when no figure could be read), `reasons` give the figures that made it busy, `busiest`
+    every other process that used at least `NOTABLE_SHARE` of a core over the window (at least the `top`).
+
+    >>> s = machine_state(); r = machine_load(s, machine_state())
+    >>> r["busy"] in (True, False, None) and r["rule"] == BUSY_RULE
+    True
+    """
+    cores, unavailable = after["cores"], {**before["unavailable"], **after["unavailable"]}
+    shares, steal, own, window_s = {}, None, 0.0, None
+    if before["cpu_ticks"] and after["cpu_ticks"]:
+        total = sum(after["cpu_ticks"]) - sum(before["cpu_ticks"])  # all CPUs' ticks over the window
+        window_s = total / cores / after["ticks_per_s"]
+        if total > 0:  # shares as ratios of integer ticks: exact up to one division
+            steal = (after["cpu_ticks"][7] - before["cpu_ticks"][7]) / total
+            old = before["processes"]
+            shares = {pid: ((t - old[pid][0] if pid in old else t) * cores / total, cmd)
+                      for pid, (t, cmd) in after["processes"].items()}
+            own = shares.pop(after["own_pid"], (0.0, ""))[0]
+        else:
+            unavailable["shares"] = "the window was shorter than one clock tick per core"
+    loads = [s["load_avg"][0] for s in (before, after) if s["load_avg"]]
+    load = max(loads) - own if loads else None
+    ranked = sorted(shares.items(), key=lambda kv: -kv[1][0])
+    busiest = [{"pid": pid, "command": cmd[:120], "core_share": round(share, 3)}
+               for i, (pid, (share, cmd)) in enumerate(ranked) if share > 0 and (i < top or share >= NOTABLE_SHARE)]
+    reasons = [f"pid {pid} ({cmd[:60]}) used {share:.0%} of a core" for pid, (share, cmd) in ranked
+               if share > BUSY_PROCESS_SHARE]
+    if steal is not None and steal > BUSY_STEAL_SHARE:
+        reasons.append(f"steal time {steal:.1%} of CPU time")
+    if load is not None and load > cores - BUSY_LOAD_MARGIN:
+        reasons.append(f"1-minute load average {max(loads):.2f} ({load:.2f} without this process) on {cores} cores")
+    known = steal is not None or load is not None
+    return {"busy": bool(reasons) if known else None, "reasons": reasons, "rule": BUSY_RULE, "cores": cores,
+            "window_s": window_s, "load_avg_1min": [s["load_avg"][0] if s["load_avg"] else None for s in (before, after)],
+            "own_core_share": round(own, 3) if steal is not None else None, "steal_share": steal, "busiest": busiest,
+            "cpu_governors": after["cpu_governors"], "cpu_freq_mhz": [before["cpu_freq_mhz"], after["cpu_freq_mhz"]],
+            "unavailable": unavailable}
+
+
+def machine_warning(load: dict[str, Any] | None, what: str = "this run") -> str | None:
+    "One line, with the figures, when `load` (from `machine_load`) says busy; None when it does not."
+    if not load or not load.get("busy"):
+        return None
+    others = ", ".join(f"pid {p['pid']} ({p['command'][:40]}) {p['core_share']:.0%}" for p in load["busiest"])
+    return (f"WARNING: {what} was measured on a busy machine: " + "; ".join(load["reasons"])
+            + (f". Busiest other processes (share of a core): {others}" if others else "")
+            + f". Timings are slower and noisier than on a quiet machine; re-run when it is idle. Rule: {BUSY_RULE}.")
+
+
+def machine_warnings(states: dict[str, dict[str, Any]] | None) -> list[str]:
+    """The `machine_warning` of each busy state in `{label: machine_load(...)}` (e.g. a Benchmark's
+    `machine_states`, by metric); [] when none was busy.
+
+    >>> machine_warnings({"latency": {"busy": False}})
+    []
+    """
+    return [w for label, s in (states or {}).items() if (w := machine_warning(s, f"'{label}'"))]
