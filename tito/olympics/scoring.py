@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from tinytorch.benchmarking.benchmark import OlympicEvent
-from tinytorch.benchmarking.olympics import DEFAULT_TOLERANCE, EVENT_RULES, get_event
+from tinytorch.benchmarking.olympics import DEFAULT_TOLERANCE, EVENT_RULES, get_event, speedup_check
 from tinytorch.benchmarking.results import (ProportionResult, bootstrap_interval, compare_results, compare_samples,
                                             is_significant)
 
@@ -131,11 +131,9 @@ def check_claims(doc: Mapping[str, Any], judged: Mapping[str, Any], hashes: Mapp
     "contradicted", "how"}`. A claim is contradicted when it is *more* than the judge measured (an
     honest student who under-claims is not flagged) by more than the tolerance: accuracy (same model,
     same split) and compression (exact) by the effect floor alone; the speed-up, which another machine
-    legitimately changes, when the one rule also separates the per-round speed-ups from the claim
-    (one-sample Wilcoxon test, `latency_rel` as its effect floor). Weights: the hashes must match. A
-    claim that is not a number is contradicted ("unreadable")."""
-    from scipy import stats as _scipy_stats
-
+    legitimately changes, by the library's `speedup_check` (the interval of the per-round speed-ups
+    against the claim, `latency_rel` as its effect floor). Weights: the hashes must match. A claim that
+    is not a number is contradicted ("unreadable")."""
     tol = {**DEFAULT_TOLERANCE, **(tolerance or {})}
     out = []
 
@@ -173,14 +171,19 @@ def check_claims(doc: Mapping[str, Any], judged: Mapping[str, Any], hashes: Mapp
         claim("compression ratio", raw, cr, lambda c: c > cr and is_significant(None, c / cr - 1, alpha, tol["size_rel"]),
               f"at most {tol['size_rel']:.0%} above the judged ratio of the weights' bytes (a file's other bytes "
               "only lower a claim)")
-    sp, rounds = judged["speedup"]["value"], np.asarray(judged.get("speedup_rounds") or [], dtype=float)
+    # the speed-up: the library's rule (`speedup_check`): the claim (its interval's lower end) against the
+    # interval of the judged per-round ratios, contradicted beyond the tolerance
+    sp, rounds = judged["speedup"]["value"], [r for r in judged.get("speedup_rounds") or [] if r > 0]
     raw = _at(doc, "improvements", "speedup", "value")
-    p = None
-    if _num(raw) and rounds.size >= 6 and np.any(rounds != _num(raw)):
-        p = float(_scipy_stats.wilcoxon(rounds - _num(raw)).pvalue)
-    claim("speedup", raw, sp, lambda c: c > sp and is_significant(p, c / sp - 1, alpha, tol["latency_rel"]),
-          f"per-round speed-ups against the claim (Wilcoxon): contradicted when more than {tol['latency_rel']:.0%} "
-          "above them (another machine is legitimately faster or slower)", p_value=p)
+    lower = _num(_at(doc, "improvements", "speedup", "ci_lower"))
+    if _num(raw) and _num(raw) > 0 and len(rounds) >= 2:
+        check = speedup_check(_num(raw), rounds, claimed_lower=lower if lower and lower > 0 else None,
+                              tolerance=tol["latency_rel"], alpha=alpha)
+        claim("speedup", raw, check["measured"], lambda c: check["contradicted"], check["method"],
+              interval=[check["ci_lower"], check["ci_upper"]])
+    else:
+        claim("speedup", raw, sp, lambda c: c > sp and is_significant(None, c / sp - 1, alpha, tol["latency_rel"]),
+              f"more than {tol['latency_rel']:.0%} above the judged speed-up")
     return out
 
 
