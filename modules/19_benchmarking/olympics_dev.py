@@ -182,23 +182,12 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## One protocol for both models, one comparison for every improvement
 #
-# Both models run as the judge runs them: as TorchScript archives (`torchscript_archive`: a module is
-# traced on one test image), on one thread, timed in interleaved rounds (round i of each model pairs:
-# a slow spell of the machine hits both). Each improvement is one `results.compare_results`, read so
+# Both models run as the judge runs them: as TorchScript (a module traced on one test image), on one
+# thread, in interleaved rounds (round i of each model pairs: a slow spell of the machine hits both). Each improvement is one `results.compare_results`, read so
 # that more is better: speed-up (bootstrap interval of the ratio of medians) and compression (of
 # `state_tensor_bytes`, one definition for every format; exact: zero width) are baseline / optimised,
 # accuracy the difference in points. A model's fingerprint, `weights_sha256`, hashes what its weights *are*.
-#
-# **Saving a model for `tito olympics submit --model FILE`** (`SAVE_RECIPE`): `torch.save(model)` pickles
-# only a *reference* to its class, which another process cannot find for a class defined in a notebook
-# (and an int8 model may not pickle at all). Save TorchScript, which carries the code with the weights:
-#
-# ```python
-# torch.jit.trace(mine.eval(), example_input).save("mine.pt")   # or torch.jit.script(mine).save("mine.pt")
-# ```
-#
-# or keep `torch.save(mine.state_dict(), "mine_state.pt")` with the class, rebuild the model and call
-# `generate_submission` from Python.
+# (`SAVE_RECIPE`: how to save a model a class defined in a notebook, for `tito olympics submit --model`.)
 
 # %%
 #| export
@@ -213,46 +202,33 @@ SIZE_METHOD = ("state tensor bytes: every tensor of the model's state (state dic
 
 
 def torchscript_archive(model: nn.Module, example: torch.Tensor) -> bytes:
-    """The model as a TorchScript archive (`torch.jit.save`'s bytes): a ScriptModule as it is, any other
-    module traced on `example`. Every Olympics model is sized and timed in this form, as the judge does."""
+    "`torch.jit.save`'s bytes of a ScriptModule, or of any other module traced on `example` (as the judge runs it)."
     if not isinstance(model, torch.jit.ScriptModule):
         try:
             with warnings.catch_warnings(), torch.no_grad():
                 warnings.simplefilter("ignore")
                 model = torch.jit.trace(model.eval(), example, check_trace=False)
         except Exception as e:  # noqa: BLE001 - whatever tracing raises is the model's: say how to save it instead
-            raise ValueError(f"model: {type(model).__name__} cannot be traced to TorchScript "
-                             f"({type(e).__name__}: {str(e)[:200]}); {SAVE_RECIPE}") from e
+            raise ValueError(f"model: cannot be traced ({type(e).__name__}: {str(e)[:200]}); {SAVE_RECIPE}") from e
     buf = io.BytesIO()
     torch.jit.save(model, buf)
     return buf.getvalue()
 
 
-def state_tensor_bytes(model: nn.Module) -> int:
-    """A model's size in the Olympics (`SIZE_METHOD`, the judge's `tensor_bytes` too): the bytes of every
-    tensor of `model_state(model)` at its element size (int8: 1 byte, with its scales), whatever the format.
-
-    >>> state_tensor_bytes(nn.Linear(4, 2))  # (8 weights + 2 biases) x 4 bytes
-    40
-    """
-    n = sum(t.numel() * t.element_size() for v in model_state(model).values() for t in _flatten_tensors(v))
-    if n == 0:
-        raise ValueError(f"model: {type(model).__name__} keeps no tensor in its state (frozen into constants?); {SAVE_RECIPE}")
-    return int(n)
+def state_tensor_bytes(model: nn.Module | Mapping[str, Any]) -> int:
+    """The Olympics' model size (`SIZE_METHOD`, whatever the format): bytes of every tensor of `model_state(model)`
+    (or of a given state) at its element size: `state_tensor_bytes(nn.Linear(4, 2))` is 40."""
+    state = model if isinstance(model, Mapping) else model_state(model)
+    return int(sum(t.numel() * t.element_size() for v in state.values() for t in _flatten_tensors(v)))
 
 
 def speedup_check(claimed: float, ratios: Sequence[float], *, claimed_lower: float | None = None, tolerance: float,
                   alpha: float = 0.05, seed: int = 0) -> dict[str, Any]:
-    """A speed-up claim against a re-measurement in interleaved rounds (`ratios`: baseline / optimised time
-    of each round, so load that slows the machine slows both sides of a ratio): the median ratio with its
-    bootstrap interval. The claim (its interval's lower end `claimed_lower` where given: a claim measured
-    on a busy machine is uncertain too) is contradicted when it lies above that interval (p < `alpha`) *and*
-    more than `tolerance` above the median (the effect floor of `is_significant`: another machine is
-    legitimately faster or slower); an under-claim never is.
-
-    >>> speedup_check(10.0, [2.0, 2.1, 1.9, 2.0, 2.2, 1.8], tolerance=0.5)["contradicted"]
-    True
-    """
+    """A speed-up claim against `ratios` re-measured in interleaved rounds (baseline / optimised time of each
+    round: load slows both sides alike): the claim (or its interval's lower end `claimed_lower`) is contradicted
+    above the median ratio's bootstrap interval (p < `alpha`) and more than `tolerance` above the median (the
+    `is_significant` floor: another machine is legitimately faster or slower); an under-claim never is.
+    `speedup_check(10.0, [2.0, 2.1, 1.9, 2.0, 2.2, 1.8], tolerance=0.5)["contradicted"]` is True."""
     r = np.asarray(ratios, dtype=float)
     if r.ndim != 1 or r.size < 2 or not np.all(np.isfinite(r) & (r > 0)):
         raise ValueError(f"ratios: expected at least 2 positive per-round speed-ups, got {r.tolist()!r}")
@@ -350,6 +326,8 @@ def _measure_models(models: Mapping[str, nn.Module], dataset: Any, measurement_r
         if problems:
             raise RuntimeError(f"model '{name}' could not be measured: {problems}")
         acc, size = bench.results["accuracy"][name], state_tensor_bytes(scripted[name])
+        if size == 0:
+            raise ValueError(f"{name} model: keeps no tensor in its state (frozen into constants?); {SAVE_RECIPE}")
         raw[name] = {"latency": bench.results["latency"][name].to_dict(),
                      "accuracy": {"correct": acc.correct, "count": acc.count, "accuracy": acc.mean,
                                   "wilson_95": [acc.ci_lower, acc.ci_upper], "per_sample_correct": list(acc.values)},
@@ -573,12 +551,11 @@ def verify_submission(path: str | Path, model: nn.Module, dataset: Any = None, *
         claim = doc["improvements"]["speedup"]
         speed = speedup_check(claim["value"], ratios, claimed_lower=claim.get("ci_lower"), tolerance=tol["latency_rel"],
                               seed=proto.get("seed", 0))
-        checks.append({"claim": "speedup", "claimed": speed["claimed"], "measured": speed["measured"],
-                       "interval": [speed["ci_lower"], speed["ci_upper"]], "tolerance": tol["latency_rel"],
-                       "holds": not speed["contradicted"], "method": speed["method"],
-                       "counts": EVENT_RULES[get_event(doc["event"])].score in ("speedup", "all_around", "speedup_x_compression")})
-        cr = raw["baseline"]["model_size"]["bytes"] / mine["model_size"]["bytes"]
-        checks.append(check("compression_ratio", doc["improvements"]["compression_ratio"]["value"], cr, "size_rel"))
+        checks += [{"claim": "speedup", "claimed": speed["claimed"], "measured": speed["measured"], "holds": not speed["contradicted"],
+                    "interval": [speed["ci_lower"], speed["ci_upper"]], "tolerance": tol["latency_rel"], "method": speed["method"],
+                    "counts": EVENT_RULES[get_event(doc["event"])].score in ("speedup", "all_around", "speedup_x_compression")},
+                   check("compression_ratio", doc["improvements"]["compression_ratio"]["value"],
+                         raw["baseline"]["model_size"]["bytes"] / mine["model_size"]["bytes"], "size_rel")]
     else:
         checks.append(check("optimized median latency (ms)", claimed["latency"]["median"], mine["latency"]["median"],
                             "latency_rel", False, note="absolute latency depends on the machine; "
