@@ -17,8 +17,8 @@ import torch
 
 from fixtures.olympics_class import EVENT, PWNED, WEIRD_NAME, make_class
 from tinytorch.benchmarking.digits import default_digits_model
-from tinytorch.benchmarking.olympics import leaderboard, model_state, state_dict_sha256, weights_sha256
-from tito.olympics.scoring import check_claims, judged_figures, judged_leaderboard, rank_judged, similar_models
+from tinytorch.benchmarking.olympics import model_state, state_dict_sha256, weights_sha256
+from tito.olympics.scoring import check_claims, judged_figures, judged_leaderboard, leaderboard, rank_judged, similar_models
 from tinytorch.benchmarking.optimize import quantize_int8
 from tito.config import TitoError
 from tito.grading import sandbox

@@ -596,27 +596,22 @@ if __name__ == "__main__":
 # ## Module 19 summary, and the capstone
 #
 # Your library measures every figure (or labels it an estimate) with its uncertainty. The capstone, the TorchPerf
-# Olympics, takes *your* model against the bundled baseline or yours. Save it as **TorchScript**, which carries its
-# code with its weights: `torch.save(mine)` stores only a reference to its class, which `tito` (another process)
-# cannot find for a class defined in this notebook ("Can't get attribute 'TinyDigits'"), and an int8 model may not
-# pickle at all. (Or keep `torch.save(mine.state_dict(), ...)` with the class and call `generate_submission` here.)
-#
-# ```python
-# torch.jit.trace(mine.eval(), X[:1]).save("mine.pt")    # or torch.jit.script(mine).save("mine.pt")
-# ```
+# Olympics, takes *your* model, saved as **TorchScript** (code and weights): `torch.save(mine)` stores only a reference
+# to the class, which `tito` cannot find for a class defined in this notebook ("Can't get attribute 'TinyDigits'"),
+# and an int8 model may not pickle at all (or keep the state dict with the class and call `generate_submission` here).
+# Save with `torch.jit.trace(mine.eval(), X[:1]).save("mine.pt")` (or `torch.jit.script(mine).save("mine.pt")`), then:
 # ```bash
 # python3 -m tito olympics submit --model mine.pt --event memory_challenge --participant YOUR_NAME [--baseline base.pt]
 # python3 -m tito olympics verify submission.json --model mine.pt   # does the claim hold here?
 # ```
 #
 # Both models are timed as TorchScript on one thread in interleaved rounds and sized by one definition (state tensor
-# bytes), whatever the file. Below, the digits CNN pruned to 50% and static int8, saved as above and submitted.
+# bytes) whatever the file. Below: the digits CNN pruned to 50%, static int8, saved as above and submitted.
 
 # %%
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
-        calibration = load_digits_split("train")[0][:256].split(64)
-        mine = quantize_int8(prune_magnitude(model, 0.5), "static", calibration_data=calibration)
+        mine = quantize_int8(prune_magnitude(model, 0.5), "static", calibration_data=load_digits_split("train")[0][:256].split(64))
         torch.jit.trace(mine.eval(), load_digits_split("test")[0][:1]).save(str(Path(tmp) / "mine.pt"))
         submission = generate_submission(model, load_model_file(Path(tmp) / "mine.pt"), "memory_challenge",
                                          participant="you", measurement_runs=10, output_path=Path(tmp) / "submission.json",

@@ -58,10 +58,9 @@ def get_event(event: OlympicEvent | str) -> OlympicEvent:
 
 # %% auto #0
 __all__ = ['SUBMISSION_SCHEMA', 'SUBMISSION_VERSION', 'EVENT_RULES', 'DEFAULT_TOLERANCE', 'DEFAULT_TECHNIQUES', 'SAVE_RECIPE',
-           'SIZE_METHOD', 'EventRules', 'get_event', 'check_constraints', 'torchscript_archive', 'state_tensor_bytes',
-           'speedup_check', 'state_dict_sha256', 'model_state', 'weights_sha256', 'default_olympics_models',
-           'generate_submission', 'validate_submission', 'verify_submission', 'rank_with_ties', 'leaderboard',
-           'compare_optimization_techniques']
+           'SIZE_METHOD', 'EventRules', 'get_event', 'check_constraints', 'state_tensor_bytes', 'speedup_check',
+           'state_dict_sha256', 'model_state', 'weights_sha256', 'default_olympics_models', 'generate_submission',
+           'validate_submission', 'verify_submission', 'rank_with_ties', 'compare_optimization_techniques']
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #076264e1
 def check_constraints(event: OlympicEvent | str, measured: Mapping[str, float | None]) -> list[dict[str, Any]]:
@@ -93,20 +92,6 @@ SAVE_RECIPE = ("save it as TorchScript, which carries its code with its weights:
                "keep torch.save(model.state_dict(), ...) with the class and call generate_submission from Python")
 SIZE_METHOD = ("state tensor bytes: every tensor of the model's state (state dict and TorchScript's packed int8 "
                "weights) at its element size, the model run as TorchScript")
-
-
-def torchscript_archive(model: nn.Module, example: torch.Tensor) -> bytes:
-    "`torch.jit.save`'s bytes of a ScriptModule, or of any other module traced on `example` (as the judge runs it)."
-    if not isinstance(model, torch.jit.ScriptModule):
-        try:
-            with warnings.catch_warnings(), torch.no_grad():
-                warnings.simplefilter("ignore")
-                model = torch.jit.trace(model.eval(), example, check_trace=False)
-        except Exception as e:  # noqa: BLE001 - whatever tracing raises is the model's: say how to save it instead
-            raise ValueError(f"model: cannot be traced ({type(e).__name__}: {str(e)[:200]}); {SAVE_RECIPE}") from e
-    buf = io.BytesIO()
-    torch.jit.save(model, buf)
-    return buf.getvalue()
 
 
 def state_tensor_bytes(model: nn.Module | Mapping[str, Any]) -> int:
@@ -206,9 +191,17 @@ def default_olympics_models() -> tuple[nn.Module, nn.Module]:
 
 def _measure_models(models: Mapping[str, nn.Module], dataset: Any, measurement_runs: int, warmup_runs: int,
                     seed: int) -> tuple[dict[str, dict[str, Any]], Benchmark]:
-    "Every model as TorchScript: timed on one thread, one call each per round; accuracy; `state_tensor_bytes`."
-    archives = {n: torchscript_archive(m, dataset[0][:1]) for n, m in models.items()}
-    scripted = {n: torch.jit.load(io.BytesIO(a), map_location="cpu").eval() for n, a in archives.items()}
+    "Every model as TorchScript (as the judge runs it): timed on one thread, one call each per round; accuracy; sizes."
+    scripted = {}
+    for n, m in models.items():
+        try:  # a module is traced on one test image, saved and loaded back: what a file of it runs
+            with warnings.catch_warnings(), torch.no_grad():
+                warnings.simplefilter("ignore")
+                ts = m if isinstance(m, torch.jit.ScriptModule) else torch.jit.trace(m.eval(), dataset[0][:1], check_trace=False)
+                torch.jit.save(ts, buf := io.BytesIO())
+        except Exception as e:  # noqa: BLE001 - whatever tracing raises is the model's: say how to save it instead
+            raise ValueError(f"{n} model: cannot be traced ({type(e).__name__}: {str(e)[:200]}); {SAVE_RECIPE}") from e
+        scripted[n] = torch.jit.load(io.BytesIO(buf.getvalue()), map_location="cpu").eval()
     bench = Benchmark(scripted, [tuple(dataset)], warmup_runs=warmup_runs, measurement_runs=measurement_runs,
                       rounds=measurement_runs, threads=1, seed=seed, dataset_names=["eval"])
     bench.run_latency_benchmark()  # batch 1 first: TorchScript specialises on the shapes it meets first
@@ -453,53 +446,6 @@ def rank_with_ties(intervals: Sequence[tuple[float, float]]) -> list[int]:
     ### BEGIN SOLUTION
     return [1 + sum(1 for lo_j, _ in intervals if lo_j > hi_i) for _, hi_i in intervals]
     ### END SOLUTION
-
-# %% ../../nbs/19_benchmarking/olympics_dev.ipynb #3c3667f5
-def leaderboard(submissions_dir: str | Path, event: OlympicEvent | str, output_path: str | Path | None = None) -> dict[str, Any]:
-    """Rank the valid `*.json` submissions for `event` in `submissions_dir` (overlapping intervals tie):
-    `{"table": DataFrame, "markdown", "csv", "invalid": [{"path", "reasons"}]}`; with `output_path`,
-    writes `<output_path>.md` and `.csv`."""
-    ev = get_event(event)
-    folder = Path(submissions_dir)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"submissions_dir: not a folder: {folder}")
-    files = sorted(folder.glob("*.json"))
-    if not files:
-        raise ValueError(f"submissions_dir: no submission files (*.json) in {folder}")
-    entries, invalid = [], []
-    for f in files:
-        rep = validate_submission(f)
-        doc = rep["submission"]
-        if not rep["valid"]:
-            invalid.append({"path": str(f), "reasons": rep["reasons"]})
-        elif doc["event"] == ev.value:
-            s, imp = doc["score"], doc["improvements"]
-            entries.append({"participant": doc["participant"], "file": f.name, "score": s["value"],
-                            "ci_lower": s["ci_lower"], "ci_upper": s["ci_upper"], "speedup": imp["speedup"]["value"],
-                            "compression_ratio": imp["compression_ratio"]["value"],
-                            "accuracy": doc["measurements"]["optimized"]["accuracy"]["accuracy"],
-                            "techniques": ", ".join(doc.get("techniques", []))})
-    cols = ["rank", "tied", "participant", "score", "ci_lower", "ci_upper", "speedup", "compression_ratio",
-            "accuracy", "techniques", "file"]
-    ranks = rank_with_ties([(e["ci_lower"], e["ci_upper"]) for e in entries])
-    for e, r in zip(entries, ranks):
-        e.update(rank=r, tied=ranks.count(r) > 1)
-    table = (pd.DataFrame(entries)[cols].sort_values(["rank", "score"], ascending=[True, False]).reset_index(drop=True)
-             if entries else pd.DataFrame(columns=cols))
-    md = [f"# TorchPerf Olympics leaderboard: {ev.value}", "", f"Score: {EVENT_RULES[ev].description}.", "",
-          "Ranked by self-reported claims, each measured on its author's machine; use `python3 -m tito olympics "
-          "judge` to measure every model on one machine.", "",
-          "| rank | participant | score | 95% interval | accuracy | techniques |", "|---|---|---|---|---|---|"]
-    md += [f"| {row['rank']}{' (tied)' if row['tied'] else ''} | {row['participant']} | {row['score']:.4g} | "
-           f"[{row['ci_lower']:.4g}, {row['ci_upper']:.4g}] | {row['accuracy']:.2%} | {row['techniques']} |"
-           for _, row in table.iterrows()] or [f"| — | no valid submission for {ev.value} | | | | |"]
-    if invalid:
-        md += ["", "## Rejected submissions", ""] + [f"- {i['path']}: {'; '.join(i['reasons'])}" for i in invalid]
-    out = {"table": table, "markdown": "\n".join(md) + "\n", "csv": table.to_csv(index=False), "invalid": invalid}
-    if output_path is not None:
-        for ext, key in ((".md", "markdown"), (".csv", "csv")):
-            write_atomic(Path(output_path).with_suffix("").with_suffix(ext), out[key])
-    return out
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #95d14d6c
 _USE_CASES = {  # key: (the improvement it ranks by, the situation)

@@ -217,9 +217,11 @@ def judge(args) -> int:
 
 
 def leaderboard(args) -> int:
-    o = _olympics()
+    _olympics()
+    from tito.olympics.scoring import leaderboard as claims_leaderboard
+
     try:
-        board = o.leaderboard(args.submissions_dir, args.event, output_path=args.output)
+        board = claims_leaderboard(args.submissions_dir, args.event, output_path=args.output)
     except (FileNotFoundError, ValueError) as e:
         raise TitoError(str(e), code=2) from e
     print(board["markdown"])

@@ -285,3 +285,55 @@ def judged_leaderboard(entries: Mapping[str, Mapping[str, Any]], event: OlympicE
         clean[col] = clean[col].map(lambda t: re.sub(r"[\x00-\x1f\x7f-\x9f]+", " ", str(t)))
     return {"table": table, "markdown": "\n".join(md) + "\n", "csv": clean.to_csv(index=False),
             "ranks": {s: int(r) for s, r in ranks.items()}}
+
+
+def leaderboard(submissions_dir: Any, event: OlympicEvent | str, output_path: Any = None) -> dict[str, Any]:
+    """`tito olympics leaderboard`: rank the valid `*.json` submissions for `event` in `submissions_dir` (overlapping intervals tie):
+    `{"table": DataFrame, "markdown", "csv", "invalid": [{"path", "reasons"}]}`; with `output_path`,
+    writes `<output_path>.md` and `.csv`."""
+    from pathlib import Path
+
+    from tinytorch.benchmarking.olympics import rank_with_ties, validate_submission
+    from tinytorch.benchmarking.results import write_atomic
+
+    ev = get_event(event)
+    folder = Path(submissions_dir)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"submissions_dir: not a folder: {folder}")
+    files = sorted(folder.glob("*.json"))
+    if not files:
+        raise ValueError(f"submissions_dir: no submission files (*.json) in {folder}")
+    entries, invalid = [], []
+    for f in files:
+        rep = validate_submission(f)
+        doc = rep["submission"]
+        if not rep["valid"]:
+            invalid.append({"path": str(f), "reasons": rep["reasons"]})
+        elif doc["event"] == ev.value:
+            s, imp = doc["score"], doc["improvements"]
+            entries.append({"participant": doc["participant"], "file": f.name, "score": s["value"],
+                            "ci_lower": s["ci_lower"], "ci_upper": s["ci_upper"], "speedup": imp["speedup"]["value"],
+                            "compression_ratio": imp["compression_ratio"]["value"],
+                            "accuracy": doc["measurements"]["optimized"]["accuracy"]["accuracy"],
+                            "techniques": ", ".join(doc.get("techniques", []))})
+    cols = ["rank", "tied", "participant", "score", "ci_lower", "ci_upper", "speedup", "compression_ratio",
+            "accuracy", "techniques", "file"]
+    ranks = rank_with_ties([(e["ci_lower"], e["ci_upper"]) for e in entries])
+    for e, r in zip(entries, ranks):
+        e.update(rank=r, tied=ranks.count(r) > 1)
+    table = (pd.DataFrame(entries)[cols].sort_values(["rank", "score"], ascending=[True, False]).reset_index(drop=True)
+             if entries else pd.DataFrame(columns=cols))
+    md = [f"# TorchPerf Olympics leaderboard: {ev.value}", "", f"Score: {EVENT_RULES[ev].description}.", "",
+          "Ranked by self-reported claims, each measured on its author's machine; use `python3 -m tito olympics "
+          "judge` to measure every model on one machine.", "",
+          "| rank | participant | score | 95% interval | accuracy | techniques |", "|---|---|---|---|---|---|"]
+    md += [f"| {row['rank']}{' (tied)' if row['tied'] else ''} | {row['participant']} | {row['score']:.4g} | "
+           f"[{row['ci_lower']:.4g}, {row['ci_upper']:.4g}] | {row['accuracy']:.2%} | {row['techniques']} |"
+           for _, row in table.iterrows()] or [f"| — | no valid submission for {ev.value} | | | | |"]
+    if invalid:
+        md += ["", "## Rejected submissions", ""] + [f"- {i['path']}: {'; '.join(i['reasons'])}" for i in invalid]
+    out = {"table": table, "markdown": "\n".join(md) + "\n", "csv": table.to_csv(index=False), "invalid": invalid}
+    if output_path is not None:
+        for ext, key in ((".md", "markdown"), (".csv", "csv")):
+            write_atomic(Path(output_path).with_suffix("").with_suffix(ext), out[key])
+    return out
