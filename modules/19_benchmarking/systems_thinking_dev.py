@@ -604,7 +604,6 @@ if __name__ == "__main__":
 # python3 -m tito olympics submit --model mine.pt --event memory_challenge --participant YOUR_NAME [--baseline base.pt]
 # python3 -m tito olympics verify submission.json --model mine.pt   # does the claim hold here?
 # ```
-#
 # Both models are timed as TorchScript on one thread in interleaved rounds and sized by one definition (state tensor
 # bytes) whatever the file. Below: the digits CNN pruned to 50%, static int8, saved as above and submitted.
 

@@ -423,9 +423,8 @@ def verify_submission(path: str | Path, model: nn.Module, dataset: Any = None, *
                check("optimized model size (bytes)", claimed["model_size"]["bytes"], mine["model_size"]["bytes"], "size_rel")]
     if baseline_model is not None:
         ratios = np.divide(raw["baseline"]["latency"]["values"], mine["latency"]["values"])  # round i of each pairs
-        claim = doc["improvements"]["speedup"]
-        speed = speedup_check(claim["value"], ratios, claimed_lower=claim.get("ci_lower"), tolerance=tol["latency_rel"],
-                              seed=proto.get("seed", 0))
+        claim = doc["improvements"]["speedup"]  # its interval's lower end: a claim from a busy machine is uncertain too
+        speed = speedup_check(claim["value"], ratios, claimed_lower=claim.get("ci_lower"), tolerance=tol["latency_rel"])
         checks += [{"claim": "speedup", "claimed": speed["claimed"], "measured": speed["measured"], "holds": not speed["contradicted"],
                     "interval": [speed["ci_lower"], speed["ci_upper"]], "tolerance": tol["latency_rel"], "method": speed["method"],
                     "counts": EVENT_RULES[get_event(doc["event"])].score in ("speedup", "all_around", "speedup_x_compression")},
