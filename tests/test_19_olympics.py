@@ -12,11 +12,12 @@ from torch import nn
 from tinytorch.benchmarking.benchmark import Benchmark, OlympicEvent  # must keep working
 from tinytorch.benchmarking.digits import DigitsCNN, load_digits_split
 from tinytorch.benchmarking.olympics import (
-    EVENT_RULES, SUBMISSION_SCHEMA, _improvements, _score, check_constraints,
-    compare_optimization_techniques, default_olympics_models, generate_submission, get_event, leaderboard,
-    rank_with_ties, validate_submission, verify_submission, weights_sha256,
+    EVENT_RULES, SAVE_RECIPE, SIZE_METHOD, SUBMISSION_SCHEMA, _improvements, _measure_models, _score, check_constraints,
+    compare_optimization_techniques, default_olympics_models, generate_submission, get_event,
+    rank_with_ties, speedup_check, validate_submission, verify_submission, weights_sha256,
 )
 from tinytorch.benchmarking.optimize import prune_magnitude, quantize_int8
+from tito.olympics.scoring import leaderboard
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +54,14 @@ def test_submission_contents(submission, models):
     assert "cpu_model" in doc["system_info"]
 
 
-def test_quantized_pruned_digits_wins_memory_challenge(submission):
+def test_quantized_pruned_digits_wins_memory_challenge(submission, models):
     _, sub = submission
     comp = sub["improvements"]["compression_ratio"]
-    # independent reference: torch.save sizes of the two state_dicts
-    assert comp["value"] > 1.5 and comp["significant"]
+    # independent reference: the float baseline's state, 4 bytes an element
+    base_bytes = sum(t.numel() * t.element_size() for t in models[0].state_dict().values())
+    assert sub["measurements"]["baseline"]["model_size"] == {"bytes": base_bytes, "mb": base_bytes / 2**20,
+                                                             "method": SIZE_METHOD}
+    assert comp["value"] > 3 and comp["significant"], "int8 weights are a quarter of float32's bytes"
     assert sub["constraints_met"] and sub["measurements"]["optimized"]["accuracy"]["accuracy"] >= 0.85
     assert sub["score"]["ci_lower"] > 1.0, "the win must hold across the whole interval"
     acc = sub["improvements"]["accuracy_delta"]
@@ -241,31 +245,130 @@ def test_compare_techniques(models, digits):
         compare_optimization_techniques(base, [DigitsCNN(), DigitsCNN()], digits)
 
 
-def test_cli_submits_and_verifies_the_participants_model(models, tmp_path, capsys):
-    "`tito olympics submit --model FILE [--baseline FILE]`: the capstone takes the student's own model."
+def test_sizes_are_one_definition_whatever_the_format(models, digits, tmp_path):
+    "The same int8 model, eager or saved as TorchScript, has the same size and compression (state tensor bytes)."
+    base, opt = models
+    torch.jit.trace(opt, digits[0][:1]).save(str(tmp_path / "int8.pt"))
+    torch.jit.trace(base, digits[0][:1]).save(str(tmp_path / "base.pt"))
+    eager, _ = _measure_models({"baseline": base, "optimized": opt}, digits, 2, 1, 0)
+    script, _ = _measure_models({"baseline": torch.jit.load(str(tmp_path / "base.pt")),
+                                 "optimized": torch.jit.load(str(tmp_path / "int8.pt"))}, digits, 2, 1, 0)
+    sizes = {kind: [r[role]["model_size"]["bytes"] for role in ("baseline", "optimized")] for kind, r in
+             (("eager", eager), ("TorchScript", script))}
+    assert sizes["eager"] == sizes["TorchScript"], sizes
+    assert sizes["eager"][0] / sizes["eager"][1] > 3, sizes
+
+
+def test_speedup_check_is_the_interval_against_the_claim():
+    rng = np.random.default_rng(0)
+    ratios = 2.0 * (1 + 0.05 * rng.standard_normal(12))  # per-round speed-ups around 2x
+    assert not speedup_check(2.0, ratios, tolerance=0.5)["contradicted"], "an honest claim holds"
+    assert not speedup_check(0.5, ratios, tolerance=0.5)["contradicted"], "an under-claim is never contradicted"
+    assert not speedup_check(2.8, ratios, tolerance=0.5)["contradicted"], "40% over: within another machine's 50%"
+    assert speedup_check(4.0, ratios, tolerance=0.5)["contradicted"], "twice the measured speed-up is contradicted"
+    # a claim measured on a busy machine: its interval's lower end is what must clear the re-measurement
+    assert not speedup_check(4.0, ratios, claimed_lower=2.2, tolerance=0.5)["contradicted"]
+    got = speedup_check(2.0, ratios, tolerance=0.5)
+    assert got["ci_lower"] <= got["measured"] <= got["ci_upper"] and got["measured"] == float(np.median(ratios)), got
+    with pytest.raises(ValueError, match="ratios"):
+        speedup_check(2.0, [2.0], tolerance=0.5)
+
+
+@pytest.fixture
+def cpu_hog():
+    "A process spinning on a core beside the test: verdicts that compare timings must hold on a busy machine."
+    import subprocess
+    import sys
+
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    yield hog
+    hog.kill()
+    hog.wait()
+
+
+def test_cli_submits_and_verifies_the_participants_model(models, tmp_path, capsys, cpu_hog):
+    """`tito olympics submit --model FILE [--baseline FILE]`: the capstone takes the student's own model; `verify`
+    passes an honest submission with a CPU hog beside it, run after run, and fails a tampered speed-up."""
     from tito.cli import main
 
     base, _ = models
     mine = prune_magnitude(base, 0.3)
     model_file, base_file = tmp_path / "mine.pt", tmp_path / "base.pt"
-    torch.save(mine, model_file)
+    torch.jit.trace(mine, torch.zeros(1, 1, 8, 8)).save(str(model_file))  # the recipe: TorchScript
     torch.jit.save(torch.jit.trace(base, torch.zeros(1, 1, 8, 8)), str(base_file))
     out = tmp_path / "sub.json"
     assert main(["olympics", "submit", "--event", "latency_sprint", "--model", str(model_file),
-                 "--baseline", str(base_file), "--output", str(out), "--runs", "6"]) == 0
+                 "--baseline", str(base_file), "--output", str(out), "--runs", "10"]) == 0
+    printed = capsys.readouterr().out
+    for line in ("speedup ", "size ratio ", "accuracy "):  # each figure with its interval
+        assert any(ln.startswith(line) and "[" in ln for ln in printed.splitlines()), (line, printed)
     doc = json.loads(out.read_text())
-    assert doc["models"]["optimized"]["sha256"] == weights_sha256(mine)
+    assert doc["models"]["optimized"]["sha256"] == weights_sha256(torch.jit.load(str(model_file)))
     assert doc["models"]["baseline"]["sha256"] == weights_sha256(base)
     assert "participant model from mine.pt" in doc["techniques"]
     assert validate_submission(out)["valid"]
+    for _ in range(3):  # an honest claim holds beside the hog, every time
+        assert main(["olympics", "verify", str(out), "--model", str(model_file), "--baseline", str(base_file),
+                     "--runs", "20"]) == 0, capsys.readouterr().out
+    # a tampered claim (three times the speed-up, every figure recomputed so that it still validates) fails
+    from fixtures.olympics_class import inflate_speedup
+
+    inflate_speedup(out, 3.0)
+    assert validate_submission(out)["valid"]
+    capsys.readouterr()
     assert main(["olympics", "verify", str(out), "--model", str(model_file), "--baseline", str(base_file),
-                 "--runs", "6"]) == 0
-    # verifying against another model file: the weights' hash gives it away
+                 "--runs", "20"]) == 1
+    assert "speedup: claimed" in capsys.readouterr().out
+    # verifying against another model file (pickled: traced in a converting sandbox): the weights' hash gives it away
     other = tmp_path / "other.pt"
     torch.save(prune_magnitude(base, 0.6), other)
     assert main(["olympics", "verify", str(out), "--model", str(other), "--baseline", str(base_file)]) == 1
-    # a baseline alone, or a missing file: exit 2 with the argument named
+    # without --model, verify says which file to pass
     capsys.readouterr()
+    assert main(["olympics", "verify", str(out)]) == 2
+    assert "--model mine.pt --baseline base.pt" in capsys.readouterr().err
+    # a baseline alone, or a missing file: exit 2 with the argument named
     assert main(["olympics", "submit", "--baseline", str(base_file), "--output", str(tmp_path / "x.json")]) == 2
     assert "baseline_path" in capsys.readouterr().err
     assert main(["olympics", "submit", "--model", str(tmp_path / "nope.pt"), "--output", str(tmp_path / "y.json")]) == 2
+
+
+def test_submit_refuses_a_file_it_cannot_reload(models, tmp_path, capsys):
+    """A module whose class was defined in a notebook (`__main__`), a truncated file, another class's state dict:
+    refused before anything is written, with the recipe that works (TorchScript)."""
+    import sys
+
+    from tito.cli import main
+
+    class TinyDigits(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(64, 10)
+
+        def forward(self, x):
+            return self.fc(x.flatten(1))
+
+    TinyDigits.__module__, TinyDigits.__qualname__ = "__main__", "TinyDigits"
+    main_module = sys.modules["__main__"]
+    main_module.TinyDigits = TinyDigits  # as a notebook's kernel holds it
+    try:
+        torch.save(TinyDigits(), tmp_path / "pickled.pt")
+    finally:
+        del main_module.TinyDigits
+    torch.save(TinyDigits().state_dict(), tmp_path / "state.pt")
+    torch.jit.trace(TinyDigits().eval(), torch.zeros(1, 1, 8, 8)).save(str(tmp_path / "mine.pt"))
+    (tmp_path / "corrupt.pt").write_bytes((tmp_path / "mine.pt").read_bytes()[:2000])
+    for name, why in (("pickled.pt", "Can't get attribute 'TinyDigits'"), ("corrupt.pt", "cannot be loaded"),
+                      ("state.pt", "not the course's DigitsCNN")):
+        capsys.readouterr()
+        out = tmp_path / f"{name}.json"
+        assert main(["olympics", "submit", "--model", str(tmp_path / name), "--output", str(out), "--runs", "2"]) == 2
+        err = capsys.readouterr().err
+        assert why in err and "--model" in err and SAVE_RECIPE in err, (name, err)
+        assert not out.exists(), f"{name}: nothing may be written for a file that does not load"
+    # the recipe works: the TorchScript file of the same class is submitted
+    assert main(["olympics", "submit", "--model", str(tmp_path / "mine.pt"), "--output", str(tmp_path / "ok.json"),
+                 "--runs", "2"]) == 0
+    doc = json.loads((tmp_path / "ok.json").read_text())
+    fc = 64 * 10 * 4 + 10 * 4  # the class's only layer, float32
+    assert doc["measurements"]["optimized"]["model_size"] == {"bytes": fc, "mb": fc / 2**20, "method": SIZE_METHOD}

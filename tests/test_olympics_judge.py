@@ -17,8 +17,8 @@ import torch
 
 from fixtures.olympics_class import EVENT, PWNED, WEIRD_NAME, make_class
 from tinytorch.benchmarking.digits import default_digits_model
-from tinytorch.benchmarking.olympics import leaderboard, model_state, state_dict_sha256, weights_sha256
-from tito.olympics.scoring import check_claims, judged_figures, judged_leaderboard, rank_judged, similar_models
+from tinytorch.benchmarking.olympics import model_state, state_dict_sha256, weights_sha256
+from tito.olympics.scoring import check_claims, judged_figures, judged_leaderboard, leaderboard, rank_judged, similar_models
 from tinytorch.benchmarking.optimize import quantize_int8
 from tito.config import TitoError
 from tito.grading import sandbox
@@ -107,6 +107,15 @@ def test_copies_and_false_claims_are_flagged(judged):
     assert any(f.startswith("claim contradicted: speedup claimed") for f in dave["flags"])
 
 
+def _same_round_ratio(students, a, b):
+    """Median over rounds of a's optimised time / b's in the same round: every round runs every model, so a
+    busy spell of the machine slows both sides of each ratio (absolute medians of two students differed 4x
+    at a load average of 12 on two cores)."""
+    x, y = (np.asarray(students[n]["measurements"]["latency_ms"]["optimized"]) for n in (a, b))
+    assert len(x) == len(y) == ROUNDS, (len(x), len(y))
+    return float(np.median(x / y))
+
+
 def test_the_ways_a_red_team_found_are_closed(judged):
     """Each way a red-team session beat the judge's first version, as a student of the fixture class."""
     s, r = judged["students"], judged["rejected"]
@@ -119,11 +128,11 @@ def test_the_ways_a_red_team_found_are_closed(judged):
     # a permuted copy computes the same function
     assert any("alice" in f and "near-identical outputs" in f for f in s["permuter"]["flags"]), s["permuter"]["flags"]
     # a pickle that patches the server runs only where the file is converted: its model is timed as it is
-    ratio = s["speedy"]["figures"]["latency_median_ms"]["optimized"] / s["alice"]["figures"]["latency_median_ms"]["optimized"]
+    ratio = _same_round_ratio(s, "speedy", "alice")
     assert 0.3 < ratio < 3, ratio
     # TorchScript with a memory: each round's images are new to it, and the weights it carries as a list count
     hoard = s["hoarder"]
-    ratio = hoard["figures"]["latency_median_ms"]["optimized"] / s["alice"]["figures"]["latency_median_ms"]["optimized"]
+    ratio = _same_round_ratio(s, "hoarder", "alice")
     assert ratio > 0.7, f"a cache answered the timed calls: {ratio:.2f} of alice's latency"
     assert hoard["static"]["size_bytes"]["optimized"] > 2 * s["alice"]["static"]["size_bytes"]["optimized"]
     # a consistent, invented compression claim, whatever its size method says

@@ -21,6 +21,45 @@ def _olympics():
     return olympics
 
 
+def _load(path, arg: str):
+    """A model file for `submit`/`verify`: TorchScript, a pickled module, or a state dict of the course's
+    DigitsCNN (as the judge loads them); anything that does not load here is refused with the save recipe."""
+    import torch
+    from torch import nn
+
+    from tinytorch.benchmarking.digits import DigitsCNN
+    from tinytorch.benchmarking.suite import load_model_file
+
+    recipe = _olympics().SAVE_RECIPE
+    import warnings
+
+    try:
+        with warnings.catch_warnings():  # a TorchScript file makes torch.load warn before it dispatches
+            warnings.simplefilter("ignore")
+            state = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - not a plain state dict: TorchScript or a pickled module, tried next
+        state = None
+    if isinstance(state, dict):
+        model = DigitsCNN()
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as e:
+            raise ValueError(f"{arg}: {str(path)!r} holds a state dict that is not the course's DigitsCNN "
+                             f"({' '.join(str(e).split())[:160]}...); a state dict needs its class: {recipe}") from e
+        return model.eval()
+    try:
+        model = load_model_file(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{arg}: no such file {str(path)!r}") from None
+    except (ValueError, TypeError) as e:  # a class this process cannot find, a truncated file, not a model
+        raise ValueError(f"{arg}: {str(path)!r} cannot be loaded here ({str(e).removeprefix('model_path: ')}); "
+                         f"{recipe}") from e
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"{arg}: the Olympics hash and verify a torch model's weights; {str(path)!r} is not a "
+                        f"TorchScript or torch.save'd nn.Module; {recipe}")
+    return model
+
+
 def _submission_models(model_path=None, baseline_path=None) -> tuple:
     "(baseline, optimized, techniques): the bundled pair, or the participant's files (baseline: the digits CNN)."
     o = _olympics()
@@ -29,21 +68,13 @@ def _submission_models(model_path=None, baseline_path=None) -> tuple:
             raise ValueError("baseline_path: give model_path (your optimized model) as well; "
                              "a baseline alone has nothing to be compared with")
         return (*o.default_olympics_models(), o.DEFAULT_TECHNIQUES)
-    from torch import nn
-
     from tinytorch.benchmarking.digits import default_digits_model
-    from tinytorch.benchmarking.suite import load_model_file
 
-    loaded = {}
-    for p, arg in ((model_path, "model_path"), (baseline_path, "baseline_path")):
-        m = None if p is None else load_model_file(p)
-        if p is not None and not isinstance(m, nn.Module):
-            raise TypeError(f"{arg}: the Olympics hash and verify a torch model's weights; {str(p)!r} is not a "
-                            "TorchScript or torch.save'd nn.Module")
-        loaded[arg] = m
+    mine = _load(model_path, "--model")
+    base = default_digits_model() if baseline_path is None else _load(baseline_path, "--baseline")
     techniques = (f"participant model from {Path(model_path).name}",) + (
         (f"participant baseline from {Path(baseline_path).name}",) if baseline_path is not None else ())
-    return loaded["baseline_path"] or default_digits_model(), loaded["model_path"], techniques
+    return base, mine, techniques
 
 
 def olympics_submit(event="memory_challenge", participant: str = "anonymous", output_path="submission.json",
@@ -57,17 +88,45 @@ def olympics_submit(event="memory_challenge", participant: str = "anonymous", ou
                                            model_files={"optimized": model_path, "baseline": baseline_path})
 
 
+def _made_from(path) -> dict:
+    "The model files a submission names (`models.<role>.file`), {} where it names none or cannot be read."
+    import json
+
+    try:
+        models = json.loads(Path(path).read_text(encoding="utf-8")).get("models", {})
+        return {role: models[role]["file"] for role in ("optimized", "baseline")
+                if isinstance(models.get(role), dict) and isinstance(models[role].get("file"), str)}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
 def olympics_verify(path, measurement_runs: int | None = None, *, model_path=None, baseline_path=None,
                     no_sandbox: bool = False) -> dict:
     """Verify a submission here. The bundled pair is rebuilt in this process; a participant's files are
-    loaded only in a sandbox and measured as `olympics judge` measures (interleaved rounds, the one rule)."""
+    loaded only in a sandbox and measured as `olympics judge` measures (interleaved rounds, the one rule).
+    A submission made from a participant's file, verified without `model_path`, is refused with what to pass."""
     if model_path is not None:
         from tito.olympics.judge import verify_files
 
         return verify_files(path, model_path, baseline_path, rounds=max(measurement_runs or 20, 6),
                             no_sandbox=no_sandbox)
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"path: no submission file at {path}")
+    files = _made_from(path)
+    if "optimized" in files:
+        raise ValueError(f"--model: {path} was made from the model file {files['optimized']!r}; pass it: "
+                         f"python3 -m tito olympics verify {path} --model {files['optimized']}"
+                         + (f" --baseline {files['baseline']}" if "baseline" in files else ""))
     base, opt, _ = _submission_models(model_path, baseline_path)
-    return _olympics().verify_submission(path, opt, None, baseline_model=base, measurement_runs=measurement_runs)
+    report = _olympics().verify_submission(path, opt, None, baseline_model=base, measurement_runs=measurement_runs)
+    if any(c["claim"].endswith("sha256") and not c["holds"] for c in report["checks"]):
+        report["reasons"].append("the weights are not the bundled pair's: if the submission was made from your own "
+                                 "model, pass --model FILE (and --baseline FILE if you gave submit one)")
+    return report
+
+
+def _fmt(v) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 def _print_reasons(reasons) -> None:
@@ -83,11 +142,24 @@ def submit(args) -> int:
                               measurement_runs=args.runs, model_path=args.model, baseline_path=args.baseline)
     except (ValueError, TypeError, FileNotFoundError) as e:  # bad input: the library names the argument
         raise TitoError(str(e), code=2) from e
-    score = sub.get("score", {})
+    score, imp = sub.get("score", {}), sub.get("improvements", {})
     print(f"event       {sub.get('event')}")
     if score.get("value") is not None:
         print(f"score       {score['value']:.4g} [{score['ci_lower']:.4g}, {score['ci_upper']:.4g}] "
               f"({score.get('description', score.get('rule'))})")
+    proto = sub.get("protocol", {})
+    for key, label, how in (("speedup", "speedup", f"baseline / optimized median latency, {proto.get('format', '')}, "
+                                                     f"{proto.get('threads')} thread, {proto.get('rounds')} interleaved rounds"),
+                            ("compression_ratio", "size ratio", "baseline / optimized, "
+                             + sub["measurements"]["optimized"]["model_size"]["method"].split(":")[0] + " (exact)"),
+                            ("accuracy_delta", "accuracy", "optimized - baseline, points on the same test images")):
+        i = imp.get(key) or {}
+        if i.get("value") is None:
+            print(f"{label:<11} not measured ({i.get('reason', 'no figure')})")
+            continue
+        f = (lambda v: f"{100 * v:+.2f}") if key == "accuracy_delta" else (lambda v: f"{v:.3g}x")  # noqa: E731
+        print(f"{label:<11} {f(i['value'])} [{f(i['ci_lower'])}, {f(i['ci_upper'])}] ({how}; "
+              f"{'significant' if i.get('significant') else 'not significant'})")
     for c in sub.get("constraints", []):
         status = "met" if c.get("passed") else "NOT met" + (f" ({c['reason']})" if c.get("reason") else "")
         print(f"constraint  {c['quantity']} {c['op']} {c['threshold']}: measured {c['measured']}, {status}")
@@ -118,9 +190,11 @@ def verify(args) -> int:
     for c in report.get("checks", []):
         status = "holds" if c.get("holds") else "DOES NOT HOLD"
         scope = "" if c.get("counts", True) else " (for information)"
-        print(f"  {c['claim']}: claimed {c['claimed']}, measured {c['measured']}: {status}{scope}")
+        band = f" [{c['interval'][0]:.3g}, {c['interval'][1]:.3g}]" if c.get("interval") else ""
+        print(f"  {c['claim']}: claimed {_fmt(c['claimed'])}, measured {_fmt(c['measured'])}{band}: {status}{scope}")
     for c in report.get("claims", []):
-        print(f"  {c['claim']}: claimed {c['claimed']}, measured {c['judged']}: "
+        band = f" [{c['interval'][0]:.3g}, {c['interval'][1]:.3g}]" if c.get("interval") else ""
+        print(f"  {c['claim']}: claimed {_fmt(c['claimed'])}, measured {_fmt(c['judged'])}{band}: "
               f"{'CONTRADICTED' if c['contradicted'] else 'holds'} ({c['how']})")
     if report.get("verified"):
         print(f"{args.path}: verified on this machine")
@@ -143,9 +217,11 @@ def judge(args) -> int:
 
 
 def leaderboard(args) -> int:
-    o = _olympics()
+    _olympics()
+    from tito.olympics.scoring import leaderboard as claims_leaderboard
+
     try:
-        board = o.leaderboard(args.submissions_dir, args.event, output_path=args.output)
+        board = claims_leaderboard(args.submissions_dir, args.event, output_path=args.output)
     except (FileNotFoundError, ValueError) as e:
         raise TitoError(str(e), code=2) from e
     print(board["markdown"])
@@ -165,7 +241,9 @@ def add_parser(sub, lazy) -> None:
                         description="Benchmark a baseline against an optimized model with one protocol and write "
                                     "a versioned submission JSON. Default: the bundled digits CNN against its "
                                     "pruned+int8 version; --model FILE benchmarks your model instead.")
-    c.add_argument("--model", default=None, help="your optimized model: TorchScript or torch.save(module) file")
+    c.add_argument("--model", default=None, help="your optimized model file: TorchScript (torch.jit.trace(model, "
+                   "example).save(FILE): works for a class defined in a notebook), torch.save(module) or a "
+                   "DigitsCNN state dict")
     c.add_argument("--baseline", default=None, help="its baseline (default: the bundled digits CNN)")
     c.add_argument("--event", default="memory_challenge", help=f"one of {events} (default memory_challenge)")
     c.add_argument("--participant", default="anonymous", help="name recorded in the submission")

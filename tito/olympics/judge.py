@@ -360,8 +360,7 @@ def measure_static(st: Student, data: dict) -> dict:
     (hash, flattened for the similarity check) and the size of both models."""
     import numpy as np
 
-    from tinytorch.benchmarking.olympics import state_dict_sha256
-    from tinytorch.benchmarking.results import _flatten_tensors
+    from tinytorch.benchmarking.olympics import state_dict_sha256, state_tensor_bytes
     from tito.olympics.scoring import flat_weights
 
     n = len(data["y"])
@@ -388,7 +387,7 @@ def measure_static(st: Student, data: dict) -> dict:
             raise StudentError(f"{what}: its state dict is not a mapping of names")
         try:
             out["sha256"][role] = state_dict_sha256(state)
-            out["tensor_bytes"][role] = sum(t.numel() * t.element_size() for v in state.values() for t in _flatten_tensors(v))
+            out["tensor_bytes"][role] = state_tensor_bytes(state)  # the submission's size definition
             weights = flat_weights(state) if role == "optimized" else None
         except (RuntimeError, ValueError, TypeError) as e:
             raise StudentError(f"{what}: unusable weights ({type(e).__name__}: {str(e)[:200]})") from None
@@ -416,10 +415,10 @@ def timed(st: Student, role: str, start: int, count: int, timeout: float) -> flo
 
 def calibrate(st: Student, role: str, target_s: float, timeout: float, most: int) -> int:
     """Calls per request so that one request takes about `target_s` (its first requests warm the model
-    up), at most `most` images."""
+    up), at most `most` images; each step's time is the fastest of three (a busy machine's stalls only add)."""
     k, elapsed = 1, timed(st, role, 0, 1, timeout)
     for _ in range(20):
-        elapsed = timed(st, role, 0, k, timeout)
+        elapsed = min(timed(st, role, 0, k, timeout) for _ in range(3))
         if elapsed >= target_s or k >= most:
             break
         k = min(most, max(k * 2, math.ceil(k * 1.2 * target_s / max(elapsed, 1e-6))))
@@ -533,8 +532,11 @@ def verify_files(submission, model_path, baseline_path=None, *, rounds: int = 20
     except ValueError as e:
         return {"verified": False, "claims": [], "record": None, "reasons": [str(e)]}
     with tempfile.TemporaryDirectory(prefix="tito-verify-") as out:
+        # the submission's own tolerance: `submit` measured as the judge does (TorchScript, one thread,
+        # interleaved rounds), so on the participant's machine only the load differs, which rounds absorb
+        tol = {**o.DEFAULT_TOLERANCE, **(st.doc.get("tolerance") if isinstance(st.doc.get("tolerance"), dict) else {})}
         result = run_judge([st], {}, ev, Path(out), bwrap, jobs=1, rounds=rounds, resume=False, target_ms=10.0,
-                           seed=0, timeouts=timeouts)
+                           seed=0, timeouts=timeouts, tolerance=tol)
     if st.name in result["rejected"]:
         return {"verified": False, "claims": [], "record": None, "reasons": [result["rejected"][st.name]]}
     record = result["students"][st.name]
@@ -545,8 +547,10 @@ def verify_files(submission, model_path, baseline_path=None, *, rounds: int = 20
 
 
 def run_judge(valid: list[Student], rejected: dict[str, str], ev, out: Path, bwrap: str | None, *, jobs: int,
-              rounds: int, resume: bool, target_ms: float, seed: int, timeouts: dict[str, float] | None) -> dict[str, Any]:
-    """Stage, load, measure and time the students whose files were found; write the report into `out`."""
+              rounds: int, resume: bool, target_ms: float, seed: int, timeouts: dict[str, float] | None,
+              tolerance: dict[str, float] | None = None) -> dict[str, Any]:
+    """Stage, load, measure and time the students whose files were found; write the report into `out`
+    (claims checked with `tolerance`, default JUDGE_TOLERANCE)."""
     from tinytorch.benchmarking import olympics as o
 
     out.mkdir(parents=True, exist_ok=True)
@@ -575,7 +579,7 @@ def run_judge(valid: list[Student], rejected: dict[str, str], ev, out: Path, bwr
             finally:
                 for st in valid:
                     stop(st)
-        return _report(o, ev, [st for st in valid if st.name not in rejected], state, rejected, out)
+        return _report(o, ev, [st for st in valid if st.name not in rejected], state, rejected, out, tolerance)
     finally:
         for st in valid:
             stop(st)
@@ -625,7 +629,11 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state
     for st in list(alive):
         try:
             # a timed request's sample and the timing core's two calibration blocks each get their own images
-            st.k = {role: calibrate(st, role, target_s, timeout, len(X) // 3) for role in ("baseline", "optimized")}
+            # one count for both models: the per-request overhead (the channel, the server's loop) then adds the
+            # same per call to both sides of a ratio, and a slow spell while calibrating one cannot leave it at k = 1
+            k = max(calibrate(st, role, target_s, timeout, len(X) // 3) for role in ("baseline", "optimized"))
+            st.k = dict.fromkeys(("baseline", "optimized"), k)
+            state.setdefault("calls", {})[st.name] = k
             state["overhead_s"][st.name] = ipc_overhead_s(st)
         except StudentError as e:
             rejected[st.name] = state["rejected"][st.name] = str(e)
@@ -676,7 +684,8 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state
             bar.stop()
 
 
-def _report(o, ev, judged: list[Student], state: dict, rejected: dict, out: Path) -> dict[str, Any]:
+def _report(o, ev, judged: list[Student], state: dict, rejected: dict, out: Path,
+            tolerance: dict[str, float] | None = None) -> dict[str, Any]:
     """Figures, claims, flags and the leaderboard from the measurements; everything written atomically."""
     from tito.olympics import scoring
     from tinytorch.benchmarking.results import write_atomic, write_json
@@ -685,7 +694,8 @@ def _report(o, ev, judged: list[Student], state: dict, rejected: dict, out: Path
     same = _same_model_flags(state["pairs"])
     for st in judged:
         try:
-            entries[st.name], records[st.name] = _student_report(o, scoring, ev, st, state, same.get(st.name, []))
+            entries[st.name], records[st.name] = _student_report(o, scoring, ev, st, state, same.get(st.name, []),
+                                                                 tolerance or JUDGE_TOLERANCE)
         except Exception as e:  # noqa: BLE001 - a submission's content, never the judge's crash
             rejected[st.name] = f"its submission could not be checked ({type(e).__name__}: {str(e)[:200]})"
     board = scoring.judged_leaderboard(entries, ev, rejected)
@@ -710,10 +720,11 @@ def _same_model_flags(pairs: list[dict]) -> dict[str, list[str]]:
     return {s: [f"same model as {', '.join(sorted(others))} ({why})" for why, others in k.items()] for s, k in kinds.items()}
 
 
-JUDGE_TOLERANCE = {"latency_rel": 3.0}  # a speed-up claim is contradicted when over 4x the judged one
+JUDGE_TOLERANCE = {"latency_rel": 3.0}  # judge_class: a speed-up claim is contradicted when over 4x the judged one
 
 
-def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str]) -> tuple[dict, dict]:
+def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str],
+                    tolerance: dict[str, float]) -> tuple[dict, dict]:
     """One student's figures, claims and flags: (leaderboard entry, per-student record)."""
     static = state["static"][st.name]
     rounds = [r[st.name] for r in state["rounds"] if st.name in r and len(r[st.name]) == 2]
@@ -722,11 +733,11 @@ def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str]) -
     figures = scoring.judged_figures(record, ev)
     # a pickled module's hash comes from its own code (the trace has other keys): it checks the file, not a score
     hashes = {role: static.get("reported_sha256", {}).get(role) or static["sha256"][role] for role in static["sha256"]}
-    # `submit` timed each model as it was saved, on the student's machine in whatever state it was; the judge
-    # runs every model as TorchScript (a pickled module must, so that none of its code runs where it is
-    # measured): an honest int8 TorchScript claim made beside other work was 2.1x the judged speed-up (1.69
-    # against 0.81; 1.39 against 0.79 on a quiet machine), hence a floor of 4x for speed-up claims
-    claims = scoring.check_claims(st.doc, figures, hashes, tolerance=JUDGE_TOLERANCE)
+    # `submit` times both models as the judge does (TorchScript, one thread, interleaved rounds), but on the
+    # student's machine: a class judged on another machine keeps JUDGE_TOLERANCE's floor (before submit timed
+    # TorchScript, an honest int8 claim was 2.1x the judged speed-up); `verify` passes the submission's own
+    # tolerance. Either way the claim's interval, not its point, must lie above the judged interval
+    claims = scoring.check_claims(st.doc, figures, hashes, tolerance=tolerance)
     validation = o.validate_submission(st.submission)
     flags = [f"claim contradicted: {c['claim']} claimed {_fmt(c['claimed'])}, judged {_fmt(c['judged'])}"
              for c in claims if c["contradicted"]]
@@ -748,6 +759,7 @@ def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str]) -
            "constraints": checks, "flags": flags, "measurements": record, "static": static,
            "same_model": [p for p in state["pairs"] if st.name in p["students"]],
            "timing": {"rounds": len(rounds), "ipc_overhead_ms": 1000 * state["overhead_s"].get(st.name, 0.0),
+                      "calls_per_request": state.get("calls", {}).get(st.name),
                       "method": "the judge times each request of k single-image calls from outside the sandbox, "
                                 "in a process where no code of the student's files runs; ms per call = request time / k"},
            "files": {role: p.name for role, p in st.files.items()}}

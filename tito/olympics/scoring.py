@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from tinytorch.benchmarking.benchmark import OlympicEvent
-from tinytorch.benchmarking.olympics import DEFAULT_TOLERANCE, EVENT_RULES, get_event
+from tinytorch.benchmarking.olympics import DEFAULT_TOLERANCE, EVENT_RULES, get_event, speedup_check
 from tinytorch.benchmarking.results import (ProportionResult, bootstrap_interval, compare_results, compare_samples,
                                             is_significant)
 
@@ -131,11 +131,9 @@ def check_claims(doc: Mapping[str, Any], judged: Mapping[str, Any], hashes: Mapp
     "contradicted", "how"}`. A claim is contradicted when it is *more* than the judge measured (an
     honest student who under-claims is not flagged) by more than the tolerance: accuracy (same model,
     same split) and compression (exact) by the effect floor alone; the speed-up, which another machine
-    legitimately changes, when the one rule also separates the per-round speed-ups from the claim
-    (one-sample Wilcoxon test, `latency_rel` as its effect floor). Weights: the hashes must match. A
-    claim that is not a number is contradicted ("unreadable")."""
-    from scipy import stats as _scipy_stats
-
+    legitimately changes, by the library's `speedup_check` (the interval of the per-round speed-ups
+    against the claim, `latency_rel` as its effect floor). Weights: the hashes must match. A claim that
+    is not a number is contradicted ("unreadable")."""
     tol = {**DEFAULT_TOLERANCE, **(tolerance or {})}
     out = []
 
@@ -173,14 +171,19 @@ def check_claims(doc: Mapping[str, Any], judged: Mapping[str, Any], hashes: Mapp
         claim("compression ratio", raw, cr, lambda c: c > cr and is_significant(None, c / cr - 1, alpha, tol["size_rel"]),
               f"at most {tol['size_rel']:.0%} above the judged ratio of the weights' bytes (a file's other bytes "
               "only lower a claim)")
-    sp, rounds = judged["speedup"]["value"], np.asarray(judged.get("speedup_rounds") or [], dtype=float)
+    # the speed-up: the library's rule (`speedup_check`): the claim (its interval's lower end) against the
+    # interval of the judged per-round ratios, contradicted beyond the tolerance
+    sp, rounds = judged["speedup"]["value"], [r for r in judged.get("speedup_rounds") or [] if r > 0]
     raw = _at(doc, "improvements", "speedup", "value")
-    p = None
-    if _num(raw) and rounds.size >= 6 and np.any(rounds != _num(raw)):
-        p = float(_scipy_stats.wilcoxon(rounds - _num(raw)).pvalue)
-    claim("speedup", raw, sp, lambda c: c > sp and is_significant(p, c / sp - 1, alpha, tol["latency_rel"]),
-          f"per-round speed-ups against the claim (Wilcoxon): contradicted when more than {tol['latency_rel']:.0%} "
-          "above them (another machine is legitimately faster or slower)", p_value=p)
+    lower = _num(_at(doc, "improvements", "speedup", "ci_lower"))
+    if _num(raw) and _num(raw) > 0 and len(rounds) >= 2:
+        check = speedup_check(_num(raw), rounds, claimed_lower=lower if lower and lower > 0 else None,
+                              tolerance=tol["latency_rel"], alpha=alpha)
+        claim("speedup", raw, check["measured"], lambda c: check["contradicted"], check["method"],
+              interval=[check["ci_lower"], check["ci_upper"]])
+    else:
+        claim("speedup", raw, sp, lambda c: c > sp and is_significant(None, c / sp - 1, alpha, tol["latency_rel"]),
+              f"more than {tol['latency_rel']:.0%} above the judged speed-up")
     return out
 
 
@@ -282,3 +285,55 @@ def judged_leaderboard(entries: Mapping[str, Mapping[str, Any]], event: OlympicE
         clean[col] = clean[col].map(lambda t: re.sub(r"[\x00-\x1f\x7f-\x9f]+", " ", str(t)))
     return {"table": table, "markdown": "\n".join(md) + "\n", "csv": clean.to_csv(index=False),
             "ranks": {s: int(r) for s, r in ranks.items()}}
+
+
+def leaderboard(submissions_dir: Any, event: OlympicEvent | str, output_path: Any = None) -> dict[str, Any]:
+    """`tito olympics leaderboard`: rank the valid `*.json` submissions for `event` in `submissions_dir` (overlapping intervals tie):
+    `{"table": DataFrame, "markdown", "csv", "invalid": [{"path", "reasons"}]}`; with `output_path`,
+    writes `<output_path>.md` and `.csv`."""
+    from pathlib import Path
+
+    from tinytorch.benchmarking.olympics import rank_with_ties, validate_submission
+    from tinytorch.benchmarking.results import write_atomic
+
+    ev = get_event(event)
+    folder = Path(submissions_dir)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"submissions_dir: not a folder: {folder}")
+    files = sorted(folder.glob("*.json"))
+    if not files:
+        raise ValueError(f"submissions_dir: no submission files (*.json) in {folder}")
+    entries, invalid = [], []
+    for f in files:
+        rep = validate_submission(f)
+        doc = rep["submission"]
+        if not rep["valid"]:
+            invalid.append({"path": str(f), "reasons": rep["reasons"]})
+        elif doc["event"] == ev.value:
+            s, imp = doc["score"], doc["improvements"]
+            entries.append({"participant": doc["participant"], "file": f.name, "score": s["value"],
+                            "ci_lower": s["ci_lower"], "ci_upper": s["ci_upper"], "speedup": imp["speedup"]["value"],
+                            "compression_ratio": imp["compression_ratio"]["value"],
+                            "accuracy": doc["measurements"]["optimized"]["accuracy"]["accuracy"],
+                            "techniques": ", ".join(doc.get("techniques", []))})
+    cols = ["rank", "tied", "participant", "score", "ci_lower", "ci_upper", "speedup", "compression_ratio",
+            "accuracy", "techniques", "file"]
+    ranks = rank_with_ties([(e["ci_lower"], e["ci_upper"]) for e in entries])
+    for e, r in zip(entries, ranks):
+        e.update(rank=r, tied=ranks.count(r) > 1)
+    table = (pd.DataFrame(entries)[cols].sort_values(["rank", "score"], ascending=[True, False]).reset_index(drop=True)
+             if entries else pd.DataFrame(columns=cols))
+    md = [f"# TorchPerf Olympics leaderboard: {ev.value}", "", f"Score: {EVENT_RULES[ev].description}.", "",
+          "Ranked by self-reported claims, each measured on its author's machine; use `python3 -m tito olympics "
+          "judge` to measure every model on one machine.", "",
+          "| rank | participant | score | 95% interval | accuracy | techniques |", "|---|---|---|---|---|---|"]
+    md += [f"| {row['rank']}{' (tied)' if row['tied'] else ''} | {row['participant']} | {row['score']:.4g} | "
+           f"[{row['ci_lower']:.4g}, {row['ci_upper']:.4g}] | {row['accuracy']:.2%} | {row['techniques']} |"
+           for _, row in table.iterrows()] or [f"| — | no valid submission for {ev.value} | | | | |"]
+    if invalid:
+        md += ["", "## Rejected submissions", ""] + [f"- {i['path']}: {'; '.join(i['reasons'])}" for i in invalid]
+    out = {"table": table, "markdown": "\n".join(md) + "\n", "csv": table.to_csv(index=False), "invalid": invalid}
+    if output_path is not None:
+        for ext, key in ((".md", "markdown"), (".csv", "csv")):
+            write_atomic(Path(output_path).with_suffix("").with_suffix(ext), out[key])
+    return out
