@@ -301,7 +301,7 @@ def _points(x: float) -> str:
 
 def _kit_export(course: Course, ws_root: Path, mod_dir: Path, notebooks: list[Path]) -> tuple[StageResult, list[Path]]:
     """The export stage run first, in a student kit (see complete_workspace)."""
-    print(f"[2/3] export your code into {ws_root / 'tinytorch'} (first: your notebooks import it) ...", flush=True)
+    print(f"[first] export your code into {ws_root / 'tinytorch'} (in the kit your notebooks import it from there) ...", flush=True)
     ex, written = StageResult("export"), []
     all_nbs = [nb for d in _started_modules(course, ws_root) for nb in sorted(d.glob("*.ipynb"))]
     t0 = time.perf_counter()
