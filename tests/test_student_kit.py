@@ -118,7 +118,7 @@ def test_no_solution_or_hidden_test_line_anywhere_in_the_kit(course, kits, modul
     shutil.copytree(kit.dest, copy)
     pkg = "benchmarking" if module == MODULE else "profiling"
     shutil.copytree(course.lib_dir / pkg, copy / "tinytorch" / pkg, dirs_exist_ok=True)
-    assert len(grep_kit(copy, lines)) > 50
+    assert len(grep_kit(copy, lines)) >= 10
     assert rel.scan_kit(copy, rel.forbidden_lines(course, module))  # and so is it by the builder's own check
 
 
