@@ -177,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     except TitoError as e:
         print(f"tito: error: {e}", file=sys.stderr)
         return e.code
+    except NotImplementedError as e:  # a stub of the student's: say which, not a traceback
+        print(f"tito: error: your code is not finished: {e}; fill it in and run `python3 -m tito module complete`",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("tito: interrupted", file=sys.stderr)
         return 130
