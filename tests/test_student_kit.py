@@ -189,6 +189,9 @@ def test_student_path_in_the_kit(course, kits):
     assert cmd == f"cd {MODULE} && python3 -m tito module complete 19", cmd
     mod_dir = kit / MODULE
     assert (mod_dir / "README.md").is_file() and (mod_dir / "tito" / "__init__.py").is_file()
+    # before any of the student's code exists, a command reaching a stub names it
+    early = _tito(kit, mod_dir, "olympics", "submit", "--runs", "3", timeout=300)
+    assert early.returncode == 1 and "not yet implemented" in early.stderr and "Traceback" not in early.stderr, early.stderr
 
     # the printed command, verbatim, from the folder `module start` ran in: stubs fail by name
     done = subprocess.run(["bash", "-c", cmd], cwd=kit, env=_env(kit), capture_output=True, text=True, timeout=900)

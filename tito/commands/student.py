@@ -188,9 +188,8 @@ def start(course: Course, module: str, workspace: Path | None = None, force: boo
     if dest.exists():
         dest.rmdir()  # empty (checked above)
     os.replace(tmp, dest)
-    lib = ws / course.lib_dir.name
-    if course.kit and not lib.exists():  # the package the notebooks import before the first export
-        shutil.copytree(course.lib_dir, lib)
+    if course.kit:  # the package the notebooks import, with the stubs, until `module complete` exports their code
+        build_student_package(course, ws, [nb for d in _started_modules(course, ws) for nb in sorted(d.glob("*.ipynb"))])
     return dest
 
 
