@@ -115,7 +115,7 @@ integration tests `module complete` runs, and the reference package of the modul
 ## Set up and start (two commands)
 
 ```bash
-python3 -m tito module start {num}     # first run: creates .venv with the pinned dependencies (~2 min, ~1.8 GB)
+python3 -m tito module start {num}     # first run: creates .venv with the pinned dependencies (2-4 min, ~1.8 GB)
 cd {module} && python3 -m tito module complete {num}
 ```
 
