@@ -43,7 +43,10 @@ def test_start_refuses_to_overwrite(course, released, tmp_path):
     names = sorted(p.name for p in dest.glob("*.ipynb"))
     assert names == sorted(p.name for p in (released / MODULE).glob("*.ipynb")) and NOTEBOOK in names
     marker = json.loads((dest / student.MARKER).read_text())
-    assert marker["module"] == MODULE and marker["notebooks"] == names
+    assert marker["module"] == MODULE and marker["notebooks"] == [f"{s}.ipynb" for s in course.reading_order(MODULE)]
+    assert sorted(marker["notebooks"]) == names and marker["notebooks"][0] == "results_dev.ipynb"
+    assert "| 1 | `results_dev.ipynb` |" in (dest / "README.md").read_text()  # the reading order, where the student is
+    assert (dest / student.LAUNCHER / "__init__.py").is_file()
     work = dest / NOTEBOOK
     work.write_text(work.read_text().replace("not yet implemented: sparsity", "my own work"))
     with pytest.raises(TitoError, match="refusing to overwrite"):

@@ -132,7 +132,8 @@ def main() -> None:
     env["VIRTUAL_ENV"] = str(VENV)
     env["PATH"] = str(py.parent) + os.pathsep + env.get("PATH", "")
     env.pop("PYTHONHOME", None)
-    os.chdir(REPO)
+    # the current folder is kept: workspaces are found from it and relative paths (--model mine.pt)
+    # are the user's; the venv's editable install makes `tito` importable from anywhere
     os.execve(str(py), [str(py), "-m", "tito", *sys.argv[1:]], env)
 
 

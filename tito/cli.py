@@ -78,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("modules", nargs="+", metavar="MODULE", help=mh)
     s.add_argument("--release-dir", default=None, help="where to put the release (default: settings.ini release_dir)")
     s.add_argument("--nbgrader-dir", default=None, help="nbgrader course dir (default: settings.ini nbgrader_dir)")
+    s.add_argument("--student-kit", default=None, metavar="DIR",
+                   help="write a standalone student repository to DIR instead: the release notebooks in reading "
+                        "order, tito, the integration tests, the reference package of the earlier modules, "
+                        "pyproject, requirements.lock and a README; refused if any file holds a solution or "
+                        "hidden-test line")
     s.set_defaults(func=lazy("release"))
 
 
@@ -140,14 +145,42 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _kit_refusal(args) -> str | None:
+    """In a student kit, the message refusing an instructor command; None when the command runs."""
+    try:
+        from tito.config import Course
+        kit = Course.load().kit
+    except TitoError:
+        return None
+    if not kit:
+        return None
+    from tito.commands.release import KIT_REFUSED
+
+    name = args.command + (f" {args.olympics_command}" if args.command == "olympics" else "")
+    if name not in KIT_REFUSED:
+        return None
+    num = kit.split("_", 1)[0]
+    hint = (f"; `python3 -m tito module complete {num}` exports your notebooks and runs your tests"
+            if args.command in ("export", "test", "status") else "")
+    return (f"`tito {name}` is an instructor command and this is the student kit of {kit}; here: "
+            f"module start, module complete, olympics submit/verify/validate, benchmark{hint}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        refused = _kit_refusal(args)
+        if refused:
+            raise TitoError(refused, code=2)
         return int(args.func(args) or 0)
     except TitoError as e:
         print(f"tito: error: {e}", file=sys.stderr)
         return e.code
+    except NotImplementedError as e:  # a stub of the student's: say which, not a traceback
+        print(f"tito: error: your code is not finished: {e}; fill it in and run `python3 -m tito module complete`",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("tito: interrupted", file=sys.stderr)
         return 130

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import configparser
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,8 @@ class Course:
     notebook_time_limit: int = 180
     # libraries the grading sandbox imports once per student before any notebook runs (None: tito's list)
     grading_preimport: list[str] | None = None
+    # set in a student kit (`tito release N --student-kit DIR`): the module it was made for; None in the course
+    kit: str | None = None
 
     @classmethod
     def load(cls, root: Path | None = None) -> "Course":
@@ -66,6 +69,7 @@ class Course:
             cell_timeout=int(get("cell_timeout", "300")),
             notebook_time_limit=int(get("notebook_time_limit", "180")),
             grading_preimport=get("grading_preimport", "").split() or None,
+            kit=get("kit", "") or None,
         )
 
     @property
@@ -94,3 +98,47 @@ class Course:
 
     def notebooks(self, module: str) -> list[Path]:
         return sorted((self.nbs_dir / module).glob("*.ipynb"))
+
+    def reading_order(self, module: str, folder: Path | None = None) -> list[str]:
+        """The module's notebook stems in reading order: the numbered table of the first README.md
+        found in modules/NN_name/, `folder` (a workspace's module folder) or release/NN_name/, then
+        any notebook the table does not name, sorted. No README with a table: sorted by name.
+
+            >>> Course.load().reading_order("19_benchmarking")[:2]
+            ['results_dev', 'digits_dev']
+        """
+        have = {p.stem for d in (self.nbs_dir / module, folder, self.release_dir / module) if d is not None
+                for p in Path(d).glob("*.ipynb")}
+        table: list[str] = []
+        for d in (self.modules_dir / module, folder, self.release_dir / module):
+            if d is not None and (Path(d) / "README.md").is_file():
+                table = readme_order(Path(d) / "README.md")
+                if table:
+                    break
+        ordered = [s for s in table if s in have or not have]
+        return ordered + sorted(have - set(ordered))
+
+    def in_reading_order(self, module: str, paths: list[Path], folder: Path | None = None) -> list[Path]:
+        """`paths` (notebooks or scripts of `module`) sorted by the reading order of their stems
+        (a `.tito_inline_` prefix is ignored); names the order does not know go last, by name."""
+        order = {s: i for i, s in enumerate(self.reading_order(module, folder))}
+        key = lambda p: Path(p).stem.removeprefix(".tito_inline_")
+        return sorted(paths, key=lambda p: (order.get(key(p), len(order)), key(p)))
+
+
+_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`?([\w.-]+?)`?\s*\|")
+
+
+def readme_order(readme: Path) -> list[str]:
+    """Notebook stems from a README's table rows `| N | `name` | ... |`, by N (`name`, `name.ipynb`
+    and `name.py` all give `name`); [] when there is no such table."""
+    rows = []
+    for line in Path(readme).read_text(encoding="utf-8").splitlines():
+        m = _ROW.match(line.strip())
+        if m:
+            rows.append((int(m.group(1)), m.group(2).removesuffix(".ipynb").removesuffix(".py")))
+    seen: list[str] = []
+    for _, stem in sorted(rows, key=lambda r: r[0]):
+        if stem not in seen:
+            seen.append(stem)
+    return seen

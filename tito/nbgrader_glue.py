@@ -155,6 +155,27 @@ def _cell_lines(nb_path: Path) -> list[list[str]]:
     return out
 
 
+def region_lines(nb_path: Path) -> list[tuple[str | None, str]]:
+    """(region, stripped line) for each line of a notebook's cells: region "solution" or "hidden"
+    inside `### BEGIN SOLUTION` / `### BEGIN HIDDEN TESTS` regions (markers excluded), else None."""
+    out: list[tuple[str | None, str]] = []
+    for lines in _cell_lines(nb_path):
+        end = kind = None
+        for line in lines:
+            s = line.strip()
+            if end is None:
+                hit = next(((e, i) for i, (b, e) in enumerate(REGIONS) if s.startswith(b)), None)
+                if hit:
+                    end, kind = hit[0], ("solution", "hidden")[hit[1]]
+                    continue
+                out.append((None, s))
+            elif s.startswith(end):
+                end = kind = None
+            else:
+                out.append((kind, s))
+    return out
+
+
 def secret_lines(notebooks: list[Path]) -> dict[str, str]:
     """stripped line -> notebook name, for every non-trivial line inside a solution or
     hidden-test region that does not also appear outside such regions in the sources."""

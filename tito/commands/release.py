@@ -1,14 +1,21 @@
 """`tito release MODULE`: nbgrader student release into release/NN_name/, then a leak check.
 
-Data files the notebooks need travel with the release (see `data_files`).
+Data files the notebooks need travel with the release (see `data_files`), and a README.md with
+the notebooks' reading order. `--student-kit DIR` writes a standalone student repository instead
+(see `build_student_kit`).
 """
 from __future__ import annotations
 
 import configparser
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tito import nbgrader_glue
-from tito.config import Course, TitoError
+from tito.config import Course, TitoError, readme_order
 
 DATA_SECTION = "release_data"
 
@@ -46,19 +53,300 @@ def data_files(course: Course, module: str) -> dict[str, Path]:
     return out
 
 
+def reading_readme(course: Course, module: str, folder: Path | None = None) -> str:
+    """The README.md of a released module folder: the notebooks in reading order, numbered, with the
+    step each one is (the table of modules/NN_name/README.md), and the commands to run from there."""
+    num = module.split("_", 1)[0]
+    steps: dict[str, str] = {}
+    title, prereq = f"Module {num}", ""
+    src = course.modules_dir / module / "README.md"
+    if src.is_file():
+        lines = src.read_text(encoding="utf-8").splitlines()
+        title = next((ln.lstrip("# ").split(" — ")[0].strip() for ln in lines if ln.startswith("# ")), title)
+        at = next((i for i, ln in enumerate(lines) if ln.startswith("Prerequisite")), None)
+        while at is not None and at < len(lines) and lines[at].strip():  # the paragraph
+            prereq, at = f"{prereq} {lines[at].strip()}".strip(), at + 1
+        for ln in lines:
+            cells = [c.strip() for c in ln.strip().strip("|").split("|")]
+            if len(cells) >= 3 and cells[0].isdigit():
+                steps[cells[1].strip("`").removesuffix(".ipynb")] = " | ".join(cells[2:])
+    order = course.reading_order(module, folder)
+    rows = [f"| {i} | `{stem}.ipynb` | {steps.get(stem, '')} |" for i, stem in enumerate(order, 1)]
+    return "\n".join([
+        f"# {title}: your notebooks, in reading order", "",
+        "Work through them in this order; each builds on the ones before it." + (f" {prereq}" if prereq else ""),
+        "", "| # | notebook | the step in the story (and what you build) |", "|---|---|---|", *rows, "",
+        "Replace each `raise NotImplementedError(\"not yet implemented: ...\")` with your code and run the",
+        "cells: the inline tests say what is wrong. From this folder:", "",
+        "```bash",
+        f"python3 -m tito module complete {num}    # your tests, your export, the integration tests",
+        *([f"python3 -m tito olympics submit --model mine.pt    # the capstone: your model file, here"]
+          if (course.nbs_dir / module / "olympics_dev.ipynb").exists() or "olympics_dev" in order else []),
+        "```", ""])
+
+
 def release(course: Course, module: str, release_dir: Path | None = None,
             course_dir: Path | None = None) -> nbgrader_glue.ReleaseResult:
-    """Release `module` (full name) from course.nbs_dir; paths default to settings.ini."""
+    """Release `module` (full name) from course.nbs_dir; paths default to settings.ini. The release
+    also gets README.md with the reading order (`reading_readme`)."""
     notebooks = course.notebooks(module)
     if not notebooks:
         raise TitoError(f"no notebooks in {course.nbs_dir / module}: run `tito export` first")
-    return nbgrader_glue.release_module(
+    res = nbgrader_glue.release_module(
         notebooks, module, Path(release_dir or course.release_dir), Path(course_dir or course.nbgrader_dir),
         course.course_id, course.cell_timeout, data_files(course, module))
+    if not res.leaks:
+        readme = res.release_dir / "README.md"
+        nbgrader_glue.atomic_write(readme, reading_readme(course, module))
+        res.data_files = sorted({*res.data_files, readme})
+        res.notebooks = course.in_reading_order(module, res.notebooks)
+    return res
+
+
+# ---- the student kit ----------------------------------------------------------------------------
+
+KIT_README = """\
+# {title}: student kit
+
+Your copy of the course for Module {num}: the notebooks you fill in, `tito` (the course tool), the
+integration tests `module complete` runs, and the reference package of the modules before this one
+({prereqs}). There are no solutions in it: the package of this module is the one you export.
+
+## Set up and start (two commands)
+
+```bash
+python3 -m tito module start {num}     # first run: creates .venv with the pinned dependencies (2-4 min, ~1.8 GB)
+cd {module} && python3 -m tito module complete {num}
+```
+
+The first command copies the notebooks into `{module}/` (its README.md gives the reading order) and
+prints what to run next; the second runs your inline tests, exports your code into `tinytorch/`
+(where the notebooks and the tests import it from), runs the integration tests and reports. Open the
+notebooks with `.venv/bin/jupyter lab {module}` (or any editor using the `.venv/bin/python` kernel);
+after you finish a notebook, run `module complete` so the next notebooks can import your code.
+Every command tito prints works as printed from the folder it names; model paths are relative to
+the folder you run in. `python3 -m tito --help` lists the commands of this kit.
+{capstone}"""
+
+KIT_CAPSTONE = """
+## The capstone
+
+In `{module}/`, save your optimized model as TorchScript (`torch.jit.script(model).save("mine.pt")`, or
+`torch.jit.trace`), then `python3 -m tito olympics submit --model mine.pt`, and
+`python3 -m tito olympics verify submission.json --model mine.pt` to re-measure the claim.
+"""
+
+KIT_GITIGNORE = ".venv/\n__pycache__/\n*.py[cod]\n*.egg-info/\n.tito/\n.ipynb_checkpoints/\nbenchmark_results/\n"
+# commands and sub-commands a kit refuses (instructor machinery: solutions, grading, the course's sources)
+KIT_REFUSED = {"export", "test", "release", "grade", "status", "bench-quality", "olympics judge",
+               "olympics leaderboard"}
+
+
+@dataclass
+class KitResult:
+    module: str
+    dest: Path
+    notebooks: list[Path] = field(default_factory=list)
+    reference: list[str] = field(default_factory=list)    # modules whose reference package the kit carries
+    tests: list[Path] = field(default_factory=list)
+    leaks: list[str] = field(default_factory=list)        # "file: line" for each forbidden line found
+
+
+def prerequisites(course: Course, module: str) -> list[str]:
+    """The modules before `module` in settings.ini's course order: completed before this one, so
+    their reference package (the course's export, i.e. their solutions) may go to its students."""
+    return course.modules[:course.modules.index(module)]
+
+
+def kit_tests(course: Course, module: str) -> list[Path]:
+    """The integration tests `module complete` runs for `module` (tests/test_NN_*.py)."""
+    num = module.split("_", 1)[0]
+    tests = course.root / "tests"
+    return sorted(set(tests.glob(f"test_{num}_*.py")) | set(tests.glob(f"integration/test_{num}_*.py")))
+
+
+def forbidden_lines(course: Course, module: str) -> dict[str, str]:
+    """line -> the notebook it comes from, for every non-trivial line a kit of `module` must not hold:
+    the lines of solution and hidden-test regions of the module and of every later module, and of
+    the hidden tests of its prerequisites (whose solutions are the reference package the kit
+    carries). A line that also appears outside every such region is public, not forbidden."""
+    prereq = set(prerequisites(course, module))
+    public: set[str] = set()
+    secret: dict[str, str] = {}
+    for m in course.modules:
+        for nb in course.notebooks(m):
+            for region, line in nbgrader_glue.region_lines(nb):
+                if region is None or (m in prereq and region == "solution"):
+                    public.add(line)
+                else:
+                    secret.setdefault(line, f"{m}/{nb.name}")
+    return {k: v for k, v in secret.items() if k not in public and distinctive(k)}
+
+
+_HEADER = re.compile(r"^(for|if|elif|else|while|with|try|except|finally)\b.*:$")
+_WORD = re.compile(r"[A-Za-z_]\w*|\d+(?:\.\d+)?")
+
+
+def distinctive(line: str) -> bool:
+    """Whether a stripped line says enough to be an answer: at least 12 characters, not a bare
+    control-flow header (`for name in names:`) and at least 5 names or numbers (`os.replace(tmp,
+    path)` is anybody's code; `return float(np.median(samples))` is an answer)."""
+    return len(line) >= 12 and not _HEADER.match(line) and len(_WORD.findall(line)) >= 5
+
+
+def scan_kit(root: Path, forbidden: dict[str, str]) -> list[str]:
+    """Every `file: line` in the folder `root` (notebooks cell by cell, other files as text) that is
+    a forbidden line."""
+    hits = []
+    for f in sorted(Path(root).rglob("*")):
+        if not f.is_file() or ".venv" in f.relative_to(root).parts:
+            continue
+        try:
+            lines = ([ln for cell in nbgrader_glue._cell_lines(f) for ln in cell] if f.suffix == ".ipynb"
+                     else f.read_text(encoding="utf-8").splitlines())
+        except (UnicodeDecodeError, ValueError):
+            continue  # binary data
+        for ln in lines:
+            s = ln.strip()
+            if s in forbidden or s.removeprefix("# ") in forbidden:
+                hits.append(f"{f.relative_to(root)}: {s[:100]!r} (from {forbidden.get(s) or forbidden[s.removeprefix('# ')]})")
+    return hits
+
+
+def _reference_package(course: Course, module: str, dest: Path) -> list[str]:
+    """DEST = the course package reduced to the files the prerequisites of `module` export (with
+    the `__init__.py` of each folder and nbdev's index of those modules only); returns them."""
+    from tito.commands.module import exported_files
+
+    lib = course.lib_dir
+    keep = {lib / "__init__.py"}
+    for m in prerequisites(course, module):
+        for f, _ in exported_files(course.notebooks(m), lib):
+            keep.add(f)
+    for f, _ in exported_files(course.notebooks(module), lib):  # the folders this module exports into
+        keep.update(p / "__init__.py" for p in f.parents if p.is_relative_to(lib) and (p / "__init__.py").is_file())
+    for f in list(keep):
+        keep.update(p / "__init__.py" for p in f.parents if p.is_relative_to(lib) and (p / "__init__.py").is_file())
+    for f in sorted(keep):
+        if not f.is_file():
+            raise TitoError(f"{f} is missing: run `tito export` before making a student kit")
+        target = dest / f.relative_to(lib)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, target)
+    modidx = lib / "_modidx.py"
+    if modidx.is_file():  # nbdev's symbol index, restricted to the modules the kit carries
+        import ast
+        import pprint
+
+        text = modidx.read_text(encoding="utf-8")
+        d = ast.literal_eval(text[text.index("d = ") + 4:])
+        mods = {".".join((lib.name, *f.relative_to(lib).with_suffix("").parts)) for f in keep}
+        d["syms"] = {k: v for k, v in d.get("syms", {}).items() if k in mods}
+        (dest / "_modidx.py").write_text("# Autogenerated by nbdev\n\nd = " + pprint.pformat(d, width=120) + "\n",
+                                         encoding="utf-8")
+    return sorted(str(f.relative_to(lib)) for f in keep)
+
+
+def _kit_pyproject(course: Course, module: str) -> str:
+    text = (course.root / "pyproject.toml").read_text(encoding="utf-8")
+    return text.replace('readme = "README.md"', 'readme = "README.md"  # the student kit of ' + module, 1)
+
+
+def _kit_settings(course: Course, module: str) -> str:
+    return "\n".join([
+        f"# Student kit of {module}, written by `tito release {module} --student-kit`.",
+        "# The workspace is this folder: `module complete` rebuilds tinytorch/ here from",
+        "# reference/tinytorch (the modules before this one) and your notebooks.",
+        "[course]", f"course_id = {course.course_id}", f"modules = {module}", f"kit = {module}",
+        f"prerequisites = {' '.join(prerequisites(course, module))}",
+        "modules_dir = modules", "nbs_dir = nbs", "lib_dir = reference/tinytorch", "release_dir = release",
+        "nbgrader_dir = .tito/nbgrader", f"cell_timeout = {course.cell_timeout}",
+        f"notebook_time_limit = {course.notebook_time_limit}", "workspace_dir = .", ""])
+
+
+def build_student_kit(course: Course, module: str, dest: Path) -> KitResult:
+    """Write the student kit of `module` to DEST (which must not hold files): its release notebooks
+    (nbgrader-stripped) with their README in release/NN_name/, tito, the integration tests
+    `module complete` runs, the reference package of the prerequisite modules (in reference/ and,
+    as the package notebooks import until the student's first export, in tinytorch/), pyproject,
+    requirements.lock, settings.ini and a README. The kit is built beside DEST and moved there only
+    when no file in it holds a forbidden line (`forbidden_lines`); otherwise nothing is written and
+    the result lists the lines.
+    """
+    dest = Path(dest).resolve()
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise TitoError(f"--student-kit {dest}: the folder exists and is not empty; give a new folder")
+    if course.kit:
+        raise TitoError("this is a student kit: make kits from the course repository")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+    try:
+        with tempfile.TemporaryDirectory(prefix="tito-kit-nbgrader-") as nbg:
+            res = release(course, module, release_dir=stage / "release", course_dir=Path(nbg))
+        if res.leaks:
+            return KitResult(module, dest, leaks=[str(x) for x in res.leaks])
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
+        shutil.copytree(Path(__file__).resolve().parent.parent, stage / "tito", ignore=ignore)
+        tests = kit_tests(course, module)
+        for t in tests + [course.root / "tests" / "conftest.py"]:
+            if t.is_file():
+                (stage / t.relative_to(course.root)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(t, stage / t.relative_to(course.root))
+        reference = _reference_package(course, module, stage / "reference" / course.lib_dir.name)
+        shutil.copytree(stage / "reference" / course.lib_dir.name, stage / course.lib_dir.name)
+        for name in ("requirements.lock",):
+            if (course.root / name).is_file():
+                shutil.copy2(course.root / name, stage / name)
+        (stage / "pyproject.toml").write_text(_kit_pyproject(course, module), encoding="utf-8")
+        (stage / "settings.ini").write_text(_kit_settings(course, module), encoding="utf-8")
+        (stage / ".gitignore").write_text(KIT_GITIGNORE, encoding="utf-8")
+        prereqs = prerequisites(course, module)
+        num = module.split("_", 1)[0]
+        title = next((ln.lstrip("# ").split(" — ")[0].strip() for ln in
+                      (course.modules_dir / module / "README.md").read_text(encoding="utf-8").splitlines()
+                      if ln.startswith("# ")), f"Module {num}") if (course.modules_dir / module / "README.md").is_file() \
+            else f"Module {num}"
+        (stage / "README.md").write_text(KIT_README.format(
+            title=title, num=num, module=module,
+            prereqs=("Module " + ", ".join(m.split("_", 1)[0] for m in prereqs) + ": `reference/`") if prereqs
+            else "none for this module",
+            capstone=KIT_CAPSTONE.format(module=module) if "olympics_dev" in course.reading_order(module) else ""),
+            encoding="utf-8")
+        leaks = scan_kit(stage, forbidden_lines(course, module))
+        if leaks:
+            return KitResult(module, dest, leaks=leaks)
+        if dest.exists():
+            dest.rmdir()
+        os.replace(stage, dest)
+        stage = None
+        rel = dest / "release" / module
+        return KitResult(module, dest, course.in_reading_order(module, sorted(rel.glob("*.ipynb"))),
+                         [m for m in prereqs], [dest / t.relative_to(course.root) for t in tests])
+    finally:
+        if stage is not None:
+            shutil.rmtree(stage, ignore_errors=True)
 
 
 def run(args) -> int:
     course = Course.load()
+    kit = getattr(args, "student_kit", None)
+    if kit:
+        mods = course.resolve(args.modules)
+        if len(mods) != 1:
+            raise TitoError("--student-kit: give one module (a kit is made for one module)", code=2)
+        res = build_student_kit(course, mods[0], Path(kit))
+        if res.leaks:
+            print(f"student kit of {mods[0]} FAILED: {len(res.leaks)} forbidden line(s); nothing written:")
+            for leak in res.leaks[:50]:
+                print(f"  {leak}")
+            return 1
+        print(f"student kit of {res.module} in {res.dest}: {len(res.notebooks)} notebook(s) in reading order, "
+              f"{len(res.tests)} integration test file(s), reference package of "
+              f"{', '.join(res.reference) or 'no earlier module'}; no solution or hidden-test line in any file")
+        for i, nb in enumerate(res.notebooks, 1):
+            print(f"  {i:2d}. {nb.relative_to(res.dest)}")
+        print(f"students: `cd {res.dest} && python3 -m tito module start {res.module.split('_', 1)[0]}`")
+        return 0
     rc = 0
     for module in course.resolve(args.modules):
         res = release(course, module, args.release_dir, args.nbgrader_dir)

@@ -82,26 +82,83 @@ def _write_json(path: Path, data: dict) -> None:
 
 # ---- module start ----------------------------------------------------------------------------
 
+LAUNCHER = "tito"  # the package folder `module start` writes next to the notebooks
+_LAUNCHER_INIT = '''\
+"""Written by `tito module start`: `python3 -m tito ...` in this folder runs the course's tito.
+
+Your notebooks are in the folder above; this package only forwards to tito (TITO below, or the
+nearest `tito` package of a folder above holding settings.ini), so that every command tito prints
+works as printed from here. `module start --force` writes it again.
+"""
+from pathlib import Path as _Path
+
+TITO = _Path({tito!r})
+
+
+def _find() -> _Path:
+    here = _Path(__file__).resolve().parent.parent
+    found = [d / "tito" for d in here.parents if (d / "tito" / "cli.py").is_file() and (d / "settings.ini").is_file()]
+    for real in [TITO, *found]:
+        if (real / "cli.py").is_file() and real != _Path(__file__).resolve().parent:
+            return real
+    raise ImportError(f"tito: the course's tito package is neither at {{TITO}} nor above {{here}}")
+
+
+_real = _find()
+__path__ = [str(_real)]  # tito.cli, tito.__main__, ... are the course's modules
+del _Path, _find, _real
+'''
+
+
+def write_launcher(mod_dir: Path) -> Path:
+    """MOD_DIR/tito/__init__.py: a package that forwards `tito` to this tito's folder (its __path__),
+    so `python3 -m tito ...` works from the student's module folder with any python3, and processes
+    tito starts there (`python -m tito.inline_runner`) import the real modules too."""
+    real = Path(__file__).resolve().parent.parent
+    pkg = Path(mod_dir) / LAUNCHER
+    pkg.mkdir(parents=True, exist_ok=True)
+    nbgrader_glue.atomic_write(pkg / "__init__.py", _LAUNCHER_INIT.format(tito=str(real)))
+    return pkg
+
+
+def _shown(path: Path) -> str:
+    """`path` as a user types it from the current folder: relative when it is below it, quoted if needed."""
+    import shlex
+
+    path = Path(path).resolve()
+    here = Path.cwd().resolve()
+    return shlex.quote(str(path.relative_to(here)) if path.is_relative_to(here) and path != here else str(path))
+
+
 def start(course: Course, module: str, workspace: Path | None = None, force: bool = False,
           release_dir: Path | None = None, nbgrader_dir: Path | None = None) -> Path:
     """Copy the student release of `module` into WORKSPACE/NN_name; returns that folder.
 
-    Runs `tito release` first when the release is missing. Refuses (TitoError) when the
-    folder already holds files, unless `force`; with `force` the old folder is moved to
-    WORKSPACE/.tito/backup/NN_name-<time>/ first, never deleted.
+    Runs `tito release` first when the release is missing (in a student kit the release is part
+    of the kit). Refuses (TitoError) when the folder already holds files, unless `force`; with
+    `force` the old folder is moved to WORKSPACE/.tito/backup/NN_name-<time>/ first, never
+    deleted. The folder gets README.md (the reading order) and the `tito` launcher
+    (`write_launcher`). In a kit the workspace is the kit folder itself: the notebooks, the inline
+    and the integration tests all import the package `module complete` builds in KIT/tinytorch.
     """
-    from tito.commands.release import release
+    from tito.commands.release import reading_readme, release
 
     ws = Path(workspace or course.workspace_dir).resolve()
+    if course.kit and ws != course.root.resolve():
+        raise TitoError(f"--workspace {ws}: in the student kit the workspace is the kit folder {course.root} "
+                        "(your notebooks import the package `module complete` builds there); leave --workspace out")
     rel_root = Path(release_dir or course.release_dir)
     rel = rel_root / module
     if not (rel.is_dir() and any(rel.glob("*.ipynb"))):
+        if course.kit:
+            raise TitoError(f"this student kit has no release of {module} in {rel}: ask your instructor for the kit "
+                            f"of {module} (`tito release {module.split('_', 1)[0]} --student-kit DIR`)")
         print(f"no release of {module} in {rel}: running `tito release {module}` ...", flush=True)
         res = release(course, module, release_dir=rel_root, course_dir=nbgrader_dir)
         if res.leaks:
             raise TitoError(f"release of {module} failed the leak check ({len(res.leaks)} solution lines); "
                             "fix the module before students start it")
-    else:
+    elif not course.kit:
         have = {p.name for p in rel.glob("*.ipynb")}
         want = {p.name for p in course.notebooks(module)}
         if want and have != want:
@@ -122,12 +179,17 @@ def start(course: Course, module: str, workspace: Path | None = None, force: boo
     if tmp.exists():
         shutil.rmtree(tmp)
     shutil.copytree(rel, tmp)
-    notebooks = sorted(p.name for p in tmp.glob("*.ipynb"))
+    if not (tmp / "README.md").is_file():  # a release made before releases carried it
+        nbgrader_glue.atomic_write(tmp / "README.md", reading_readme(course, module, tmp))
+    write_launcher(tmp)
+    notebooks = [p.name for p in course.in_reading_order(module, sorted(tmp.glob("*.ipynb")), tmp)]
     _write_json(tmp / MARKER, {"module": module, "course_root": str(course.root), "release": str(rel.resolve()),
                                "started": _now(), "notebooks": notebooks})
     if dest.exists():
         dest.rmdir()  # empty (checked above)
     os.replace(tmp, dest)
+    if course.kit:  # the package the notebooks import, with the stubs, until `module complete` exports their code
+        build_student_package(course, ws, [nb for d in _started_modules(course, ws) for nb in sorted(d.glob("*.ipynb"))])
     return dest
 
 
@@ -135,12 +197,18 @@ def run_start(args) -> int:
     course = Course.load()
     (module,) = course.resolve([args.module])
     dest = start(course, module, Path(args.workspace) if args.workspace else None, args.force)
-    nbs = sorted(dest.glob("*.ipynb"))
-    print(f"module {module} started in {dest}: {len(nbs)} notebook(s)")
-    for nb in nbs:
-        print(f"  {nb.name}")
-    print(f"next: fill in the `raise NotImplementedError(...)` stubs, then run "
-          f"`python3 -m tito module complete {module.split('_', 1)[0]}` in {dest}")
+    nbs = course.in_reading_order(module, sorted(dest.glob("*.ipynb")), dest)
+    num = module.split("_", 1)[0]
+    print(f"module {module} started in {dest}: {len(nbs)} notebook(s), in reading order (see its README.md):")
+    for i, nb in enumerate(nbs, 1):
+        print(f"  {i:2d}. {nb.name}")
+    go = f"cd {_shown(dest)} && " if dest.resolve() != Path.cwd().resolve() else ""
+    jupyter = Path(sys.executable).parent / "jupyter"
+    if jupyter.exists():
+        print(f"open them:  {go}{jupyter} lab")
+    print(f"next: fill in the `raise NotImplementedError(...)` stubs, then run (after each notebook, too: "
+          f"{'the next notebooks import your exported code' if course.kit else 'it exports your code'}):")
+    print(f"  {go}python3 -m tito module complete {num}")
     return 0
 
 
@@ -230,6 +298,21 @@ def _points(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
+def _kit_export(course: Course, ws_root: Path, mod_dir: Path, notebooks: list[Path]) -> tuple[StageResult, list[Path]]:
+    """The export stage run first, in a student kit (see complete_workspace)."""
+    print(f"[first] export your code into {ws_root / 'tinytorch'} (in the kit your notebooks import it from there) ...", flush=True)
+    ex, written = StageResult("export"), []
+    all_nbs = [nb for d in _started_modules(course, ws_root) for nb in sorted(d.glob("*.ipynb"))]
+    t0 = time.perf_counter()
+    try:
+        _, written = build_student_package(course, ws_root, all_nbs + [nb for nb in notebooks if nb not in all_nbs])
+        ex.add(True)
+    except TitoError as e:
+        ex.add(False, str(e).splitlines()[0])
+    ex.seconds = time.perf_counter() - t0
+    return ex, written
+
+
 def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[str] | None = None) -> int:
     """Inline tests -> export into WORKSPACE/tinytorch -> integration tests; records progress.json."""
     ws_root = mod_dir.parent
@@ -239,6 +322,9 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
     if not notebooks:
         raise TitoError(f"no notebooks in {mod_dir}")
     stages: list[StageResult] = []
+    # a student kit holds no reference of this module: the notebooks import each other's code from
+    # the student's export (KIT/tinytorch), so it is made first, whatever the tests will say
+    kit_export = _kit_export(course, ws_root, mod_dir, notebooks) if course.kit else None
 
     print(f"[1/3] inline tests of your {len(notebooks)} notebook(s) in {mod_dir} ...", flush=True)
     scripts = []
@@ -258,7 +344,9 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
     print(f"[2/3] export your code into {ws_root / 'tinytorch'} ...", flush=True)
     ex = StageResult("export")
     written: list[Path] = []
-    if inline.ok:
+    if kit_export is not None:
+        ex, written = kit_export
+    elif inline.ok:
         all_nbs = [nb for d in _started_modules(course, ws_root) for nb in sorted(d.glob("*.ipynb"))]
         if mod_dir not in _started_modules(course, ws_root):
             all_nbs += notebooks

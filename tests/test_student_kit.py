@@ -1,0 +1,248 @@
+"""The student kit (`tito release N --student-kit DIR`, issue 20): what is in it, what is not, and the
+student's path through it, every command run as `module start` prints it.
+
+The kit's tito runs here with this venv's python as `python3` (PYTHONPATH = the kit, as its editable
+install would make it; TITO_NO_BOOTSTRAP: no .venv of its own, which `python3 -m tito` would create
+on first use). The leak check below parses modules/*/*_dev.py itself, independently of the kit
+builder's own check.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tito.commands import release as rel
+from tito.commands import student
+from tito.config import Course, TitoError
+
+MODULE = "19_benchmarking"
+REGIONS = {"### BEGIN SOLUTION": ("### END SOLUTION", "solution"),
+           "### BEGIN HIDDEN TESTS": ("### END HIDDEN TESTS", "hidden")}
+
+
+@pytest.fixture(scope="module")
+def kits(course, tmp_path_factory):
+    base = tmp_path_factory.mktemp("kits")
+    return {m: rel.build_student_kit(course, m, base / m) for m in ("15_profiling", MODULE)}
+
+
+def _env(kit: Path) -> dict:
+    env = dict(os.environ, TITO_NO_BOOTSTRAP="1", PYTHONPATH=str(kit), MPLBACKEND="Agg")
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")  # `python3` = this venv's
+    env.pop("IN_TEST", None)
+    return env
+
+
+def _tito(kit: Path, cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(["python3", "-m", "tito", *args], cwd=cwd, env=_env(kit), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# ---- what a line of an answer is, read from the sources -------------------------------------------
+
+def _distinctive(line: str) -> bool:
+    "At least 12 characters, not a bare `for ...:`/`if ...:` header, and 5 names or numbers."
+    return (len(line) >= 12 and not re.match(r"^(for|if|elif|else|while|with|try|except|finally)\b.*:$", line)
+            and len(re.findall(r"[A-Za-z_]\w*|\d+(?:\.\d+)?", line)) >= 5)
+
+
+def source_regions(course: Course) -> dict[str, list[tuple[str | None, str]]]:
+    """module -> (region, line) for every line of its *_dev.py; markdown's `# ` taken off."""
+    out = {}
+    for m in course.modules:
+        rows = []
+        for src in course.sources(m):
+            end = kind = None
+            for raw in src.read_text(encoding="utf-8").splitlines():
+                s = raw.strip()
+                t = s[2:] if s.startswith("# ") else s
+                if end is None and t in REGIONS:
+                    end, kind = REGIONS[t]
+                elif end is not None and t == end:
+                    end = kind = None
+                else:
+                    rows += [(kind, s), (kind, t)]
+        out[m] = rows
+    return out
+
+
+def forbidden(course: Course, module: str) -> dict[str, str]:
+    """The lines a kit of `module` must not hold: solutions and hidden tests of `module` (and of any
+    later module), hidden tests of the earlier ones (their solutions are the kit's reference)."""
+    earlier = course.modules[:course.modules.index(module)]
+    public, secret = set(), {}
+    for m, rows in source_regions(course).items():
+        for kind, line in rows:
+            if kind is None or (m in earlier and kind == "solution"):
+                public.add(line)
+            else:
+                secret.setdefault(line, f"{m} ({kind})")
+    return {k: v for k, v in secret.items() if k not in public and _distinctive(k)}
+
+
+def grep_kit(kit: Path, lines: dict[str, str]) -> list[str]:
+    hits = []
+    for f in sorted(p for p in kit.rglob("*") if p.is_file()):
+        if f.suffix == ".ipynb":
+            nb = json.loads(f.read_text(encoding="utf-8"))
+            text = [ln for c in nb["cells"] for ln in "".join(c["source"]).splitlines()]
+        else:
+            try:
+                text = f.read_text(encoding="utf-8").splitlines()
+            except UnicodeDecodeError:
+                continue
+        hits += [f"{f.relative_to(kit)}: {ln.strip()!r} from {lines[k]}" for ln in text
+                 for k in {ln.strip(), ln.strip().removeprefix("# ")} if k in lines]
+    return hits
+
+
+# ---- the kit's contents --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("module", ["15_profiling", MODULE])
+def test_no_solution_or_hidden_test_line_anywhere_in_the_kit(course, kits, module, tmp_path):
+    kit = kits[module]
+    assert not kit.leaks, kit.leaks[:5]
+    lines = forbidden(course, module)
+    assert len(lines) > 100, "the sources should give many answer lines to look for"
+    hits = grep_kit(kit.dest, lines)
+    assert not hits, "\n".join(hits[:20])
+    # the check can fail: the course's package of this module copied into the kit is caught
+    copy = tmp_path / "kit"
+    shutil.copytree(kit.dest, copy)
+    pkg = "benchmarking" if module == MODULE else "profiling"
+    shutil.copytree(course.lib_dir / pkg, copy / "tinytorch" / pkg, dirs_exist_ok=True)
+    assert len(grep_kit(copy, lines)) >= 10
+    assert rel.scan_kit(copy, rel.forbidden_lines(course, module))  # and so is it by the builder's own check
+
+
+def test_kit_contents(course, kits):
+    kit = kits[MODULE].dest
+    release = kit / "release" / MODULE
+    assert sorted(p.name for p in release.glob("*.ipynb")) == sorted(p.name for p in course.notebooks(MODULE))
+    assert [p.name for p in kits[MODULE].notebooks] == [f"{s}.ipynb" for s in course.reading_order(MODULE)]
+    readme = (release / "README.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| `(\w+)\.ipynb` \|", readme, re.M)
+    assert [n for _, n in rows] == course.reading_order(MODULE)[:len(rows)] and rows[0] == ("1", "results_dev")
+    assert {p.name for p in (kit / "tests").glob("test_*.py")} == {p.name for p in rel.kit_tests(course, MODULE)}
+    # the reference: Module 15's package (a completed prerequisite), none of Module 19's code
+    for lib in (kit / "reference" / "tinytorch", kit / "tinytorch"):
+        files = sorted(p.relative_to(lib).as_posix() for p in lib.rglob("*.py"))
+        assert "profiling/timing.py" in files and "profiling/profiler.py" in files, files
+        assert [f for f in files if f.startswith("benchmarking/")] == ["benchmarking/__init__.py"]
+        assert (lib / "benchmarking" / "__init__.py").read_text().strip() == ""
+        assert "tinytorch.benchmarking" not in (lib / "_modidx.py").read_text()
+    assert not (kits["15_profiling"].dest / "tinytorch" / "profiling" / "timing.py").exists()
+    assert not any((kit / d).exists() for d in ("modules", "nbs", "build", "benchmarks", "tests/fixtures"))
+    k = Course.load(kit)
+    assert k.kit == MODULE and k.modules == [MODULE] and k.workspace_dir == kit and k.lib_dir == kit / "reference" / "tinytorch"
+    assert "python3 -m tito module start 19" in (kit / "README.md").read_text()
+    with pytest.raises(TitoError, match="not empty"):
+        rel.build_student_kit(course, MODULE, kit)
+
+
+def test_reading_order(course, tmp_path):
+    assert course.reading_order(MODULE)[:3] == ["results_dev", "digits_dev", "benchmarking_dev"]
+    assert sorted(course.reading_order(MODULE)) == sorted(p.stem for p in course.notebooks(MODULE))
+    assert course.reading_order("15_profiling") == ["timing_dev", "profiling_dev"]
+    c = Course(root=tmp_path, modules=["01_x"], modules_dir=tmp_path / "modules", nbs_dir=tmp_path / "nbs",
+               release_dir=tmp_path / "release")
+    (tmp_path / "nbs" / "01_x").mkdir(parents=True)
+    for n in ("c", "a", "b"):
+        (tmp_path / "nbs" / "01_x" / f"{n}.ipynb").write_text("{}")
+    assert c.reading_order("01_x") == ["a", "b", "c"]  # no README: by name
+    (tmp_path / "modules" / "01_x").mkdir(parents=True)
+    (tmp_path / "modules" / "01_x" / "README.md").write_text("| # | nb |\n|---|---|\n| 2 | `b` | two |\n| 1 | `c` | one |\n")
+    assert c.reading_order("01_x") == ["c", "b", "a"]  # the table's numbers, then what it does not name
+    assert [p.name for p in c.in_reading_order("01_x", [Path("a.ipynb"), Path(".tito_inline_b.py")])] == \
+        [".tito_inline_b.py", "a.ipynb"]
+
+
+def test_instructor_commands_refuse_in_the_kit(kits):
+    kit = kits[MODULE].dest
+    for args in (["export"], ["grade", "19", "subs"], ["olympics", "judge", "subs", "--output-dir", "x"]):
+        p = _tito(kit, kit, *args, timeout=120)
+        assert p.returncode == 2 and "instructor command" in p.stderr and "student kit" in p.stderr, (args, p.stderr)
+    assert "module complete 19" in _tito(kit, kit, "export", timeout=120).stderr
+    p = _tito(kit, kit, "module", "start", "19", "--workspace", str(kit / "elsewhere"), timeout=120)
+    assert p.returncode == 1 and "workspace is the kit folder" in p.stderr, p.stderr
+
+
+# ---- the student's path, as printed --------------------------------------------------------------
+
+@pytest.mark.slow
+def test_student_path_in_the_kit(course, kits):
+    """module start -> the printed `cd X && python3 -m tito module complete 19`, verbatim -> a model of
+    the student's own class -> `olympics submit --model mine.pt` from that folder (~2-3 min)."""
+    kit = kits[MODULE].dest
+    p = _tito(kit, kit, "module", "start", "19", timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    listed = re.findall(r"^\s+\d+\. (\S+\.ipynb)$", p.stdout, re.M)
+    assert listed == [f"{s}.ipynb" for s in course.reading_order(MODULE)]
+    (cmd,) = [ln.strip() for ln in p.stdout.splitlines() if "module complete" in ln and ln.strip().startswith("cd ")]
+    assert cmd == f"cd {MODULE} && python3 -m tito module complete 19", cmd
+    mod_dir = kit / MODULE
+    assert (mod_dir / "README.md").is_file() and (mod_dir / "tito" / "__init__.py").is_file()
+    # before any of the student's code exists, a command reaching a stub names it
+    early = _tito(kit, mod_dir, "olympics", "submit", "--runs", "3", timeout=300)
+    assert early.returncode == 1 and "not yet implemented" in early.stderr and "Traceback" not in early.stderr, early.stderr
+
+    # the printed command, verbatim, from the folder `module start` ran in: stubs fail by name
+    done = subprocess.run(["bash", "-c", cmd], cwd=kit, env=_env(kit), capture_output=True, text=True, timeout=900)
+    out = done.stdout
+    assert done.returncode == 1 and "No module named" not in out + done.stderr, out[-3000:] + done.stderr[-2000:]
+    assert re.search(r"^export\s+1\s+1\s+0", out, re.M), out[-3000:]  # the student's stubs, exported first
+    assert "not yet implemented: BenchmarkResult.__post_init__" in out
+    assert re.search(r"^integration tests\s+\d+", out, re.M)
+    exported = (kit / "tinytorch" / "benchmarking" / "results.py").read_text()
+    assert 'raise NotImplementedError("not yet implemented: wilson_interval")' in exported
+    assert json.loads((mod_dir / "progress.json").read_text())["last"]["complete"] is False
+
+    # a student who has finished: the course's solutions in their notebooks, exported as `complete` does
+    for nb in course.notebooks(MODULE):
+        shutil.copy2(nb, mod_dir / nb.name)
+    kcourse = Course.load(kit)
+    student.build_student_package(kcourse, kit, kcourse.in_reading_order(MODULE, sorted(mod_dir.glob("*.ipynb"))))
+    (mod_dir / "make_mine.py").write_text(MAKE_MINE)
+    made = subprocess.run(["python3", "make_mine.py"], cwd=mod_dir, env=_env(kit), capture_output=True, text=True,
+                          timeout=300)
+    assert made.returncode == 0, made.stderr[-2000:]
+    sub = _tito(kit, mod_dir, "olympics", "submit", "--model", "mine.pt", "--runs", "5", timeout=600)
+    assert sub.returncode == 0, sub.stdout[-2000:] + sub.stderr[-3000:]
+    data = json.loads((mod_dir / "submission.json").read_text())  # written where the student is
+    assert any("mine.pt" in t for t in data["techniques"]), data["techniques"]
+
+
+MAKE_MINE = '''\
+"""The student's own model class, trained a little and saved as TorchScript (mine.pt, here)."""
+import torch
+from torch import nn
+
+from tinytorch.benchmarking.digits import load_digits_split
+
+
+class TinyDigits(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+torch.manual_seed(0)
+x, y = load_digits_split("train")
+model = TinyDigits()
+opt = torch.optim.Adam(model.parameters(), lr=0.01)
+for _ in range(100):
+    opt.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+torch.jit.script(model.eval()).save("mine.pt")
+'''
