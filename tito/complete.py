@@ -225,10 +225,13 @@ def key_of(kind: str, own: str, modules: set[str], hashes: dict[str, str], extra
 class JobServer:
     """`python -m tito.inline_runner --serve JOBS` (see serve there), fed over stdin."""
 
-    def __init__(self, cwd: Path, env: dict, jobs: int, log: Path):
+    def __init__(self, cwd: Path, env: dict, jobs: int, log: Path, preload: list[str] | None = None):
         self.log = log
         self._err = open(log, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        self.p = process.start([sys.executable, "-m", "tito.inline_runner", "--serve", str(jobs)], cwd=cwd, env=env,
+        cmd = [sys.executable, "-m", "tito.inline_runner", "--serve", str(jobs)]
+        if preload is not None:
+            cmd.append(",".join(preload) or "-")
+        self.p = process.start(cmd, cwd=cwd, env=env,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err)
         self.pending = 0
         self.ready: dict | None = None
@@ -382,8 +385,10 @@ def _cacheable(run: NotebookRun) -> bool:
 
 
 def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[str] | None = None,
-                       use_cache: bool = True, jobs: int = 2) -> int:
+                       use_cache: bool = True, jobs: int = 2, preload: list[str] | None = None) -> int:
     """Export, inline tests (changed notebooks only), integration tests, report; 0 when complete.
+    `jobs` processes at a time; `preload`: the libraries the job server imports once (None:
+    tito.inline_runner.PRELOAD).
 
     >>> complete_workspace(Course.load(), "19_benchmarking", Path("ws/19_benchmarking"))  # doctest: +SKIP
     """
@@ -407,7 +412,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
     env["PYTHONPATH"] = os.pathsep.join([str(ws_root), str(tito_root)]
                                         + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     # started before the export, so its imports of torch & co overlap it
-    server = JobServer(ws_root, env, jobs, work / "server.log")
+    server = JobServer(ws_root, env, jobs, work / "server.log", preload)
     scripts: list[Path] = []
     stages: list[StageResult] = []
     try:

@@ -193,6 +193,10 @@ def serve(jobs: int = 2, preload: list[str] | None = None) -> int:
     from collections import deque
 
     t0 = time.perf_counter()
+    # the cores shared among the jobs: two jobs of two threads each on two cores only contend
+    threads = str(max(1, len(os.sched_getaffinity(0)) // max(1, jobs)))
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, threads)
     loaded = []
     for name in PRELOAD if preload is None else preload:
         try:
@@ -249,10 +253,11 @@ def serve(jobs: int = 2, preload: list[str] | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--serve"]:
-        return serve(int(argv[1]) if len(argv) > 1 else 2)
+    if argv[:1] == ["--serve"]:  # --serve JOBS [PRELOAD,...]: "-" preloads nothing
+        pre = None if len(argv) < 3 else [m for m in argv[2].split(",") if m and m != "-"]
+        return serve(int(argv[1]) if len(argv) > 1 else 2, pre)
     if len(argv) != 1:
-        print("usage: python -m tito.inline_runner FILE | --serve [JOBS]", file=sys.stderr)
+        print("usage: python -m tito.inline_runner FILE | --serve [JOBS [PRELOAD,...]]", file=sys.stderr)
         return 2
     real_stdout = sys.stdout
     sys.stdout = sys.stderr  # the tests' prints must not mix with the summary line
