@@ -48,7 +48,6 @@ import shutil
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -58,7 +57,7 @@ from tito.commands import student
 from tito.config import Course, TitoError
 from tito.grading.plan import notebook_modules, python_source
 from tito.inline_runner import JOB_MARKER
-from tito.runners import StageResult, _env, print_table
+from tito.runners import StageResult, _env, parse_junit, print_table
 
 KEY_VERSION = 1
 CACHE = "complete-cache.json"
@@ -344,25 +343,6 @@ def task_reports(run: NotebookRun, owner_of_file) -> list[TaskReport]:
             if hit:
                 break
         out.append(TaskReport(task.grade_id, task.points, task.points if hit[0] == "passed" else 0.0, hit[0], hit[1]))
-    return out
-
-
-def parse_junit(xml: Path) -> list[dict]:
-    """One {"id", "ok", "message"} per test case of a JUnit XML report (skips left out)."""
-    if not xml.exists():
-        return []
-    try:
-        cases = list(ET.parse(xml).getroot().iter("testcase"))
-    except ET.ParseError:
-        return []
-    out = []
-    for c in cases:
-        bad = c.find("failure") if c.find("failure") is not None else c.find("error")
-        if c.find("skipped") is not None and bad is None:
-            continue
-        msg = ((bad.get("message") or "").strip().splitlines() or [""])[0][:300] if bad is not None else None
-        out.append({"id": f"{c.get('classname', '')}::{c.get('name', '')}".strip(":"), "ok": bad is None,
-                    "message": msg})
     return out
 
 

@@ -1,6 +1,7 @@
 """Run a module source's inline tests in this process and report them as JSON.
 
-    python -m tito.inline_runner FILE [--json-only]
+    python -m tito.inline_runner FILE
+    python -m tito.inline_runner --serve [JOBS [PRELOAD,...]]   (a job server: see serve)
 
 Executes FILE's code with `__name__ = "__tito_inline__"` (so `if __name__ == "__main__":`
 blocks do not fire), then calls, in definition order, every top-level function named
@@ -10,13 +11,15 @@ The last line on stdout is the summary, prefixed by MARKER:
 
     TITO_INLINE_RESULT {"file": str, "ok": bool, "error": str|null,
         "tests": [{"name": str, "status": "passed"|"failed"|"not_implemented",
-                   "seconds": float, "error": str|null}],
+                   "seconds": float, "error": str|null, "origin": str|null}],
         "passed": int, "failed": int, "seconds": float}
 
 `error` on the file is set when the file fails to load ("SyntaxError: ...") or holds no
 tests ("no tests found"). A test whose failure is a NotImplementedError reports
 "not yet implemented: <qualname>" (co_qualname of the innermost frame that raised it);
-others report "<ExceptionType>: <message>". Exit code: 0 when ok, 1 otherwise.
+others report "<ExceptionType>: <message>". `origin` is the file of that innermost frame (a
+stub in another module's file is that module's task, not this one's). Exit code: 0 when ok,
+1 otherwise.
 """
 from __future__ import annotations
 

@@ -151,25 +151,33 @@ def run_pytest(targets: list[Path], root: Path, extra: list[str] | None = None,
         if p.timed_out:
             out, rc = f"pytest timed out after {timeout:.0f} s", -1
         st.seconds = p.seconds
-        cases = []
-        if xml.exists():
-            try:
-                cases = list(ET.parse(xml).getroot().iter("testcase"))
-            except ET.ParseError:
-                cases = []
-        for c in cases:
-            bad = c.find("failure") if c.find("failure") is not None else c.find("error")
-            if c.find("skipped") is not None and bad is None:
-                continue
-            nid = f"{c.get('classname', '')}::{c.get('name', '')}".strip(":")
-            msg = (bad.get("message") or "").strip().splitlines()[0][:300] if bad is not None and bad.get("message") else ""
-            st.add(bad is None, f"{nid}: {msg}" if bad is not None else None)
+        for c in parse_junit(xml):
+            st.add(c["ok"], None if c["ok"] else f"{c['id']}: {c['message']}")
     st.details.append({"cmd": cmd, "exit": rc, "output": out})
     if rc == 5:
         st.add(False, "pytest: no tests collected (exit 5)")
     elif rc not in (0, 1) or (rc == 1 and st.failed == 0):
         st.add(False, f"pytest exited {rc}: {_tail(out)}")
     return st
+
+
+def parse_junit(xml: Path) -> list[dict]:
+    """One {"id", "ok", "message"} per test case of a JUnit XML report (skips left out)."""
+    if not xml.exists():
+        return []
+    try:
+        cases = list(ET.parse(xml).getroot().iter("testcase"))
+    except ET.ParseError:
+        return []
+    out = []
+    for c in cases:
+        bad = c.find("failure") if c.find("failure") is not None else c.find("error")
+        if c.find("skipped") is not None and bad is None:
+            continue
+        msg = ((bad.get("message") or "").strip().splitlines() or [""])[0][:300] if bad is not None else None
+        out.append({"id": f"{c.get('classname', '')}::{c.get('name', '')}".strip(":"), "ok": bad is None,
+                    "message": msg})
+    return out
 
 
 def _tail(text: str, n: int = 6) -> str:
