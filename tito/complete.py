@@ -289,6 +289,7 @@ class NotebookRun:
     cached: bool = False
     result: dict | None = None     # tito.inline_runner's summary
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     report: list[TaskReport] = field(default_factory=list)
 
     @property
@@ -306,6 +307,7 @@ class TestFileRun:
     cases: list[dict] = field(default_factory=list)   # {"id", "ok", "message"}
     error: str | None = None
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -527,7 +529,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
             kind, _, name = msg["id"].partition(":")
             if kind == "inline":
                 r = by_name[name]
-                r.seconds = msg["seconds"]
+                r.seconds, r.cpu_seconds = msg["seconds"], msg.get("cpu_seconds", 0.0)
                 log = logs / f"{r.path.stem}.log"
                 if msg["result"] is None:
                     why = f"timed out after {timeout:.0f} s" if msg["timed_out"] else f"runner crashed (exit {msg['exit']})"
@@ -543,11 +545,12 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                     cache["inline"][r.name] = {"key": r.key, "result": r.result}
                 else:
                     cache["inline"].pop(r.name, None)
-                print(f"  {r.name}: {'passed' if r.ok else 'FAILED'} ({r.seconds:.1f} s)", flush=True)
+                print(f"  {r.name}: {'passed' if r.ok else 'FAILED'} ({r.seconds:.1f} s, CPU {r.cpu_seconds:.1f} s)",
+                      flush=True)
                 submit_ready()
             else:
                 tf = next(t for t in tfiles if t.name == name)
-                tf.seconds = msg["seconds"]
+                tf.seconds, tf.cpu_seconds = msg["seconds"], msg.get("cpu_seconds", 0.0)
                 tf.cases = parse_junit(work / f"{Path(name).stem}.xml")
                 rc = (msg["result"] or {}).get("exit", msg["exit"])
                 if msg["timed_out"]:
@@ -563,7 +566,8 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                     cache["integration"][name] = {"key": tf.key, "cases": tf.cases}
                 else:
                     cache["integration"].pop(name, None)
-                print(f"  {name}: {'passed' if tf.ok else 'FAILED'} ({tf.seconds:.1f} s)", flush=True)
+                print(f"  {name}: {'passed' if tf.ok else 'FAILED'} ({tf.seconds:.1f} s, CPU {tf.cpu_seconds:.1f} s)",
+                      flush=True)
         submit_ready()  # what is left is skipped
 
         inline = StageResult("inline tests")
@@ -655,12 +659,13 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
     record = {"module": module, "time": student._now(), "complete": done, "partial": partial or None,
               "tests": tests, "seconds": round(time.perf_counter() - t_start, 1),
               "points": {"earned": earned, "possible": total},
-              "notebooks": {r.name: {"cached": r.cached, "ok": r.ok, "seconds": r.seconds,
+              "notebooks": {r.name: {"cached": r.cached, "ok": r.ok, "seconds": r.seconds, "cpu_seconds": r.cpu_seconds,
                                      "executions": cache["executions"].get(r.name, 0),
                                      "tasks": {t.grade_id: {"points": t.points, "earned": t.earned, "status": t.status,
                                                             "message": t.message} for t in r.report}}
                             for r in runs},
               "integration": {tf.name: {"needs": tf.needs, "cached": tf.cached, "skipped": tf.skipped,
+                                        "seconds": tf.seconds, "cpu_seconds": tf.cpu_seconds,
                                         "passed": sum(c["ok"] for c in tf.cases),
                                         "failed": sum(not c["ok"] for c in tf.cases), "error": tf.error}
                               for tf in tfiles},

@@ -187,7 +187,8 @@ def serve(jobs: int = 2, preload: list[str] | None = None) -> int:
     """Read jobs (one JSON object a line: id, kind, file | args and cwd, log, result, timeout) from
     stdin; run each in a child forked from this process after it imported the `preload` libraries
     (so no job pays for importing torch), at most `jobs` at a time, in the order they came; write
-    `JOB_MARKER {"id", "exit", "seconds", "timed_out", "result"}` to stdout as each one ends. Ends
+    `JOB_MARKER {"id", "exit", "seconds", "cpu_seconds", "timed_out", "result"}` to stdout as each
+    one ends (cpu_seconds: the job's process and the processes it waited for, user + system). Ends
     when stdin is closed and every job has ended. A job that outlives its timeout is killed with
     everything it started. Only third-party libraries are preloaded, never the code under test.
     """
@@ -228,14 +229,15 @@ def serve(jobs: int = 2, preload: list[str] | None = None) -> int:
             *lines, buf = buf.split(b"\n")
             queue.extend(json.loads(l) for l in lines if l.strip())
         while running:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
             if pid == 0:
                 break
             job, started, killed = running.pop(pid)
             res_path = Path(job["result"])
             res = json.loads(res_path.read_text(encoding="utf-8")) if res_path.exists() else None
             emit({"id": job["id"], "exit": os.waitstatus_to_exitcode(status), "timed_out": killed,
-                  "seconds": round(time.perf_counter() - started, 3), "result": res})
+                  "seconds": round(time.perf_counter() - started, 3), "result": res,
+                  "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3)})
         now = time.perf_counter()
         for pid, (job, started, killed) in list(running.items()):
             if not killed and now - started > float(job.get("timeout") or 1800):
