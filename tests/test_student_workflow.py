@@ -337,3 +337,25 @@ def test_complete_partial_student(mini, tmp_path, capsys, monkeypatch):
     # the export is the student's code as it stands, stub and all
     assert "not yet implemented: square" in (dest.parent / "tinytorch" / "mini_base.py").read_text()
     assert "return -x" in (dest.parent / "tinytorch" / "mini_leaf.py").read_text()
+
+
+def test_job_server_runs_times_out_and_survives_a_crash(tmp_path):
+    """Each job in a fresh process: a passing file, one that kills its own process, one that
+    outlives its timeout; all three end with a report and the server stays up for the next."""
+    files = {"ok": "def test_unit_a():\n    assert 1 + 1 == 2\n",
+             "crash": "import os\ndef test_unit_b():\n    os._exit(3)\n",
+             "slow": "import time\ndef test_unit_c():\n    time.sleep(60)\n"}
+    server = cmpl.JobServer(tmp_path, dict(__import__("os").environ), 2, tmp_path / "server.log", preload=[])
+    try:
+        for name, src in files.items():
+            (tmp_path / f"{name}.py").write_text(src)
+            server.submit({"id": name, "kind": "inline", "file": str(tmp_path / f"{name}.py"),
+                           "log": str(tmp_path / f"{name}.log"), "result": str(tmp_path / f"{name}.json"),
+                           "timeout": 60 if name != "slow" else 2})
+        got = {m["id"]: m for m in (server.next(), server.next(), server.next())}
+    finally:
+        server.close()
+    assert got["ok"]["result"]["ok"] and got["ok"]["exit"] == 0 and not got["ok"]["timed_out"]
+    assert got["crash"]["result"] is None and got["crash"]["exit"] == 3
+    assert got["slow"]["timed_out"] and got["slow"]["result"] is None and got["slow"]["seconds"] < 30
+    assert server.p.returncode == 0
