@@ -636,7 +636,9 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
     for tf in placed.get("", []):
         _print_tf(tf)
 
-    _, failed = print_table(stages, f"tito module complete {module} (workspace {mod_dir})")
+    # every failure is in the report above, by notebook and task; the export's, if any, is not
+    _, failed = print_table(stages, f"tito module complete {module} (workspace {mod_dir})",
+                            show_failures=not runs)
     total = sum(t.points for r in runs for t in r.tasks)
     earned = sum(t.earned for r in runs for t in r.report)
     if runs:

@@ -191,8 +191,9 @@ def _rel(p: Path, root: Path | None) -> str:
         return str(p)
 
 
-def print_table(stages: list[StageResult], title: str = "summary") -> tuple[int, int]:
-    """Print the per-stage table, every failure, and the closing `N passed, N failed` line."""
+def print_table(stages: list[StageResult], title: str = "summary", show_failures: bool = True) -> tuple[int, int]:
+    """Print the per-stage table, every failure (unless not `show_failures`: the caller listed
+    them already), and the closing `N passed, N failed` line."""
     rows = [(s.name, str(s.run), str(s.passed), str(s.failed), f"{s.seconds:.1f}",
              "skipped: " + s.skipped_reason if s.skipped_reason else ("ok" if s.ok else "FAILED"))
             for s in stages]
@@ -210,7 +211,7 @@ def print_table(stages: list[StageResult], title: str = "summary") -> tuple[int,
     print(fmt(("total", str(sum(s.run for s in stages)), str(tp), str(tf),
                f"{sum(s.seconds for s in stages):.1f}", "ok" if tf == 0 else "FAILED")))
     fails = [(s.name, f) for s in stages for f in s.failures]
-    if fails:
+    if fails and show_failures:
         print()
         print("failures:")
         for name, f in fails:
