@@ -286,6 +286,7 @@ class NotebookRun:
     key: str
     exports: list[str]
     tasks: list[Task]
+    code: str = ""                 # the script its inline tests run from
     cached: bool = False
     result: dict | None = None     # tito.inline_runner's summary
     seconds: float = 0.0
@@ -303,6 +304,7 @@ class TestFileRun:
     key: str
     needs: list[str]               # the notebooks it exercises (of this module)
     cached: bool = False
+    submitted: bool = False
     skipped: str | None = None
     cases: list[dict] = field(default_factory=list)   # {"id", "ok", "message"}
     error: str | None = None
@@ -448,8 +450,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                 exporter.setdefault(m, nb_path.name)
             mods = reach(named_modules(code, files), graph)
             key = key_of("inline", code, mods, hashes, {"env": envkey, "data": data})
-            runs.append(NotebookRun(nb_path.name, nb_path, key, exports, notebook_tasks(nb)))
-            runs[-1].code = code  # type: ignore[attr-defined]
+            runs.append(NotebookRun(nb_path.name, nb_path, key, exports, notebook_tasks(nb), code))
         todo = []
         for r in runs:
             hit = cache["inline"].get(r.name)
@@ -461,9 +462,9 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
               + (f" ({len(runs) - len(todo)} unchanged since they last passed: from the cache)" if len(todo) < len(runs) else "")
               + " ...", flush=True)
         timeout = course.cell_timeout * 3
-        for r in sorted(todo, key=lambda r: -cache["seconds"].get(r.name, len(r.code) / 1e4)):  # type: ignore[attr-defined]
+        for r in sorted(todo, key=lambda r: -cache["seconds"].get(r.name, len(r.code) / 1e4)):
             script = mod_dir / f".tito_inline_{r.path.stem}.py"  # beside the notebook: relative data paths work
-            script.write_text(r.code, encoding="utf-8")  # type: ignore[attr-defined]
+            script.write_text(r.code, encoding="utf-8")
             scripts.append(script)
             server.submit({"id": f"inline:{r.name}", "kind": "inline", "file": str(script),
                            "package_root": str(lib), "log": str(logs / f"{r.path.stem}.log"),
@@ -500,7 +501,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
 
         def submit_ready() -> None:
             for tf in tfiles:
-                if tf.cached or tf.skipped or getattr(tf, "submitted", False):
+                if tf.cached or tf.skipped or tf.submitted:
                     continue
                 states = [by_name[n] for n in tf.needs]
                 if any(r.result is None for r in states):
@@ -509,7 +510,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                 if bad:
                     tf.skipped = f"the inline tests of {', '.join(bad)} did not pass"
                     continue
-                tf.submitted = True  # type: ignore[attr-defined]
+                tf.submitted = True
                 stem = Path(tf.name).stem
                 xml = work / f"{stem}.xml"
                 xml.unlink(missing_ok=True)
