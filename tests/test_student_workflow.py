@@ -92,15 +92,19 @@ def test_complete_in_workspace(course, released, tmp_path, capsys):
     nb_path = dest / NOTEBOOK
     blank = subs.load(nb_path)
 
-    # 1. the release as it is: the stub is reported by name, nothing is exported
+    # 1. the release as it is: the stubs are reported by name, per task; the export still happens
+    #    (the package is the student's code as it stands); the integration tests are skipped, saying why
     assert student.complete_workspace(course, MODULE, dest, TESTS) == 1
     out = capsys.readouterr().out
-    assert "not yet implemented: sparsity" in out
+    assert "not yet implemented: sparsity" in out and "test-optimize-sparsity: 0/2 not attempted" in out
     last = _progress(dest)["last"]
     assert last["first_failure"].startswith(NOTEBOOK) and "not yet implemented: sparsity" in last["first_failure"]
     assert last["stages"]["inline tests"]["failed"] >= 1 and last["stages"]["inline tests"]["run"] > 1
-    assert last["stages"]["integration tests"]["skipped"] == "export did not run"
-    assert not (ws / "tinytorch").exists()
+    assert last["notebooks"][NOTEBOOK]["tasks"]["test-optimize-sparsity"]["status"] == "not attempted"
+    assert last["integration"]["test_19_optimize.py"]["skipped"] == f"the inline tests of {NOTEBOOK} did not pass"
+    assert 'raise NotImplementedError("not yet implemented: sparsity")' in \
+        (ws / "tinytorch" / "benchmarking" / "optimize.py").read_text()
+    assert not last["complete"]
 
     # 2. a wrong sparsity, inline tests emptied: the export carries the student's code and the
     #    course's integration tests fail against it
@@ -118,15 +122,243 @@ def test_complete_in_workspace(course, released, tmp_path, capsys):
     assert "test_19_optimize" in last["first_failure"]
     assert not _progress(dest)["completed"]
 
-    # 3. a correct solution, through the CLI from inside the workspace: everything passes
+    # 3. a correct solution, through the CLI from inside the workspace: every test passes, but a
+    #    --tests subset never records the module complete
     subs.save(subs.fill_solution(_others_solved(blank, course), subs.load(course.nbs_dir / MODULE / NOTEBOOK), TASK),
               nb_path)
     p = subprocess.run([sys.executable, "-m", "tito", "module", "complete", "19", "--tests", *TESTS],
                        cwd=dest, capture_output=True, text=True)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
-    assert f"module {MODULE} complete" in p.stdout
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-2000:]
+    assert f"module {MODULE} NOT complete: only the test files matching {TESTS[0]} ran" in p.stdout
+    assert "test-optimize-sparsity: 2/2 passed" in p.stdout and "0 failed" in p.stdout
     prog = _progress(dest)
-    assert prog["completed"] and len(prog["history"]) == 3
+    assert not prog["completed"] and not prog["last"]["complete"] and len(prog["history"]) == 3
     assert prog["last"]["stages"]["integration tests"]["failed"] == 0
     assert prog["last"]["stages"]["integration tests"]["passed"] == it["run"]
     assert "return 0.0" not in exported.read_text()
+
+
+# ---- the incremental, per-task `module complete`, on a three-notebook course ----------------
+#
+# zeta_dev exports mini_base (square), alpha_dev imports it and exports mini_user (quad = square of
+# square), mid_dev exports mini_leaf (neg) and needs nothing. The README's reading order is zeta,
+# alpha, mid (not alphabetical). Each notebook appends its name to $MINI_RUNS when it executes:
+# a record of executions that does not come from tito.
+
+from tito import complete as cmpl  # noqa: E402
+from tito.commands import export as export_cmd  # noqa: E402
+from tito.config import Course  # noqa: E402
+
+MINI = "07_mini"
+_RUNS_CELL = '''
+# %%
+import os
+if os.environ.get("MINI_RUNS"):
+    with open(os.environ["MINI_RUNS"], "a") as _f:
+        _f.write("{name}\\n")
+'''
+MINI_SRC = {
+    "zeta_dev": '''# %%
+#| default_exp mini_base
+''' + _RUNS_CELL.format(name="zeta") + '''
+# %% nbgrader={"grade": false, "grade_id": "square", "solution": true, "schema_version": 3}
+#| export
+def square(x):
+    ### BEGIN SOLUTION
+    return x * x
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-square", "locked": true, "points": 3, "schema_version": 3}
+def test_unit_square():
+    assert square(3) == 9, f"square(3): expected 9, got {square(3)}"
+''',
+    "alpha_dev": '''# %%
+#| default_exp mini_user
+''' + _RUNS_CELL.format(name="alpha") + '''
+# %%
+#| export
+from tinytorch.mini_base import square
+
+# %% nbgrader={"grade": false, "grade_id": "quad", "solution": true, "schema_version": 3}
+#| export
+def quad(x):
+    ### BEGIN SOLUTION
+    return square(square(x))
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-quad", "locked": true, "points": 4, "schema_version": 3}
+def test_unit_quad():
+    assert quad(2) == 16, f"quad(2): expected 16, got {quad(2)}"
+''',
+    "mid_dev": '''# %%
+#| default_exp mini_leaf
+''' + _RUNS_CELL.format(name="mid") + '''
+# %% nbgrader={"grade": false, "grade_id": "neg", "solution": true, "schema_version": 3}
+#| export
+def neg(x):
+    ### BEGIN SOLUTION
+    return -x
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-neg", "locked": true, "points": 2, "schema_version": 3}
+def test_unit_neg():
+    assert neg(5) == -5, f"neg(5): expected -5, got {neg(5)}"
+''',
+}
+MINI_TESTS = {
+    "test_07_base.py": "from tinytorch.mini_base import square\n\n\ndef test_square():\n    assert square(4) == 16\n",
+    "test_07_user.py": "from tinytorch.mini_user import quad\n\n\ndef test_quad():\n    assert quad(3) == 81\n",
+    "test_07_leaf.py": "from tinytorch.mini_leaf import neg\n\n\ndef test_neg():\n    assert neg(1) == -1\n",
+}
+MINI_README = "| # | notebook | step |\n|---|---|---|\n| 1 | `zeta_dev` | a |\n| 2 | `alpha_dev` | b |\n| 3 | `mid_dev` | c |\n"
+
+
+@pytest.fixture(scope="module")
+def mini(root, tmp_path_factory):
+    """The three-notebook course, exported and released."""
+    d = tmp_path_factory.mktemp("mini")
+    shutil.copy2(root / "pyproject.toml", d / "pyproject.toml")
+    (d / "settings.ini").write_text(f"[course]\ncourse_id = mini\nmodules = {MINI}\nmodules_dir = modules\n"
+                                    "nbs_dir = nbs\nrelease_dir = release\nnbgrader_dir = build/nbgrader\ncell_timeout = 60\n")
+    (d / "modules" / MINI).mkdir(parents=True)
+    for name, src in MINI_SRC.items():
+        (d / "modules" / MINI / f"{name}.py").write_text(src)
+    (d / "modules" / MINI / "README.md").write_text(MINI_README)
+    (d / "tests").mkdir()
+    for name, src in MINI_TESTS.items():
+        (d / "tests" / name).write_text(src)
+    (d / "tinytorch").mkdir()
+    (d / "tinytorch" / "__init__.py").write_text("")
+    export_cmd.export(d)
+    course = Course.load(d)
+    assert not release(course, MINI).leaks
+    return course
+
+
+def _mini_workspace(mini, tmp_path, solved: tuple[str, ...]) -> Path:
+    dest = student.start(mini, MINI, tmp_path / "ws")
+    for name in solved:  # the instructor's solution notebook as the student's work
+        shutil.copy2(mini.nbs_dir / MINI / f"{name}.ipynb", dest / f"{name}.ipynb")
+    return dest
+
+
+def _complete(mini, dest, capsys, **kw) -> tuple[int, str, dict]:
+    rc = cmpl.complete_workspace(mini, MINI, dest, preload=[], **kw)
+    return rc, capsys.readouterr().out, _progress(dest)["last"]
+
+
+def _runs(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def _edit_code(nb_path: Path, grade_id: str, old: str, new: str) -> None:
+    nb = subs.load(nb_path)
+    cell = next(c for c in nb["cells"] if (c["metadata"].get("nbgrader") or {}).get("grade_id") == grade_id)
+    src = subs._src(cell)
+    assert old in src
+    cell["source"] = src.replace(old, new)
+    subs.save(nb, nb_path)
+
+
+def test_complete_runs_only_what_changed(mini, tmp_path, capsys, monkeypatch):
+    runs = tmp_path / "runs.txt"
+    monkeypatch.setenv("MINI_RUNS", str(runs))
+    dest = _mini_workspace(mini, tmp_path, ("zeta_dev", "alpha_dev", "mid_dev"))
+
+    # 1. first run: everything runs, per-task points in reading order, complete
+    rc, out, last = _complete(mini, dest, capsys)
+    assert rc == 0, out
+    assert sorted(_runs(runs)) == ["alpha", "mid", "zeta"]
+    assert last["complete"] and last["points"] == {"earned": 9.0, "possible": 9.0}
+    report = out[out.index("== your notebooks, in reading order"):]
+    assert report.index(" 1. zeta_dev.ipynb: passed, 3/3 points") < report.index(" 2. alpha_dev.ipynb") < \
+        report.index(" 3. mid_dev.ipynb")
+    assert "test-square: 3/3 passed" in out and "test-quad: 4/4 passed" in out
+    assert {n: v["executions"] for n, v in last["notebooks"].items()} == {
+        "zeta_dev.ipynb": 1, "alpha_dev.ipynb": 1, "mid_dev.ipynb": 1}
+    assert all(not v["cached"] and v["passed"] == 1 for v in last["integration"].values()), last["integration"]
+    assert last["integration"]["test_07_user.py"]["needs"] == ["alpha_dev.ipynb"]
+
+    # 2. nothing changed: nothing executes, the results come from the cache, still complete
+    rc, out, last = _complete(mini, dest, capsys)
+    assert rc == 0, out
+    assert len(_runs(runs)) == 3, "a cache hit must not execute the notebook"
+    assert all(v["cached"] and v["executions"] == 1 for v in last["notebooks"].values())
+    assert all(v["cached"] for v in last["integration"].values()) and last["complete"]
+    assert "test-neg: 2/2 passed" in out  # the report still shows every task
+
+    # 3. a markdown edit (a written answer, say) changes no key
+    nb = subs.load(dest / "zeta_dev.ipynb")
+    nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": "my notes", "id": "notes"})
+    subs.save(nb, dest / "zeta_dev.ipynb")
+    _complete(mini, dest, capsys)
+    assert len(_runs(runs)) == 3
+
+    # 4. an edit of the leaf: only it runs again, and only its test file
+    _edit_code(dest / "mid_dev.ipynb", "neg", "return -x", "return 0 - x")
+    rc, out, last = _complete(mini, dest, capsys)
+    assert rc == 0 and _runs(runs)[3:] == ["mid"]
+    assert [n for n, v in last["integration"].items() if not v["cached"]] == ["test_07_leaf.py"]
+
+    # 5. an edit of zeta's exported code: zeta and alpha (which imports it) run again, mid does not
+    _edit_code(dest / "zeta_dev.ipynb", "square", "return x * x", "return x ** 2")
+    rc, out, last = _complete(mini, dest, capsys)
+    assert rc == 0 and sorted(_runs(runs)[4:]) == ["alpha", "zeta"]
+    assert {n: v["executions"] for n, v in last["notebooks"].items()} == {
+        "zeta_dev.ipynb": 2, "alpha_dev.ipynb": 2, "mid_dev.ipynb": 2}
+    assert sorted(n for n, v in last["integration"].items() if not v["cached"]) == ["test_07_base.py", "test_07_user.py"]
+
+    # 6. a --tests subset never records complete, even with every test passing
+    rc, out, last = _complete(mini, dest, capsys, tests=["test_07_leaf.py"])
+    assert rc == 1 and not last["complete"] and "only the test files matching test_07_leaf.py" in last["partial"][0]
+    assert last["stages"]["integration tests"]["failed"] == 0 and list(last["integration"]) == ["test_07_leaf.py"]
+    assert "NOT complete" in out
+
+    # 7. --no-cache runs everything again
+    _complete(mini, dest, capsys, use_cache=False)
+    assert sorted(_runs(runs)[6:]) == ["alpha", "mid", "zeta"]
+
+
+def test_complete_partial_student(mini, tmp_path, capsys, monkeypatch):
+    """zeta not attempted, alpha done (but its test needs zeta's square), mid done: points, statuses,
+    mid's integration test runs, the others are skipped with the reason; never complete."""
+    monkeypatch.setenv("MINI_RUNS", str(tmp_path / "runs.txt"))
+    dest = _mini_workspace(mini, tmp_path, ("alpha_dev", "mid_dev"))
+    rc, out, last = _complete(mini, dest, capsys)
+    assert rc == 1 and not last["complete"] and not _progress(dest)["completed"]
+    tasks = {g: t for v in last["notebooks"].values() for g, t in v["tasks"].items()}
+    assert tasks["test-square"]["status"] == "not attempted" and "not yet implemented: square" in tasks["test-square"]["message"]
+    assert tasks["test-quad"]["status"] == "blocked" and "zeta_dev.ipynb" in tasks["test-quad"]["message"], tasks
+    assert tasks["test-neg"] == {"points": 2.0, "earned": 2.0, "status": "passed", "message": None}
+    assert last["points"] == {"earned": 2.0, "possible": 9.0}
+    it = last["integration"]
+    assert it["test_07_leaf.py"]["passed"] == 1 and it["test_07_leaf.py"]["skipped"] is None
+    assert it["test_07_base.py"]["skipped"] == "the inline tests of zeta_dev.ipynb did not pass"
+    assert it["test_07_user.py"]["skipped"] == "the inline tests of alpha_dev.ipynb did not pass"
+    assert "test-square: 0/3 not attempted: not yet implemented: square" in out
+    assert "integration test_07_base.py: skipped" in out
+    # the export is the student's code as it stands, stub and all
+    assert "not yet implemented: square" in (dest.parent / "tinytorch" / "mini_base.py").read_text()
+    assert "return -x" in (dest.parent / "tinytorch" / "mini_leaf.py").read_text()
+
+
+def test_job_server_runs_times_out_and_survives_a_crash(tmp_path):
+    """Each job in a fresh process: a passing file, one that kills its own process, one that
+    outlives its timeout; all three end with a report and the server stays up for the next."""
+    files = {"ok": "def test_unit_a():\n    assert 1 + 1 == 2\n",
+             "crash": "import os\ndef test_unit_b():\n    os._exit(3)\n",
+             "slow": "import time\ndef test_unit_c():\n    time.sleep(60)\n"}
+    server = cmpl.JobServer(tmp_path, dict(__import__("os").environ), 2, tmp_path / "server.log", preload=[])
+    try:
+        for name, src in files.items():
+            (tmp_path / f"{name}.py").write_text(src)
+            server.submit({"id": name, "kind": "inline", "file": str(tmp_path / f"{name}.py"),
+                           "log": str(tmp_path / f"{name}.log"), "result": str(tmp_path / f"{name}.json"),
+                           "timeout": 60 if name != "slow" else 2})
+        got = {m["id"]: m for m in (server.next(), server.next(), server.next())}
+    finally:
+        server.close()
+    assert got["ok"]["result"]["ok"] and got["ok"]["exit"] == 0 and not got["ok"]["timed_out"]
+    assert got["crash"]["result"] is None and got["crash"]["exit"] == 3
+    assert got["slow"]["timed_out"] and got["slow"]["result"] is None and got["slow"]["seconds"] < 30
+    assert server.p.returncode == 0

@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="student workspace (the folder `module start` used, or its NN_name folder)")
     c.add_argument("--tests", nargs="+", default=None, metavar="FILE",
                    help="in a workspace: only these integration test files (e.g. test_19_benchmark.py)")
+    c.add_argument("--no-cache", action="store_true",
+                   help="in a workspace: run every notebook and test file again, changed or not")
     c.set_defaults(func=lazy("student", "run_complete"))
     c = msub.add_parser("start", help="copy a module's student release into your workspace",
                         description="Copy the student release of a module (running `tito release` first if "

@@ -1,6 +1,7 @@
 """Run a module source's inline tests in this process and report them as JSON.
 
-    python -m tito.inline_runner FILE [--json-only]
+    python -m tito.inline_runner FILE
+    python -m tito.inline_runner --serve [JOBS [PRELOAD,...]]   (a job server: see serve)
 
 Executes FILE's code with `__name__ = "__tito_inline__"` (so `if __name__ == "__main__":`
 blocks do not fire), then calls, in definition order, every top-level function named
@@ -10,16 +11,19 @@ The last line on stdout is the summary, prefixed by MARKER:
 
     TITO_INLINE_RESULT {"file": str, "ok": bool, "error": str|null,
         "tests": [{"name": str, "status": "passed"|"failed"|"not_implemented",
-                   "seconds": float, "error": str|null}],
+                   "seconds": float, "error": str|null, "origin": str|null}],
         "passed": int, "failed": int, "seconds": float}
 
 `error` on the file is set when the file fails to load ("SyntaxError: ...") or holds no
 tests ("no tests found"). A test whose failure is a NotImplementedError reports
 "not yet implemented: <qualname>" (co_qualname of the innermost frame that raised it);
-others report "<ExceptionType>: <message>". Exit code: 0 when ok, 1 otherwise.
+others report "<ExceptionType>: <message>". `origin` is the file of that innermost frame (a
+stub in another module's file is that module's task, not this one's). Exit code: 0 when ok,
+1 otherwise.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -29,6 +33,14 @@ import types
 from pathlib import Path
 
 MARKER = "TITO_INLINE_RESULT "
+
+
+def _origin(exc: BaseException) -> str | None:
+    """The file of the innermost frame `exc` passed through (where a stub raised, say)."""
+    tb, last = exc.__traceback__, None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last.tb_frame.f_code.co_filename if last is not None else None
 
 
 def _describe(exc: BaseException) -> tuple[str, str]:
@@ -84,7 +96,7 @@ def run_file(path: str | os.PathLike) -> dict:
             res["error"] = "no tests found (no test_unit_* functions and no test_module)"
         for name in names:
             t1 = time.perf_counter()
-            entry = {"name": name, "status": "passed", "seconds": 0.0, "error": None}
+            entry = {"name": name, "status": "passed", "seconds": 0.0, "error": None, "origin": None}
             try:
                 ns[name]()
             except BaseException as e:  # noqa: BLE001
@@ -92,6 +104,7 @@ def run_file(path: str | os.PathLike) -> dict:
                     raise
                 traceback.print_exc(file=sys.stderr)
                 entry["status"], entry["error"] = _describe(e)
+                entry["origin"] = _origin(e)
             entry["seconds"] = round(time.perf_counter() - t1, 4)
             res["tests"].append(entry)
         res["passed"] = sum(t["status"] == "passed" for t in res["tests"])
@@ -112,10 +125,144 @@ def parse_output(stdout: str) -> dict | None:
     return None
 
 
+# ---- a job server: import the heavy libraries once, then one fresh process per job ----------
+
+JOB_MARKER = "TITO_JOB_RESULT "
+PRELOAD = ["numpy", "pandas", "scipy.stats", "torch", "torch.ao.quantization", "matplotlib.pyplot",
+           "sklearn.datasets", "pytest", "onnx", "onnxruntime"]
+
+
+def run_job(job: dict) -> dict:
+    """Run one job in this process and return its result (the server calls it in a fresh child).
+
+    `{"kind": "inline", "file": PATH}`: run_file's summary. `{"kind": "pytest", "args": [...],
+    "cwd": DIR}`: `{"exit": pytest's exit code}` (the caller reads the JUnit XML it asked for).
+    """
+    if job["kind"] == "inline":
+        root = job.get("package_root")
+        if root:  # the notebook must import the student's package, not whichever one is installed
+            import tinytorch
+
+            got = Path(tinytorch.__file__).resolve()
+            if not got.is_relative_to(Path(root).resolve()):
+                return {"file": job["file"], "ok": False, "tests": [], "passed": 0, "failed": 0, "seconds": 0.0,
+                        "error": f"tinytorch was imported from {got}, not from your package {root}"}
+        return run_file(job["file"])
+    if job["kind"] == "pytest":
+        import pytest
+
+        os.chdir(job["cwd"])
+        return {"exit": int(pytest.main(list(job["args"])))}
+    raise ValueError(f"job kind must be 'inline' or 'pytest', got {job['kind']!r}")
+
+
+def _child(job: dict) -> None:
+    """In a forked child: output to the job's log, the result to its result file, then _exit."""
+    code = 70
+    try:
+        os.setpgid(0, 0)  # a group of its own, so a timeout kills whatever the job started
+        from tito.process import _die_with_parent
+
+        _die_with_parent()
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # the job queue is the server's, not the job's
+        fd = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        if "numpy" in sys.modules:  # a fresh process seeds numpy's global generator from the OS; so do we
+            sys.modules["numpy"].random.seed()
+        res = run_job(job)
+        tmp = job["result"] + ".tmp"
+        Path(tmp).write_text(json.dumps(res), encoding="utf-8")
+        os.replace(tmp, job["result"])
+        code = 0
+    except BaseException:  # noqa: BLE001 - the server reports a job without a result as crashed
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def serve(jobs: int = 2, preload: list[str] | None = None) -> int:
+    """Read jobs (one JSON object a line: id, kind, file | args and cwd, log, result, timeout) from
+    stdin; run each in a child forked from this process after it imported the `preload` libraries
+    (so no job pays for importing torch), at most `jobs` at a time, in the order they came; write
+    `JOB_MARKER {"id", "exit", "seconds", "cpu_seconds", "timed_out", "result"}` to stdout as each
+    one ends (cpu_seconds: the job's process and the processes it waited for, user + system). Ends
+    when stdin is closed and every job has ended. A job that outlives its timeout is killed with
+    everything it started. Only third-party libraries are preloaded, never the code under test.
+    """
+    import selectors
+    import signal
+    from collections import deque
+
+    t0 = time.perf_counter()
+    # the cores shared among the jobs: two jobs of two threads each on two cores only contend
+    threads = str(max(1, len(os.sched_getaffinity(0)) // max(1, jobs)))
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, threads)
+    loaded = []
+    for name in PRELOAD if preload is None else preload:
+        try:
+            __import__(name)
+            loaded.append(name)
+        except ImportError as e:  # the job imports it itself, and fails there if it must
+            print(f"tito job server: not preloaded: {name} ({e})", file=sys.stderr)
+    out = sys.stdout
+
+    def emit(obj: dict) -> None:
+        out.write(JOB_MARKER + json.dumps(obj) + "\n")
+        out.flush()
+
+    emit({"ready": True, "preloaded": loaded, "seconds": round(time.perf_counter() - t0, 3)})
+    sel = selectors.DefaultSelector()
+    sel.register(sys.stdin.fileno(), selectors.EVENT_READ)
+    buf, eof, queue, running = b"", False, deque(), {}
+    while not (eof and not queue and not running):
+        for _ in sel.select(timeout=0.05 if running or not eof else 0):
+            chunk = os.read(sys.stdin.fileno(), 65536)
+            if not chunk:
+                eof = True
+                sel.unregister(sys.stdin.fileno())
+                break
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            queue.extend(json.loads(l) for l in lines if l.strip())
+        while running:
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            job, started, killed = running.pop(pid)
+            res_path = Path(job["result"])
+            res = json.loads(res_path.read_text(encoding="utf-8")) if res_path.exists() else None
+            emit({"id": job["id"], "exit": os.waitstatus_to_exitcode(status), "timed_out": killed,
+                  "seconds": round(time.perf_counter() - started, 3), "result": res,
+                  "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3)})
+        now = time.perf_counter()
+        for pid, (job, started, killed) in list(running.items()):
+            if not killed and now - started > float(job.get("timeout") or 1800):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+                running[pid] = (job, started, True)
+        while queue and len(running) < jobs:
+            job = queue.popleft()
+            Path(job["result"]).unlink(missing_ok=True)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                _child(job)
+            running[pid] = (job, time.perf_counter(), False)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--serve"]:  # --serve JOBS [PRELOAD,...]: "-" preloads nothing
+        pre = None if len(argv) < 3 else [m for m in argv[2].split(",") if m and m != "-"]
+        return serve(int(argv[1]) if len(argv) > 1 else 2, pre)
     if len(argv) != 1:
-        print("usage: python -m tito.inline_runner FILE", file=sys.stderr)
+        print("usage: python -m tito.inline_runner FILE | --serve [JOBS [PRELOAD,...]]", file=sys.stderr)
         return 2
     real_stdout = sys.stdout
     sys.stdout = sys.stderr  # the tests' prints must not mix with the summary line

@@ -151,25 +151,33 @@ def run_pytest(targets: list[Path], root: Path, extra: list[str] | None = None,
         if p.timed_out:
             out, rc = f"pytest timed out after {timeout:.0f} s", -1
         st.seconds = p.seconds
-        cases = []
-        if xml.exists():
-            try:
-                cases = list(ET.parse(xml).getroot().iter("testcase"))
-            except ET.ParseError:
-                cases = []
-        for c in cases:
-            bad = c.find("failure") if c.find("failure") is not None else c.find("error")
-            if c.find("skipped") is not None and bad is None:
-                continue
-            nid = f"{c.get('classname', '')}::{c.get('name', '')}".strip(":")
-            msg = (bad.get("message") or "").strip().splitlines()[0][:300] if bad is not None and bad.get("message") else ""
-            st.add(bad is None, f"{nid}: {msg}" if bad is not None else None)
+        for c in parse_junit(xml):
+            st.add(c["ok"], None if c["ok"] else f"{c['id']}: {c['message']}")
     st.details.append({"cmd": cmd, "exit": rc, "output": out})
     if rc == 5:
         st.add(False, "pytest: no tests collected (exit 5)")
     elif rc not in (0, 1) or (rc == 1 and st.failed == 0):
         st.add(False, f"pytest exited {rc}: {_tail(out)}")
     return st
+
+
+def parse_junit(xml: Path) -> list[dict]:
+    """One {"id", "ok", "message"} per test case of a JUnit XML report (skips left out)."""
+    if not xml.exists():
+        return []
+    try:
+        cases = list(ET.parse(xml).getroot().iter("testcase"))
+    except ET.ParseError:
+        return []
+    out = []
+    for c in cases:
+        bad = c.find("failure") if c.find("failure") is not None else c.find("error")
+        if c.find("skipped") is not None and bad is None:
+            continue
+        msg = ((bad.get("message") or "").strip().splitlines() or [""])[0][:300] if bad is not None else None
+        out.append({"id": f"{c.get('classname', '')}::{c.get('name', '')}".strip(":"), "ok": bad is None,
+                    "message": msg})
+    return out
 
 
 def _tail(text: str, n: int = 6) -> str:
@@ -183,8 +191,9 @@ def _rel(p: Path, root: Path | None) -> str:
         return str(p)
 
 
-def print_table(stages: list[StageResult], title: str = "summary") -> tuple[int, int]:
-    """Print the per-stage table, every failure, and the closing `N passed, N failed` line."""
+def print_table(stages: list[StageResult], title: str = "summary", show_failures: bool = True) -> tuple[int, int]:
+    """Print the per-stage table, every failure (unless not `show_failures`: the caller listed
+    them already), and the closing `N passed, N failed` line."""
     rows = [(s.name, str(s.run), str(s.passed), str(s.failed), f"{s.seconds:.1f}",
              "skipped: " + s.skipped_reason if s.skipped_reason else ("ok" if s.ok else "FAILED"))
             for s in stages]
@@ -202,7 +211,7 @@ def print_table(stages: list[StageResult], title: str = "summary") -> tuple[int,
     print(fmt(("total", str(sum(s.run for s in stages)), str(tp), str(tf),
                f"{sum(s.seconds for s in stages):.1f}", "ok" if tf == 0 else "FAILED")))
     fails = [(s.name, f) for s in stages for f in s.failures]
-    if fails:
+    if fails and show_failures:
         print()
         print("failures:")
         for name, f in fails:

@@ -12,11 +12,11 @@ Workspace layout (WORKSPACE defaults to settings.ini workspace_dir, or --workspa
                                           re-exported (nbdev) from the student's notebooks
     WORKSPACE/.tito/                      scratch (converted scripts, integration test copies)
 
-`module complete` runs: [1] the inline tests of each of the student's notebooks (converted
-to a script with jupytext, run by tito.inline_runner; imports of other modules resolve to
-the course package), [2] the export into WORKSPACE/tinytorch, [3] the module's integration
-tests (tests/test_NN_*.py copied from the course, run with WORKSPACE first on sys.path, and
-cwd = WORKSPACE, so `import tinytorch` is the student's package; a conftest checks that).
+`module complete` (tito.complete) runs: [1] the export into WORKSPACE/tinytorch, [2] the inline
+tests of each notebook changed since it last passed (tito.inline_runner; `import tinytorch` is the
+student's package), [3] the integration tests (tests/test_NN_*.py copied from the course, run with
+WORKSPACE first on sys.path and cwd = WORKSPACE; a conftest checks that) of every notebook that
+passed, then a report per notebook and task. WORKSPACE/.tito/complete-cache.json holds the cache.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from tito import nbgrader_glue
 from tito.config import Course, TitoError
-from tito.runners import StageResult, print_table, run_inline, run_pytest
+from tito.runners import StageResult, print_table, run_inline, run_pytest  # noqa: F401
 
 MARKER = ".tito-workspace.json"
 PROGRESS = "progress.json"
@@ -239,15 +239,6 @@ def find_workspace(module: str | None, workspace: Path | None = None, cwd: Path 
     return None
 
 
-def notebook_to_script(nb: Path, dest: Path) -> Path:
-    """The student's notebook as a percent-format script (jupytext; magics commented out)."""
-    import jupytext
-
-    note = jupytext.read(nb)
-    jupytext.write(note, dest, fmt="py:percent")
-    return dest
-
-
 def build_student_package(course: Course, ws_root: Path, notebooks: list[Path]) -> tuple[Path, list[Path]]:
     """WORKSPACE/tinytorch = copy of the course package + `notebooks` exported over it (nbdev).
 
@@ -298,124 +289,13 @@ def _points(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def _kit_export(course: Course, ws_root: Path, mod_dir: Path, notebooks: list[Path]) -> tuple[StageResult, list[Path]]:
-    """The export stage run first, in a student kit (see complete_workspace)."""
-    print(f"[first] export your code into {ws_root / 'tinytorch'} (in the kit your notebooks import it from there) ...", flush=True)
-    ex, written = StageResult("export"), []
-    all_nbs = [nb for d in _started_modules(course, ws_root) for nb in sorted(d.glob("*.ipynb"))]
-    t0 = time.perf_counter()
-    try:
-        _, written = build_student_package(course, ws_root, all_nbs + [nb for nb in notebooks if nb not in all_nbs])
-        ex.add(True)
-    except TitoError as e:
-        ex.add(False, str(e).splitlines()[0])
-    ex.seconds = time.perf_counter() - t0
-    return ex, written
+def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[str] | None = None,
+                       use_cache: bool = True) -> int:
+    """Export -> inline tests (changed notebooks only) -> integration tests -> a report per task;
+    records progress.json. See tito.complete."""
+    from tito.complete import complete_workspace as run
 
-
-def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[str] | None = None) -> int:
-    """Inline tests -> export into WORKSPACE/tinytorch -> integration tests; records progress.json."""
-    ws_root = mod_dir.parent
-    scratch = ws_root / SCRATCH
-    scratch.mkdir(parents=True, exist_ok=True)
-    notebooks = sorted(mod_dir.glob("*.ipynb"))
-    if not notebooks:
-        raise TitoError(f"no notebooks in {mod_dir}")
-    stages: list[StageResult] = []
-    # a student kit holds no reference of this module: the notebooks import each other's code from
-    # the student's export (KIT/tinytorch), so it is made first, whatever the tests will say
-    kit_export = _kit_export(course, ws_root, mod_dir, notebooks) if course.kit else None
-
-    print(f"[1/3] inline tests of your {len(notebooks)} notebook(s) in {mod_dir} ...", flush=True)
-    scripts = []
-    inline = StageResult("inline tests")
-    try:
-        for nb in notebooks:
-            # next to the notebook, so relative data paths work as in Jupyter; removed afterwards
-            scripts.append(notebook_to_script(nb, mod_dir / f".tito_inline_{nb.stem}.py"))
-        run_inline(scripts, timeout=course.cell_timeout * 3, stage=inline, root=mod_dir)
-    finally:
-        for s in scripts:
-            s.unlink(missing_ok=True)
-    # name failures by notebook, not by the temporary script
-    inline.failures = [f.replace(".tito_inline_", "").replace(".py:", ".ipynb:", 1) for f in inline.failures]
-    stages.append(inline)
-
-    print(f"[2/3] export your code into {ws_root / 'tinytorch'} ...", flush=True)
-    ex = StageResult("export")
-    written: list[Path] = []
-    if kit_export is not None:
-        ex, written = kit_export
-    elif inline.ok:
-        all_nbs = [nb for d in _started_modules(course, ws_root) for nb in sorted(d.glob("*.ipynb"))]
-        if mod_dir not in _started_modules(course, ws_root):
-            all_nbs += notebooks
-        t0 = time.perf_counter()
-        try:
-            _, written = build_student_package(course, ws_root, all_nbs)
-            ex.add(True)
-        except TitoError as e:
-            ex.add(False, str(e).splitlines()[0])
-        ex.seconds = time.perf_counter() - t0
-    else:
-        ex.skipped_reason = "inline tests failed"
-    stages.append(ex)
-
-    print("[3/3] integration tests against your package ...", flush=True)
-    num = module.split("_", 1)[0]
-    tests_dir = course.root / "tests"
-    targets = sorted(set(tests_dir.glob(f"test_{num}_*.py")) | set(tests_dir.glob(f"integration/test_{num}_*.py")))
-    if tests:
-        targets = [t for t in targets if any(t.match(p) or t.name == p or t.stem == p for p in tests)]
-    if ex.skipped_reason or not ex.ok:
-        it = StageResult("integration tests")
-        it.skipped_reason = "export did not run"
-    elif not targets:
-        it = StageResult("integration tests")
-        it.skipped_reason = f"no tests/test_{num}_*.py" + (f" matching {tests}" if tests else "")
-    else:
-        tdir = scratch / "tests"
-        if tdir.exists():
-            shutil.rmtree(tdir)
-        tdir.mkdir(parents=True)
-        (tdir / "conftest.py").write_text(_CONFTEST.format(workspace=str(ws_root), root=str(course.root)))
-        copies = []
-        for t in targets:
-            shutil.copy2(t, tdir / t.name)
-            copies.append(tdir / t.name)
-        it = run_pytest(copies, ws_root, extra=["--rootdir", str(tdir), "-c", os.devnull],
-                        name="integration tests")
-        it.failures = [f.replace(".tito.tests.", "tests.") for f in it.failures]
-    stages.append(it)
-
-    _, failed = print_table(stages, f"tito module complete {module} (workspace {mod_dir})")
-    answers = nbgrader_glue.written_answers(notebooks)  # graded by the instructor, not by `complete`
-    if answers:
-        print(f"written answers: {sum(a.answered for a in answers)} of {len(answers)} written "
-              f"({_points(sum(a.points for a in answers))} points, graded by your instructor)")
-    if written:
-        print("your exported files:")
-        for f in written:
-            print(f"  {f.relative_to(ws_root)}")
-    first = next((f for s in stages for f in s.failures), None)
-    done = failed == 0 and all(s.ok for s in stages)
-    record = {"module": module, "time": _now(), "complete": done,
-              "written_answers": {f"{a.notebook}:{a.grade_id}": a.answered for a in answers},
-              "stages": {s.name: {"run": s.run, "passed": s.passed, "failed": s.failed,
-                                  "skipped": s.skipped_reason} for s in stages},
-              "first_failure": first}
-    prog_path = mod_dir / PROGRESS
-    prog = json.loads(prog_path.read_text(encoding="utf-8")) if prog_path.exists() else {"module": module,
-                                                                                          "history": []}
-    prog["last"] = record
-    prog["completed"] = bool(prog.get("completed")) or done
-    prog["history"] = (prog.get("history") or [])[-49:] + [record]
-    _write_json(prog_path, prog)
-    if done:
-        print(f"\nmodule {module} complete (progress recorded in {prog_path})")
-        return 0
-    print(f"\nmodule {module} NOT complete; first failure: {first or 'see above'}")
-    return 1
+    return run(course, module, mod_dir, tests, use_cache=use_cache)
 
 
 def run_complete(args) -> int:
@@ -431,4 +311,5 @@ def run_complete(args) -> int:
                             f"{module.split('_', 1)[0]} --workspace {ws}` first)")
         from tito.commands.module import complete
         return complete(course, module)
-    return complete_workspace(course, module, mod_dir, getattr(args, "tests", None))
+    return complete_workspace(course, module, mod_dir, getattr(args, "tests", None),
+                              use_cache=not getattr(args, "no_cache", False))

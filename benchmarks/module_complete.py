@@ -1,0 +1,124 @@
+"""How long `tito module complete N` takes in a student workspace: first run, re-runs, forced full run.
+
+    python benchmarks/module_complete.py [--module 19] [--edit hardware_dev,systems_thinking_dev]
+
+Makes the student release in a temporary folder, starts a workspace from it and copies the
+instructor's solution notebooks over it (the honest "full" case: every task done, every test
+runs), then times `python3 -m tito module complete N`, run from the workspace's module folder as
+a student runs it:
+
+1. the first run (no cache);
+2. a re-run with nothing changed;
+3. a re-run after editing one notebook, for each notebook named by --edit: a comment is added to
+   its first exported cell, so its exported module changes and every notebook and test file that
+   can reach that module runs again;
+4. a forced full re-run (`--no-cache`), and the speedup of each re-run against it.
+
+Each line gives the wall time, the CPU time of the whole process tree (user + system; on a quiet
+machine with C usable cores the wall time cannot be below CPU / C), what ran (notebooks and test files executed, of all), the exit code
+and the 1-minute load average before and after (os.getloadavg): on a shared machine the load
+says as much about a figure as the figure itself.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tito.commands import student  # noqa: E402
+from tito.commands.release import release  # noqa: E402
+from tito.config import Course  # noqa: E402
+
+
+def timed_complete(mod_dir: Path, num: str, *extra: str) -> dict:
+    """Run `python3 -m tito module complete NUM` in `mod_dir`; wall time, load, what ran."""
+    load0 = os.getloadavg()[0]
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "tito", "module", "complete", num, *extra], cwd=mod_dir,
+                       capture_output=True, text=True)
+    secs = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    last = json.loads((mod_dir / student.PROGRESS).read_text(encoding="utf-8"))["last"]
+    nbs, tfs = last.get("notebooks", {}), last.get("integration", {})
+    return {"seconds": secs, "cpu": cpu, "rc": p.returncode, "complete": last["complete"], "load": (load0, os.getloadavg()[0]),
+            "notebooks": (sum(not v["cached"] for v in nbs.values()), len(nbs)),
+            "test_files": (sum(not v["cached"] and not v["skipped"] for v in tfs.values()), len(tfs)),
+            "failures": last.get("first_failure"), "tail": p.stdout[-1500:] + p.stderr[-1500:]}
+
+
+def edit_exported_cell(nb_path: Path) -> None:
+    """Append a comment to the notebook's first exported code cell (its exported module changes)."""
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    for c in nb["cells"]:
+        src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+        if c["cell_type"] == "code" and src.lstrip().startswith("#| export"):
+            c["source"] = src + f"\n# edited by benchmarks/module_complete.py at {time.time():.0f}\n"
+            break
+    else:
+        c = next(c for c in nb["cells"] if c["cell_type"] == "code")
+        c["source"] = ("".join(c["source"]) if isinstance(c["source"], list) else c["source"]) + "\n# edited\n"
+    nb_path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def show(label: str, r: dict, full: float | None = None) -> None:
+    sp = f"  {full / r['seconds']:.1f}x faster than the forced full run" if full else ""
+    print(f"{label:<42s} {r['seconds']:6.1f} s (CPU {r['cpu']:6.1f} s)  ran {r['notebooks'][0]:2d}/{r['notebooks'][1]} notebooks, "
+          f"{r['test_files'][0]:2d}/{r['test_files'][1]} test files  exit {r['rc']}  "
+          f"load {r['load'][0]:.1f} -> {r['load'][1]:.1f}{sp}", flush=True)
+    if r["rc"] != 0:
+        print(f"    not complete: {r['failures']}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--module", default="19")
+    ap.add_argument("--edit", default="hardware_dev,systems_thinking_dev",
+                    help="notebook stems to edit, one re-run each (comma-separated)")
+    ap.add_argument("--keep", default=None, help="make the workspace here and keep it (default: a temporary folder)")
+    args = ap.parse_args(argv)
+    course = Course.load(ROOT)
+    (module,) = course.resolve([args.module])
+    num = module.split("_", 1)[0]
+    base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="tito-complete-bench-"))
+    try:
+        print(f"machine: {os.cpu_count()} CPUs, {len(os.sched_getaffinity(0))} usable; python {sys.version.split()[0]}")
+        res = release(course, module, release_dir=base / "release", course_dir=base / "nbgrader")
+        if res.leaks:
+            raise SystemExit(f"the release leaks {len(res.leaks)} solution lines")
+        mod_dir = student.start(course, module, base / "ws", force=True, release_dir=base / "release")
+        for nb in course.notebooks(module):  # the instructor's solutions as the student's work
+            shutil.copy2(nb, mod_dir / nb.name)
+        first = timed_complete(mod_dir, num)
+        again = timed_complete(mod_dir, num)
+        edits = []
+        for stem in [s for s in args.edit.split(",") if s]:
+            edit_exported_cell(mod_dir / f"{stem}.ipynb")
+            edits.append((stem, timed_complete(mod_dir, num)))
+        full = timed_complete(mod_dir, num, "--no-cache")
+        show("first run (no cache)", first)
+        show("re-run, nothing changed", again, full["seconds"])
+        for stem, r in edits:
+            show(f"re-run after editing {stem}", r, full["seconds"])
+        show("forced full re-run (--no-cache)", full)
+        if first["rc"] != 0:
+            print("\nfirst run's output (tail):\n" + first["tail"])
+    finally:
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

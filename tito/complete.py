@@ -1,0 +1,704 @@
+"""`tito module complete N` in a student workspace: incremental, in parallel, per task.
+
+1. **Export first.** Every notebook of the workspace's started modules is exported (nbdev) into
+   WORKSPACE/tinytorch before any test runs, whatever the tests will say: the notebooks import
+   each other's code from it (benchmarking_dev imports your `results`), so each notebook is
+   tested against your code, and a student kit has no reference of the module to fall back on.
+   A notebook whose tests fail is exported too: the package is your code as it stands.
+2. **Inline tests, only where something changed.** A notebook whose cache key (below) matches
+   the last run's is not executed again; its result comes from the cache. The others are
+   converted to scripts and run by `tito.inline_runner` in a job server that imports torch and
+   the other heavy libraries once and forks a fresh process per notebook, two at a time (the
+   longest first, by the last run's times).
+3. **Integration tests of every notebook that passed.** A tests/test_NN_*.py file *exercises*
+   the notebooks that export the tinytorch modules it names (imports, or a string naming a
+   module). It runs, in the same server (one pytest per file), as soon as those notebooks have
+   passed their inline tests, even when other notebooks fail; otherwise it is skipped, naming
+   them. Code it reaches beyond them is in its cache key, and a stub there fails it with
+   `not yet implemented: NAME`.
+4. **A report in reading order**: per notebook, per task (an nbgrader graded cell: grade_id,
+   points, the test functions it defines): points earned / possible and the status —
+   passed; failed (the first message); not attempted (the notebook's own stub still raises
+   NotImplementedError); blocked (a stub of an earlier notebook raised it) — then the stage table
+   and the closing `N passed, N failed` line. A partial run (a failure, a skipped notebook or test
+   file, a `--tests` subset) never records `"complete": true`.
+
+**The cache** (WORKSPACE/.tito/complete-cache.json; delete it, or pass `--no-cache`, to run
+everything). A notebook's key is the SHA-256 of: its code cells (the markdown, where your
+written answers are, is not part of it); every tinytorch module it can reach (the modules its
+code names, closed over the imports of the exported package, lazy ones named in strings
+included), each by the SHA-256 of its file in WORKSPACE/tinytorch (your export or the course's
+reference) with the packages' `__init__` files on the way; the files under its folder's data/;
+and the environment: this scheme's version, the course's version, the sources of tito's inline
+runner and of this file, Python's version and those of torch, numpy, pandas, scipy,
+scikit-learn and onnxruntime. A test file's key: the file, the conftest tito writes, the modules
+it can reach (with those tito's own sources name when it imports tito), tito's sources and the
+environment. Only results a re-run cannot change are kept: passed, not attempted and blocked
+(for a notebook), passed (for a test file); a failure runs again next time, since it may come
+from the machine's load.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from tito import process
+from tito.commands import student
+from tito.config import Course, TitoError
+from tito.grading.plan import notebook_modules, python_source
+from tito.inline_runner import JOB_MARKER
+from tito.runners import StageResult, _env, parse_junit, print_table
+
+KEY_VERSION = 1
+CACHE = "complete-cache.json"
+LIB = "tinytorch"
+_MODULE_RE = re.compile(r"\b" + LIB + r"(?:\.\w+)+")
+_TEST_DEF = re.compile(r"^def (test_\w+)\(", re.M)
+_README_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`?([\w.-]+?)`?\s*\|")
+
+
+# ---- what a notebook is made of ---------------------------------------------------------------
+
+def _src(cell: dict) -> str:
+    s = cell.get("source", "")
+    return "".join(s) if isinstance(s, list) else s
+
+
+@dataclass
+class Task:
+    """A graded cell: its grade_id, points, and the test functions it defines."""
+    grade_id: str
+    points: float
+    tests: list[str]
+
+
+def notebook_tasks(nb: dict) -> list[Task]:
+    """The graded code cells of a notebook, in order.
+
+    >>> notebook_tasks({"cells": [{"cell_type": "code", "source": "def test_unit_a():\\n    pass",
+    ...     "metadata": {"nbgrader": {"grade": True, "grade_id": "t-a", "points": 3}}}]})
+    [Task(grade_id='t-a', points=3.0, tests=['test_unit_a'])]
+    """
+    out = []
+    for c in nb.get("cells", []):
+        meta = (c.get("metadata") or {}).get("nbgrader") or {}
+        if c.get("cell_type") == "code" and meta.get("grade") and meta.get("grade_id"):
+            out.append(Task(meta["grade_id"], float(meta.get("points") or 0), _TEST_DEF.findall(_src(c))))
+    return out
+
+
+def code_text(nb: dict) -> str:
+    """The notebook's code cells as one percent-format script (IPython magics become `pass`)."""
+    return "\n\n".join("# %%\n" + python_source(_src(c)) for c in nb.get("cells", [])
+                       if c.get("cell_type") == "code") + "\n"
+
+
+def reading_order(course: Course, module: str, paths: list[Path], folder: Path | None = None) -> list[Path]:
+    """`paths` in the module's reading order: `Course.in_reading_order` where tito has it, else the
+    numbered table of modules/NN_name/README.md (or `folder`/README.md); names not in it go last."""
+    if hasattr(course, "in_reading_order"):
+        return list(course.in_reading_order(module, list(paths), folder))
+    rows: list[tuple[int, str]] = []
+    for d in (course.modules_dir / module, folder):
+        readme = Path(d) / "README.md" if d is not None else None
+        if readme is not None and readme.is_file():
+            rows = [(int(m.group(1)), Path(m.group(2)).stem) for line in readme.read_text(encoding="utf-8").splitlines()
+                    if (m := _README_ROW.match(line.strip()))]
+            if rows:
+                break
+    rank = {stem: i for i, (_, stem) in enumerate(sorted(rows))}
+    stem = lambda p: re.sub(r"^\d+[_-]", "", Path(p).stem.removeprefix(".tito_inline_"))  # noqa: E731
+    return sorted(paths, key=lambda p: (rank.get(stem(p), len(rank)), Path(p).name))
+
+
+# ---- what a piece of code can reach -----------------------------------------------------------
+
+def module_files(lib_dir: Path) -> dict[str, Path]:
+    """{"tinytorch.benchmarking.results": its file, "tinytorch.benchmarking": its __init__.py, ...}."""
+    out = {}
+    for f in sorted(Path(lib_dir).rglob("*.py")):
+        parts = list(f.relative_to(lib_dir.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = f
+    return out
+
+
+def named_modules(source: str, known: set[str] | dict, package: str | None = None) -> set[str]:
+    """The modules of `known` that `source` imports or names in a string (a lazy import), with
+    relative imports resolved against `package`; a source that does not parse is read by name.
+
+    >>> sorted(named_modules("from tinytorch.a import b\\nx = 'tinytorch.c'", {"tinytorch.a", "tinytorch.a.b", "tinytorch.c"}))
+    ['tinytorch.a', 'tinytorch.a.b', 'tinytorch.c']
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {m for m in _MODULE_RE.findall(source) if m in known}
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = (package or "").split(".")
+                pkg = pkg[:len(pkg) - (node.level - 1)] if node.level > 1 else pkg
+                base = ".".join([*pkg, *([node.module] if node.module else [])])
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in known:
+            out.add(node.value)
+    return {m for m in out if m in known}
+
+
+def package_graph(files: dict[str, Path]) -> dict[str, set[str]]:
+    """Each module of the package -> the modules of the package its file names."""
+    graph = {}
+    for mod, f in files.items():
+        pkg = mod if f.name == "__init__.py" else mod.rpartition(".")[0]
+        graph[mod] = named_modules(f.read_text(encoding="utf-8"), files, pkg)
+    return graph
+
+
+def reach(start: set[str], graph: dict[str, set[str]]) -> set[str]:
+    """`start` closed over `graph`, with every parent package (importing a.b.c runs a and a.b)."""
+    seen, todo = set(), list(start)
+    while todo:
+        m = todo.pop()
+        if m in seen or m not in graph:
+            continue
+        seen.add(m)
+        todo.extend(graph[m])
+        parts = m.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))
+    return seen
+
+
+def _sha(data: bytes | str) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def environment() -> dict:
+    """What every key depends on besides the code: versions of the scheme, course, tito's runner, libraries."""
+    here = Path(__file__).resolve().parent
+    env = {"key_version": KEY_VERSION, "python": sys.version,
+           "runner": _sha((here / "inline_runner.py").read_bytes() + Path(__file__).read_bytes())}
+    for dist in ("torch", "numpy", "pandas", "scipy", "scikit-learn", "onnxruntime"):
+        try:
+            env[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            env[dist] = None
+    return env
+
+
+def tito_sources() -> tuple[str, set[str]]:
+    """(SHA-256 of tito's sources, the tinytorch modules they name)."""
+    h, names = hashlib.sha256(), set()
+    for f in sorted(Path(__file__).resolve().parent.rglob("*.py")):
+        text = f.read_bytes()
+        h.update(str(f.name).encode() + text)
+        names.update(_MODULE_RE.findall(text.decode("utf-8", "replace")))
+    return h.hexdigest(), names
+
+
+def key_of(kind: str, own: str, modules: set[str], hashes: dict[str, str], extra: dict) -> str:
+    """The cache key: SHA-256 over the kind, the code's own text, the reached modules' file hashes
+    and `extra` (environment, data, ...)."""
+    body = {"kind": kind, "own": _sha(own), "modules": {m: hashes[m] for m in sorted(modules)}, **extra}
+    return _sha(json.dumps(body, sort_keys=True, default=str))
+
+
+# ---- the job server ---------------------------------------------------------------------------
+
+class JobServer:
+    """`python -m tito.inline_runner --serve JOBS` (see serve there), fed over stdin."""
+
+    def __init__(self, cwd: Path, env: dict, jobs: int, log: Path, preload: list[str] | None = None):
+        self.log = log
+        self._err = open(log, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        cmd = [sys.executable, "-m", "tito.inline_runner", "--serve", str(jobs)]
+        if preload is not None:
+            cmd.append(",".join(preload) or "-")
+        self.p = process.start(cmd, cwd=cwd, env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err)
+        self.pending = 0
+        self.ready: dict | None = None
+
+    def submit(self, job: dict) -> None:
+        self.p.stdin.write((json.dumps(job) + "\n").encode())
+        self.p.stdin.flush()
+        self.pending += 1
+
+    def next(self) -> dict:
+        """The next job that ended (blocks)."""
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                self._err.flush()
+                raise TitoError(f"the test job server stopped with {self.pending} job(s) unfinished:\n"
+                                + process.tail(self.log.read_text(encoding="utf-8", errors="replace"), 8))
+            text = line.decode("utf-8", "replace")
+            if not text.startswith(JOB_MARKER):
+                continue
+            msg = json.loads(text[len(JOB_MARKER):])
+            if msg.get("ready"):
+                self.ready = msg
+                continue
+            self.pending -= 1
+            return msg
+
+    def close(self) -> None:
+        try:
+            if self.p.stdin and not self.p.stdin.closed:
+                self.p.stdin.close()
+        except BrokenPipeError:
+            pass
+        process.wait(self.p, 30)
+        self._err.close()
+
+
+# ---- results ----------------------------------------------------------------------------------
+
+@dataclass
+class TaskReport:
+    grade_id: str
+    points: float
+    earned: float
+    status: str            # passed | failed | not attempted | blocked | not run
+    message: str | None = None
+
+
+@dataclass
+class NotebookRun:
+    name: str
+    path: Path
+    key: str
+    exports: list[str]
+    tasks: list[Task]
+    code: str = ""                 # the script its inline tests run from
+    cached: bool = False
+    result: dict | None = None     # tito.inline_runner's summary
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    report: list[TaskReport] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.result and self.result.get("ok"))
+
+
+@dataclass
+class TestFileRun:
+    name: str
+    key: str
+    needs: list[str]               # the notebooks it exercises (of this module)
+    cached: bool = False
+    submitted: bool = False
+    skipped: str | None = None
+    cases: list[dict] = field(default_factory=list)   # {"id", "ok", "message"}
+    error: str | None = None
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.skipped is None and self.error is None and bool(self.cases) and all(c["ok"] for c in self.cases)
+
+
+def _test_status(t: dict, own: set[str], owner_of_file) -> tuple[str, str | None]:
+    if t["status"] == "passed":
+        return "passed", None
+    if t["status"] == "not_implemented":
+        origin = t.get("origin")
+        owner = owner_of_file(origin) if origin else None
+        if owner is None or owner in own:
+            return "not attempted", t["error"]
+        return "blocked", f"{t['error']} (in {owner}: do that task first)"
+    return "failed", t["error"]
+
+
+def task_reports(run: NotebookRun, owner_of_file) -> list[TaskReport]:
+    """Each task's status from the inline runner's test entries (see the module doc)."""
+    res = run.result or {}
+    by_name = {t["name"]: t for t in res.get("tests", [])}
+    own = {run.name, run.path.name}
+    out = []
+    for task in run.tasks:
+        statuses = []
+        for name in task.tests:
+            t = by_name.get(name)
+            statuses.append(_test_status(t, own, owner_of_file) if t else
+                            ("not run", res.get("error") or f"{name} did not run"))
+        if not statuses:
+            statuses = [("not run", "the graded cell defines no test function")]
+        for wanted in ("failed", "not run", "blocked", "not attempted", "passed"):
+            hit = next((s for s in statuses if s[0] == wanted), None)
+            if hit:
+                break
+        out.append(TaskReport(task.grade_id, task.points, task.points if hit[0] == "passed" else 0.0, hit[0], hit[1]))
+    return out
+
+
+# ---- the run ----------------------------------------------------------------------------------
+
+def _load_cache(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("key_version") == KEY_VERSION:
+            return data
+    except (OSError, ValueError):
+        pass
+    return {"key_version": KEY_VERSION, "inline": {}, "integration": {}, "executions": {}, "seconds": {}}
+
+
+def _cacheable(run: NotebookRun) -> bool:
+    return bool(run.result) and not run.result.get("error") and all(r.status in ("passed", "not attempted", "blocked")
+                                                                   for r in run.report) and \
+        all(t["status"] in ("passed", "not_implemented") for t in run.result.get("tests", []))
+
+
+def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[str] | None = None,
+                       use_cache: bool = True, jobs: int = 2, preload: list[str] | None = None) -> int:
+    """Export, inline tests (changed notebooks only), integration tests, report; 0 when complete.
+    `jobs` processes at a time; `preload`: the libraries the job server imports once (None:
+    tito.inline_runner.PRELOAD).
+
+    >>> complete_workspace(Course.load(), "19_benchmarking", Path("ws/19_benchmarking"))  # doctest: +SKIP
+    """
+    if jobs < 1:
+        raise TitoError(f"jobs must be a positive number of parallel processes, got {jobs!r}")
+    t_start = time.perf_counter()
+    mod_dir = Path(mod_dir).resolve()
+    ws_root = mod_dir.parent
+    scratch = ws_root / student.SCRATCH
+    work = scratch / "complete"
+    logs = work / "logs"
+    shutil.rmtree(logs, ignore_errors=True)
+    logs.mkdir(parents=True, exist_ok=True)
+    notebooks = reading_order(course, module, sorted(mod_dir.glob("*.ipynb")), mod_dir)
+    if not notebooks:
+        raise TitoError(f"no notebooks in {mod_dir}")
+    cache_path = scratch / CACHE
+    cache = _load_cache(cache_path)
+    tito_root = Path(__file__).resolve().parent.parent
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join([str(ws_root), str(tito_root)]
+                                        + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    # started before the export, so its imports of torch & co overlap it
+    server = JobServer(ws_root, env, jobs, work / "server.log", preload)
+    scripts: list[Path] = []
+    stages: list[StageResult] = []
+    try:
+        # 1. export
+        print(f"[1/3] export your code into {ws_root / LIB} ...", flush=True)
+        ex = StageResult("export")
+        started = student._started_modules(course, ws_root)
+        all_nbs = [nb for d in started for nb in sorted(d.glob("*.ipynb"))]
+        all_nbs += [nb for nb in notebooks if nb not in all_nbs]
+        t0 = time.perf_counter()
+        written: list[Path] = []
+        try:
+            _, written = student.build_student_package(course, ws_root, all_nbs)
+            ex.add(True)
+        except TitoError as e:
+            ex.add(False, str(e).splitlines()[0])
+        ex.seconds = time.perf_counter() - t0
+        stages.append(ex)
+        if not ex.ok:
+            for name in ("inline tests", "integration tests"):
+                st = StageResult(name)
+                st.skipped_reason = "the export failed"
+                stages.append(st)
+            return _finish(course, module, mod_dir, stages, [], [], tests, written, t_start, cache)
+
+        lib = ws_root / LIB
+        files = module_files(lib)
+        graph = package_graph(files)
+        hashes = {m: _sha(f.read_bytes()) for m, f in files.items()}
+        envkey = environment() | {"course": course.version}
+        data = {str(p.relative_to(mod_dir)): _sha(p.read_bytes())
+                for p in sorted((mod_dir / "data").rglob("*")) if p.is_file()}
+
+        def owner_of_file(path: str) -> str | None:
+            p = Path(path).resolve()
+            if p.name.startswith(".tito_inline_"):
+                return p.name.removeprefix(".tito_inline_").removesuffix(".py") + ".ipynb"
+            mod = next((m for m, f in files.items() if f.resolve() == p), None)
+            if mod is None:
+                return None
+            return exporter.get(mod, str(p.relative_to(ws_root)) if p.is_relative_to(ws_root) else str(p))
+
+        # 2. inline tests
+        runs: list[NotebookRun] = []
+        exporter: dict[str, str] = {}
+        for nb_path in notebooks:
+            nb = json.loads(nb_path.read_text(encoding="utf-8"))
+            code = code_text(nb)
+            exports = notebook_modules(nb, LIB)
+            for m in exports:
+                exporter.setdefault(m, nb_path.name)
+            mods = reach(named_modules(code, files), graph)
+            key = key_of("inline", code, mods, hashes, {"env": envkey, "data": data})
+            runs.append(NotebookRun(nb_path.name, nb_path, key, exports, notebook_tasks(nb), code))
+        todo = []
+        for r in runs:
+            hit = cache["inline"].get(r.name)
+            if use_cache and hit and hit.get("key") == r.key:
+                r.cached, r.result = True, hit["result"]
+            else:
+                todo.append(r)
+        print(f"[2/3] inline tests: {len(todo)} of {len(runs)} notebook(s) to run"
+              + (f" ({len(runs) - len(todo)} unchanged since they last passed: from the cache)" if len(todo) < len(runs) else "")
+              + " ...", flush=True)
+        timeout = course.cell_timeout * 3
+        for r in sorted(todo, key=lambda r: -cache["seconds"].get(r.name, len(r.code) / 1e4)):
+            script = mod_dir / f".tito_inline_{r.path.stem}.py"  # beside the notebook: relative data paths work
+            script.write_text(r.code, encoding="utf-8")
+            scripts.append(script)
+            server.submit({"id": f"inline:{r.name}", "kind": "inline", "file": str(script),
+                           "package_root": str(lib), "log": str(logs / f"{r.path.stem}.log"),
+                           "result": str(work / f"{r.path.stem}.json"), "timeout": timeout})
+
+        # 3. integration tests: gated on the notebooks they exercise
+        num = module.split("_", 1)[0]
+        tests_dir = course.root / "tests"
+        targets = sorted(set(tests_dir.glob(f"test_{num}_*.py")) | set(tests_dir.glob(f"integration/test_{num}_*.py")))
+        if tests:
+            targets = [t for t in targets if any(t.match(p) or t.name == p or t.stem == p for p in tests)]
+        tdir = scratch / "tests"
+        shutil.rmtree(tdir, ignore_errors=True)
+        tdir.mkdir(parents=True)
+        conftest = student._CONFTEST.format(workspace=str(ws_root), root=str(course.root))
+        (tdir / "conftest.py").write_text(conftest, encoding="utf-8")
+        tito_hash, tito_names = tito_sources()
+        by_name = {r.name: r for r in runs}
+        tfiles: list[TestFileRun] = []
+        for t in targets:
+            text = t.read_text(encoding="utf-8")
+            named = named_modules(text, files)
+            needs = sorted({exporter[m] for m in named if m in exporter},
+                           key=lambda n: [r.name for r in runs].index(n))
+            uses_tito = bool(re.search(r"^\s*(from|import)\s+tito\b", text, re.M))
+            mods = reach(named | ({m for m in tito_names if m in files} if uses_tito else set()), graph)
+            key = key_of("integration", text + conftest, mods, hashes, {"env": envkey, "tito": tito_hash})
+            tf = TestFileRun(t.name, key, needs)
+            hit = cache["integration"].get(t.name)
+            if use_cache and hit and hit.get("key") == key:
+                tf.cached, tf.cases = True, hit["cases"]
+            tfiles.append(tf)
+            shutil.copy2(t, tdir / t.name)
+
+        def submit_ready() -> None:
+            for tf in tfiles:
+                if tf.cached or tf.skipped or tf.submitted:
+                    continue
+                states = [by_name[n] for n in tf.needs]
+                if any(r.result is None for r in states):
+                    continue  # still running
+                bad = [r.name for r in states if not r.ok]
+                if bad:
+                    tf.skipped = f"the inline tests of {', '.join(bad)} did not pass"
+                    continue
+                tf.submitted = True
+                stem = Path(tf.name).stem
+                xml = work / f"{stem}.xml"
+                xml.unlink(missing_ok=True)
+                server.submit({"id": f"pytest:{tf.name}", "kind": "pytest", "cwd": str(ws_root),
+                               "args": ["-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "--rootdir", str(tdir),
+                                        "-c", os.devnull, str(tdir / tf.name)],
+                               "log": str(logs / f"{stem}.log"), "result": str(work / f"{stem}.json"), "timeout": 1800})
+
+        print(f"[3/3] integration tests of the notebooks that pass, as they do ({len(tfiles)} file(s)) ...", flush=True)
+        for r in runs:  # the cached ones are known now
+            if r.cached:
+                r.report = task_reports(r, owner_of_file)
+        submit_ready()
+        server.p.stdin.flush()
+        while server.pending:
+            msg = server.next()
+            kind, _, name = msg["id"].partition(":")
+            if kind == "inline":
+                r = by_name[name]
+                r.seconds, r.cpu_seconds = msg["seconds"], msg.get("cpu_seconds", 0.0)
+                log = logs / f"{r.path.stem}.log"
+                if msg["result"] is None:
+                    why = f"timed out after {timeout:.0f} s" if msg["timed_out"] else f"runner crashed (exit {msg['exit']})"
+                    tail = process.tail(log.read_text(encoding="utf-8", errors="replace") if log.exists() else "", 6)
+                    r.result = {"file": r.name, "ok": False, "error": f"{why}: {tail}", "tests": [], "passed": 0,
+                                "failed": 0}
+                else:
+                    r.result = msg["result"]
+                r.report = task_reports(r, owner_of_file)
+                cache["executions"][r.name] = cache["executions"].get(r.name, 0) + 1
+                cache["seconds"][r.name] = r.seconds
+                if _cacheable(r):
+                    cache["inline"][r.name] = {"key": r.key, "result": r.result}
+                else:
+                    cache["inline"].pop(r.name, None)
+                print(f"  {r.name}: {'passed' if r.ok else 'FAILED'} ({r.seconds:.1f} s, CPU {r.cpu_seconds:.1f} s)",
+                      flush=True)
+                submit_ready()
+            else:
+                tf = next(t for t in tfiles if t.name == name)
+                tf.seconds, tf.cpu_seconds = msg["seconds"], msg.get("cpu_seconds", 0.0)
+                tf.cases = parse_junit(work / f"{Path(name).stem}.xml")
+                rc = (msg["result"] or {}).get("exit", msg["exit"])
+                if msg["timed_out"]:
+                    tf.error = "timed out after 1800 s"
+                elif rc == 5:
+                    tf.error = "pytest: no tests collected (exit 5)"
+                elif rc not in (0, 1) or (rc == 1 and all(c["ok"] for c in tf.cases)):
+                    log = logs / f"{Path(name).stem}.log"
+                    tf.error = f"pytest exited {rc}: " + process.tail(
+                        log.read_text(encoding="utf-8", errors="replace") if log.exists() else "", 4)
+                cache["seconds"][name] = tf.seconds
+                if tf.ok:
+                    cache["integration"][name] = {"key": tf.key, "cases": tf.cases}
+                else:
+                    cache["integration"].pop(name, None)
+                print(f"  {name}: {'passed' if tf.ok else 'FAILED'} ({tf.seconds:.1f} s, CPU {tf.cpu_seconds:.1f} s)",
+                      flush=True)
+        submit_ready()  # what is left is skipped
+
+        inline = StageResult("inline tests")
+        for r in runs:
+            inline.seconds += 0 if r.cached else r.seconds
+            for t in (r.result or {}).get("tests", []):
+                inline.add(t["status"] == "passed", f"{r.name}::{t['name']}: {t['error']}")
+            if (r.result or {}).get("error"):
+                inline.add(False, f"{r.name}: {r.result['error']}")
+        it = StageResult("integration tests")
+        for tf in tfiles:
+            it.seconds += 0 if tf.cached else tf.seconds
+            for c in tf.cases:
+                it.add(c["ok"], f"{c['id']}: {c['message']}")
+            if tf.error:
+                it.add(False, f"{tf.name}: {tf.error}")
+        if not tfiles:
+            it.skipped_reason = f"no tests/test_{num}_*.py" + (f" matching {tests}" if tests else "")
+        elif all(tf.skipped for tf in tfiles):
+            it.skipped_reason = "no notebook they exercise passed its inline tests"
+        stages[:0] = [inline]
+        stages.append(it)
+        return _finish(course, module, mod_dir, stages, runs, tfiles, tests, written, t_start, cache)
+    finally:
+        server.close()
+        for s in scripts:
+            s.unlink(missing_ok=True)
+        scratch.mkdir(parents=True, exist_ok=True)
+        student._write_json(cache_path, cache)
+
+
+def _pts(x: float) -> str:
+    return student._points(x)
+
+
+def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult], runs: list[NotebookRun],
+            tfiles: list[TestFileRun], tests: list[str] | None, written: list[Path], t_start: float,
+            cache: dict) -> int:
+    """Print the report, record progress.json, return the exit code."""
+    ws_root = mod_dir.parent
+    print(f"\n== your notebooks, in reading order ({mod_dir}) ==")
+    placed: dict[str, list[TestFileRun]] = {}
+    for tf in tfiles:  # listed under the last notebook it needs
+        placed.setdefault(tf.needs[-1] if tf.needs else "", []).append(tf)
+    for i, r in enumerate(runs, 1):
+        possible = sum(t.points for t in r.tasks)
+        earned = sum(t.earned for t in r.report)
+        how = "from the cache" if r.cached else f"ran in {r.seconds:.1f} s"
+        res = r.result or {}
+        print(f"{i:2d}. {r.name}: {'passed' if r.ok else 'FAILED'}, {_pts(earned)}/{_pts(possible)} points "
+              f"({res.get('passed', 0)} of {len(res.get('tests', []))} inline tests passed; {how})")
+        if res.get("error"):
+            print(f"      ! {res['error'].splitlines()[0][:300]}")
+        for t in r.report:
+            mark = {"passed": "ok", "failed": "FAIL", "not attempted": "todo", "blocked": "wait"}.get(t.status, "??")
+            line = f"      [{mark:4s}] {t.grade_id}: {_pts(t.earned)}/{_pts(t.points)} {t.status}"
+            print(line + (f": {t.message.splitlines()[0][:240]}" if t.message and t.status != "passed" else ""))
+        graded = {n for t in r.tasks for n in t.tests}
+        other = [t for t in res.get("tests", []) if t["name"] not in graded]
+        if other:
+            bad = [t for t in other if t["status"] != "passed"]
+            print(f"      ungraded checks: {len(other) - len(bad)} of {len(other)} passed"
+                  + (f"; {bad[0]['name']}: {(bad[0]['error'] or '').splitlines()[0][:200]}" if bad else ""))
+        for tf in placed.get(r.name, []):
+            _print_tf(tf)
+    for tf in placed.get("", []):
+        _print_tf(tf)
+
+    # every failure is in the report above, by notebook and task; the export's, if any, is not
+    _, failed = print_table(stages, f"tito module complete {module} (workspace {mod_dir})",
+                            show_failures=not runs)
+    total = sum(t.points for r in runs for t in r.tasks)
+    earned = sum(t.earned for r in runs for t in r.report)
+    if runs:
+        print(f"points from your inline tests: {_pts(earned)} of {_pts(total)} "
+              "(your instructor's grading runs hidden tests too)")
+    answers = student.nbgrader_glue.written_answers([r.path for r in runs] or sorted(mod_dir.glob("*.ipynb")))
+    if answers:
+        print(f"written answers: {sum(a.answered for a in answers)} of {len(answers)} written "
+              f"({_pts(sum(a.points for a in answers))} points, graded by your instructor)")
+    if written:
+        print(f"your exported files: {', '.join(str(f.relative_to(ws_root)) for f in written)}")
+    partial = []
+    if tests:
+        partial.append(f"only the test files matching {' '.join(tests)} ran")
+    skipped = [tf.name for tf in tfiles if tf.skipped]
+    if skipped:
+        partial.append(f"{len(skipped)} test file(s) skipped")
+    first = next((f for s in stages for f in s.failures), None)
+    done = failed == 0 and all(s.ok for s in stages) and not partial
+    record = {"module": module, "time": student._now(), "complete": done, "partial": partial or None,
+              "tests": tests, "seconds": round(time.perf_counter() - t_start, 1),
+              "points": {"earned": earned, "possible": total},
+              "notebooks": {r.name: {"cached": r.cached, "ok": r.ok, "seconds": r.seconds, "cpu_seconds": r.cpu_seconds,
+                                     "executions": cache["executions"].get(r.name, 0),
+                                     "tasks": {t.grade_id: {"points": t.points, "earned": t.earned, "status": t.status,
+                                                            "message": t.message} for t in r.report}}
+                            for r in runs},
+              "integration": {tf.name: {"needs": tf.needs, "cached": tf.cached, "skipped": tf.skipped,
+                                        "seconds": tf.seconds, "cpu_seconds": tf.cpu_seconds,
+                                        "passed": sum(c["ok"] for c in tf.cases),
+                                        "failed": sum(not c["ok"] for c in tf.cases), "error": tf.error}
+                              for tf in tfiles},
+              "written_answers": {f"{a.notebook}:{a.grade_id}": a.answered for a in answers},
+              "stages": {s.name: {"run": s.run, "passed": s.passed, "failed": s.failed,
+                                  "skipped": s.skipped_reason} for s in stages},
+              "first_failure": first}
+    prog_path = mod_dir / student.PROGRESS
+    prog = json.loads(prog_path.read_text(encoding="utf-8")) if prog_path.exists() else {"module": module, "history": []}
+    prog["last"] = record
+    prog["completed"] = bool(prog.get("completed")) or done
+    prog["history"] = (prog.get("history") or [])[-49:] + [record]
+    student._write_json(prog_path, prog)
+    ran = sum(not r.cached for r in runs)
+    print(f"done in {time.perf_counter() - t_start:.1f} s: {ran} of {len(runs)} notebook(s) and "
+          f"{sum(not tf.cached and not tf.skipped for tf in tfiles)} of {len(tfiles)} test file(s) ran, "
+          "the rest unchanged since they passed")
+    if done:
+        print(f"\nmodule {module} complete (progress recorded in {prog_path})")
+        return 0
+    why = "; ".join(partial + ([f"first failure: {first}"] if first else []))
+    print(f"\nmodule {module} NOT complete: {why or 'see above'}")
+    return 1
+
+
+def _print_tf(tf: TestFileRun) -> None:
+    if tf.skipped:
+        print(f"      integration {tf.name}: skipped: {tf.skipped}")
+        return
+    bad = [c for c in tf.cases if not c["ok"]]
+    how = "from the cache" if tf.cached else f"{tf.seconds:.1f} s"
+    print(f"      integration {tf.name}: {len(tf.cases) - len(bad)} of {len(tf.cases)} passed ({how})"
+          + (f"; {bad[0]['id']}: {bad[0]['message']}" if bad else "") + (f"; {tf.error}" if tf.error else ""))
