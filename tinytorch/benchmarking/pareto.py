@@ -3,14 +3,14 @@
 # %% auto #0
 __all__ = ['pareto_front', 'pareto_front_with_ties']
 
-# %% ../../nbs/19_benchmarking/suite_dev.ipynb #17a5edf3
+# %% ../../nbs/19_benchmarking/suite_dev.ipynb #88b70c08
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from .results import ALPHA, MIN_EFFECT, BenchmarkResult, compare_results
 
-# %% ../../nbs/19_benchmarking/suite_dev.ipynb #795f2672
+# %% ../../nbs/19_benchmarking/suite_dev.ipynb #7e612aba
 def pareto_front(points: dict[str, dict[str, float]], directions: dict[str, str]) -> list[str]:
     """The names of the non-dominated points, in input order.
 
@@ -37,7 +37,7 @@ def pareto_front(points: dict[str, dict[str, float]], directions: dict[str, str]
     return front
     ### END SOLUTION
 
-# %% ../../nbs/19_benchmarking/suite_dev.ipynb #fb9d279b
+# %% ../../nbs/19_benchmarking/suite_dev.ipynb #b6742b4c
 def pareto_front_with_ties(results: Mapping[str, Mapping[str, BenchmarkResult]], metrics: Sequence[str], *,
                            alpha: float = ALPHA, min_effect: float = MIN_EFFECT, seed: int = 0) -> dict[str, Any]:
     """The non-dominated models when differences that are not significant count as ties.

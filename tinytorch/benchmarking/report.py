@@ -15,7 +15,8 @@ from typing import Any, Sequence
 import numpy as np
 
 # the one atomic writer and the one JSON writer live with the result types; re-exported here
-from .results import write_atomic, write_json
+from .pareto import pareto_front_with_ties
+from .results import BenchmarkResult, MiB, write_atomic, write_json
 from ..profiling.timing import machine_warnings
 
 _all_ = ["write_atomic", "write_json"]
@@ -75,6 +76,11 @@ def _fmt(v: Any, digits: int = 4) -> str:
     return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
 
 
+def _unit_scale(payload: dict[str, Any], metric: str) -> tuple[float, str]:
+    unit = payload.get("metrics", {}).get(metric, {}).get("unit", "")  # integer bytes are rendered in MiB
+    return (MiB, "MiB") if unit == "bytes" else (1, unit)
+
+
 def _row(payload: dict[str, Any], model: str, metric: str) -> dict[str, Any] | None:
     return next((r for r in payload.get("table", []) if r["model"] == model and r["metric"] == metric), None)
 
@@ -96,7 +102,8 @@ def _platform(payload: dict[str, Any]) -> str:
 
 
 def _benchmark_table(payload: dict[str, Any]) -> list[str]:
-    lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MB)** | **Platform** | **References** |",
+    k = _unit_scale(payload, "model_size")[0]  # sizes in MiB, whether stored as bytes or (older files) MiB
+    lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MiB)** | **Platform** | **References** |",
              "|---|---|---|---|---|---|---|"]
     platform = payload.get("platform") or _platform(payload)
     for m in payload["models"]:
@@ -109,14 +116,14 @@ def _benchmark_table(payload: dict[str, Any]) -> list[str]:
                     else f"n/a ({lat['status'] if lat else 'not run'})")
         size = _metric_value(payload, m, "model_size")
         lines.append(f"| {m} | {info.get('task', '—')} | {acc_text} | {lat_text} | "
-                     f"{_fmt(size, 4) if size is not None else 'n/a'} | {platform} | {info.get('reference', '—')} |")
+                     f"{_fmt(size / k, 4) if size is not None else 'n/a'} | {platform} | {info.get('reference', '—')} |")
     return lines
 
 
 def _metric_table(payload: dict[str, Any], metric: str) -> list[str]:
-    info = payload.get("metrics", {}).get(metric, {})
+    info, (k, unit) = payload.get("metrics", {}).get(metric, {}), _unit_scale(payload, metric)
     direction = {"min": "lower is better", "max": "higher is better"}.get(info.get("direction"), "")
-    lines = [f"### {metric} ({info.get('unit', '')}; {direction})", "",
+    lines = [f"### {metric} ({unit}; {direction})", "",
              "| model | status | median | 95% CI of the median | mean ± std | 95% CI | n | method / note |",
              "|---|---|---|---|---|---|---|---|"]
     for m in payload["models"]:
@@ -124,6 +131,8 @@ def _metric_table(payload: dict[str, Any], metric: str) -> list[str]:
         if r is None:
             continue
         if r["status"] in ("measured", "estimated"):
+            r = {**r, **{c: r.get(c) / k for c in ("median", "mean", "std", "ci_lower", "ci_upper", "median_ci_lower",
+                                                    "median_ci_upper") if r.get(c) is not None}}
             ci = f"[{_fmt(r['ci_lower'])}, {_fmt(r['ci_upper'])}]" if r["ci_lower"] is not None else "—"
             mci = (f"[{_fmt(r['median_ci_lower'])}, {_fmt(r['median_ci_upper'])}]"
                    if r.get("median_ci_lower") is not None else "—")
@@ -136,6 +145,16 @@ def _metric_table(payload: dict[str, Any], metric: str) -> list[str]:
                     "interval; for exact counts (bytes), a zero-width interval."]
 
 
+def _best(payload: dict[str, Any], metric: str, vals: dict[str, float]) -> list[str]:
+    "Models no other beats significantly on `metric` (Pareto set with ties of the raw values; else the extreme median)."
+    raw = payload.get("results", {}).get(metric, {})
+    if all("values" in raw.get(n, {}) for n in vals):
+        results = {n: {metric: BenchmarkResult.from_dict({"metric_name": metric, **raw[n]})} for n in vals}
+        return pareto_front_with_ties(results, [metric])["front"]
+    direction = payload.get("metrics", {}).get(metric, {}).get("direction", "min")
+    return [(min if direction == "min" else max)(vals, key=vals.get)]
+
+
 def _recommendations(payload: dict[str, Any]) -> list[str]:
     models, comps, recs = payload["models"], payload.get("comparisons", []), []
     baseline = models[0]
@@ -146,14 +165,14 @@ def _recommendations(payload: dict[str, Any]) -> list[str]:
         vals = {m: v for m in models if (v := _metric_value(payload, m, metric)) is not None}
         if not vals or info is None:
             continue
-        name = (min if info["direction"] == "min" else max)(vals, key=vals.get)
-        shown = f"{vals[name]:.2%}" if metric == "accuracy" else f"{vals[name]:.4g} {info['unit']}"
-        if name == baseline:
-            recs.append(f"- **{label}**: {name} ({shown}), the baseline; no variant beats it.")
+        best, (k, unit) = _best(payload, metric, vals), _unit_scale(payload, metric)
+        shown = ", ".join(f"{n} ({vals[n]:.2%})" if metric == "accuracy" else f"{n} ({vals[n] / k:.4g} {unit})" for n in best)
+        shown += " (tied: no significant difference)" if len(best) > 1 else ""
+        if baseline in best:
+            recs.append(f"- **{label}**: {shown}, the baseline; no variant beats it significantly.")
             continue
-        v = next((c["verdict"] for c in comps
-                  if c["metric"] == metric and c["model_a"] == baseline and c["model_b"] == name), None)
-        recs.append(f"- **{label}**: {name} ({shown})" + (f"; versus {baseline}: {v}." if v else "."))
+        v = [c["verdict"] for c in comps if c["metric"] == metric and c["model_a"] == baseline and c["model_b"] in best]
+        recs.append(f"- **{label}**: {shown}" + (f"; versus {baseline}: {'; '.join(v)}." if v else "."))
     for c in comps:
         if c["metric"] == "accuracy" and c["model_a"] == baseline and c["significant"] and c["median_b"] < c["median_a"]:
             recs.append(f"- **accuracy cost**: {c['verdict']}; weigh it against the speed and size gains.")
@@ -226,26 +245,27 @@ def _save_figure(fig: Any, ax: Any, path: Path, title: str, ylabel: str, grid_ax
 
 
 def plot_metric(payload: dict[str, Any], metric: str, output_dir: str | Path) -> Path:
-    """Bar chart of one metric (medians, interval error bars, best model in a different colour)."""
+    """Bar chart of one metric (medians, interval error bars, the best, `_best`, in a different colour)."""
     rows = [r for r in payload["table"] if r["metric"] == metric and r["status"] in ("measured", "estimated")]
     if not rows:
         raise ValueError(f"metric: no measured values of '{metric}' to plot")
     info = payload.get("metrics", {}).get(metric, {"unit": "", "direction": "min"})
-    names, med = [r["model"] for r in rows], np.array([r["median"] for r in rows], dtype=float)
+    k, unit = _unit_scale(payload, metric)
+    names, med = [r["model"] for r in rows], np.array([r["median"] for r in rows], dtype=float) / k
     lows, highs = [], []
     for r, m in zip(rows, med):
         iv = ((r["ci_lower"], r["ci_upper"]) if r["metric"] == "accuracy" and r["ci_lower"] is not None else
-              (r["median_ci_lower"], r["median_ci_upper"]) if r.get("median_ci_lower") is not None else (m, m))
-        lows.append(max(m - iv[0], 0.0))
-        highs.append(max(iv[1] - m, 0.0))
-    best = int(np.argmin(med) if info["direction"] == "min" else np.argmax(med))
+              (r["median_ci_lower"], r["median_ci_upper"]) if r.get("median_ci_lower") is not None else (m * k, m * k))
+        lows.append(max(m - iv[0] / k, 0.0))
+        highs.append(max(iv[1] / k - m, 0.0))
+    best = _best(payload, metric, dict(zip(names, med)))
     fig, ax = _figure()
     ax.bar(range(len(names)), med, yerr=[lows, highs], capsize=5, alpha=0.85,
-           color=["tab:green" if i == best else "tab:blue" for i in range(len(names))])
+           color=["tab:green" if n in best else "tab:blue" for n in names])
     ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
     estimated = " (ESTIMATED)" if any(r["status"] == "estimated" for r in rows) else ""
-    return _save_figure(fig, ax, Path(output_dir) / f"{metric}.png", f"{metric}: best = {names[best]}{estimated}",
-                        f"{metric} ({info['unit']}; {'lower' if info['direction'] == 'min' else 'higher'} is better)")
+    return _save_figure(fig, ax, Path(output_dir) / f"{metric}.png", f"{metric}: best = {', '.join(best)}{estimated}",
+                        f"{metric} ({unit}; {'lower' if info['direction'] == 'min' else 'higher'} is better)")
 
 
 def plot_pareto(payload: dict[str, Any], x_metric: str, y_metric: str, front: Sequence[str],
