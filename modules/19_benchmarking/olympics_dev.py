@@ -47,9 +47,10 @@ from torch import nn
 
 from tinytorch.benchmarking.benchmark import Benchmark, OlympicEvent
 from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
+from tinytorch.benchmarking.pareto import pareto_front_with_ties
 from tinytorch.benchmarking.results import (STATISTICS, BenchmarkResult, Comparison, CountResult, ProportionResult,
                                             _flatten_tensors, bootstrap_interval, compare_results, is_significant,
-                                            pareto_front_with_ties, write_atomic, write_json)
+                                            write_atomic, write_json)
 from tinytorch.profiling.timing import model_name, system_info
 
 SUBMISSION_SCHEMA = "tinytorch-olympics-submission"

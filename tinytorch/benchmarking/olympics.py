@@ -19,9 +19,10 @@ from torch import nn
 
 from .benchmark import Benchmark, OlympicEvent
 from .digits import default_digits_model, load_digits_split
+from .pareto import pareto_front_with_ties
 from .results import (STATISTICS, BenchmarkResult, Comparison, CountResult, ProportionResult,
                                             _flatten_tensors, bootstrap_interval, compare_results, is_significant,
-                                            pareto_front_with_ties, write_atomic, write_json)
+                                            write_atomic, write_json)
 from ..profiling.timing import model_name, system_info
 
 SUBMISSION_SCHEMA = "tinytorch-olympics-submission"
