@@ -206,3 +206,13 @@ def test_idle_energy_scales_with_the_window_not_the_idle_window(tmp_path):
     assert m.idle_power_w == pytest.approx(5.0, rel=0.01)
     assert m.joules_per_call == pytest.approx(300e-6, rel=0.02)
     assert m.calls == calls[0] - 1 and len(m.window_joules_per_call) == 3
+
+
+def test_energy_within_the_counters_noise_is_no_figure(tmp_path):
+    """A counter that does not move: the energy above idle is 0 J per call, which is no measurement: None with
+    the reason, each window's figure kept (a GPU at 122 W idle gave -3.6e-05 J per call for one model in one
+    1 s NVML window before this, and the report called another model "inf× more energy-efficient")."""
+    make_zone(tmp_path, "intel-rapl:0", "package-0", 123_456, 10**12)
+    m = measure_energy(lambda: None, powercap_root=tmp_path, min_window_s=0.05, idle_s=0.02, windows=3)
+    assert m.joules_per_call is None and m.method == METHOD_RAPL, m
+    assert m.reason.startswith("not measurable") and m.window_joules_per_call == [0.0, 0.0, 0.0], m

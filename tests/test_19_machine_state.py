@@ -171,3 +171,28 @@ def test_tito_benchmark_warns_beside_a_cpu_hog(tmp_path, hog):
     assert run.returncode == 0, run.stderr[-2000:]
     assert "was measured on a busy machine" in run.stderr and f"pid {hog.pid}" in run.stderr, run.stderr[-2000:]
     assert "benchmark_report.md" in run.stdout, "--quiet still prints the report path (and the warning on stderr)"
+
+
+def test_our_own_child_processes_count_as_ours_not_as_another_program(tmp_path):
+    """torch.compile's workers are children of the measuring process: on a 16-core GPU machine one of them at 106%
+    of a core made every metric 'busy' before this. A child (or grandchild) of ours adds to our share; a process of
+    another parent at the same share still makes the window busy."""
+    def procs(child_ticks, other_ticks):
+        return {OWN: ("python", 100, 0, "python\0"), 700: ("worker", child_ticks, 0, "python\0compile_worker\0"),
+                701: ("grandchild", child_ticks, 0, "python\0grand\0"), 800: ("other", other_ticks, 0, "other\0")}
+    _write_proc(tmp_path, [0, 0, 0, 0, 0, 0, 0, 0], "0.00 0.00 0.00 1/50 7", procs(0, 0))
+    for pid, ppid in ((700, OWN), (701, 700)):
+        stat = tmp_path / "proc" / str(pid) / "stat"
+        stat.write_text(stat.read_text().replace(") R 1 ", f") R {ppid} "))
+    before = machine_state(tmp_path, own_pid=OWN)
+    _write_proc(tmp_path, [200, 0, 0, 200, 0, 0, 0, 0], "0.10 0.00 0.00 1/50 8", procs(60, 10))
+    for pid, ppid in ((700, OWN), (701, 700)):
+        stat = tmp_path / "proc" / str(pid) / "stat"
+        stat.write_text(stat.read_text().replace(") R 1 ", f") R {ppid} "))
+    load = machine_load(before, machine_state(tmp_path, own_pid=OWN))
+    # 400 ticks over 4 cores = 100 per core: ours 100 + 60 + 60 ticks = 2.2 cores; the other 0.1 of a core
+    assert load["own_core_share"] == pytest.approx(2.2) and load["busy"] is False, load
+    assert [p["pid"] for p in load["busiest"]] == [800], load["busiest"]
+    _write_proc(tmp_path, [200, 0, 0, 200, 0, 0, 0, 0], "0.10 0.00 0.00 1/50 8", procs(60, 60))  # parents now 1
+    load = machine_load(before, machine_state(tmp_path, own_pid=OWN))
+    assert load["busy"] is True and any("pid 700" in r for r in load["reasons"]), load

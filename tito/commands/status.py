@@ -37,7 +37,8 @@ def module_status(course: Course, module: str, grades_dir: Path | None = None) -
     files = exported_files(nbs, course.lib_dir)
     rel = course.release_dir / module
     rel_nbs = sorted(rel.rglob("*.ipynb")) if rel.is_dir() else []
-    rel_data = [p for p in rel.rglob("*") if p.is_file() and p.suffix != ".ipynb"] if rel.is_dir() else []
+    rel_data = [p for p in rel.rglob("*") if p.is_file() and p.suffix != ".ipynb" and p != rel / "README.md"
+                ] if rel.is_dir() else []  # the README (reading order) is not a data file
     gdir = Path(grades_dir) / module if grades_dir else classrun.default_output_dir(course, module)
     totals = [r for r in classrun.read_csv(gdir / "grades.csv") if r.get("notebook") == classrun.TOTAL]
     scores = [float(r["score"]) for r in totals]
