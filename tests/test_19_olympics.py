@@ -12,7 +12,8 @@ from torch import nn
 from tinytorch.benchmarking.benchmark import Benchmark, OlympicEvent  # must keep working
 from tinytorch.benchmarking.digits import DigitsCNN, load_digits_split
 from tinytorch.benchmarking.olympics import (
-    EVENT_RULES, SAVE_RECIPE, SIZE_METHOD, SUBMISSION_SCHEMA, _improvements, _measure_models, _score, check_constraints,
+    EVENT_RULES, SAVE_RECIPE, SIZE_METHOD, SUBMISSION_SCHEMA, _constraint_inputs, _improvements, _measure_models, _score,
+    check_constraints,
     compare_optimization_techniques, default_olympics_models, generate_submission, get_event,
     rank_with_ties, speedup_check, validate_submission, verify_submission, weights_sha256,
 )
@@ -154,9 +155,7 @@ def _hand_made(participant, base_bytes, opt_bytes, base_lat, opt_lat, acc_flags_
     m = {"baseline": meas(base_lat, base_flags, base_bytes), "optimized": meas(opt_lat, acc_flags_opt, opt_bytes)}
     ev = get_event(event)
     imp = _improvements(m["baseline"], m["optimized"], seed)
-    checks = check_constraints(ev, {"accuracy": m["optimized"]["accuracy"]["accuracy"],
-                                    "latency_ms": m["optimized"]["latency"]["median"],
-                                    "model_size_mb": m["optimized"]["model_size"]["mb"]})
+    checks = check_constraints(ev, *_constraint_inputs(m["optimized"], seed))
     return {"schema": SUBMISSION_SCHEMA, "version": 1, "event": ev.value, "participant": participant,
             "techniques": [], "system_info": {}, "protocol": {"seed": seed},
             "models": {"baseline": {"sha256": "0" * 64}, "optimized": {"sha256": "1" * 64}},
