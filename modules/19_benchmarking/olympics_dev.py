@@ -88,8 +88,6 @@ def get_event(event: OlympicEvent | str) -> OlympicEvent:
 # %%
 import os
 
-import numpy as np
-
 
 def grading_rng() -> np.random.Generator:
     "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
@@ -360,8 +358,7 @@ def _improvement(c: Comparison) -> dict[str, Any]:
 def _retention(acc: Mapping[str, Any]) -> dict[str, Any]:
     "Accuracy retention (variant / baseline) with the paired bootstrap interval of that ratio; None with the reason."
     if acc["value"] is None or not acc["baseline"]:
-        return {"value": None, "ci_lower": None, "ci_upper": None,
-                "reason": acc.get("reason") or "the baseline's accuracy is zero"}
+        return {"value": None, "ci_lower": None, "ci_upper": None, "reason": acc.get("reason") or "the baseline's accuracy is zero"}
     return {"value": acc["optimized"] / acc["baseline"], "ci_lower": acc["ratio_ci"][0], "ci_upper": acc["ratio_ci"][1],
             "method": "accuracy variant / baseline; paired bootstrap interval over the same images"}
 
@@ -375,8 +372,7 @@ def _combined(base: Mapping[str, Any], opt: Mapping[str, Any], seed: int) -> dic
     speedup = lambda b, o: np.median(b, axis=1) / np.median(o, axis=1)  # noqa: E731
     stats = {"speedup_x_compression": lambda b, o, i: speedup(b, o) * cr,
              "all_around": lambda b, o, i: np.cbrt(speedup(b, o) * cr * co[i.astype(int)].mean(1) / cb[i.astype(int)].mean(1))}
-    none = {"value": None, "ci_lower": None, "ci_upper": None, "reason": "the baseline's accuracy is zero"}
-    return {k: none if k == "all_around" and not cb.any() else {"value": float(f(*(x[None, :] for x in raw))[0]), **dict(
+    return {k: _retention({"value": None, "baseline": 0}) if k == "all_around" and not cb.any() else {"value": float(f(*(x[None, :] for x in raw))[0]), **dict(
         zip(("ci_lower", "ci_upper"), bootstrap_interval(f, raw, seed=seed, confidence=1 - ALPHA)))} for k, f in stats.items()}
 
 
@@ -391,11 +387,9 @@ def _improvements(base: Mapping[str, Any], opt: Mapping[str, Any], seed: int) ->
 
 
 def _score(event: OlympicEvent, opt: Mapping[str, Any], imp: Mapping[str, Any]) -> dict[str, Any]:
-    rule = EVENT_RULES[event].score
-    if rule == "accuracy":
-        v, (lo, hi) = opt["accuracy"]["accuracy"], opt["accuracy"]["wilson_95"]
-    else:
-        v, lo, hi = (imp[rule][k] for k in ("value", "ci_lower", "ci_upper"))
+    rule = EVENT_RULES[event].score  # each score's interval is its own: Wilson, or the resampler's (_improvements)
+    v, lo, hi = (opt["accuracy"]["accuracy"], *opt["accuracy"]["wilson_95"]) if rule == "accuracy" else (
+        imp[rule][k] for k in ("value", "ci_lower", "ci_upper"))
     return {"rule": rule, "description": EVENT_RULES[event].description, "value": v, "ci_lower": lo, "ci_upper": hi,
             "higher_is_better": True}
 
@@ -581,11 +575,9 @@ def verify_submission(path: str | Path, model: nn.Module, dataset: Any = None, *
 # %% [markdown]
 # ## The leaderboard, with honest ties
 #
-# An entry's rank is 1 + the number of entries that are *certainly* better: by the one rule, those
-# whose score interval `decide`s '>' this one's upper end: entries whose intervals overlap tie.
-# (Stricter than a test at `ALPHA`, on purpose: self-reported entries share no samples to pair or test,
-# only intervals measured on different machines. The judge measures all on one machine, so
-# `tito.olympics.scoring.rank_judged` ranks with `is_significant` instead.)
+# Rank = 1 + the number of entries *certainly* better: whose interval `decide`s '>' this one's upper end
+# (overlaps tie). Stricter than a test at `ALPHA`, on purpose: self-reported entries share no samples to
+# test, only intervals from different machines (the judge, measuring all on one, ranks by `is_significant`).
 #
 # ```
 # score:   1      2      3      4      5      (higher wins)
