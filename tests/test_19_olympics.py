@@ -12,7 +12,8 @@ from torch import nn
 from tinytorch.benchmarking.benchmark import Benchmark, OlympicEvent  # must keep working
 from tinytorch.benchmarking.digits import DigitsCNN, load_digits_split
 from tinytorch.benchmarking.olympics import (
-    EVENT_RULES, SAVE_RECIPE, SIZE_METHOD, SUBMISSION_SCHEMA, _improvements, _measure_models, _score, check_constraints,
+    EVENT_RULES, SAVE_RECIPE, SIZE_METHOD, SUBMISSION_SCHEMA, _constraint_inputs, _improvements, _measure_models, _score,
+    check_constraints,
     compare_optimization_techniques, default_olympics_models, generate_submission, get_event,
     rank_with_ties, speedup_check, validate_submission, verify_submission, weights_sha256,
 )
@@ -154,9 +155,7 @@ def _hand_made(participant, base_bytes, opt_bytes, base_lat, opt_lat, acc_flags_
     m = {"baseline": meas(base_lat, base_flags, base_bytes), "optimized": meas(opt_lat, acc_flags_opt, opt_bytes)}
     ev = get_event(event)
     imp = _improvements(m["baseline"], m["optimized"], seed)
-    checks = check_constraints(ev, {"accuracy": m["optimized"]["accuracy"]["accuracy"],
-                                    "latency_ms": m["optimized"]["latency"]["median"],
-                                    "model_size_mb": m["optimized"]["model_size"]["mb"]})
+    checks = check_constraints(ev, *_constraint_inputs(m["optimized"], seed))
     return {"schema": SUBMISSION_SCHEMA, "version": 1, "event": ev.value, "participant": participant,
             "techniques": [], "system_info": {}, "protocol": {"seed": seed},
             "models": {"baseline": {"sha256": "0" * 64}, "optimized": {"sha256": "1" * 64}},
@@ -372,3 +371,79 @@ def test_submit_refuses_a_file_it_cannot_reload(models, tmp_path, capsys):
     doc = json.loads((tmp_path / "ok.json").read_text())
     fc = 64 * 10 * 4 + 10 * 4  # the class's only layer, float32
     assert doc["measurements"]["optimized"]["model_size"] == {"bytes": fc, "mb": fc / 2**20, "method": SIZE_METHOD}
+
+
+# ---- the one decision rule and the one resampler (issue 21, point 3) ----------------------------
+
+def _noisy(seed=1):
+    "Hand-made measurements: noisy latency of each model, 200 images paired by index, exact sizes (4x)."
+    rng = np.random.default_rng(seed)
+    correct_o = (rng.random(200) < 0.9).astype(int).tolist()
+    return _hand_made("x", 4000, 1000, (2.0 + rng.gamma(2, 0.3, 15)).tolist(), (1.0 + rng.gamma(2, 0.3, 15)).tolist(),
+                      correct_o, event="all_around")["measurements"]
+
+
+def test_retention_and_combined_intervals_come_from_the_resampler_not_bound_products():
+    m = _noisy()
+    # _hand_made's baseline is all correct; give it its own errors so the retention's denominator varies too
+    rng = np.random.default_rng(5)
+    cb = [int(v) for v in rng.random(200) < 0.95]
+    m["baseline"]["accuracy"] = {**m["baseline"]["accuracy"], "per_sample_correct": cb, "correct": sum(cb),
+                                 "accuracy": sum(cb) / 200}
+    co = np.asarray(m["optimized"]["accuracy"]["per_sample_correct"], float)
+    imp = _improvements(m["baseline"], m["optimized"], seed=3)
+    # the reference: one default_rng(3), the two latency samples' indices first (per model), then the image indices
+    draw = np.random.default_rng(3)
+    lb, lo_ = (np.asarray(m[r]["latency"]["values"]) for r in ("baseline", "optimized"))
+    ib, io, ii = (draw.integers(0, n, size=(2000, n)) for n in (lb.size, lo_.size, co.size))
+    sp = np.median(lb[ib], axis=1) / np.median(lo_[io], axis=1)
+    ret = co[ii].mean(1) / np.asarray(cb, float)[ii].mean(1)
+    for key, stat in (("speedup_x_compression", sp * 4.0), ("all_around", np.cbrt(sp * 4.0 * ret))):
+        want = np.percentile(stat, [2.5, 97.5])
+        got = [imp[key]["ci_lower"], imp[key]["ci_upper"]]
+        assert np.allclose(got, want), (key, got, want)
+    s = _score(get_event("all_around"), m["optimized"], imp)
+    assert (s["ci_lower"], s["ci_upper"]) == (imp["all_around"]["ci_lower"], imp["all_around"]["ci_upper"])
+    assert s["value"] == pytest.approx((imp["speedup"]["value"] * 4.0 * imp["accuracy_retention"]["value"]) ** (1 / 3))
+    # the old arithmetic, the cube root of the product of the parts' bounds, is not this interval
+    old_lo = (imp["speedup"]["ci_lower"] * 4.0 * imp["accuracy_retention"]["ci_lower"]) ** (1 / 3)
+    assert abs(old_lo - s["ci_lower"]) > 0.01, (old_lo, s["ci_lower"])
+    # retention: the paired bootstrap of the ratio of accuracies over the same images (not 1 + difference / baseline)
+    idx = np.random.default_rng(3).integers(0, 200, size=(2000, 200))
+    want = np.percentile(co[idx].mean(1) / np.asarray(cb, float)[idx].mean(1), [2.5, 97.5])
+    r = imp["accuracy_retention"]
+    assert np.allclose([r["ci_lower"], r["ci_upper"]], want) and r["ci_lower"] <= r["value"] <= r["ci_upper"], (r, want)
+    d = imp["accuracy_delta"]
+    assert not np.isclose(1 + d["ci_lower"] / d["baseline"], r["ci_lower"]), "the old derived bound is gone"
+
+
+def test_a_constraint_whose_interval_straddles_the_limit_is_inconclusive(tmp_path):
+    "87 of 100 correct meets 'accuracy >= 0.85' as a point, but its Wilson interval straddles it: not shown met."
+    lat = [1.0, 1.1, 0.9, 1.05, 0.95, 1.0]
+    doc = _hand_made("fay", 4000, 1000, lat, lat, [1] * 87 + [0] * 13)
+    (c,) = doc["constraints"]
+    assert c["measured"] == 0.87 and c["decision"] == "inconclusive" and c["passed"] is False, c
+    assert not doc["constraints_met"]
+    (tmp_path / "f.json").write_text(json.dumps(doc))
+    rep = validate_submission(tmp_path / "f.json")
+    assert not rep["valid"] and any("is not shown to meet the memory_challenge rule: accuracy >= 0.85" in r
+                                    for r in rep["reasons"]), rep["reasons"]
+    sure = _hand_made("gus", 4000, 1000, lat, lat, [1] * 98 + [0] * 2)["constraints"][0]
+    assert sure["decision"] == "pass" and sure["passed"] is True, sure
+    # latency: the accuracy contest caps the median, decided on the median's bootstrap interval
+    slow = _hand_made("hal", 4000, 1000, lat, [60.0, 140.0, 93.0, 105.0, 90.0, 110.0], [1] * 98 + [0] * 2,
+                      event="accuracy_contest")["constraints"]
+    lat_check = {c["quantity"]: c for c in slow}["latency_ms"]
+    assert lat_check["measured"] < 100 and lat_check["decision"] == "inconclusive", lat_check
+
+
+def test_measured_figures_pair_the_median_with_the_medians_interval(models, digits):
+    from tinytorch.benchmarking.olympics import median_interval
+    base, opt = models
+    res = compare_optimization_techniques(base, {"int8": opt}, digits, measurement_runs=8, seed=2)
+    lat = res["base_metrics"]["latency"]
+    assert lat["value"] == float(np.median(lat["result"]["values"]))
+    assert (lat["ci_lower"], lat["ci_upper"]) == median_interval(lat["result"]["values"], 2), lat
+    assert "median" in lat["ci_method"] and lat["ci_lower"] <= lat["value"] <= lat["ci_upper"]
+    acc = res["base_metrics"]["accuracy"]
+    assert (acc["ci_lower"], acc["ci_upper"]) == tuple(acc["result"][k] for k in ("ci_lower", "ci_upper")), "Wilson"

@@ -125,10 +125,14 @@ MY_CONSTRAINTS = '''
 ops = {">=": lambda v, t: v >= t, "<": lambda v, t: v < t}
 for quantity, op, threshold in rules.constraints:
     value = measured.get(quantity)
+    ends = (intervals or {}).get(quantity, (value, value))
     entry = dict(quantity=quantity, op=op, threshold=threshold, measured=value)
-    entry["passed"] = value is not None and bool(ops[op](value, threshold))
     if value is None:
-        entry["reason"] = "no measurement of " + quantity
+        entry.update(decision="inconclusive", reason="no measurement of " + quantity)
+    else:
+        met = [bool(ops[op](v, threshold)) for v in ends]
+        entry["decision"] = "pass" if all(met) else "fail" if not any(met) else "inconclusive"
+    entry["passed"] = entry["decision"] == "pass"
     checks.append(entry)
 '''
 

@@ -360,3 +360,19 @@ def test_an_honest_compression_claim_is_read_against_the_weights_bytes():
         (c,) = check_claims(doc, figs, {})
         assert c["contradicted"] is contradicted and c["judged"] == pytest.approx(24_360 / 7_206), c
 
+
+
+def test_judged_all_around_interval_resamples_the_images_too():
+    "The all-around score's interval: rounds and test images resampled together (retention's uncertainty counts)."
+    from tinytorch.benchmarking.olympics import median_interval
+    rng = np.random.default_rng(1)
+    base = 2.0 + 0.3 * rng.random(20)
+    rec = {"latency_ms": {"baseline": base.tolist(), "optimized": (base / 2 * (1 + 0.05 * rng.random(20))).tolist()},
+           "correct": {"baseline": [1] * 90 + [0] * 10, "optimized": [1] * 85 + [0] * 15},
+           "size_bytes": {"baseline": 1000, "optimized": 500}}
+    f = judged_figures(rec, "all_around")
+    s, rounds_only = f["score"], median_interval(f["score"]["samples"], 0)
+    assert s["ci_lower"] < rounds_only[0] and s["ci_upper"] > rounds_only[1], (s, rounds_only)
+    assert s["ci_lower"] <= s["value"] <= s["ci_upper"]
+    lo, hi = f["latency_median_ms"]["optimized_ci"]
+    assert lo <= f["latency_median_ms"]["optimized"] <= hi and lo < hi

@@ -746,11 +746,13 @@ def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str],
         flags.append("submission.json invalid: " + "; ".join(validation["reasons"][:3]))
     if st.doc.get("event") != ev.value:
         flags.append(f"submitted for {str(st.doc.get('event'))[:40]!r}, judged for {ev.value!r}")
-    checks = o.check_constraints(ev, {"accuracy": figures["accuracy"]["value"],
-                                      "latency_ms": figures["latency_median_ms"]["optimized"],
-                                      "model_size_mb": static["size_bytes"]["optimized"] / 2**20})
-    flags += [f"breaks the rule {c['quantity']} {c['op']} {c['threshold']} (judged {_fmt(c['measured'])})"
-              for c in checks if not c["passed"]]
+    acc = figures["accuracy"]  # the one rule on the judged intervals: an inconclusive constraint is not met
+    checks = o.check_constraints(ev, {"accuracy": acc["value"], "latency_ms": figures["latency_median_ms"]["optimized"],
+                                      "model_size_mb": static["size_bytes"]["optimized"] / 2**20},
+                                 {"accuracy": (acc["ci_lower"], acc["ci_upper"]),
+                                  "latency_ms": figures["latency_median_ms"]["optimized_ci"]})
+    flags += [f"{'breaks' if c['decision'] == 'fail' else 'is not shown to meet'} the rule {c['quantity']} {c['op']} "
+              f"{c['threshold']} (judged {_fmt(c['measured'])}; {c.get('basis') or c.get('reason')})" for c in checks if not c["passed"]]
     flags += same
     techniques = st.doc.get("techniques") if isinstance(st.doc.get("techniques"), list) else []
     entry = {"figures": figures, "techniques": [clean_text(str(t))[:200] for t in techniques[:20]],
