@@ -38,6 +38,7 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from enum import Enum
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -45,7 +46,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from tinytorch.benchmarking.benchmark import Benchmark, OlympicEvent
+from tinytorch.benchmarking.harness import Benchmark
 from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
 from tinytorch.benchmarking.pareto import pareto_front_with_ties
 from tinytorch.benchmarking.results import (STATISTICS, BenchmarkResult, Comparison, CountResult, ProportionResult,
@@ -55,6 +56,16 @@ from tinytorch.profiling.timing import model_name, system_info
 
 SUBMISSION_SCHEMA = "tinytorch-olympics-submission"
 SUBMISSION_VERSION = 1
+
+
+class OlympicEvent(Enum):
+    "The TorchPerf Olympics events (the seed's five); their rules: `EVENT_RULES`."
+
+    LATENCY_SPRINT = "latency_sprint"
+    MEMORY_CHALLENGE = "memory_challenge"
+    ACCURACY_CONTEST = "accuracy_contest"
+    ALL_AROUND = "all_around"
+    EXTREME_PUSH = "extreme_push"
 
 
 @dataclass(frozen=True)
@@ -412,7 +423,7 @@ def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, e
            "protocol": {"measurement_runs": measurement_runs, "warmup_runs": warmup_runs, "seed": seed,
                         "rounds": bench.rounds, "threads": 1, "format": "TorchScript (modules traced on one test image)",
                         "input_shape": list(bench.input_shape or ()),
-                        "dataset_samples": int(len(dataset[1])), "benchmark": "tinytorch.benchmarking.benchmark.Benchmark"},
+                        "dataset_samples": int(len(dataset[1])), "benchmark": "tinytorch.benchmarking.harness.Benchmark"},
            "models": {"baseline": {"sha256": weights_sha256(baseline_model), "class": type(baseline_model).__name__,
                                    **files.get("baseline", {})},
                       "optimized": {"sha256": weights_sha256(optimized_model), "class": type(optimized_model).__name__,
