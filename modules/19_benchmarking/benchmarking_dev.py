@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import dataclasses
+from enum import Enum
 from typing import Any, Sequence
 
 import numpy as np
@@ -52,6 +53,17 @@ import numpy as np
 def grading_rng() -> np.random.Generator:
     "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
     return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
+
+# %%
+#| export
+class OlympicEvent(Enum):
+    "The TorchPerf Olympics events of the capstone (the seed's five; their rules: the Olympics notebook)."
+
+    LATENCY_SPRINT = "latency_sprint"
+    MEMORY_CHALLENGE = "memory_challenge"
+    ACCURACY_CONTEST = "accuracy_contest"
+    ALL_AROUND = "all_around"
+    EXTREME_PUSH = "extreme_push"
 
 # %% [markdown]
 # ## What makes a comparison fair

@@ -38,7 +38,6 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from enum import Enum
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -46,7 +45,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from tinytorch.benchmarking.harness import Benchmark
+from tinytorch.benchmarking.harness import Benchmark, OlympicEvent
 from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
 from tinytorch.benchmarking.pareto import pareto_front_with_ties
 from tinytorch.benchmarking.results import (STATISTICS, BenchmarkResult, Comparison, CountResult, ProportionResult,
@@ -56,16 +55,6 @@ from tinytorch.profiling.timing import model_name, system_info
 
 SUBMISSION_SCHEMA = "tinytorch-olympics-submission"
 SUBMISSION_VERSION = 1
-
-
-class OlympicEvent(Enum):
-    "The TorchPerf Olympics events (the seed's five); their rules: `EVENT_RULES`."
-
-    LATENCY_SPRINT = "latency_sprint"
-    MEMORY_CHALLENGE = "memory_challenge"
-    ACCURACY_CONTEST = "accuracy_contest"
-    ALL_AROUND = "all_around"
-    EXTREME_PUSH = "extreme_push"
 
 
 @dataclass(frozen=True)

@@ -629,8 +629,8 @@ if __name__ == "__main__":
 
 # %%
 #| export benchmarking.benchmark
-from tinytorch.benchmarking.harness import DEFAULT_INPUT_SHAPE, Benchmark
-from tinytorch.benchmarking.olympics import OlympicEvent, compare_optimization_techniques
+from tinytorch.benchmarking.harness import DEFAULT_INPUT_SHAPE, Benchmark, OlympicEvent
+from tinytorch.benchmarking.olympics import compare_optimization_techniques
 from tinytorch.benchmarking.pareto import pareto_front, pareto_front_with_ties
 from tinytorch.benchmarking.results import (
     METRICS, STATISTICS, BenchmarkResult, Comparison, CountResult, MetricInfo, ProportionResult, TimerReading,

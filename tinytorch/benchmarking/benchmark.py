@@ -4,8 +4,8 @@
 __all__ = ['Benchmark', 'BenchmarkResult', 'BenchmarkSuite', 'TinyMLPerf', 'OlympicEvent', 'precise_timer', 'compare_optimization_techniques', 'DEFAULT_INPUT_SHAPE', 'ProportionResult', 'CountResult', 'TimerReading', 'wilson_interval', 'Comparison', 'compare_samples', 'compare_results', 'mcnemar_exact', 'pareto_front', 'pareto_front_with_ties', 'MetricInfo', 'METRICS', 'STATISTICS']
 
 # %% ../../nbs/19_benchmarking/systems_thinking_dev.ipynb #2d0caaa0
-from .harness import DEFAULT_INPUT_SHAPE, Benchmark
-from .olympics import OlympicEvent, compare_optimization_techniques
+from .harness import DEFAULT_INPUT_SHAPE, Benchmark, OlympicEvent
+from .olympics import compare_optimization_techniques
 from .pareto import pareto_front, pareto_front_with_ties
 from .results import (
     METRICS, STATISTICS, BenchmarkResult, Comparison, CountResult, MetricInfo, ProportionResult, TimerReading,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+from enum import Enum
 from typing import Any, Sequence
 
 import numpy as np
@@ -19,7 +20,17 @@ from ..profiling.timing import (_positive_int as _check_int, adapt, machine_load
                                        system_info as _system_info, time_interleaved)
 
 # %% auto #0
-__all__ = ['DEFAULT_INPUT_SHAPE', 'Benchmark']
+__all__ = ['DEFAULT_INPUT_SHAPE', 'OlympicEvent', 'Benchmark']
+
+# %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #9d5fd216
+class OlympicEvent(Enum):
+    "The TorchPerf Olympics events of the capstone (the seed's five; their rules: the Olympics notebook)."
+
+    LATENCY_SPRINT = "latency_sprint"
+    MEMORY_CHALLENGE = "memory_challenge"
+    ACCURACY_CONTEST = "accuracy_contest"
+    ALL_AROUND = "all_around"
+    EXTREME_PUSH = "extreme_push"
 
 # %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #81567a9e
 DEFAULT_INPUT_SHAPE = (1, 28, 28)  # the documented default, used only when no dataset has samples

@@ -10,7 +10,6 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from enum import Enum
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -18,7 +17,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .harness import Benchmark
+from .harness import Benchmark, OlympicEvent
 from .digits import default_digits_model, load_digits_split
 from .pareto import pareto_front_with_ties
 from .results import (STATISTICS, BenchmarkResult, Comparison, CountResult, ProportionResult,
@@ -28,16 +27,6 @@ from ..profiling.timing import model_name, system_info
 
 SUBMISSION_SCHEMA = "tinytorch-olympics-submission"
 SUBMISSION_VERSION = 1
-
-
-class OlympicEvent(Enum):
-    "The TorchPerf Olympics events (the seed's five); their rules: `EVENT_RULES`."
-
-    LATENCY_SPRINT = "latency_sprint"
-    MEMORY_CHALLENGE = "memory_challenge"
-    ACCURACY_CONTEST = "accuracy_contest"
-    ALL_AROUND = "all_around"
-    EXTREME_PUSH = "extreme_push"
 
 
 @dataclass(frozen=True)
@@ -70,10 +59,9 @@ def get_event(event: OlympicEvent | str) -> OlympicEvent:
 
 # %% auto #0
 __all__ = ['SUBMISSION_SCHEMA', 'SUBMISSION_VERSION', 'EVENT_RULES', 'DEFAULT_TOLERANCE', 'DEFAULT_TECHNIQUES', 'SAVE_RECIPE',
-           'SIZE_METHOD', 'OlympicEvent', 'EventRules', 'get_event', 'check_constraints', 'state_tensor_bytes',
-           'speedup_check', 'state_dict_sha256', 'model_state', 'weights_sha256', 'default_olympics_models',
-           'generate_submission', 'validate_submission', 'verify_submission', 'rank_with_ties',
-           'compare_optimization_techniques']
+           'SIZE_METHOD', 'EventRules', 'get_event', 'check_constraints', 'state_tensor_bytes', 'speedup_check',
+           'state_dict_sha256', 'model_state', 'weights_sha256', 'default_olympics_models', 'generate_submission',
+           'validate_submission', 'verify_submission', 'rank_with_ties', 'compare_optimization_techniques']
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #076264e1
 def check_constraints(event: OlympicEvent | str, measured: Mapping[str, float | None]) -> list[dict[str, Any]]:
