@@ -471,7 +471,7 @@ def test_no_notebook_imports_one_read_later():
             exported.setdefault(f"tinytorch.{m.group(1)}", i)
     later = []
     for i, path in enumerate(order):
-        # import statements in any cell (the facade's lazy re-exports of later modules are by design)
+        # import statements in any cell (the public API, `benchmarking.benchmark`, is the last notebook's)
         for used in sorted(set(_re.findall(r"(?:from|import)\s+(tinytorch\.(?:benchmarking|profiling)\.\w+)",
                                            path.read_text(encoding="utf-8")))):
             j = exported.get(used)

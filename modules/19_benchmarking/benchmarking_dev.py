@@ -12,6 +12,7 @@
 # The results notebook built the currency; this one builds the machine that produces it for several
 # models under one protocol, so a comparison is fair: `Benchmark` measures latency, top-1 accuracy,
 # memory and throughput, every failure recorded with its reason (the suite adds energy and the report).
+# Exported as `tinytorch.benchmarking.harness`; the last notebook re-exports it in the public API.
 #
 # ```
 # models ──adapt──> timing core (Module 15) ──> BenchmarkResult ──┐
@@ -20,14 +21,13 @@
 # ```
 
 # %%
-#| default_exp benchmarking.benchmark
+#| default_exp benchmarking.harness
 
 # %%
 #| export
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from enum import Enum
 from typing import Any, Sequence
 
@@ -54,33 +54,10 @@ def grading_rng() -> np.random.Generator:
     "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
     return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
 
-# %% [markdown]
-# ## The public API, in one place
-#
-# The capstone imports `Benchmark, BenchmarkSuite, TinyMLPerf, OlympicEvent, …` from this module: it
-# re-exports the focused modules' names, loading those of later notebooks on first use (a module-level
-# `__getattr__`, PEP 562: Python calls it for a name the module does not define).
-
 # %%
 #| export
-_all_ = ["BenchmarkResult", "ProportionResult", "CountResult", "TimerReading", "precise_timer", "wilson_interval",
-         "Comparison", "compare_samples", "compare_results", "mcnemar_exact", "pareto_front", "pareto_front_with_ties",
-         "MetricInfo", "METRICS", "STATISTICS", "BenchmarkSuite", "TinyMLPerf", "compare_optimization_techniques"]
-
-_LAZY = {"BenchmarkSuite": "tinytorch.benchmarking.suite", "TinyMLPerf": "tinytorch.benchmarking.tinymlperf",
-         "compare_optimization_techniques": "tinytorch.benchmarking.olympics",
-         "pareto_front": "tinytorch.benchmarking.pareto", "pareto_front_with_ties": "tinytorch.benchmarking.pareto"}
-
-
-def __getattr__(name: str) -> Any:
-    "Load the names of later notebooks (`BenchmarkSuite`, `TinyMLPerf`, the Pareto sets, ...) on first use."
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 class OlympicEvent(Enum):
-    "The TorchPerf Olympics events of the capstone (their rules: the Olympics notebook)."
+    "The TorchPerf Olympics events of the capstone (the seed's five; their rules: the Olympics notebook)."
 
     LATENCY_SPRINT = "latency_sprint"
     MEMORY_CHALLENGE = "memory_challenge"

@@ -45,7 +45,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from tinytorch.benchmarking.benchmark import Benchmark, OlympicEvent
+from tinytorch.benchmarking.harness import Benchmark, OlympicEvent
 from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
 from tinytorch.benchmarking.results import (ALPHA, STATISTICS, BenchmarkResult, Comparison, CountResult, ProportionResult,
                                             _flatten_tensors, bootstrap_interval, compare_results, decide, is_significant,
@@ -427,7 +427,7 @@ def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, e
            "protocol": {"measurement_runs": measurement_runs, "warmup_runs": warmup_runs, "seed": seed,
                         "rounds": bench.rounds, "threads": 1, "format": "TorchScript (modules traced on one test image)",
                         "input_shape": list(bench.input_shape or ()),
-                        "dataset_samples": int(len(dataset[1])), "benchmark": "tinytorch.benchmarking.benchmark.Benchmark"},
+                        "dataset_samples": int(len(dataset[1])), "benchmark": "tinytorch.benchmarking.harness.Benchmark"},
            "models": {"baseline": {"sha256": weights_sha256(baseline_model), "class": type(baseline_model).__name__,
                                    **files.get("baseline", {})},
                       "optimized": {"sha256": weights_sha256(optimized_model), "class": type(optimized_model).__name__,

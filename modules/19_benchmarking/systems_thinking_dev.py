@@ -26,10 +26,11 @@ import numpy as np
 import torch
 from scipy import stats
 
-from tinytorch.benchmarking.benchmark import Benchmark, precise_timer, wilson_interval
+from tinytorch.benchmarking.harness import Benchmark
 from tinytorch.benchmarking.digits import DIGITS_INPUT_SHAPE, DigitsCNN, accuracy_on, default_digits_model, load_digits_split
 from tinytorch.benchmarking.olympics import generate_submission, validate_submission
 from tinytorch.benchmarking.optimize import prune_magnitude, quantize_int8
+from tinytorch.benchmarking.results import precise_timer, wilson_interval
 from tinytorch.benchmarking.suite import load_model_file
 from tinytorch.benchmarking.tinymlperf import TinyMLPerf
 from tinytorch.profiling.timing import measure_timer_overhead_ns, system_info, time_model
@@ -621,6 +622,26 @@ if __name__ == "__main__":
     print(f"{submission['event']}: constraints met {submission['constraints_met']}, valid {check['valid']}; "
           + "; ".join(f"{k} {i['value']:.4f} [{i['ci_lower']:.4f}, {i['ci_upper']:.4f}]" for k, i in
                       submission["improvements"].items() if k in ("speedup", "compression_ratio", "accuracy_delta")))
+
+# %% [markdown]
+# Everything Module 19 built, importable from one module, the seed's `tinytorch.benchmarking.benchmark` (the capstone
+# and later milestones use it): plain imports of the notebooks' modules, exported from this, the last notebook.
+
+# %%
+#| export benchmarking.benchmark
+from tinytorch.benchmarking.harness import DEFAULT_INPUT_SHAPE, Benchmark, OlympicEvent
+from tinytorch.benchmarking.olympics import compare_optimization_techniques
+from tinytorch.benchmarking.pareto import pareto_front, pareto_front_with_ties
+from tinytorch.benchmarking.results import (
+    METRICS, STATISTICS, BenchmarkResult, Comparison, CountResult, MetricInfo, ProportionResult, TimerReading,
+    compare_results, compare_samples, mcnemar_exact, precise_timer, wilson_interval)
+from tinytorch.benchmarking.suite import BenchmarkSuite
+from tinytorch.benchmarking.tinymlperf import TinyMLPerf
+
+_all_ = ["Benchmark", "BenchmarkResult", "BenchmarkSuite", "TinyMLPerf", "OlympicEvent", "precise_timer",
+         "compare_optimization_techniques", "DEFAULT_INPUT_SHAPE", "ProportionResult", "CountResult", "TimerReading",
+         "wilson_interval", "Comparison", "compare_samples", "compare_results", "mcnemar_exact", "pareto_front",
+         "pareto_front_with_ties", "MetricInfo", "METRICS", "STATISTICS"]
 
 # %%
 def test_module():

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import pandas as pd
 import torch
 
-from .benchmark import Benchmark, _error_record, _throughput_metric
+from .harness import Benchmark, _error_record, _throughput_metric
 from .energy import measure_energy
 from .report import (CSV_FILE, JSON_FILE, REPORT_FILE, SCHEMA, ensure_output_dir, load_payload,
                                            plot_distribution, plot_metric, plot_pareto, render_markdown, save_json,
