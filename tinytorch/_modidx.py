@@ -729,6 +729,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                        'tinytorch/profiling/timing.py'),
                                             'tinytorch.profiling.timing._cpufreq': ( '15_profiling/timing_dev.html#_cpufreq',
                                                                                      'tinytorch/profiling/timing.py'),
+                                            'tinytorch.profiling.timing._descendants': ( '15_profiling/timing_dev.html#_descendants',
+                                                                                         'tinytorch/profiling/timing.py'),
                                             'tinytorch.profiling.timing._gc_paused': ( '15_profiling/timing_dev.html#_gc_paused',
                                                                                        'tinytorch/profiling/timing.py'),
                                             'tinytorch.profiling.timing._is_compiled_module': ( '15_profiling/timing_dev.html#_is_compiled_module',

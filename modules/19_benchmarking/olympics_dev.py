@@ -215,7 +215,7 @@ def state_tensor_bytes(model: nn.Module | Mapping[str, Any]) -> int:
 
 
 def speedup_check(claimed: float, ratios: Sequence[float], *, claimed_lower: float | None = None, tolerance: float,
-                  alpha: float = 0.05, seed: int = 0) -> dict[str, Any]:
+                  alpha: float = ALPHA, seed: int = 0) -> dict[str, Any]:
     """A speed-up claim against `ratios` re-measured in interleaved rounds (baseline / optimised time of each
     round: load slows both sides alike): the claim (or its interval's lower end `claimed_lower`) is contradicted
     above the median ratio's bootstrap interval (p < `alpha`) and more than `tolerance` above the median (the

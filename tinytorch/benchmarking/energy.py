@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace as _replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -249,8 +249,14 @@ def measure_energy(fn: Callable[[], Any], *, power_watts: float | None = None, l
     else:
         reader, method = RaplReader(powercap_root), METHOD_RAPL
     if reader.available():
-        return _measure_with_counter(reader, method, fn, sync, min_window_s,
-                                     min_window_s if idle_s is None else idle_s, windows)
+        m = _measure_with_counter(reader, method, fn, sync, min_window_s, min_window_s if idle_s is None else idle_s,
+                                  windows)
+        if not m.joules_per_call > 0:  # the draw above idle was within the counter's noise: a figure <= 0 is no energy
+            return _replace(m, joules_per_call=None, reason=(
+                f"not measurable: the energy above idle averaged {m.joules_per_call:.3g} J per call over {windows} "
+                f"window(s) (gross {m.gross_joules_per_call:.3g} J per call, idle {m.idle_power_w:.3g} W), within the "
+                f"counter's noise; use longer or more windows (window_joules_per_call has each window's figure)"))
+        return m
     no_counter = reader.unavailable_reason
     if power_watts is None:
         return EnergyMeasurement(None, None, reason=f"{no_counter}; and no power_watts was given for an estimate")

@@ -65,7 +65,7 @@ class BenchmarkSuite:
                  power_watts: float | None = None, *, warmup_runs: int = 5, measurement_runs: int = 10,
                  names: Sequence[str] | None = None, threads: int | None = None,
                  input_shape: Sequence[int] | None = None, batch_sizes: Sequence[int] = (1, 8, 32),
-                 energy_window_s: float = 1.0, powercap_root: str | Path = "/sys/class/powercap",
+                 energy_window_s: float = 1.0, energy_windows: int = 5, powercap_root: str | Path = "/sys/class/powercap",
                  tasks: dict[str, str] | None = None, references: dict[str, str] | None = None,
                  progress: bool = True, **benchmark_options: Any):
         if power_watts is not None and (isinstance(power_watts, bool) or not isinstance(power_watts, (int, float))
@@ -76,6 +76,7 @@ class BenchmarkSuite:
         self.output_dir, self.power_watts = Path(output_dir), power_watts
         self.input_shape = tuple(input_shape) if input_shape is not None else None
         self.batch_sizes, self.energy_window_s, self.powercap_root = tuple(batch_sizes), energy_window_s, powercap_root
+        self.energy_windows = energy_windows  # several windows: energy comparisons get a test, not one noisy figure each
         self.tasks, self.references, self.progress = dict(tasks or {}), dict(references or {}), progress
         self.comparisons: list[Comparison] = []
         self.pareto: dict[str, Any] | None = None  # set by pareto_frontier
@@ -107,7 +108,7 @@ class BenchmarkSuite:
                 with a.inference():
                     m = measure_energy(lambda a=a, xi=xi: a.forward(xi), power_watts=self.power_watts,
                                        latency_s=lat.median / 1e3 if lat is not None else None,
-                                       device=str(a.device), min_window_s=self.energy_window_s,
+                                       device=str(a.device), min_window_s=self.energy_window_s, windows=self.energy_windows,
                                        powercap_root=self.powercap_root, sync=a.sync)
             except Exception as e:  # the model raised while its energy was measured
                 b._fail("energy", name, e)

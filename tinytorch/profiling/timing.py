@@ -835,13 +835,14 @@ def system_info() -> dict[str, Any]:
 # %% ../../nbs/15_profiling/timing_dev.ipynb #8f768bce
 BUSY_PROCESS_SHARE, BUSY_STEAL_SHARE, BUSY_LOAD_MARGIN = 0.20, 0.05, 0.5
 NOTABLE_SHARE = 0.05  # other processes named in `busiest`: at least 5% of a core over the window
-BUSY_RULE = (f"busy when, over the measured window, another process used more than {BUSY_PROCESS_SHARE:.0%} of a "
-             f"core, or steal time exceeded {BUSY_STEAL_SHARE:.0%} of CPU time, or the larger 1-minute load average "
+BUSY_RULE = (f"busy when, over the measured window, another process (not this one or its children) used more than "
+             f"{BUSY_PROCESS_SHARE:.0%} of a core, or steal time exceeded {BUSY_STEAL_SHARE:.0%} of CPU time, or the larger 1-minute load average "
              f"(before/after) less the cores this process used exceeded cores - {BUSY_LOAD_MARGIN}")
 
 
-def _proc_processes(proc: Path) -> dict[int, tuple[int, str]]:
-    "{pid: (CPU clock ticks user+system, command)} from PROC/PID/stat and cmdline; vanished processes are skipped."
+def _proc_processes(proc: Path, parents: dict[int, int] | None = None) -> dict[int, tuple[int, str]]:
+    """{pid: (CPU clock ticks user+system, command)} from PROC/PID/stat and cmdline; vanished processes are
+    skipped. `parents`, when given, is filled with {pid: parent pid}."""
     out = {}
     for d in proc.glob("[0-9]*"):
         stat = _read_text(d / "stat")
@@ -850,6 +851,8 @@ def _proc_processes(proc: Path) -> dict[int, tuple[int, str]]:
         comm, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
         cmd = " ".join((_read_text(d / "cmdline") or "").replace("\0", " ").split()) or f"[{comm}]"
         out[int(d.name)] = (int(fields[11]) + int(fields[12]), cmd)  # utime, stime: fields 14, 15
+        if parents is not None:
+            parents[int(d.name)] = int(fields[1])  # ppid: field 4
     return out
 
 
@@ -882,14 +885,30 @@ def machine_state(root: str | Path = "/", own_pid: int | None = None) -> dict[st
         load = [f"{v}" for v in os.getloadavg()]
     if not load:
         unavailable["load_avg"] = f"{proc / 'loadavg'} unreadable and no os.getloadavg()"
-    processes = _proc_processes(proc) if cpu is not None else {}
+    parents: dict[int, int] = {}
+    processes = _proc_processes(proc, parents) if cpu is not None else {}
     freq = _cpufreq(root)
     if freq["cpu_governors"] is None:
         unavailable["cpu_governors"] = f"no {root / 'sys/devices/system/cpu/cpu*/cpufreq'} (a VM or no cpufreq driver)"
     return {"cores": cores or os.cpu_count(), "load_avg": [float(v) for v in load[:3]] if load else None,
             "runnable": int(load[3].split("/")[0]) if len(load) > 3 else None,
-            "cpu_ticks": cpu, "ticks_per_s": os.sysconf("SC_CLK_TCK") if cpu else None, "processes": processes, "own_pid": os.getpid() if own_pid is None else own_pid,
+            "cpu_ticks": cpu, "ticks_per_s": os.sysconf("SC_CLK_TCK") if cpu else None, "processes": processes, "parents": parents,
+            "own_pid": os.getpid() if own_pid is None else own_pid,
             **freq, "unavailable": unavailable}
+
+
+def _descendants(pid: int, parents: dict[int, int]) -> set[int]:
+    "Every process whose parent chain reaches `pid`."
+    children: dict[int, list[int]] = {}
+    for child, parent in parents.items():
+        children.setdefault(parent, []).append(child)
+    out, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
 
 
 def machine_load(before: dict[str, Any], after: dict[str, Any], top: int = 3) -> dict[str, Any]:
@@ -911,7 +930,9 @@ def machine_load(before: dict[str, Any], after: dict[str, Any], top: int = 3) ->
             old = before["processes"]
             shares = {pid: ((t - old[pid][0] if pid in old else t) * cores / total, cmd)
                       for pid, (t, cmd) in after["processes"].items()}
-            own = shares.pop(after["own_pid"], (0.0, ""))[0]
+            # our own child processes (torch.compile's workers, a DataLoader's) are our work, not another program's
+            ours = _descendants(after["own_pid"], after.get("parents", {})) | {after["own_pid"]}
+            own = sum(shares.pop(pid, (0.0, ""))[0] for pid in ours)
         else:
             unavailable["shares"] = "the window was shorter than one clock tick per core"
     loads = [s["load_avg"][0] for s in (before, after) if s["load_avg"]]
