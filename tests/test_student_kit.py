@@ -150,6 +150,9 @@ def test_kit_builder_refuses_planted_leaks(course, tmp_path):
     assert leaked == {"tito/latin.py", "tito/fixtures.zip", "tito/blob.bin", "tito/squeezed.py"}, res.leaks
     assert any("fixtures.zip: refused, an archive" in ln for ln in res.leaks)
     assert any("blob.bin: refused, a binary file" in ln for ln in res.leaks)
+    assert c / "tito" / "cli.py" in rel.tracked_files(c)
+    subprocess.run(["git", "rm", "-q", "--cached", "settings.ini"], cwd=c, check=True)
+    assert rel.tracked_files(c) is None, "a checkout that does not track the course's settings.ini is not the course's"
     # no git checkout: the untracked files go in (and are caught here), with a warning
     shutil.rmtree(c / ".git")
     for f in ("latin.py", "fixtures.zip", "blob.bin", "squeezed.py"):

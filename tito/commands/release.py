@@ -259,15 +259,16 @@ def scan_kit(root: Path, forbidden: dict[str, str]) -> list[str]:
 
 def tracked_files(root: Path) -> set[Path] | None:
     """The files git tracks in the course checkout `root` (absolute paths that exist), or None when
-    `root` is not a git checkout (or git is missing). Example: `Path("/c/tito/cli.py") in
-    tracked_files(Path("/c"))`."""
+    `root` is not a git checkout of the course (git missing, or its settings.ini untracked, as in a
+    copy inside another repository). Example: `Path("/c/tito/cli.py") in tracked_files(Path("/c"))`."""
     try:
         p = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if p.returncode != 0:
         return None
-    return {f for f in (root / x for x in os.fsdecode(p.stdout).split("\0") if x) if f.is_file()}
+    files = {f for f in (root / x for x in os.fsdecode(p.stdout).split("\0") if x) if f.is_file()}
+    return files if root / "settings.ini" in files else None
 
 
 def _copy_tito(course: Course, dest: Path, tracked: set[Path] | None) -> None:
