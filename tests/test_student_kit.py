@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -136,7 +137,6 @@ def test_kit_builder_refuses_planted_leaks(course, tmp_path):
     assert len(lines) >= 5, lines
     c = _course_copy(course, tmp_path / "course")
     (c / "tito" / "latin.py").write_bytes(f"# caf\xe9 notes\n{lines[0]}\n".encode("latin-1"))
-    import zipfile
     with zipfile.ZipFile(c / "tito" / "fixtures.zip", "w") as z:
         z.write(course.modules_dir / MODULE / "results_dev.py", "results_dev.py")
     (c / "tito" / "blob.bin").write_bytes(b"\0\1" + lines[1].encode() + b"\n")
