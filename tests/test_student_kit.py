@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -94,10 +95,7 @@ def grep_kit(kit: Path, lines: dict[str, str]) -> list[str]:
             nb = json.loads(f.read_text(encoding="utf-8"))
             text = [ln for c in nb["cells"] for ln in "".join(c["source"]).splitlines()]
         else:
-            try:
-                text = f.read_text(encoding="utf-8").splitlines()
-            except UnicodeDecodeError:
-                continue
+            text = f.read_text(encoding="utf-8", errors="replace").splitlines()
         hits += [f"{f.relative_to(kit)}: {ln.strip()!r} from {lines[k]}" for ln in text
                  for k in {ln.strip(), ln.strip().removeprefix("# ")} if k in lines]
     return hits
@@ -120,6 +118,48 @@ def test_no_solution_or_hidden_test_line_anywhere_in_the_kit(course, kits, modul
     shutil.copytree(course.lib_dir / pkg, copy / "tinytorch" / pkg, dirs_exist_ok=True)
     assert len(grep_kit(copy, lines)) >= 10
     assert rel.scan_kit(copy, rel.forbidden_lines(course, module))  # and so is it by the builder's own check
+
+
+def _course_copy(course: Course, dest: Path) -> Path:
+    "A copy of the course (its files on disk, no .venv/.git/caches), made a git checkout with all added."
+    shutil.copytree(course.root, dest, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__", "*.pyc", ".tito",
+                                                                     ".ipynb_checkpoints", "release"))
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
+    return dest
+
+
+def test_kit_builder_refuses_planted_leaks(course, tmp_path):
+    """Planted in a copy of the course, each is refused (listed, nothing written): a Latin-1 file
+    with a solution line, a zip holding a solution file, a binary with one, a solution line re-spaced;
+    an untracked file with a solution line does not go in at all, unless the course is no git checkout."""
+    lines = [ln for ln in forbidden(course, "15_profiling") if " = " in ln and "(" in ln and not ln.startswith("#")]
+    assert len(lines) >= 5, lines
+    c = _course_copy(course, tmp_path / "course")
+    (c / "tito" / "latin.py").write_bytes(f"# caf\xe9 notes\n{lines[0]}\n".encode("latin-1"))
+    with zipfile.ZipFile(c / "tito" / "fixtures.zip", "w") as z:
+        z.write(course.modules_dir / MODULE / "results_dev.py", "results_dev.py")
+    (c / "tito" / "blob.bin").write_bytes(b"\0\1" + lines[1].encode() + b"\n")
+    (c / "tito" / "squeezed.py").write_text("    " + re.sub(r"\s*([=+*/,-])\s*", r"\1", lines[2]) + "\n")
+    subprocess.run(["git", "add", "-A"], cwd=c, check=True)
+    (c / "tito" / "untracked.py").write_text(lines[3] + "\n")  # not added: no kit of a git checkout holds it
+    (c / "tests" / "test_15_untracked.py").write_text(lines[4] + "\n")
+    res = rel.build_student_kit(Course.load(c), "15_profiling", tmp_path / "kit")
+    assert not (tmp_path / "kit").exists() and not res.warnings, res.warnings
+    leaked = {ln.split(":", 1)[0] for ln in res.leaks}
+    assert leaked == {"tito/latin.py", "tito/fixtures.zip", "tito/blob.bin", "tito/squeezed.py"}, res.leaks
+    assert any("fixtures.zip: refused, an archive" in ln for ln in res.leaks)
+    assert any("blob.bin: refused, a binary file" in ln for ln in res.leaks)
+    assert c / "tito" / "cli.py" in rel.tracked_files(c)
+    subprocess.run(["git", "rm", "-q", "--cached", "settings.ini"], cwd=c, check=True)
+    assert rel.tracked_files(c) is None, "a checkout that does not track the course's settings.ini is not the course's"
+    # no git checkout: the untracked files go in (and are caught here), with a warning
+    shutil.rmtree(c / ".git")
+    for f in ("latin.py", "fixtures.zip", "blob.bin", "squeezed.py"):
+        (c / "tito" / f).unlink()
+    res = rel.build_student_kit(Course.load(c), "15_profiling", tmp_path / "kit")
+    assert {ln.split(":", 1)[0] for ln in res.leaks} == {"tito/untracked.py", "tests/test_15_untracked.py"}, res.leaks
+    assert len(res.warnings) == 1 and "not a git checkout" in res.warnings[0]
 
 
 def test_kit_contents(course, kits):

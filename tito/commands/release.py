@@ -10,6 +10,8 @@ import configparser
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,6 +152,7 @@ class KitResult:
     reference: list[str] = field(default_factory=list)    # modules whose reference package the kit carries
     tests: list[Path] = field(default_factory=list)
     leaks: list[str] = field(default_factory=list)        # "file: line" for each forbidden line found
+    warnings: list[str] = field(default_factory=list)     # e.g. the course is not a git checkout
 
 
 def prerequisites(course: Course, module: str) -> list[str]:
@@ -169,7 +172,8 @@ def forbidden_lines(course: Course, module: str) -> dict[str, str]:
     """line -> the notebook it comes from, for every non-trivial line a kit of `module` must not hold:
     the lines of solution and hidden-test regions of the module and of every later module, and of
     the hidden tests of its prerequisites (whose solutions are the reference package the kit
-    carries). A line that also appears outside every such region is public, not forbidden."""
+    carries). A line that also appears outside every such region is public, not forbidden. Keys are
+    whitespace-free (`squash`)."""
     prereq = set(prerequisites(course, module))
     public: set[str] = set()
     secret: dict[str, str] = {}
@@ -180,11 +184,19 @@ def forbidden_lines(course: Course, module: str) -> dict[str, str]:
                     public.add(line)
                 else:
                     secret.setdefault(line, f"{m}/{nb.name}")
-    return {k: v for k, v in secret.items() if k not in public and distinctive(k)}
+    public = {squash(k) for k in public}
+    return {squash(k): v for k, v in secret.items() if squash(k) not in public and distinctive(k)}
 
 
 _HEADER = re.compile(r"^(for|if|elif|else|while|with|try|except|finally)\b.*:$")
 _WORD = re.compile(r"[A-Za-z_]\w*|\d+(?:\.\d+)?")
+_SPACE = re.compile(r"\s+")
+
+
+def squash(line: str) -> str:
+    """`line` with all whitespace removed: the form lines are compared in, so that re-spacing an
+    answer (`a=b+c` for `a = b + c`) does not hide it. Example: squash(" x = y + 1") == "x=y+1"."""
+    return _SPACE.sub("", line)
 
 
 def distinctive(line: str) -> bool:
@@ -194,23 +206,82 @@ def distinctive(line: str) -> bool:
     return len(line) >= 12 and not _HEADER.match(line) and len(_WORD.findall(line)) >= 5
 
 
+# archives by their first bytes (zip, also .whl/.npz/torch.save; gzip; bzip2; xz; 7z; rar; zstd) or a tar header
+_ARCHIVE_MAGIC = (b"PK\x03\x04", b"PK\x05\x06", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"7z\xbc\xaf\x27\x1c", b"Rar!",
+                  b"\x28\xb5\x2f\xfd")
+_ARCHIVE_SUFFIXES = {".zip", ".whl", ".egg", ".jar", ".tar", ".tgz", ".gz", ".bz2", ".xz", ".7z", ".rar", ".zst", ".npz"}
+
+
+def _unscannable(root: Path, f: Path, data: bytes) -> str | None:
+    """Why the kit refuses the file `f` outright, or None: an archive anywhere (its members cannot be
+    checked line by line; ship them unpacked), a binary file (a NUL byte) outside the release's
+    declared data files (release/<module>/data/)."""
+    if f.suffix.lower() in _ARCHIVE_SUFFIXES or data.startswith(_ARCHIVE_MAGIC) or data[257:262] == b"ustar":
+        return "an archive: a kit ships no archive, whose contents the leak check cannot read; unpack it"
+    rel = f.relative_to(root).parts
+    if b"\0" in data and not (len(rel) > 3 and rel[0] == "release" and rel[2] == "data"):
+        return "a binary file outside release/<module>/data/: the leak check cannot read it"
+    return None
+
+
 def scan_kit(root: Path, forbidden: dict[str, str]) -> list[str]:
-    """Every `file: line` in the folder `root` (notebooks cell by cell, other files as text) that is
-    a forbidden line."""
+    """Every `file: line` in the folder `root` (notebooks cell by cell, other files as text, read as
+    UTF-8 with undecodable bytes replaced and, when not UTF-8, also as Latin-1) whose whitespace-free
+    form (`squash`) is a key of `forbidden`, and every archive or unexpected binary (`_unscannable`)."""
     hits = []
     for f in sorted(Path(root).rglob("*")):
         if not f.is_file() or ".venv" in f.relative_to(root).parts:
             continue
-        try:
-            lines = ([ln for cell in nbgrader_glue._cell_lines(f) for ln in cell] if f.suffix == ".ipynb"
-                     else f.read_text(encoding="utf-8").splitlines())
-        except (UnicodeDecodeError, ValueError):
-            continue  # binary data
+        data = f.read_bytes()
+        why = _unscannable(root, f, data)
+        if why:
+            hits.append(f"{f.relative_to(root)}: refused, {why}")
+            continue
+        lines = None
+        if f.suffix == ".ipynb":
+            try:
+                lines = [ln for cell in nbgrader_glue._cell_lines(f) for ln in cell]
+            except (UnicodeDecodeError, ValueError, AttributeError, TypeError):
+                pass  # not a readable notebook: read as text below
+        if lines is None:
+            lines = data.decode("utf-8", errors="replace").splitlines()
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                lines += data.decode("latin-1").splitlines()
         for ln in lines:
-            s = ln.strip()
-            if s in forbidden or s.removeprefix("# ") in forbidden:
-                hits.append(f"{f.relative_to(root)}: {s[:100]!r} (from {forbidden.get(s) or forbidden[s.removeprefix('# ')]})")
+            k = squash(ln)
+            src = forbidden.get(k) or (forbidden.get(k[1:]) if k.startswith("#") else None)
+            if src:
+                hits.append(f"{f.relative_to(root)}: {ln.strip()[:100]!r} (from {src})")
     return hits
+
+
+def tracked_files(root: Path) -> set[Path] | None:
+    """The files git tracks in the course checkout `root` (absolute paths that exist), or None when
+    `root` is not a git checkout of the course (git missing, or its settings.ini untracked, as in a
+    copy inside another repository). Example: `Path("/c/tito/cli.py") in tracked_files(Path("/c"))`."""
+    try:
+        p = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if p.returncode != 0:
+        return None
+    files = {f for f in (root / x for x in os.fsdecode(p.stdout).split("\0") if x) if f.is_file()}
+    return files if root / "settings.ini" in files else None
+
+
+def _copy_tito(course: Course, dest: Path, tracked: set[Path] | None) -> None:
+    """DEST = the course's tito/ (the running one if the course has none): its git-tracked files, or
+    when `tracked` is None (no git checkout) the whole folder but caches."""
+    src = course.root / "tito"
+    if tracked is None or not src.is_dir():
+        src = src if src.is_dir() else Path(__file__).resolve().parent.parent
+        shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
+        return
+    for f in sorted(f for f in tracked if f.is_relative_to(src)):
+        (dest / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, dest / f.relative_to(src))
 
 
 def _reference_package(course: Course, module: str, dest: Path) -> list[str]:
@@ -269,9 +340,11 @@ def build_student_kit(course: Course, module: str, dest: Path) -> KitResult:
     (nbgrader-stripped) with their README in release/NN_name/, tito, the integration tests
     `module complete` runs, the reference package of the prerequisite modules (in reference/ and,
     as the package notebooks import until the student's first export, in tinytorch/), pyproject,
-    requirements.lock, settings.ini and a README. The kit is built beside DEST and moved there only
-    when no file in it holds a forbidden line (`forbidden_lines`); otherwise nothing is written and
-    the result lists the lines.
+    requirements.lock, settings.ini and a README. From a git checkout only git-tracked files of tito/
+    and tests/ go in (otherwise all, with a warning in the result). The kit is built beside DEST and
+    moved there only when no file in it holds a forbidden line (`forbidden_lines`, compared without
+    whitespace) and none is an archive or an unexpected binary (`scan_kit`); otherwise nothing is
+    written and the result lists the lines and files.
     """
     dest = Path(dest).resolve()
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
@@ -285,11 +358,14 @@ def build_student_kit(course: Course, module: str, dest: Path) -> KitResult:
             res = release(course, module, release_dir=stage / "release", course_dir=Path(nbg))
         if res.leaks:
             return KitResult(module, dest, leaks=[str(x) for x in res.leaks])
-        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
-        shutil.copytree(Path(__file__).resolve().parent.parent, stage / "tito", ignore=ignore)
-        tests = kit_tests(course, module)
+        tracked = tracked_files(course.root)
+        warnings = [] if tracked is not None else [
+            f"{course.root} is not a git checkout: tito/ and the tests are copied whole from disk, untracked "
+            "files included; make kits from a git checkout so that only tracked files ship"]
+        _copy_tito(course, stage / "tito", tracked)
+        tests = [t for t in kit_tests(course, module) if tracked is None or t in tracked]
         for t in tests + [course.root / "tests" / "conftest.py"]:
-            if t.is_file():
+            if t.is_file() and (tracked is None or t in tracked):
                 (stage / t.relative_to(course.root)).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(t, stage / t.relative_to(course.root))
         reference = _reference_package(course, module, stage / "reference" / course.lib_dir.name)
@@ -314,14 +390,15 @@ def build_student_kit(course: Course, module: str, dest: Path) -> KitResult:
             encoding="utf-8")
         leaks = scan_kit(stage, forbidden_lines(course, module))
         if leaks:
-            return KitResult(module, dest, leaks=leaks)
+            return KitResult(module, dest, leaks=leaks, warnings=warnings)
         if dest.exists():
             dest.rmdir()
         os.replace(stage, dest)
         stage = None
         rel = dest / "release" / module
         return KitResult(module, dest, course.in_reading_order(module, sorted(rel.glob("*.ipynb"))),
-                         [m for m in prereqs], [dest / t.relative_to(course.root) for t in tests])
+                         [m for m in prereqs], [dest / t.relative_to(course.root) for t in tests],
+                         warnings=warnings)
     finally:
         if stage is not None:
             shutil.rmtree(stage, ignore_errors=True)
@@ -335,8 +412,11 @@ def run(args) -> int:
         if len(mods) != 1:
             raise TitoError("--student-kit: give one module (a kit is made for one module)", code=2)
         res = build_student_kit(course, mods[0], Path(kit))
+        for w in res.warnings:
+            print(f"warning: {w}", file=sys.stderr)
         if res.leaks:
-            print(f"student kit of {mods[0]} FAILED: {len(res.leaks)} forbidden line(s); nothing written:")
+            print(f"student kit of {mods[0]} FAILED: {len(res.leaks)} forbidden line(s) or refused file(s); "
+                  "nothing written:")
             for leak in res.leaks[:50]:
                 print(f"  {leak}")
             return 1
