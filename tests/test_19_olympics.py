@@ -450,8 +450,8 @@ def test_measured_figures_pair_the_median_with_the_medians_interval(models, digi
 
 def _inflate_speedup(path: Path, factor: float) -> None:
     """Rewrite a submission so that it claims `factor` times its speed-up, every figure recomputed so that it
-    still validates (tests/fixtures/olympics_class.py has the same for the judge's class; this file runs in a
-    student's workspace too, where tests/fixtures is not copied)."""
+    still validates. The judge's fixture class (tests/fixtures/olympics_class.py) calls this one; it lives here
+    because this file also runs in a student's workspace, where tests/fixtures is not copied."""
     from tinytorch.benchmarking.olympics import _constraint_inputs, _improvements, _score, check_constraints, get_event
     from tinytorch.benchmarking.results import BenchmarkResult
 
