@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from tinytorch.benchmarking.digits import DigitsCNN, default_digits_model, load_digits_split
+from tinytorch.benchmarking.results import SEED_ALIASES, ProportionResult
 from tinytorch.benchmarking.tinymlperf import (
     DSCNN, TASKS, FCAutoEncoder, IncompatibleModelError, MobileNetV1, ResNet8, TinyMLPerf,
     compliance_decision, evaluate_quality, generate_compliance_report, load_cifar10_batches, load_feature_folder,
@@ -82,6 +83,27 @@ def test_digits_compliance_trained_passes_untrained_fails():
     assert lat["single_stream"]["count"] == 20
     assert lat["p90_over"].startswith(("per-inference", "blocks"))
     assert 0 < ok["p50_latency_ms"] == ok["latency_median_ms"] <= ok["p90_latency_ms"]  # the flat summary agrees
+    # the ProportionResult itself is carried out (no stand-in rebuilt), and the statistic judged is named
+    acc = ok["quality"]["result"]
+    assert isinstance(acc, ProportionResult) and (acc.mean, acc.count) == (ok["accuracy"], 450)
+    assert ok["latency_compliance_statistic"] == ok["compliance"]["latency_compliance_statistic"] == "median"
+
+
+def test_seed_aliases_equal_their_explicit_fields(tmp_path):
+    bench = TinyMLPerf(random_seed=1, windows=2)
+    r = bench.run_standard_benchmark(default_digits_model(), "digits", num_runs=6)
+    lat = r["latency"]
+    assert "mean_ms" not in lat and "p90_ms" not in lat and "max_ms" not in lat
+    assert lat["latency_max_ms"] == max(lat["single_stream"]["values"])  # the largest sample
+    aliases = {k.split(".")[-1]: v for k, v in SEED_ALIASES.items() if k.startswith("TinyMLPerf.result.")}
+    assert set(aliases) >= {"mean_latency_ms", "p90_latency_ms", "max_latency_ms", "target_latency_ms"}
+    for alias, explicit in aliases.items():
+        assert r[alias] == r[explicit], (alias, explicit)
+        if explicit != "latency_budget_ms":
+            assert r[explicit] == lat[explicit]
+    assert bench.benchmarks["keyword_spotting"]["max_latency_ms"] == bench.benchmarks["keyword_spotting"]["latency_budget_ms"]
+    doc = json.loads(generate_compliance_report(r, tmp_path / "rep")["json"].read_text())
+    assert sum(doc["results"]["digits"]["quality"]["result"]["values"]) == r["quality"]["correct"]  # written as its dict
 
 
 def test_no_labels_means_not_evaluated():
@@ -175,8 +197,10 @@ def test_bad_names_and_arguments():
     assert compliance_decision(None, 0.9) == "not evaluated"
     with pytest.raises(ValueError, match="target"):
         compliance_decision(None, 1.5)
-    with pytest.raises(ValueError, match="latency_ms"):
+    with pytest.raises(ValueError, match="latency_median_ms"):
         compliance_decision(None, 0.9, latency_budget_ms=100.0)
+    assert compliance_decision((0.91, 0.95), 0.9, latency_median_ms=120.0, latency_budget_ms=100.0) == "fail"
+    assert compliance_decision((0.91, 0.95), 0.9, latency_median_ms=80.0, latency_budget_ms=100.0) == "pass"
     with pytest.raises(TypeError, match="quality"):
         compliance_decision(0.95, 0.9)
 

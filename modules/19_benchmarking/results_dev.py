@@ -994,6 +994,14 @@ MiB = 2**20
 # The seed's bare names kept for the course material that imports them, each the alias of one explicit field
 # ("<owner>.<name>": "<explicit name>"); every other key names its statistic (latency_median_ms, ...).
 SEED_ALIASES: dict[str, str] = {
+    "TinyMLPerf.result.mean_latency_ms": "latency_mean_ms",
+    "TinyMLPerf.result.std_latency_ms": "latency_std_ms",
+    "TinyMLPerf.result.p50_latency_ms": "latency_p50_ms",
+    "TinyMLPerf.result.p90_latency_ms": "latency_p90_ms",
+    "TinyMLPerf.result.p99_latency_ms": "latency_p99_ms",
+    "TinyMLPerf.result.max_latency_ms": "latency_max_ms",
+    "TinyMLPerf.result.target_latency_ms": "latency_budget_ms",
+    "TinyMLPerf.benchmarks.max_latency_ms": "latency_budget_ms",
 }
 
 
@@ -1995,6 +2003,8 @@ def json_native(value: Any) -> Any:
         return {str(k): json_native(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_native(v) for v in value]
+    if isinstance(value, BenchmarkResult):  # a result carried in a record is written as its dict
+        return json_native(value.to_dict())
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
