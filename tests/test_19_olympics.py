@@ -13,7 +13,7 @@ from torch import nn
 from tinytorch.benchmarking.benchmark import Benchmark, OlympicEvent  # must keep working
 from tinytorch.benchmarking.digits import DigitsCNN, load_digits_split
 from tinytorch.benchmarking.olympics import (
-    EVENT_RULES, SAVE_RECIPE, SIZE_METHOD, SUBMISSION_SCHEMA, _constraint_inputs, _improvements, _measure_models, _score,
+    EVENT_RULES, SAVE_RECIPE, SIZE_METHOD, SUBMISSION_SCHEMA, SUBMISSION_VERSION, _constraint_inputs, _improvements, _measure_models, _score,
     check_constraints,
     compare_optimization_techniques, default_olympics_models, generate_submission, get_event,
     rank_with_ties, speedup_check, validate_submission, verify_submission, weights_sha256,
@@ -44,7 +44,7 @@ def submission(models, digits, tmp_path_factory):
 def test_submission_contents(submission, models):
     path, sub = submission
     doc = json.loads(path.read_text())
-    assert doc["schema"] == SUBMISSION_SCHEMA and doc["version"] == 1
+    assert doc["schema"] == SUBMISSION_SCHEMA and doc["version"] == SUBMISSION_VERSION == 2
     assert doc["event"] == "memory_challenge" and doc["participant"] == "team-a"
     assert doc["models"]["optimized"]["sha256"] == weights_sha256(models[1])
     assert doc["models"]["optimized"]["quantization"]["mode"] == "static"
@@ -61,7 +61,7 @@ def test_quantized_pruned_digits_wins_memory_challenge(submission, models):
     comp = sub["improvements"]["compression_ratio"]
     # independent reference: the float baseline's state, 4 bytes an element
     base_bytes = sum(t.numel() * t.element_size() for t in models[0].state_dict().values())
-    assert sub["measurements"]["baseline"]["model_size"] == {"bytes": base_bytes, "mb": base_bytes / 2**20,
+    assert sub["measurements"]["baseline"]["model_size"] == {"bytes": base_bytes, "mib": base_bytes / 2**20,
                                                              "method": SIZE_METHOD}
     assert comp["value"] > 3 and comp["significant"], "int8 weights are a quarter of float32's bytes"
     assert sub["constraints_met"] and sub["measurements"]["optimized"]["accuracy"]["accuracy"] >= 0.85
@@ -79,7 +79,8 @@ def test_roundtrip_validates_and_one_edit_fails(submission, tmp_path):
         (lambda d: d["improvements"]["compression_ratio"].__setitem__("value", 9.0), "compression_ratio"),
         (lambda d: d["measurements"]["baseline"]["accuracy"]["per_sample_correct"].__setitem__(0, 1 - d["measurements"]["baseline"]["accuracy"]["per_sample_correct"][0]), "accuracy"),
         (lambda d: d["score"].__setitem__("value", 100.0), "score"),
-        (lambda d: d.__setitem__("version", 2), "version"),
+        (lambda d: d.__setitem__("version", 99), "version"),
+        (lambda d: d.__setitem__("version", 1), "submission format version 1 is no longer read"),
         (lambda d: d.__setitem__("schema", "other"), "schema"),
         (lambda d: d.__setitem__("event", "marathon"), "event"),
     ]:
@@ -151,13 +152,13 @@ def _hand_made(participant, base_bytes, opt_bytes, base_lat, opt_lat, acc_flags_
         return {"latency": BenchmarkResult("latency", lat, unit="ms").to_dict(),
                 "accuracy": {"correct": k, "count": n, "accuracy": k / n, "wilson_95": list(wilson_interval(k, n)),
                              "per_sample_correct": flags},
-                "model_size": {"bytes": nbytes, "mb": nbytes / 2**20, "method": "hand-made"}}
+                "model_size": {"bytes": nbytes, "mib": nbytes / 2**20, "method": "hand-made"}}
 
     m = {"baseline": meas(base_lat, base_flags, base_bytes), "optimized": meas(opt_lat, acc_flags_opt, opt_bytes)}
     ev = get_event(event)
     imp = _improvements(m["baseline"], m["optimized"], seed)
     checks = check_constraints(ev, *_constraint_inputs(m["optimized"], seed))
-    return {"schema": SUBMISSION_SCHEMA, "version": 1, "event": ev.value, "participant": participant,
+    return {"schema": SUBMISSION_SCHEMA, "version": SUBMISSION_VERSION, "event": ev.value, "participant": participant,
             "techniques": [], "system_info": {}, "protocol": {"seed": seed},
             "models": {"baseline": {"sha256": "0" * 64}, "optimized": {"sha256": "1" * 64}},
             "measurements": m, "improvements": imp, "constraints": checks,
@@ -231,6 +232,11 @@ def test_compare_techniques(models, digits):
     t = res["table"].set_index("model")
     assert t.loc["int8", "compression_ratio"] > 1.5
     assert t.loc["int8", "accuracy_per_mb"] > t.loc["baseline", "accuracy_per_mb"]
+    # sizes are integer bytes (the seed's accuracy_per_mb is per MiB of them), latencies the median
+    assert {"latency_median_ms", "model_size_bytes"} <= set(t.columns) and not {"latency_ms", "model_size_mb"} & set(t.columns)
+    size = res["base_metrics"]["model_size"]["value"]
+    assert isinstance(size, int) and t.loc["baseline", "model_size_bytes"] == size
+    assert t.loc["baseline", "accuracy_per_mb"] == pytest.approx(t.loc["baseline", "accuracy"] / (size / 2**20))
     assert set(res["pareto"]) <= {"baseline", "int8", "prune90"} and res["pareto"]
     mem = res["recommendations"]["for_memory_constrained"]
     assert mem["model"] == "int8" and mem["evidence"]["significant"]
@@ -369,7 +375,7 @@ def test_submit_refuses_a_file_it_cannot_reload(models, tmp_path, capsys):
                  "--runs", "2"]) == 0
     doc = json.loads((tmp_path / "ok.json").read_text())
     fc = 64 * 10 * 4 + 10 * 4  # the class's only layer, float32
-    assert doc["measurements"]["optimized"]["model_size"] == {"bytes": fc, "mb": fc / 2**20, "method": SIZE_METHOD}
+    assert doc["measurements"]["optimized"]["model_size"] == {"bytes": fc, "mib": fc / 2**20, "method": SIZE_METHOD}
 
 
 # ---- the one decision rule and the one resampler (issue 21, point 3) ----------------------------
@@ -432,7 +438,9 @@ def test_a_constraint_whose_interval_straddles_the_limit_is_inconclusive(tmp_pat
     # latency: the accuracy contest caps the median, decided on the median's bootstrap interval
     slow = _hand_made("hal", 4000, 1000, lat, [60.0, 140.0, 93.0, 105.0, 90.0, 110.0], [1] * 98 + [0] * 2,
                       event="accuracy_contest")["constraints"]
-    lat_check = {c["quantity"]: c for c in slow}["latency_ms"]
+    by_q = {c["quantity"]: c for c in slow}
+    assert by_q["model_size_bytes"]["threshold"] == 10 * 2**20 and by_q["model_size_bytes"]["measured"] == 1000, by_q
+    lat_check = by_q["latency_median_ms"]
     assert lat_check["measured"] < 100 and lat_check["decision"] == "inconclusive", lat_check
 
 

@@ -80,7 +80,7 @@ def test_the_judge_ranks_the_honest_students_by_its_own_measurement(judged):
     assert s["bob"]["figures"]["score"]["value"] > 1.3 > 1.05 > s["alice"]["figures"]["score"]["value"]
     for name in ("alice", "bob"):
         rec = s[name]
-        assert rec["timing"]["rounds"] == ROUNDS and len(rec["measurements"]["latency_ms"]["optimized"]) == ROUNDS
+        assert rec["timing"]["rounds"] == ROUNDS and len(rec["measurements"]["round_mean_ms"]["optimized"]) == ROUNDS
         assert not [f for f in rec["flags"] if "contradicted" in f], rec["claims"]
         assert rec["figures"]["accuracy"]["value"] > 0.9 and rec["figures"]["accuracy"]["count"] == 450
     # sizes by one definition whatever the format: bob's TorchScript holds its int8 weights where the
@@ -111,7 +111,7 @@ def _same_round_ratio(students, a, b):
     """Median over rounds of a's optimised time / b's in the same round: every round runs every model, so a
     busy spell of the machine slows both sides of each ratio (absolute medians of two students differed 4x
     at a load average of 12 on two cores)."""
-    x, y = (np.asarray(students[n]["measurements"]["latency_ms"]["optimized"]) for n in (a, b))
+    x, y = (np.asarray(students[n]["measurements"]["round_mean_ms"]["optimized"]) for n in (a, b))
     assert len(x) == len(y) == ROUNDS, (len(x), len(y))
     return float(np.median(x / y))
 
@@ -252,7 +252,7 @@ def test_judging_arithmetic():
 
     def record(speedup, acc=0.9):
         correct = [1] * int(acc * 100) + [0] * (100 - int(acc * 100))
-        return {"latency_ms": {"baseline": base.tolist(), "optimized": (base / speedup * (1 + 0.05 * rng.random(30))).tolist()},
+        return {"round_mean_ms": {"baseline": base.tolist(), "optimized": (base / speedup * (1 + 0.05 * rng.random(30))).tolist()},
                 "correct": {"baseline": [1] * 90 + [0] * 10, "optimized": correct}, "size_bytes": {"baseline": 1000, "optimized": 500}}
     figs = {s: judged_figures(record(sp), "latency_sprint") for s, sp in (("a", 2.0), ("b", 2.01), ("c", 1.2))}
     ranks = rank_judged({s: f["score"] for s, f in figs.items()})
@@ -306,7 +306,7 @@ def test_a_submission_of_any_shape_is_that_students_line(tmp_path):
         else:
             with pytest.raises(StudentError):
                 find_files(Student(name, d))
-    figs = judged_figures({"latency_ms": {"baseline": [2.0] * 6, "optimized": [1.0] * 6},
+    figs = judged_figures({"round_mean_ms": {"baseline": [2.0] * 6, "optimized": [1.0] * 6},
                            "correct": {"baseline": [1, 0], "optimized": [1, 0]},
                            "size_bytes": {"baseline": 100, "optimized": 50}}, EVENT)
     for doc in ({"models": [], "measurements": {"optimized": {"accuracy": {"accuracy": "0.99"}}}},
@@ -318,7 +318,7 @@ def test_a_submission_of_any_shape_is_that_students_line(tmp_path):
 
 
 def test_the_leaderboard_escapes_what_students_wrote():
-    figs = judged_figures({"latency_ms": {"baseline": [2.0] * 6, "optimized": [1.0] * 6},
+    figs = judged_figures({"round_mean_ms": {"baseline": [2.0] * 6, "optimized": [1.0] * 6},
                            "correct": {"baseline": [1, 0], "optimized": [1, 0]},
                            "size_bytes": {"baseline": 100, "optimized": 50}}, EVENT)
     board = judged_leaderboard({"ann": {"figures": figs, "techniques": ["x\n# ALL OTHERS DISQUALIFIED\n| 1 | me |"],
@@ -332,7 +332,7 @@ def test_the_leaderboard_escapes_what_students_wrote():
 
 def test_a_compression_claim_of_two_size_definitions_is_not_trusted():
     "The red team's liar renamed one size method to dodge the check: such a claim is flagged as unchecked."
-    figs = judged_figures({"latency_ms": {"baseline": [2.0] * 6, "optimized": [1.0] * 6},
+    figs = judged_figures({"round_mean_ms": {"baseline": [2.0] * 6, "optimized": [1.0] * 6},
                            "correct": {"baseline": [1, 0], "optimized": [1, 0]},
                            "size_bytes": {"baseline": 100, "optimized": 50}}, EVENT)
     doc = {"improvements": {"compression_ratio": {"value": 54.0}},
@@ -348,7 +348,7 @@ def test_a_compression_claim_of_two_size_definitions_is_not_trusted():
 def test_an_honest_compression_claim_is_read_against_the_weights_bytes():
     """A claim divides file sizes (weights plus overhead); the score divides whole TorchScript archives
     (code too). An honest int8 claim of 2x, whose weights shrank 3.4x, stands; a claim of 50x does not."""
-    record = {"latency_ms": {"baseline": [2.0] * 6, "optimized": [1.0] * 6},
+    record = {"round_mean_ms": {"baseline": [2.0] * 6, "optimized": [1.0] * 6},
               "correct": {"baseline": [1, 0], "optimized": [1, 0]},
               "size_bytes": {"baseline": 28_578, "optimized": 19_720}, "tensor_bytes": {"baseline": 24_360, "optimized": 7_206}}
     figs = judged_figures(record, EVENT)
@@ -367,7 +367,7 @@ def test_judged_all_around_interval_resamples_the_images_too():
     from tinytorch.benchmarking.olympics import median_interval
     rng = np.random.default_rng(1)
     base = 2.0 + 0.3 * rng.random(20)
-    rec = {"latency_ms": {"baseline": base.tolist(), "optimized": (base / 2 * (1 + 0.05 * rng.random(20))).tolist()},
+    rec = {"round_mean_ms": {"baseline": base.tolist(), "optimized": (base / 2 * (1 + 0.05 * rng.random(20))).tolist()},
            "correct": {"baseline": [1] * 90 + [0] * 10, "optimized": [1] * 85 + [0] * 15},
            "size_bytes": {"baseline": 1000, "optimized": 500}}
     f = judged_figures(rec, "all_around")

@@ -19,14 +19,14 @@ from torch import nn
 
 from .harness import Benchmark, OlympicEvent
 from .digits import default_digits_model, load_digits_split
-from .results import (ALPHA, STATISTICS, BenchmarkResult, Comparison, CountResult, ProportionResult,
+from .results import (ALPHA, STATISTICS, BenchmarkResult, Comparison, CountResult, MiB, ProportionResult,
                                             _flatten_tensors, bootstrap_interval, compare_results, decide, is_significant,
                                             write_atomic, write_json)
 from .pareto import pareto_front_with_ties
 from ..profiling.timing import model_name, system_info
 
 SUBMISSION_SCHEMA = "tinytorch-olympics-submission"
-SUBMISSION_VERSION = 1
+SUBMISSION_VERSION = 2  # 2: latency_median_ms and model_size_bytes constraints, model_size "mib" (1 said latency_ms, mb)
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ EVENT_RULES: dict[OlympicEvent, EventRules] = {r.event: r for r in (
                "maximise speedup = median latency of the baseline / of the optimised model"),
     EventRules(OlympicEvent.MEMORY_CHALLENGE, (("accuracy", ">=", 0.85),), "compression_ratio",
                "maximise compression = state tensor bytes of the baseline / of the optimised model"),
-    EventRules(OlympicEvent.ACCURACY_CONTEST, (("latency_ms", "<", 100.0), ("model_size_mb", "<", 10.0)), "accuracy",
+    EventRules(OlympicEvent.ACCURACY_CONTEST, (("latency_median_ms", "<", 100.0), ("model_size_bytes", "<", 10 * MiB)), "accuracy",
                "maximise top-1 accuracy of the optimised model"),
     EventRules(OlympicEvent.ALL_AROUND, (("accuracy", ">=", 0.85),), "all_around",
                "maximise the geometric mean of speedup, compression ratio and accuracy retention"),
@@ -223,7 +223,7 @@ def _measure_models(models: Mapping[str, nn.Module], dataset: Any, measurement_r
         raw[name] = {"latency": bench.results["latency"][name].to_dict(),
                      "accuracy": {"correct": acc.correct, "count": acc.count, "accuracy": acc.mean,
                                   "wilson_95": [acc.ci_lower, acc.ci_upper], "per_sample_correct": list(acc.values)},
-                     "model_size": {"bytes": size, "mb": size / 2**20, "method": SIZE_METHOD}}
+                     "model_size": {"bytes": size, "mib": size / MiB, "method": SIZE_METHOD}}
     return raw, bench
 
 
@@ -283,9 +283,10 @@ def _score(event: OlympicEvent, opt: Mapping[str, Any], imp: Mapping[str, Any]) 
 
 
 def _constraint_inputs(opt: Mapping[str, Any], seed: int = 0) -> tuple[dict[str, float], dict[str, Any]]:
-    "The quantities the constraints cap (accuracy, median latency, MiB) and their intervals (Wilson; the median's)."
-    return ({"accuracy": opt["accuracy"]["accuracy"], "latency_ms": opt["latency"]["median"], "model_size_mb": opt["model_size"]["mb"]},
-            {"accuracy": opt["accuracy"]["wilson_95"], "latency_ms": median_interval(opt["latency"]["values"], seed)})
+    "The quantities the constraints cap (accuracy, median latency, bytes) and their intervals (Wilson; the median's)."
+    return ({"accuracy": opt["accuracy"]["accuracy"], "latency_median_ms": opt["latency"]["median"],
+             "model_size_bytes": opt["model_size"]["bytes"]},
+            {"accuracy": opt["accuracy"]["wilson_95"], "latency_median_ms": median_interval(opt["latency"]["values"], seed)})
 
 
 def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, event: OlympicEvent | str,
@@ -345,7 +346,9 @@ def _check_doc(doc: Any) -> list[str]:
         return ["not a submission: the top level is not a JSON object"]
     for key, want in (("schema", SUBMISSION_SCHEMA), ("version", SUBMISSION_VERSION)):
         if doc.get(key) != want:
-            return [f"{key}: expected {want!r}, got {doc.get(key)!r}"]
+            return [f"{key}: expected {want!r}, got {doc.get(key)!r}" + (
+                f": submission format version {doc.get(key)} is no longer read (its keys were renamed); generate the "
+                "submission again with this version" if key == "version" and isinstance(doc.get(key), int) else "")]
     missing = [k for k in ("event", "participant", "models", "measurements", "improvements", "constraints", "score",
                            "system_info", "protocol") if k not in doc]
     if missing:
@@ -372,7 +375,7 @@ def _check_doc(doc: Any) -> list[str]:
                          {"correct": p.correct, "count": p.count, "accuracy": p.mean, "wilson_95": (p.ci_lower, p.ci_upper)},
                          ("correct", "count", "accuracy", "wilson_95"))
         s = m["model_size"]
-        reasons += _diff(f"measurements.{role}.model_size", s, {"mb": s["bytes"] / 2**20}, ("mb",))
+        reasons += _diff(f"measurements.{role}.model_size", s, {"mib": s["bytes"] / MiB}, ("mib",))
     if reasons:
         return reasons
     imp = _improvements(meas["baseline"], meas["optimized"], doc["improvements"].get("seed", 0))
@@ -572,15 +575,15 @@ def compare_optimization_techniques(base_model: Any, optimized_models: Sequence[
     rows, efficiency = [], {}
     for name in bench.names:
         fig, imp = measured[name], improvements.get(name)
-        acc, ms, mb = fig["accuracy"]["value"], fig["latency"]["value"], fig["model_size"]["value"]
+        acc, ms, size = fig["accuracy"]["value"], fig["latency"]["value"], fig["model_size"]["value"]  # median ms, bytes
         missing = [fig[m]["reason"] for m in ("accuracy", "model_size", "latency") if fig[m]["value"] is None]
-        eff = {"accuracy_per_mb": acc / mb if acc is not None and mb else None,
+        eff = {"accuracy_per_mb": acc / (size / MiB) if acc is not None and size else None,  # the seed's name: per MiB
                "accuracy_per_ms": acc / ms if acc is not None and ms else None, **({"reason": "; ".join(missing)} if missing else {})}
         if imp is not None:
             efficiency[name] = eff
-        own = {"speedup": 1.0, "compression_ratio": 1.0 if mb else None, "accuracy_retention": None if acc is None else 1.0,
+        own = {"speedup": 1.0, "compression_ratio": 1.0 if size else None, "accuracy_retention": None if acc is None else 1.0,
                "accuracy_delta": None if acc is None else 0.0}
-        rows.append({"model": name, "latency_ms": ms, "model_size_mb": mb, "accuracy": acc,
+        rows.append({"model": name, "latency_median_ms": ms, "model_size_bytes": size, "accuracy": acc,
                      **{k: imp[k]["value"] if imp else v for k, v in own.items()},
                      "speedup_ci": (imp["speedup"].get("ci_lower"), imp["speedup"].get("ci_upper")) if imp else None,
                      "speedup_significant": imp["speedup"].get("significant") if imp else None, **eff})

@@ -728,7 +728,7 @@ def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str],
     """One student's figures, claims and flags: (leaderboard entry, per-student record)."""
     static = state["static"][st.name]
     rounds = [r[st.name] for r in state["rounds"] if st.name in r and len(r[st.name]) == 2]
-    record = {"latency_ms": {role: [r[role] for r in rounds] for role in ("baseline", "optimized")},
+    record = {"round_mean_ms": {role: [r[role] for r in rounds] for role in ("baseline", "optimized")},
               "correct": static["correct"], "size_bytes": static["size_bytes"], "tensor_bytes": static.get("tensor_bytes")}
     figures = scoring.judged_figures(record, ev)
     # a pickled module's hash comes from its own code (the trace has other keys): it checks the file, not a score
@@ -747,10 +747,10 @@ def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str],
     if st.doc.get("event") != ev.value:
         flags.append(f"submitted for {str(st.doc.get('event'))[:40]!r}, judged for {ev.value!r}")
     acc = figures["accuracy"]  # the one rule on the judged intervals: an inconclusive constraint is not met
-    checks = o.check_constraints(ev, {"accuracy": acc["value"], "latency_ms": figures["latency_median_ms"]["optimized"],
-                                      "model_size_mb": static["size_bytes"]["optimized"] / 2**20},
+    checks = o.check_constraints(ev, {"accuracy": acc["value"], "latency_median_ms": figures["latency_median_ms"]["optimized"],
+                                      "model_size_bytes": static["size_bytes"]["optimized"]},
                                  {"accuracy": (acc["ci_lower"], acc["ci_upper"]),
-                                  "latency_ms": figures["latency_median_ms"]["optimized_ci"]})
+                                  "latency_median_ms": figures["latency_median_ms"]["optimized_ci"]})
     flags += [f"{'breaks' if c['decision'] == 'fail' else 'is not shown to meet'} the rule {c['quantity']} {c['op']} "
               f"{c['threshold']} (judged {_fmt(c['measured'])}; {c.get('basis') or c.get('reason')})" for c in checks if not c["passed"]]
     flags += same

@@ -38,18 +38,18 @@ def _median_interval(values: Sequence[float], seed: int) -> tuple[float, float, 
 
 def judged_figures(record: Mapping[str, Any], event: OlympicEvent | str, seed: int = 0) -> dict[str, Any]:
     """A student's figures from the judge's own measurements. `record` holds, per role ("baseline",
-    "optimized"): `latency_ms` (one per round, paired by index), `correct` (0/1 per test sample, same
+    "optimized"): `round_mean_ms` (one per round, paired by index: the round's request time / its calls), `correct` (0/1 per test sample, same
     order) and `size_bytes` (int). The score has an interval: the bootstrap interval of the median of
     the per-round scores (speed-up events; all-around: the test images resampled too, in pairs, for the
     retention's own uncertainty), Wilson (accuracy), or none (exact sizes).
 
-    >>> r = {"latency_ms": {"baseline": [2.0, 2.2, 4.0], "optimized": [1.0, 1.1, 2.0]},
+    >>> r = {"round_mean_ms": {"baseline": [2.0, 2.2, 4.0], "optimized": [1.0, 1.1, 2.0]},
     ...      "correct": {"baseline": [1, 1, 0, 1], "optimized": [1, 1, 0, 1]}, "size_bytes": {"baseline": 800, "optimized": 200}}
     >>> judged_figures(r, "latency_sprint")["score"]["value"]
     2.0
     """
     ev = get_event(event)
-    lat, correct, size = record["latency_ms"], record["correct"], record["size_bytes"]
+    lat, correct, size = record["round_mean_ms"], record["correct"], record["size_bytes"]
     base_t, opt_t = (np.asarray(lat[r], dtype=float) for r in ("baseline", "optimized"))
     if base_t.shape != opt_t.shape or base_t.size < 2 or not (np.all(base_t > 0) and np.all(opt_t > 0)):
         raise ValueError(f"record: expected two equal-length lists of at least 2 positive latencies, "
