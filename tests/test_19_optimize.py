@@ -200,6 +200,7 @@ def test_ablate_order_on_digits(digits):
         assert res["accuracy"][o].mean == pytest.approx(accuracy_on(r["models"][o], X, y))
         assert isinstance(res["model_size"][o], CountResult)
         assert res["model_size"][o].mean == state_dict_bytes(r["models"][o])
+        assert res["model_size"][o].unit == "bytes" and isinstance(res["model_size"][o].values[0], int)
         assert type(res["latency"][o]) is BenchmarkResult and res["latency"][o].count == 10
     for metric, c in r["comparisons"].items():
         ref = compare_results(res[metric]["prune->int8"], res[metric]["int8->prune"], names=ABLATION_ORDERS)
@@ -209,3 +210,23 @@ def test_ablate_order_on_digits(digits):
     assert "torch.nn.utils.prune" in r["method"]
     with pytest.raises(ValueError, match="amount"):
         ablate_order(base, -0.1, Xtr[:64], (X, y))
+
+
+def test_state_dict_bytes_is_the_one_serialized_size_in_every_format(digits):
+    """`state_dict_bytes` is `results.serialized_bytes`: integer bytes equal to an independent count of the saved file,
+    for an eager, an int8 and a TorchScript model (not the state's tensor bytes, which leave out the file's overhead)."""
+    import io
+
+    from tinytorch.benchmarking.results import serialized_bytes, state_dict_tensor_bytes
+    base, X, _, Xtr = digits
+    int8 = quantize_int8(base, "static", Xtr[:256].split(64))
+    for m in (base, int8):
+        buf = io.BytesIO()
+        torch.save(m.state_dict(), buf)
+        assert state_dict_bytes(m) == len(buf.getvalue()) == serialized_bytes(m)[0]
+    scripted = torch.jit.trace(copy.deepcopy(base).eval(), X[:1])
+    buf = io.BytesIO()
+    torch.jit.save(scripted, buf)
+    assert state_dict_bytes(scripted) == len(buf.getvalue()) and isinstance(state_dict_bytes(scripted), int)
+    tensors = sum(t.numel() * t.element_size() for t in base.state_dict().values())
+    assert state_dict_tensor_bytes(base) == tensors < state_dict_bytes(base)

@@ -70,8 +70,9 @@ def grading_rng() -> np.random.Generator:
 # %%
 #| export
 def state_dict_bytes(model: nn.Module) -> int:
-    """Serialized bytes of `model`: the one definition, `results.serialized_bytes` (`torch.jit.save` for
-    TorchScript, `torch.save(state_dict())` for other modules; float, half or packed int8 alike)."""
+    """Integer serialized bytes of `model`: `results.serialized_bytes(model)[0]`, the one definition (`torch.jit.save`
+    for TorchScript, `torch.save(state_dict())` else; float, half or packed int8 alike). Not the state's tensor
+    bytes (`results.state_dict_tensor_bytes`): `state_dict_bytes(nn.Linear(4, 2))` counts the file's overhead too."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     return serialized_bytes(model)[0]
@@ -586,7 +587,7 @@ def ablate_order(model: nn.Module, amount: float, calibration: Any, eval_data: A
     """Does the order of magnitude pruning and static int8 quantization matter for `model`? Measured.
 
     "prune->int8" and "int8->prune" (`prune_int8`) each get top-1 accuracy on `eval_data`, size on disk
-    (B) and one-sample latency (ms, interleaved); the order matters when any `compare_results` is
+    (integer bytes, `state_dict_bytes`) and one-sample latency (ms, interleaved); the order matters when any `compare_results` is
     significant. Returns `{"amount", "models", "sparsity", "results": {metric: {order: result}},
     "comparisons": {metric: Comparison}, "order_matters", "verdict", "method"}`.
     """
@@ -734,7 +735,7 @@ def test_module():
                     "ONNX Runtime": to_runtime(base, "onnxruntime", X[:1]).model}.items():
         acc = accuracy_on(m, X, y)
         print(f"{name}: accuracy {acc:.2%} (float32 {acc_b:.2%})"
-              + (f", {state_dict_bytes(m)} B on disk (float32 {bytes_b} B)" if isinstance(m, nn.Module) else ""))
+              + (f", {state_dict_bytes(m):,} bytes on disk (float32 {bytes_b:,})" if isinstance(m, nn.Module) else ""))
         assert acc >= acc_b - 0.03, f"{name}: expected at most 3 points below float32 ({acc_b:.2%}), got {acc:.2%}"
     assert state_dict_bytes(int8) < 0.6 * bytes_b and any(".quantized" in type(m).__module__ for m in int8.modules())
     for amount in (0.5, 0.9):  # the ablation, at a moderate and at a severe amount

@@ -27,8 +27,9 @@ __all__ = ['INT8_MODES', 'INT8_BACKENDS_ONNX', 'ONNX_OPSET', 'PRUNE_SCOPES', 'PR
 
 # %% ../../nbs/19_benchmarking/optimize_dev.ipynb #e3901070
 def state_dict_bytes(model: nn.Module) -> int:
-    """Serialized bytes of `model`: the one definition, `results.serialized_bytes` (`torch.jit.save` for
-    TorchScript, `torch.save(state_dict())` for other modules; float, half or packed int8 alike)."""
+    """Integer serialized bytes of `model`: `results.serialized_bytes(model)[0]`, the one definition (`torch.jit.save`
+    for TorchScript, `torch.save(state_dict())` else; float, half or packed int8 alike). Not the state's tensor
+    bytes (`results.state_dict_tensor_bytes`): `state_dict_bytes(nn.Linear(4, 2))` counts the file's overhead too."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     return serialized_bytes(model)[0]
@@ -425,7 +426,7 @@ def ablate_order(model: nn.Module, amount: float, calibration: Any, eval_data: A
     """Does the order of magnitude pruning and static int8 quantization matter for `model`? Measured.
 
     "prune->int8" and "int8->prune" (`prune_int8`) each get top-1 accuracy on `eval_data`, size on disk
-    (B) and one-sample latency (ms, interleaved); the order matters when any `compare_results` is
+    (integer bytes, `state_dict_bytes`) and one-sample latency (ms, interleaved); the order matters when any `compare_results` is
     significant. Returns `{"amount", "models", "sparsity", "results": {metric: {order: result}},
     "comparisons": {metric: Comparison}, "order_matters", "verdict", "method"}`.
     """
