@@ -70,9 +70,8 @@ def grading_rng() -> np.random.Generator:
 # %%
 #| export
 def state_dict_bytes(model: nn.Module) -> int:
-    """Integer serialized bytes of `model`: `results.serialized_bytes(model)[0]`, the one definition (`torch.jit.save`
-    for TorchScript, `torch.save(state_dict())` else; float, half or packed int8 alike). Not the state's tensor
-    bytes (`results.state_dict_tensor_bytes`): `state_dict_bytes(nn.Linear(4, 2))` counts the file's overhead too."""
+    """Integer bytes on disk: `results.serialized_bytes(model)[0]`, the one definition, whatever the format (not the state's
+    tensor bytes, `results.state_dict_tensor_bytes`): `state_dict_bytes(nn.Linear(4, 2))` counts the file's overhead too."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     return serialized_bytes(model)[0]

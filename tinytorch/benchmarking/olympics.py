@@ -346,9 +346,8 @@ def _check_doc(doc: Any) -> list[str]:
         return ["not a submission: the top level is not a JSON object"]
     for key, want in (("schema", SUBMISSION_SCHEMA), ("version", SUBMISSION_VERSION)):
         if doc.get(key) != want:
-            return [f"{key}: expected {want!r}, got {doc.get(key)!r}" + (
-                f": submission format version {doc.get(key)} is no longer read (its keys were renamed); generate the "
-                "submission again with this version" if key == "version" and isinstance(doc.get(key), int) else "")]
+            return [f"{key}: expected {want!r}, got {doc.get(key)!r}" + (f": submission format version {doc[key]} is not read "
+                    f"(version {SUBMISSION_VERSION} renamed its keys); generate the submission again" if key == "version" and doc.get(key) else "")]
     missing = [k for k in ("event", "participant", "models", "measurements", "improvements", "constraints", "score",
                            "system_info", "protocol") if k not in doc]
     if missing:

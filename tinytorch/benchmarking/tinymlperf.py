@@ -212,15 +212,12 @@ def load_feature_folder(root: str | Path, classes: Iterable[str] | None = None) 
 # %% ../../nbs/19_benchmarking/tinymlperf_dev.ipynb #ce8a112f
 def compliance_decision(quality: Any, target: float, latency_median_ms: float | None = None,
                         latency_budget_ms: float | None = None) -> str:
-    """"pass", "fail", "inconclusive" or "not evaluated": a quality's 95% interval (a result's `ci_lower`,
-    `ci_upper`, or a `(lo, hi)` pair; None if nothing was measured) against `target`, the single-stream
-    median `latency_median_ms` against `latency_budget_ms`. `compliance_decision(None, 0.9)` is "not evaluated"."""
+    """"pass", "fail", "inconclusive" or "not evaluated": a quality's 95% interval (a result, a `(lo, hi)` pair; None if
+    not measured) against `target`, the single-stream median against `latency_budget_ms`: `compliance_decision((0.9, 0.95), 0.8)`."""
     if not 0 <= target <= 1:
         raise ValueError(f"target: expected a quality target in [0, 1], got {target!r}")
-    if quality is not None and not (hasattr(quality, "ci_lower") and hasattr(quality, "ci_upper")
-                                    or isinstance(quality, tuple) and len(quality) == 2):
-        raise TypeError(f"quality: expected a result with ci_lower and ci_upper, a (lo, hi) pair or None; got "
-                        f"{type(quality).__name__}")
+    if quality is not None and not (hasattr(quality, "ci_upper") or isinstance(quality, tuple) and len(quality) == 2):
+        raise TypeError(f"quality: expected a result with ci_lower and ci_upper, a (lo, hi) pair or None; got {type(quality).__name__}")
     if latency_budget_ms is not None and latency_median_ms is None:
         raise ValueError("latency_median_ms: the task has a latency budget, so the measured median is needed")
     ### BEGIN SOLUTION
@@ -335,12 +332,9 @@ def _compliance(quality: Mapping[str, Any], task: TinyMLPerfTask, median_ms: flo
 
 
 _STATISTIC = {"latency_compliance_statistic": "median"}  # the single-stream statistic judged against the budget
-# The flat summary: the explicit figures, then the seed's names, each an alias (results.SEED_ALIASES)
-_FLAT_LATENCY = {k: k for k in ("latency_median_ms", "latency_mean_ms", "latency_std_ms", "latency_p50_ms", "latency_p90_ms",
-                                "latency_p99_ms", "latency_max_ms", "latency_from_throughput_ms")} | {
-    "mean_latency_ms": "latency_mean_ms", "std_latency_ms": "latency_std_ms", "p50_latency_ms": "latency_p50_ms",
-    "p90_latency_ms": "latency_p90_ms", "p99_latency_ms": "latency_p99_ms", "max_latency_ms": "latency_max_ms",
-    "throughput_fps": "throughput_sps"}
+_STATS = ("mean", "std", "p50", "p90", "p99", "max")  # the flat summary: explicit names, then the seed's aliases of them
+_FLAT_LATENCY = {k: k for k in ("latency_median_ms", "latency_from_throughput_ms", *(f"latency_{s}_ms" for s in _STATS))} | {
+    f"{s}_latency_ms": f"latency_{s}_ms" for s in _STATS} | {"throughput_fps": "throughput_sps"}  # results.SEED_ALIASES
 
 
 class TinyMLPerf:
