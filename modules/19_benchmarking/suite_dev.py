@@ -829,6 +829,13 @@ class BenchmarkSuite:
     failures = property(lambda self: self.benchmark.failures)
     system_info = property(lambda self: self.benchmark.system_info)
 
+    def record_unavailable(self, metric: str, model: str, reason: str) -> None:
+        """Record that `model` has no `metric` figure and why, for a reason found outside the suite (a runtime
+        that cannot run it, data that do not fit it): the report lists it under "Not available"."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"reason: expected a non-empty explanation, got {reason!r}")
+        self.benchmark._not_available(metric, model, reason)
+
     def run_energy_benchmark(self) -> dict[str, BenchmarkResult]:
         """Energy per inference (J; `metadata["mj_per_call"]` in mJ): measured from a hardware counter, or estimated from the
         median latency and `power_watts`, or unavailable with the reason."""
@@ -1012,8 +1019,8 @@ class BenchmarkSuite:
 # %% [markdown]
 # ## A saved model, and the default benchmark
 #
-# `tito benchmark` (`tito/default_benchmark.py`) builds a `BenchmarkSuite` of the digits CNN and its
-# int8 and 50%-pruned versions, or of a model file `load_model_file` opens, then the report and plots.
+# The default benchmark (`defaults_dev`, what `tito benchmark` runs) builds a `BenchmarkSuite` of the digits
+# CNN and its int8 and 50%-pruned versions, or of a model file `load_model_file` opens, then the report and plots.
 
 # %%
 #| export
