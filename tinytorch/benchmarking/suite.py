@@ -90,8 +90,7 @@ class BenchmarkSuite:
     system_info = property(lambda self: self.benchmark.system_info)
 
     def record_unavailable(self, metric: str, model: str, reason: str) -> None:
-        """Record that `model` has no `metric` figure and why, for a reason found outside the suite (a runtime
-        that cannot run it, data that do not fit it): the report lists it under "Not available"."""
+        "Record that `model` has no `metric` figure, and why (a runtime that cannot run it, data that do not fit it)."
         if not isinstance(reason, str) or not reason.strip():
             raise ValueError(f"reason: expected a non-empty explanation, got {reason!r}")
         self.benchmark._not_available(metric, model, reason)
