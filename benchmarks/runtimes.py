@@ -35,7 +35,7 @@ from tinytorch.benchmarking.digits import default_digits_model, load_digits_spli
 from tinytorch.benchmarking.optimize import to_onnx
 from tinytorch.benchmarking.results import top1_correct, write_atomic
 from tinytorch.profiling.timing import adapt, fixed_threads, onnx_session, system_info, time_model
-from tito.default_benchmark import DEFAULT_MODEL_NAMES, _calibration_batches, default_models, runtime_models
+from tinytorch.benchmarking.defaults import DEFAULT_MODEL_NAMES, calibration_batches, default_models, runtime_models
 
 REPO = Path(__file__).resolve().parents[1]
 RUNTIMES = ("eager", "compile", "onnxruntime")
@@ -113,7 +113,7 @@ def cold_compile_seconds() -> float:
 def runtimes_table(runs: int) -> dict:
     X, y = load_digits_split("test")
     models = default_models()
-    onnx_int8 = {DEFAULT_MODEL_NAMES[1]: (models[DEFAULT_MODEL_NAMES[0]], _calibration_batches())}
+    onnx_int8 = {DEFAULT_MODEL_NAMES[1]: (models[DEFAULT_MODEL_NAMES[0]], calibration_batches())}
     rows, missing, refs = runtime_models(models, RUNTIMES, X[:1], threads=THREADS, onnx_int8=onnx_int8)
     b = Benchmark(rows, [(X, y)], measurement_runs=runs, rounds=5, threads=THREADS, warmup_runs=5,
                   dataset_names=["digits_test"])

@@ -13,7 +13,8 @@ from tinytorch.benchmarking.report import (JSON_FILE, SCHEMA, TABLE_COLUMNS, ens
                                            plot_distribution, plot_metric, plot_pareto, render_markdown, save_json,
                                            tidy_csv)
 from tinytorch.benchmarking.suite import load_model_file
-from tito.default_benchmark import DEFAULT_MODEL_NAMES, console_table, run_default_benchmark
+from tinytorch.benchmarking.defaults import DEFAULT_MODEL_NAMES
+from tito.default_benchmark import console_table, run_default_benchmark
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

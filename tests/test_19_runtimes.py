@@ -15,7 +15,8 @@ from tinytorch.benchmarking.optimize import RuntimeUnavailableError, quantize_in
 from tinytorch.benchmarking.results import top1_correct
 from tinytorch.profiling import timing
 from tinytorch.profiling.timing import CudaUnavailableError, adapt, check_device, time_model
-from tito.default_benchmark import CALIBRATION_SPLIT, run_default_benchmark, runtime_models
+from tinytorch.benchmarking.defaults import CALIBRATION_SPLIT, runtime_models
+from tito.default_benchmark import run_default_benchmark
 
 ORT_TOLERANCE = 1e-5  # stated: ONNX Runtime logits equal eager logits within 1e-5 (relative to the logit scale)
 

@@ -487,7 +487,7 @@ def test_no_notebook_imports_one_read_later():
 
 TASK_LINE = re.compile(r"\*\*Your task \((easy|medium|hard), (\d+) points?\)\.\*\*")
 NBGRADER_HEADER = re.compile(r"^# %%(?: \[markdown\])? nbgrader=(\{.*\})\s*$")
-TARGETS = {"solution_lines": 600, "graded_tasks": 25, "medium_or_hard_share": 0.5, "module_19_lines": 8150}
+TARGETS = {"solution_lines": 600, "graded_tasks": 25, "medium_or_hard_share": 0.5, "module_19_lines": 8514}
 
 
 def lesson_counts() -> dict:
@@ -543,9 +543,11 @@ def test_every_graded_cell_has_its_task_line():
 
 def test_lesson_targets():
     """Students write at least 600 solution lines in at least 25 graded tasks, half the points medium
-    or hard, and module 19 stays a lesson one can read: at most 8,150 source lines (8,000 until issues 20
+    or hard, and module 19 stays a lesson one can read: at most 8,514 source lines (8,000 until issues 20
     and 21: every scaffold now names the tasks its test needs and every graded assert says expected and got,
-    and the one decision rule and output check joined the library; about 120 lines in all)."""
+    and the one decision rule and output check joined the library, about 120 lines in all: 8,150; then the
+    364 lines of defaults_dev, the default benchmark moved out of tito into the library: a task-free library
+    notebook, read last before the summary, of code `tito benchmark` ran before, not more lesson to read)."""
     c = lesson_counts()
     print({k: v for k, v in c.items() if k != "per_notebook"})
     assert c["solution_lines"] >= TARGETS["solution_lines"], c["solution_lines"]

@@ -829,6 +829,12 @@ class BenchmarkSuite:
     failures = property(lambda self: self.benchmark.failures)
     system_info = property(lambda self: self.benchmark.system_info)
 
+    def record_unavailable(self, metric: str, model: str, reason: str) -> None:
+        "Record that `model` has no `metric` figure, and why (a runtime that cannot run it, data that do not fit it)."
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"reason: expected a non-empty explanation, got {reason!r}")
+        self.benchmark._not_available(metric, model, reason)
+
     def run_energy_benchmark(self) -> dict[str, BenchmarkResult]:
         """Energy per inference (J; `metadata["mj_per_call"]` in mJ): measured from a hardware counter, or estimated from the
         median latency and `power_watts`, or unavailable with the reason."""
@@ -1010,10 +1016,9 @@ class BenchmarkSuite:
         return paths
 
 # %% [markdown]
-# ## A saved model, and the default benchmark
+# ## A saved model
 #
-# `tito benchmark` (`tito/default_benchmark.py`) builds a `BenchmarkSuite` of the digits CNN and its
-# int8 and 50%-pruned versions, or of a model file `load_model_file` opens, then the report and plots.
+# `load_model_file` opens a model file (TorchScript, a pickled module, ONNX) for a suite, as the default benchmark does.
 
 # %%
 #| export

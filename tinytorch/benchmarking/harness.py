@@ -105,11 +105,15 @@ class Benchmark:
         if isinstance(e, NotImplementedError) and str(e).startswith("not yet implemented"):
             raise e  # an unfinished course exercise, not a failed measurement: say so, loudly
         self.failures.setdefault(metric, {})[name] = _error_record(e, context)
-        self.results.get(metric, {}).pop(name, None)
+        self._drop(metric, name)
 
     def _not_available(self, metric: str, name: str, reason: str) -> None:
         self.unavailable.setdefault(metric, {})[name] = reason
-        self.results.get(metric, {}).pop(name, None)
+        self._drop(metric, name)
+
+    def _drop(self, metric: str, name: str) -> None:  # a metric left with no figure is dropped: no empty table or plot
+        if self.results.get(metric, {}).pop(name, None) is not None and not self.results[metric]:
+            del self.results[metric]
 
     def _input(self, input_shape: Sequence[int] | None) -> torch.Tensor:
         """The one input every model is timed on: a seeded tensor of `input_shape`, else the first

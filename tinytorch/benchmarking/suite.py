@@ -89,6 +89,12 @@ class BenchmarkSuite:
     failures = property(lambda self: self.benchmark.failures)
     system_info = property(lambda self: self.benchmark.system_info)
 
+    def record_unavailable(self, metric: str, model: str, reason: str) -> None:
+        "Record that `model` has no `metric` figure, and why (a runtime that cannot run it, data that do not fit it)."
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"reason: expected a non-empty explanation, got {reason!r}")
+        self.benchmark._not_available(metric, model, reason)
+
     def run_energy_benchmark(self) -> dict[str, BenchmarkResult]:
         """Energy per inference (J; `metadata["mj_per_call"]` in mJ): measured from a hardware counter, or estimated from the
         median latency and `power_watts`, or unavailable with the reason."""

@@ -9,8 +9,8 @@ benchmarks each model under each runtime (rows `<model>[<runtime>]`) with the cr
 comparison; `--device cuda[:n]` runs on a GPU (exit 2 with a message naming CUDA where there
 is none). `--hardware` also writes the edge/hardware artifacts (layer-wise stats, roofline
 summary, precision sweep, device fit) for the default model or the `--model` file.
-All measuring is done by the exported package; `tito.default_benchmark` puts the default benchmark
-together from it, and this file only wires that to the command line.
+All the work is done by the exported package (`tinytorch.benchmarking.defaults`); this file parses
+the command line and sets the exit code, and `tito.default_benchmark` prints what the run returns.
 """
 from __future__ import annotations
 
@@ -30,16 +30,16 @@ def parse_shape(text: str) -> tuple[int, ...]:
 
 def _library():
     try:
-        from tinytorch.benchmarking.devices import write_default_hardware_artifacts
+        from tinytorch.benchmarking.defaults import write_hardware_artifacts
         from tito.default_benchmark import run_default_benchmark
     except ImportError as e:
         raise TitoError(f"tito benchmark needs the exported package ({e}); run `python3 -m tito export`") from e
-    return run_default_benchmark, write_default_hardware_artifacts
+    return run_default_benchmark, write_hardware_artifacts
 
 
 def _checked_device_and_runtimes(args) -> tuple[str, tuple[str, ...]]:
     "Check --device and --runtimes before anything is built; exit 2 naming what is wrong."
-    from tito.default_benchmark import parse_runtimes
+    from tinytorch.benchmarking.defaults import parse_runtimes
     from tinytorch.profiling.timing import check_device
     try:
         runtimes = parse_runtimes(args.runtimes)
@@ -82,15 +82,10 @@ def run(args) -> int:
         if not args.quiet:
             print(f"writing hardware artifacts for {'the default model' if not args.model else args.model} "
                   f"to {hw_dir} (on the CPU) ...", flush=True)
-        if args.model:
-            from tito.default_benchmark import write_model_hardware_artifacts
-            try:
-                written += list(write_model_hardware_artifacts(args.model, shape, hw_dir,
-                                                               power_watts=args.power_watts).values())
-            except (ValueError, TypeError) as e:  # e.g. a TorchScript file: no forward hooks
-                raise TitoError(str(e), code=2) from e
-        else:
-            written += list(write_hardware(hw_dir, power_watts=args.power_watts).values())
+        try:
+            written += list(write_hardware(hw_dir, args.model, shape, power_watts=args.power_watts).values())
+        except (ValueError, TypeError) as e:  # e.g. a TorchScript file: no forward hooks
+            raise TitoError(str(e), code=2) from e
     if args.quiet:
         print(out["report"])
     else:
