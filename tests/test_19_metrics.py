@@ -89,14 +89,14 @@ def test_collect_metrics_fields_and_labels():
     assert isinstance(m, PerfMetrics) and m.batch_size == 8
     assert m.throughput_sps == pytest.approx(8 / (m.latency_ms / 1e3))
     assert m.memory_mb == pytest.approx(6090 * 4 / 2**20)
-    assert m.energy_j is not None and m.methods["energy_j"] in ("measured: RAPL", "estimated: latency x power")
+    assert m.energy_j is not None and m.methods["energy_j"] in ("measured: RAPL", "estimated: mean latency x power")
     if m.methods["energy_j"].startswith("estimated"):
-        assert m.energy_j == pytest.approx(m.conditions["measured_latency_ms"] / 1e3 * 5.0, rel=1e-9)
+        assert m.energy_j == pytest.approx(m.conditions["measured_latency_mean_ms"] / 1e3 * 5.0, rel=1e-9)
     d = m.to_dict()
     assert {"accuracy", "latency_ms", "latency_std_ms", "latency_p95_ms", "throughput_sps", "memory_mb",
             "energy_j", "methods", "latency_scaled_by"} <= set(d)
     scaled = collect_metrics(model, digits_loader("test", 64), power_watts=5.0, latency_multiplier=4.0, repeats=5)
-    assert scaled.latency_ms == pytest.approx(4.0 * scaled.conditions["measured_latency_ms"])
+    assert scaled.latency_ms == pytest.approx(4.0 * scaled.conditions["measured_latency_mean_ms"])
     assert scaled.energy_j == pytest.approx(scaled.latency_ms / 1e3 * 5.0)
     assert scaled.methods["energy_j"].startswith("estimated") and "latency_scaled_by=4" in scaled.methods["latency_ms"]
 

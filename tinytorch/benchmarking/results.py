@@ -362,6 +362,12 @@ MiB = 2**20
 # The seed's bare names kept for the course material that imports them, each the alias of one explicit field
 # ("<owner>.<name>": "<explicit name>"); every other key names its statistic (latency_median_ms, ...).
 SEED_ALIASES: dict[str, str] = {
+    "PerfMetrics.latency_ms": "latency_mean_ms",
+    "metrics.measure_latency": "latency_result",
+    "metrics.evaluate_accuracy": "accuracy_result",
+    "metrics.model_memory_mb": "memory_result",
+    "metrics.measure_latency_distribution": "latency_result",
+    "Profiler.measure_latency": "latency_median_ms",
 }
 
 
