@@ -556,7 +556,7 @@ class Profiler:
 
     # -- memory ----------------------------------------------------------------------------
     def measure_memory(self, model: Any, input_shape: Any) -> dict[str, Any]:
-        """Parameter, buffer, activation and peak memory (MiB) of one forward pass, with methods.
+        """Parameter, buffer, activation and peak memory of one forward pass: `*_bytes` integers, `*_mb` their MiB view.
 
         >>> r = Profiler().measure_memory(torch.nn.Linear(256, 256), (1, 256))
         >>> round(r["parameter_memory_mb"], 3), r["methods"]["parameter_memory_mb"]
@@ -587,6 +587,8 @@ class Profiler:
         methods["peak_memory_mb"] = "parameters + buffers + forward_peak_memory_mb"
         methods["memory_efficiency"] = "(parameters + buffers) / peak: share of peak memory that is stored state"
         return {
+            "parameter_memory_bytes": param_bytes, "buffer_memory_bytes": buffer_bytes,
+            "forward_peak_memory_bytes": forward_peak, "peak_memory_bytes": peak,
             "parameter_memory_mb": param_bytes / _MB,
             "buffer_memory_mb": buffer_bytes / _MB,
             "activation_memory_mb": activation_mb,
