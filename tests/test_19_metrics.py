@@ -174,3 +174,30 @@ def test_collect_metrics_calibration_is_named():
         default_digits_model(), digits_loader("test", 64), repeats=3).methods
     with pytest.raises(ValueError, match="calibration_data.*split"):
         collect_metrics(default_digits_model(), digits_loader("test", 64), precision="int8", repeats=2)
+
+
+def test_names_say_their_statistic_and_seed_aliases_equal_them():
+    from tinytorch.benchmarking.metrics import accuracy_result, latency_result, memory_result
+    from tinytorch.benchmarking.results import SEED_ALIASES, BenchmarkResult, CountResult, ProportionResult
+    m = collect_metrics(default_digits_model(), digits_loader("test", 64), repeats=4, latency_multiplier=3.0)
+    raw = m.results["latency"]
+    assert m.latency_mean_ms == m.latency_ms == pytest.approx(3.0 * raw.mean), "latency_ms is the mean's seed alias"
+    assert m.conditions["measured_latency_mean_ms"] == raw.mean and "measured_latency_ms" not in m.conditions
+    d = m.to_dict()
+    assert d["latency_mean_ms"] == d["latency_ms"] and d["memory_bytes"] == m.memory_bytes == 6090 * 4
+    assert isinstance(m.memory_bytes, int) and m.memory_mb == m.memory_bytes / 2**20
+    m.latency_ms = 7.5  # an alias cannot drift from its field
+    assert m.latency_mean_ms == 7.5
+    assert SEED_ALIASES["PerfMetrics.latency_ms"] == "latency_mean_ms"
+    for seed_fn in ("measure_latency", "evaluate_accuracy", "model_memory_mb", "measure_latency_distribution"):
+        assert SEED_ALIASES[f"metrics.{seed_fn}"] in ("latency_result", "accuracy_result", "memory_result")
+    # each seed float is a view of the result the public function returns
+    net, x = nn.Linear(16, 4), torch.randn(1, 16)
+    lat = latency_result(net, x, repeats=6)
+    assert isinstance(lat, BenchmarkResult) and lat.count == 6 and lat.unit == "ms"
+    loader = [(torch.eye(4), torch.tensor([0, 1, 2, 3]))]
+    acc = accuracy_result(nn.Identity(), loader)
+    assert isinstance(acc, ProportionResult) and acc.count == 4 and acc.mean == evaluate_accuracy(nn.Identity(), loader) == 1.0
+    mem = memory_result(net)
+    assert isinstance(mem, CountResult) and mem.unit == "bytes" and mem.median == (16 * 4 + 4) * 4
+    assert model_memory_mb(net) == mem.median / 2**20
