@@ -523,12 +523,11 @@ def measure_energy(fn: Callable[[], Any], *, power_watts: float | None = None, l
                    device: str = "cpu", min_window_s: float = 1.0, idle_s: float | None = None, windows: int = 1,
                    powercap_root: str | Path = DEFAULT_POWERCAP_ROOT, nvml: Any = None,
                    sync: Callable[[], None] | None = None) -> EnergyMeasurement:
-    """Energy per call of the zero-argument `fn` (e.g. one model inference), in joules: from a readable
-    hardware counter (RAPL under `powercap_root` for `device="cpu"`, NVML for "cuda..."): an idle
-    baseline over `idle_s` seconds (default `min_window_s`), then `windows` windows of at least
-    `min_window_s` seconds of calls, less the idle energy; else, with `power_watts`, the estimate
-    `latency × power_watts` (`latency_s`, a mean, or the mean of a quick `time_callable` run), method
-    "estimated: mean latency x power"; else `joules_per_call` is None and `reason` says why. Errors of `fn` propagate.
+    """Joules per call of the zero-argument `fn` (e.g. one inference): from a readable counter (RAPL under
+    `powercap_root` for `device="cpu"`, NVML for "cuda..."): an idle baseline over `idle_s` s (default `min_window_s`),
+    then `windows` windows of at least `min_window_s` s of calls, less the idle energy; else, with `power_watts`, the
+    mean latency (`latency_s`, or a quick `time_callable` run's mean) × `power_watts`, method "estimated: mean latency
+    x power"; else `joules_per_call` is None and `reason` says why. Errors of `fn` propagate.
 
     >>> measure_energy(lambda: sum(range(1000)), power_watts=15.0, powercap_root="/nonexistent").method
     'estimated: mean latency x power'

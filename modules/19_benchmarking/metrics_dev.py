@@ -72,8 +72,7 @@ _state_tensors = state_tensors  # results.state_tensors: the one walk over a mod
 
 
 def model_memory_mb(model: nn.Module) -> float:
-    """MiB held by a model's state (parameters, buffers, int8 weights and scales), by each tensor's dtype:
-    the seed's float view of `memory_result(model)`, a `CountResult` of integer bytes.
+    """MiB held by a model's state (parameters, buffers, int8 weights and scales), by dtype: a view of `memory_result`.
 
     >>> round(model_memory_mb(nn.Linear(256, 256)), 4)
     0.251
@@ -307,23 +306,14 @@ def _batches(loader: Any) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
 
 
 def memory_result(model: nn.Module) -> CountResult:
-    """The state-dict tensor bytes of `model` (integers), as a `CountResult`.
-
-    >>> memory_result(nn.Linear(2, 2)).mean
-    24.0
-    """
-    nbytes = state_dict_tensor_bytes(model)
-    return CountResult("memory", [nbytes], unit="bytes",
-                       metadata={"bytes": nbytes, "method": "measured: state-dict tensors x element size"})
+    "The state-dict tensor bytes of `model` (integers) as a `CountResult`; `memory_result(nn.Linear(2, 2)).median` is 24."
+    n = state_dict_tensor_bytes(model)
+    return CountResult("memory", [n], unit="bytes", metadata={"bytes": n, "method": "measured: state-dict tensors x element size"})
 
 
 def accuracy_result(model: nn.Module, loader: Iterable, device: str | torch.device = "cpu", precision: str = "fp32",
                     *, calibration_data: Any = None) -> ProportionResult:
-    """Top-1 hits of `model` in `precision` on the labelled batches of `loader`, as a `ProportionResult` (Wilson CI).
-
-    >>> accuracy_result(nn.Linear(2, 2), [(torch.eye(2), torch.tensor([0, 1]))]).count
-    2
-    """
+    "Top-1 hits of `model` in `precision` on the labelled batches of `loader`, as a `ProportionResult` (Wilson CI)."
     converted = to_precision(model, precision, device, calibration_data=calibration_data)
     return ProportionResult("accuracy", top1_correct(converted, EvalData(list(_batches(loader)), "loader")),
                             unit="fraction", metadata={"method": "measured: top-1 over every labelled batch of loader"})
@@ -341,11 +331,7 @@ def measure_latency(model: Any, input_tensor: Any, runs: int = 100, warmup: int 
 
 
 def latency_result(model: Any, input_tensor: Any, repeats: int = 30, runs: int = 1, warmup: int = 10) -> BenchmarkResult:
-    """Per-call latency (ms) of `model` on `input_tensor`: `repeats` timed samples of at least `runs` calls each.
-
-    >>> latency_result(nn.Linear(16, 4), torch.randn(1, 16), repeats=5).count
-    5
-    """
+    "Per-call latency (ms) on `input_tensor`, a `BenchmarkResult`: `repeats` timed samples of at least `runs` calls each."
     if _positive_int(runs, "runs") == 1:
         samples = time_model(model, input_tensor, warmup=warmup, samples=repeats)
     else:  # each timed block holds at least `runs` calls
@@ -399,12 +385,9 @@ def measure_latency_distribution(model: Any, input_tensor: Any, repeats: int = 3
 #| export
 @dataclass
 class PerfMetrics:
-    """The performance of one model in one precision on one device, each figure with its method.
-
-    `methods` says how each figure was obtained, `reasons` why one is None. `latency_mean_ms` is the mean
-    per call of `batch_size` samples times `latency_scaled_by` (`latency_ms` is its seed alias, always equal);
-    `memory_mb` is `memory_bytes` in MiB; `results` holds the measurements (a view of them, this).
-    """
+    """One model in one precision on one device, a view of `results` (the measurements); `methods`: how each figure
+    was obtained, `reasons`: why one is None. `latency_mean_ms`: the mean per call of `batch_size` samples times
+    `latency_scaled_by` (`latency_ms` is its seed alias, always equal); `memory_mb`: `memory_bytes` (integers) in MiB."""
 
     accuracy: float | None
     latency_ms: float
@@ -422,10 +405,8 @@ class PerfMetrics:
     reasons: dict[str, str] = field(default_factory=dict)
     conditions: dict[str, Any] = field(default_factory=dict)
     results: dict[str, BenchmarkResult] = field(default_factory=dict, repr=False)
-
     latency_mean_ms = property(lambda self: self.latency_ms, doc="Mean latency (ms); `latency_ms` is its seed alias.")
-    memory_bytes = property(lambda self: int(self.results["memory"].mean) if "memory" in self.results else None,
-                            doc="Integer state-dict tensor bytes (`memory_mb` is their MiB view); None without a result.")
+    memory_bytes = property(lambda self: int(self.results["memory"].mean) if "memory" in self.results else None)
 
     def to_dict(self) -> dict[str, Any]:
         "All fields and `latency_mean_ms`, `memory_bytes`, JSON-ready (each underlying result as its `to_dict()`)."
@@ -595,18 +576,17 @@ if __name__ == "__main__":
 # %%
 def test_module():
     from tinytorch.benchmarking.digits import default_digits_model, digits_loader
-
     model, test = default_digits_model(), digits_loader("test", 64)
     by_precision = {p: collect_metrics(model, test, precision=p, repeats=10, power_watts=15.0,
                                        calibration_data=digits_loader("train", 64), calibration_split="digits train split")
                     for p in PRECISIONS}
     for p, m in by_precision.items():
-        print(f"{p:5s} acc {m.accuracy:.2%}  latency {m.latency_ms * 1e3:7.1f} µs (p95 {m.latency_p95_ms * 1e3:7.1f})  "
+        print(f"{p:5s} acc {m.accuracy:.2%}  latency (mean) {m.latency_mean_ms * 1e3:7.1f} µs (p95 {m.latency_p95_ms * 1e3:7.1f})  "
               f"{m.memory_mb * 1024:6.2f} KB  energy {m.energy_j * 1e6:.1f} µJ ({m.methods['energy_j']})")
         assert m.energy_j is not None and m.methods["energy_j"].startswith(("measured", "estimated")), m.methods
     base, q = by_precision["fp32"], by_precision["int8"]
     assert base.accuracy > 0.9 and q.accuracy >= base.accuracy - 0.03, f"int8 {q.accuracy:.3f} vs fp32 {base.accuracy:.3f}"
-    assert q.memory_mb < 0.6 * base.memory_mb, f"int8 should shrink memory: {base.memory_mb} -> {q.memory_mb} MB"
+    assert q.memory_mb < 0.6 * base.memory_mb, f"int8 should shrink memory: {base.memory_bytes} -> {q.memory_bytes} bytes"
 
 
 if __name__ == "__main__":

@@ -66,10 +66,9 @@ def expect_error(fn, *args, name: str, error: type = ValueError, **kwargs) -> No
 # %% [markdown]
 # ## The report: one payload, four files
 #
-# The report renders; it neither measures nor computes statistics. One JSON-ready payload
-# (`BenchmarkSuite.to_payload`) becomes `results.json` (every raw value; a figure that cannot be had
-# is `null` with its reason, never NaN), `results.csv` (model × metric), `benchmark_report.md` and
-# PNG plots, each written atomically. These cells export to `tinytorch.benchmarking.report`.
+# The report renders; it neither measures nor computes statistics. One JSON-ready payload (`BenchmarkSuite.to_payload`)
+# becomes `results.json` (every raw value; a figure that cannot be had is `null` with its reason, never NaN),
+# `results.csv` (model × metric), `benchmark_report.md` and PNG plots, each written atomically.
 
 # %%
 #| export benchmarking.report
@@ -203,8 +202,7 @@ def _metric_table(payload: dict[str, Any], metric: str) -> list[str]:
         if r["status"] in ("measured", "estimated"):
             r = {**r, **{c: r.get(c) / k for c in ("median", "mean", "std", "ci_lower", "ci_upper", "median_ci_lower",
                                                     "median_ci_upper") if r.get(c) is not None}}
-            ci = (f"[{_fmt(r['ci_lower'])}, {_fmt(r['ci_upper'])}]" + (" †" if r["ci_lower"] < 0 else "")
-                  if r["ci_lower"] is not None else "—")  # † a mean's t-interval below 0: never a figure unmarked
+            ci = f"[{_fmt(r['ci_lower'])}, {_fmt(r['ci_upper'])}]{' †' * (r['ci_lower'] < 0)}" if r["ci_lower"] is not None else "—"
             mci = (f"[{_fmt(r['median_ci_lower'])}, {_fmt(r['median_ci_upper'])}]"
                    if r.get("median_ci_lower") is not None else "—")
             lines.append(f"| {m} | {r['status']} | {_fmt(r['median'])} | {mci} | {_fmt(r['mean'])} ± {_fmt(r['std'], 2)} | "
@@ -389,7 +387,6 @@ from tinytorch.benchmarking.results import ALPHA, MIN_EFFECT, BenchmarkResult, c
 # %% [markdown]
 # ## The Pareto frontier
 #
-# (These cells export to `tinytorch.benchmarking.pareto`; the public API re-exports both functions.)
 # With several metrics there is rarely one best model (int8: smaller and faster; float: a
 # little more accurate). A model is **dominated** when another is at least as good on every
 # metric and strictly better on one; the models left, the **Pareto frontier**, are the choices.

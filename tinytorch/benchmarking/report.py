@@ -133,8 +133,7 @@ def _metric_table(payload: dict[str, Any], metric: str) -> list[str]:
         if r["status"] in ("measured", "estimated"):
             r = {**r, **{c: r.get(c) / k for c in ("median", "mean", "std", "ci_lower", "ci_upper", "median_ci_lower",
                                                     "median_ci_upper") if r.get(c) is not None}}
-            ci = (f"[{_fmt(r['ci_lower'])}, {_fmt(r['ci_upper'])}]" + (" †" if r["ci_lower"] < 0 else "")
-                  if r["ci_lower"] is not None else "—")  # † a mean's t-interval below 0: never a figure unmarked
+            ci = f"[{_fmt(r['ci_lower'])}, {_fmt(r['ci_upper'])}]{' †' * (r['ci_lower'] < 0)}" if r["ci_lower"] is not None else "—"
             mci = (f"[{_fmt(r['median_ci_lower'])}, {_fmt(r['median_ci_upper'])}]"
                    if r.get("median_ci_lower") is not None else "—")
             lines.append(f"| {m} | {r['status']} | {_fmt(r['median'])} | {mci} | {_fmt(r['mean'])} ± {_fmt(r['std'], 2)} | "
