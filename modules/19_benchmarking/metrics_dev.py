@@ -313,7 +313,7 @@ def memory_result(model: nn.Module) -> CountResult:
 
 def accuracy_result(model: nn.Module, loader: Iterable, device: str | torch.device = "cpu", precision: str = "fp32",
                     *, calibration_data: Any = None) -> ProportionResult:
-    "Top-1 hits of `model` in `precision` on the labelled batches of `loader`, as a `ProportionResult` (Wilson CI)."
+    "Top-1 hits of `model` in `precision` on the labelled batches of `loader`, a `ProportionResult` (e.g. `.mean`, `.ci_lower`)."
     converted = to_precision(model, precision, device, calibration_data=calibration_data)
     return ProportionResult("accuracy", top1_correct(converted, EvalData(list(_batches(loader)), "loader")),
                             unit="fraction", metadata={"method": "measured: top-1 over every labelled batch of loader"})
@@ -331,7 +331,7 @@ def measure_latency(model: Any, input_tensor: Any, runs: int = 100, warmup: int 
 
 
 def latency_result(model: Any, input_tensor: Any, repeats: int = 30, runs: int = 1, warmup: int = 10) -> BenchmarkResult:
-    "Per-call latency (ms) on `input_tensor`, a `BenchmarkResult`: `repeats` timed samples of at least `runs` calls each."
+    "Per-call ms, a `BenchmarkResult` of `repeats` samples of >= `runs` calls (`latency_result(nn.Linear(4, 2), torch.randn(1, 4)).count`: 30)."
     if _positive_int(runs, "runs") == 1:
         samples = time_model(model, input_tensor, warmup=warmup, samples=repeats)
     else:  # each timed block holds at least `runs` calls
