@@ -303,13 +303,14 @@ def test_latency_of_numpy_and_callable_models(profiler):
 def test_profile_forward_pass(profiler):
     model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.Tanh(), torch.nn.Linear(512, 8))
     df = profiler.profile_forward_pass(model, (64, 512), samples=5, threads=1)
-    assert list(df.columns) == list(LAYER_COLUMNS) + ["latency_ms", "latency_share"]
+    assert list(df.columns) == list(LAYER_COLUMNS) + ["latency_median_ms", "latency_share"]
     assert df["macs"].tolist() == [64 * 512 * 512, 0, 64 * 8 * 512]
-    assert df["latency_ms"].idxmax() == 0, "the 512x512 layer does 64x the work of the last one"
-    assert df["latency_share"].tolist() == pytest.approx((df["latency_ms"] / df.attrs["total_latency_ms"]).tolist())
-    assert 0.3 < df.attrs["sum_layer_latency_ms"] / df.attrs["total_latency_ms"] < 3
+    assert df["latency_median_ms"].idxmax() == 0, "the 512x512 layer does 64x the work of the last one"
+    assert df["latency_share"].tolist() == pytest.approx((df["latency_median_ms"] / df.attrs["model_latency_median_ms"]).tolist())
+    assert 0.3 < df.attrs["operators_sum_ms"] / df.attrs["model_latency_median_ms"] < 3
     row = profiler.profile_layer(model, model[2], (64, 512), samples=3, threads=1)
-    assert row["layer"] == "2" and row["parameters"] == 512 * 8 + 8 and row["calls"] == 1
+    assert row["layer"] == "2" and row["parameters"] == 512 * 8 + 8 and row["calls"] == 1 and row["latency_median_ms"] > 0
+    assert not {"latency_ms", "total_latency_ms", "sum_layer_latency_ms"} & (set(row) | set(df.attrs) | set(df.columns))
     with pytest.raises(ValueError, match="layer"):
         profiler.profile_layer(model, "nope", (64, 512))
 
@@ -402,6 +403,11 @@ def test_quick_profile_and_weight_distribution(profiler, capsys):
     s = quick_profile(model, (1, 1, 6, 6), iterations=3, threads=1)
     assert s["parameters"] == 30 + 98 and s["macs"] == 3 * 16 * 9 + 2 * 48
     assert "latency" in capsys.readouterr().out
+    assert s["latency_median_ms"] > 0 and "latency_ms" not in s, "the summary's latency names its statistic"
+    mem = profiler.measure_memory(model, (1, 1, 6, 6))
+    for key in ("parameter_memory", "buffer_memory", "forward_peak_memory", "peak_memory"):
+        assert isinstance(mem[f"{key}_bytes"], int) and mem[f"{key}_mb"] == mem[f"{key}_bytes"] / 2**20, key
+    assert mem["parameter_memory_bytes"] == (30 + 98) * 4
     with torch.no_grad():
         model[2].weight[0] = 0.0
     df = analyze_weight_distribution(model, percentiles=(25, 75))

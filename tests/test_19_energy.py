@@ -216,3 +216,13 @@ def test_energy_within_the_counters_noise_is_no_figure(tmp_path):
     m = measure_energy(lambda: None, powercap_root=tmp_path, min_window_s=0.05, idle_s=0.02, windows=3)
     assert m.joules_per_call is None and m.method == METHOD_RAPL, m
     assert m.reason.startswith("not measurable") and m.window_joules_per_call == [0.0, 0.0, 0.0], m
+
+
+def test_every_estimate_uses_the_mean_latency(monkeypatch):
+    import tinytorch.benchmarking.energy as energy
+    from types import SimpleNamespace
+    assert "mean latency" in METHOD_ESTIMATED, "the method string says which statistic the estimate uses"
+    # a skewed run: median 1 ms, mean 4 ms; energy adds up over calls, so the mean is the one that applies
+    monkeypatch.setattr(energy, "time_callable", lambda fn, **kw: SimpleNamespace(per_call_ms=[1.0, 1.0, 10.0]))
+    est = energy.measure_energy(lambda: None, power_watts=10.0, powercap_root="/nonexistent")
+    assert est.latency_s == pytest.approx(0.004) and est.joules_per_call == pytest.approx(0.04)

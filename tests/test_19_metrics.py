@@ -89,14 +89,14 @@ def test_collect_metrics_fields_and_labels():
     assert isinstance(m, PerfMetrics) and m.batch_size == 8
     assert m.throughput_sps == pytest.approx(8 / (m.latency_ms / 1e3))
     assert m.memory_mb == pytest.approx(6090 * 4 / 2**20)
-    assert m.energy_j is not None and m.methods["energy_j"] in ("measured: RAPL", "estimated: latency x power")
+    assert m.energy_j is not None and m.methods["energy_j"] in ("measured: RAPL", "estimated: mean latency x power")
     if m.methods["energy_j"].startswith("estimated"):
-        assert m.energy_j == pytest.approx(m.conditions["measured_latency_ms"] / 1e3 * 5.0, rel=1e-9)
+        assert m.energy_j == pytest.approx(m.conditions["measured_latency_mean_ms"] / 1e3 * 5.0, rel=1e-9)
     d = m.to_dict()
     assert {"accuracy", "latency_ms", "latency_std_ms", "latency_p95_ms", "throughput_sps", "memory_mb",
             "energy_j", "methods", "latency_scaled_by"} <= set(d)
     scaled = collect_metrics(model, digits_loader("test", 64), power_watts=5.0, latency_multiplier=4.0, repeats=5)
-    assert scaled.latency_ms == pytest.approx(4.0 * scaled.conditions["measured_latency_ms"])
+    assert scaled.latency_ms == pytest.approx(4.0 * scaled.conditions["measured_latency_mean_ms"])
     assert scaled.energy_j == pytest.approx(scaled.latency_ms / 1e3 * 5.0)
     assert scaled.methods["energy_j"].startswith("estimated") and "latency_scaled_by=4" in scaled.methods["latency_ms"]
 
@@ -174,3 +174,30 @@ def test_collect_metrics_calibration_is_named():
         default_digits_model(), digits_loader("test", 64), repeats=3).methods
     with pytest.raises(ValueError, match="calibration_data.*split"):
         collect_metrics(default_digits_model(), digits_loader("test", 64), precision="int8", repeats=2)
+
+
+def test_names_say_their_statistic_and_seed_aliases_equal_them():
+    from tinytorch.benchmarking.metrics import accuracy_result, latency_result, memory_result
+    from tinytorch.benchmarking.results import SEED_ALIASES, BenchmarkResult, CountResult, ProportionResult
+    m = collect_metrics(default_digits_model(), digits_loader("test", 64), repeats=4, latency_multiplier=3.0)
+    raw = m.results["latency"]
+    assert m.latency_mean_ms == m.latency_ms == pytest.approx(3.0 * raw.mean), "latency_ms is the mean's seed alias"
+    assert m.conditions["measured_latency_mean_ms"] == raw.mean and "measured_latency_ms" not in m.conditions
+    d = m.to_dict()
+    assert d["latency_mean_ms"] == d["latency_ms"] and d["memory_bytes"] == m.memory_bytes == 6090 * 4
+    assert isinstance(m.memory_bytes, int) and m.memory_mb == m.memory_bytes / 2**20
+    m.latency_ms = 7.5  # an alias cannot drift from its field
+    assert m.latency_mean_ms == 7.5
+    assert SEED_ALIASES["PerfMetrics.latency_ms"] == "latency_mean_ms"
+    for seed_fn in ("measure_latency", "evaluate_accuracy", "model_memory_mb", "measure_latency_distribution"):
+        assert SEED_ALIASES[f"metrics.{seed_fn}"] in ("latency_result", "accuracy_result", "memory_result")
+    # each seed float is a view of the result the public function returns
+    net, x = nn.Linear(16, 4), torch.randn(1, 16)
+    lat = latency_result(net, x, repeats=6)
+    assert isinstance(lat, BenchmarkResult) and lat.count == 6 and lat.unit == "ms"
+    loader = [(torch.eye(4), torch.tensor([0, 1, 2, 3]))]
+    acc = accuracy_result(nn.Identity(), loader)
+    assert isinstance(acc, ProportionResult) and acc.count == 4 and acc.mean == evaluate_accuracy(nn.Identity(), loader) == 1.0
+    mem = memory_result(net)
+    assert isinstance(mem, CountResult) and mem.unit == "bytes" and mem.median == (16 * 4 + 4) * 4
+    assert model_memory_mb(net) == mem.median / 2**20

@@ -211,3 +211,26 @@ def test_report_files_from_a_hand_made_payload(tmp_path):
         ensure_output_dir(tmp_path / JSON_FILE / "sub")
     with pytest.raises(ValueError, match="metric"):
         plot_metric(payload, "energy", tmp_path)
+
+
+def test_a_mean_interval_below_zero_is_marked_never_shown_bare():
+    payload = _toy_payload()
+    skewed = next(r for r in payload["table"] if r["model"] == "small" and r["metric"] == "latency")
+    skewed.update(mean=1.0, ci_lower=-0.4, ci_upper=2.4)  # a t-interval of a skewed mean reaching below 0 ms
+    md = render_markdown(payload)
+    row = next(line for line in md.splitlines() if line.startswith("| small | measured |"))
+    assert "[-0.4, 2.4] †" in row, row
+    assert "† marks" not in md and "the t-interval of the mean reaches below 0" in md and "read the median's" in md
+    big = next(line for line in md.splitlines() if line.startswith("| big | measured |"))
+    assert "†" not in big, "an interval above 0 carries no mark"
+
+
+def test_best_is_the_pareto_set_with_ties_not_the_raw_median():
+    payload = _toy_payload()
+    md = render_markdown(payload)  # small's median is lower, but 3 samples each do not tell the two apart
+    assert "lowest latency**: big (2 ms), small (1 ms) (tied: no significant difference)" in md
+    payload["results"]["latency"] = {"big": {"values": [2.0 + i / 1e3 for i in range(40)]},
+                                     "small": {"values": [1.0 + i / 1e3 for i in range(40)]}}
+    md = render_markdown(payload)
+    assert "lowest latency**: small (1 ms)" in md and "tied" not in md.split("lowest latency")[1].splitlines()[0], \
+        "separated samples: small alone"

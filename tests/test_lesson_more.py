@@ -46,7 +46,7 @@ return out
 
 # metrics: the scaled branch first, the seconds kept apart, PerfMetrics built positionally
 MY_COLLECT = '''
-timed = _latency_result(converted, x, repeats, 1, 10)
+timed = latency_result(converted, x, repeats)
 factor = float(latency_multiplier)
 tag = "" if factor == 1 else f" x {factor:g} (latency_scaled_by={factor:g})"
 for name in ("latency_ms", "latency_std_ms", "latency_p95_ms", "latency_median_ms"):
@@ -54,7 +54,7 @@ for name in ("latency_ms", "latency_std_ms", "latency_p95_ms", "latency_median_m
 methods["throughput_sps"] = "derived: samples per second of the mean latency"
 methods["memory_mb"] = "measured: state tensors by dtype"
 size_mb = model_memory_mb(converted)
-memory_result = CountResult("memory", [size_mb], unit="MiB", metadata={"bytes": state_dict_tensor_bytes(converted)})
+memory_result = CountResult("memory", [state_dict_tensor_bytes(converted)], unit="bytes")
 mean_s = timed.mean * factor / 1000.0
 joules = None
 if factor != 1:
@@ -77,7 +77,7 @@ else:
 return PerfMetrics(acc_result.mean, timed.mean * factor, timed.std * factor, timed.p95 * factor, batch_size / mean_s,
                    size_mb, joules, latency_median_ms=timed.median * factor, precision=precision, device=str(dev),
                    batch_size=batch_size, latency_scaled_by=factor, methods=methods, reasons=reasons,
-                   conditions={**timed.metadata, "measured_latency_ms": timed.mean, "measured_latency_p95_ms": timed.p95},
+                   conditions={**timed.metadata, "measured_latency_mean_ms": timed.mean, "measured_latency_p95_ms": timed.p95},
                    results={"accuracy": acc_result, "latency": timed, "memory": memory_result})
 '''
 

@@ -981,7 +981,7 @@ class Profiler:
 
     # -- memory ----------------------------------------------------------------------------
     def measure_memory(self, model: Any, input_shape: Any) -> dict[str, Any]:
-        """Parameter, buffer, activation and peak memory (MiB) of one forward pass, with methods.
+        """Parameter, buffer, activation and peak memory of one forward pass: `*_bytes` integers, `*_mb` their MiB view.
 
         >>> r = Profiler().measure_memory(torch.nn.Linear(256, 256), (1, 256))
         >>> round(r["parameter_memory_mb"], 3), r["methods"]["parameter_memory_mb"]
@@ -1012,6 +1012,8 @@ class Profiler:
         methods["peak_memory_mb"] = "parameters + buffers + forward_peak_memory_mb"
         methods["memory_efficiency"] = "(parameters + buffers) / peak: share of peak memory that is stored state"
         return {
+            "parameter_memory_bytes": param_bytes, "buffer_memory_bytes": buffer_bytes,
+            "forward_peak_memory_bytes": forward_peak, "peak_memory_bytes": peak,
             "parameter_memory_mb": param_bytes / _MB,
             "buffer_memory_mb": buffer_bytes / _MB,
             "activation_memory_mb": activation_mb,
@@ -1048,11 +1050,11 @@ class Profiler:
         """`layer_stats` plus each layer's measured latency (ms) and its share of the model's latency.
 
         Each layer is timed alone on the input it received in a full pass. `attrs` of the table
-        hold `total_latency_ms` (the whole model, timed as one), `sum_layer_latency_ms` and methods.
+        hold `model_latency_median_ms` (the whole model, timed as one), `operators_sum_ms` and methods.
 
         >>> df = Profiler().profile_forward_pass(torch.nn.Sequential(torch.nn.Linear(8, 8)), (1, 8), samples=3)
         >>> list(df.columns[-2:])
-        ['latency_ms', 'latency_share']
+        ['latency_median_ms', 'latency_share']
         """
         a = adapt(model)
         _require_countable(a, "per-layer profiling")
@@ -1062,13 +1064,13 @@ class Profiler:
         latencies = [self._time_layer(a, c, warmup, samples, threads) for c in walk.calls]
         timing = time_model(a, x, warmup=warmup, samples=samples, threads=threads)
         total = timing.median_ms
-        df["latency_ms"] = latencies
+        df["latency_median_ms"] = latencies
         df["latency_share"] = [v / total for v in latencies]
         df.attrs.update({
             "model": a.name,
-            "total_latency_ms": total,
+            "model_latency_median_ms": total,
             "threads": timing.threads,
-            "sum_layer_latency_ms": float(sum(latencies)),
+            "operators_sum_ms": float(sum(latencies)),
             "latency_method": "median of the shared timing core; each layer timed alone on its recorded input",
             "flop_methods": walk.flop_methods,
             "total_flops": walk.total_flops,
@@ -1090,7 +1092,7 @@ class Profiler:
         for i, c in enumerate(walk.calls):
             if (isinstance(layer, str) and c.name == layer) or c.obj is layer:
                 out = rows.iloc[i].to_dict()
-                out["latency_ms"] = self._time_layer(a, c, warmup, samples, threads)
+                out["latency_median_ms"] = self._time_layer(a, c, warmup, samples, threads)
                 out["calls"] = sum(1 for d in walk.calls if d.obj is c.obj)
                 return out
         names = sorted({c.name for c in walk.calls})
@@ -1343,8 +1345,8 @@ if __name__ == "__main__":
                                 torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
                                 torch.nn.Linear(32 * 16 * 16, 10))
     _fp = Profiler().profile_forward_pass(_cnn2, (8, 3, 32, 32), threads=1)
-    print(_fp[["layer", "type", "macs", "activation_bytes", "latency_ms", "latency_share"]].to_string())
-    print(f"whole model: {_fp.attrs['total_latency_ms']:.3f} ms; sum of layers: {_fp.attrs['sum_layer_latency_ms']:.3f} ms")
+    print(_fp[["layer", "type", "macs", "activation_bytes", "latency_median_ms", "latency_share"]].to_string())
+    print(f"whole model: {_fp.attrs['model_latency_median_ms']:.3f} ms; sum of layers: {_fp.attrs['operators_sum_ms']:.3f} ms")
 
 # %% [markdown]
 # ### Training costs more than inference
@@ -1365,11 +1367,11 @@ def test_unit_profile_passes():
     p = Profiler()
     m = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256))
     df = p.profile_forward_pass(m, (32, 256), samples=5, threads=1)
-    assert list(df.columns) == list(LAYER_COLUMNS) + ["latency_ms", "latency_share"]
-    assert (df["latency_ms"] > 0).all() and df.attrs["total_latency_ms"] > 0
-    assert df.loc[0, "latency_ms"] > df.loc[1, "latency_ms"], "a 256x256 matmul should outlast a ReLU"
+    assert list(df.columns) == list(LAYER_COLUMNS) + ["latency_median_ms", "latency_share"]
+    assert (df["latency_median_ms"] > 0).all() and df.attrs["model_latency_median_ms"] > 0
+    assert df.loc[0, "latency_median_ms"] > df.loc[1, "latency_median_ms"], "a 256x256 matmul should outlast a ReLU"
     row = p.profile_layer(m, "2", (32, 256), samples=3, threads=1)
-    assert row["macs"] == 32 * 256 * 256 and row["latency_ms"] > 0
+    assert row["macs"] == 32 * 256 * 256 and row["latency_median_ms"] > 0
     m.train()
     bw = p.profile_backward_pass(m, (32, 256), iterations=5, threads=1)
     assert bw["backward_ms"] > 0 and bw["forward_backward_ms"] > bw["forward_ms"]
@@ -1425,7 +1427,7 @@ def quick_profile(model: Any, input_tensor: Any, *, warmup: int = 5, iterations:
         for key in ("parameter_memory_mb", "activation_memory_mb", "peak_memory_mb"):
             out[key] = mem[key]
         out["methods"] = mem["methods"]
-    out["latency_ms"] = p.measure_latency(a, input_tensor, warmup=warmup, iterations=iterations, threads=threads)
+    out["latency_median_ms"] = p.measure_latency(a, input_tensor, warmup=warmup, iterations=iterations, threads=threads)
     if show:
         print(_format_summary(out))
     return out
@@ -1442,7 +1444,7 @@ def _format_summary(s: dict[str, Any]) -> str:
              f"  FLOPs           {fmt('flops')}",
              f"  activations     {fmt('activation_memory_mb', ' MiB', '.4f')}",
              f"  peak memory     {fmt('peak_memory_mb', ' MiB', '.4f')}",
-             f"  latency         {s['latency_ms']:.4f} ms (median)"]
+             f"  latency         {s['latency_median_ms']:.4f} ms (median)"]
     return "\n".join(lines)
 
 
@@ -1499,9 +1501,9 @@ def test_unit_summaries():
         m[0].weight[:, :5] = 0.0  # half of the first weight matrix is exactly zero
     s = quick_profile(m, (2, 10), iterations=3, show=False)
     assert s["parameters"] == 10 * 20 + 20 + 20 * 5 + 5 and s["macs"] == 2 * (10 * 20 + 20 * 5)
-    assert s["latency_ms"] > 0 and s["peak_memory_mb"] > 0
+    assert s["latency_median_ms"] > 0 and s["peak_memory_mb"] > 0
     c = quick_profile(lambda x: x * 2, torch.ones(4), iterations=3, show=False)
-    assert c["parameters"] is None and "only latency" in c["reasons"]["parameters"] and c["latency_ms"] > 0
+    assert c["parameters"] is None and "only latency" in c["reasons"]["parameters"] and c["latency_median_ms"] > 0
     df = analyze_weight_distribution(m, percentiles=(10, 90))
     assert df["parameter"].tolist() == ["0.weight", "0.bias", "2.weight", "2.bias"]
     assert df.loc[0, "sparsity"] == 0.5

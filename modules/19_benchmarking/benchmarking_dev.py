@@ -320,11 +320,11 @@ class Benchmark:
                     continue
                 meta = {"method": "measured: Profiler.measure_memory", "input_shape": list(shape),
                         "parameters": params, "profiler": mem}
-                for metric, key in (("memory", "peak_memory_mb"), ("parameter_memory", "parameter_memory_mb")):
+                for metric, key in (("memory", "peak_memory_bytes"), ("parameter_memory", "parameter_memory_bytes")):
                     if mem.get(key) is None:
                         self._not_available(metric, name, f"Profiler.measure_memory gave no {key}: {mem.get('methods')}")
                     else:
-                        n = int(mem[key] * MiB)  # exact: the Profiler divides integer bytes by MiB
+                        n = mem[key]  # integer bytes, as the Profiler counted them
                         self._store(metric, name, CountResult(metric, [n], unit="bytes", metadata=dict(meta, bytes=n)))
         return dict(self.results.get("memory", {}))
 
@@ -356,7 +356,7 @@ class Benchmark:
         self._store_size(name, module, " (of the module torch.compile wraps)")
         try:
             from tinytorch.profiling.profiler import Profiler
-            params = int(Profiler().measure_memory(module, tuple(x.shape))["parameter_memory_mb"] * MiB)  # exact
+            params = Profiler().measure_memory(module, tuple(x.shape))["parameter_memory_bytes"]
         except Exception as e:  # the wrapped module raised on the input
             self._fail("parameter_memory", name, e, context=f"input_shape {tuple(x.shape)} ({self.input_source})")
             return

@@ -917,7 +917,7 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
     if dev is None:
         df = Profiler().profile_forward_pass(model, shape, samples=_positive_int(samples, "samples"))
         method = "measured: each operator timed alone on its recorded input (timing core median)"
-        latencies, roofs, model_latency = [float(v) for v in df["latency_ms"]], None, float(df.attrs["total_latency_ms"])
+        latencies, roofs, model_latency = [float(v) for v in df["latency_median_ms"]], None, float(df.attrs["model_latency_median_ms"])
         cache_kb, cache_source, where = _host_cache_kb(), "this machine's L2 (sysfs)", "this machine"
     else:
         if not isinstance(dev, HardwareProfile):
@@ -1170,7 +1170,7 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
     record("flops", Profiler().count_flops(model, x),
            "counted: Profiler.count_flops (torch.utils.flop_counter), FLOPs = 2 x MACs")
     with a.inference():
-        em = measure_energy(lambda: a.forward(x), power_watts=power_watts, latency_s=lat.median_ms / 1e3, sync=a.sync)
+        em = measure_energy(lambda: a.forward(x), power_watts=power_watts, latency_s=sum(lat.per_call_ms) / len(lat.per_call_ms) / 1e3, sync=a.sync)
     record("energy_mwh", None if em.joules_per_call is None else em.joules_per_call / 3.6,
            f"{em.method} (J / 3.6 = mWh per inference)", em.reason or "no energy counter and no power_watts")
     return {**out, "methods": methods, "reasons": reasons}

@@ -66,10 +66,9 @@ def expect_error(fn, *args, name: str, error: type = ValueError, **kwargs) -> No
 # %% [markdown]
 # ## The report: one payload, four files
 #
-# The report renders; it neither measures nor computes statistics. One JSON-ready payload
-# (`BenchmarkSuite.to_payload`) becomes `results.json` (every raw value; a figure that cannot be had
-# is `null` with its reason, never NaN), `results.csv` (model × metric), `benchmark_report.md` and
-# PNG plots, each written atomically. These cells export to `tinytorch.benchmarking.report`.
+# The report renders; it neither measures nor computes statistics. One JSON-ready payload (`BenchmarkSuite.to_payload`)
+# becomes `results.json` (every raw value; a figure that cannot be had is `null` with its reason, never NaN),
+# `results.csv` (model × metric), `benchmark_report.md` and PNG plots, each written atomically.
 
 # %%
 #| export benchmarking.report
@@ -203,7 +202,7 @@ def _metric_table(payload: dict[str, Any], metric: str) -> list[str]:
         if r["status"] in ("measured", "estimated"):
             r = {**r, **{c: r.get(c) / k for c in ("median", "mean", "std", "ci_lower", "ci_upper", "median_ci_lower",
                                                     "median_ci_upper") if r.get(c) is not None}}
-            ci = f"[{_fmt(r['ci_lower'])}, {_fmt(r['ci_upper'])}]" if r["ci_lower"] is not None else "—"
+            ci = f"[{_fmt(r['ci_lower'])}, {_fmt(r['ci_upper'])}]{' †' * (r['ci_lower'] < 0)}" if r["ci_lower"] is not None else "—"
             mci = (f"[{_fmt(r['median_ci_lower'])}, {_fmt(r['median_ci_upper'])}]"
                    if r.get("median_ci_lower") is not None else "—")
             lines.append(f"| {m} | {r['status']} | {_fmt(r['median'])} | {mci} | {_fmt(r['mean'])} ± {_fmt(r['std'], 2)} | "
@@ -212,7 +211,8 @@ def _metric_table(payload: dict[str, Any], metric: str) -> list[str]:
             lines.append(f"| {m} | {r['status']} | — | — | — | — | — | {r['note'] or ''} |")
     return lines + ["", "95% CI: for repeated samples, the Student-t interval of the mean, and the median's interval "
                     "from order statistics (the one to read for skewed timings); for an accuracy (k of n), the Wilson "
-                    "interval; for exact counts (bytes), a zero-width interval."]
+                    "interval; for exact counts (bytes), a zero-width interval. †: the t-interval of the mean reaches below 0, "
+                    "which the quantity cannot: too few or too skewed samples for it; read the median's interval."]
 
 
 def _best(payload: dict[str, Any], metric: str, vals: dict[str, float]) -> list[str]:
@@ -387,7 +387,6 @@ from tinytorch.benchmarking.results import ALPHA, MIN_EFFECT, BenchmarkResult, c
 # %% [markdown]
 # ## The Pareto frontier
 #
-# (These cells export to `tinytorch.benchmarking.pareto`; the public API re-exports both functions.)
 # With several metrics there is rarely one best model (int8: smaller and faster; float: a
 # little more accurate). A model is **dominated** when another is at least as good on every
 # metric and strictly better on one; the models left, the **Pareto frontier**, are the choices.
@@ -853,7 +852,7 @@ class BenchmarkSuite:
             try:
                 with a.inference():
                     m = measure_energy(lambda a=a, xi=xi: a.forward(xi), power_watts=self.power_watts,
-                                       latency_s=lat.median / 1e3 if lat is not None else None,
+                                       latency_s=lat.mean / 1e3 if lat is not None else None,
                                        device=str(a.device), min_window_s=self.energy_window_s, windows=self.energy_windows,
                                        powercap_root=self.powercap_root, sync=a.sync)
             except Exception as e:  # the model raised while its energy was measured
@@ -1076,8 +1075,8 @@ def test_module():
             assert set(results[metric]) == {"small", "big"}, f"{metric}: expected small and big, got {sorted(results[metric])}"
             assert "broken on purpose" in suite.failures[metric]["broken"]["message"], f"{metric}: the failure is recorded"
         energy = results["energy"]["small"]
-        assert energy.metadata["method"] == "estimated: latency x power" and energy.unit == "J"
-        assert abs(energy.median - results["latency"]["small"].median * 10.0 / 1e3) < 1e-12, "latency (s) x 10 W = J"
+        assert energy.metadata["method"] == "estimated: mean latency x power" and energy.unit == "J"
+        assert abs(energy.median - results["latency"]["small"].mean * 10.0 / 1e3) < 1e-12, "mean latency (s) x 10 W = J"
         assert {("latency", "big"), ("accuracy", "big")} <= {(c.metric, c.model_b) for c in suite.comparisons}
         suite.plot_pareto_frontier()
         report = suite.generate_report()

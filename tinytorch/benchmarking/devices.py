@@ -245,7 +245,7 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
     record("flops", Profiler().count_flops(model, x),
            "counted: Profiler.count_flops (torch.utils.flop_counter), FLOPs = 2 x MACs")
     with a.inference():
-        em = measure_energy(lambda: a.forward(x), power_watts=power_watts, latency_s=lat.median_ms / 1e3, sync=a.sync)
+        em = measure_energy(lambda: a.forward(x), power_watts=power_watts, latency_s=sum(lat.per_call_ms) / len(lat.per_call_ms) / 1e3, sync=a.sync)
     record("energy_mwh", None if em.joules_per_call is None else em.joules_per_call / 3.6,
            f"{em.method} (J / 3.6 = mWh per inference)", em.reason or "no energy counter and no power_watts")
     return {**out, "methods": methods, "reasons": reasons}

@@ -135,7 +135,7 @@ class NvmlReader:
 
 METHOD_RAPL = "measured: RAPL"
 METHOD_NVML = "measured: NVML"
-METHOD_ESTIMATED = "estimated: latency x power"
+METHOD_ESTIMATED = "estimated: mean latency x power"  # the mean: energy adds up, as a counter's does
 
 
 @dataclass
@@ -224,15 +224,14 @@ def measure_energy(fn: Callable[[], Any], *, power_watts: float | None = None, l
                    device: str = "cpu", min_window_s: float = 1.0, idle_s: float | None = None, windows: int = 1,
                    powercap_root: str | Path = DEFAULT_POWERCAP_ROOT, nvml: Any = None,
                    sync: Callable[[], None] | None = None) -> EnergyMeasurement:
-    """Energy per call of the zero-argument `fn` (e.g. one model inference), in joules: from a readable
-    hardware counter (RAPL under `powercap_root` for `device="cpu"`, NVML for "cuda..."): an idle
-    baseline over `idle_s` seconds (default `min_window_s`), then `windows` windows of at least
-    `min_window_s` seconds of calls, less the idle energy; else, with `power_watts`, the estimate
-    `latency × power_watts` (`latency_s`, or the median of a quick `time_callable` run), method
-    "estimated: latency x power"; else `joules_per_call` is None and `reason` says why. Errors of `fn` propagate.
+    """Joules per call of the zero-argument `fn` (e.g. one inference): from a readable counter (RAPL under
+    `powercap_root` for `device="cpu"`, NVML for "cuda..."): an idle baseline over `idle_s` s (default `min_window_s`),
+    then `windows` windows of at least `min_window_s` s of calls, less the idle energy; else, with `power_watts`, the
+    mean latency (`latency_s`, or a quick `time_callable` run's mean) × `power_watts`, method "estimated: mean latency
+    x power"; else `joules_per_call` is None and `reason` says why. Errors of `fn` propagate.
 
     >>> measure_energy(lambda: sum(range(1000)), power_watts=15.0, powercap_root="/nonexistent").method
-    'estimated: latency x power'
+    'estimated: mean latency x power'
     """
     if not callable(fn):
         raise TypeError(f"fn: expected a zero-argument callable, got {type(fn).__name__}")
@@ -261,7 +260,7 @@ def measure_energy(fn: Callable[[], Any], *, power_watts: float | None = None, l
     if power_watts is None:
         return EnergyMeasurement(None, None, reason=f"{no_counter}; and no power_watts was given for an estimate")
     if latency_s is None:
-        latency_s = time_callable(fn, samples=10, sync=sync).median_ms / 1e3
+        latency_s = statistics.fmean(time_callable(fn, samples=10, sync=sync).per_call_ms) / 1e3
     return EnergyMeasurement(joules_per_call=latency_s * float(power_watts), method=METHOD_ESTIMATED,
                              reason=f"estimate, not a measurement: {no_counter}", power_watts=float(power_watts),
                              latency_s=latency_s)

@@ -92,7 +92,7 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
     if dev is None:
         df = Profiler().profile_forward_pass(model, shape, samples=_positive_int(samples, "samples"))
         method = "measured: each operator timed alone on its recorded input (timing core median)"
-        latencies, roofs, model_latency = [float(v) for v in df["latency_ms"]], None, float(df.attrs["total_latency_ms"])
+        latencies, roofs, model_latency = [float(v) for v in df["latency_median_ms"]], None, float(df.attrs["model_latency_median_ms"])
         cache_kb, cache_source, where = _host_cache_kb(), "this machine's L2 (sysfs)", "this machine"
     else:
         if not isinstance(dev, HardwareProfile):

@@ -18,15 +18,15 @@ from ..profiling.timing import _positive_int, adapt, check_device, time_callable
 
 # %% auto #0
 __all__ = ['model_memory_mb', 'memory_violations', 'UnsupportedPrecisionError', 'check_precision', 'model_precision',
-           'to_precision', 'evaluate_accuracy', 'measure_latency', 'measure_latency_distribution', 'PerfMetrics',
-           'collect_metrics', 'check_device']
+           'to_precision', 'memory_result', 'accuracy_result', 'evaluate_accuracy', 'measure_latency', 'latency_result',
+           'measure_latency_distribution', 'PerfMetrics', 'collect_metrics', 'check_device']
 
 # %% ../../nbs/19_benchmarking/metrics_dev.ipynb #68c02bc6
 _state_tensors = state_tensors  # results.state_tensors: the one walk over a model's state
 
 
 def model_memory_mb(model: nn.Module) -> float:
-    """MiB held by a model's state (parameters, buffers, int8 weights and scales), by each tensor's dtype.
+    """MiB held by a model's state (parameters, buffers, int8 weights and scales), by dtype: a view of `memory_result`.
 
     >>> round(model_memory_mb(nn.Linear(256, 256)), 4)
     0.251
@@ -145,20 +145,33 @@ def _batches(loader: Any) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         raise ValueError("loader: expected at least one (inputs, labels) batch, got none")
 
 
+def memory_result(model: nn.Module) -> CountResult:
+    "The state-dict tensor bytes of `model` (integers) as a `CountResult`; `memory_result(nn.Linear(2, 2)).median` is 24."
+    n = state_dict_tensor_bytes(model)
+    return CountResult("memory", [n], unit="bytes", metadata={"bytes": n, "method": "measured: state-dict tensors x element size"})
+
+
+def accuracy_result(model: nn.Module, loader: Iterable, device: str | torch.device = "cpu", precision: str = "fp32",
+                    *, calibration_data: Any = None) -> ProportionResult:
+    "Top-1 hits of `model` in `precision` on the labelled batches of `loader`, a `ProportionResult` (e.g. `.mean`, `.ci_lower`)."
+    converted = to_precision(model, precision, device, calibration_data=calibration_data)
+    return ProportionResult("accuracy", top1_correct(converted, EvalData(list(_batches(loader)), "loader")),
+                            unit="fraction", metadata={"method": "measured: top-1 over every labelled batch of loader"})
+
+
 def evaluate_accuracy(model: nn.Module, loader: Iterable, device: str | torch.device = "cpu", precision: str = "fp32",
                       *, calibration_data: Any = None) -> float:
-    "Top-1 accuracy (0..1) of `model` in `precision` on the labelled batches of `loader`."
-    converted = to_precision(model, precision, device, calibration_data=calibration_data)
-    flags = top1_correct(converted, EvalData(list(_batches(loader)), "loader"))  # the one top-1 evaluation
-    return sum(flags) / len(flags)
+    "Top-1 accuracy (0..1): the seed's float view of `accuracy_result` (same arguments), its `.mean`."
+    return accuracy_result(model, loader, device, precision, calibration_data=calibration_data).mean
 
 
 def measure_latency(model: Any, input_tensor: Any, runs: int = 100, warmup: int = 10) -> float:
-    "Mean latency (ms) of one forward pass on `input_tensor`, over `runs` timed samples."
-    return BenchmarkResult("latency_ms", time_model(model, input_tensor, warmup=warmup, samples=runs).per_call_ms).mean
+    "Mean latency (ms) of one forward pass over `runs` samples: the seed's float view of `latency_result(...).mean`."
+    return latency_result(model, input_tensor, repeats=runs, warmup=warmup).mean
 
 
-def _latency_result(model: Any, input_tensor: Any, repeats: int, runs: int, warmup: int) -> BenchmarkResult:
+def latency_result(model: Any, input_tensor: Any, repeats: int = 30, runs: int = 1, warmup: int = 10) -> BenchmarkResult:
+    "Per-call ms, a `BenchmarkResult` of `repeats` samples of >= `runs` calls (`latency_result(nn.Linear(4, 2), torch.randn(1, 4)).count`: 30)."
     if _positive_int(runs, "runs") == 1:
         samples = time_model(model, input_tensor, warmup=warmup, samples=repeats)
     else:  # each timed block holds at least `runs` calls
@@ -177,22 +190,19 @@ def _latency_result(model: Any, input_tensor: Any, repeats: int, runs: int, warm
 
 def measure_latency_distribution(model: Any, input_tensor: Any, repeats: int = 30, runs: int = 1,
                                  warmup: int = 10) -> tuple[float, float, float]:
-    """(mean, std, p95) ms per forward pass from `repeats` timed samples of at least `runs` calls each.
+    """(mean, std, p95) ms per forward pass: the seed's tuple view of `latency_result` (same arguments).
 
     >>> mean, std, p95 = measure_latency_distribution(nn.Linear(16, 4), torch.randn(1, 16), repeats=10)
     """
-    r = _latency_result(model, input_tensor, repeats, runs, warmup)
+    r = latency_result(model, input_tensor, repeats, runs, warmup)
     return r.mean, r.std, r.p95
 
 # %% ../../nbs/19_benchmarking/metrics_dev.ipynb #a3d0ff21
 @dataclass
 class PerfMetrics:
-    """The performance of one model in one precision on one device, each figure with its method.
-
-    `methods` says how each figure was obtained, `reasons` why one is None. `latency_ms` is the mean
-    per call of `batch_size` samples (see also `latency_median_ms`) times `latency_scaled_by`;
-    `memory_mb` is `results.state_dict_tensor_bytes` in MiB; `results` holds the measurements.
-    """
+    """One model in one precision on one device, a view of `results` (the measurements); `methods`: how each figure
+    was obtained, `reasons`: why one is None. `latency_mean_ms`: the mean per call of `batch_size` samples times
+    `latency_scaled_by` (`latency_ms` is its seed alias, always equal); `memory_mb`: `memory_bytes` (integers) in MiB."""
 
     accuracy: float | None
     latency_ms: float
@@ -210,11 +220,13 @@ class PerfMetrics:
     reasons: dict[str, str] = field(default_factory=dict)
     conditions: dict[str, Any] = field(default_factory=dict)
     results: dict[str, BenchmarkResult] = field(default_factory=dict, repr=False)
+    latency_mean_ms = property(lambda self: self.latency_ms, doc="Mean latency (ms); `latency_ms` is its seed alias.")
+    memory_bytes = property(lambda self: int(self.results["memory"].mean) if "memory" in self.results else None)
 
     def to_dict(self) -> dict[str, Any]:
-        "All fields, JSON-ready (each underlying result as its `to_dict()`)."
-        return {**{k: v for k, v in asdict(self).items() if k != "results"},
-                "results": {k: r.to_dict() for k, r in self.results.items()}}
+        "All fields and `latency_mean_ms`, `memory_bytes`, JSON-ready (each underlying result as its `to_dict()`)."
+        return {**{k: v for k, v in asdict(self).items() if k != "results"}, "latency_mean_ms": self.latency_mean_ms,
+                "memory_bytes": self.memory_bytes, "results": {k: r.to_dict() for k, r in self.results.items()}}
 
 
 def collect_metrics(model: nn.Module, loader: Iterable, device: str | torch.device = "cpu",
@@ -249,16 +261,15 @@ def collect_metrics(model: nn.Module, loader: Iterable, device: str | torch.devi
                                   metadata={"method": "measured: top-1 over every labelled batch of loader"})
     methods["accuracy"] = acc_result.method
     ### BEGIN SOLUTION
-    result = _latency_result(converted, x, repeats, 1, 10)
+    result = latency_result(converted, x, repeats)
     k = float(latency_multiplier)
     scaled = f" x {k:g} (latency_scaled_by={k:g})" if k != 1 else ""
     for key in ("latency_ms", "latency_std_ms", "latency_p95_ms", "latency_median_ms"):
         methods[key] = f"measured: timing core, {result.count} samples of batch {batch_size}{scaled}"
     mean_ms = result.mean * k
     methods["throughput_sps"] = f"derived: batch_size / mean latency{' (scaled)' if k != 1 else ''}"
-    nbytes = state_dict_tensor_bytes(converted)  # integer bytes; memory_mb is their view in MiB
-    memory, methods["memory_mb"] = nbytes / MiB, "measured: state-dict tensors x element size"
-    mem_result = CountResult("memory", [nbytes], unit="bytes", metadata={"bytes": nbytes, "method": methods["memory_mb"]})
+    mem_result = memory_result(converted)  # integer bytes; memory_mb is their view in MiB
+    memory, methods["memory_mb"] = mem_result.mean / MiB, mem_result.method
 
     energy_j: float | None = None
     if k == 1:
@@ -274,7 +285,7 @@ def collect_metrics(model: nn.Module, loader: Iterable, device: str | torch.devi
             methods["energy_j"] = em.method
     elif power_watts is not None:
         energy_j = mean_ms / 1e3 * power_watts
-        methods["energy_j"] = f"estimated: latency x power (latency scaled by {k:g}, {power_watts:g} W)"
+        methods["energy_j"] = f"estimated: mean latency x power (latency scaled by {k:g}, {power_watts:g} W)"
     else:
         reasons["energy_j"] = ("latency is scaled to a target device, where a host energy counter does not "
                                "apply; give power_watts for an estimate")
@@ -283,6 +294,6 @@ def collect_metrics(model: nn.Module, loader: Iterable, device: str | torch.devi
         throughput_sps=batch_size / (mean_ms / 1e3), memory_mb=memory, energy_j=energy_j,
         latency_median_ms=result.median * k, precision=precision, device=str(dev), batch_size=batch_size,
         latency_scaled_by=k, methods=methods, reasons=reasons,
-        conditions=dict(result.metadata, measured_latency_ms=result.mean, measured_latency_p95_ms=result.p95),
+        conditions=dict(result.metadata, measured_latency_mean_ms=result.mean, measured_latency_p95_ms=result.p95),
         results={"accuracy": acc_result, "latency": result, "memory": mem_result})
     ### END SOLUTION

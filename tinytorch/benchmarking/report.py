@@ -133,7 +133,7 @@ def _metric_table(payload: dict[str, Any], metric: str) -> list[str]:
         if r["status"] in ("measured", "estimated"):
             r = {**r, **{c: r.get(c) / k for c in ("median", "mean", "std", "ci_lower", "ci_upper", "median_ci_lower",
                                                     "median_ci_upper") if r.get(c) is not None}}
-            ci = f"[{_fmt(r['ci_lower'])}, {_fmt(r['ci_upper'])}]" if r["ci_lower"] is not None else "—"
+            ci = f"[{_fmt(r['ci_lower'])}, {_fmt(r['ci_upper'])}]{' †' * (r['ci_lower'] < 0)}" if r["ci_lower"] is not None else "—"
             mci = (f"[{_fmt(r['median_ci_lower'])}, {_fmt(r['median_ci_upper'])}]"
                    if r.get("median_ci_lower") is not None else "—")
             lines.append(f"| {m} | {r['status']} | {_fmt(r['median'])} | {mci} | {_fmt(r['mean'])} ± {_fmt(r['std'], 2)} | "
@@ -142,7 +142,8 @@ def _metric_table(payload: dict[str, Any], metric: str) -> list[str]:
             lines.append(f"| {m} | {r['status']} | — | — | — | — | — | {r['note'] or ''} |")
     return lines + ["", "95% CI: for repeated samples, the Student-t interval of the mean, and the median's interval "
                     "from order statistics (the one to read for skewed timings); for an accuracy (k of n), the Wilson "
-                    "interval; for exact counts (bytes), a zero-width interval."]
+                    "interval; for exact counts (bytes), a zero-width interval. †: the t-interval of the mean reaches below 0, "
+                    "which the quantity cannot: too few or too skewed samples for it; read the median's interval."]
 
 
 def _best(payload: dict[str, Any], metric: str, vals: dict[str, float]) -> list[str]:

@@ -370,6 +370,12 @@ SEED_ALIASES: dict[str, str] = {
     "TinyMLPerf.result.max_latency_ms": "latency_max_ms",
     "TinyMLPerf.result.target_latency_ms": "latency_budget_ms",
     "TinyMLPerf.benchmarks.max_latency_ms": "latency_budget_ms",
+    "PerfMetrics.latency_ms": "latency_mean_ms",
+    "metrics.measure_latency": "latency_result",
+    "metrics.evaluate_accuracy": "accuracy_result",
+    "metrics.model_memory_mb": "memory_result",
+    "metrics.measure_latency_distribution": "latency_result",
+    "Profiler.measure_latency": "latency_median_ms",
 }
 
 

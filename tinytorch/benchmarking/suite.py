@@ -113,7 +113,7 @@ class BenchmarkSuite:
             try:
                 with a.inference():
                     m = measure_energy(lambda a=a, xi=xi: a.forward(xi), power_watts=self.power_watts,
-                                       latency_s=lat.median / 1e3 if lat is not None else None,
+                                       latency_s=lat.mean / 1e3 if lat is not None else None,
                                        device=str(a.device), min_window_s=self.energy_window_s, windows=self.energy_windows,
                                        powercap_root=self.powercap_root, sync=a.sync)
             except Exception as e:  # the model raised while its energy was measured

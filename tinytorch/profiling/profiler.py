@@ -556,7 +556,7 @@ class Profiler:
 
     # -- memory ----------------------------------------------------------------------------
     def measure_memory(self, model: Any, input_shape: Any) -> dict[str, Any]:
-        """Parameter, buffer, activation and peak memory (MiB) of one forward pass, with methods.
+        """Parameter, buffer, activation and peak memory of one forward pass: `*_bytes` integers, `*_mb` their MiB view.
 
         >>> r = Profiler().measure_memory(torch.nn.Linear(256, 256), (1, 256))
         >>> round(r["parameter_memory_mb"], 3), r["methods"]["parameter_memory_mb"]
@@ -587,6 +587,8 @@ class Profiler:
         methods["peak_memory_mb"] = "parameters + buffers + forward_peak_memory_mb"
         methods["memory_efficiency"] = "(parameters + buffers) / peak: share of peak memory that is stored state"
         return {
+            "parameter_memory_bytes": param_bytes, "buffer_memory_bytes": buffer_bytes,
+            "forward_peak_memory_bytes": forward_peak, "peak_memory_bytes": peak,
             "parameter_memory_mb": param_bytes / _MB,
             "buffer_memory_mb": buffer_bytes / _MB,
             "activation_memory_mb": activation_mb,
@@ -623,11 +625,11 @@ class Profiler:
         """`layer_stats` plus each layer's measured latency (ms) and its share of the model's latency.
 
         Each layer is timed alone on the input it received in a full pass. `attrs` of the table
-        hold `total_latency_ms` (the whole model, timed as one), `sum_layer_latency_ms` and methods.
+        hold `model_latency_median_ms` (the whole model, timed as one), `operators_sum_ms` and methods.
 
         >>> df = Profiler().profile_forward_pass(torch.nn.Sequential(torch.nn.Linear(8, 8)), (1, 8), samples=3)
         >>> list(df.columns[-2:])
-        ['latency_ms', 'latency_share']
+        ['latency_median_ms', 'latency_share']
         """
         a = adapt(model)
         _require_countable(a, "per-layer profiling")
@@ -637,13 +639,13 @@ class Profiler:
         latencies = [self._time_layer(a, c, warmup, samples, threads) for c in walk.calls]
         timing = time_model(a, x, warmup=warmup, samples=samples, threads=threads)
         total = timing.median_ms
-        df["latency_ms"] = latencies
+        df["latency_median_ms"] = latencies
         df["latency_share"] = [v / total for v in latencies]
         df.attrs.update({
             "model": a.name,
-            "total_latency_ms": total,
+            "model_latency_median_ms": total,
             "threads": timing.threads,
-            "sum_layer_latency_ms": float(sum(latencies)),
+            "operators_sum_ms": float(sum(latencies)),
             "latency_method": "median of the shared timing core; each layer timed alone on its recorded input",
             "flop_methods": walk.flop_methods,
             "total_flops": walk.total_flops,
@@ -665,7 +667,7 @@ class Profiler:
         for i, c in enumerate(walk.calls):
             if (isinstance(layer, str) and c.name == layer) or c.obj is layer:
                 out = rows.iloc[i].to_dict()
-                out["latency_ms"] = self._time_layer(a, c, warmup, samples, threads)
+                out["latency_median_ms"] = self._time_layer(a, c, warmup, samples, threads)
                 out["calls"] = sum(1 for d in walk.calls if d.obj is c.obj)
                 return out
         names = sorted({c.name for c in walk.calls})
@@ -808,7 +810,7 @@ def quick_profile(model: Any, input_tensor: Any, *, warmup: int = 5, iterations:
         for key in ("parameter_memory_mb", "activation_memory_mb", "peak_memory_mb"):
             out[key] = mem[key]
         out["methods"] = mem["methods"]
-    out["latency_ms"] = p.measure_latency(a, input_tensor, warmup=warmup, iterations=iterations, threads=threads)
+    out["latency_median_ms"] = p.measure_latency(a, input_tensor, warmup=warmup, iterations=iterations, threads=threads)
     if show:
         print(_format_summary(out))
     return out
@@ -825,7 +827,7 @@ def _format_summary(s: dict[str, Any]) -> str:
              f"  FLOPs           {fmt('flops')}",
              f"  activations     {fmt('activation_memory_mb', ' MiB', '.4f')}",
              f"  peak memory     {fmt('peak_memory_mb', ' MiB', '.4f')}",
-             f"  latency         {s['latency_ms']:.4f} ms (median)"]
+             f"  latency         {s['latency_median_ms']:.4f} ms (median)"]
     return "\n".join(lines)
 
 
