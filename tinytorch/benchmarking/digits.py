@@ -116,6 +116,7 @@ def default_digits_model(cache_dir: str | Path | None = None) -> DigitsCNN:
 
 
 def accuracy_on(model: Any, X: torch.Tensor, y: torch.Tensor) -> float:
-    "Top-1 accuracy of a classifier on (X, y): the share of ones in `results.top1_correct`."
+    """Top-1 accuracy of a classifier on (X, y), a bare float for quick checks: the mean of the `ProportionResult`
+    `metrics.accuracy_result(model, [(X, y)])`, which also carries its Wilson interval."""
     flags = top1_correct(model, (X, y))
     return sum(flags) / len(flags)
