@@ -24,7 +24,7 @@ from .hardware import (
 from .hardware_profile import (
     KB, HardwareProfile, build_hardware_profile_table, write_hardware_profile_artifacts)
 from .metrics import PRECISIONS, check_precision, evaluate_accuracy, model_memory_mb
-from .results import MiB, serialized_bytes, write_atomic, write_json
+from .results import serialized_bytes, state_dict_tensor_bytes, write_atomic, write_json
 from ..profiling.profiler import Profiler
 from ..profiling.timing import adapt, system_info, time_callable, time_model
 
@@ -133,7 +133,7 @@ def estimate_peak_activation_bytes(layer_df: pd.DataFrame, input_bytes: int) -> 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #c0afbd72
 _ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 FIT_COLUMNS = ("device", "precision", "weights_kb", "flash_kb", "fits_flash", "peak_activation_kb", "ram_needed_kb",
-               "ram_kb", "fits_ram", "macs", "bytes_moved", "roofline_latency_ms", "bound", "method")
+               "ram_kb", "fits_ram", "macs", "bytes_moved", "roofline_bound_ms", "bound", "method")
 
 
 def device_fit(model: nn.Module, input_shape: Sequence[int], device: str | TargetDevice,
@@ -150,14 +150,14 @@ def device_fit(model: nn.Module, input_shape: Sequence[int], device: str | Targe
         scale, weights = _ELEMENT_BYTES[p] / 4, n_params * _ELEMENT_BYTES[p]
         ram_needed = act_fp32 * scale + (weights if dev.weights_in_ram else 0)
         moved = weights + (int(layers["activation_bytes"].sum()) + input_bytes) * scale
-        roof = {"latency_ms": None, "bound": f"n/a: no {p} peak for {dev.key} (see its sources)"}
+        roof = {"roofline_bound_ms": None, "bound": f"n/a: no {p} peak for {dev.key} (see its sources)"}
         if dev.peak_macs_per_s.get(p) is not None:
             roof = roofline_estimate(macs, moved, dev.peak_macs_per_s[p], dev.memory_bandwidth_gbps * 1e9)
         row = {"weights_kb": weights / KB,
                "fits_flash": None if dev.flash_kb is None or dev.weights_in_ram else weights / KB <= dev.flash_kb,
                "peak_activation_kb": act_fp32 * scale / KB, "ram_needed_kb": ram_needed / KB,
                "fits_ram": ram_needed / KB <= dev.ram_kb, "bytes_moved": int(moved),
-               "roofline_latency_ms": roof["latency_ms"], "bound": roof["bound"]}
+               "roofline_bound_ms": roof["roofline_bound_ms"], "bound": roof["bound"]}
         ### END SOLUTION
         rows.append({"device": dev.key, "precision": p, "flash_kb": dev.flash_kb, "ram_kb": dev.ram_kb, "macs": macs,
                      **row, "method": ("estimated: parameters x element size; largest input+output activation pair; "
@@ -202,12 +202,12 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
         out[key] = value
         (methods if value is not None else reasons)[key] = method if value is not None else reason
 
-    record("params_size_mb", model_memory_mb(model), "measured: state-dict tensors x element size")
+    record("params_size_bytes", state_dict_tensor_bytes(model), "measured: state-dict tensors x element size")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.pt"
         torch.save(model, path)
         size, how = serialized_bytes(model)  # the one serialized size (a pickled torch.save(model) file adds code)
-        record("model_file_mb", size / MiB, f"measured: {how}")
+        record("model_file_bytes", int(size), f"measured: {how}")
 
         def startup() -> None:
             loaded = adapt(torch.load(path, weights_only=False, map_location=a.device))
@@ -217,7 +217,7 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
         record("startup_ms", s.median_ms,
                f"measured: median of {len(s.per_call_ns)} x (torch.load + first inference), file in OS cache")
     lat = time_model(model, x, samples=samples)
-    record("latency_ms", lat.median_ms, "measured: timing core median, model forward only")
+    record("latency_median_ms", lat.median_ms, "measured: timing core median, model forward only")
     record("throughput_sps", shape[0] / (lat.median_ms / 1e3), "derived: batch / median latency")
     inference_ms = None
     if piped:
@@ -226,7 +226,7 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
             inference_ms = time_callable(lambda: post(a.forward(a.to_input(pre(raw_input)))), samples=samples,
                                          sync=a.sync).median_ms
     record("inference_ms", inference_ms, "measured: timing core median of preprocess -> model -> postprocess",
-           "no preprocess/postprocess given: inference time equals latency_ms")
+           "no preprocess/postprocess given: inference time equals latency_median_ms")
     acc = evaluate_accuracy(model, loader) if loader is not None else None
     for key, value in (("accuracy", acc), ("error_rate", None if acc is None else 1.0 - acc)):
         record(key, value, "measured: top-1 on the labelled loader", "no labelled loader given")
@@ -251,7 +251,7 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
     return {**out, "methods": methods, "reasons": reasons}
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #bbc74190
-BENCHMARK_TABLE_FIELDS = ("model", "task", "accuracy", "latency_ms", "model_size_mb", "platform", "references")
+BENCHMARK_TABLE_FIELDS = ("model", "task", "accuracy", "latency_median_ms", "model_size_mb", "platform", "references")
 
 
 def _cell(value: Any, kind: str = "text") -> str:
@@ -264,7 +264,8 @@ def _cell(value: Any, kind: str = "text") -> str:
 
 def benchmark_table_markdown(rows: Iterable[dict[str, Any]]) -> str:
     """Rows (`BENCHMARK_TABLE_FIELDS`) as the benchmark table in Markdown: accuracy, a fraction 0..1, printed as %,
-    a missing figure as n/a, e.g. `| m | t | 90.0% | 1.5 | 0.02 | x86 CPU | - |`."""
+    the median under the seed's "Latency (ms)", size in MiB, a missing figure as n/a,
+    e.g. `| m | t | 90.0% | 1.5 | 0.02 | x86 CPU | - |`."""
     lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MiB)** | **Platform** "
              "| **References** |", "|" + "|".join(["---"] * 7) + "|"]
     kinds = ("text", "text", "percent", "number", "number", "text", "text")
@@ -299,7 +300,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
         base_latency_ms = float(base.latency_median_ms)
         latency_source = f"sweep: {base.precision}, batch {int(base.batch_size)}, median latency (measured)"
         rows = [{"model": f"{name} {r.precision} (batch {int(r.batch_size)})", "accuracy": r.accuracy,
-                 "latency_ms": r.latency_median_ms, "model_size_mb": r.memory_mb,
+                 "latency_median_ms": r.latency_median_ms, "model_size_mb": r.memory_mb,
                  "references": "measured here (median latency): tinytorch.benchmarking.hardware.sweep"}
                 for r in sweep_df.itertuples()]
     else:
@@ -309,7 +310,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
         sweep_df.attrs["skipped"] = {p: reason for p in precisions}
         base_latency_ms = time_model(model, shape, samples=repeats).median_ms
         latency_source = f"time_model: fp32, input {shape}, median latency (measured); precision sweep {reason}"
-        rows = [{"model": f"{name} fp32 (batch {shape[0]})", "accuracy": None, "latency_ms": base_latency_ms,
+        rows = [{"model": f"{name} fp32 (batch {shape[0]})", "accuracy": None, "latency_median_ms": base_latency_ms,
                  "model_size_mb": model_memory_mb(model),
                  "references": f"measured here (median latency): time_model; accuracy and precision sweep {reason}"}]
     platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"

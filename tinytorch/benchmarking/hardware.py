@@ -90,7 +90,8 @@ def roofline_estimate(macs: float, bytes_moved: float, peak_macs_per_s: float,
                       bandwidth_bytes_per_s: float) -> dict[str, Any]:
     """Roofline lower bound on latency, and whether the work is memory- or compute-bound.
 
-    `latency_ms` is the larger of `compute_ms` (macs / peak) and `memory_ms` (bytes / bandwidth);
+    `roofline_bound_ms` (an estimate, never a measurement) is the larger of `compute_ms` (macs / peak) and
+    `memory_ms` (bytes / bandwidth);
     `arithmetic_intensity` (MACs per byte) below `ridge_point` (peak / bandwidth) is memory-bound:
     `roofline_estimate(1e9, 1e8, 1e10, 1e9)` gives 100 ms, compute-bound (at the ridge).
     """
@@ -105,7 +106,7 @@ def roofline_estimate(macs: float, bytes_moved: float, peak_macs_per_s: float,
     intensity = macs / bytes_moved if bytes_moved > 0 else math.inf
     ridge = peak / bandwidth
     return {
-        "latency_ms": max(compute_ms, memory_ms),
+        "roofline_bound_ms": max(compute_ms, memory_ms),
         "compute_ms": compute_ms,
         "memory_ms": memory_ms,
         "arithmetic_intensity": intensity,
@@ -138,7 +139,8 @@ SUMMARY_KEYS = ("estimated_total_bytes", "estimated_total_macs", "achieved_bandw
 def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwidth_gbps: float,
                        peak_gmacs: float | None = None) -> dict[str, Any]:
     """Bandwidth and compute achieved by a measured run, with a memory-/compute-bound verdict. `layer_df` is
-    `estimate_layerwise_stats` output for the batch that took `latency_ms` (1,000 bytes in 0.001 ms: 1.0 GB/s)."""
+    `estimate_layerwise_stats` output for the batch that took `latency_ms` (the seed's name; pass the measured
+    median, `latency_median_ms`): 1,000 bytes in 0.001 ms is 1.0 GB/s."""
     _require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
     seconds = _positive(latency_ms, "latency_ms") / 1e3
     bandwidth = _positive(memory_bandwidth_gbps, "memory_bandwidth_gbps")
@@ -157,9 +159,9 @@ def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwid
                 "verdict_method": (f"measured bandwidth utilization {util:.1%} (memory-bound from 50%); "
                                    "give peak_gmacs for a roofline verdict")}
     roof = roofline_estimate(total_macs, total_bytes, _positive(peak_gmacs, "peak_gmacs") * 1e9, bandwidth * 1e9)
-    attained = roof["latency_ms"] / (seconds * 1e3)
+    attained = roof["roofline_bound_ms"] / (seconds * 1e3)
     return {**s, "peak_gmacs": float(peak_gmacs), "arithmetic_intensity": roof["arithmetic_intensity"],
-            "ridge_point": roof["ridge_point"], "roofline_latency_ms": roof["latency_ms"],
+            "ridge_point": roof["ridge_point"], "roofline_bound_ms": roof["roofline_bound_ms"],
             "roofline_attainment": attained,
             "verdict": roof["bound"] if attained >= 0.1 else f"overhead-bound (roofline says {roof['bound']})",
             "verdict_method": (f"{ROOFLINE_METHOD}: intensity {roof['arithmetic_intensity']:.3g} MAC/B vs ridge "
@@ -168,15 +170,16 @@ def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwid
     ### END SOLUTION
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #544bf32d
-CONSTRAINTS = {"min_accuracy": ("accuracy", ">="), "max_latency_ms": ("latency_ms", "<="),
-               "max_p95_latency_ms": ("latency_p95_ms", "<="), "max_memory_mb": ("memory_mb", "<="),
+CONSTRAINTS = {"min_accuracy": ("accuracy", ">="), "max_latency_mean_ms": ("latency_mean_ms", "<="),
+               "max_latency_p95_ms": ("latency_p95_ms", "<="), "max_memory_mb": ("memory_mb", "<="),
                "max_energy_j": ("energy_proxy_j", "<=")}
+# The seed's sweep `latency_ms` is an alias of `latency_mean_ms`, and its table's `latency_ms_mean` of `latency_mean_ms_mean`
 SWEEP_COLUMNS = ("precision", "batch_size", "accuracy", "latency_ms", "latency_median_ms", "latency_std_ms",
-                 "latency_p95_ms", "throughput_sps", "memory_mb", "energy_proxy_j", "energy_method",
+                 "latency_p95_ms", "throughput_sps", "memory_mb", "latency_mean_ms", "energy_proxy_j", "energy_method",
                  "latency_scaled_by", "accepted", "violations")
 TRADEOFF_INPUT_COLUMNS = ("precision", "accuracy", "latency_ms", "memory_mb", "energy_proxy_j", "accepted")
-TRADEOFF_COLUMNS = ("precision", "accuracy_mean", "latency_ms_mean", "memory_mb_mean", "energy_proxy_j_mean",
-                    "accepted_ratio")
+TRADEOFF_COLUMNS = ("precision", "accuracy_mean", "latency_ms_mean", "latency_mean_ms_mean", "memory_mb_mean",
+                    "energy_proxy_j_mean", "accepted_ratio")
 
 
 def _violations(row: dict[str, Any], constraints: dict[str, float], intervals: dict[str, Any]) -> list[str]:
@@ -230,10 +233,10 @@ def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
             m = collect_metrics(converted, loader, device, power_watts, precision, latency_multiplier, repeats,
                                 batch_size=b)
             row = {"precision": precision, "batch_size": b, **{c: getattr(m, c) for c in SWEEP_COLUMNS[2:9]},
-                   "energy_proxy_j": m.energy_j, "latency_scaled_by": m.latency_scaled_by,
+                   "latency_mean_ms": m.latency_ms, "energy_proxy_j": m.energy_j, "latency_scaled_by": m.latency_scaled_by,
                    "energy_method": m.methods.get("energy_j") or f"none: {m.reasons.get('energy_j')}"}
-            lat, k = m.results["latency"], m.latency_scaled_by  # latency_ms is the mean: decide on its t-interval
-            ci = {} if lat.ci_lower is None else {"latency_ms": (lat.ci_lower * k, lat.ci_upper * k)}
+            lat, k = m.results["latency"], m.latency_scaled_by  # decide the capped mean on its t-interval
+            ci = {} if lat.ci_lower is None else {"latency_mean_ms": (lat.ci_lower * k, lat.ci_upper * k)}
             failed = _violations(row, constraints, {"accuracy": m.results["accuracy"], **ci})
             rows.append({**row, "accepted": not failed, "violations": ", ".join(failed)})
     df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
@@ -251,7 +254,8 @@ def precision_tradeoff_table(sweep_df: pd.DataFrame) -> pd.DataFrame:
     work["accepted"] = work["accepted"].astype(bool).astype(float)
     table = work.groupby("precision", sort=False).agg(
         **{f"{c}_mean": (c, "mean") for c in numeric}, accepted_ratio=("accepted", "mean")).reset_index()
-    return table.sort_values("latency_ms_mean", kind="stable").reset_index(drop=True)[list(TRADEOFF_COLUMNS)]
+    table["latency_mean_ms_mean"] = table["latency_ms_mean"]  # the input's latency_ms is the mean per batch
+    return table.sort_values("latency_mean_ms_mean", kind="stable").reset_index(drop=True)[list(TRADEOFF_COLUMNS)]
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #79a19e31
 HARDWARE_ARTIFACTS = {"layerwise_breakdown": "layerwise_breakdown.csv", "precision_tradeoffs": "precision_tradeoffs.csv",

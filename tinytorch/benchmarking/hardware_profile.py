@@ -4,6 +4,7 @@
 __all__ = ['KB', 'OPERATOR_COLUMNS', 'TOTALS_KEYS', 'PROFILE_ARTIFACTS', 'HardwareProfile', 'estimate_batch_memory_mb', 'auto_adjust_batch_size', 'compute_utilization', 'build_hardware_profile_table', 'write_hardware_profile_artifacts']
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #273cd8d2
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -62,8 +63,10 @@ def auto_adjust_batch_size(batch_size: int, n_features: int, memory_limit_mb: fl
     ### END SOLUTION
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #c1628532
-OPERATOR_COLUMNS = ("operator", "latency_ms", "memory_kb", "method")
-TOTALS_KEYS = ("latency_ms", "memory_kb", "estimated_bandwidth_mb_s", "stream_utilization")
+# One meaning per column: `latency_median_ms` measured here, `roofline_bound_ms` estimated on a device (the other
+# is NaN); the seed's `latency_ms` is an alias of the one `method` names. Totals' `latency_ms`: of `operators_sum_ms`.
+OPERATOR_COLUMNS = ("operator", "latency_ms", "latency_median_ms", "roofline_bound_ms", "memory_kb", "method")
+TOTALS_KEYS = ("latency_ms", "operators_sum_ms", "memory_kb", "estimated_bandwidth_mb_s", "stream_utilization")
 PROFILE_ARTIFACTS = {"operator_profile": "operator_profile.csv", "hardware_totals": "hardware_totals.csv",
                      "hardware_profile": "hardware_profile.json"}
 
@@ -85,7 +88,10 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
                                  stream_interval_ms: float | None = None,
                                  device_profile: HardwareProfile | None = None, samples: int = 10) -> dict[str, Any]:
     """Operator profile, totals, precision trade-offs and edge constraints for one forward pass on `input_shape`
-    (with the batch): latencies measured here, or roofline estimates on `device_profile`."""
+    (with the batch): each operator's `latency_median_ms` measured here, or its `roofline_bound_ms` on `device_profile`.
+
+    >>> build_hardware_profile_table(model, (1, 64))["totals"]["operators_sum_ms"]  # doctest: +SKIP
+    """
     shape, dev = _batch_shape(input_shape), device_profile
     if stream_interval_ms is not None:
         _positive(stream_interval_ms, "stream_interval_ms")
@@ -93,6 +99,7 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
         df = Profiler().profile_forward_pass(model, shape, samples=_positive_int(samples, "samples"))
         method = "measured: each operator timed alone on its recorded input (timing core median)"
         latencies, roofs, model_latency = [float(v) for v in df["latency_ms"]], None, float(df.attrs["total_latency_ms"])
+        column = "latency_median_ms"  # Profiler's per-layer latency_ms is a timing-core median
         cache_kb, cache_source, where = _host_cache_kb(), "this machine's L2 (sysfs)", "this machine"
     else:
         if not isinstance(dev, HardwareProfile):
@@ -103,17 +110,19 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
         df, method = estimate_layerwise_stats(model, shape[0], shape[1:]), f"estimated: roofline on {dev.name}"
         roofs = [roofline_estimate(int(r.macs), int(r.parameter_bytes + r.activation_bytes), dev.peak_macs_per_s,
                                    dev.memory_bandwidth_gbps * 1e9) for r in df.itertuples()]
-        latencies, model_latency = [r["latency_ms"] for r in roofs], None
+        latencies, model_latency, column = [r["roofline_bound_ms"] for r in roofs], None, "roofline_bound_ms"
         cache_kb, cache_source, where = dev.cache_kb, f"{dev.name} spec", dev.name
     memory_bytes = [int(p + a) for p, a in zip(df["parameter_bytes"], df["activation_bytes"])]
+    nan = [math.nan] * len(latencies)
     ops = pd.DataFrame({"operator": [str(v) for v in df["layer"]], "latency_ms": latencies,
+                        "latency_median_ms": nan, "roofline_bound_ms": nan, column: latencies,
                         "memory_kb": [b / KB for b in memory_bytes], "method": method}, columns=list(OPERATOR_COLUMNS))
     total_ms, total_bytes = float(sum(latencies)), sum(memory_bytes)
     totals: dict[str, Any] = {
-        "latency_ms": total_ms, "memory_kb": total_bytes / KB,
+        "latency_ms": total_ms, "operators_sum_ms": total_ms, "memory_kb": total_bytes / KB,
         "estimated_bandwidth_mb_s": (total_bytes / MiB) / (total_ms / 1e3) if total_ms > 0 else None,
         "stream_utilization": (total_ms / stream_interval_ms) if stream_interval_ms is not None else None,
-        "latency_method": method, "model_latency_ms": model_latency, "stream_interval_ms": stream_interval_ms,
+        "latency_method": method, "model_latency_median_ms": model_latency, "stream_interval_ms": stream_interval_ms,
         **({"stream_utilization_reason": "no stream_interval_ms given"} if stream_interval_ms is None else {})}
     n_params = Profiler().count_parameters(model)
     tradeoffs = {**{f"{p}_memory_kb": n_params * b / KB for p, b in (("fp32", 4), ("fp16", 2), ("int8", 1))},
@@ -126,8 +135,8 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
              f"{cache_kb:g} KB cache ({cache_source})" if big.memory_kb <= cache_kb else
              f"high: {big.operator} needs {big.memory_kb:.1f} KB, more than the {cache_kb:g} KB cache "
              f"({cache_source}); small batches or tiling keep it in cache")
-    slow = int(ops["latency_ms"].idxmax())
-    bottleneck = (f"{ops.operator[slow]}: {ops.latency_ms[slow] / total_ms if total_ms > 0 else 0.0:.0%} of "
+    slow = int(ops[column].idxmax())
+    bottleneck = (f"{ops.operator[slow]}: {ops[column][slow] / total_ms if total_ms > 0 else 0.0:.0%} of "
                   f"operator latency on {where}" + (f" ({roofs[slow]['bound']}, {ROOFLINE_METHOD})" if roofs else ""))
     return {"operator_profile": ops, "totals": totals, "precision_tradeoffs": tradeoffs,
             "edge_constraints": {"cache_sensitivity": cache, "bottleneck": bottleneck}}
@@ -142,6 +151,7 @@ def write_hardware_profile_artifacts(profile: dict[str, Any], output_dir: str | 
     ops = pd.DataFrame(profile["operator_profile"])
     write_atomic(paths["operator_profile"], ops.to_csv(index=False))
     write_atomic(paths["hardware_totals"], pd.DataFrame([profile["totals"]]).to_csv(index=False))
-    write_json(paths["hardware_profile"], {"operator_profile": ops.to_dict(orient="records"),
+    records = ops.astype(object).where(ops.notna(), None).to_dict(orient="records")  # JSON null, not NaN
+    write_json(paths["hardware_profile"], {"operator_profile": records,
                                            **{k: profile[k] for k in sections[1:]}})
     return paths

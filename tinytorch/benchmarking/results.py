@@ -362,6 +362,11 @@ MiB = 2**20
 # The seed's bare names kept for the course material that imports them, each the alias of one explicit field
 # ("<owner>.<name>": "<explicit name>"); every other key names its statistic (latency_median_ms, ...).
 SEED_ALIASES: dict[str, str] = {
+    "hardware.sweep.latency_ms": "latency_mean_ms",
+    "hardware.precision_tradeoff_table.latency_ms_mean": "latency_mean_ms_mean",
+    "hardware_profile.operator_profile.latency_ms (method 'measured: ...')": "latency_median_ms",
+    "hardware_profile.operator_profile.latency_ms (method 'estimated: ...')": "roofline_bound_ms",
+    "hardware_profile.totals.latency_ms": "operators_sum_ms",
 }
 
 
