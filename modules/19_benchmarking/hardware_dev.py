@@ -21,8 +21,9 @@
 #                                                                 └─> write_hardware_report
 # ```
 #
-# It exports `tinytorch.benchmarking.hardware`, `.hardware_profile` and `.devices`; their import cells
-# come first, so that in this notebook the definitions below (yours) replace the imported ones.
+# It exports `tinytorch.benchmarking.hardware` (sections 1-5), `.hardware_profile` (6-7) and `.devices` (8-11),
+# one module after the other; their import cells come first, so that in this notebook the definitions below
+# (yours) replace the imported ones.
 
 # %%
 #| default_exp benchmarking.hardware
@@ -59,7 +60,7 @@ import pandas as pd
 from torch import nn
 
 from tinytorch.benchmarking.hardware import (
-    ROOFLINE_METHOD, _batch_shape, _positive, _real, estimate_layerwise_stats, roofline_estimate)
+    ROOFLINE_METHOD, batch_shape, check_positive, check_real, estimate_layerwise_stats, roofline_estimate)
 from tinytorch.benchmarking.results import MiB, write_atomic, write_json
 from tinytorch.profiling.profiler import Profiler
 from tinytorch.profiling.timing import _positive_int, _read_text
@@ -80,7 +81,7 @@ from torch import nn
 
 from tinytorch.benchmarking.energy import measure_energy
 from tinytorch.benchmarking.hardware import (
-    ROOFLINE_METHOD, SWEEP_COLUMNS, TRADEOFF_COLUMNS, _batch_shape, _require_columns, estimate_layerwise_stats,
+    ROOFLINE_METHOD, SWEEP_COLUMNS, TRADEOFF_COLUMNS, batch_shape, require_columns, estimate_layerwise_stats,
     measure_memory_bandwidth_gbps, measure_peak_gmacs, precision_tradeoff_table, roofline_estimate,
     save_hardware_artifacts, summarize_hardware, sweep)
 from tinytorch.benchmarking.hardware_profile import (
@@ -128,25 +129,30 @@ class LayerEstimate:
     macs: int
 
 
-def _batch_shape(shape: Any, arg: str = "input_shape") -> tuple[int, ...]:
+# Argument checks shared by the three modules (public, so hardware_profile and devices import no private names)
+def batch_shape(shape: Any, arg: str = "input_shape") -> tuple[int, ...]:
+    "`shape` as (batch, *sample_shape) ints, or a ValueError naming `arg`: batch_shape([1, 8]) == (1, 8)."
     dims = _check_shape(shape, arg)
     if len(dims) < 2:
         raise ValueError(f"{arg}: expected (batch, *sample_shape) such as (1, 1, 8, 8), got {shape!r}")
     return dims
 
 
-def _real(value: Any, arg: str, *, positive: bool = False) -> float:
+def check_real(value: Any, arg: str, *, positive: bool = False) -> float:
+    "A finite number >= 0 (> 0 if `positive`) as float, or a ValueError naming `arg`: check_real(2, 'x') == 2.0."
     if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
             or value < 0 or (positive and value == 0)):
         raise ValueError(f"{arg}: expected a {'positive number' if positive else 'number >= 0'}, got {value!r}")
     return float(value)
 
 
-def _positive(value: Any, arg: str) -> float:
-    return _real(value, arg, positive=True)
+def check_positive(value: Any, arg: str) -> float:
+    "`check_real(value, arg, positive=True)`: check_positive(0, 'x') raises 'x: expected a positive number'."
+    return check_real(value, arg, positive=True)
 
 
-def _require_columns(df: Any, columns: Sequence[str], arg: str) -> None:
+def require_columns(df: Any, columns: Sequence[str], arg: str) -> None:
+    "A TypeError/ValueError naming `arg` unless `df` is a DataFrame with every one of `columns`."
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"{arg}: expected a pandas DataFrame, got {type(df).__name__}")
     if missing := [c for c in columns if c not in df.columns]:
@@ -216,9 +222,9 @@ def roofline_estimate(macs: float, bytes_moved: float, peak_macs_per_s: float,
     `arithmetic_intensity` (MACs per byte) below `ridge_point` (peak / bandwidth) is memory-bound:
     `roofline_estimate(1e9, 1e8, 1e10, 1e9)` gives 100 ms, compute-bound (at the ridge).
     """
-    macs, bytes_moved = _real(macs, "macs"), _real(bytes_moved, "bytes_moved")
-    peak = _positive(peak_macs_per_s, "peak_macs_per_s")
-    bandwidth = _positive(bandwidth_bytes_per_s, "bandwidth_bytes_per_s")
+    macs, bytes_moved = check_real(macs, "macs"), check_real(bytes_moved, "bytes_moved")
+    peak = check_positive(peak_macs_per_s, "peak_macs_per_s")
+    bandwidth = check_positive(bandwidth_bytes_per_s, "bandwidth_bytes_per_s")
     ### BEGIN SOLUTION
     if macs == 0 and bytes_moved == 0:
         raise ValueError("macs, bytes_moved: expected some work, got 0 MACs and 0 bytes")
@@ -365,9 +371,9 @@ def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwid
     """Bandwidth and compute achieved by a measured run, with a memory-/compute-bound verdict. `layer_df` is
     `estimate_layerwise_stats` output for the batch that took `latency_ms` (the seed's name; pass the measured
     median, `latency_median_ms`): 1,000 bytes in 0.001 ms is 1.0 GB/s."""
-    _require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
-    seconds = _positive(latency_ms, "latency_ms") / 1e3
-    bandwidth = _positive(memory_bandwidth_gbps, "memory_bandwidth_gbps")
+    require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
+    seconds = check_positive(latency_ms, "latency_ms") / 1e3
+    bandwidth = check_positive(memory_bandwidth_gbps, "memory_bandwidth_gbps")
     ### BEGIN SOLUTION
     total_bytes = int(layer_df["parameter_bytes"].sum() + layer_df["activation_bytes"].sum())
     total_macs = int(layer_df["macs"].sum())
@@ -382,7 +388,7 @@ def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwid
         return {**s, "verdict": "memory-bound" if util >= 0.5 else "not memory-bound",
                 "verdict_method": (f"measured bandwidth utilization {util:.1%} (memory-bound from 50%); "
                                    "give peak_gmacs for a roofline verdict")}
-    roof = roofline_estimate(total_macs, total_bytes, _positive(peak_gmacs, "peak_gmacs") * 1e9, bandwidth * 1e9)
+    roof = roofline_estimate(total_macs, total_bytes, check_positive(peak_gmacs, "peak_gmacs") * 1e9, bandwidth * 1e9)
     attained = roof["roofline_bound_ms"] / (seconds * 1e3)
     return {**s, "peak_gmacs": float(peak_gmacs), "arithmetic_intensity": roof["arithmetic_intensity"],
             "ridge_point": roof["ridge_point"], "roofline_bound_ms": roof["roofline_bound_ms"],
@@ -478,11 +484,162 @@ if __name__ == "__main__":
     print(f"digits CNN, batch 1: median {_latency:.4f} ms -> {_s['verdict']}\n  {_s['verdict_method']}")
 
 # %% [markdown]
-# ## 4. The device, as the numbers that constrain a model
+# ## 4. Precisions, run for real
 #
-# You cannot time the model on a device you do not have, but its datasheet tells its roofs and memories. Every
-# `TargetDevice` figure has a source: clock, RAM and Flash from the vendor; MCU peaks and bandwidths, rarely
-# printed, *derived* from issue rate and bus width × clock, labelled so: ceilings real kernels reach a fraction of.
+# On this machine the precisions can be run. Which precision and batch size should ship? `sweep` measures every
+# combination against the deployment `CONSTRAINTS` (`accepted`, or the `violations`; an unknown figure does not
+# meet its constraint); a precision this machine cannot run raises, or with `unsupported="skip"` is left out
+# with the reason.
+
+# %%
+#| export
+CONSTRAINTS = {"min_accuracy": ("accuracy", ">="), "max_latency_mean_ms": ("latency_mean_ms", "<="),
+               "max_latency_p95_ms": ("latency_p95_ms", "<="), "max_memory_mb": ("memory_mb", "<="),
+               "max_energy_j": ("energy_proxy_j", "<=")}
+# The seed's sweep `latency_ms` is an alias of `latency_mean_ms`, and its table's `latency_ms_mean` of `latency_mean_ms_mean`
+SWEEP_COLUMNS = ("precision", "batch_size", "accuracy", "latency_ms", "latency_median_ms", "latency_std_ms",
+                 "latency_p95_ms", "throughput_sps", "memory_mb", "latency_mean_ms", "energy_proxy_j", "energy_method",
+                 "latency_scaled_by", "accepted", "violations")
+TRADEOFF_INPUT_COLUMNS = ("precision", "accuracy", "latency_ms", "memory_mb", "energy_proxy_j", "accepted")
+TRADEOFF_COLUMNS = ("precision", "accuracy_mean", "latency_ms_mean", "latency_mean_ms_mean", "memory_mb_mean",
+                    "energy_proxy_j_mean", "accepted_ratio")
+
+
+def _violations(row: dict[str, Any], constraints: dict[str, float], intervals: dict[str, Any]) -> list[str]:
+    "Constraints not passed by `results.decide` (on a column's interval in `intervals`, else its value)."
+    failed = []
+    for key, limit in constraints.items():
+        column, op = CONSTRAINTS[key]
+        value = intervals.get(column, row.get(column))
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            failed.append(f"{key} (unknown {column})")
+        elif (d := decide(value, op, limit)) != "pass":
+            failed.append(key if d == "fail" else f"{key} (inconclusive: {d.basis})")
+    return failed
+
+
+def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
+          batch_sizes: Sequence[int] = (1, 8, 32), constraints: dict[str, float] | None = None, *,
+          device: str = "cpu", power_watts: float | None = None, latency_multiplier: float = 1.0,
+          repeats: int = 20, calibration_data: Any = None, unsupported: str = "raise",
+          calibration_split: str | None = None) -> pd.DataFrame:
+    """One row per (precision, batch size): measured metrics and whether they meet `constraints`. Static int8 of
+    a conv model is calibrated on `calibration_data` (never on `loader`), named by `calibration_split`."""
+    precisions = [check_precision(p) for p in precisions]
+    batch_sizes = [_positive_int(b, "batch_sizes") for b in batch_sizes]
+    if not precisions or not batch_sizes:
+        raise ValueError(f"precisions, batch_sizes: expected at least one of each, got {precisions}, {batch_sizes}")
+    constraints = dict(constraints or {})
+    if unknown := [k for k in constraints if k not in CONSTRAINTS]:
+        raise ValueError(f"constraints: unknown key(s) {unknown}; expected some of {list(CONSTRAINTS)}")
+    for k, v in constraints.items():
+        check_positive(v, f"constraints[{k!r}]")
+    if unsupported not in ("raise", "skip"):
+        raise ValueError(f"unsupported: expected 'raise' or 'skip', got {unsupported!r}")
+    check_device(device)
+    rows, skipped, notes = [], {}, {}
+    if "int8" in precisions and any(isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) for m in model.modules()):
+        if calibration_data is None:  # never the evaluation loader: that would leak the test set into the model
+            raise ValueError("calibration_data: static int8 of a model with convolutions needs calibration inputs "
+                             "from a split other than `loader` (e.g. digits_loader('train'))")
+        split = calibration_split or "caller-supplied calibration_data"
+        notes["int8_calibration"] = f"static int8 calibrated on {split} (not the evaluation loader)"
+    for precision in precisions:
+        try:
+            converted = to_precision(model, precision, device, calibration_data=calibration_data, example_input=loader)
+        except UnsupportedPrecisionError as e:
+            if unsupported == "raise":
+                raise
+            skipped[precision] = str(e)
+            continue
+        for b in batch_sizes:
+            m = collect_metrics(converted, loader, device, power_watts, precision, latency_multiplier, repeats,
+                                batch_size=b)
+            row = {"precision": precision, "batch_size": b, **{c: getattr(m, c) for c in SWEEP_COLUMNS[2:9]},
+                   "latency_mean_ms": m.latency_ms, "energy_proxy_j": m.energy_j, "latency_scaled_by": m.latency_scaled_by,
+                   "energy_method": m.methods.get("energy_j") or f"none: {m.reasons.get('energy_j')}"}
+            lat, k = m.results["latency"], m.latency_scaled_by  # decide the capped mean on its t-interval
+            ci = {} if lat.ci_lower is None else {"latency_mean_ms": (lat.ci_lower * k, lat.ci_upper * k)}
+            failed = _violations(row, constraints, {"accuracy": m.results["accuracy"], **ci})
+            rows.append({**row, "accepted": not failed, "violations": ", ".join(failed)})
+    df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
+    df.attrs.update({"skipped": skipped, "constraints": constraints, "device": str(device), "notes": notes})
+    return df
+
+
+def precision_tradeoff_table(sweep_df: pd.DataFrame) -> pd.DataFrame:
+    "Per-precision means of a sweep (`TRADEOFF_COLUMNS`) and the fraction accepted, fastest first."
+    require_columns(sweep_df, TRADEOFF_INPUT_COLUMNS, "sweep_df")
+    if sweep_df.empty:
+        raise ValueError("sweep_df: expected at least one row, got an empty table")
+    work, numeric = sweep_df[list(TRADEOFF_INPUT_COLUMNS)].copy(), list(TRADEOFF_INPUT_COLUMNS[1:5])
+    work[numeric] = work[numeric].apply(pd.to_numeric, errors="coerce")
+    work["accepted"] = work["accepted"].astype(bool).astype(float)
+    table = work.groupby("precision", sort=False).agg(
+        **{f"{c}_mean": (c, "mean") for c in numeric}, accepted_ratio=("accepted", "mean")).reset_index()
+    table["latency_mean_ms_mean"] = table["latency_ms_mean"]  # the input's latency_ms is the mean per batch
+    return table.sort_values("latency_mean_ms_mean", kind="stable").reset_index(drop=True)[list(TRADEOFF_COLUMNS)]
+
+# %%
+if __name__ == "__main__":
+    from tinytorch.benchmarking.digits import default_digits_model, digits_loader
+    _df = sweep(default_digits_model(), digits_loader("test", 64), batch_sizes=(1, 32),
+                constraints={"min_accuracy": 0.95, "max_memory_mb": 0.015}, repeats=10, power_watts=15.0,
+                calibration_data=digits_loader("train", 64), unsupported="skip")
+    print(_df.drop(columns=["energy_method"]).to_string(), precision_tradeoff_table(_df).to_string(), sep="\n")
+
+# %% [markdown]
+# ## 5. This machine's tables, written down
+#
+# `save_hardware_artifacts` writes the layer table, the precision trade-offs and the summary (CSV) and two
+# charts (180-DPI PNGs); the report in section 11 calls it.
+
+# %%
+#| export
+HARDWARE_ARTIFACTS = {"layerwise_breakdown": "layerwise_breakdown.csv", "precision_tradeoffs": "precision_tradeoffs.csv",
+                      "hardware_summary": "hardware_summary.csv", "layerwise_macs": "layerwise_macs.png",
+                      "layerwise_activation_memory": "layerwise_activation_memory.png", "system_info": "system_info.json"}
+PLOT_DPI = 180
+
+
+def _bar_chart(path: Path, labels: Sequence[str], values: Sequence[float], ylabel: str, title: str) -> Path:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(max(4.0, 0.6 * len(labels) + 1.5), 3.2))
+    ax = fig.add_subplot()
+    ax.bar(range(len(values)), values, color="#4C72B0")
+    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
+    ax.set(ylabel=ylabel, title=title)
+    png = io.BytesIO()
+    fig.savefig(png, dpi=PLOT_DPI, bbox_inches="tight", format="png")
+    return write_atomic(path, png.getvalue())
+
+
+def save_hardware_artifacts(output_dir: str | Path, layer_df: pd.DataFrame, tradeoff_df: pd.DataFrame,
+                            summary: dict[str, Any]) -> dict[str, Path]:
+    "Write the layer table, precision trade-offs, summary, two charts and system info: {HARDWARE_ARTIFACTS key: path}."
+    require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
+    require_columns(tradeoff_df, TRADEOFF_COLUMNS, "tradeoff_df")
+    if not isinstance(summary, dict) or any(k not in summary for k in SUMMARY_KEYS):
+        raise ValueError(f"summary: expected the dict from summarize_hardware with keys {list(SUMMARY_KEYS)}")
+    paths = {k: Path(output_dir) / v for k, v in HARDWARE_ARTIFACTS.items()}
+    for key, df in (("layerwise_breakdown", layer_df), ("precision_tradeoffs", tradeoff_df),
+                    ("hardware_summary", pd.DataFrame([summary]))):
+        write_atomic(paths[key], df.to_csv(index=False))
+    labels = [f"{i}:{name}" for i, name in enumerate(layer_df["layer"])]
+    _bar_chart(paths["layerwise_activation_memory"], labels, [v / 1024 for v in layer_df["activation_bytes"]],
+               "activation memory (KB)", "Activation memory per layer call")
+    _bar_chart(paths["layerwise_macs"], labels, list(layer_df["macs"]), "MACs", "Multiply-accumulates per layer call")
+    write_json(paths["system_info"], system_info())
+    return paths
+
+# %% [markdown]
+# ## 6. A target's limits: does the batch fit?
+#
+# `HardwareProfile` holds what constrains a deployment target: its memory, and its roofs where known. Memory is
+# the constraint that fails outright: a model a little too slow is a little too slow; a batch a little too big
+# crashes (or swaps). Larger batches use the hardware better, so start from the batch you want (`B` samples ×
+# `F` features × `b` bytes) and halve it until it fits.
 
 # %%
 #| export benchmarking.hardware_profile
@@ -505,7 +662,193 @@ class HardwareProfile:
             raise ValueError(f"name: expected a non-empty string, got {self.name!r}")
         for arg in ("memory_limit_mb", "peak_macs_per_s", "memory_bandwidth_gbps", "cache_kb"):
             if arg == "memory_limit_mb" or getattr(self, arg) is not None:
-                _positive(getattr(self, arg), arg)
+                check_positive(getattr(self, arg), arg)
+
+# %%
+#| export benchmarking.hardware_profile
+def estimate_batch_memory_mb(batch_size: int, n_features: int, bytes_per_feature: int = 8) -> float:
+    "MB of one input batch: batch_size × n_features × bytes_per_feature (8: float64); 1024 × 1024 × 4 B = 4.0."
+    return (_positive_int(batch_size, "batch_size") * _positive_int(n_features, "n_features")
+            * _positive_int(bytes_per_feature, "bytes_per_feature")) / MiB
+
+# %% [markdown]
+# **Your task (easy, 4 points).** Complete `auto_adjust_batch_size`: the largest of `batch_size`, `batch_size // 2`, `batch_size // 4`, … whose batch fits `memory_limit_mb`.
+#
+# - *TODO:* the limit and the batch size arrive checked; find the batch size; when a batch of one is still too
+#   big, raise a `ValueError` that names `memory_limit_mb` and says how much one sample needs.
+# - *Approach:* `estimate_batch_memory_mb` sizes a candidate; halve (in integers) while it is too big and above 1.
+# - *Example:* 4096 features × 8 bytes = 32 KB per sample; with a 1 MB limit, 100 → 50 → 25 (0.78 MB) fits.
+# - *Hints:* a batch exactly at the limit fits. Do not stop at 1 silently: check that the batch you end with fits.
+
+# %% nbgrader={"grade": false, "grade_id": "hardware-profile-auto-batch", "solution": true, "schema_version": 3}
+#| export benchmarking.hardware_profile
+def auto_adjust_batch_size(batch_size: int, n_features: int, memory_limit_mb: float,
+                           bytes_per_feature: int = 8) -> int:
+    "The largest of batch_size, batch_size // 2, ... whose batch fits memory_limit_mb: (100, 4096, 1.0) gives 25."
+    limit = check_positive(memory_limit_mb, "memory_limit_mb")
+    b = _positive_int(batch_size, "batch_size")
+    ### BEGIN SOLUTION
+    while b > 1 and estimate_batch_memory_mb(b, n_features, bytes_per_feature) > limit:
+        b //= 2
+    one = estimate_batch_memory_mb(b, n_features, bytes_per_feature)
+    if one > limit:
+        raise ValueError(f"memory_limit_mb: even a batch of 1 needs {one:.4g} MB "
+                         f"({n_features} features x {bytes_per_feature} bytes), more than the {limit:g} MB limit")
+    return b
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-hardware-profile-auto-batch", "locked": true, "points": 4, "schema_version": 3}
+def test_unit_auto_adjust_batch_size():
+    for args, want, why in (((100, 4096, 1.0), 25, "32 KB per sample: 100 -> 50 -> 25 fits 1 MB"),
+                            ((32, 4096, 1.0), 32, "32 x 32 KB is exactly 1 MB, and a batch at the limit fits"),
+                            ((33, 4096, 1.0), 16, "33 does not fit; halving gives 16"),
+                            ((7, 10, 100.0), 7, "a batch that fits is kept"),
+                            ((64, 1024, 0.01, 4), 2, "4 KB per sample in a 10.24 KB limit")):
+        got = auto_adjust_batch_size(*args)
+        assert got == want, f"auto_adjust_batch_size{args}: expected {want}, got {got} ({why})"
+    try:
+        got = auto_adjust_batch_size(8, 2**20, 1.0)  # one sample = 8 MB
+    except ValueError as e:
+        assert "memory_limit_mb" in str(e), f"the error should name 'memory_limit_mb', got: {e}"
+    else:
+        raise AssertionError(f"one sample of 8 MB in a 1 MB limit: expected a ValueError, got {got!r}")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    for i in range(5):
+        nf, bpf, batch = int(rng.integers(8, 50_000)), int(rng.choice([1, 2, 4, 8])), int(rng.integers(2, 5000))
+        halvings = [batch >> j for j in range(batch.bit_length())]  # batch, batch // 2, ..., 1
+        pick = halvings[int(rng.integers(0, len(halvings)))]
+        factor = 1.0 if i % 2 == 0 else float(rng.uniform(1.01, 1.95))  # exactly at the limit, or between two sizes
+        limit = pick * nf * bpf * factor / 2**20
+        want = max(c for c in halvings if c * nf * bpf <= limit * 2**20)
+        args = (batch, nf, limit) if bpf == 8 else (batch, nf, limit, bpf)
+        got = auto_adjust_batch_size(*args)
+        hint = " -- a batch exactly at the limit fits" if factor == 1.0 and got == want // 2 else ""
+        assert got == want, (f"auto_adjust_batch_size{args}: expected {want} ({nf * bpf} bytes per sample, "
+                             f"{want * nf * bpf} bytes of {limit * 2**20:.0f} allowed), got {got!r}{hint}")
+    one = nf * bpf / 2**20
+    try:
+        got = auto_adjust_batch_size(batch, nf, one * float(rng.uniform(0.1, 0.95)), bpf)
+    except ValueError as e:
+        assert "memory_limit_mb" in str(e), f"the error should name 'memory_limit_mb', got: {e}"
+    else:
+        raise AssertionError(f"one sample of {one:.4g} MB over the limit: expected a ValueError, got {got!r}")
+    ### END HIDDEN TESTS
+
+
+if __name__ == "__main__":
+    test_unit_auto_adjust_batch_size()
+
+# %% [markdown]
+# ## 7. Per operator, here and there
+#
+# Which operator is the bottleneck, can the device keep up with a stream, does the working set fit the cache?
+# `build_hardware_profile_table` answers for one forward pass, **measured** here (each operator timed alone; for
+# tiny layers these add up to *more* than the model's own time, each call paying its own dispatch) or
+# **estimated** on a `device_profile` (roofline bounds). A sensor delivering a frame every 20 ms needs each
+# frame done within 20 ms: stream utilization = compute time ÷ stream interval.
+
+# %%
+#| export benchmarking.hardware_profile
+# One meaning per column: `latency_median_ms` measured here, `roofline_bound_ms` estimated on a device (the other
+# is NaN); the seed's `latency_ms` is an alias of the one `method` names. Totals' `latency_ms`: of `operators_sum_ms`.
+OPERATOR_COLUMNS = ("operator", "latency_ms", "latency_median_ms", "roofline_bound_ms", "memory_kb", "method")
+TOTALS_KEYS = ("latency_ms", "operators_sum_ms", "memory_kb", "estimated_bandwidth_mb_s", "stream_utilization")
+PROFILE_ARTIFACTS = {"operator_profile": "operator_profile.csv", "hardware_totals": "hardware_totals.csv",
+                     "hardware_profile": "hardware_profile.json"}
+
+
+def compute_utilization(used: float, capacity: float) -> float:
+    "Fraction (0..1) of `capacity` that `used` occupies, e.g. 30 of 120 is 0.25; above capacity reads as 1.0."
+    return min(1.0, check_real(used, "used") / check_positive(capacity, "capacity"))
+
+
+def _host_cache_kb(level: int = 2) -> float | None:
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        lvl, kind, size = ((_read_text(index / f) or "").upper() for f in ("level", "type", "size"))
+        if lvl == str(level) and kind in ("UNIFIED", "DATA") and size[-1:] in ("K", "M") and size[:-1].isdigit():
+            return float(int(size[:-1]) * (1024 if size[-1] == "M" else 1))
+    return None
+
+
+def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *,
+                                 stream_interval_ms: float | None = None,
+                                 device_profile: HardwareProfile | None = None, samples: int = 10) -> dict[str, Any]:
+    """Operator profile, totals, precision trade-offs and edge constraints for one forward pass on `input_shape`
+    (with the batch): each operator's `latency_median_ms` measured here, or its `roofline_bound_ms` on `device_profile`.
+
+    >>> build_hardware_profile_table(model, (1, 64))["totals"]["operators_sum_ms"]  # doctest: +SKIP
+    """
+    shape, dev = batch_shape(input_shape), device_profile
+    if stream_interval_ms is not None:
+        check_positive(stream_interval_ms, "stream_interval_ms")
+    if dev is None:
+        df = Profiler().profile_forward_pass(model, shape, samples=_positive_int(samples, "samples"))
+        method = "measured: each operator timed alone on its recorded input (timing core median)"
+        latencies, roofs, model_latency = [float(v) for v in df["latency_ms"]], None, float(df.attrs["total_latency_ms"])
+        column = "latency_median_ms"  # Profiler's per-layer latency_ms is a timing-core median
+        cache_kb, cache_source, where = _host_cache_kb(), "this machine's L2 (sysfs)", "this machine"
+    else:
+        if not isinstance(dev, HardwareProfile):
+            raise TypeError(f"device_profile: expected a HardwareProfile or None, got {type(dev).__name__}")
+        if dev.peak_macs_per_s is None or dev.memory_bandwidth_gbps is None:
+            raise ValueError(f"device_profile: '{dev.name}' needs peak_macs_per_s and memory_bandwidth_gbps "
+                             "for roofline estimates")
+        df, method = estimate_layerwise_stats(model, shape[0], shape[1:]), f"estimated: roofline on {dev.name}"
+        roofs = [roofline_estimate(int(r.macs), int(r.parameter_bytes + r.activation_bytes), dev.peak_macs_per_s,
+                                   dev.memory_bandwidth_gbps * 1e9) for r in df.itertuples()]
+        latencies, model_latency, column = [r["roofline_bound_ms"] for r in roofs], None, "roofline_bound_ms"
+        cache_kb, cache_source, where = dev.cache_kb, f"{dev.name} spec", dev.name
+    memory_bytes = [int(p + a) for p, a in zip(df["parameter_bytes"], df["activation_bytes"])]
+    nan = [math.nan] * len(latencies)
+    ops = pd.DataFrame({"operator": [str(v) for v in df["layer"]], "latency_ms": latencies,
+                        "latency_median_ms": nan, "roofline_bound_ms": nan, column: latencies,
+                        "memory_kb": [b / KB for b in memory_bytes], "method": method}, columns=list(OPERATOR_COLUMNS))
+    total_ms, total_bytes = float(sum(latencies)), sum(memory_bytes)
+    totals: dict[str, Any] = {
+        "latency_ms": total_ms, "operators_sum_ms": total_ms, "memory_kb": total_bytes / KB,
+        "estimated_bandwidth_mb_s": (total_bytes / MiB) / (total_ms / 1e3) if total_ms > 0 else None,
+        "stream_utilization": (total_ms / stream_interval_ms) if stream_interval_ms is not None else None,
+        "latency_method": method, "model_latency_median_ms": model_latency, "stream_interval_ms": stream_interval_ms,
+        **({"stream_utilization_reason": "no stream_interval_ms given"} if stream_interval_ms is None else {})}
+    n_params = Profiler().count_parameters(model)
+    tradeoffs = {**{f"{p}_memory_kb": n_params * b / KB for p, b in (("fp32", 4), ("fp16", 2), ("int8", 1))},
+                 "method": "arithmetic: parameter count x bytes per element",
+                 "note": ("int8 also stores scales and zero points, and whether a precision is faster depends on "
+                          "the kernels the target has; measure converted models with the precision sweep")}
+    big = ops.loc[ops["memory_kb"].idxmax()]
+    cache = (f"unknown: no cache size for {where}" if cache_kb is None else
+             f"low: the largest operator working set ({big.operator}, {big.memory_kb:.1f} KB) fits the "
+             f"{cache_kb:g} KB cache ({cache_source})" if big.memory_kb <= cache_kb else
+             f"high: {big.operator} needs {big.memory_kb:.1f} KB, more than the {cache_kb:g} KB cache "
+             f"({cache_source}); small batches or tiling keep it in cache")
+    slow = int(ops[column].idxmax())
+    bottleneck = (f"{ops.operator[slow]}: {ops[column][slow] / total_ms if total_ms > 0 else 0.0:.0%} of "
+                  f"operator latency on {where}" + (f" ({roofs[slow]['bound']}, {ROOFLINE_METHOD})" if roofs else ""))
+    return {"operator_profile": ops, "totals": totals, "precision_tradeoffs": tradeoffs,
+            "edge_constraints": {"cache_sensitivity": cache, "bottleneck": bottleneck}}
+
+
+def write_hardware_profile_artifacts(profile: dict[str, Any], output_dir: str | Path) -> dict[str, Path]:
+    "Write a `build_hardware_profile_table` result: operators and totals (CSV), all four sections (JSON)."
+    sections = ("operator_profile", "totals", "precision_tradeoffs", "edge_constraints")
+    if missing := [k for k in sections if k not in profile] if isinstance(profile, dict) else list(sections):
+        raise ValueError(f"profile: missing section(s) {missing}; expected the dict from build_hardware_profile_table")
+    paths = {k: Path(output_dir) / v for k, v in PROFILE_ARTIFACTS.items()}
+    ops = pd.DataFrame(profile["operator_profile"])
+    write_atomic(paths["operator_profile"], ops.to_csv(index=False))
+    write_atomic(paths["hardware_totals"], pd.DataFrame([profile["totals"]]).to_csv(index=False))
+    records = ops.astype(object).where(ops.notna(), None).to_dict(orient="records")  # JSON null, not NaN
+    write_json(paths["hardware_profile"], {"operator_profile": records,
+                                           **{k: profile[k] for k in sections[1:]}})
+    return paths
+
+# %% [markdown]
+# ## 8. The device, as the numbers that constrain a model
+#
+# You cannot time the model on a device you do not have, but its datasheet tells its roofs and memories. Every
+# `TargetDevice` figure has a source: clock, RAM and Flash from the vendor; MCU peaks and bandwidths, rarely
+# printed, *derived* from issue rate and bus width × clock, labelled so: ceilings real kernels reach a fraction of.
 
 # %%
 #| export benchmarking.devices
@@ -595,86 +938,9 @@ def devices_table() -> pd.DataFrame:
                           "sources": json.dumps(d.sources)} for d in TARGET_DEVICES.values()])
 
 # %% [markdown]
-# ## 5. Will it fit?
+# ## 9. Will it fit the device?
 #
-# Memory is the constraint that fails outright: a model a little too slow is a little too slow; a batch a
-# little too big crashes (or swaps). Three things need room. **The input batch** (`B` samples × `F` features ×
-# `b` bytes): larger batches use the hardware better, so start from the one you want and halve it until it fits.
-
-# %%
-#| export benchmarking.hardware_profile
-def estimate_batch_memory_mb(batch_size: int, n_features: int, bytes_per_feature: int = 8) -> float:
-    "MB of one input batch: batch_size × n_features × bytes_per_feature (8: float64); 1024 × 1024 × 4 B = 4.0."
-    return (_positive_int(batch_size, "batch_size") * _positive_int(n_features, "n_features")
-            * _positive_int(bytes_per_feature, "bytes_per_feature")) / MiB
-
-# %% [markdown]
-# **Your task (easy, 4 points).** Complete `auto_adjust_batch_size`: the largest of `batch_size`, `batch_size // 2`, `batch_size // 4`, … whose batch fits `memory_limit_mb`.
-#
-# - *TODO:* the limit and the batch size arrive checked; find the batch size; when a batch of one is still too
-#   big, raise a `ValueError` that names `memory_limit_mb` and says how much one sample needs.
-# - *Approach:* `estimate_batch_memory_mb` sizes a candidate; halve (in integers) while it is too big and above 1.
-# - *Example:* 4096 features × 8 bytes = 32 KB per sample; with a 1 MB limit, 100 → 50 → 25 (0.78 MB) fits.
-# - *Hints:* a batch exactly at the limit fits. Do not stop at 1 silently: check that the batch you end with fits.
-
-# %% nbgrader={"grade": false, "grade_id": "hardware-profile-auto-batch", "solution": true, "schema_version": 3}
-#| export benchmarking.hardware_profile
-def auto_adjust_batch_size(batch_size: int, n_features: int, memory_limit_mb: float,
-                           bytes_per_feature: int = 8) -> int:
-    "The largest of batch_size, batch_size // 2, ... whose batch fits memory_limit_mb: (100, 4096, 1.0) gives 25."
-    limit = _positive(memory_limit_mb, "memory_limit_mb")
-    b = _positive_int(batch_size, "batch_size")
-    ### BEGIN SOLUTION
-    while b > 1 and estimate_batch_memory_mb(b, n_features, bytes_per_feature) > limit:
-        b //= 2
-    one = estimate_batch_memory_mb(b, n_features, bytes_per_feature)
-    if one > limit:
-        raise ValueError(f"memory_limit_mb: even a batch of 1 needs {one:.4g} MB "
-                         f"({n_features} features x {bytes_per_feature} bytes), more than the {limit:g} MB limit")
-    return b
-    ### END SOLUTION
-
-# %% nbgrader={"grade": true, "grade_id": "test-hardware-profile-auto-batch", "locked": true, "points": 4, "schema_version": 3}
-def test_unit_auto_adjust_batch_size():
-    for args, want, why in (((100, 4096, 1.0), 25, "32 KB per sample: 100 -> 50 -> 25 fits 1 MB"),
-                            ((32, 4096, 1.0), 32, "32 x 32 KB is exactly 1 MB, and a batch at the limit fits"),
-                            ((33, 4096, 1.0), 16, "33 does not fit; halving gives 16"),
-                            ((7, 10, 100.0), 7, "a batch that fits is kept"),
-                            ((64, 1024, 0.01, 4), 2, "4 KB per sample in a 10.24 KB limit")):
-        got = auto_adjust_batch_size(*args)
-        assert got == want, f"auto_adjust_batch_size{args}: expected {want}, got {got} ({why})"
-    try:
-        got = auto_adjust_batch_size(8, 2**20, 1.0)  # one sample = 8 MB
-    except ValueError as e:
-        assert "memory_limit_mb" in str(e), f"the error should name 'memory_limit_mb', got: {e}"
-    else:
-        raise AssertionError(f"one sample of 8 MB in a 1 MB limit: expected a ValueError, got {got!r}")
-    ### BEGIN HIDDEN TESTS
-    rng = grading_rng()
-    for i in range(5):
-        nf, bpf, batch = int(rng.integers(8, 50_000)), int(rng.choice([1, 2, 4, 8])), int(rng.integers(2, 5000))
-        halvings = [batch >> j for j in range(batch.bit_length())]  # batch, batch // 2, ..., 1
-        pick = halvings[int(rng.integers(0, len(halvings)))]
-        factor = 1.0 if i % 2 == 0 else float(rng.uniform(1.01, 1.95))  # exactly at the limit, or between two sizes
-        limit = pick * nf * bpf * factor / 2**20
-        want = max(c for c in halvings if c * nf * bpf <= limit * 2**20)
-        args = (batch, nf, limit) if bpf == 8 else (batch, nf, limit, bpf)
-        got = auto_adjust_batch_size(*args)
-        hint = " -- a batch exactly at the limit fits" if factor == 1.0 and got == want // 2 else ""
-        assert got == want, (f"auto_adjust_batch_size{args}: expected {want} ({nf * bpf} bytes per sample, "
-                             f"{want * nf * bpf} bytes of {limit * 2**20:.0f} allowed), got {got!r}{hint}")
-    one = nf * bpf / 2**20
-    try:
-        got = auto_adjust_batch_size(batch, nf, one * float(rng.uniform(0.1, 0.95)), bpf)
-    except ValueError as e:
-        assert "memory_limit_mb" in str(e), f"the error should name 'memory_limit_mb', got: {e}"
-    else:
-        raise AssertionError(f"one sample of {one:.4g} MB over the limit: expected a ValueError, got {got!r}")
-    ### END HIDDEN TESTS
-
-
-if __name__ == "__main__":
-    test_unit_auto_adjust_batch_size()
+# On the device two more things need room besides the input: the activations and the weights.
 
 # %% [markdown]
 # **The activations.** Each layer reads its input and writes its output, then the input can be freed: a chain
@@ -692,7 +958,7 @@ if __name__ == "__main__":
 #| export benchmarking.devices
 def estimate_peak_activation_bytes(layer_df: pd.DataFrame, input_bytes: int) -> int:
     "Largest input + output bytes of one layer call, the layers in execution order: 256 + [4096, 4096, 1024] → 8192."
-    _require_columns(layer_df, ["activation_bytes"], "layer_df")
+    require_columns(layer_df, ["activation_bytes"], "layer_df")
     if len(layer_df) == 0:
         raise ValueError("layer_df: expected at least one layer row, got none")
     ### BEGIN SOLUTION
@@ -760,7 +1026,7 @@ def device_fit(model: nn.Module, input_shape: Sequence[int], device: str | Targe
                precisions: Sequence[str] = ("fp32", "fp16", "int8")) -> pd.DataFrame:
     """Per precision: do the weights fit Flash, do the activations fit RAM, and the roofline latency; estimates
     from a float32 forward pass on `input_shape` (with the batch) and the device's datasheet figures."""
-    dev, precisions, shape = get_device(device), [check_precision(p) for p in precisions], _batch_shape(input_shape)
+    dev, precisions, shape = get_device(device), [check_precision(p) for p in precisions], batch_shape(input_shape)
     layers = estimate_layerwise_stats(model, shape[0], shape[1:])
     n_params, input_bytes = Profiler().count_parameters(model), math.prod(shape) * 4
     act_fp32, macs = estimate_peak_activation_bytes(layers, input_bytes), int(layers["macs"].sum())
@@ -879,110 +1145,6 @@ if __name__ == "__main__":
     _fit = pd.concat([device_fit(default_digits_model(), (1, 1, 8, 8), k) for k in TARGET_DEVICES])
     print(_fit.drop(columns=["method"]).to_string())
 
-# %% [markdown]
-# ## 6. Per operator, here and there
-#
-# Which operator is the bottleneck, can the device keep up with a stream, does the working set fit the cache?
-# `build_hardware_profile_table` answers for one forward pass, **measured** here (each operator timed alone; for
-# tiny layers these add up to *more* than the model's own time, each call paying its own dispatch) or
-# **estimated** on a `device_profile` (roofline bounds). A sensor delivering a frame every 20 ms needs each
-# frame done within 20 ms: stream utilization = compute time ÷ stream interval.
-
-# %%
-#| export benchmarking.hardware_profile
-# One meaning per column: `latency_median_ms` measured here, `roofline_bound_ms` estimated on a device (the other
-# is NaN); the seed's `latency_ms` is an alias of the one `method` names. Totals' `latency_ms`: of `operators_sum_ms`.
-OPERATOR_COLUMNS = ("operator", "latency_ms", "latency_median_ms", "roofline_bound_ms", "memory_kb", "method")
-TOTALS_KEYS = ("latency_ms", "operators_sum_ms", "memory_kb", "estimated_bandwidth_mb_s", "stream_utilization")
-PROFILE_ARTIFACTS = {"operator_profile": "operator_profile.csv", "hardware_totals": "hardware_totals.csv",
-                     "hardware_profile": "hardware_profile.json"}
-
-
-def compute_utilization(used: float, capacity: float) -> float:
-    "Fraction (0..1) of `capacity` that `used` occupies, e.g. 30 of 120 is 0.25; above capacity reads as 1.0."
-    return min(1.0, _real(used, "used") / _positive(capacity, "capacity"))
-
-
-def _host_cache_kb(level: int = 2) -> float | None:
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-        lvl, kind, size = ((_read_text(index / f) or "").upper() for f in ("level", "type", "size"))
-        if lvl == str(level) and kind in ("UNIFIED", "DATA") and size[-1:] in ("K", "M") and size[:-1].isdigit():
-            return float(int(size[:-1]) * (1024 if size[-1] == "M" else 1))
-    return None
-
-
-def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *,
-                                 stream_interval_ms: float | None = None,
-                                 device_profile: HardwareProfile | None = None, samples: int = 10) -> dict[str, Any]:
-    """Operator profile, totals, precision trade-offs and edge constraints for one forward pass on `input_shape`
-    (with the batch): each operator's `latency_median_ms` measured here, or its `roofline_bound_ms` on `device_profile`.
-
-    >>> build_hardware_profile_table(model, (1, 64))["totals"]["operators_sum_ms"]  # doctest: +SKIP
-    """
-    shape, dev = _batch_shape(input_shape), device_profile
-    if stream_interval_ms is not None:
-        _positive(stream_interval_ms, "stream_interval_ms")
-    if dev is None:
-        df = Profiler().profile_forward_pass(model, shape, samples=_positive_int(samples, "samples"))
-        method = "measured: each operator timed alone on its recorded input (timing core median)"
-        latencies, roofs, model_latency = [float(v) for v in df["latency_ms"]], None, float(df.attrs["total_latency_ms"])
-        column = "latency_median_ms"  # Profiler's per-layer latency_ms is a timing-core median
-        cache_kb, cache_source, where = _host_cache_kb(), "this machine's L2 (sysfs)", "this machine"
-    else:
-        if not isinstance(dev, HardwareProfile):
-            raise TypeError(f"device_profile: expected a HardwareProfile or None, got {type(dev).__name__}")
-        if dev.peak_macs_per_s is None or dev.memory_bandwidth_gbps is None:
-            raise ValueError(f"device_profile: '{dev.name}' needs peak_macs_per_s and memory_bandwidth_gbps "
-                             "for roofline estimates")
-        df, method = estimate_layerwise_stats(model, shape[0], shape[1:]), f"estimated: roofline on {dev.name}"
-        roofs = [roofline_estimate(int(r.macs), int(r.parameter_bytes + r.activation_bytes), dev.peak_macs_per_s,
-                                   dev.memory_bandwidth_gbps * 1e9) for r in df.itertuples()]
-        latencies, model_latency, column = [r["roofline_bound_ms"] for r in roofs], None, "roofline_bound_ms"
-        cache_kb, cache_source, where = dev.cache_kb, f"{dev.name} spec", dev.name
-    memory_bytes = [int(p + a) for p, a in zip(df["parameter_bytes"], df["activation_bytes"])]
-    nan = [math.nan] * len(latencies)
-    ops = pd.DataFrame({"operator": [str(v) for v in df["layer"]], "latency_ms": latencies,
-                        "latency_median_ms": nan, "roofline_bound_ms": nan, column: latencies,
-                        "memory_kb": [b / KB for b in memory_bytes], "method": method}, columns=list(OPERATOR_COLUMNS))
-    total_ms, total_bytes = float(sum(latencies)), sum(memory_bytes)
-    totals: dict[str, Any] = {
-        "latency_ms": total_ms, "operators_sum_ms": total_ms, "memory_kb": total_bytes / KB,
-        "estimated_bandwidth_mb_s": (total_bytes / MiB) / (total_ms / 1e3) if total_ms > 0 else None,
-        "stream_utilization": (total_ms / stream_interval_ms) if stream_interval_ms is not None else None,
-        "latency_method": method, "model_latency_median_ms": model_latency, "stream_interval_ms": stream_interval_ms,
-        **({"stream_utilization_reason": "no stream_interval_ms given"} if stream_interval_ms is None else {})}
-    n_params = Profiler().count_parameters(model)
-    tradeoffs = {**{f"{p}_memory_kb": n_params * b / KB for p, b in (("fp32", 4), ("fp16", 2), ("int8", 1))},
-                 "method": "arithmetic: parameter count x bytes per element",
-                 "note": ("int8 also stores scales and zero points, and whether a precision is faster depends on "
-                          "the kernels the target has; measure converted models with the precision sweep")}
-    big = ops.loc[ops["memory_kb"].idxmax()]
-    cache = (f"unknown: no cache size for {where}" if cache_kb is None else
-             f"low: the largest operator working set ({big.operator}, {big.memory_kb:.1f} KB) fits the "
-             f"{cache_kb:g} KB cache ({cache_source})" if big.memory_kb <= cache_kb else
-             f"high: {big.operator} needs {big.memory_kb:.1f} KB, more than the {cache_kb:g} KB cache "
-             f"({cache_source}); small batches or tiling keep it in cache")
-    slow = int(ops[column].idxmax())
-    bottleneck = (f"{ops.operator[slow]}: {ops[column][slow] / total_ms if total_ms > 0 else 0.0:.0%} of "
-                  f"operator latency on {where}" + (f" ({roofs[slow]['bound']}, {ROOFLINE_METHOD})" if roofs else ""))
-    return {"operator_profile": ops, "totals": totals, "precision_tradeoffs": tradeoffs,
-            "edge_constraints": {"cache_sensitivity": cache, "bottleneck": bottleneck}}
-
-
-def write_hardware_profile_artifacts(profile: dict[str, Any], output_dir: str | Path) -> dict[str, Path]:
-    "Write a `build_hardware_profile_table` result: operators and totals (CSV), all four sections (JSON)."
-    sections = ("operator_profile", "totals", "precision_tradeoffs", "edge_constraints")
-    if missing := [k for k in sections if k not in profile] if isinstance(profile, dict) else list(sections):
-        raise ValueError(f"profile: missing section(s) {missing}; expected the dict from build_hardware_profile_table")
-    paths = {k: Path(output_dir) / v for k, v in PROFILE_ARTIFACTS.items()}
-    ops = pd.DataFrame(profile["operator_profile"])
-    write_atomic(paths["operator_profile"], ops.to_csv(index=False))
-    write_atomic(paths["hardware_totals"], pd.DataFrame([profile["totals"]]).to_csv(index=False))
-    records = ops.astype(object).where(ops.notna(), None).to_dict(orient="records")  # JSON null, not NaN
-    write_json(paths["hardware_profile"], {"operator_profile": records,
-                                           **{k: profile[k] for k in sections[1:]}})
-    return paths
-
 # %%
 if __name__ == "__main__":
     from tinytorch.benchmarking.digits import default_digits_model
@@ -992,112 +1154,7 @@ if __name__ == "__main__":
         print(_p["operator_profile"].to_string(), _p["totals"], _p["edge_constraints"], sep="\n", end="\n\n")
 
 # %% [markdown]
-# ## 7. Precisions, run for real
-#
-# On this machine the precisions can be run. Which precision and batch size should ship? `sweep` measures every
-# combination against the deployment `CONSTRAINTS` (`accepted`, or the `violations`; an unknown figure does not
-# meet its constraint); a precision this machine cannot run raises, or with `unsupported="skip"` is left out
-# with the reason.
-
-# %%
-#| export
-CONSTRAINTS = {"min_accuracy": ("accuracy", ">="), "max_latency_mean_ms": ("latency_mean_ms", "<="),
-               "max_latency_p95_ms": ("latency_p95_ms", "<="), "max_memory_mb": ("memory_mb", "<="),
-               "max_energy_j": ("energy_proxy_j", "<=")}
-# The seed's sweep `latency_ms` is an alias of `latency_mean_ms`, and its table's `latency_ms_mean` of `latency_mean_ms_mean`
-SWEEP_COLUMNS = ("precision", "batch_size", "accuracy", "latency_ms", "latency_median_ms", "latency_std_ms",
-                 "latency_p95_ms", "throughput_sps", "memory_mb", "latency_mean_ms", "energy_proxy_j", "energy_method",
-                 "latency_scaled_by", "accepted", "violations")
-TRADEOFF_INPUT_COLUMNS = ("precision", "accuracy", "latency_ms", "memory_mb", "energy_proxy_j", "accepted")
-TRADEOFF_COLUMNS = ("precision", "accuracy_mean", "latency_ms_mean", "latency_mean_ms_mean", "memory_mb_mean",
-                    "energy_proxy_j_mean", "accepted_ratio")
-
-
-def _violations(row: dict[str, Any], constraints: dict[str, float], intervals: dict[str, Any]) -> list[str]:
-    "Constraints not passed by `results.decide` (on a column's interval in `intervals`, else its value)."
-    failed = []
-    for key, limit in constraints.items():
-        column, op = CONSTRAINTS[key]
-        value = intervals.get(column, row.get(column))
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            failed.append(f"{key} (unknown {column})")
-        elif (d := decide(value, op, limit)) != "pass":
-            failed.append(key if d == "fail" else f"{key} (inconclusive: {d.basis})")
-    return failed
-
-
-def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
-          batch_sizes: Sequence[int] = (1, 8, 32), constraints: dict[str, float] | None = None, *,
-          device: str = "cpu", power_watts: float | None = None, latency_multiplier: float = 1.0,
-          repeats: int = 20, calibration_data: Any = None, unsupported: str = "raise",
-          calibration_split: str | None = None) -> pd.DataFrame:
-    """One row per (precision, batch size): measured metrics and whether they meet `constraints`. Static int8 of
-    a conv model is calibrated on `calibration_data` (never on `loader`), named by `calibration_split`."""
-    precisions = [check_precision(p) for p in precisions]
-    batch_sizes = [_positive_int(b, "batch_sizes") for b in batch_sizes]
-    if not precisions or not batch_sizes:
-        raise ValueError(f"precisions, batch_sizes: expected at least one of each, got {precisions}, {batch_sizes}")
-    constraints = dict(constraints or {})
-    if unknown := [k for k in constraints if k not in CONSTRAINTS]:
-        raise ValueError(f"constraints: unknown key(s) {unknown}; expected some of {list(CONSTRAINTS)}")
-    for k, v in constraints.items():
-        _positive(v, f"constraints[{k!r}]")
-    if unsupported not in ("raise", "skip"):
-        raise ValueError(f"unsupported: expected 'raise' or 'skip', got {unsupported!r}")
-    check_device(device)
-    rows, skipped, notes = [], {}, {}
-    if "int8" in precisions and any(isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) for m in model.modules()):
-        if calibration_data is None:  # never the evaluation loader: that would leak the test set into the model
-            raise ValueError("calibration_data: static int8 of a model with convolutions needs calibration inputs "
-                             "from a split other than `loader` (e.g. digits_loader('train'))")
-        split = calibration_split or "caller-supplied calibration_data"
-        notes["int8_calibration"] = f"static int8 calibrated on {split} (not the evaluation loader)"
-    for precision in precisions:
-        try:
-            converted = to_precision(model, precision, device, calibration_data=calibration_data, example_input=loader)
-        except UnsupportedPrecisionError as e:
-            if unsupported == "raise":
-                raise
-            skipped[precision] = str(e)
-            continue
-        for b in batch_sizes:
-            m = collect_metrics(converted, loader, device, power_watts, precision, latency_multiplier, repeats,
-                                batch_size=b)
-            row = {"precision": precision, "batch_size": b, **{c: getattr(m, c) for c in SWEEP_COLUMNS[2:9]},
-                   "latency_mean_ms": m.latency_ms, "energy_proxy_j": m.energy_j, "latency_scaled_by": m.latency_scaled_by,
-                   "energy_method": m.methods.get("energy_j") or f"none: {m.reasons.get('energy_j')}"}
-            lat, k = m.results["latency"], m.latency_scaled_by  # decide the capped mean on its t-interval
-            ci = {} if lat.ci_lower is None else {"latency_mean_ms": (lat.ci_lower * k, lat.ci_upper * k)}
-            failed = _violations(row, constraints, {"accuracy": m.results["accuracy"], **ci})
-            rows.append({**row, "accepted": not failed, "violations": ", ".join(failed)})
-    df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
-    df.attrs.update({"skipped": skipped, "constraints": constraints, "device": str(device), "notes": notes})
-    return df
-
-
-def precision_tradeoff_table(sweep_df: pd.DataFrame) -> pd.DataFrame:
-    "Per-precision means of a sweep (`TRADEOFF_COLUMNS`) and the fraction accepted, fastest first."
-    _require_columns(sweep_df, TRADEOFF_INPUT_COLUMNS, "sweep_df")
-    if sweep_df.empty:
-        raise ValueError("sweep_df: expected at least one row, got an empty table")
-    work, numeric = sweep_df[list(TRADEOFF_INPUT_COLUMNS)].copy(), list(TRADEOFF_INPUT_COLUMNS[1:5])
-    work[numeric] = work[numeric].apply(pd.to_numeric, errors="coerce")
-    work["accepted"] = work["accepted"].astype(bool).astype(float)
-    table = work.groupby("precision", sort=False).agg(
-        **{f"{c}_mean": (c, "mean") for c in numeric}, accepted_ratio=("accepted", "mean")).reset_index()
-    table["latency_mean_ms_mean"] = table["latency_ms_mean"]  # the input's latency_ms is the mean per batch
-    return table.sort_values("latency_mean_ms_mean", kind="stable").reset_index(drop=True)[list(TRADEOFF_COLUMNS)]
-
-# %%
-if __name__ == "__main__":
-    from tinytorch.benchmarking.digits import default_digits_model, digits_loader
-    _df = sweep(default_digits_model(), digits_loader("test", 64), batch_sizes=(1, 32),
-                constraints={"min_accuracy": 0.95, "max_memory_mb": 0.015}, repeats=10, power_watts=15.0,
-                calibration_data=digits_loader("train", 64), unsupported="skip")
-    print(_df.drop(columns=["energy_method"]).to_string(), precision_tradeoff_table(_df).to_string(), sep="\n")
-
-# %% [markdown]
-# ## 8. What an edge deployment watches, measured on the host
+# ## 10. What an edge deployment watches, measured on the host
 #
 # `measure_watch_metrics` measures what the host can of an edge checklist (sizes, startup, latency, accuracy, CPU
 # load, clock, temperature, FLOPs, energy), each with its method, or `None` with the reason, as printed below.
@@ -1199,50 +1256,11 @@ if __name__ == "__main__":
         print(f"{_k:34s} {_v!r:>26}  {_w['methods'].get(_k) or _w['reasons'].get(_k)}")
 
 # %% [markdown]
-# ## 9. Writing it down: the hardware report
+# ## 11. Writing it down: the hardware report
 #
 # `write_hardware_report` runs everything above for one model (`tito benchmark --hardware`: yours with
 # `--model FILE --input-shape ...`, else the bundled digits CNN), tables written atomically, charts as 180-DPI PNGs.
 # Only the sweep needs labelled data that fits the model (it measures accuracy); without, it is "unavailable".
-
-# %%
-#| export
-HARDWARE_ARTIFACTS = {"layerwise_breakdown": "layerwise_breakdown.csv", "precision_tradeoffs": "precision_tradeoffs.csv",
-                      "hardware_summary": "hardware_summary.csv", "layerwise_macs": "layerwise_macs.png",
-                      "layerwise_activation_memory": "layerwise_activation_memory.png", "system_info": "system_info.json"}
-PLOT_DPI = 180
-
-
-def _bar_chart(path: Path, labels: Sequence[str], values: Sequence[float], ylabel: str, title: str) -> Path:
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(max(4.0, 0.6 * len(labels) + 1.5), 3.2))
-    ax = fig.add_subplot()
-    ax.bar(range(len(values)), values, color="#4C72B0")
-    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
-    ax.set(ylabel=ylabel, title=title)
-    png = io.BytesIO()
-    fig.savefig(png, dpi=PLOT_DPI, bbox_inches="tight", format="png")
-    return write_atomic(path, png.getvalue())
-
-
-def save_hardware_artifacts(output_dir: str | Path, layer_df: pd.DataFrame, tradeoff_df: pd.DataFrame,
-                            summary: dict[str, Any]) -> dict[str, Path]:
-    "Write the layer table, precision trade-offs, summary, two charts and system info: {HARDWARE_ARTIFACTS key: path}."
-    _require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
-    _require_columns(tradeoff_df, TRADEOFF_COLUMNS, "tradeoff_df")
-    if not isinstance(summary, dict) or any(k not in summary for k in SUMMARY_KEYS):
-        raise ValueError(f"summary: expected the dict from summarize_hardware with keys {list(SUMMARY_KEYS)}")
-    paths = {k: Path(output_dir) / v for k, v in HARDWARE_ARTIFACTS.items()}
-    for key, df in (("layerwise_breakdown", layer_df), ("precision_tradeoffs", tradeoff_df),
-                    ("hardware_summary", pd.DataFrame([summary]))):
-        write_atomic(paths[key], df.to_csv(index=False))
-    labels = [f"{i}:{name}" for i, name in enumerate(layer_df["layer"])]
-    _bar_chart(paths["layerwise_activation_memory"], labels, [v / 1024 for v in layer_df["activation_bytes"]],
-               "activation memory (KB)", "Activation memory per layer call")
-    _bar_chart(paths["layerwise_macs"], labels, list(layer_df["macs"]), "MACs", "Multiply-accumulates per layer call")
-    write_json(paths["system_info"], system_info())
-    return paths
 
 # %%
 #| export benchmarking.devices
@@ -1284,7 +1302,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
     returns {name: path}. Precisions this machine cannot run are skipped, the reason in `hardware_summary.csv`
     (`skipped_precisions`). With `loader=None` (no labelled data fits the model) the sweep is unavailable, with
     `sweep_unavailable_reason`, and the summary uses the measured fp32 latency; every other artifact is written."""
-    shape, out = _batch_shape(input_shape), Path(output_dir)
+    shape, out = batch_shape(input_shape), Path(output_dir)
     if loader is not None:
         sweep_df = sweep(model, loader, precisions, batch_sizes, constraints, power_watts=power_watts, repeats=repeats,
                          calibration_data=calibration_data, unsupported="skip", calibration_split=calibration_split)

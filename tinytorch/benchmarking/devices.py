@@ -18,7 +18,7 @@ from torch import nn
 
 from .energy import measure_energy
 from .hardware import (
-    ROOFLINE_METHOD, SWEEP_COLUMNS, TRADEOFF_COLUMNS, _batch_shape, _require_columns, estimate_layerwise_stats,
+    ROOFLINE_METHOD, SWEEP_COLUMNS, TRADEOFF_COLUMNS, batch_shape, require_columns, estimate_layerwise_stats,
     measure_memory_bandwidth_gbps, measure_peak_gmacs, precision_tradeoff_table, roofline_estimate,
     save_hardware_artifacts, summarize_hardware, sweep)
 from .hardware_profile import (
@@ -119,7 +119,7 @@ def devices_table() -> pd.DataFrame:
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #c77dc1b4
 def estimate_peak_activation_bytes(layer_df: pd.DataFrame, input_bytes: int) -> int:
     "Largest input + output bytes of one layer call, the layers in execution order: 256 + [4096, 4096, 1024] → 8192."
-    _require_columns(layer_df, ["activation_bytes"], "layer_df")
+    require_columns(layer_df, ["activation_bytes"], "layer_df")
     if len(layer_df) == 0:
         raise ValueError("layer_df: expected at least one layer row, got none")
     ### BEGIN SOLUTION
@@ -140,7 +140,7 @@ def device_fit(model: nn.Module, input_shape: Sequence[int], device: str | Targe
                precisions: Sequence[str] = ("fp32", "fp16", "int8")) -> pd.DataFrame:
     """Per precision: do the weights fit Flash, do the activations fit RAM, and the roofline latency; estimates
     from a float32 forward pass on `input_shape` (with the batch) and the device's datasheet figures."""
-    dev, precisions, shape = get_device(device), [check_precision(p) for p in precisions], _batch_shape(input_shape)
+    dev, precisions, shape = get_device(device), [check_precision(p) for p in precisions], batch_shape(input_shape)
     layers = estimate_layerwise_stats(model, shape[0], shape[1:])
     n_params, input_bytes = Profiler().count_parameters(model), math.prod(shape) * 4
     act_fp32, macs = estimate_peak_activation_bytes(layers, input_bytes), int(layers["macs"].sum())
@@ -250,7 +250,7 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
            f"{em.method} (J / 3.6 = mWh per inference)", em.reason or "no energy counter and no power_watts")
     return {**out, "methods": methods, "reasons": reasons}
 
-# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #bbc74190
+# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #79a19e31
 BENCHMARK_TABLE_FIELDS = ("model", "task", "accuracy", "latency_median_ms", "model_size_mb", "platform", "references")
 
 
@@ -289,7 +289,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
     returns {name: path}. Precisions this machine cannot run are skipped, the reason in `hardware_summary.csv`
     (`skipped_precisions`). With `loader=None` (no labelled data fits the model) the sweep is unavailable, with
     `sweep_unavailable_reason`, and the summary uses the measured fp32 latency; every other artifact is written."""
-    shape, out = _batch_shape(input_shape), Path(output_dir)
+    shape, out = batch_shape(input_shape), Path(output_dir)
     if loader is not None:
         sweep_df = sweep(model, loader, precisions, batch_sizes, constraints, power_watts=power_watts, repeats=repeats,
                          calibration_data=calibration_data, unsupported="skip", calibration_split=calibration_split)

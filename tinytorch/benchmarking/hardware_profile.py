@@ -13,12 +13,12 @@ import pandas as pd
 from torch import nn
 
 from .hardware import (
-    ROOFLINE_METHOD, _batch_shape, _positive, _real, estimate_layerwise_stats, roofline_estimate)
+    ROOFLINE_METHOD, batch_shape, check_positive, check_real, estimate_layerwise_stats, roofline_estimate)
 from .results import MiB, write_atomic, write_json
 from ..profiling.profiler import Profiler
 from ..profiling.timing import _positive_int, _read_text
 
-# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #cc8c13fb
+# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #68cb902c
 KB = 2**10
 
 
@@ -38,7 +38,7 @@ class HardwareProfile:
             raise ValueError(f"name: expected a non-empty string, got {self.name!r}")
         for arg in ("memory_limit_mb", "peak_macs_per_s", "memory_bandwidth_gbps", "cache_kb"):
             if arg == "memory_limit_mb" or getattr(self, arg) is not None:
-                _positive(getattr(self, arg), arg)
+                check_positive(getattr(self, arg), arg)
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #bdeca37f
 def estimate_batch_memory_mb(batch_size: int, n_features: int, bytes_per_feature: int = 8) -> float:
@@ -50,7 +50,7 @@ def estimate_batch_memory_mb(batch_size: int, n_features: int, bytes_per_feature
 def auto_adjust_batch_size(batch_size: int, n_features: int, memory_limit_mb: float,
                            bytes_per_feature: int = 8) -> int:
     "The largest of batch_size, batch_size // 2, ... whose batch fits memory_limit_mb: (100, 4096, 1.0) gives 25."
-    limit = _positive(memory_limit_mb, "memory_limit_mb")
+    limit = check_positive(memory_limit_mb, "memory_limit_mb")
     b = _positive_int(batch_size, "batch_size")
     ### BEGIN SOLUTION
     while b > 1 and estimate_batch_memory_mb(b, n_features, bytes_per_feature) > limit:
@@ -62,7 +62,7 @@ def auto_adjust_batch_size(batch_size: int, n_features: int, memory_limit_mb: fl
     return b
     ### END SOLUTION
 
-# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #c1628532
+# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #3db812c4
 # One meaning per column: `latency_median_ms` measured here, `roofline_bound_ms` estimated on a device (the other
 # is NaN); the seed's `latency_ms` is an alias of the one `method` names. Totals' `latency_ms`: of `operators_sum_ms`.
 OPERATOR_COLUMNS = ("operator", "latency_ms", "latency_median_ms", "roofline_bound_ms", "memory_kb", "method")
@@ -73,7 +73,7 @@ PROFILE_ARTIFACTS = {"operator_profile": "operator_profile.csv", "hardware_total
 
 def compute_utilization(used: float, capacity: float) -> float:
     "Fraction (0..1) of `capacity` that `used` occupies, e.g. 30 of 120 is 0.25; above capacity reads as 1.0."
-    return min(1.0, _real(used, "used") / _positive(capacity, "capacity"))
+    return min(1.0, check_real(used, "used") / check_positive(capacity, "capacity"))
 
 
 def _host_cache_kb(level: int = 2) -> float | None:
@@ -92,9 +92,9 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
 
     >>> build_hardware_profile_table(model, (1, 64))["totals"]["operators_sum_ms"]  # doctest: +SKIP
     """
-    shape, dev = _batch_shape(input_shape), device_profile
+    shape, dev = batch_shape(input_shape), device_profile
     if stream_interval_ms is not None:
-        _positive(stream_interval_ms, "stream_interval_ms")
+        check_positive(stream_interval_ms, "stream_interval_ms")
     if dev is None:
         df = Profiler().profile_forward_pass(model, shape, samples=_positive_int(samples, "samples"))
         method = "measured: each operator timed alone on its recorded input (timing core median)"
