@@ -940,12 +940,10 @@ def devices_table() -> pd.DataFrame:
 # %% [markdown]
 # ## 9. Will it fit the device?
 #
-# On the device two more things need room besides the input: the activations and the weights.
-
-# %% [markdown]
-# **The activations.** Each layer reads its input and writes its output, then the input can be freed: a chain
-# needs at least its largest *input + output* pair (the arena size TinyML tools report before buffer sharing;
-# for a residual block, whose skip tensor stays alive, a lower bound).
+# On the device two more things need room besides the input. **The activations.** Each layer reads its input
+# and writes its output, then the input can be freed: a chain needs at least its largest *input + output* pair
+# (the arena size TinyML tools report before buffer sharing; for a residual block, whose skip tensor stays
+# alive, a lower bound).
 #
 # **Your task (easy, 3 points).** Complete `estimate_peak_activation_bytes(layer_df, input_bytes)`: the largest input + output bytes of one layer call, walking the layers in execution order.
 #
