@@ -40,8 +40,8 @@ def test_fit_by_precision_on_an_mcu():
     assert df.loc["fp32", "peak_activation_kb"] == pytest.approx(760 * 4 / 1024)
     macs = 250 * 380 + 380 * 10
     r = roofline_estimate(macs, df.loc["int8", "bytes_moved"], 360e6, 0.72e9)
-    assert df.loc["int8", "roofline_latency_ms"] == pytest.approx(r["latency_ms"])
-    assert pd.isna(df.loc["fp16", "roofline_latency_ms"]) and df.loc["fp16", "bound"].startswith("n/a")
+    assert df.loc["int8", "roofline_bound_ms"] == pytest.approx(r["roofline_bound_ms"])
+    assert pd.isna(df.loc["fp16", "roofline_bound_ms"]) and df.loc["fp16", "bound"].startswith("n/a")
     too_big = nn.Linear(1024, 1024)  # 4 MB in fp32
     assert not device_fit(too_big, (1, 1024), "stm32h743", ["fp32"]).iloc[0].fits_flash
 
@@ -58,21 +58,21 @@ def test_watch_metrics_against_references():
     with ref:
         model(torch.zeros(2, 1, 8, 8))
     assert w["flops"] == ref.get_total_flops()
-    assert w["params_size_mb"] == pytest.approx(sum(p.numel() for p in model.parameters()) * 4 / 2**20)
+    assert w["params_size_bytes"] == sum(p.numel() for p in model.parameters()) * 4
     assert w["accuracy"] is None and "loader" in w["reasons"]["accuracy"]
     assert w["inference_ms"] is None and w["reasons"]["inference_ms"]
-    assert w["throughput_sps"] == pytest.approx(2 / (w["latency_ms"] / 1e3))
+    assert w["throughput_sps"] == pytest.approx(2 / (w["latency_median_ms"] / 1e3))
     if w["temperature_c"] is None:
         assert w["reasons"]["temperature_c"]
 
 
 def test_markdown_table_format():
-    md = benchmark_table_markdown([{"model": "A", "task": "KWS", "accuracy": 0.5, "latency_ms": 2,
+    md = benchmark_table_markdown([{"model": "A", "task": "KWS", "accuracy": 0.5, "latency_median_ms": 2,
                                     "model_size_mb": 1, "platform": "p", "references": "[x](http://x)"}])
     assert md.splitlines()[1] == "|---|---|---|---|---|---|---|"
     assert md.splitlines()[2] == "| A | KWS | 50.0% | 2 | 1 | p | [x](http://x) |"
     with pytest.raises(ValueError, match="accuracy"):
-        benchmark_table_markdown([{"model": "A", "task": "t", "accuracy": 98.0, "latency_ms": 1,
+        benchmark_table_markdown([{"model": "A", "task": "t", "accuracy": 98.0, "latency_median_ms": 1,
                                    "model_size_mb": 1, "platform": "p", "references": "-"}])
 
 
@@ -114,7 +114,7 @@ def test_watch_metrics_with_a_pipeline_and_labels():
     w = measure_watch_metrics(DigitsCNN(), (1, 1, 8, 8), loader=digits_loader("test"), preprocess=lambda v: v / 16.0,
                               raw_input=torch.full((1, 1, 8, 8), 8.0), samples=3, startup_runs=2, cpu_window_s=0.2)
     assert w["inference_ms"] > 0 and w["accuracy"] + w["error_rate"] == pytest.approx(1.0)
-    assert w["model_file_mb"] > w["params_size_mb"], "the file adds pickle framing and names to the raw tensors"
+    assert w["model_file_bytes"] > w["params_size_bytes"], "the file adds pickle framing and names to the raw tensors"
     assert all((w[k] is None) == (k in w["reasons"]) for k in ("temperature_c", "clock_mhz", "energy_mwh"))
     assert all(k in w["methods"] or k in w["reasons"] for k in w if k not in ("methods", "reasons"))
     with pytest.raises(ValueError, match="raw_input"):
@@ -122,7 +122,7 @@ def test_watch_metrics_with_a_pipeline_and_labels():
 
 
 def test_markdown_table_escapes_and_missing_fields():
-    md = benchmark_table_markdown([{"model": "m", "task": "t", "accuracy": None, "latency_ms": None,
+    md = benchmark_table_markdown([{"model": "m", "task": "t", "accuracy": None, "latency_median_ms": None,
                                     "model_size_mb": 0.5, "platform": "x86 | 2 threads", "references": "-"}])
     row = md.splitlines()[2]
     assert row.count("n/a") == 2 and "x86 \\| 2 threads" in row

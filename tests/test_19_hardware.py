@@ -16,8 +16,8 @@ from tinytorch.benchmarking.hardware import (
     summarize_hardware, sweep,
 )
 from tinytorch.benchmarking.hardware_profile import (
-    HardwareProfile, auto_adjust_batch_size, build_hardware_profile_table, compute_utilization,
-    estimate_batch_memory_mb, write_hardware_profile_artifacts,
+    OPERATOR_COLUMNS, TOTALS_KEYS, HardwareProfile, auto_adjust_batch_size, build_hardware_profile_table,
+    compute_utilization, estimate_batch_memory_mb, write_hardware_profile_artifacts,
 )
 
 
@@ -119,17 +119,17 @@ def test_summary_arithmetic_and_verdicts():
     assert math.isclose(s["bandwidth_utilization"], s["achieved_bandwidth_gbps"] / 20.0)
     assert math.isclose(s["achieved_gmacs"], total_macs / 0.05e-3 / 1e9)
     roof = roofline_estimate(total_macs, total_bytes, 50e9, 20e9)
-    assert math.isclose(s["roofline_latency_ms"], roof["latency_ms"])
+    assert math.isclose(s["roofline_bound_ms"], roof["roofline_bound_ms"])
     assert s["verdict"].startswith("overhead-bound"), "0.05 ms is far above a ~2 µs roofline bound"
-    fast = summarize_hardware(df, latency_ms=roof["latency_ms"], memory_bandwidth_gbps=20.0, peak_gmacs=50.0)
+    fast = summarize_hardware(df, latency_ms=roof["roofline_bound_ms"], memory_bandwidth_gbps=20.0, peak_gmacs=50.0)
     assert fast["verdict"] == roof["bound"]
 
 
 def test_roofline_regimes():
     mem = roofline_estimate(1e6, 1e9, 1e12, 1e10)
-    assert mem["bound"] == "memory-bound" and math.isclose(mem["latency_ms"], 100.0)
+    assert mem["bound"] == "memory-bound" and math.isclose(mem["roofline_bound_ms"], 100.0)
     comp = roofline_estimate(1e12, 1e6, 1e12, 1e10)
-    assert comp["bound"] == "compute-bound" and math.isclose(comp["latency_ms"], 1000.0)
+    assert comp["bound"] == "compute-bound" and math.isclose(comp["roofline_bound_ms"], 1000.0)
 
 
 def test_sweep_with_real_runs():
@@ -138,7 +138,7 @@ def test_sweep_with_real_runs():
 
     model = default_digits_model()
     df = sweep(model, digits_loader("test", 150), ["fp32", "fp16", "int8"], [1, 8],
-               {"min_accuracy": 0.9, "max_memory_mb": 0.015}, repeats=4, calibration_data=digits_loader("train", 64))
+               {"min_accuracy": 0.9, "max_memory_mb": 0.015, "max_latency_mean_ms": 1e6}, repeats=4, calibration_data=digits_loader("train", 64))
     assert list(df.columns) == list(SWEEP_COLUMNS) and len(df) == 6
     by = df.groupby("precision").first()
     assert not by.loc["fp32", "accepted"] and by.loc["fp32", "violations"] == "max_memory_mb"
@@ -146,7 +146,11 @@ def test_sweep_with_real_runs():
     assert math.isclose(by.loc["fp16", "memory_mb"] * 2, by.loc["fp32", "memory_mb"])
     assert abs(by.loc["int8", "accuracy"] - by.loc["fp32", "accuracy"]) <= 0.03
     t = precision_tradeoff_table(df)
-    assert list(t.columns) == list(TRADEOFF_COLUMNS) and list(t.latency_ms_mean) == sorted(t.latency_ms_mean)
+    assert df.latency_ms.tolist() == df.latency_mean_ms.tolist(), "the seed's latency_ms is the alias of the mean"
+    assert list(t.columns) == list(TRADEOFF_COLUMNS) and list(t.latency_mean_ms_mean) == sorted(t.latency_mean_ms_mean)
+    assert t.latency_ms_mean.tolist() == t.latency_mean_ms_mean.tolist()
+    with pytest.raises(ValueError, match="max_latency_ms"):  # the old, ambiguous key is refused, naming it
+        sweep(model, digits_loader("test", 150), ["fp32"], [1], {"max_latency_ms": 1.0})
     with pytest.raises(ValueError, match="accepted"):
         precision_tradeoff_table(df.drop(columns=["accepted"]))
     with pytest.raises(ValueError, match="precision"):
@@ -197,14 +201,16 @@ def test_profile_table_estimated_and_written(tmp_path):
     p = build_hardware_profile_table(DigitsCNN(), (1, 1, 8, 8), device_profile=dev, stream_interval_ms=1.0)
     ops = p["operator_profile"]
     layers = estimate_layerwise_stats(DigitsCNN(), 1, (1, 8, 8))
-    expect = [roofline_estimate(r.macs, r.parameter_bytes + r.activation_bytes, 4.8e8, 3.84e9)["latency_ms"]
+    expect = [roofline_estimate(r.macs, r.parameter_bytes + r.activation_bytes, 4.8e8, 3.84e9)["roofline_bound_ms"]
               for r in layers.itertuples()]
-    assert ops.latency_ms.tolist() == pytest.approx(expect)
+    assert ops.roofline_bound_ms.tolist() == pytest.approx(expect) and ops.latency_ms.tolist() == pytest.approx(expect)
+    assert ops.latency_median_ms.isna().all(), "nothing was measured on the device: no median"
+    assert p["totals"]["operators_sum_ms"] == pytest.approx(sum(expect)) == p["totals"]["latency_ms"]
     assert math.isclose(p["totals"]["stream_utilization"], sum(expect) / 1.0)
     assert p["edge_constraints"]["cache_sensitivity"].startswith("low")
     paths = write_hardware_profile_artifacts(p, tmp_path)
-    assert list(pd.read_csv(paths["operator_profile"]).columns) == ["operator", "latency_ms", "memory_kb", "method"]
-    assert {"latency_ms", "memory_kb", "estimated_bandwidth_mb_s", "stream_utilization"} <= set(
+    assert list(pd.read_csv(paths["operator_profile"]).columns) == list(OPERATOR_COLUMNS)
+    assert set(TOTALS_KEYS) <= set(
         pd.read_csv(paths["hardware_totals"]).columns)
 
 
@@ -253,10 +259,12 @@ def test_artifacts_leave_no_temporary_files(tmp_path):
 def test_profile_table_measured_here():
     p = build_hardware_profile_table(DigitsCNN(), (1, 1, 8, 8), stream_interval_ms=20.0, samples=3)
     ops = p["operator_profile"]
-    assert len(ops) == 7 and (ops.latency_ms > 0).all() and ops.method.iloc[0].startswith("measured")
+    assert len(ops) == 7 and (ops.latency_median_ms > 0).all() and ops.method.iloc[0].startswith("measured")
+    assert ops.roofline_bound_ms.isna().all() and ops.latency_ms.tolist() == ops.latency_median_ms.tolist()
     assert ops.set_index("operator").loc["conv2", "memory_kb"] == pytest.approx((18560 + 2048) / 1024)
     t = p["totals"]
-    assert t["latency_ms"] == pytest.approx(ops.latency_ms.sum()) and t["model_latency_ms"] > 0
+    assert t["operators_sum_ms"] == t["latency_ms"] == pytest.approx(ops.latency_median_ms.sum())
+    assert t["model_latency_median_ms"] > 0
     assert t["stream_utilization"] == pytest.approx(t["latency_ms"] / 20.0)
     assert p["precision_tradeoffs"]["int8_memory_kb"] * 4 == p["precision_tradeoffs"]["fp32_memory_kb"] == 6090 * 4 / 1024
 
@@ -267,7 +275,7 @@ def test_profile_table_on_a_small_cache_and_bad_profiles(tmp_path):
     mcu = HardwareProfile("mcu", memory_limit_mb=0.25, peak_macs_per_s=1e8, memory_bandwidth_gbps=0.5, cache_kb=16)
     p = build_hardware_profile_table(DigitsCNN(), (1, 1, 8, 8), device_profile=mcu)
     conv2 = p["operator_profile"].set_index("operator").loc["conv2"]
-    assert conv2.latency_ms == pytest.approx(max(73728 / 1e8, (18560 + 2048) / 0.5e9) * 1e3)
+    assert conv2.roofline_bound_ms == pytest.approx(max(73728 / 1e8, (18560 + 2048) / 0.5e9) * 1e3)
     assert p["edge_constraints"]["cache_sensitivity"].startswith("high"), "conv2's 20 KB exceed a 16 KB cache"
     assert p["edge_constraints"]["bottleneck"].startswith("conv2")
     assert p["totals"]["stream_utilization"] is None and "stream_interval_ms" in p["totals"]["stream_utilization_reason"]
@@ -281,3 +289,24 @@ def test_profile_table_on_a_small_cache_and_bad_profiles(tmp_path):
         HardwareProfile("x", 0)
     with pytest.raises(ValueError, match="input_shape"):
         build_hardware_profile_table(DigitsCNN(), (8,))
+
+
+def test_hardware_notebook_builds_one_module_at_a_time():
+    """hardware_dev exports three modules: each one's definition cells are contiguous (imports first), and none
+    imports another's private names."""
+    import ast
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    targets = [m.group(1) or "benchmarking.hardware" for m in re.finditer(
+        r"^#\| export(?: (\S+))?$", (root / "modules/19_benchmarking/hardware_dev.py").read_text(), re.M)]
+    order = [t for i, t in enumerate(targets[3:]) if i == 0 or targets[3:][i - 1] != t]  # after the 3 import cells
+    assert targets[:3] == ["benchmarking.hardware", "benchmarking.hardware_profile", "benchmarking.devices"]
+    assert order == targets[:3], f"export cells interleave modules: {order}"
+    for name in ("hardware", "hardware_profile", "devices"):
+        tree = ast.parse((root / f"tinytorch/benchmarking/{name}.py").read_text())
+        private = [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                   and n.module in ("tinytorch.benchmarking.hardware", "tinytorch.benchmarking.hardware_profile")
+                   for a in n.names if a.name.startswith("_")]
+        assert not private, f"{name} imports private names {private}"

@@ -149,12 +149,12 @@ def test_compliance_budget_and_sweep_decide_through_the_rule():
     assert compliance_decision(acc, 0.97) == "inconclusive" and compliance_decision(acc, 0.90, 1.0, 2.0) == "pass"
     assert memory_violations(1.0, [1.0, 0.5]) == {"violates_1mb": False, "violates_0.5mb": True}
     lat = BenchmarkResult("latency", [1.0, 1.2, 0.9, 1.1, 1.0], unit="ms")
-    row = {"accuracy": acc.mean, "latency_ms": lat.mean, "memory_mb": 0.2}
-    got = _violations(row, {"min_accuracy": 0.97, "max_latency_ms": 1.05, "max_memory_mb": 0.1},
-                      {"accuracy": acc, "latency_ms": (lat.ci_lower, lat.ci_upper)})
-    assert got[0].startswith("min_accuracy (inconclusive") and got[1].startswith("max_latency_ms (inconclusive"), got
+    row = {"accuracy": acc.mean, "latency_mean_ms": lat.mean, "memory_mb": 0.2}
+    got = _violations(row, {"min_accuracy": 0.97, "max_latency_mean_ms": 1.05, "max_memory_mb": 0.1},
+                      {"accuracy": acc, "latency_mean_ms": (lat.ci_lower, lat.ci_upper)})
+    assert got[0].startswith("min_accuracy (inconclusive") and got[1].startswith("max_latency_mean_ms (inconclusive"), got
     assert got[2] == "max_memory_mb", got
-    assert _violations(row, {"min_accuracy": 0.9, "max_latency_ms": 2.0}, {"accuracy": acc}) == []
+    assert _violations(row, {"min_accuracy": 0.9, "max_latency_mean_ms": 2.0}, {"accuracy": acc}) == []
 
 
 def test_report_best_is_the_pareto_set_with_ties(tmp_path):
@@ -213,7 +213,7 @@ def test_sizes_are_integer_bytes_equal_to_an_independent_count(kind, tmp_path):
     assert r.unit == "bytes" and type(r.median) is int and r.median == tensors and m.memory_mb == tensors / MiB
     if kind != "torchscript":  # the watch metrics need forward hooks
         w = measure_watch_metrics(model, (1, 1, 8, 8), samples=3, startup_runs=2)
-        assert w["model_file_mb"] * MiB == on_disk and w["params_size_mb"] * MiB == tensors, w
+        assert w["model_file_bytes"] == on_disk and w["params_size_bytes"] == tensors, w
 
 
 def test_one_mib_constant_and_labels():

@@ -26,7 +26,7 @@ try:
 except ZeroDivisionError:
     ai = float("inf")
 ridge = peak / bandwidth
-return dict(compute_ms=t_compute, memory_ms=t_memory, latency_ms=t_compute if t_compute >= t_memory else t_memory,
+return dict(compute_ms=t_compute, memory_ms=t_memory, roofline_bound_ms=t_compute if t_compute >= t_memory else t_memory,
             arithmetic_intensity=ai, ridge_point=ridge, bound="compute-bound" if ai >= ridge else "memory-bound",
             method=ROOFLINE_METHOD)
 '''
@@ -56,12 +56,12 @@ traffic = w_bytes + (sum(int(v) for v in layers["activation_bytes"]) + input_byt
 peak = dev.peak_macs_per_s.get(p)
 if peak:
     est = roofline_estimate(macs, traffic, peak, dev.memory_bandwidth_gbps * 1e9)
-    lat, verdict = est["latency_ms"], est["bound"]
+    lat, verdict = est["roofline_bound_ms"], est["bound"]
 else:
     lat, verdict = None, "n/a: no native " + p
 row = dict(weights_kb=w_bytes / 1024, fits_flash=(w_bytes / 1024 <= dev.flash_kb) if flash_applies else None,
            peak_activation_kb=act / 1024, ram_needed_kb=in_ram / 1024, fits_ram=in_ram / 1024 <= dev.ram_kb,
-           bytes_moved=int(traffic), roofline_latency_ms=lat, bound=verdict)
+           bytes_moved=int(traffic), roofline_bound_ms=lat, bound=verdict)
 '''
 
 STUBS = {"hardware-roofline": "roofline_estimate", "hardware-profile-auto-batch": "auto_adjust_batch_size",

@@ -36,9 +36,9 @@ if peak_gmacs is None:
     out["verdict_method"] = "utilization of the configured bandwidth (no peak_gmacs, so no roofline)"
     return out
 est = roofline_estimate(work, moved, peak_gmacs * 1e9, bandwidth * 1e9)
-frac = est["latency_ms"] / (seconds * 1000.0)
+frac = est["roofline_bound_ms"] / (seconds * 1000.0)
 out.update(peak_gmacs=float(peak_gmacs), arithmetic_intensity=est["arithmetic_intensity"],
-           ridge_point=est["ridge_point"], roofline_latency_ms=est["latency_ms"], roofline_attainment=frac,
+           ridge_point=est["ridge_point"], roofline_bound_ms=est["roofline_bound_ms"], roofline_attainment=frac,
            verdict=est["bound"] if frac >= 0.1 else "overhead-bound (roofline says " + est["bound"] + ")",
            verdict_method=ROOFLINE_METHOD + f": the run reaches {frac:.1%} of the bound")
 return out
@@ -192,8 +192,8 @@ WRONG = [
      "the latency is in ms"),
     ("hardware-summary", MY_SUMMARY.replace("gbps = moved / 1e9 / seconds", "gbps = moved / 2**30 / seconds"),
      "a GB is 1e9 bytes"),
-    ("hardware-summary", MY_SUMMARY.replace('frac = est["latency_ms"] / (seconds * 1000.0)',
-                                            'frac = (seconds * 1000.0) / est["latency_ms"]'), "that is measured / bound"),
+    ("hardware-summary", MY_SUMMARY.replace('frac = est["roofline_bound_ms"] / (seconds * 1000.0)',
+                                            'frac = (seconds * 1000.0) / est["roofline_bound_ms"]'), "that is measured / bound"),
     # metrics: throughput per ms or per call, the float32 model's memory, the host counter or the unscaled
     # latency used for a scaled target
     ("metrics-collect", MY_COLLECT.replace("batch_size / mean_s,", "batch_size / (timed.mean * factor),"),

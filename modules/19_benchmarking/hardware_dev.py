@@ -21,8 +21,9 @@
 #                                                                 └─> write_hardware_report
 # ```
 #
-# It exports `tinytorch.benchmarking.hardware`, `.hardware_profile` and `.devices`; their import cells
-# come first, so that in this notebook the definitions below (yours) replace the imported ones.
+# It exports `tinytorch.benchmarking.hardware` (sections 1-5), `.hardware_profile` (6-7) and `.devices` (8-11),
+# one module after the other; their import cells come first, so that in this notebook the definitions below
+# (yours) replace the imported ones.
 
 # %%
 #| default_exp benchmarking.hardware
@@ -50,6 +51,7 @@ from tinytorch.profiling.timing import _check_shape, _positive_int, system_info,
 
 # %%
 #| export benchmarking.hardware_profile
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -58,7 +60,7 @@ import pandas as pd
 from torch import nn
 
 from tinytorch.benchmarking.hardware import (
-    ROOFLINE_METHOD, _batch_shape, _positive, _real, estimate_layerwise_stats, roofline_estimate)
+    ROOFLINE_METHOD, batch_shape, check_positive, check_real, estimate_layerwise_stats, roofline_estimate)
 from tinytorch.benchmarking.results import MiB, write_atomic, write_json
 from tinytorch.profiling.profiler import Profiler
 from tinytorch.profiling.timing import _positive_int, _read_text
@@ -79,13 +81,13 @@ from torch import nn
 
 from tinytorch.benchmarking.energy import measure_energy
 from tinytorch.benchmarking.hardware import (
-    ROOFLINE_METHOD, SWEEP_COLUMNS, TRADEOFF_COLUMNS, _batch_shape, _require_columns, estimate_layerwise_stats,
+    ROOFLINE_METHOD, SWEEP_COLUMNS, TRADEOFF_COLUMNS, batch_shape, require_columns, estimate_layerwise_stats,
     measure_memory_bandwidth_gbps, measure_peak_gmacs, precision_tradeoff_table, roofline_estimate,
     save_hardware_artifacts, summarize_hardware, sweep)
 from tinytorch.benchmarking.hardware_profile import (
     KB, HardwareProfile, build_hardware_profile_table, write_hardware_profile_artifacts)
 from tinytorch.benchmarking.metrics import PRECISIONS, check_precision, evaluate_accuracy, model_memory_mb
-from tinytorch.benchmarking.results import MiB, serialized_bytes, write_atomic, write_json
+from tinytorch.benchmarking.results import serialized_bytes, state_dict_tensor_bytes, write_atomic, write_json
 from tinytorch.profiling.profiler import Profiler
 from tinytorch.profiling.timing import adapt, system_info, time_callable, time_model
 
@@ -127,25 +129,30 @@ class LayerEstimate:
     macs: int
 
 
-def _batch_shape(shape: Any, arg: str = "input_shape") -> tuple[int, ...]:
+# Argument checks shared by the three modules (public, so hardware_profile and devices import no private names)
+def batch_shape(shape: Any, arg: str = "input_shape") -> tuple[int, ...]:
+    "`shape` as (batch, *sample_shape) ints, or a ValueError naming `arg`: batch_shape([1, 8]) == (1, 8)."
     dims = _check_shape(shape, arg)
     if len(dims) < 2:
         raise ValueError(f"{arg}: expected (batch, *sample_shape) such as (1, 1, 8, 8), got {shape!r}")
     return dims
 
 
-def _real(value: Any, arg: str, *, positive: bool = False) -> float:
+def check_real(value: Any, arg: str, *, positive: bool = False) -> float:
+    "A finite number >= 0 (> 0 if `positive`) as float, or a ValueError naming `arg`: check_real(2, 'x') == 2.0."
     if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
             or value < 0 or (positive and value == 0)):
         raise ValueError(f"{arg}: expected a {'positive number' if positive else 'number >= 0'}, got {value!r}")
     return float(value)
 
 
-def _positive(value: Any, arg: str) -> float:
-    return _real(value, arg, positive=True)
+def check_positive(value: Any, arg: str) -> float:
+    "`check_real(value, arg, positive=True)`: check_positive(0, 'x') raises 'x: expected a positive number'."
+    return check_real(value, arg, positive=True)
 
 
-def _require_columns(df: Any, columns: Sequence[str], arg: str) -> None:
+def require_columns(df: Any, columns: Sequence[str], arg: str) -> None:
+    "A TypeError/ValueError naming `arg` unless `df` is a DataFrame with every one of `columns`."
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"{arg}: expected a pandas DataFrame, got {type(df).__name__}")
     if missing := [c for c in columns if c not in df.columns]:
@@ -192,7 +199,7 @@ def estimate_layerwise_stats(model: nn.Module, batch_size: int = 1,
 #
 # - *TODO:* the arguments arrive checked (MACs and bytes ≥ 0; peak and bandwidth > 0, per second). Refuse work
 #   that is no work at all with a `ValueError` naming `macs` and `bytes_moved`; return a dict with `compute_ms`,
-#   `memory_ms`, `latency_ms`, `arithmetic_intensity`, `ridge_point`, `bound` (`"memory-bound"` or
+#   `memory_ms`, `roofline_bound_ms`, `arithmetic_intensity`, `ridge_point`, `bound` (`"memory-bound"` or
 #   `"compute-bound"`) and `method` (`ROOFLINE_METHOD`).
 # - *Approach:* the two times first, in the unit the keys name, and the bound from the overlap argument above;
 #   then the two ratios, and the verdict from comparing them.
@@ -210,13 +217,14 @@ def roofline_estimate(macs: float, bytes_moved: float, peak_macs_per_s: float,
                       bandwidth_bytes_per_s: float) -> dict[str, Any]:
     """Roofline lower bound on latency, and whether the work is memory- or compute-bound.
 
-    `latency_ms` is the larger of `compute_ms` (macs / peak) and `memory_ms` (bytes / bandwidth);
+    `roofline_bound_ms` (an estimate, never a measurement) is the larger of `compute_ms` (macs / peak) and
+    `memory_ms` (bytes / bandwidth);
     `arithmetic_intensity` (MACs per byte) below `ridge_point` (peak / bandwidth) is memory-bound:
     `roofline_estimate(1e9, 1e8, 1e10, 1e9)` gives 100 ms, compute-bound (at the ridge).
     """
-    macs, bytes_moved = _real(macs, "macs"), _real(bytes_moved, "bytes_moved")
-    peak = _positive(peak_macs_per_s, "peak_macs_per_s")
-    bandwidth = _positive(bandwidth_bytes_per_s, "bandwidth_bytes_per_s")
+    macs, bytes_moved = check_real(macs, "macs"), check_real(bytes_moved, "bytes_moved")
+    peak = check_positive(peak_macs_per_s, "peak_macs_per_s")
+    bandwidth = check_positive(bandwidth_bytes_per_s, "bandwidth_bytes_per_s")
     ### BEGIN SOLUTION
     if macs == 0 and bytes_moved == 0:
         raise ValueError("macs, bytes_moved: expected some work, got 0 MACs and 0 bytes")
@@ -225,7 +233,7 @@ def roofline_estimate(macs: float, bytes_moved: float, peak_macs_per_s: float,
     intensity = macs / bytes_moved if bytes_moved > 0 else math.inf
     ridge = peak / bandwidth
     return {
-        "latency_ms": max(compute_ms, memory_ms),
+        "roofline_bound_ms": max(compute_ms, memory_ms),
         "compute_ms": compute_ms,
         "memory_ms": memory_ms,
         "arithmetic_intensity": intensity,
@@ -242,12 +250,12 @@ def test_unit_roofline_estimate():
 
     # 2e9 MACs, 1e8 B on 1e10 MAC/s and 1e9 B/s: every figure differs from its typical wrong form
     r = roofline_estimate(2e9, 1e8, 1e10, 1e9)
-    keys = ["arithmetic_intensity", "bound", "compute_ms", "latency_ms", "memory_ms", "method", "ridge_point"]
+    keys = ["arithmetic_intensity", "bound", "compute_ms", "roofline_bound_ms", "memory_ms", "method", "ridge_point"]
     assert isinstance(r, dict) and set(keys) <= set(r), f"expected a dict with keys {keys}, got {r!r}"
     seconds, summed = "that is seconds; the keys are in milliseconds", ("that is the sum; arithmetic and memory "
                                                                          "traffic overlap, so the bound is the larger time")
     cases = {"compute_ms": (200.0, {0.2: seconds}), "memory_ms": (100.0, {0.1: seconds}),
-             "latency_ms": (200.0, {300.0: summed, 100.0: "that is the smaller time; the slower resource sets the bound"}),
+             "roofline_bound_ms": (200.0, {300.0: summed, 100.0: "that is the smaller time; the slower resource sets the bound"}),
              "arithmetic_intensity": (20.0, {0.05: "that is bytes per MAC; the intensity is MACs per byte"}),
              "ridge_point": (10.0, {0.1: "that is bandwidth / peak; the ridge is peak / bandwidth, in MACs per byte"})}
     for key, (want, wrongs) in cases.items():
@@ -256,8 +264,8 @@ def test_unit_roofline_estimate():
     assert r["bound"] == "compute-bound", f"intensity 20 above the ridge 10: expected 'compute-bound', got {r['bound']!r}"
     assert r["method"] == ROOFLINE_METHOD, f"a roofline figure is an estimate: expected {ROOFLINE_METHOD!r}, got {r['method']!r}"
     m = roofline_estimate(1e6, 1e8, 1e10, 1e9)
-    assert m["bound"] == "memory-bound" and near(m["latency_ms"], 100.0), \
-        f"intensity 0.01 below the ridge 10: expected memory-bound, 100 ms, got {m['bound']!r}, {m['latency_ms']!r}"
+    assert m["bound"] == "memory-bound" and near(m["roofline_bound_ms"], 100.0), \
+        f"intensity 0.01 below the ridge 10: expected memory-bound, 100 ms, got {m['bound']!r}, {m['roofline_bound_ms']!r}"
     e = roofline_estimate(1e9, 1e8, 1e10, 1e9)
     assert e["bound"] == "compute-bound", (f"intensity 10 exactly at the ridge 10: expected 'compute-bound', got "
                                            f"{e['bound']!r} -- memory-bound means strictly below the ridge")
@@ -283,7 +291,7 @@ def test_unit_roofline_estimate():
         args, r = (macs, nbytes, peak, bw), roofline_estimate(macs, nbytes, peak, bw)
         t_c, t_m = macs / peak * 1e3, nbytes / bw * 1e3
         cases = {"compute_ms": (t_c, {t_c / 1e3: seconds}), "memory_ms": (t_m, {t_m / 1e3: seconds}),
-                 "latency_ms": (max(t_c, t_m), {t_c + t_m: summed, min(t_c, t_m): "that is the smaller time"}),
+                 "roofline_bound_ms": (max(t_c, t_m), {t_c + t_m: summed, min(t_c, t_m): "that is the smaller time"}),
                  "arithmetic_intensity": (macs / nbytes, {nbytes / macs: "that is bytes per MAC"}),
                  "ridge_point": (peak / bw, {bw / peak: "that is bandwidth / peak"})}
         for key, (want, wrongs) in cases.items():
@@ -297,13 +305,13 @@ def test_unit_roofline_estimate():
     assert e["bound"] == "compute-bound", (f"roofline_estimate{(k * b, b, k * w, w)}: intensity {k} exactly at the ridge "
                                            f"{k}: expected 'compute-bound', got {e['bound']!r} -- memory-bound means strictly below")
     z = roofline_estimate(k * b, 0, k * w, w)
-    assert z["arithmetic_intensity"] == math.inf and z["bound"] == "compute-bound" and near(z["latency_ms"], b / w * 1e3), (
+    assert z["arithmetic_intensity"] == math.inf and z["bound"] == "compute-bound" and near(z["roofline_bound_ms"], b / w * 1e3), (
         f"{k * b} MACs moving 0 bytes: expected intensity inf, compute-bound, latency {b / w * 1e3!r} ms, got "
-        f"{z['arithmetic_intensity']!r}, {z['bound']!r}, {z['latency_ms']!r}")
+        f"{z['arithmetic_intensity']!r}, {z['bound']!r}, {z['roofline_bound_ms']!r}")
     z = roofline_estimate(0, b, k * w, w)
-    assert z["arithmetic_intensity"] == 0 and z["bound"] == "memory-bound" and near(z["latency_ms"], b / w * 1e3), (
+    assert z["arithmetic_intensity"] == 0 and z["bound"] == "memory-bound" and near(z["roofline_bound_ms"], b / w * 1e3), (
         f"0 MACs moving {b} bytes: expected intensity 0, memory-bound, latency {b / w * 1e3!r} ms, got "
-        f"{z['arithmetic_intensity']!r}, {z['bound']!r}, {z['latency_ms']!r}")
+        f"{z['arithmetic_intensity']!r}, {z['bound']!r}, {z['roofline_bound_ms']!r}")
     try:
         got = roofline_estimate(0, 0.0, float(k * w), float(w))
     except ValueError as err:
@@ -328,7 +336,7 @@ if __name__ == "__main__":
 # - *TODO:* return `SUMMARY_KEYS` (layer-table totals; rates in GB/s and GMAC/s; the configured bandwidth and
 #   the fraction achieved), `verdict` and `verdict_method`. Without `peak_gmacs`: "memory-bound" from 50%
 #   utilization, else "not memory-bound". With it, also `peak_gmacs`, `arithmetic_intensity`, `ridge_point`,
-#   `roofline_latency_ms` (from `roofline_estimate`) and `roofline_attainment`; the verdict is the roofline's
+#   `roofline_bound_ms` (from `roofline_estimate`) and `roofline_attainment`; the verdict is the roofline's
 #   bound, or below 10% attainment `"overhead-bound (roofline says <bound>)"`: Python, dispatch and small
 #   kernels limit the run, not a roof (the usual fate of a tiny model on a big CPU).
 # - *Approach:* totals first, then rates from the seconds the run took; `roofline_estimate` takes MAC/s and B/s.
@@ -361,10 +369,11 @@ SUMMARY_KEYS = ("estimated_total_bytes", "estimated_total_macs", "achieved_bandw
 def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwidth_gbps: float,
                        peak_gmacs: float | None = None) -> dict[str, Any]:
     """Bandwidth and compute achieved by a measured run, with a memory-/compute-bound verdict. `layer_df` is
-    `estimate_layerwise_stats` output for the batch that took `latency_ms` (1,000 bytes in 0.001 ms: 1.0 GB/s)."""
-    _require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
-    seconds = _positive(latency_ms, "latency_ms") / 1e3
-    bandwidth = _positive(memory_bandwidth_gbps, "memory_bandwidth_gbps")
+    `estimate_layerwise_stats` output for the batch that took `latency_ms` (the seed's name; pass the measured
+    median, `latency_median_ms`): 1,000 bytes in 0.001 ms is 1.0 GB/s."""
+    require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
+    seconds = check_positive(latency_ms, "latency_ms") / 1e3
+    bandwidth = check_positive(memory_bandwidth_gbps, "memory_bandwidth_gbps")
     ### BEGIN SOLUTION
     total_bytes = int(layer_df["parameter_bytes"].sum() + layer_df["activation_bytes"].sum())
     total_macs = int(layer_df["macs"].sum())
@@ -379,10 +388,10 @@ def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwid
         return {**s, "verdict": "memory-bound" if util >= 0.5 else "not memory-bound",
                 "verdict_method": (f"measured bandwidth utilization {util:.1%} (memory-bound from 50%); "
                                    "give peak_gmacs for a roofline verdict")}
-    roof = roofline_estimate(total_macs, total_bytes, _positive(peak_gmacs, "peak_gmacs") * 1e9, bandwidth * 1e9)
-    attained = roof["latency_ms"] / (seconds * 1e3)
+    roof = roofline_estimate(total_macs, total_bytes, check_positive(peak_gmacs, "peak_gmacs") * 1e9, bandwidth * 1e9)
+    attained = roof["roofline_bound_ms"] / (seconds * 1e3)
     return {**s, "peak_gmacs": float(peak_gmacs), "arithmetic_intensity": roof["arithmetic_intensity"],
-            "ridge_point": roof["ridge_point"], "roofline_latency_ms": roof["latency_ms"],
+            "ridge_point": roof["ridge_point"], "roofline_bound_ms": roof["roofline_bound_ms"],
             "roofline_attainment": attained,
             "verdict": roof["bound"] if attained >= 0.1 else f"overhead-bound (roofline says {roof['bound']})",
             "verdict_method": (f"{ROOFLINE_METHOD}: intensity {roof['arithmetic_intensity']:.3g} MAC/B vs ridge "
@@ -412,10 +421,10 @@ def test_unit_summarize_hardware():
     low = summarize_hardware(df, latency_ms=0.01, memory_bandwidth_gbps=2.5)["verdict"]
     assert low == "not memory-bound", f"40% of the bandwidth, no peak: expected 'not memory-bound', got {low!r}"
     r = summarize_hardware(df, latency_ms=0.01, memory_bandwidth_gbps=1.6, peak_gmacs=100.0)
-    got = (r.get("roofline_latency_ms"), r.get("roofline_attainment"), r.get("verdict"))
+    got = (r.get("roofline_bound_ms"), r.get("roofline_attainment"), r.get("verdict"))
     hint = " -- that is measured / bound: attainment is the bound over the measured time" if near(got[1], 1.6) else ""
     assert near(got[0], 0.00625) and near(got[1], 0.625) and got[2] == "memory-bound", (f"peak 100 GMAC/s: expected "
-        f"roofline_latency_ms 0.00625, roofline_attainment 0.625, verdict 'memory-bound', got {got}{hint}")
+        f"roofline_bound_ms 0.00625, roofline_attainment 0.625, verdict 'memory-bound', got {got}{hint}")
     slow = summarize_hardware(df, latency_ms=1.0, memory_bandwidth_gbps=1.6, peak_gmacs=100.0)["verdict"]
     assert slow.startswith("overhead-bound") and "memory-bound" in slow, \
         f"1 ms against a 0.00625 ms bound (0.6%): expected 'overhead-bound (roofline says memory-bound)', got {slow!r}"
@@ -451,11 +460,11 @@ def test_unit_summarize_hardware():
     r = summarize_hardware(df, latency_ms=ms, memory_bandwidth_gbps=bw, peak_gmacs=peak)
     bound = "memory-bound" if ratio < 1 else "compute-bound"
     want = (peak, macs / nbytes, peak / bw, roof, roof / ms, bound if attain >= 0.1 else f"overhead-bound (roofline says {bound})")
-    got = tuple(r.get(k) for k in ("peak_gmacs", "arithmetic_intensity", "ridge_point", "roofline_latency_ms",
+    got = tuple(r.get(k) for k in ("peak_gmacs", "arithmetic_intensity", "ridge_point", "roofline_bound_ms",
                                    "roofline_attainment", "verdict"))
     hint = " -- that is measured / bound: attainment is the bound over the measured time" if near(got[4], ms / roof) else ""
     assert all(map(near, got[:5], want[:5])) and got[5] == want[5], (f"{what.split(' in ')[0]} in {ms:.6g} ms on {bw:.6g} "
-        f"GB/s, peak {peak:.6g} GMAC/s: expected peak_gmacs, arithmetic_intensity, ridge_point, roofline_latency_ms, "
+        f"GB/s, peak {peak:.6g} GMAC/s: expected peak_gmacs, arithmetic_intensity, ridge_point, roofline_bound_ms, "
         f"roofline_attainment, verdict {want}, got {got}{hint}")
     ### END HIDDEN TESTS
 
@@ -475,11 +484,162 @@ if __name__ == "__main__":
     print(f"digits CNN, batch 1: median {_latency:.4f} ms -> {_s['verdict']}\n  {_s['verdict_method']}")
 
 # %% [markdown]
-# ## 4. The device, as the numbers that constrain a model
+# ## 4. Precisions, run for real
 #
-# You cannot time the model on a device you do not have, but its datasheet tells its roofs and memories. Every
-# `TargetDevice` figure has a source: clock, RAM and Flash from the vendor; MCU peaks and bandwidths, rarely
-# printed, *derived* from issue rate and bus width × clock, labelled so: ceilings real kernels reach a fraction of.
+# On this machine the precisions can be run. Which precision and batch size should ship? `sweep` measures every
+# combination against the deployment `CONSTRAINTS` (`accepted`, or the `violations`; an unknown figure does not
+# meet its constraint); a precision this machine cannot run raises, or with `unsupported="skip"` is left out
+# with the reason.
+
+# %%
+#| export
+CONSTRAINTS = {"min_accuracy": ("accuracy", ">="), "max_latency_mean_ms": ("latency_mean_ms", "<="),
+               "max_latency_p95_ms": ("latency_p95_ms", "<="), "max_memory_mb": ("memory_mb", "<="),
+               "max_energy_j": ("energy_proxy_j", "<=")}
+# The seed's sweep `latency_ms` is an alias of `latency_mean_ms`, and its table's `latency_ms_mean` of `latency_mean_ms_mean`
+SWEEP_COLUMNS = ("precision", "batch_size", "accuracy", "latency_ms", "latency_median_ms", "latency_std_ms",
+                 "latency_p95_ms", "throughput_sps", "memory_mb", "latency_mean_ms", "energy_proxy_j", "energy_method",
+                 "latency_scaled_by", "accepted", "violations")
+TRADEOFF_INPUT_COLUMNS = ("precision", "accuracy", "latency_ms", "memory_mb", "energy_proxy_j", "accepted")
+TRADEOFF_COLUMNS = ("precision", "accuracy_mean", "latency_ms_mean", "latency_mean_ms_mean", "memory_mb_mean",
+                    "energy_proxy_j_mean", "accepted_ratio")
+
+
+def _violations(row: dict[str, Any], constraints: dict[str, float], intervals: dict[str, Any]) -> list[str]:
+    "Constraints not passed by `results.decide` (on a column's interval in `intervals`, else its value)."
+    failed = []
+    for key, limit in constraints.items():
+        column, op = CONSTRAINTS[key]
+        value = intervals.get(column, row.get(column))
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            failed.append(f"{key} (unknown {column})")
+        elif (d := decide(value, op, limit)) != "pass":
+            failed.append(key if d == "fail" else f"{key} (inconclusive: {d.basis})")
+    return failed
+
+
+def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
+          batch_sizes: Sequence[int] = (1, 8, 32), constraints: dict[str, float] | None = None, *,
+          device: str = "cpu", power_watts: float | None = None, latency_multiplier: float = 1.0,
+          repeats: int = 20, calibration_data: Any = None, unsupported: str = "raise",
+          calibration_split: str | None = None) -> pd.DataFrame:
+    """One row per (precision, batch size): measured metrics and whether they meet `constraints`. Static int8 of
+    a conv model is calibrated on `calibration_data` (never on `loader`), named by `calibration_split`."""
+    precisions = [check_precision(p) for p in precisions]
+    batch_sizes = [_positive_int(b, "batch_sizes") for b in batch_sizes]
+    if not precisions or not batch_sizes:
+        raise ValueError(f"precisions, batch_sizes: expected at least one of each, got {precisions}, {batch_sizes}")
+    constraints = dict(constraints or {})
+    if unknown := [k for k in constraints if k not in CONSTRAINTS]:
+        raise ValueError(f"constraints: unknown key(s) {unknown}; expected some of {list(CONSTRAINTS)}")
+    for k, v in constraints.items():
+        check_positive(v, f"constraints[{k!r}]")
+    if unsupported not in ("raise", "skip"):
+        raise ValueError(f"unsupported: expected 'raise' or 'skip', got {unsupported!r}")
+    check_device(device)
+    rows, skipped, notes = [], {}, {}
+    if "int8" in precisions and any(isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) for m in model.modules()):
+        if calibration_data is None:  # never the evaluation loader: that would leak the test set into the model
+            raise ValueError("calibration_data: static int8 of a model with convolutions needs calibration inputs "
+                             "from a split other than `loader` (e.g. digits_loader('train'))")
+        split = calibration_split or "caller-supplied calibration_data"
+        notes["int8_calibration"] = f"static int8 calibrated on {split} (not the evaluation loader)"
+    for precision in precisions:
+        try:
+            converted = to_precision(model, precision, device, calibration_data=calibration_data, example_input=loader)
+        except UnsupportedPrecisionError as e:
+            if unsupported == "raise":
+                raise
+            skipped[precision] = str(e)
+            continue
+        for b in batch_sizes:
+            m = collect_metrics(converted, loader, device, power_watts, precision, latency_multiplier, repeats,
+                                batch_size=b)
+            row = {"precision": precision, "batch_size": b, **{c: getattr(m, c) for c in SWEEP_COLUMNS[2:9]},
+                   "latency_mean_ms": m.latency_ms, "energy_proxy_j": m.energy_j, "latency_scaled_by": m.latency_scaled_by,
+                   "energy_method": m.methods.get("energy_j") or f"none: {m.reasons.get('energy_j')}"}
+            lat, k = m.results["latency"], m.latency_scaled_by  # decide the capped mean on its t-interval
+            ci = {} if lat.ci_lower is None else {"latency_mean_ms": (lat.ci_lower * k, lat.ci_upper * k)}
+            failed = _violations(row, constraints, {"accuracy": m.results["accuracy"], **ci})
+            rows.append({**row, "accepted": not failed, "violations": ", ".join(failed)})
+    df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
+    df.attrs.update({"skipped": skipped, "constraints": constraints, "device": str(device), "notes": notes})
+    return df
+
+
+def precision_tradeoff_table(sweep_df: pd.DataFrame) -> pd.DataFrame:
+    "Per-precision means of a sweep (`TRADEOFF_COLUMNS`) and the fraction accepted, fastest first."
+    require_columns(sweep_df, TRADEOFF_INPUT_COLUMNS, "sweep_df")
+    if sweep_df.empty:
+        raise ValueError("sweep_df: expected at least one row, got an empty table")
+    work, numeric = sweep_df[list(TRADEOFF_INPUT_COLUMNS)].copy(), list(TRADEOFF_INPUT_COLUMNS[1:5])
+    work[numeric] = work[numeric].apply(pd.to_numeric, errors="coerce")
+    work["accepted"] = work["accepted"].astype(bool).astype(float)
+    table = work.groupby("precision", sort=False).agg(
+        **{f"{c}_mean": (c, "mean") for c in numeric}, accepted_ratio=("accepted", "mean")).reset_index()
+    table["latency_mean_ms_mean"] = table["latency_ms_mean"]  # the input's latency_ms is the mean per batch
+    return table.sort_values("latency_mean_ms_mean", kind="stable").reset_index(drop=True)[list(TRADEOFF_COLUMNS)]
+
+# %%
+if __name__ == "__main__":
+    from tinytorch.benchmarking.digits import default_digits_model, digits_loader
+    _df = sweep(default_digits_model(), digits_loader("test", 64), batch_sizes=(1, 32),
+                constraints={"min_accuracy": 0.95, "max_memory_mb": 0.015}, repeats=10, power_watts=15.0,
+                calibration_data=digits_loader("train", 64), unsupported="skip")
+    print(_df.drop(columns=["energy_method"]).to_string(), precision_tradeoff_table(_df).to_string(), sep="\n")
+
+# %% [markdown]
+# ## 5. This machine's tables, written down
+#
+# `save_hardware_artifacts` writes the layer table, the precision trade-offs and the summary (CSV) and two
+# charts (180-DPI PNGs); the report in section 11 calls it.
+
+# %%
+#| export
+HARDWARE_ARTIFACTS = {"layerwise_breakdown": "layerwise_breakdown.csv", "precision_tradeoffs": "precision_tradeoffs.csv",
+                      "hardware_summary": "hardware_summary.csv", "layerwise_macs": "layerwise_macs.png",
+                      "layerwise_activation_memory": "layerwise_activation_memory.png", "system_info": "system_info.json"}
+PLOT_DPI = 180
+
+
+def _bar_chart(path: Path, labels: Sequence[str], values: Sequence[float], ylabel: str, title: str) -> Path:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(max(4.0, 0.6 * len(labels) + 1.5), 3.2))
+    ax = fig.add_subplot()
+    ax.bar(range(len(values)), values, color="#4C72B0")
+    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
+    ax.set(ylabel=ylabel, title=title)
+    png = io.BytesIO()
+    fig.savefig(png, dpi=PLOT_DPI, bbox_inches="tight", format="png")
+    return write_atomic(path, png.getvalue())
+
+
+def save_hardware_artifacts(output_dir: str | Path, layer_df: pd.DataFrame, tradeoff_df: pd.DataFrame,
+                            summary: dict[str, Any]) -> dict[str, Path]:
+    "Write the layer table, precision trade-offs, summary, two charts and system info: {HARDWARE_ARTIFACTS key: path}."
+    require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
+    require_columns(tradeoff_df, TRADEOFF_COLUMNS, "tradeoff_df")
+    if not isinstance(summary, dict) or any(k not in summary for k in SUMMARY_KEYS):
+        raise ValueError(f"summary: expected the dict from summarize_hardware with keys {list(SUMMARY_KEYS)}")
+    paths = {k: Path(output_dir) / v for k, v in HARDWARE_ARTIFACTS.items()}
+    for key, df in (("layerwise_breakdown", layer_df), ("precision_tradeoffs", tradeoff_df),
+                    ("hardware_summary", pd.DataFrame([summary]))):
+        write_atomic(paths[key], df.to_csv(index=False))
+    labels = [f"{i}:{name}" for i, name in enumerate(layer_df["layer"])]
+    _bar_chart(paths["layerwise_activation_memory"], labels, [v / 1024 for v in layer_df["activation_bytes"]],
+               "activation memory (KB)", "Activation memory per layer call")
+    _bar_chart(paths["layerwise_macs"], labels, list(layer_df["macs"]), "MACs", "Multiply-accumulates per layer call")
+    write_json(paths["system_info"], system_info())
+    return paths
+
+# %% [markdown]
+# ## 6. A target's limits: does the batch fit?
+#
+# `HardwareProfile` holds what constrains a deployment target: its memory, and its roofs where known. Memory is
+# the constraint that fails outright: a model a little too slow is a little too slow; a batch a little too big
+# crashes (or swaps). Larger batches use the hardware better, so start from the batch you want (`B` samples ×
+# `F` features × `b` bytes) and halve it until it fits.
 
 # %%
 #| export benchmarking.hardware_profile
@@ -502,7 +662,193 @@ class HardwareProfile:
             raise ValueError(f"name: expected a non-empty string, got {self.name!r}")
         for arg in ("memory_limit_mb", "peak_macs_per_s", "memory_bandwidth_gbps", "cache_kb"):
             if arg == "memory_limit_mb" or getattr(self, arg) is not None:
-                _positive(getattr(self, arg), arg)
+                check_positive(getattr(self, arg), arg)
+
+# %%
+#| export benchmarking.hardware_profile
+def estimate_batch_memory_mb(batch_size: int, n_features: int, bytes_per_feature: int = 8) -> float:
+    "MB of one input batch: batch_size × n_features × bytes_per_feature (8: float64); 1024 × 1024 × 4 B = 4.0."
+    return (_positive_int(batch_size, "batch_size") * _positive_int(n_features, "n_features")
+            * _positive_int(bytes_per_feature, "bytes_per_feature")) / MiB
+
+# %% [markdown]
+# **Your task (easy, 4 points).** Complete `auto_adjust_batch_size`: the largest of `batch_size`, `batch_size // 2`, `batch_size // 4`, … whose batch fits `memory_limit_mb`.
+#
+# - *TODO:* the limit and the batch size arrive checked; find the batch size; when a batch of one is still too
+#   big, raise a `ValueError` that names `memory_limit_mb` and says how much one sample needs.
+# - *Approach:* `estimate_batch_memory_mb` sizes a candidate; halve (in integers) while it is too big and above 1.
+# - *Example:* 4096 features × 8 bytes = 32 KB per sample; with a 1 MB limit, 100 → 50 → 25 (0.78 MB) fits.
+# - *Hints:* a batch exactly at the limit fits. Do not stop at 1 silently: check that the batch you end with fits.
+
+# %% nbgrader={"grade": false, "grade_id": "hardware-profile-auto-batch", "solution": true, "schema_version": 3}
+#| export benchmarking.hardware_profile
+def auto_adjust_batch_size(batch_size: int, n_features: int, memory_limit_mb: float,
+                           bytes_per_feature: int = 8) -> int:
+    "The largest of batch_size, batch_size // 2, ... whose batch fits memory_limit_mb: (100, 4096, 1.0) gives 25."
+    limit = check_positive(memory_limit_mb, "memory_limit_mb")
+    b = _positive_int(batch_size, "batch_size")
+    ### BEGIN SOLUTION
+    while b > 1 and estimate_batch_memory_mb(b, n_features, bytes_per_feature) > limit:
+        b //= 2
+    one = estimate_batch_memory_mb(b, n_features, bytes_per_feature)
+    if one > limit:
+        raise ValueError(f"memory_limit_mb: even a batch of 1 needs {one:.4g} MB "
+                         f"({n_features} features x {bytes_per_feature} bytes), more than the {limit:g} MB limit")
+    return b
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-hardware-profile-auto-batch", "locked": true, "points": 4, "schema_version": 3}
+def test_unit_auto_adjust_batch_size():
+    for args, want, why in (((100, 4096, 1.0), 25, "32 KB per sample: 100 -> 50 -> 25 fits 1 MB"),
+                            ((32, 4096, 1.0), 32, "32 x 32 KB is exactly 1 MB, and a batch at the limit fits"),
+                            ((33, 4096, 1.0), 16, "33 does not fit; halving gives 16"),
+                            ((7, 10, 100.0), 7, "a batch that fits is kept"),
+                            ((64, 1024, 0.01, 4), 2, "4 KB per sample in a 10.24 KB limit")):
+        got = auto_adjust_batch_size(*args)
+        assert got == want, f"auto_adjust_batch_size{args}: expected {want}, got {got} ({why})"
+    try:
+        got = auto_adjust_batch_size(8, 2**20, 1.0)  # one sample = 8 MB
+    except ValueError as e:
+        assert "memory_limit_mb" in str(e), f"the error should name 'memory_limit_mb', got: {e}"
+    else:
+        raise AssertionError(f"one sample of 8 MB in a 1 MB limit: expected a ValueError, got {got!r}")
+    ### BEGIN HIDDEN TESTS
+    rng = grading_rng()
+    for i in range(5):
+        nf, bpf, batch = int(rng.integers(8, 50_000)), int(rng.choice([1, 2, 4, 8])), int(rng.integers(2, 5000))
+        halvings = [batch >> j for j in range(batch.bit_length())]  # batch, batch // 2, ..., 1
+        pick = halvings[int(rng.integers(0, len(halvings)))]
+        factor = 1.0 if i % 2 == 0 else float(rng.uniform(1.01, 1.95))  # exactly at the limit, or between two sizes
+        limit = pick * nf * bpf * factor / 2**20
+        want = max(c for c in halvings if c * nf * bpf <= limit * 2**20)
+        args = (batch, nf, limit) if bpf == 8 else (batch, nf, limit, bpf)
+        got = auto_adjust_batch_size(*args)
+        hint = " -- a batch exactly at the limit fits" if factor == 1.0 and got == want // 2 else ""
+        assert got == want, (f"auto_adjust_batch_size{args}: expected {want} ({nf * bpf} bytes per sample, "
+                             f"{want * nf * bpf} bytes of {limit * 2**20:.0f} allowed), got {got!r}{hint}")
+    one = nf * bpf / 2**20
+    try:
+        got = auto_adjust_batch_size(batch, nf, one * float(rng.uniform(0.1, 0.95)), bpf)
+    except ValueError as e:
+        assert "memory_limit_mb" in str(e), f"the error should name 'memory_limit_mb', got: {e}"
+    else:
+        raise AssertionError(f"one sample of {one:.4g} MB over the limit: expected a ValueError, got {got!r}")
+    ### END HIDDEN TESTS
+
+
+if __name__ == "__main__":
+    test_unit_auto_adjust_batch_size()
+
+# %% [markdown]
+# ## 7. Per operator, here and there
+#
+# Which operator is the bottleneck, can the device keep up with a stream, does the working set fit the cache?
+# `build_hardware_profile_table` answers for one forward pass, **measured** here (each operator timed alone; for
+# tiny layers these add up to *more* than the model's own time, each call paying its own dispatch) or
+# **estimated** on a `device_profile` (roofline bounds). A sensor delivering a frame every 20 ms needs each
+# frame done within 20 ms: stream utilization = compute time ÷ stream interval.
+
+# %%
+#| export benchmarking.hardware_profile
+# One meaning per column: `latency_median_ms` measured here, `roofline_bound_ms` estimated on a device (the other
+# is NaN); the seed's `latency_ms` is an alias of the one `method` names. Totals' `latency_ms`: of `operators_sum_ms`.
+OPERATOR_COLUMNS = ("operator", "latency_ms", "latency_median_ms", "roofline_bound_ms", "memory_kb", "method")
+TOTALS_KEYS = ("latency_ms", "operators_sum_ms", "memory_kb", "estimated_bandwidth_mb_s", "stream_utilization")
+PROFILE_ARTIFACTS = {"operator_profile": "operator_profile.csv", "hardware_totals": "hardware_totals.csv",
+                     "hardware_profile": "hardware_profile.json"}
+
+
+def compute_utilization(used: float, capacity: float) -> float:
+    "Fraction (0..1) of `capacity` that `used` occupies, e.g. 30 of 120 is 0.25; above capacity reads as 1.0."
+    return min(1.0, check_real(used, "used") / check_positive(capacity, "capacity"))
+
+
+def _host_cache_kb(level: int = 2) -> float | None:
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        lvl, kind, size = ((_read_text(index / f) or "").upper() for f in ("level", "type", "size"))
+        if lvl == str(level) and kind in ("UNIFIED", "DATA") and size[-1:] in ("K", "M") and size[:-1].isdigit():
+            return float(int(size[:-1]) * (1024 if size[-1] == "M" else 1))
+    return None
+
+
+def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *,
+                                 stream_interval_ms: float | None = None,
+                                 device_profile: HardwareProfile | None = None, samples: int = 10) -> dict[str, Any]:
+    """Operator profile, totals, precision trade-offs and edge constraints for one forward pass on `input_shape`
+    (with the batch): each operator's `latency_median_ms` measured here, or its `roofline_bound_ms` on `device_profile`.
+
+    >>> build_hardware_profile_table(model, (1, 64))["totals"]["operators_sum_ms"]  # doctest: +SKIP
+    """
+    shape, dev = batch_shape(input_shape), device_profile
+    if stream_interval_ms is not None:
+        check_positive(stream_interval_ms, "stream_interval_ms")
+    if dev is None:
+        df = Profiler().profile_forward_pass(model, shape, samples=_positive_int(samples, "samples"))
+        method = "measured: each operator timed alone on its recorded input (timing core median)"
+        latencies, roofs, model_latency = [float(v) for v in df["latency_median_ms"]], None, float(df.attrs["model_latency_median_ms"])
+        column = "latency_median_ms"  # Profiler's per-layer latency_ms is a timing-core median
+        cache_kb, cache_source, where = _host_cache_kb(), "this machine's L2 (sysfs)", "this machine"
+    else:
+        if not isinstance(dev, HardwareProfile):
+            raise TypeError(f"device_profile: expected a HardwareProfile or None, got {type(dev).__name__}")
+        if dev.peak_macs_per_s is None or dev.memory_bandwidth_gbps is None:
+            raise ValueError(f"device_profile: '{dev.name}' needs peak_macs_per_s and memory_bandwidth_gbps "
+                             "for roofline estimates")
+        df, method = estimate_layerwise_stats(model, shape[0], shape[1:]), f"estimated: roofline on {dev.name}"
+        roofs = [roofline_estimate(int(r.macs), int(r.parameter_bytes + r.activation_bytes), dev.peak_macs_per_s,
+                                   dev.memory_bandwidth_gbps * 1e9) for r in df.itertuples()]
+        latencies, model_latency, column = [r["roofline_bound_ms"] for r in roofs], None, "roofline_bound_ms"
+        cache_kb, cache_source, where = dev.cache_kb, f"{dev.name} spec", dev.name
+    memory_bytes = [int(p + a) for p, a in zip(df["parameter_bytes"], df["activation_bytes"])]
+    nan = [math.nan] * len(latencies)
+    ops = pd.DataFrame({"operator": [str(v) for v in df["layer"]], "latency_ms": latencies,
+                        "latency_median_ms": nan, "roofline_bound_ms": nan, column: latencies,
+                        "memory_kb": [b / KB for b in memory_bytes], "method": method}, columns=list(OPERATOR_COLUMNS))
+    total_ms, total_bytes = float(sum(latencies)), sum(memory_bytes)
+    totals: dict[str, Any] = {
+        "latency_ms": total_ms, "operators_sum_ms": total_ms, "memory_kb": total_bytes / KB,
+        "estimated_bandwidth_mb_s": (total_bytes / MiB) / (total_ms / 1e3) if total_ms > 0 else None,
+        "stream_utilization": (total_ms / stream_interval_ms) if stream_interval_ms is not None else None,
+        "latency_method": method, "model_latency_median_ms": model_latency, "stream_interval_ms": stream_interval_ms,
+        **({"stream_utilization_reason": "no stream_interval_ms given"} if stream_interval_ms is None else {})}
+    n_params = Profiler().count_parameters(model)
+    tradeoffs = {**{f"{p}_memory_kb": n_params * b / KB for p, b in (("fp32", 4), ("fp16", 2), ("int8", 1))},
+                 "method": "arithmetic: parameter count x bytes per element",
+                 "note": ("int8 also stores scales and zero points, and whether a precision is faster depends on "
+                          "the kernels the target has; measure converted models with the precision sweep")}
+    big = ops.loc[ops["memory_kb"].idxmax()]
+    cache = (f"unknown: no cache size for {where}" if cache_kb is None else
+             f"low: the largest operator working set ({big.operator}, {big.memory_kb:.1f} KB) fits the "
+             f"{cache_kb:g} KB cache ({cache_source})" if big.memory_kb <= cache_kb else
+             f"high: {big.operator} needs {big.memory_kb:.1f} KB, more than the {cache_kb:g} KB cache "
+             f"({cache_source}); small batches or tiling keep it in cache")
+    slow = int(ops[column].idxmax())
+    bottleneck = (f"{ops.operator[slow]}: {ops[column][slow] / total_ms if total_ms > 0 else 0.0:.0%} of "
+                  f"operator latency on {where}" + (f" ({roofs[slow]['bound']}, {ROOFLINE_METHOD})" if roofs else ""))
+    return {"operator_profile": ops, "totals": totals, "precision_tradeoffs": tradeoffs,
+            "edge_constraints": {"cache_sensitivity": cache, "bottleneck": bottleneck}}
+
+
+def write_hardware_profile_artifacts(profile: dict[str, Any], output_dir: str | Path) -> dict[str, Path]:
+    "Write a `build_hardware_profile_table` result: operators and totals (CSV), all four sections (JSON)."
+    sections = ("operator_profile", "totals", "precision_tradeoffs", "edge_constraints")
+    if missing := [k for k in sections if k not in profile] if isinstance(profile, dict) else list(sections):
+        raise ValueError(f"profile: missing section(s) {missing}; expected the dict from build_hardware_profile_table")
+    paths = {k: Path(output_dir) / v for k, v in PROFILE_ARTIFACTS.items()}
+    ops = pd.DataFrame(profile["operator_profile"])
+    write_atomic(paths["operator_profile"], ops.to_csv(index=False))
+    write_atomic(paths["hardware_totals"], pd.DataFrame([profile["totals"]]).to_csv(index=False))
+    records = ops.astype(object).where(ops.notna(), None).to_dict(orient="records")  # JSON null, not NaN
+    write_json(paths["hardware_profile"], {"operator_profile": records,
+                                           **{k: profile[k] for k in sections[1:]}})
+    return paths
+
+# %% [markdown]
+# ## 8. The device, as the numbers that constrain a model
+#
+# You cannot time the model on a device you do not have, but its datasheet tells its roofs and memories. Every
+# `TargetDevice` figure has a source: clock, RAM and Flash from the vendor; MCU peaks and bandwidths, rarely
+# printed, *derived* from issue rate and bus width × clock, labelled so: ceilings real kernels reach a fraction of.
 
 # %%
 #| export benchmarking.devices
@@ -592,91 +938,12 @@ def devices_table() -> pd.DataFrame:
                           "sources": json.dumps(d.sources)} for d in TARGET_DEVICES.values()])
 
 # %% [markdown]
-# ## 5. Will it fit?
+# ## 9. Will it fit the device?
 #
-# Memory is the constraint that fails outright: a model a little too slow is a little too slow; a batch a
-# little too big crashes (or swaps). Three things need room. **The input batch** (`B` samples × `F` features ×
-# `b` bytes): larger batches use the hardware better, so start from the one you want and halve it until it fits.
-
-# %%
-#| export benchmarking.hardware_profile
-def estimate_batch_memory_mb(batch_size: int, n_features: int, bytes_per_feature: int = 8) -> float:
-    "MB of one input batch: batch_size × n_features × bytes_per_feature (8: float64); 1024 × 1024 × 4 B = 4.0."
-    return (_positive_int(batch_size, "batch_size") * _positive_int(n_features, "n_features")
-            * _positive_int(bytes_per_feature, "bytes_per_feature")) / MiB
-
-# %% [markdown]
-# **Your task (easy, 4 points).** Complete `auto_adjust_batch_size`: the largest of `batch_size`, `batch_size // 2`, `batch_size // 4`, … whose batch fits `memory_limit_mb`.
-#
-# - *TODO:* the limit and the batch size arrive checked; find the batch size; when a batch of one is still too
-#   big, raise a `ValueError` that names `memory_limit_mb` and says how much one sample needs.
-# - *Approach:* `estimate_batch_memory_mb` sizes a candidate; halve (in integers) while it is too big and above 1.
-# - *Example:* 4096 features × 8 bytes = 32 KB per sample; with a 1 MB limit, 100 → 50 → 25 (0.78 MB) fits.
-# - *Hints:* a batch exactly at the limit fits. Do not stop at 1 silently: check that the batch you end with fits.
-
-# %% nbgrader={"grade": false, "grade_id": "hardware-profile-auto-batch", "solution": true, "schema_version": 3}
-#| export benchmarking.hardware_profile
-def auto_adjust_batch_size(batch_size: int, n_features: int, memory_limit_mb: float,
-                           bytes_per_feature: int = 8) -> int:
-    "The largest of batch_size, batch_size // 2, ... whose batch fits memory_limit_mb: (100, 4096, 1.0) gives 25."
-    limit = _positive(memory_limit_mb, "memory_limit_mb")
-    b = _positive_int(batch_size, "batch_size")
-    ### BEGIN SOLUTION
-    while b > 1 and estimate_batch_memory_mb(b, n_features, bytes_per_feature) > limit:
-        b //= 2
-    one = estimate_batch_memory_mb(b, n_features, bytes_per_feature)
-    if one > limit:
-        raise ValueError(f"memory_limit_mb: even a batch of 1 needs {one:.4g} MB "
-                         f"({n_features} features x {bytes_per_feature} bytes), more than the {limit:g} MB limit")
-    return b
-    ### END SOLUTION
-
-# %% nbgrader={"grade": true, "grade_id": "test-hardware-profile-auto-batch", "locked": true, "points": 4, "schema_version": 3}
-def test_unit_auto_adjust_batch_size():
-    for args, want, why in (((100, 4096, 1.0), 25, "32 KB per sample: 100 -> 50 -> 25 fits 1 MB"),
-                            ((32, 4096, 1.0), 32, "32 x 32 KB is exactly 1 MB, and a batch at the limit fits"),
-                            ((33, 4096, 1.0), 16, "33 does not fit; halving gives 16"),
-                            ((7, 10, 100.0), 7, "a batch that fits is kept"),
-                            ((64, 1024, 0.01, 4), 2, "4 KB per sample in a 10.24 KB limit")):
-        got = auto_adjust_batch_size(*args)
-        assert got == want, f"auto_adjust_batch_size{args}: expected {want}, got {got} ({why})"
-    try:
-        got = auto_adjust_batch_size(8, 2**20, 1.0)  # one sample = 8 MB
-    except ValueError as e:
-        assert "memory_limit_mb" in str(e), f"the error should name 'memory_limit_mb', got: {e}"
-    else:
-        raise AssertionError(f"one sample of 8 MB in a 1 MB limit: expected a ValueError, got {got!r}")
-    ### BEGIN HIDDEN TESTS
-    rng = grading_rng()
-    for i in range(5):
-        nf, bpf, batch = int(rng.integers(8, 50_000)), int(rng.choice([1, 2, 4, 8])), int(rng.integers(2, 5000))
-        halvings = [batch >> j for j in range(batch.bit_length())]  # batch, batch // 2, ..., 1
-        pick = halvings[int(rng.integers(0, len(halvings)))]
-        factor = 1.0 if i % 2 == 0 else float(rng.uniform(1.01, 1.95))  # exactly at the limit, or between two sizes
-        limit = pick * nf * bpf * factor / 2**20
-        want = max(c for c in halvings if c * nf * bpf <= limit * 2**20)
-        args = (batch, nf, limit) if bpf == 8 else (batch, nf, limit, bpf)
-        got = auto_adjust_batch_size(*args)
-        hint = " -- a batch exactly at the limit fits" if factor == 1.0 and got == want // 2 else ""
-        assert got == want, (f"auto_adjust_batch_size{args}: expected {want} ({nf * bpf} bytes per sample, "
-                             f"{want * nf * bpf} bytes of {limit * 2**20:.0f} allowed), got {got!r}{hint}")
-    one = nf * bpf / 2**20
-    try:
-        got = auto_adjust_batch_size(batch, nf, one * float(rng.uniform(0.1, 0.95)), bpf)
-    except ValueError as e:
-        assert "memory_limit_mb" in str(e), f"the error should name 'memory_limit_mb', got: {e}"
-    else:
-        raise AssertionError(f"one sample of {one:.4g} MB over the limit: expected a ValueError, got {got!r}")
-    ### END HIDDEN TESTS
-
-
-if __name__ == "__main__":
-    test_unit_auto_adjust_batch_size()
-
-# %% [markdown]
-# **The activations.** Each layer reads its input and writes its output, then the input can be freed: a chain
-# needs at least its largest *input + output* pair (the arena size TinyML tools report before buffer sharing;
-# for a residual block, whose skip tensor stays alive, a lower bound).
+# On the device two more things need room besides the input. **The activations.** Each layer reads its input
+# and writes its output, then the input can be freed: a chain needs at least its largest *input + output* pair
+# (the arena size TinyML tools report before buffer sharing; for a residual block, whose skip tensor stays
+# alive, a lower bound).
 #
 # **Your task (easy, 3 points).** Complete `estimate_peak_activation_bytes(layer_df, input_bytes)`: the largest input + output bytes of one layer call, walking the layers in execution order.
 #
@@ -689,7 +956,7 @@ if __name__ == "__main__":
 #| export benchmarking.devices
 def estimate_peak_activation_bytes(layer_df: pd.DataFrame, input_bytes: int) -> int:
     "Largest input + output bytes of one layer call, the layers in execution order: 256 + [4096, 4096, 1024] → 8192."
-    _require_columns(layer_df, ["activation_bytes"], "layer_df")
+    require_columns(layer_df, ["activation_bytes"], "layer_df")
     if len(layer_df) == 0:
         raise ValueError("layer_df: expected at least one layer row, got none")
     ### BEGIN SOLUTION
@@ -736,7 +1003,7 @@ if __name__ == "__main__":
 #
 # - *TODO:* build `row` with `weights_kb`, `fits_flash` (None where it does not apply), `peak_activation_kb`,
 #   `ram_needed_kb`, `fits_ram`, `bytes_moved` (the weights, every layer's output and the input, all at this
-#   precision's element size), `roofline_latency_ms` and `bound` (`roofline_estimate`'s, or None and a `bound`
+#   precision's element size), `roofline_bound_ms` and `bound` (`roofline_estimate`'s, or None and a `bound`
 #   starting with `"n/a"` without a native peak).
 # - *Approach:* `_ELEMENT_BYTES[p]` bytes per element, so the float32 activation figures scale by
 #   `_ELEMENT_BYTES[p] / 4`; the device's side is in `dev.weights_in_ram`, `dev.flash_kb`, `dev.ram_kb`,
@@ -750,14 +1017,14 @@ if __name__ == "__main__":
 #| export benchmarking.devices
 _ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 FIT_COLUMNS = ("device", "precision", "weights_kb", "flash_kb", "fits_flash", "peak_activation_kb", "ram_needed_kb",
-               "ram_kb", "fits_ram", "macs", "bytes_moved", "roofline_latency_ms", "bound", "method")
+               "ram_kb", "fits_ram", "macs", "bytes_moved", "roofline_bound_ms", "bound", "method")
 
 
 def device_fit(model: nn.Module, input_shape: Sequence[int], device: str | TargetDevice,
                precisions: Sequence[str] = ("fp32", "fp16", "int8")) -> pd.DataFrame:
     """Per precision: do the weights fit Flash, do the activations fit RAM, and the roofline latency; estimates
     from a float32 forward pass on `input_shape` (with the batch) and the device's datasheet figures."""
-    dev, precisions, shape = get_device(device), [check_precision(p) for p in precisions], _batch_shape(input_shape)
+    dev, precisions, shape = get_device(device), [check_precision(p) for p in precisions], batch_shape(input_shape)
     layers = estimate_layerwise_stats(model, shape[0], shape[1:])
     n_params, input_bytes = Profiler().count_parameters(model), math.prod(shape) * 4
     act_fp32, macs = estimate_peak_activation_bytes(layers, input_bytes), int(layers["macs"].sum())
@@ -767,14 +1034,14 @@ def device_fit(model: nn.Module, input_shape: Sequence[int], device: str | Targe
         scale, weights = _ELEMENT_BYTES[p] / 4, n_params * _ELEMENT_BYTES[p]
         ram_needed = act_fp32 * scale + (weights if dev.weights_in_ram else 0)
         moved = weights + (int(layers["activation_bytes"].sum()) + input_bytes) * scale
-        roof = {"latency_ms": None, "bound": f"n/a: no {p} peak for {dev.key} (see its sources)"}
+        roof = {"roofline_bound_ms": None, "bound": f"n/a: no {p} peak for {dev.key} (see its sources)"}
         if dev.peak_macs_per_s.get(p) is not None:
             roof = roofline_estimate(macs, moved, dev.peak_macs_per_s[p], dev.memory_bandwidth_gbps * 1e9)
         row = {"weights_kb": weights / KB,
                "fits_flash": None if dev.flash_kb is None or dev.weights_in_ram else weights / KB <= dev.flash_kb,
                "peak_activation_kb": act_fp32 * scale / KB, "ram_needed_kb": ram_needed / KB,
                "fits_ram": ram_needed / KB <= dev.ram_kb, "bytes_moved": int(moved),
-               "roofline_latency_ms": roof["latency_ms"], "bound": roof["bound"]}
+               "roofline_bound_ms": roof["roofline_bound_ms"], "bound": roof["bound"]}
         ### END SOLUTION
         rows.append({"device": dev.key, "precision": p, "flash_kb": dev.flash_kb, "ram_kb": dev.ram_kb, "macs": macs,
                      **row, "method": ("estimated: parameters x element size; largest input+output activation pair; "
@@ -801,13 +1068,13 @@ def test_unit_device_fit():
     moved = 6090 + (int(layers.activation_bytes.sum()) + 64 * 4) / 4
     assert i8.bytes_moved == int(moved), \
         f"int8: expected bytes_moved = weights + (outputs + input) / 4 = {int(moved)}, got {i8.bytes_moved!r}"
-    want, fp32_peak = (roofline_estimate(84224, moved, peak, 0.72e9)["latency_ms"] for peak in (360e6, 180e6))
-    hint = " -- that uses the fp32 peak; int8 runs at the device's int8 rate" if near(i8.roofline_latency_ms, fp32_peak) else ""
-    assert near(i8.roofline_latency_ms, want), \
-        f"int8: expected roofline_latency_ms {want:.4g}, got {i8.roofline_latency_ms!r}{hint}"
-    assert pd.isna(fp16.roofline_latency_ms) and str(fp16.bound).startswith("n/a"), (
+    want, fp32_peak = (roofline_estimate(84224, moved, peak, 0.72e9)["roofline_bound_ms"] for peak in (360e6, 180e6))
+    hint = " -- that uses the fp32 peak; int8 runs at the device's int8 rate" if near(i8.roofline_bound_ms, fp32_peak) else ""
+    assert near(i8.roofline_bound_ms, want), \
+        f"int8: expected roofline_bound_ms {want:.4g}, got {i8.roofline_bound_ms!r}{hint}"
+    assert pd.isna(fp16.roofline_bound_ms) and str(fp16.bound).startswith("n/a"), (
         f"Cortex-M4 has no fp16 arithmetic: expected no roofline (None, bound 'n/a: ...'), "
-        f"got {fp16.roofline_latency_ms!r}, {fp16.bound!r}")
+        f"got {fp16.roofline_bound_ms!r}, {fp16.bound!r}")
     pi = device_fit(DigitsCNN(), (1, 1, 8, 8), "rpi4", ["fp32"]).iloc[0]
     assert pi.fits_flash is None, \
         f"Raspberry Pi: expected fits_flash None (no on-board Flash, weights in RAM), got {pi.fits_flash!r}"
@@ -853,7 +1120,7 @@ def test_unit_device_fit():
             got, want = (r["fits_flash"], r["fits_ram"], r["bytes_moved"]), (fits, need <= ram, int(moved[p]))
             hint = " -- where the weights sit in RAM or there is no Flash, fits_flash does not apply (None)" if fits is None else ""
             assert got == want, f"{what}, {p}: expected fits_flash, fits_ram, bytes_moved {want}, got {got}{hint}"
-            lat = r["roofline_latency_ms"]
+            lat = r["roofline_bound_ms"]
             if peaks[p] is None:
                 assert (lat is None or lat != lat) and str(r["bound"]).startswith("n/a"), (f"{what}: no {p} peak: expected "
                     f"no roofline (None, bound 'n/a: ...'), got {lat!r}, {r['bound']!r} -- each precision has its own peak")
@@ -862,7 +1129,7 @@ def test_unit_device_fit():
             fp32 = max(macs / peaks["fp32"], moved[p] / (bw * 1e9)) * 1e3
             hint = " -- that uses the fp32 peak; each precision runs at its own rate" if p != "fp32" and near(lat, fp32) else ""
             assert near(lat, want[0]) and r["bound"] == want[1], \
-                f"{what}, {p}: expected roofline_latency_ms, bound {want}, got {lat!r}, {r['bound']!r}{hint}"
+                f"{what}, {p}: expected roofline_bound_ms, bound {want}, got {lat!r}, {r['bound']!r}{hint}"
     ### END HIDDEN TESTS
 
 
@@ -876,101 +1143,6 @@ if __name__ == "__main__":
     _fit = pd.concat([device_fit(default_digits_model(), (1, 1, 8, 8), k) for k in TARGET_DEVICES])
     print(_fit.drop(columns=["method"]).to_string())
 
-# %% [markdown]
-# ## 6. Per operator, here and there
-#
-# Which operator is the bottleneck, can the device keep up with a stream, does the working set fit the cache?
-# `build_hardware_profile_table` answers for one forward pass, **measured** here (each operator timed alone; for
-# tiny layers these add up to *more* than the model's own time, each call paying its own dispatch) or
-# **estimated** on a `device_profile` (roofline bounds). A sensor delivering a frame every 20 ms needs each
-# frame done within 20 ms: stream utilization = compute time ÷ stream interval.
-
-# %%
-#| export benchmarking.hardware_profile
-OPERATOR_COLUMNS = ("operator", "latency_ms", "memory_kb", "method")
-TOTALS_KEYS = ("latency_ms", "memory_kb", "estimated_bandwidth_mb_s", "stream_utilization")
-PROFILE_ARTIFACTS = {"operator_profile": "operator_profile.csv", "hardware_totals": "hardware_totals.csv",
-                     "hardware_profile": "hardware_profile.json"}
-
-
-def compute_utilization(used: float, capacity: float) -> float:
-    "Fraction (0..1) of `capacity` that `used` occupies, e.g. 30 of 120 is 0.25; above capacity reads as 1.0."
-    return min(1.0, _real(used, "used") / _positive(capacity, "capacity"))
-
-
-def _host_cache_kb(level: int = 2) -> float | None:
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-        lvl, kind, size = ((_read_text(index / f) or "").upper() for f in ("level", "type", "size"))
-        if lvl == str(level) and kind in ("UNIFIED", "DATA") and size[-1:] in ("K", "M") and size[:-1].isdigit():
-            return float(int(size[:-1]) * (1024 if size[-1] == "M" else 1))
-    return None
-
-
-def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *,
-                                 stream_interval_ms: float | None = None,
-                                 device_profile: HardwareProfile | None = None, samples: int = 10) -> dict[str, Any]:
-    """Operator profile, totals, precision trade-offs and edge constraints for one forward pass on `input_shape`
-    (with the batch): latencies measured here, or roofline estimates on `device_profile`."""
-    shape, dev = _batch_shape(input_shape), device_profile
-    if stream_interval_ms is not None:
-        _positive(stream_interval_ms, "stream_interval_ms")
-    if dev is None:
-        df = Profiler().profile_forward_pass(model, shape, samples=_positive_int(samples, "samples"))
-        method = "measured: each operator timed alone on its recorded input (timing core median)"
-        latencies, roofs, model_latency = [float(v) for v in df["latency_median_ms"]], None, float(df.attrs["model_latency_median_ms"])
-        cache_kb, cache_source, where = _host_cache_kb(), "this machine's L2 (sysfs)", "this machine"
-    else:
-        if not isinstance(dev, HardwareProfile):
-            raise TypeError(f"device_profile: expected a HardwareProfile or None, got {type(dev).__name__}")
-        if dev.peak_macs_per_s is None or dev.memory_bandwidth_gbps is None:
-            raise ValueError(f"device_profile: '{dev.name}' needs peak_macs_per_s and memory_bandwidth_gbps "
-                             "for roofline estimates")
-        df, method = estimate_layerwise_stats(model, shape[0], shape[1:]), f"estimated: roofline on {dev.name}"
-        roofs = [roofline_estimate(int(r.macs), int(r.parameter_bytes + r.activation_bytes), dev.peak_macs_per_s,
-                                   dev.memory_bandwidth_gbps * 1e9) for r in df.itertuples()]
-        latencies, model_latency = [r["latency_ms"] for r in roofs], None
-        cache_kb, cache_source, where = dev.cache_kb, f"{dev.name} spec", dev.name
-    memory_bytes = [int(p + a) for p, a in zip(df["parameter_bytes"], df["activation_bytes"])]
-    ops = pd.DataFrame({"operator": [str(v) for v in df["layer"]], "latency_ms": latencies,
-                        "memory_kb": [b / KB for b in memory_bytes], "method": method}, columns=list(OPERATOR_COLUMNS))
-    total_ms, total_bytes = float(sum(latencies)), sum(memory_bytes)
-    totals: dict[str, Any] = {
-        "latency_ms": total_ms, "memory_kb": total_bytes / KB,
-        "estimated_bandwidth_mb_s": (total_bytes / MiB) / (total_ms / 1e3) if total_ms > 0 else None,
-        "stream_utilization": (total_ms / stream_interval_ms) if stream_interval_ms is not None else None,
-        "latency_method": method, "model_latency_ms": model_latency, "stream_interval_ms": stream_interval_ms,
-        **({"stream_utilization_reason": "no stream_interval_ms given"} if stream_interval_ms is None else {})}
-    n_params = Profiler().count_parameters(model)
-    tradeoffs = {**{f"{p}_memory_kb": n_params * b / KB for p, b in (("fp32", 4), ("fp16", 2), ("int8", 1))},
-                 "method": "arithmetic: parameter count x bytes per element",
-                 "note": ("int8 also stores scales and zero points, and whether a precision is faster depends on "
-                          "the kernels the target has; measure converted models with the precision sweep")}
-    big = ops.loc[ops["memory_kb"].idxmax()]
-    cache = (f"unknown: no cache size for {where}" if cache_kb is None else
-             f"low: the largest operator working set ({big.operator}, {big.memory_kb:.1f} KB) fits the "
-             f"{cache_kb:g} KB cache ({cache_source})" if big.memory_kb <= cache_kb else
-             f"high: {big.operator} needs {big.memory_kb:.1f} KB, more than the {cache_kb:g} KB cache "
-             f"({cache_source}); small batches or tiling keep it in cache")
-    slow = int(ops["latency_ms"].idxmax())
-    bottleneck = (f"{ops.operator[slow]}: {ops.latency_ms[slow] / total_ms if total_ms > 0 else 0.0:.0%} of "
-                  f"operator latency on {where}" + (f" ({roofs[slow]['bound']}, {ROOFLINE_METHOD})" if roofs else ""))
-    return {"operator_profile": ops, "totals": totals, "precision_tradeoffs": tradeoffs,
-            "edge_constraints": {"cache_sensitivity": cache, "bottleneck": bottleneck}}
-
-
-def write_hardware_profile_artifacts(profile: dict[str, Any], output_dir: str | Path) -> dict[str, Path]:
-    "Write a `build_hardware_profile_table` result: operators and totals (CSV), all four sections (JSON)."
-    sections = ("operator_profile", "totals", "precision_tradeoffs", "edge_constraints")
-    if missing := [k for k in sections if k not in profile] if isinstance(profile, dict) else list(sections):
-        raise ValueError(f"profile: missing section(s) {missing}; expected the dict from build_hardware_profile_table")
-    paths = {k: Path(output_dir) / v for k, v in PROFILE_ARTIFACTS.items()}
-    ops = pd.DataFrame(profile["operator_profile"])
-    write_atomic(paths["operator_profile"], ops.to_csv(index=False))
-    write_atomic(paths["hardware_totals"], pd.DataFrame([profile["totals"]]).to_csv(index=False))
-    write_json(paths["hardware_profile"], {"operator_profile": ops.to_dict(orient="records"),
-                                           **{k: profile[k] for k in sections[1:]}})
-    return paths
-
 # %%
 if __name__ == "__main__":
     from tinytorch.benchmarking.digits import default_digits_model
@@ -980,110 +1152,7 @@ if __name__ == "__main__":
         print(_p["operator_profile"].to_string(), _p["totals"], _p["edge_constraints"], sep="\n", end="\n\n")
 
 # %% [markdown]
-# ## 7. Precisions, run for real
-#
-# On this machine the precisions can be run. Which precision and batch size should ship? `sweep` measures every
-# combination against the deployment `CONSTRAINTS` (`accepted`, or the `violations`; an unknown figure does not
-# meet its constraint); a precision this machine cannot run raises, or with `unsupported="skip"` is left out
-# with the reason.
-
-# %%
-#| export
-CONSTRAINTS = {"min_accuracy": ("accuracy", ">="), "max_latency_ms": ("latency_ms", "<="),
-               "max_p95_latency_ms": ("latency_p95_ms", "<="), "max_memory_mb": ("memory_mb", "<="),
-               "max_energy_j": ("energy_proxy_j", "<=")}
-SWEEP_COLUMNS = ("precision", "batch_size", "accuracy", "latency_ms", "latency_median_ms", "latency_std_ms",
-                 "latency_p95_ms", "throughput_sps", "memory_mb", "energy_proxy_j", "energy_method",
-                 "latency_scaled_by", "accepted", "violations")
-TRADEOFF_INPUT_COLUMNS = ("precision", "accuracy", "latency_ms", "memory_mb", "energy_proxy_j", "accepted")
-TRADEOFF_COLUMNS = ("precision", "accuracy_mean", "latency_ms_mean", "memory_mb_mean", "energy_proxy_j_mean",
-                    "accepted_ratio")
-
-
-def _violations(row: dict[str, Any], constraints: dict[str, float], intervals: dict[str, Any]) -> list[str]:
-    "Constraints not passed by `results.decide` (on a column's interval in `intervals`, else its value)."
-    failed = []
-    for key, limit in constraints.items():
-        column, op = CONSTRAINTS[key]
-        value = intervals.get(column, row.get(column))
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            failed.append(f"{key} (unknown {column})")
-        elif (d := decide(value, op, limit)) != "pass":
-            failed.append(key if d == "fail" else f"{key} (inconclusive: {d.basis})")
-    return failed
-
-
-def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
-          batch_sizes: Sequence[int] = (1, 8, 32), constraints: dict[str, float] | None = None, *,
-          device: str = "cpu", power_watts: float | None = None, latency_multiplier: float = 1.0,
-          repeats: int = 20, calibration_data: Any = None, unsupported: str = "raise",
-          calibration_split: str | None = None) -> pd.DataFrame:
-    """One row per (precision, batch size): measured metrics and whether they meet `constraints`. Static int8 of
-    a conv model is calibrated on `calibration_data` (never on `loader`), named by `calibration_split`."""
-    precisions = [check_precision(p) for p in precisions]
-    batch_sizes = [_positive_int(b, "batch_sizes") for b in batch_sizes]
-    if not precisions or not batch_sizes:
-        raise ValueError(f"precisions, batch_sizes: expected at least one of each, got {precisions}, {batch_sizes}")
-    constraints = dict(constraints or {})
-    if unknown := [k for k in constraints if k not in CONSTRAINTS]:
-        raise ValueError(f"constraints: unknown key(s) {unknown}; expected some of {list(CONSTRAINTS)}")
-    for k, v in constraints.items():
-        _positive(v, f"constraints[{k!r}]")
-    if unsupported not in ("raise", "skip"):
-        raise ValueError(f"unsupported: expected 'raise' or 'skip', got {unsupported!r}")
-    check_device(device)
-    rows, skipped, notes = [], {}, {}
-    if "int8" in precisions and any(isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) for m in model.modules()):
-        if calibration_data is None:  # never the evaluation loader: that would leak the test set into the model
-            raise ValueError("calibration_data: static int8 of a model with convolutions needs calibration inputs "
-                             "from a split other than `loader` (e.g. digits_loader('train'))")
-        split = calibration_split or "caller-supplied calibration_data"
-        notes["int8_calibration"] = f"static int8 calibrated on {split} (not the evaluation loader)"
-    for precision in precisions:
-        try:
-            converted = to_precision(model, precision, device, calibration_data=calibration_data, example_input=loader)
-        except UnsupportedPrecisionError as e:
-            if unsupported == "raise":
-                raise
-            skipped[precision] = str(e)
-            continue
-        for b in batch_sizes:
-            m = collect_metrics(converted, loader, device, power_watts, precision, latency_multiplier, repeats,
-                                batch_size=b)
-            row = {"precision": precision, "batch_size": b, **{c: getattr(m, c) for c in SWEEP_COLUMNS[2:9]},
-                   "energy_proxy_j": m.energy_j, "latency_scaled_by": m.latency_scaled_by,
-                   "energy_method": m.methods.get("energy_j") or f"none: {m.reasons.get('energy_j')}"}
-            lat, k = m.results["latency"], m.latency_scaled_by  # latency_ms is the mean: decide on its t-interval
-            ci = {} if lat.ci_lower is None else {"latency_ms": (lat.ci_lower * k, lat.ci_upper * k)}
-            failed = _violations(row, constraints, {"accuracy": m.results["accuracy"], **ci})
-            rows.append({**row, "accepted": not failed, "violations": ", ".join(failed)})
-    df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
-    df.attrs.update({"skipped": skipped, "constraints": constraints, "device": str(device), "notes": notes})
-    return df
-
-
-def precision_tradeoff_table(sweep_df: pd.DataFrame) -> pd.DataFrame:
-    "Per-precision means of a sweep (`TRADEOFF_COLUMNS`) and the fraction accepted, fastest first."
-    _require_columns(sweep_df, TRADEOFF_INPUT_COLUMNS, "sweep_df")
-    if sweep_df.empty:
-        raise ValueError("sweep_df: expected at least one row, got an empty table")
-    work, numeric = sweep_df[list(TRADEOFF_INPUT_COLUMNS)].copy(), list(TRADEOFF_INPUT_COLUMNS[1:5])
-    work[numeric] = work[numeric].apply(pd.to_numeric, errors="coerce")
-    work["accepted"] = work["accepted"].astype(bool).astype(float)
-    table = work.groupby("precision", sort=False).agg(
-        **{f"{c}_mean": (c, "mean") for c in numeric}, accepted_ratio=("accepted", "mean")).reset_index()
-    return table.sort_values("latency_ms_mean", kind="stable").reset_index(drop=True)[list(TRADEOFF_COLUMNS)]
-
-# %%
-if __name__ == "__main__":
-    from tinytorch.benchmarking.digits import default_digits_model, digits_loader
-    _df = sweep(default_digits_model(), digits_loader("test", 64), batch_sizes=(1, 32),
-                constraints={"min_accuracy": 0.95, "max_memory_mb": 0.015}, repeats=10, power_watts=15.0,
-                calibration_data=digits_loader("train", 64), unsupported="skip")
-    print(_df.drop(columns=["energy_method"]).to_string(), precision_tradeoff_table(_df).to_string(), sep="\n")
-
-# %% [markdown]
-# ## 8. What an edge deployment watches, measured on the host
+# ## 10. What an edge deployment watches, measured on the host
 #
 # `measure_watch_metrics` measures what the host can of an edge checklist (sizes, startup, latency, accuracy, CPU
 # load, clock, temperature, FLOPs, energy), each with its method, or `None` with the reason, as printed below.
@@ -1127,12 +1196,12 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
         out[key] = value
         (methods if value is not None else reasons)[key] = method if value is not None else reason
 
-    record("params_size_mb", model_memory_mb(model), "measured: state-dict tensors x element size")
+    record("params_size_bytes", state_dict_tensor_bytes(model), "measured: state-dict tensors x element size")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.pt"
         torch.save(model, path)
         size, how = serialized_bytes(model)  # the one serialized size (a pickled torch.save(model) file adds code)
-        record("model_file_mb", size / MiB, f"measured: {how}")
+        record("model_file_bytes", int(size), f"measured: {how}")
 
         def startup() -> None:
             loaded = adapt(torch.load(path, weights_only=False, map_location=a.device))
@@ -1142,7 +1211,7 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
         record("startup_ms", s.median_ms,
                f"measured: median of {len(s.per_call_ns)} x (torch.load + first inference), file in OS cache")
     lat = time_model(model, x, samples=samples)
-    record("latency_ms", lat.median_ms, "measured: timing core median, model forward only")
+    record("latency_median_ms", lat.median_ms, "measured: timing core median, model forward only")
     record("throughput_sps", shape[0] / (lat.median_ms / 1e3), "derived: batch / median latency")
     inference_ms = None
     if piped:
@@ -1151,7 +1220,7 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
             inference_ms = time_callable(lambda: post(a.forward(a.to_input(pre(raw_input)))), samples=samples,
                                          sync=a.sync).median_ms
     record("inference_ms", inference_ms, "measured: timing core median of preprocess -> model -> postprocess",
-           "no preprocess/postprocess given: inference time equals latency_ms")
+           "no preprocess/postprocess given: inference time equals latency_median_ms")
     acc = evaluate_accuracy(model, loader) if loader is not None else None
     for key, value in (("accuracy", acc), ("error_rate", None if acc is None else 1.0 - acc)):
         record(key, value, "measured: top-1 on the labelled loader", "no labelled loader given")
@@ -1170,7 +1239,8 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
     record("flops", Profiler().count_flops(model, x),
            "counted: Profiler.count_flops (torch.utils.flop_counter), FLOPs = 2 x MACs")
     with a.inference():
-        em = measure_energy(lambda: a.forward(x), power_watts=power_watts, latency_s=sum(lat.per_call_ms) / len(lat.per_call_ms) / 1e3, sync=a.sync)
+        em = measure_energy(lambda: a.forward(x), power_watts=power_watts, sync=a.sync,
+                            latency_s=sum(lat.per_call_ms) / len(lat.per_call_ms) / 1e3)  # energy adds up: the mean
     record("energy_mwh", None if em.joules_per_call is None else em.joules_per_call / 3.6,
            f"{em.method} (J / 3.6 = mWh per inference)", em.reason or "no energy counter and no power_watts")
     return {**out, "methods": methods, "reasons": reasons}
@@ -1185,54 +1255,15 @@ if __name__ == "__main__":
         print(f"{_k:34s} {_v!r:>26}  {_w['methods'].get(_k) or _w['reasons'].get(_k)}")
 
 # %% [markdown]
-# ## 9. Writing it down: the hardware report
+# ## 11. Writing it down: the hardware report
 #
 # `write_hardware_report` runs everything above for one model (`tito benchmark --hardware`: yours with
 # `--model FILE --input-shape ...`, else the bundled digits CNN), tables written atomically, charts as 180-DPI PNGs.
 # Only the sweep needs labelled data that fits the model (it measures accuracy); without, it is "unavailable".
 
 # %%
-#| export
-HARDWARE_ARTIFACTS = {"layerwise_breakdown": "layerwise_breakdown.csv", "precision_tradeoffs": "precision_tradeoffs.csv",
-                      "hardware_summary": "hardware_summary.csv", "layerwise_macs": "layerwise_macs.png",
-                      "layerwise_activation_memory": "layerwise_activation_memory.png", "system_info": "system_info.json"}
-PLOT_DPI = 180
-
-
-def _bar_chart(path: Path, labels: Sequence[str], values: Sequence[float], ylabel: str, title: str) -> Path:
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(max(4.0, 0.6 * len(labels) + 1.5), 3.2))
-    ax = fig.add_subplot()
-    ax.bar(range(len(values)), values, color="#4C72B0")
-    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
-    ax.set(ylabel=ylabel, title=title)
-    png = io.BytesIO()
-    fig.savefig(png, dpi=PLOT_DPI, bbox_inches="tight", format="png")
-    return write_atomic(path, png.getvalue())
-
-
-def save_hardware_artifacts(output_dir: str | Path, layer_df: pd.DataFrame, tradeoff_df: pd.DataFrame,
-                            summary: dict[str, Any]) -> dict[str, Path]:
-    "Write the layer table, precision trade-offs, summary, two charts and system info: {HARDWARE_ARTIFACTS key: path}."
-    _require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
-    _require_columns(tradeoff_df, TRADEOFF_COLUMNS, "tradeoff_df")
-    if not isinstance(summary, dict) or any(k not in summary for k in SUMMARY_KEYS):
-        raise ValueError(f"summary: expected the dict from summarize_hardware with keys {list(SUMMARY_KEYS)}")
-    paths = {k: Path(output_dir) / v for k, v in HARDWARE_ARTIFACTS.items()}
-    for key, df in (("layerwise_breakdown", layer_df), ("precision_tradeoffs", tradeoff_df),
-                    ("hardware_summary", pd.DataFrame([summary]))):
-        write_atomic(paths[key], df.to_csv(index=False))
-    labels = [f"{i}:{name}" for i, name in enumerate(layer_df["layer"])]
-    _bar_chart(paths["layerwise_activation_memory"], labels, [v / 1024 for v in layer_df["activation_bytes"]],
-               "activation memory (KB)", "Activation memory per layer call")
-    _bar_chart(paths["layerwise_macs"], labels, list(layer_df["macs"]), "MACs", "Multiply-accumulates per layer call")
-    write_json(paths["system_info"], system_info())
-    return paths
-
-# %%
 #| export benchmarking.devices
-BENCHMARK_TABLE_FIELDS = ("model", "task", "accuracy", "latency_ms", "model_size_mb", "platform", "references")
+BENCHMARK_TABLE_FIELDS = ("model", "task", "accuracy", "latency_median_ms", "model_size_mb", "platform", "references")
 
 
 def _cell(value: Any, kind: str = "text") -> str:
@@ -1245,7 +1276,8 @@ def _cell(value: Any, kind: str = "text") -> str:
 
 def benchmark_table_markdown(rows: Iterable[dict[str, Any]]) -> str:
     """Rows (`BENCHMARK_TABLE_FIELDS`) as the benchmark table in Markdown: accuracy, a fraction 0..1, printed as %,
-    a missing figure as n/a, e.g. `| m | t | 90.0% | 1.5 | 0.02 | x86 CPU | - |`."""
+    the median under the seed's "Latency (ms)", size in MiB, a missing figure as n/a,
+    e.g. `| m | t | 90.0% | 1.5 | 0.02 | x86 CPU | - |`."""
     lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MiB)** | **Platform** "
              "| **References** |", "|" + "|".join(["---"] * 7) + "|"]
     kinds = ("text", "text", "percent", "number", "number", "text", "text")
@@ -1269,7 +1301,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
     returns {name: path}. Precisions this machine cannot run are skipped, the reason in `hardware_summary.csv`
     (`skipped_precisions`). With `loader=None` (no labelled data fits the model) the sweep is unavailable, with
     `sweep_unavailable_reason`, and the summary uses the measured fp32 latency; every other artifact is written."""
-    shape, out = _batch_shape(input_shape), Path(output_dir)
+    shape, out = batch_shape(input_shape), Path(output_dir)
     if loader is not None:
         sweep_df = sweep(model, loader, precisions, batch_sizes, constraints, power_watts=power_watts, repeats=repeats,
                          calibration_data=calibration_data, unsupported="skip", calibration_split=calibration_split)
@@ -1280,7 +1312,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
         base_latency_ms = float(base.latency_median_ms)
         latency_source = f"sweep: {base.precision}, batch {int(base.batch_size)}, median latency (measured)"
         rows = [{"model": f"{name} {r.precision} (batch {int(r.batch_size)})", "accuracy": r.accuracy,
-                 "latency_ms": r.latency_median_ms, "model_size_mb": r.memory_mb,
+                 "latency_median_ms": r.latency_median_ms, "model_size_mb": r.memory_mb,
                  "references": "measured here (median latency): tinytorch.benchmarking.hardware.sweep"}
                 for r in sweep_df.itertuples()]
     else:
@@ -1290,7 +1322,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
         sweep_df.attrs["skipped"] = {p: reason for p in precisions}
         base_latency_ms = time_model(model, shape, samples=repeats).median_ms
         latency_source = f"time_model: fp32, input {shape}, median latency (measured); precision sweep {reason}"
-        rows = [{"model": f"{name} fp32 (batch {shape[0]})", "accuracy": None, "latency_ms": base_latency_ms,
+        rows = [{"model": f"{name} fp32 (batch {shape[0]})", "accuracy": None, "latency_median_ms": base_latency_ms,
                  "model_size_mb": model_memory_mb(model),
                  "references": f"measured here (median latency): time_model; accuracy and precision sweep {reason}"}]
     platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"

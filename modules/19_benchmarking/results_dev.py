@@ -1008,6 +1008,11 @@ SEED_ALIASES: dict[str, str] = {
     "metrics.model_memory_mb": "memory_result",
     "metrics.measure_latency_distribution": "latency_result",
     "Profiler.measure_latency": "latency_median_ms",
+    "hardware.sweep.latency_ms": "latency_mean_ms",
+    "hardware.precision_tradeoff_table.latency_ms_mean": "latency_mean_ms_mean",
+    "hardware_profile.operator_profile.latency_ms (method 'measured: ...')": "latency_median_ms",
+    "hardware_profile.operator_profile.latency_ms (method 'estimated: ...')": "roofline_bound_ms",
+    "hardware_profile.totals.latency_ms": "operators_sum_ms",
 }
 
 

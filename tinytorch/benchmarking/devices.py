@@ -18,13 +18,13 @@ from torch import nn
 
 from .energy import measure_energy
 from .hardware import (
-    ROOFLINE_METHOD, SWEEP_COLUMNS, TRADEOFF_COLUMNS, _batch_shape, _require_columns, estimate_layerwise_stats,
+    ROOFLINE_METHOD, SWEEP_COLUMNS, TRADEOFF_COLUMNS, batch_shape, require_columns, estimate_layerwise_stats,
     measure_memory_bandwidth_gbps, measure_peak_gmacs, precision_tradeoff_table, roofline_estimate,
     save_hardware_artifacts, summarize_hardware, sweep)
 from .hardware_profile import (
     KB, HardwareProfile, build_hardware_profile_table, write_hardware_profile_artifacts)
 from .metrics import PRECISIONS, check_precision, evaluate_accuracy, model_memory_mb
-from .results import MiB, serialized_bytes, write_atomic, write_json
+from .results import serialized_bytes, state_dict_tensor_bytes, write_atomic, write_json
 from ..profiling.profiler import Profiler
 from ..profiling.timing import adapt, system_info, time_callable, time_model
 
@@ -119,7 +119,7 @@ def devices_table() -> pd.DataFrame:
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #c77dc1b4
 def estimate_peak_activation_bytes(layer_df: pd.DataFrame, input_bytes: int) -> int:
     "Largest input + output bytes of one layer call, the layers in execution order: 256 + [4096, 4096, 1024] → 8192."
-    _require_columns(layer_df, ["activation_bytes"], "layer_df")
+    require_columns(layer_df, ["activation_bytes"], "layer_df")
     if len(layer_df) == 0:
         raise ValueError("layer_df: expected at least one layer row, got none")
     ### BEGIN SOLUTION
@@ -133,14 +133,14 @@ def estimate_peak_activation_bytes(layer_df: pd.DataFrame, input_bytes: int) -> 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #c0afbd72
 _ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 FIT_COLUMNS = ("device", "precision", "weights_kb", "flash_kb", "fits_flash", "peak_activation_kb", "ram_needed_kb",
-               "ram_kb", "fits_ram", "macs", "bytes_moved", "roofline_latency_ms", "bound", "method")
+               "ram_kb", "fits_ram", "macs", "bytes_moved", "roofline_bound_ms", "bound", "method")
 
 
 def device_fit(model: nn.Module, input_shape: Sequence[int], device: str | TargetDevice,
                precisions: Sequence[str] = ("fp32", "fp16", "int8")) -> pd.DataFrame:
     """Per precision: do the weights fit Flash, do the activations fit RAM, and the roofline latency; estimates
     from a float32 forward pass on `input_shape` (with the batch) and the device's datasheet figures."""
-    dev, precisions, shape = get_device(device), [check_precision(p) for p in precisions], _batch_shape(input_shape)
+    dev, precisions, shape = get_device(device), [check_precision(p) for p in precisions], batch_shape(input_shape)
     layers = estimate_layerwise_stats(model, shape[0], shape[1:])
     n_params, input_bytes = Profiler().count_parameters(model), math.prod(shape) * 4
     act_fp32, macs = estimate_peak_activation_bytes(layers, input_bytes), int(layers["macs"].sum())
@@ -150,14 +150,14 @@ def device_fit(model: nn.Module, input_shape: Sequence[int], device: str | Targe
         scale, weights = _ELEMENT_BYTES[p] / 4, n_params * _ELEMENT_BYTES[p]
         ram_needed = act_fp32 * scale + (weights if dev.weights_in_ram else 0)
         moved = weights + (int(layers["activation_bytes"].sum()) + input_bytes) * scale
-        roof = {"latency_ms": None, "bound": f"n/a: no {p} peak for {dev.key} (see its sources)"}
+        roof = {"roofline_bound_ms": None, "bound": f"n/a: no {p} peak for {dev.key} (see its sources)"}
         if dev.peak_macs_per_s.get(p) is not None:
             roof = roofline_estimate(macs, moved, dev.peak_macs_per_s[p], dev.memory_bandwidth_gbps * 1e9)
         row = {"weights_kb": weights / KB,
                "fits_flash": None if dev.flash_kb is None or dev.weights_in_ram else weights / KB <= dev.flash_kb,
                "peak_activation_kb": act_fp32 * scale / KB, "ram_needed_kb": ram_needed / KB,
                "fits_ram": ram_needed / KB <= dev.ram_kb, "bytes_moved": int(moved),
-               "roofline_latency_ms": roof["latency_ms"], "bound": roof["bound"]}
+               "roofline_bound_ms": roof["roofline_bound_ms"], "bound": roof["bound"]}
         ### END SOLUTION
         rows.append({"device": dev.key, "precision": p, "flash_kb": dev.flash_kb, "ram_kb": dev.ram_kb, "macs": macs,
                      **row, "method": ("estimated: parameters x element size; largest input+output activation pair; "
@@ -202,12 +202,12 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
         out[key] = value
         (methods if value is not None else reasons)[key] = method if value is not None else reason
 
-    record("params_size_mb", model_memory_mb(model), "measured: state-dict tensors x element size")
+    record("params_size_bytes", state_dict_tensor_bytes(model), "measured: state-dict tensors x element size")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.pt"
         torch.save(model, path)
         size, how = serialized_bytes(model)  # the one serialized size (a pickled torch.save(model) file adds code)
-        record("model_file_mb", size / MiB, f"measured: {how}")
+        record("model_file_bytes", int(size), f"measured: {how}")
 
         def startup() -> None:
             loaded = adapt(torch.load(path, weights_only=False, map_location=a.device))
@@ -217,7 +217,7 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
         record("startup_ms", s.median_ms,
                f"measured: median of {len(s.per_call_ns)} x (torch.load + first inference), file in OS cache")
     lat = time_model(model, x, samples=samples)
-    record("latency_ms", lat.median_ms, "measured: timing core median, model forward only")
+    record("latency_median_ms", lat.median_ms, "measured: timing core median, model forward only")
     record("throughput_sps", shape[0] / (lat.median_ms / 1e3), "derived: batch / median latency")
     inference_ms = None
     if piped:
@@ -226,7 +226,7 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
             inference_ms = time_callable(lambda: post(a.forward(a.to_input(pre(raw_input)))), samples=samples,
                                          sync=a.sync).median_ms
     record("inference_ms", inference_ms, "measured: timing core median of preprocess -> model -> postprocess",
-           "no preprocess/postprocess given: inference time equals latency_ms")
+           "no preprocess/postprocess given: inference time equals latency_median_ms")
     acc = evaluate_accuracy(model, loader) if loader is not None else None
     for key, value in (("accuracy", acc), ("error_rate", None if acc is None else 1.0 - acc)):
         record(key, value, "measured: top-1 on the labelled loader", "no labelled loader given")
@@ -245,13 +245,14 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
     record("flops", Profiler().count_flops(model, x),
            "counted: Profiler.count_flops (torch.utils.flop_counter), FLOPs = 2 x MACs")
     with a.inference():
-        em = measure_energy(lambda: a.forward(x), power_watts=power_watts, latency_s=sum(lat.per_call_ms) / len(lat.per_call_ms) / 1e3, sync=a.sync)
+        em = measure_energy(lambda: a.forward(x), power_watts=power_watts, sync=a.sync,
+                            latency_s=sum(lat.per_call_ms) / len(lat.per_call_ms) / 1e3)  # energy adds up: the mean
     record("energy_mwh", None if em.joules_per_call is None else em.joules_per_call / 3.6,
            f"{em.method} (J / 3.6 = mWh per inference)", em.reason or "no energy counter and no power_watts")
     return {**out, "methods": methods, "reasons": reasons}
 
-# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #bbc74190
-BENCHMARK_TABLE_FIELDS = ("model", "task", "accuracy", "latency_ms", "model_size_mb", "platform", "references")
+# %% ../../nbs/19_benchmarking/hardware_dev.ipynb #79a19e31
+BENCHMARK_TABLE_FIELDS = ("model", "task", "accuracy", "latency_median_ms", "model_size_mb", "platform", "references")
 
 
 def _cell(value: Any, kind: str = "text") -> str:
@@ -264,7 +265,8 @@ def _cell(value: Any, kind: str = "text") -> str:
 
 def benchmark_table_markdown(rows: Iterable[dict[str, Any]]) -> str:
     """Rows (`BENCHMARK_TABLE_FIELDS`) as the benchmark table in Markdown: accuracy, a fraction 0..1, printed as %,
-    a missing figure as n/a, e.g. `| m | t | 90.0% | 1.5 | 0.02 | x86 CPU | - |`."""
+    the median under the seed's "Latency (ms)", size in MiB, a missing figure as n/a,
+    e.g. `| m | t | 90.0% | 1.5 | 0.02 | x86 CPU | - |`."""
     lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MiB)** | **Platform** "
              "| **References** |", "|" + "|".join(["---"] * 7) + "|"]
     kinds = ("text", "text", "percent", "number", "number", "text", "text")
@@ -288,7 +290,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
     returns {name: path}. Precisions this machine cannot run are skipped, the reason in `hardware_summary.csv`
     (`skipped_precisions`). With `loader=None` (no labelled data fits the model) the sweep is unavailable, with
     `sweep_unavailable_reason`, and the summary uses the measured fp32 latency; every other artifact is written."""
-    shape, out = _batch_shape(input_shape), Path(output_dir)
+    shape, out = batch_shape(input_shape), Path(output_dir)
     if loader is not None:
         sweep_df = sweep(model, loader, precisions, batch_sizes, constraints, power_watts=power_watts, repeats=repeats,
                          calibration_data=calibration_data, unsupported="skip", calibration_split=calibration_split)
@@ -299,7 +301,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
         base_latency_ms = float(base.latency_median_ms)
         latency_source = f"sweep: {base.precision}, batch {int(base.batch_size)}, median latency (measured)"
         rows = [{"model": f"{name} {r.precision} (batch {int(r.batch_size)})", "accuracy": r.accuracy,
-                 "latency_ms": r.latency_median_ms, "model_size_mb": r.memory_mb,
+                 "latency_median_ms": r.latency_median_ms, "model_size_mb": r.memory_mb,
                  "references": "measured here (median latency): tinytorch.benchmarking.hardware.sweep"}
                 for r in sweep_df.itertuples()]
     else:
@@ -309,7 +311,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
         sweep_df.attrs["skipped"] = {p: reason for p in precisions}
         base_latency_ms = time_model(model, shape, samples=repeats).median_ms
         latency_source = f"time_model: fp32, input {shape}, median latency (measured); precision sweep {reason}"
-        rows = [{"model": f"{name} fp32 (batch {shape[0]})", "accuracy": None, "latency_ms": base_latency_ms,
+        rows = [{"model": f"{name} fp32 (batch {shape[0]})", "accuracy": None, "latency_median_ms": base_latency_ms,
                  "model_size_mb": model_memory_mb(model),
                  "references": f"measured here (median latency): time_model; accuracy and precision sweep {reason}"}]
     platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"
