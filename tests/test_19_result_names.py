@@ -181,8 +181,7 @@ def test_hardware_stacks_name_their_statistics(model, loader):
     roof = hardware.roofline_estimate(1e6, 1e5, 1e9, 1e9)
     _assert_named(roof, "hardware.roofline_estimate")
     assert math.isclose(roof["roofline_bound_ms"], 1.0)
-    fit = devices.device_fit(model, (1, 1, 8, 8), devices.devices_table()["key"].iloc[0]
-                             if "key" in devices.devices_table() else "stm32h7")
+    fit = devices.device_fit(model, (1, 1, 8, 8), "stm32h743")
     _assert_named(fit, "devices.device_fit")
     watch = devices.measure_watch_metrics(model, (1, 1, 8, 8), samples=5, startup_runs=2)
     _assert_named(watch, "devices.measure_watch_metrics")
