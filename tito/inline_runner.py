@@ -152,8 +152,66 @@ def run_job(job: dict) -> dict:
         import pytest
 
         os.chdir(job["cwd"])
-        return {"exit": int(pytest.main(list(job["args"])))}
+        if not job.get("record"):
+            return {"exit": int(pytest.main(list(job["args"])))}
+        stop = record_executed(job["record"])
+        rc = int(pytest.main(list(job["args"])))
+        return {"exit": rc, **stop()}
     raise ValueError(f"job kind must be 'inline' or 'pytest', got {job['kind']!r}")
+
+
+_SPAWN_EVENTS = {"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn", "os.system"}
+
+
+def record_executed(root: str | os.PathLike):
+    """Record which functions of the package under `root` run from now on (a sys.settrace hook on
+    'call' events only: no line tracing, so a call costs one cheap check) and whether anything
+    starts another process (whose calls this process cannot see). Returns `stop()`, which ends the
+    recording and gives `{"executed": {file: [co_qualname, ...]} | None, "executed_unknown": why |
+    None}` (None where the record is incomplete: a child process, or tracing replaced by the code).
+
+    >>> stop = record_executed("tinytorch"); stop()["executed_unknown"] is None
+    True
+    """
+    import threading
+
+    import _posixsubprocess
+
+    roots = tuple({os.path.join(os.path.abspath(root), ""), os.path.join(os.path.realpath(root), "")})
+    seen: dict[str, set[str]] = {}
+    spawned: list[str] = []
+
+    def tracer(frame, event, arg):  # called on 'call' only, since it returns no local tracer
+        code = frame.f_code
+        if code.co_filename.startswith(roots):
+            seen.setdefault(code.co_filename, set()).add(code.co_qualname)
+
+    def audit(event, args):
+        if event in _SPAWN_EVENTS and not spawned:
+            spawned.append(event)
+
+    fork_exec = _posixsubprocess.fork_exec  # multiprocessing's spawn calls it without an audit event
+
+    def fork_exec_spy(*a, **kw):
+        if not spawned:
+            spawned.append("_posixsubprocess.fork_exec")
+        return fork_exec(*a, **kw)
+
+    sys.addaudithook(audit)  # cannot be removed: harmless, the job's process ends with the job
+    _posixsubprocess.fork_exec = fork_exec_spy
+    threading.settrace(tracer)
+    sys.settrace(tracer)
+
+    def stop() -> dict:
+        replaced = sys.gettrace() is not tracer
+        sys.settrace(None)
+        threading.settrace(None)
+        _posixsubprocess.fork_exec = fork_exec
+        why = (f"the tests started another process ({spawned[0]})" if spawned else
+               "the tests replaced the trace function" if replaced else None)
+        return {"executed": None if why else {f: sorted(q) for f, q in seen.items()}, "executed_unknown": why}
+
+    return stop
 
 
 def _child(job: dict) -> None:
