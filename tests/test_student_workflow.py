@@ -373,7 +373,9 @@ def test_complete_reruns_a_test_file_only_when_code_it_executed_changed(mini, tm
     extra = {"test_07_two.py": "import tinytorch.mini_leaf\nfrom tinytorch.mini_base import square\n\n\n"
                                "def test_two():\n    assert square(5) == 25\n",
              "test_07_proc.py": "import subprocess, sys\nimport tinytorch.mini_leaf\n\n\ndef test_proc():\n"
-                                "    assert subprocess.run([sys.executable, '-c', 'pass']).returncode == 0\n"}
+                                "    assert subprocess.run([sys.executable, '-c', 'pass']).returncode == 0\n",
+             "test_07_uname.py": "import platform, subprocess\nimport tinytorch.mini_leaf\n\n\ndef test_uname():\n"
+                                 "    assert subprocess.run(['uname']).returncode == 0 and platform.system()\n"}
     for name, src in extra.items():
         (tmp_path / "course" / "tests" / name).write_text(src)
     course = Course.load(tmp_path / "course")
@@ -385,6 +387,7 @@ def test_complete_reruns_a_test_file_only_when_code_it_executed_changed(mini, tm
     assert "square" in cache["test_07_two.py"]["executed"]["tinytorch.mini_base"]
     assert "neg" not in cache["test_07_two.py"]["executed"].get("tinytorch.mini_leaf", [])
     assert cache["test_07_proc.py"]["executed"] is None and "another process" in cache["test_07_proc.py"]["executed_unknown"]
+    assert cache["test_07_uname.py"]["executed"] is not None, cache["test_07_uname.py"]  # uname runs no Python
 
     _edit_code(dest / "mid_dev.ipynb", "neg", "return -x", "return 0 - x")
     rc, out, last = _complete(course, dest, capsys)

@@ -160,13 +160,31 @@ def run_job(job: dict) -> dict:
     raise ValueError(f"job kind must be 'inline' or 'pytest', got {job['kind']!r}")
 
 
-_SPAWN_EVENTS = {"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn", "os.system"}
+# programs that report on the machine or compile: they cannot run the package's Python code, so a
+# test that starts one (platform.processor() runs uname) keeps a complete record of what it ran
+SAFE_PROGRAMS = {"uname", "lscpu", "nproc", "getconf", "nvidia-smi", "rocm-smi", "fc-list", "ldconfig", "sysctl",
+                 "gcc", "g++", "cc", "c++", "clang", "clang++", "ld"}
+
+
+def _spawns_code(event: str, args: tuple) -> str | None:
+    """The program an audit event starts, where it might run Python (None for a SAFE_PROGRAMS one)."""
+    if event in ("os.fork", "os.forkpty", "os.system"):
+        return event
+    argv = {"subprocess.Popen": lambda: args[0] or args[1], "os.posix_spawn": lambda: args[0],
+            "os.exec": lambda: args[0], "os.spawn": lambda: args[1]}.get(event)
+    if argv is None:
+        return None
+    prog = argv()
+    prog = prog if isinstance(prog, (str, bytes, os.PathLike)) else (list(prog) or ["?"])[0]
+    name = os.path.basename(os.fsdecode(prog)).split()[0] if prog else "?"
+    return None if name in SAFE_PROGRAMS else f"{event}: {name}"
 
 
 def record_executed(root: str | os.PathLike):
     """Record which functions of the package under `root` run from now on (a sys.settrace hook on
     'call' events only: no line tracing, so a call costs one cheap check) and whether anything
-    starts another process (whose calls this process cannot see). Returns `stop()`, which ends the
+    starts another process that might run it (whose calls this process cannot see; a program of
+    SAFE_PROGRAMS does not count). Returns `stop()`, which ends the
     recording and gives `{"executed": {file: [co_qualname, ...]} | None, "executed_unknown": why |
     None}` (None where the record is incomplete: a child process, or tracing replaced by the code).
 
@@ -187,14 +205,14 @@ def record_executed(root: str | os.PathLike):
             seen.setdefault(code.co_filename, set()).add(code.co_qualname)
 
     def audit(event, args):
-        if event in _SPAWN_EVENTS and not spawned:
-            spawned.append(event)
+        if not spawned and event.startswith(("os.", "subprocess.")) and (what := _spawns_code(event, args)):
+            spawned.append(what)
 
     fork_exec = _posixsubprocess.fork_exec  # multiprocessing's spawn calls it without an audit event
 
     def fork_exec_spy(*a, **kw):
-        if not spawned:
-            spawned.append("_posixsubprocess.fork_exec")
+        if not spawned and (what := _spawns_code("os.exec", (a[0] if a else "?",))):
+            spawned.append(what.replace("os.exec", "_posixsubprocess.fork_exec"))
         return fork_exec(*a, **kw)
 
     sys.addaudithook(audit)  # cannot be removed: harmless, the job's process ends with the job
