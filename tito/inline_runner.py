@@ -180,18 +180,50 @@ def _spawns_code(event: str, args: tuple) -> str | None:
     return None if name in SAFE_PROGRAMS else f"{event}: {name}"
 
 
+class _Mark:
+    """AST pass: `_tito_ran_.add("qualname")` as the first statement (after the docstring) of every
+    function, on the line of the statement it precedes (tracebacks keep their line numbers)."""
+
+    @staticmethod
+    def apply(tree: "ast.Module") -> "ast.Module":
+        import ast
+
+        def walk(body: list, prefix: list[str]) -> None:
+            for node in body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    name = ".".join([*prefix, node.name])
+                    walk(node.body, [*prefix, node.name, "<locals>"])
+                    first = node.body[0]
+                    doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                        and isinstance(first.value.value, str)
+                    at = node.body[1] if doc and len(node.body) > 1 else first
+                    mark = ast.parse(f"_tito_ran_.add({name!r})").body[0]
+                    for n in ast.walk(mark):
+                        ast.copy_location(n, at)
+                        n.end_lineno, n.end_col_offset = at.lineno, at.col_offset
+                    node.body.insert(1 if doc else 0, mark)
+                elif isinstance(node, ast.ClassDef):
+                    walk(node.body, [*prefix, node.name])
+                else:  # a def under if/try/with/match/...: the same qualname as tito.complete._Cut gives it
+                    walk(list(ast.iter_child_nodes(node)), prefix)
+        walk(tree.body, [])
+        return tree
+
+
 def record_executed(root: str | os.PathLike):
-    """Record which functions of the package under `root` run from now on (a sys.settrace hook on
-    'call' events only: no line tracing, so a call costs one cheap check) and whether anything
-    starts another process that might run it (whose calls this process cannot see; a program of
-    SAFE_PROGRAMS does not count). Returns `stop()`, which ends the
-    recording and gives `{"executed": {file: [co_qualname, ...]} | None, "executed_unknown": why |
-    None}` (None where the record is incomplete: a child process, or tracing replaced by the code).
+    """Record which functions of the package under `root` run from now on, and whether anything
+    starts another process that might run them (whose calls this process cannot see; a program
+    of SAFE_PROGRAMS does not count). The package's modules, when imported, are compiled with a
+    `_tito_ran_.add("qualname")` at the top of each function (a set add per call of the package's
+    own functions only; nothing is written to __pycache__). Returns `stop()`, which ends the
+    recording and gives `{"executed": {file: [qualname, ...]} | None, "executed_unknown": why |
+    None}` ("<module>" for a module that was imported; None where the record is incomplete).
 
     >>> stop = record_executed("tinytorch"); stop()["executed_unknown"] is None
     True
     """
-    import threading
+    import ast
+    import importlib.machinery as mach
 
     import _posixsubprocess
 
@@ -199,10 +231,26 @@ def record_executed(root: str | os.PathLike):
     seen: dict[str, set[str]] = {}
     spawned: list[str] = []
 
-    def tracer(frame, event, arg):  # called on 'call' only, since it returns no local tracer
-        code = frame.f_code
-        if code.co_filename.startswith(roots):
-            seen.setdefault(code.co_filename, set()).add(code.co_qualname)
+    class Loader(mach.SourceFileLoader):
+        def get_code(self, fullname):  # always from the source: never a cached, unmarked .pyc
+            tree = _Mark.apply(ast.parse(self.get_data(self.path), self.path))
+            return compile(tree, self.path, "exec", dont_inherit=True)
+
+        def exec_module(self, module):
+            ran = seen.setdefault(self.path, {"<module>"})
+            module.__dict__["_tito_ran_"] = ran
+            super().exec_module(module)
+
+    class Finder:
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if not name.startswith("tinytorch"):
+                return None
+            spec = mach.PathFinder.find_spec(name, path, target)
+            if spec is None or not str(spec.origin or "").startswith(roots) or not str(spec.origin).endswith(".py"):
+                return spec
+            spec.loader = Loader(name, spec.origin)
+            return spec
 
     def audit(event, args):
         if not spawned and event.startswith(("os.", "subprocess.")) and (what := _spawns_code(event, args)):
@@ -215,18 +263,16 @@ def record_executed(root: str | os.PathLike):
             spawned.append(what.replace("os.exec", "_posixsubprocess.fork_exec"))
         return fork_exec(*a, **kw)
 
+    loaded = [m for m, mod in sys.modules.items() if str(getattr(mod, "__file__", "") or "").startswith(roots)]
     sys.addaudithook(audit)  # cannot be removed: harmless, the job's process ends with the job
     _posixsubprocess.fork_exec = fork_exec_spy
-    threading.settrace(tracer)
-    sys.settrace(tracer)
+    sys.meta_path.insert(0, Finder)
 
     def stop() -> dict:
-        replaced = sys.gettrace() is not tracer
-        sys.settrace(None)
-        threading.settrace(None)
+        sys.meta_path.remove(Finder)
         _posixsubprocess.fork_exec = fork_exec
         why = (f"the tests started another process ({spawned[0]})" if spawned else
-               "the tests replaced the trace function" if replaced else None)
+               f"{loaded[0]} was imported before the recording began" if loaded else None)
         return {"executed": None if why else {f: sorted(q) for f, q in seen.items()}, "executed_unknown": why}
 
     return stop
