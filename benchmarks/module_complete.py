@@ -9,9 +9,10 @@ a student runs it:
 
 1. the first run (no cache);
 2. a re-run with nothing changed;
-3. a re-run after editing one notebook, for each notebook named by --edit: a comment is added to
-   its first exported cell, so its exported module changes and every notebook and test file that
-   can reach that module runs again;
+3. a re-run after editing one notebook, for each notebook named by --edit: `pass` is added to the
+   solution of its first exported task (edit_exported_cell), so that function changes and the
+   notebook, every notebook that can reach its module and every test file that called it (or
+   whose calls could not be recorded) run again;
 4. a forced full re-run (`--no-cache`), and the speedup of each re-run against it.
 
 Each line gives the wall time, the CPU time of the whole process tree (user + system; on a quiet
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -59,12 +61,15 @@ def timed_complete(mod_dir: Path, num: str, *extra: str) -> dict:
 
 
 def edit_exported_cell(nb_path: Path) -> None:
-    """Append a comment to the notebook's first exported code cell (its exported module changes)."""
+    """A student's edit of their first task: a `pass` added after the first `### BEGIN SOLUTION`
+    of an exported cell (that function's code changes, so the notebook and every test file whose
+    tests call it, or that cannot be followed, run again); else a comment on the first code cell."""
     nb = json.loads(nb_path.read_text(encoding="utf-8"))
     for c in nb["cells"]:
         src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-        if c["cell_type"] == "code" and src.lstrip().startswith("#| export"):
-            c["source"] = src + f"\n# edited by benchmarks/module_complete.py at {time.time():.0f}\n"
+        m = re.search(r"^([ \t]*)### BEGIN SOLUTION\n", src, re.M)
+        if c["cell_type"] == "code" and src.lstrip().startswith("#| export") and m:
+            c["source"] = src[:m.end()] + f"{m.group(1)}pass  # edited by benchmarks/module_complete.py\n" + src[m.end():]
             break
     else:
         c = next(c for c in nb["cells"] if c["cell_type"] == "code")

@@ -362,3 +362,40 @@ def test_job_server_runs_times_out_and_survives_a_crash(tmp_path):
     assert got["crash"]["result"] is None and got["crash"]["exit"] == 3
     assert got["slow"]["timed_out"] and got["slow"]["result"] is None and got["slow"]["seconds"] < 30
     assert server.p.returncode == 0
+
+
+def test_complete_reruns_a_test_file_only_when_code_it_executed_changed(mini, tmp_path, capsys, monkeypatch):
+    """test_07_two imports mini_base and mini_leaf but calls only square: an edit to neg (a module
+    it imports, a function it never calls) leaves it cached, an edit to square runs it again.
+    test_07_proc starts a process, so its record is incomplete: it keeps the can-reach rule."""
+    monkeypatch.setenv("MINI_RUNS", str(tmp_path / "runs.txt"))
+    shutil.copytree(mini.root, tmp_path / "course")
+    extra = {"test_07_two.py": "import tinytorch.mini_leaf\nfrom tinytorch.mini_base import square\n\n\n"
+                               "def test_two():\n    assert square(5) == 25\n",
+             "test_07_proc.py": "import subprocess, sys\nimport tinytorch.mini_leaf\n\n\ndef test_proc():\n"
+                                "    assert subprocess.run([sys.executable, '-c', 'pass']).returncode == 0\n",
+             "test_07_uname.py": "import platform, subprocess\nimport tinytorch.mini_leaf\n\n\ndef test_uname():\n"
+                                 "    assert subprocess.run(['uname']).returncode == 0 and platform.system()\n"}
+    for name, src in extra.items():
+        (tmp_path / "course" / "tests" / name).write_text(src)
+    course = Course.load(tmp_path / "course")
+    dest = _mini_workspace(course, tmp_path, ("zeta_dev", "alpha_dev", "mid_dev"))
+    rc, out, last = _complete(course, dest, capsys)
+    assert rc == 0, out
+    assert last["integration"]["test_07_two.py"]["needs"] == ["zeta_dev.ipynb", "mid_dev.ipynb"]
+    cache = json.loads((dest.parent / student.SCRATCH / cmpl.CACHE).read_text())["integration"]
+    assert "square" in cache["test_07_two.py"]["executed"]["tinytorch.mini_base"]
+    assert "neg" not in cache["test_07_two.py"]["executed"].get("tinytorch.mini_leaf", [])
+    assert cache["test_07_proc.py"]["executed"] is None and "another process" in cache["test_07_proc.py"]["executed_unknown"]
+    assert cache["test_07_uname.py"]["executed"] is not None, cache["test_07_uname.py"]  # uname runs no Python
+
+    _edit_code(dest / "mid_dev.ipynb", "neg", "return -x", "return 0 - x")
+    rc, out, last = _complete(course, dest, capsys)
+    assert rc == 0, out
+    assert sorted(n for n, v in last["integration"].items() if not v["cached"]) == ["test_07_leaf.py", "test_07_proc.py"]
+
+    _edit_code(dest / "zeta_dev.ipynb", "square", "return x * x", "return x ** 2")
+    rc, out, last = _complete(course, dest, capsys)
+    assert rc == 0, out
+    assert sorted(n for n, v in last["integration"].items() if not v["cached"]) == [
+        "test_07_base.py", "test_07_two.py", "test_07_user.py"]

@@ -33,7 +33,12 @@ and the environment: this scheme's version, the course's version, the sources of
 runner and of this file, Python's version and those of torch, numpy, pandas, scipy,
 scikit-learn and onnxruntime. A test file's key: the file, the conftest tito writes, the modules
 it can reach (with those tito's own sources name when it imports tito), tito's sources and the
-environment. Only results a re-run cannot change are kept: passed, not attempted and blocked
+environment, and the data. A test file that passed also keeps a second key, by what its run
+*executed* (tito.inline_runner.record_executed): each module of the package its tests imported,
+with the bodies of the functions they never called cut out (executed_hash), and the package's
+module names; a later run uses the cached result when either key matches, so an edit to code the
+file's tests never ran does not run it again. A run that started another process (whose calls
+are not seen) keeps only the first key. Only results a re-run cannot change are kept: passed, not attempted and blocked
 (for a notebook), passed (for a test file); a failure runs again next time, since it may come
 from the machine's load.
 """
@@ -212,10 +217,79 @@ def tito_sources() -> tuple[str, set[str]]:
     return h.hexdigest(), names
 
 
+class _Cut(ast.NodeTransformer):
+    """Cuts the body of every function whose qualified name is not in `keep` down to its docstring."""
+
+    def __init__(self, keep: set[str]):
+        self.keep, self.stack = keep, []
+
+    def _def(self, node):
+        name = ".".join([*self.stack, node.name])
+        if name not in self.keep:  # decorators, defaults and annotations stay: they run at the def
+            first = node.body[0] if node.body else None
+            doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+            node.body = ([first] if doc else []) + [ast.Pass()]
+            return node
+        self.stack += [node.name, "<locals>"]
+        self.generic_visit(node)
+        del self.stack[-2:]
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _def
+
+    def visit_ClassDef(self, node):
+        self.stack.append(node.name)
+        self.generic_visit(node)
+        self.stack.pop()
+        return node
+
+
+def executed_hash(path: Path, executed: set[str]) -> str:
+    """SHA-256 of what running `path` can depend on when only the functions named in `executed`
+    (code objects' qualified names) were called: its syntax tree with every other function's body
+    cut to its docstring (comments and line numbers are not part of it).
+
+    >>> a = Path("/tmp/_eh.py"); _ = a.write_text("def f():\\n    return 1\\ndef g():\\n    return 2\\n")
+    >>> h = executed_hash(a, {"<module>", "f"}); _ = a.write_text("def f():\\n    return 1\\ndef g():\\n    return 3\\n")
+    >>> executed_hash(a, {"<module>", "f"}) == h, executed_hash(a, {"<module>", "g"}) == h
+    (True, False)
+    """
+    text = Path(path).read_bytes()
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return _sha(text)
+    return _sha(ast.dump(_Cut(set(executed)).visit(tree)))
+
+
 def key_of(kind: str, own: str, modules: set[str], hashes: dict[str, str], extra: dict) -> str:
     """The cache key: SHA-256 over the kind, the code's own text, the reached modules' file hashes
     and `extra` (environment, data, ...)."""
     body = {"kind": kind, "own": _sha(own), "modules": {m: hashes[m] for m in sorted(modules)}, **extra}
+    return _sha(json.dumps(body, sort_keys=True, default=str))
+
+
+def _executed_modules(executed: dict | None, files: dict[str, Path]) -> dict[str, list[str]] | None:
+    """tito.inline_runner.record_executed's {file: qualnames} as {module: qualnames}; None where it
+    is None or names a file that is not a module of the package (nothing then to key it by)."""
+    if executed is None:
+        return None
+    by_file = {os.path.realpath(f): m for m, f in files.items()}
+    out = {}
+    for path, names in executed.items():
+        mod = by_file.get(os.path.realpath(path))
+        if mod is None:
+            return None
+        out[mod] = sorted(set(out.get(mod, [])) | set(names))
+    return out
+
+
+def executed_key(own: str, executed: dict[str, list[str]], files: dict[str, Path], extra: dict) -> str:
+    """A test file's key by what its last run executed: its own text, the package's module names,
+    each executed module by executed_hash (a module since removed: None), and `extra`. An edit to
+    a function the file's tests never called, or to a module they never imported, leaves it."""
+    mods = {m: executed_hash(files[m], set(q)) if m in files else None for m, q in sorted(executed.items())}
+    body = {"kind": "integration-executed", "own": _sha(own), "package": sorted(files), "modules": mods, **extra}
     return _sha(json.dumps(body, sort_keys=True, default=str))
 
 
@@ -310,6 +384,7 @@ class TestFileRun:
     error: str | None = None
     seconds: float = 0.0
     cpu_seconds: float = 0.0
+    own: str = ""                  # the test file's text and the conftest: part of both keys
 
     @property
     def ok(self) -> bool:
@@ -484,6 +559,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
         tito_hash, tito_names = tito_sources()
         by_name = {r.name: r for r in runs}
         tfiles: list[TestFileRun] = []
+        extra = {"env": envkey, "tito": tito_hash, "data": data}  # what every test file's key holds
         for t in targets:
             text = t.read_text(encoding="utf-8")
             named = named_modules(text, files)
@@ -491,10 +567,12 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                            key=lambda n: [r.name for r in runs].index(n))
             uses_tito = bool(re.search(r"^\s*(from|import)\s+tito\b", text, re.M))
             mods = reach(named | ({m for m in tito_names if m in files} if uses_tito else set()), graph)
-            key = key_of("integration", text + conftest, mods, hashes, {"env": envkey, "tito": tito_hash})
-            tf = TestFileRun(t.name, key, needs)
+            key = key_of("integration", text + conftest, mods, hashes, extra)
+            tf = TestFileRun(t.name, key, needs, own=text + conftest)
             hit = cache["integration"].get(t.name)
-            if use_cache and hit and hit.get("key") == key:
+            if use_cache and hit and (hit.get("key") == key or (
+                    hit.get("executed") is not None
+                    and hit.get("executed_key") == executed_key(tf.own, hit["executed"], files, extra))):
                 tf.cached, tf.cases = True, hit["cases"]
             tfiles.append(tf)
             shutil.copy2(t, tdir / t.name)
@@ -516,7 +594,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                 xml.unlink(missing_ok=True)
                 server.submit({"id": f"pytest:{tf.name}", "kind": "pytest", "cwd": str(ws_root),
                                "args": ["-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "--rootdir", str(tdir),
-                                        "-c", os.devnull, str(tdir / tf.name)],
+                                        "-c", os.devnull, str(tdir / tf.name)], "record": str(lib),
                                "log": str(logs / f"{stem}.log"), "result": str(work / f"{stem}.json"), "timeout": 1800})
 
         print(f"[3/3] integration tests of the notebooks that pass, as they do ({len(tfiles)} file(s)) ...", flush=True)
@@ -564,7 +642,11 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                         log.read_text(encoding="utf-8", errors="replace") if log.exists() else "", 4)
                 cache["seconds"][name] = tf.seconds
                 if tf.ok:
-                    cache["integration"][name] = {"key": tf.key, "cases": tf.cases}
+                    executed = _executed_modules((msg["result"] or {}).get("executed"), files)
+                    cache["integration"][name] = {"key": tf.key, "cases": tf.cases, "executed": executed,
+                                                  "executed_unknown": (msg["result"] or {}).get("executed_unknown"),
+                                                  "executed_key": None if executed is None else
+                                                  executed_key(tf.own, executed, files, extra)}
                 else:
                     cache["integration"].pop(name, None)
                 print(f"  {name}: {'passed' if tf.ok else 'FAILED'} ({tf.seconds:.1f} s, CPU {tf.cpu_seconds:.1f} s)",

@@ -152,8 +152,130 @@ def run_job(job: dict) -> dict:
         import pytest
 
         os.chdir(job["cwd"])
-        return {"exit": int(pytest.main(list(job["args"])))}
+        if not job.get("record"):
+            return {"exit": int(pytest.main(list(job["args"])))}
+        stop = record_executed(job["record"])
+        rc = int(pytest.main(list(job["args"])))
+        return {"exit": rc, **stop()}
     raise ValueError(f"job kind must be 'inline' or 'pytest', got {job['kind']!r}")
+
+
+# programs that report on the machine or compile: they cannot run the package's Python code, so a
+# test that starts one (platform.processor() runs uname) keeps a complete record of what it ran
+SAFE_PROGRAMS = {"uname", "lscpu", "nproc", "getconf", "nvidia-smi", "rocm-smi", "fc-list", "ldconfig", "sysctl",
+                 "gcc", "g++", "cc", "c++", "clang", "clang++", "ld"}
+
+
+def _spawns_code(event: str, args: tuple) -> str | None:
+    """The program an audit event starts, where it might run Python (None for a SAFE_PROGRAMS one)."""
+    if event in ("os.fork", "os.forkpty", "os.system"):
+        return event
+    argv = {"subprocess.Popen": lambda: args[0] or args[1], "os.posix_spawn": lambda: args[0],
+            "os.exec": lambda: args[0], "os.spawn": lambda: args[1]}.get(event)
+    if argv is None:
+        return None
+    prog = argv()
+    prog = prog if isinstance(prog, (str, bytes, os.PathLike)) else (list(prog) or ["?"])[0]
+    name = os.path.basename(os.fsdecode(prog)).split()[0] if prog else "?"
+    return None if name in SAFE_PROGRAMS else f"{event}: {name}"
+
+
+class _Mark:
+    """AST pass: `_tito_ran_.add("qualname")` as the first statement (after the docstring) of every
+    function, on the line of the statement it precedes (tracebacks keep their line numbers)."""
+
+    @staticmethod
+    def apply(tree: "ast.Module") -> "ast.Module":
+        import ast
+
+        def walk(body: list, prefix: list[str]) -> None:
+            for node in body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    name = ".".join([*prefix, node.name])
+                    walk(node.body, [*prefix, node.name, "<locals>"])
+                    first = node.body[0]
+                    doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                        and isinstance(first.value.value, str)
+                    at = node.body[1] if doc and len(node.body) > 1 else first
+                    mark = ast.parse(f"_tito_ran_.add({name!r})").body[0]
+                    for n in ast.walk(mark):
+                        ast.copy_location(n, at)
+                        n.end_lineno, n.end_col_offset = at.lineno, at.col_offset
+                    node.body.insert(1 if doc else 0, mark)
+                elif isinstance(node, ast.ClassDef):
+                    walk(node.body, [*prefix, node.name])
+                else:  # a def under if/try/with/match/...: the same qualname as tito.complete._Cut gives it
+                    walk(list(ast.iter_child_nodes(node)), prefix)
+        walk(tree.body, [])
+        return tree
+
+
+def record_executed(root: str | os.PathLike):
+    """Record which functions of the package under `root` run from now on, and whether anything
+    starts another process that might run them (whose calls this process cannot see; a program
+    of SAFE_PROGRAMS does not count). The package's modules, when imported, are compiled with a
+    `_tito_ran_.add("qualname")` at the top of each function (a set add per call of the package's
+    own functions only; nothing is written to __pycache__). Returns `stop()`, which ends the
+    recording and gives `{"executed": {file: [qualname, ...]} | None, "executed_unknown": why |
+    None}` ("<module>" for a module that was imported; None where the record is incomplete).
+
+    >>> stop = record_executed("tinytorch"); stop()["executed_unknown"] is None
+    True
+    """
+    import ast
+    import importlib.machinery as mach
+
+    import _posixsubprocess
+
+    roots = tuple({os.path.join(os.path.abspath(root), ""), os.path.join(os.path.realpath(root), "")})
+    seen: dict[str, set[str]] = {}
+    spawned: list[str] = []
+
+    class Loader(mach.SourceFileLoader):
+        def get_code(self, fullname):  # always from the source: never a cached, unmarked .pyc
+            tree = _Mark.apply(ast.parse(self.get_data(self.path), self.path))
+            return compile(tree, self.path, "exec", dont_inherit=True)
+
+        def exec_module(self, module):
+            ran = seen.setdefault(self.path, {"<module>"})
+            module.__dict__["_tito_ran_"] = ran
+            super().exec_module(module)
+
+    class Finder:
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if not name.startswith("tinytorch"):
+                return None
+            spec = mach.PathFinder.find_spec(name, path, target)
+            if spec is None or not str(spec.origin or "").startswith(roots) or not str(spec.origin).endswith(".py"):
+                return spec
+            spec.loader = Loader(name, spec.origin)
+            return spec
+
+    def audit(event, args):
+        if not spawned and event.startswith(("os.", "subprocess.")) and (what := _spawns_code(event, args)):
+            spawned.append(what)
+
+    fork_exec = _posixsubprocess.fork_exec  # multiprocessing's spawn calls it without an audit event
+
+    def fork_exec_spy(*a, **kw):
+        if not spawned and (what := _spawns_code("os.exec", (a[0] if a else "?",))):
+            spawned.append(what.replace("os.exec", "_posixsubprocess.fork_exec"))
+        return fork_exec(*a, **kw)
+
+    loaded = [m for m, mod in sys.modules.items() if str(getattr(mod, "__file__", "") or "").startswith(roots)]
+    sys.addaudithook(audit)  # cannot be removed: harmless, the job's process ends with the job
+    _posixsubprocess.fork_exec = fork_exec_spy
+    sys.meta_path.insert(0, Finder)
+
+    def stop() -> dict:
+        sys.meta_path.remove(Finder)
+        _posixsubprocess.fork_exec = fork_exec
+        why = (f"the tests started another process ({spawned[0]})" if spawned else
+               f"{loaded[0]} was imported before the recording began" if loaded else None)
+        return {"executed": None if why else {f: sorted(q) for f, q in seen.items()}, "executed_unknown": why}
+
+    return stop
 
 
 def _child(job: dict) -> None:
