@@ -92,7 +92,7 @@ for _ in range(windows):
 mid = statistics.median(rates)
 one = timer(fn, warmup=2, samples=num_runs, max_overhead_fraction=0.02, sync=a.sync, device=str(a.device))
 res = BenchmarkResult("single_stream_latency", one.per_call_ms, unit="ms", metadata=one.metadata())
-stats = {f"{k}_ms": getattr(res, k) for k in ("mean", "std", "max", "p50", "p90", "p99")}
+stats = {f"latency_{k}_ms": getattr(res, k) for k in ("mean", "std", "max", "p50", "p90", "p99")}
 return {"latency_from_throughput_ms": 1e3 / mid, "throughput_sps": mid, "window_throughput_sps": rates,
         "window_timing": [t.metadata() for t in window_runs], "single_stream": res.to_dict(),
         "method": "latency_from_throughput_ms: 1 / the median window throughput", "latency_median_ms": res.median,
