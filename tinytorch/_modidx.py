@@ -199,6 +199,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                  'tinytorch/benchmarking/metrics.py'),
                                                 'tinytorch.benchmarking.metrics._is_number': ( '19_benchmarking/metrics_dev.html#_is_number',
                                                                                                'tinytorch/benchmarking/metrics.py'),
+                                                'tinytorch.benchmarking.metrics._top1_result': ( '19_benchmarking/metrics_dev.html#_top1_result',
+                                                                                                 'tinytorch/benchmarking/metrics.py'),
                                                 'tinytorch.benchmarking.metrics.accuracy_result': ( '19_benchmarking/metrics_dev.html#accuracy_result',
                                                                                                     'tinytorch/benchmarking/metrics.py'),
                                                 'tinytorch.benchmarking.metrics.check_precision': ( '19_benchmarking/metrics_dev.html#check_precision',

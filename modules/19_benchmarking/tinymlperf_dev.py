@@ -521,7 +521,8 @@ def test_unit_latency():
     assert np.allclose([*lat["window_throughput_sps"], lat["throughput_sps"]], [500, 250, 2000, 125, 375]), \
         f"expected window_throughput_sps [500, 250, 2000, 125] and throughput_sps 375, got {lat}"
     ref = BenchmarkResult("single_stream_latency", times[4], unit="ms")
-    for key, want in (("latency_median_ms", ref.median), ("latency_p90_ms", ref.p90), ("latency_mean_ms", ref.mean)):
+    for key, want in (("latency_median_ms", ref.median), ("latency_p90_ms", ref.p90), ("latency_p99_ms", ref.p99),
+                      ("latency_mean_ms", ref.mean)):
         assert np.isclose(lat[key], want), (f"single-stream samples 1..20 ms: expected {key} {want}, got {lat[key]!r} "
                                               "-- the distribution comes from the single-stream run, not the windows")
     missing = {"window_timing", "method", "single_stream", "latency_std_ms", "latency_max_ms", "latency_p99_ms", "p90_over"} - set(lat)

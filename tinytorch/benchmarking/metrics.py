@@ -151,12 +151,16 @@ def memory_result(model: nn.Module) -> CountResult:
     return CountResult("memory", [n], unit="bytes", metadata={"bytes": n, "method": "measured: state-dict tensors x element size"})
 
 
+def _top1_result(converted: Any, data: EvalData) -> ProportionResult:
+    return ProportionResult("accuracy", top1_correct(converted, data), unit="fraction",
+                            metadata={"method": "measured: top-1 over every labelled batch of loader"})
+
+
 def accuracy_result(model: nn.Module, loader: Iterable, device: str | torch.device = "cpu", precision: str = "fp32",
                     *, calibration_data: Any = None) -> ProportionResult:
     "Top-1 hits of `model` in `precision` on the labelled batches of `loader`, a `ProportionResult` (e.g. `.mean`, `.ci_lower`)."
     converted = to_precision(model, precision, device, calibration_data=calibration_data)
-    return ProportionResult("accuracy", top1_correct(converted, EvalData(list(_batches(loader)), "loader")),
-                            unit="fraction", metadata={"method": "measured: top-1 over every labelled batch of loader"})
+    return _top1_result(converted, EvalData(list(_batches(loader)), "loader"))
 
 
 def evaluate_accuracy(model: nn.Module, loader: Iterable, device: str | torch.device = "cpu", precision: str = "fp32",
@@ -257,8 +261,7 @@ def collect_metrics(model: nn.Module, loader: Iterable, device: str | torch.devi
         methods["int8_calibration"] = (f"static int8 calibrated on {calibration_split or 'caller-supplied calibration_data'}"
                                        " (not the evaluation loader)")
 
-    acc_result = ProportionResult("accuracy", top1_correct(converted, data), unit="fraction",
-                                  metadata={"method": "measured: top-1 over every labelled batch of loader"})
+    acc_result = _top1_result(converted, data)  # the one accuracy result, also behind accuracy_result
     methods["accuracy"] = acc_result.method
     ### BEGIN SOLUTION
     result = latency_result(converted, x, repeats)
