@@ -185,6 +185,8 @@ def test_hardware_stacks_name_their_statistics(model, loader):
     _assert_named(fit, "devices.device_fit")
     watch = devices.measure_watch_metrics(model, (1, 1, 8, 8), samples=5, startup_runs=2)
     _assert_named(watch, "devices.measure_watch_metrics")
+    unnamed = [k for k in watch if k.endswith("_ms") and not any(s in k for s in ("median", "mean", "_p"))]
+    assert not unnamed, f"watch metrics in ms that do not say their statistic: {unnamed}"
     prof = hardware_profile.build_hardware_profile_table(model, (1, 1, 8, 8), samples=5)
     _assert_named(prof, "hardware_profile")
     sw = hardware.sweep(model, loader, precisions=("fp32",), batch_sizes=(1,), repeats=5,
@@ -213,3 +215,27 @@ def test_accuracy_on_is_the_mean_of_the_result_it_names(model, loader):
     assert "accuracy_result" in accuracy_on.__doc__
     res = metrics.accuracy_result(model, [(X, y)])
     assert accuracy_on(model, X, y) == pytest.approx(res.mean) and res.ci_lower <= res.mean <= res.ci_upper
+
+
+def test_machine_roofs_are_results_and_the_floats_their_medians(monkeypatch):
+    "The roofs the roofline takes are results (one rate per timed sample); the seed-style floats are their medians."
+    from torch.utils.benchmark import Timer
+
+    from tinytorch.benchmarking import hardware
+
+    bw = hardware.memory_bandwidth_result(size_mb=8, samples=5)
+    macs = hardware.peak_gmacs_result(n=128, samples=5)
+    for r, unit in ((bw, "GB/s"), (macs, "GMAC/s")):
+        assert isinstance(r, BenchmarkResult) and r.unit == unit and r.count == 5 and r.min > 0, (r.unit, r.values)
+        assert "measured" in r.metadata["method"]
+    # an independent reference: torch.utils.benchmark times the same 8 MiB copy
+    src = torch.ones(8 * results.MiB // 4)
+    dst = torch.empty_like(src)
+    t = Timer("dst.copy_(src)", globals={"dst": dst, "src": src}).blocked_autorange(min_run_time=0.2).median
+    reference = 2 * 8 * results.MiB / t / 1e9
+    assert 0.1 < bw.median / reference < 10, f"copy bandwidth {bw.median:.2f} GB/s vs torch.utils.benchmark {reference:.2f}"
+    monkeypatch.setattr(hardware, "memory_bandwidth_result",
+                        lambda size_mb, samples: BenchmarkResult("memory_bandwidth", [1.0, 5.0, 2.0], unit="GB/s"))
+    monkeypatch.setattr(hardware, "peak_gmacs_result",
+                        lambda n, samples: BenchmarkResult("peak_compute", [7.0, 3.0, 4.0], unit="GMAC/s"))
+    assert hardware.measure_memory_bandwidth_gbps() == 2.0 and hardware.measure_peak_gmacs() == 4.0

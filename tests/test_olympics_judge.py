@@ -245,6 +245,23 @@ def test_model_state_sees_the_int8_weights_of_torchscript():
     assert state_dict_sha256(st) == weights_sha256(a)
 
 
+def test_one_size_definition_sees_torchscripts_int8_weights():
+    "results.state_dict_tensor_bytes is the Olympics' size too: int8 weights counted whether eager or TorchScript."
+    from tinytorch.benchmarking.olympics import state_tensor_bytes
+    from tinytorch.benchmarking.results import state_dict_tensor_bytes
+    base = default_digits_model()
+    calib = [torch.randn(8, 1, 8, 8, generator=torch.Generator().manual_seed(i)) for i in range(4)]
+    eager = quantize_int8(base, "static", calibration_data=calib)
+    scripted = torch.jit.trace(eager, torch.zeros(1, 1, 8, 8))
+    int8_weights = sum(p.numel() for n, p in base.named_parameters() if n.endswith("weight"))  # 1 byte each
+    plain_state = sum(t.numel() * t.element_size() for t in scripted.state_dict().values())
+    got = state_dict_tensor_bytes(scripted)
+    assert got >= plain_state + int8_weights, f"TorchScript int8: expected >= {plain_state} + {int8_weights}, got {got}"
+    assert got == state_tensor_bytes(scripted) == state_tensor_bytes(model_state(scripted))
+    # eager and TorchScript hold the same integers; they differ only in the few per-layer scalars each format keeps
+    assert abs(got - state_dict_tensor_bytes(eager)) < 0.05 * got, (got, state_dict_tensor_bytes(eager))
+
+
 def test_judging_arithmetic():
     "Ranks by the one rule, claims against measurements, same-model pairs: on measurements made up here."
     rng = np.random.default_rng(0)

@@ -37,7 +37,7 @@ import math
 import numbers
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 import torch
@@ -45,7 +45,7 @@ from torch import nn
 
 from tinytorch.benchmarking.metrics import (
     PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision)
-from tinytorch.benchmarking.results import MiB, decide, write_atomic, write_json
+from tinytorch.benchmarking.results import BenchmarkResult, MiB, decide, write_atomic, write_json
 from tinytorch.profiling.profiler import Profiler
 from tinytorch.profiling.timing import _check_shape, _positive_int, system_info, time_callable
 
@@ -347,19 +347,34 @@ if __name__ == "__main__":
 
 # %% nbgrader={"grade": false, "grade_id": "hardware-summary", "solution": true, "schema_version": 3}
 #| export
-def measure_memory_bandwidth_gbps(size_mb: int = 64, samples: int = 5) -> float:
-    "Practical memory bandwidth (GB/s, 1e9 bytes) of this machine: a large tensor copy, timed."
+def _rate_result(metric: str, unit: str, work: int, fn: Callable[[], Any], samples: int, method: str) -> BenchmarkResult:
+    t = time_callable(fn, warmup=2, samples=_positive_int(samples, "samples"))  # work per ns = G-units per second
+    return BenchmarkResult(metric, [work / ns for ns in t.per_call_ns], unit, {"method": method, "threads": t.threads})
+
+
+def memory_bandwidth_result(size_mb: int = 64, samples: int = 5) -> BenchmarkResult:
+    """This machine's practical memory bandwidth, one GB/s (1e9 bytes) value per timed copy of a `size_mb` MiB
+    float32 tensor (read + written): `memory_bandwidth_result(samples=3).median`."""
     src = torch.ones(_positive_int(size_mb, "size_mb") * MiB // 4, dtype=torch.float32)
     dst = torch.empty_like(src)
-    t = time_callable(lambda: dst.copy_(src), warmup=2, samples=_positive_int(samples, "samples"))
-    return 2 * src.numel() * 4 / (t.median_ms / 1e3) / 1e9
+    return _rate_result("memory_bandwidth", "GB/s", 2 * src.numel() * 4, lambda: dst.copy_(src), samples,
+                        f"measured: copy of a {size_mb} MiB float32 tensor, read + written")
+
+
+def peak_gmacs_result(n: int = 512, samples: int = 5) -> BenchmarkResult:
+    "This machine's practical float32 compute, one GMAC/s value per timed n×n×n matmul: `peak_gmacs_result(samples=3).median`."
+    a, b = torch.randn(_positive_int(n, "n"), n), torch.randn(n, n)
+    return _rate_result("peak_compute", "GMAC/s", n**3, lambda: torch.mm(a, b), samples, f"measured: {n}x{n}x{n} float32 matmul")
+
+
+def measure_memory_bandwidth_gbps(size_mb: int = 64, samples: int = 5) -> float:
+    "The median of `memory_bandwidth_result` (GB/s), the float the roofline summary takes."
+    return memory_bandwidth_result(size_mb, samples).median
 
 
 def measure_peak_gmacs(n: int = 512, samples: int = 5) -> float:
-    "Practical float32 compute (GMAC/s) of this machine: an n×n×n matmul, timed."
-    a, b = torch.randn(_positive_int(n, "n"), n), torch.randn(n, n)
-    t = time_callable(lambda: torch.mm(a, b), warmup=2, samples=_positive_int(samples, "samples"))
-    return n**3 / (t.median_ms / 1e3) / 1e9
+    "The median of `peak_gmacs_result` (GMAC/s), the float the roofline summary takes."
+    return peak_gmacs_result(n, samples).median
 
 
 SUMMARY_KEYS = ("estimated_total_bytes", "estimated_total_macs", "achieved_bandwidth_gbps",
@@ -1183,7 +1198,7 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
                           power_watts: float | None = None, samples: int = 20, startup_runs: int = 5,
                           cpu_window_s: float = 0.5) -> dict[str, Any]:
     """The edge watch metrics measurable on this machine, each with its method or reason. `input_shape` includes
-    the batch; with `preprocess`/`postprocess`, `inference_ms` times `raw_input` through the whole pipeline."""
+    the batch; with `preprocess`/`postprocess`, `inference_median_ms` times `raw_input` through the whole pipeline."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     piped = preprocess is not None or postprocess is not None
@@ -1208,18 +1223,18 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
             with loaded.inference():
                 loaded.forward(loaded.to_input(x))
         s = time_callable(startup, warmup=0, samples=startup_runs)
-        record("startup_ms", s.median_ms,
+        record("startup_median_ms", s.median_ms,
                f"measured: median of {len(s.per_call_ns)} x (torch.load + first inference), file in OS cache")
     lat = time_model(model, x, samples=samples)
     record("latency_median_ms", lat.median_ms, "measured: timing core median, model forward only")
     record("throughput_sps", shape[0] / (lat.median_ms / 1e3), "derived: batch / median latency")
-    inference_ms = None
+    inference_median_ms = None
     if piped:
         pre, post = preprocess or (lambda v: v), postprocess or (lambda v: v)
         with a.inference():  # the timing core warms the pipeline up first
-            inference_ms = time_callable(lambda: post(a.forward(a.to_input(pre(raw_input)))), samples=samples,
+            inference_median_ms = time_callable(lambda: post(a.forward(a.to_input(pre(raw_input)))), samples=samples,
                                          sync=a.sync).median_ms
-    record("inference_ms", inference_ms, "measured: timing core median of preprocess -> model -> postprocess",
+    record("inference_median_ms", inference_median_ms, "measured: timing core median of preprocess -> model -> postprocess",
            "no preprocess/postprocess given: inference time equals latency_median_ms")
     acc = evaluate_accuracy(model, loader) if loader is not None else None
     for key, value in (("accuracy", acc), ("error_rate", None if acc is None else 1.0 - acc)):

@@ -48,7 +48,8 @@ from torch import nn
 from tinytorch.benchmarking.harness import Benchmark, OlympicEvent
 from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
 from tinytorch.benchmarking.results import (ALPHA, STATISTICS, BenchmarkResult, Comparison, CountResult, MiB, ProportionResult,
-                                            _flatten_tensors, bootstrap_interval, compare_results, decide, is_significant,
+                                            _flatten_tensors, bootstrap_interval, compare_results, decide, is_significant, model_state,
+                                            state_dict_tensor_bytes,
                                             write_atomic, write_json)
 from tinytorch.benchmarking.pareto import pareto_front_with_ties
 from tinytorch.profiling.timing import model_name, system_info
@@ -209,10 +210,12 @@ SIZE_METHOD = ("state tensor bytes: every tensor of the model's state (state dic
 
 
 def state_tensor_bytes(model: nn.Module | Mapping[str, Any]) -> int:
-    """The Olympics' model size (`SIZE_METHOD`, whatever the format): bytes of every tensor of `model_state(model)`
-    (or of a given state) at its element size: `state_tensor_bytes(nn.Linear(4, 2))` is 40."""
-    state = model if isinstance(model, Mapping) else model_state(model)
-    return int(sum(t.numel() * t.element_size() for v in state.values() for t in _flatten_tensors(v)))
+    """The Olympics' model size (`SIZE_METHOD`, whatever the format): `results.state_dict_tensor_bytes` of a
+    model, or the same count over a given state (what a sandbox sends the judge):
+    `state_tensor_bytes(nn.Linear(4, 2))` is 40."""
+    if not isinstance(model, Mapping):
+        return state_dict_tensor_bytes(model)
+    return int(sum(t.numel() * t.element_size() for v in model.values() for t in _flatten_tensors(v)))
 
 
 def speedup_check(claimed: float, ratios: Sequence[float], *, claimed_lower: float | None = None, tolerance: float,
@@ -268,28 +271,6 @@ def state_dict_sha256(state: Mapping[str, Any]) -> str:
         h.update(key.encode() + b"\0")
         _hash_value(h, state[key])
     return h.hexdigest()
-
-
-_UNPACK = {"Conv1dPackedParamsBase": "conv1d_unpack", "Conv2dPackedParamsBase": "conv2d_unpack",
-           "Conv3dPackedParamsBase": "conv3d_unpack", "LinearPackedParamsBase": "linear_unpack"}
-
-
-def model_state(model: nn.Module) -> dict[str, Any]:
-    """Everything a model's weights are: its state dict and, for TorchScript (whose state dict leaves
-    them out), the int8 weights packed inside quantized layers, as `<layer>._packed_params` = (weight,
-    bias). Sizes and hashes of any format start here."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    state = dict(model.state_dict())
-    if isinstance(model, torch.jit.ScriptModule):
-        for name, sub in model.named_modules():
-            packed = getattr(sub, "_packed_params", None)
-            if isinstance(packed, torch.ScriptObject):
-                kind = packed._type().name()
-                if kind not in _UNPACK:
-                    raise ValueError(f"model: layer {name!r} keeps its weights in a {kind}, which cannot be read")
-                state[f"{name}._packed_params" if name else "_packed_params"] = tuple(getattr(torch.ops.quantized, _UNPACK[kind])(packed))
-    return state
 
 
 def weights_sha256(model: nn.Module) -> str:

@@ -1887,16 +1887,36 @@ def _flatten_tensors(value: Any) -> Iterator[torch.Tensor]:
     ### END SOLUTION
 
 
-def state_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
-    "Every tensor in `model.state_dict()`, with packed int8 params and quantization params opened."
+_UNPACK = {"Conv1dPackedParamsBase": "conv1d_unpack", "Conv2dPackedParamsBase": "conv2d_unpack",
+           "Conv3dPackedParamsBase": "conv3d_unpack", "LinearPackedParamsBase": "linear_unpack"}
+
+
+def model_state(model: torch.nn.Module) -> dict[str, Any]:
+    """A model's weights: its state dict and, for TorchScript (whose state dict leaves them out), each quantized
+    layer's packed int8 `<layer>._packed_params` = (weight, bias). Sizes and hashes of any format start here."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    return [t for v in model.state_dict().values() for t in _flatten_tensors(v)]
+    state = dict(model.state_dict())
+    if isinstance(model, torch.jit.ScriptModule):
+        for name, sub in model.named_modules():
+            packed = getattr(sub, "_packed_params", None)
+            if isinstance(packed, torch.ScriptObject):
+                kind = packed._type().name()
+                if kind not in _UNPACK:
+                    raise ValueError(f"model: layer {name!r} keeps its weights in a {kind}, which cannot be read")
+                unpack = getattr(torch.ops.quantized, _UNPACK[kind])
+                state[f"{name}._packed_params" if name else "_packed_params"] = tuple(unpack(packed))
+    return state
+
+
+def state_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
+    "Every tensor of `model_state(model)`, with packed int8 params and quantization params opened."
+    return [t for v in model_state(model).values() for t in _flatten_tensors(v)]
 
 
 def state_dict_tensor_bytes(model: torch.nn.Module) -> int:
-    """Bytes of every tensor in the model's state at real element sizes (int8 weights and their
-    scales included): 263,168 for a `Linear(256, 256)`."""
+    """Bytes of every tensor of `model_state(model)` at real element sizes (int8 weights and their scales included,
+    whatever the format; the one tensor-size definition of every stack): 263,168 for a `Linear(256, 256)`."""
     return int(sum(t.numel() * t.element_size() for t in state_tensors(model)))
 
 

@@ -189,7 +189,7 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
                           power_watts: float | None = None, samples: int = 20, startup_runs: int = 5,
                           cpu_window_s: float = 0.5) -> dict[str, Any]:
     """The edge watch metrics measurable on this machine, each with its method or reason. `input_shape` includes
-    the batch; with `preprocess`/`postprocess`, `inference_ms` times `raw_input` through the whole pipeline."""
+    the batch; with `preprocess`/`postprocess`, `inference_median_ms` times `raw_input` through the whole pipeline."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     piped = preprocess is not None or postprocess is not None
@@ -214,18 +214,18 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
             with loaded.inference():
                 loaded.forward(loaded.to_input(x))
         s = time_callable(startup, warmup=0, samples=startup_runs)
-        record("startup_ms", s.median_ms,
+        record("startup_median_ms", s.median_ms,
                f"measured: median of {len(s.per_call_ns)} x (torch.load + first inference), file in OS cache")
     lat = time_model(model, x, samples=samples)
     record("latency_median_ms", lat.median_ms, "measured: timing core median, model forward only")
     record("throughput_sps", shape[0] / (lat.median_ms / 1e3), "derived: batch / median latency")
-    inference_ms = None
+    inference_median_ms = None
     if piped:
         pre, post = preprocess or (lambda v: v), postprocess or (lambda v: v)
         with a.inference():  # the timing core warms the pipeline up first
-            inference_ms = time_callable(lambda: post(a.forward(a.to_input(pre(raw_input)))), samples=samples,
+            inference_median_ms = time_callable(lambda: post(a.forward(a.to_input(pre(raw_input)))), samples=samples,
                                          sync=a.sync).median_ms
-    record("inference_ms", inference_ms, "measured: timing core median of preprocess -> model -> postprocess",
+    record("inference_median_ms", inference_median_ms, "measured: timing core median of preprocess -> model -> postprocess",
            "no preprocess/postprocess given: inference time equals latency_median_ms")
     acc = evaluate_accuracy(model, loader) if loader is not None else None
     for key, value in (("accuracy", acc), ("error_rate", None if acc is None else 1.0 - acc)):

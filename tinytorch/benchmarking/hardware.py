@@ -8,7 +8,7 @@ import math
 import numbers
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 import torch
@@ -16,7 +16,7 @@ from torch import nn
 
 from .metrics import (
     PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision)
-from .results import MiB, decide, write_atomic, write_json
+from .results import BenchmarkResult, MiB, decide, write_atomic, write_json
 from ..profiling.profiler import Profiler
 from ..profiling.timing import _check_shape, _positive_int, system_info, time_callable
 
@@ -24,8 +24,8 @@ from ..profiling.timing import _check_shape, _positive_int, system_info, time_ca
 __all__ = ['LAYERWISE_COLUMNS', 'ROOFLINE_METHOD', 'SUMMARY_KEYS', 'CONSTRAINTS', 'SWEEP_COLUMNS', 'TRADEOFF_INPUT_COLUMNS',
            'TRADEOFF_COLUMNS', 'HARDWARE_ARTIFACTS', 'PLOT_DPI', 'LayerEstimate', 'batch_shape', 'check_real',
            'check_positive', 'require_columns', 'estimate_layerwise_stats', 'roofline_estimate',
-           'measure_memory_bandwidth_gbps', 'measure_peak_gmacs', 'summarize_hardware', 'sweep',
-           'precision_tradeoff_table', 'save_hardware_artifacts']
+           'memory_bandwidth_result', 'peak_gmacs_result', 'measure_memory_bandwidth_gbps', 'measure_peak_gmacs',
+           'summarize_hardware', 'sweep', 'precision_tradeoff_table', 'save_hardware_artifacts']
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #b91499db
 LAYERWISE_COLUMNS = ("layer", "output_elements", "parameter_bytes", "activation_bytes", "macs")
@@ -123,19 +123,34 @@ def roofline_estimate(macs: float, bytes_moved: float, peak_macs_per_s: float,
     ### END SOLUTION
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #83f8c900
-def measure_memory_bandwidth_gbps(size_mb: int = 64, samples: int = 5) -> float:
-    "Practical memory bandwidth (GB/s, 1e9 bytes) of this machine: a large tensor copy, timed."
+def _rate_result(metric: str, unit: str, work: int, fn: Callable[[], Any], samples: int, method: str) -> BenchmarkResult:
+    t = time_callable(fn, warmup=2, samples=_positive_int(samples, "samples"))  # work per ns = G-units per second
+    return BenchmarkResult(metric, [work / ns for ns in t.per_call_ns], unit, {"method": method, "threads": t.threads})
+
+
+def memory_bandwidth_result(size_mb: int = 64, samples: int = 5) -> BenchmarkResult:
+    """This machine's practical memory bandwidth, one GB/s (1e9 bytes) value per timed copy of a `size_mb` MiB
+    float32 tensor (read + written): `memory_bandwidth_result(samples=3).median`."""
     src = torch.ones(_positive_int(size_mb, "size_mb") * MiB // 4, dtype=torch.float32)
     dst = torch.empty_like(src)
-    t = time_callable(lambda: dst.copy_(src), warmup=2, samples=_positive_int(samples, "samples"))
-    return 2 * src.numel() * 4 / (t.median_ms / 1e3) / 1e9
+    return _rate_result("memory_bandwidth", "GB/s", 2 * src.numel() * 4, lambda: dst.copy_(src), samples,
+                        f"measured: copy of a {size_mb} MiB float32 tensor, read + written")
+
+
+def peak_gmacs_result(n: int = 512, samples: int = 5) -> BenchmarkResult:
+    "This machine's practical float32 compute, one GMAC/s value per timed n×n×n matmul: `peak_gmacs_result(samples=3).median`."
+    a, b = torch.randn(_positive_int(n, "n"), n), torch.randn(n, n)
+    return _rate_result("peak_compute", "GMAC/s", n**3, lambda: torch.mm(a, b), samples, f"measured: {n}x{n}x{n} float32 matmul")
+
+
+def measure_memory_bandwidth_gbps(size_mb: int = 64, samples: int = 5) -> float:
+    "The median of `memory_bandwidth_result` (GB/s), the float the roofline summary takes."
+    return memory_bandwidth_result(size_mb, samples).median
 
 
 def measure_peak_gmacs(n: int = 512, samples: int = 5) -> float:
-    "Practical float32 compute (GMAC/s) of this machine: an n×n×n matmul, timed."
-    a, b = torch.randn(_positive_int(n, "n"), n), torch.randn(n, n)
-    t = time_callable(lambda: torch.mm(a, b), warmup=2, samples=_positive_int(samples, "samples"))
-    return n**3 / (t.median_ms / 1e3) / 1e9
+    "The median of `peak_gmacs_result` (GMAC/s), the float the roofline summary takes."
+    return peak_gmacs_result(n, samples).median
 
 
 SUMMARY_KEYS = ("estimated_total_bytes", "estimated_total_macs", "achieved_bandwidth_gbps",

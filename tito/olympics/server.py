@@ -112,7 +112,7 @@ class Server:
             archive, sha, kind = trace(msg["path"], self.X[:1])
             return {"torchscript": encode(archive, refs=None), "sha256": sha, "kind": kind}
         if op == "state":
-            from tinytorch.benchmarking.olympics import model_state
+            from tinytorch.benchmarking.results import model_state
 
             return {"state": encode(model_state(self.models[msg["role"]]), refs=None)}
         model = self.models[msg["role"]]
