@@ -582,7 +582,7 @@ def prune_int8(model: nn.Module, amount: float) -> nn.Module:
 
 
 def ablate_order(model: nn.Module, amount: float, calibration: Any, eval_data: Any, *, samples: int = 20,
-                 rounds: int = 5, alpha: float = ALPHA, min_effect: float = MIN_EFFECT) -> dict[str, Any]:
+                 rounds: int = 20, alpha: float = ALPHA, min_effect: float = MIN_EFFECT) -> dict[str, Any]:
     """Does the order of magnitude pruning and static int8 quantization matter for `model`? Measured.
 
     "prune->int8" and "int8->prune" (`prune_int8`) each get top-1 accuracy on `eval_data`, size on disk

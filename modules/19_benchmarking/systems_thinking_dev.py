@@ -408,6 +408,7 @@ if __name__ == "__main__":
 
 # %%
 CONFIGS, REPEATS, BENCHMARKS_PER_DAY = {"short": 10, "long": 160}, 7, 100   # CONFIGS: measurement_runs
+ROUNDS = 5  # fixed for both configurations, so the per-round costs stay in the fixed part
 
 
 def median_seconds(*fns):
@@ -422,13 +423,13 @@ def median_seconds(*fns):
 
 if __name__ == "__main__":
     config_seconds = dict(zip(CONFIGS, median_seconds(*[
-        lambda runs=runs: Benchmark([model], warmup_runs=5, measurement_runs=runs, names=["digits_cnn"], threads=1
-                                    ).run_latency_benchmark(input_shape=DIGITS_INPUT_SHAPE) for runs in CONFIGS.values()])))
+        lambda runs=runs: Benchmark([model], warmup_runs=5, measurement_runs=runs, names=["digits_cnn"], threads=1,
+                                    rounds=ROUNDS).run_latency_benchmark(input_shape=DIGITS_INPUT_SHAPE) for runs in CONFIGS.values()])))
     daily_minutes = {name: BENCHMARKS_PER_DAY * s / 60 for name, s in config_seconds.items()}
     for name, runs in CONFIGS.items():
         print(f"{name:5s}: {runs:3d} samples, {config_seconds[name]:.3f} s per benchmark -> "
               f"{daily_minutes[name]:.2f} CI minutes for {BENCHMARKS_PER_DAY} benchmarks a day")
-    rounds = Benchmark([model], measurement_runs=CONFIGS["short"]).rounds
+    rounds = ROUNDS
     probe_s, system_info_s = median_seconds(measure_timer_overhead_ns), median_seconds(system_info)
     fixed_s, per_sample_s = linear_cost(CONFIGS["short"], config_seconds["short"], CONFIGS["long"], config_seconds["long"])
     print(f"cost model: {fixed_s:.3f} s fixed + {per_sample_s * 1e3:.3f} ms per sample; of the fixed part, "

@@ -50,7 +50,7 @@ class Benchmark:
     `models`: a list or a dict `{name: model}` of torch modules, TinyTorch-style or forward-only objects,
     or callables (unique names from `names`, the keys, `.name` or the class); `datasets`: what
     `as_eval_sets` takes. `warmup_runs` untimed calls before each round; `measurement_runs` timed
-    samples per model in `rounds` interleaved rounds (default `min(5, measurement_runs)`); `threads`
+    samples per model in `rounds` interleaved rounds (default `min(30, measurement_runs)`); `threads`
     fixed while timing (None: the current count). Figures: `results[metric][model]`, else
     `unavailable[metric][model] -> reason` or `failures[metric][model] -> {"error_type", "message"}`.
 
@@ -80,7 +80,7 @@ class Benchmark:
             raise ValueError(f"names: expected unique non-empty strings, got {got}; pass names=[...]")
         self.warmup_runs = _check_int(warmup_runs, "warmup_runs", 0)
         self.measurement_runs = _check_int(measurement_runs, "measurement_runs", 1)
-        rounds = min(5, measurement_runs) if rounds is None else rounds
+        rounds = min(30, measurement_runs) if rounds is None else rounds  # one sample a round: load hits all alike
         if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= measurement_runs:
             raise ValueError(f"rounds: expected an int between 1 and measurement_runs={measurement_runs}, got {rounds!r}")
         if threads is not None:
