@@ -260,9 +260,9 @@ def test_grade_outputs(graded_class):
     fb = out / "students" / "empty" / "feedback" / "stats_dev.html"
     assert fb.is_file() and "not yet implemented: mean" in fb.read_text()
     for s in ("full", "partial", "syntax", "loop"):
-        assert (out / "students" / s / "feedback" / "stats_dev.html").is_file(), s
-        assert (out / "students" / s / "gradebook.db").is_file()
         res = json.loads((out / "students" / s / "result.json").read_text())
+        assert (out / "students" / s / "feedback" / "stats_dev.html").is_file(), (s, res)
+        assert (out / "students" / s / "gradebook.db").is_file()
         assert res["score"] == r[s].score and res["seed"] == json.loads((out / "run.json").read_text())["seed"]
     # grading never modifies the submissions; nothing was written into that folder
     assert _hashes(graded_class["subs"]) == graded_class["before"]

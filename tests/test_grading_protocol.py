@@ -246,3 +246,37 @@ def test_no_judge_side_module_can_unpickle():
         unpicklers = [n for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute))
                       and getattr(n, "id", getattr(n, "attr", "")) == "Unpickler"]
         assert not loads and not unpicklers, f"{rel} unpickles"
+
+
+def test_a_dead_renderer_process_does_not_cost_the_feedback_page(tmp_path):
+    """The judge renders pages in a process of its own; when that process dies (seen once under a loaded full
+    test run: a student's feedback page was missing), the page is rendered in the judge instead."""
+    import io
+    from concurrent.futures.process import BrokenProcessPool
+
+    import nbformat
+
+    from tito.grading.judge import Judge, Notebook
+    from tito.grading.protocol import read_frames
+
+    class DeadPool:
+        def submit(self, *a, **k):
+            raise BrokenProcessPool("A child process terminated abruptly")
+
+    nb_json = nbformat.v4.new_notebook()
+    nb_json.cells = [nbformat.v4.new_code_cell("x = 1", id="c0")]
+    nb_json = json_roundtrip(nb_json)
+    judge = Judge.__new__(Judge)
+    judge.root, judge.lock, judge.timing, judge.renderer, judge.out = tmp_path, threading.Lock(), {}, DeadPool(), io.BytesIO()
+    nb = Notebook("stats_dev", {}, [], [], tmp_path, tmp_path, None, None, 1, nb_json, nb_json, {})
+    judge.report(nb, {"notebook": "stats_dev", "tests": {}}, {"cells": {}, "stopped": ""})
+    assert (tmp_path / "out" / "feedback" / "stats_dev.html").is_file(), "the page was lost with its renderer"
+    assert judge.timing["render_fallbacks"] == 1
+    judge.out.seek(0)
+    (frame,) = read_frames(judge.out)
+    assert frame["notebook"] == "stats_dev" and frame["cell_errors"] == [], frame
+
+
+def json_roundtrip(nb):
+    import json
+    return json.loads(json.dumps(nb))

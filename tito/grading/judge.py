@@ -286,12 +286,18 @@ class Judge:
         t0 = time.perf_counter()
         v = feedback.verdicts(nb.source, result.get("tests", {}))
         score, most = sum(x["points"] for x in v.values()), sum(x["max"] for x in v.values())
+        args = (self.root / "out", nb.name, nb.student, fb_result, v, nb.released,
+                f"{nb.name}: {feedback.num(score)} of {feedback.num(most)} autograded points")
         try:
-            info = self.renderer.submit(feedback.render, self.root / "out", nb.name, nb.student, fb_result, v,
-                                        nb.released, f"{nb.name}: {feedback.num(score)} of {feedback.num(most)} "
-                                        "autograded points").result()
-        except Exception as e:  # noqa: BLE001 - the verdicts stand without their page
-            info = {"cell_errors": [f"the feedback could not be written: {type(e).__name__}: {e}"], "timed_out": False}
+            info = self.renderer.submit(feedback.render, *args).result()
+        except Exception as e:  # noqa: BLE001 - the renderer process died (a loaded machine once): render here
+            with self.lock:
+                self.timing["render_fallbacks"] = self.timing.get("render_fallbacks", 0) + 1
+            try:
+                info = feedback.render(*args)
+            except Exception as e2:  # noqa: BLE001 - the verdicts stand without their page
+                info = {"cell_errors": [f"the feedback could not be written: {type(e).__name__}: {e}; "
+                                        f"{type(e2).__name__}: {e2}"], "timed_out": False}
         result.update(cell_errors=info["cell_errors"], feedback_timed_out=info["timed_out"],
                       feedback_stopped=fb_result.get("stopped", ""))
         with self.lock:
