@@ -165,6 +165,48 @@ def test_inline_runner_reports(tmp_path):
     assert rc == 1 and "ModuleNotFoundError" in res["error"]
 
 
+def test_parallel_stages_report_what_serial_ones_do(tmp_path, monkeypatch):
+    """tito test's stages with jobs=2: the same counts and failures, in the files' order, as one after another;
+    pytest gets xdist's workers with each file in one worker."""
+    from tito import runners
+
+    files = []
+    for i, body in enumerate(["def test_unit_a():\n    pass\n", "def test_unit_b():\n    assert 1 == 2, 'one is not two'\n",
+                              "import time\ndef test_unit_c():\n    time.sleep(0.3)\n"]):
+        files.append(tmp_path / f"m{i}_dev.py")
+        files[-1].write_text(body)
+    serial = runners.run_inline(files, timeout=120, root=tmp_path, jobs=1)
+    parallel = runners.run_inline(files, timeout=120, root=tmp_path, jobs=2)
+    assert (parallel.run, parallel.passed, parallel.failed) == (serial.run, serial.passed, serial.failed) == (3, 2, 1)
+    assert parallel.failures == serial.failures and "one is not two" in parallel.failures[0]
+    assert [d["file"] for d in parallel.details] == [str(f) for f in files]
+    import nbformat
+    nbs = []
+    for i, code in enumerate(["x = 1", "raise ValueError('cell two')", "y = 2"]):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(code)]
+        nbs.append(tmp_path / f"n{i}.ipynb")
+        nbformat.write(nb, nbs[-1])
+    ran = runners.run_notebooks(nbs, 60, root=tmp_path, jobs=2)
+    assert (ran.run, ran.failed) == (3, 1) and "cell two" in ran.failures[0], ran.failures
+    assert [d["notebook"] for d in ran.details] == [str(p) for p in nbs]
+    calls = []
+    monkeypatch.setattr(runners.process, "run", lambda cmd, **k: calls.append(cmd) or _Done())
+    runners.run_pytest([tmp_path], tmp_path, jobs=2)
+    runners.run_pytest([tmp_path], tmp_path, jobs=1)
+    assert calls[0][calls[0].index("-n") + 1] == "2" and "loadfile" in calls[0] and "-n" not in calls[1]
+    monkeypatch.setenv("TITO_JOBS", "3")
+    assert runners.default_jobs() == 3
+    monkeypatch.setenv("TITO_JOBS", "zero")
+    with pytest.raises(ValueError, match="TITO_JOBS"):
+        runners.default_jobs()
+
+
+class _Done:
+    "What process.run hands back, for a pytest that collected nothing."
+    output, returncode, timed_out, seconds = "", 5, False, 0.0
+
+
 # ---- exported package hygiene --------------------------------------------------------------
 
 def _exported_modules(root):

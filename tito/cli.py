@@ -16,6 +16,12 @@ def _module_help() -> str:
         return "module number or name, e.g. 19 or 19_benchmarking"
 
 
+def _positive_jobs(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     mh = _module_help()
     p = argparse.ArgumentParser(
@@ -44,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "their pytest files (tests/**/test_NN_*.py).")
     s.add_argument("modules", nargs="*", metavar="MODULE", help=mh + "; default: all")
     s.add_argument("-v", "--verbose", action="store_true", help="show test output and pytest's report")
+    s.add_argument("-j", "--jobs", type=_positive_jobs, default=None, metavar="N",
+                   help="test processes at once in each stage (default: $TITO_JOBS, else the cores, at most 4; "
+                        "1: one after another)")
     s.set_defaults(func=lazy("test"))
 
     s = sub.add_parser("module", help="student workflow: `module complete N`, `module start N`",

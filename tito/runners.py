@@ -4,13 +4,17 @@ Every runner returns a StageResult: counts, seconds, and one line per failure.
 """
 from __future__ import annotations
 
+import importlib.util
+import multiprocessing
 import os
 import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 from tito import process
 from tito.inline_runner import parse_output
@@ -52,22 +56,44 @@ def _env() -> dict:
     return env
 
 
+def default_jobs() -> int:
+    """How many test processes `tito test` runs at once: $TITO_JOBS, else the machine's cores, at most 4
+    (the suite holds beside a CPU hog, so its own parallel processes are load it is built to survive)."""
+    env = os.environ.get("TITO_JOBS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"TITO_JOBS: expected a whole number >= 1, got {env!r}")
+        return int(env)
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _ordered_map(fn: Callable[[Any], Any], items: list, jobs: int, pool: type = ThreadPoolExecutor,
+                 **pool_kwargs: Any) -> list:
+    "fn over items, `jobs` at a time, results in the items' order (serial when jobs is 1)."
+    if jobs <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    with pool(min(jobs, len(items)), **pool_kwargs) as ex:
+        return list(ex.map(fn, items))
+
+
 def run_inline(files: list[Path], timeout: float = 900, verbose: bool = False,
-               stage: StageResult | None = None, root: Path | None = None) -> StageResult:
-    """Run each source file's inline tests in a fresh `python -m tito.inline_runner FILE`.
+               stage: StageResult | None = None, root: Path | None = None, jobs: int = 1) -> StageResult:
+    """Run each source file's inline tests in a fresh `python -m tito.inline_runner FILE`, `jobs` files
+    at a time; `seconds` is the stage's wall time.
 
     One test function = one counted test. A file that fails to load, holds no tests, or
     crashes the runner counts as one failed test of its own.
     """
     st = stage or StageResult("inline tests")
-    for f in files:
+    t0 = time.perf_counter()
+    runs = _ordered_map(lambda f: process.run([sys.executable, "-m", "tito.inline_runner", str(f)], timeout=timeout,
+                                              env=_env(), cwd=str(root or Path.cwd())), files, jobs)
+    st.seconds += time.perf_counter() - t0
+    for f, p in zip(files, runs):
         rel = _rel(f, root)
-        p = process.run([sys.executable, "-m", "tito.inline_runner", str(f)], timeout=timeout, env=_env(),
-                        cwd=str(root or Path.cwd()))
         out, err, rc = p.stdout, p.stderr, p.returncode
         if p.timed_out:
             out, err, rc = "", f"timed out after {timeout:.0f} s", -1
-        st.seconds += p.seconds
         res = parse_output(out)
         if res is None:
             st.add(False, f"{rel}: runner crashed (exit {rc}): {_tail(err)}")
@@ -121,30 +147,40 @@ def run_notebook(path: Path, timeout: int = 300) -> tuple[bool, str | None, floa
         os.environ.update(old)
 
 
+def _run_notebook_args(args: tuple[Path, int]) -> tuple[bool, str | None, float]:
+    return run_notebook(*args)
+
+
 def run_notebooks(paths: list[Path], timeout: int, root: Path | None = None,
-                  time_limit: float | None = None) -> StageResult:
-    """Execute each notebook; one that errors, or takes longer than `time_limit` s, fails."""
+                  time_limit: float | None = None, jobs: int = 1) -> StageResult:
+    """Execute each notebook, `jobs` at a time (each in a process of its own: run_notebook sets the
+    environment); one that errors, or takes longer than `time_limit` s, fails. `seconds`: wall time."""
     st = StageResult("notebooks")
-    for p in paths:
-        ok, err, secs = run_notebook(p, timeout)
+    t0 = time.perf_counter()
+    runs = _ordered_map(_run_notebook_args, [(p, timeout) for p in paths], jobs, ProcessPoolExecutor,
+                        mp_context=multiprocessing.get_context("spawn"))
+    st.seconds = time.perf_counter() - t0
+    for p, (ok, err, secs) in zip(paths, runs):
         if ok and time_limit is not None and secs > time_limit:
             ok, err = False, f"took {secs:.0f} s, over the {time_limit:.0f} s limit (settings.ini notebook_time_limit)"
-        st.seconds += secs
         st.add(ok, f"{_rel(p, root)}: {err}")
         st.details.append({"notebook": str(p), "ok": ok, "error": err, "seconds": round(secs, 3)})
     return st
 
 
 def run_pytest(targets: list[Path], root: Path, extra: list[str] | None = None,
-               name: str = "pytest", timeout: float = 1800) -> StageResult:
-    """`python -m pytest -q TARGETS` in `root`; counts read from a JUnit XML report.
+               name: str = "pytest", timeout: float = 1800, jobs: int = 1) -> StageResult:
+    """`python -m pytest -q TARGETS` in `root`; counts read from a JUnit XML report. With `jobs` > 1,
+    pytest-xdist runs the files in `jobs` workers, each file's tests in one worker (`--dist loadfile`:
+    a module's fixture is built once).
 
     Collection errors and 'no tests collected' (exit 5) are failures.
     """
     st = StageResult(name)
+    parallel = ["-n", str(jobs), "--dist", "loadfile"] if jobs > 1 and importlib.util.find_spec("xdist") else []
     with tempfile.TemporaryDirectory(prefix="tito-pytest-") as tmp:
         xml = Path(tmp) / "report.xml"
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}", *parallel,
                *(extra or []), *[str(t) for t in targets]]
         p = process.run(cmd, cwd=root, env=_env(), timeout=timeout)
         out, rc = p.output, p.returncode

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tito.commands import export as export_cmd
 from tito.config import Course
-from tito.runners import StageResult, print_table, run_inline, run_notebooks, run_pytest
+from tito.runners import StageResult, default_jobs, print_table, run_inline, run_notebooks, run_pytest
 
 
 def module_test_files(course: Course, module: str) -> list[Path]:
@@ -34,7 +34,10 @@ def check_stage(course: Course) -> StageResult:
     return st
 
 
-def run_tests(course: Course, modules: list[str] | None = None, verbose: bool = False) -> int:
+def run_tests(course: Course, modules: list[str] | None = None, verbose: bool = False,
+              jobs: int | None = None) -> int:
+    """The four stages, one after another; inside each, `jobs` processes at once (default: `default_jobs()`)."""
+    jobs = default_jobs() if jobs is None else jobs
     limited = bool(modules)
     mods = course.resolve(modules)
     stages = []
@@ -48,14 +51,15 @@ def run_tests(course: Course, modules: list[str] | None = None, verbose: bool = 
 
     print("[2/4] inline tests ...", flush=True)
     files = [f for m in mods for f in course.sources(m)]
-    inline = run_inline(files, timeout=course.cell_timeout * 3, verbose=verbose, root=course.root)
+    inline = run_inline(files, timeout=course.cell_timeout * 3, verbose=verbose, root=course.root, jobs=jobs)
     if not files:
         inline.skipped_reason = "no module sources"
     stages.append(inline)
 
     print("[3/4] notebooks ...", flush=True)
     nbs = [p for m in mods for p in course.notebooks(m)]
-    nbst = run_notebooks(nbs, course.cell_timeout, root=course.root, time_limit=course.notebook_time_limit)
+    nbst = run_notebooks(nbs, course.cell_timeout, root=course.root, time_limit=course.notebook_time_limit,
+                         jobs=jobs)
     if not nbs:
         nbst.skipped_reason = "no notebooks"
     stages.append(nbst)
@@ -64,13 +68,13 @@ def run_tests(course: Course, modules: list[str] | None = None, verbose: bool = 
     if limited:
         targets = sorted({p for m in mods for p in module_test_files(course, m)})
         if targets:
-            stages.append(run_pytest(targets, course.root))
+            stages.append(run_pytest(targets, course.root, jobs=jobs))
         else:
             s = StageResult("pytest")
             s.skipped_reason = "no test files for " + ", ".join(mods)
             stages.append(s)
     else:
-        stages.append(run_pytest([course.root / "tests"], course.root))
+        stages.append(run_pytest([course.root / "tests"], course.root, jobs=jobs))
     if verbose:
         for s in stages:
             for d in s.details:
@@ -82,4 +86,4 @@ def run_tests(course: Course, modules: list[str] | None = None, verbose: bool = 
 
 def run(args) -> int:
     course = Course.load()
-    return run_tests(course, args.modules or None, verbose=args.verbose)
+    return run_tests(course, args.modules or None, verbose=args.verbose, jobs=args.jobs)
