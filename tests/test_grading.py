@@ -473,7 +473,8 @@ def test_sandbox_hides_the_host_and_the_network(bwrap, root, tmp_path):
 @pytest.mark.slow
 def test_the_instructors_solutions_get_every_point_of_module_19_on_a_loaded_machine(course, tmp_path, bwrap):
     """The solution notebooks score every autograded point (written answers pending for the instructor)
-    with a CPU hog beside the run; the release scores 0, each test naming what is missing."""
+    with a CPU hog beside the run; the release scores 0, each test naming what is missing; a written
+    answer is pending manual grading, an unanswered one says so, neither is a failure."""
     module = "19_benchmarking"
     graded = nbgrader_glue.module_assignment_notebooks(course.nbs_dir, module)
     rel = release(course, module, release_dir=tmp_path / "release", course_dir=tmp_path / "nbg")
@@ -488,6 +489,15 @@ def test_the_instructors_solutions_get_every_point_of_module_19_on_a_loaded_mach
     for nb in graded:
         shutil.copy2(nb, (sub_dir / "solution").mkdir(parents=True, exist_ok=True) or sub_dir / "solution" / nb.name)
         shutil.copy2(rel.release_dir / nb.name, (sub_dir / "blank").mkdir(exist_ok=True) or sub_dir / "blank" / nb.name)
+    # "one" hands in only the systems-thinking release, with one written answer: pending, never a failure
+    thinking = json.loads((rel.release_dir / "systems_thinking_dev.ipynb").read_text(encoding="utf-8"))
+    written = {c["metadata"]["nbgrader"]["grade_id"]: (i, float(c["metadata"]["nbgrader"]["points"]))
+               for i, c in enumerate(thinking["cells"])
+               if c["cell_type"] == "markdown" and c["metadata"].get("nbgrader", {}).get("grade")}
+    assert len(written) == 4, sorted(written)
+    thinking["cells"][written["systems-thinking-answer-a"][0]]["source"] = "Four times the samples halve the interval."
+    (sub_dir / "one").mkdir()
+    (sub_dir / "one" / "systems_thinking_dev.ipynb").write_text(json.dumps(thinking), encoding="utf-8")
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         res = {r.student: r for r in classrun.grade(course, module, sub_dir, tmp_path / "out",
@@ -500,4 +510,13 @@ def test_the_instructors_solutions_get_every_point_of_module_19_on_a_loaded_mach
     assert sol.score == expected - manual and sol.reason == "", sol.reason
     assert blank.score == 0 and blank.max_score == expected and blank.manual_pending == 0
     assert "not yet implemented: " in blank.reason and "test did not pass" not in blank.reason
+    for gid, (_, points) in written.items():
+        assert f"{gid} (0/{points:g}): no written answer" in blank.reason, blank.reason
+    one = res["one"]
+    assert one.manual_pending == written["systems-thinking-answer-a"][1] and "systems-thinking-answer-a" not in one.reason
+    assert f"systems-thinking-answer-b (0/{written['systems-thinking-answer-b'][1]:g}): no written answer" in one.reason
+    rows = {(r["student"], r["notebook"]): r for r in csv.DictReader(open(tmp_path / "out" / "grades.csv", newline=""))}
+    assert rows[("solution", TOTAL)]["manual_pending"] == f"{manual:g}"
+    assert rows[("one", "systems_thinking_dev")]["manual_pending"] == f"{written['systems-thinking-answer-a'][1]:g}"
+    assert rows[("one", "systems_thinking_dev")]["status"] != "failed", rows[("one", "systems_thinking_dev")]
     assert (tmp_path / "out" / "students" / "blank" / "feedback" / "results_dev.html").is_file()
