@@ -375,7 +375,10 @@ def test_complete_reruns_a_test_file_only_when_code_it_executed_changed(mini, tm
              "test_07_proc.py": "import subprocess, sys\nimport tinytorch.mini_leaf\n\n\ndef test_proc():\n"
                                 "    assert subprocess.run([sys.executable, '-c', 'pass']).returncode == 0\n",
              "test_07_uname.py": "import platform, subprocess\nimport tinytorch.mini_leaf\n\n\ndef test_uname():\n"
-                                 "    assert subprocess.run(['uname']).returncode == 0 and platform.system()\n"}
+                                 "    assert subprocess.run(['uname']).returncode == 0 and platform.system()\n",
+             "test_07_hog.py": "import subprocess, sys\nimport tinytorch.mini_leaf\n\n\ndef test_hog():\n"
+                               "    hog = subprocess.Popen([sys.executable, '-c', 'while True: pass'])\n"
+                               "    hog.kill()\n    assert hog.wait() != 0\n"}
     for name, src in extra.items():
         (tmp_path / "course" / "tests" / name).write_text(src)
     course = Course.load(tmp_path / "course")
@@ -388,6 +391,7 @@ def test_complete_reruns_a_test_file_only_when_code_it_executed_changed(mini, tm
     assert "neg" not in cache["test_07_two.py"]["executed"].get("tinytorch.mini_leaf", [])
     assert cache["test_07_proc.py"]["executed"] is None and "another process" in cache["test_07_proc.py"]["executed_unknown"]
     assert cache["test_07_uname.py"]["executed"] is not None, cache["test_07_uname.py"]  # uname runs no Python
+    assert cache["test_07_hog.py"]["executed"] is not None, cache["test_07_hog.py"]  # a CPU hog imports nothing
 
     _edit_code(dest / "mid_dev.ipynb", "neg", "return -x", "return 0 - x")
     rc, out, last = _complete(course, dest, capsys)
