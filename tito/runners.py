@@ -177,7 +177,8 @@ def run_pytest(targets: list[Path], root: Path, extra: list[str] | None = None,
     Collection errors and 'no tests collected' (exit 5) are failures.
     """
     st = StageResult(name)
-    parallel = ["-n", str(jobs), "--dist", "loadfile"] if jobs > 1 and importlib.util.find_spec("xdist") else []
+    parallel = (["-n", str(jobs), "--dist", "loadfile", "--no-loadscope-reorder"]  # tests/conftest.py orders the files
+                if jobs > 1 and importlib.util.find_spec("xdist") else [])
     with tempfile.TemporaryDirectory(prefix="tito-pytest-") as tmp:
         xml = Path(tmp) / "report.xml"
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}", *parallel,
