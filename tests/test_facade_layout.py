@@ -115,3 +115,25 @@ def test_facade_is_exported_by_the_last_notebook_only():
                        if re.search(r"^#\| (?:default_exp|export) benchmarking\.benchmark\s*$",
                                     p.read_text(encoding="utf-8"), re.M))
     assert exporters == [order[-1]], f"expected only the last notebook ({order[-1]}) to export {FACADE}, got {exporters}"
+
+
+def test_hardware_notebook_builds_one_module_at_a_time():
+    """hardware_dev exports three modules: each one's definition cells are contiguous (imports first), and none
+    imports another's private names. (Here, not in test_19_hardware: it reads the instructor's source, which a
+    student's workspace and kit do not have.)"""
+    import ast
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    targets = [m.group(1) or "benchmarking.hardware" for m in re.finditer(
+        r"^#\| export(?: (\S+))?$", (root / "modules/19_benchmarking/hardware_dev.py").read_text(), re.M)]
+    order = [t for i, t in enumerate(targets[3:]) if i == 0 or targets[3:][i - 1] != t]  # after the 3 import cells
+    assert targets[:3] == ["benchmarking.hardware", "benchmarking.hardware_profile", "benchmarking.devices"]
+    assert order == targets[:3], f"export cells interleave modules: {order}"
+    for name in ("hardware", "hardware_profile", "devices"):
+        tree = ast.parse((root / f"tinytorch/benchmarking/{name}.py").read_text())
+        private = [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                   and n.module in ("tinytorch.benchmarking.hardware", "tinytorch.benchmarking.hardware_profile")
+                   for a in n.names if a.name.startswith("_")]
+        assert not private, f"{name} imports private names {private}"

@@ -403,3 +403,14 @@ def test_complete_reruns_a_test_file_only_when_code_it_executed_changed(mini, tm
     assert rc == 0, out
     assert sorted(n for n, v in last["integration"].items() if not v["cached"]) == [
         "test_07_base.py", "test_07_two.py", "test_07_user.py"]
+
+
+def test_the_students_test_files_read_nothing_of_the_instructors_tree(root):
+    """`module complete` runs tests/test_NN_*.py in the student's workspace and kit, which hold no modules/ or nbs/
+    (a layout test reading modules/19_benchmarking/hardware_dev.py once failed every honest student there)."""
+    files = sorted((root / "tests").glob("test_[0-9][0-9]_*.py"))
+    assert len(files) > 10, [f.name for f in files]
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        for path in ("modules/", "nbs/", '"modules"', '"nbs"'):
+            assert path not in text, f"{f.name} reads {path!r}, which a student's workspace does not have"
