@@ -183,8 +183,8 @@ def _spawns_code(event: str, args: tuple) -> str | None:
     prog = argv()
     prog = prog if isinstance(prog, (str, bytes, os.PathLike)) else (list(prog) or ["?"])[0]
     name = os.path.basename(os.fsdecode(prog)).split()[0] if prog else "?"
-    full = {"subprocess.Popen": 1, "os.posix_spawn": 1, "os.exec": 1, "os.spawn": 2}[event]
-    full = args[full] if len(args) > full and isinstance(args[full], (list, tuple)) else ()
+    at = 2 if event == "os.spawn" else 1  # where the event's arguments hold the whole argv
+    full = args[at] if len(args) > at and isinstance(args[at], (list, tuple)) else ()
     if name.startswith("python") and len(full) == 3 and full[1] == "-c" and full[2] in SAFE_PYTHON_PROGRAMS:
         return None
     return None if name in SAFE_PROGRAMS else f"{event}: {name}"

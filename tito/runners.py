@@ -4,6 +4,7 @@ Every runner returns a StageResult: counts, seconds, and one line per failure.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import multiprocessing
 import os
@@ -147,17 +148,13 @@ def run_notebook(path: Path, timeout: int = 300) -> tuple[bool, str | None, floa
         os.environ.update(old)
 
 
-def _run_notebook_args(args: tuple[Path, int]) -> tuple[bool, str | None, float]:
-    return run_notebook(*args)
-
-
 def run_notebooks(paths: list[Path], timeout: int, root: Path | None = None,
                   time_limit: float | None = None, jobs: int = 1) -> StageResult:
     """Execute each notebook, `jobs` at a time (each in a process of its own: run_notebook sets the
     environment); one that errors, or takes longer than `time_limit` s, fails. `seconds`: wall time."""
     st = StageResult("notebooks")
     t0 = time.perf_counter()
-    runs = _ordered_map(_run_notebook_args, [(p, timeout) for p in paths], jobs, ProcessPoolExecutor,
+    runs = _ordered_map(functools.partial(run_notebook, timeout=timeout), paths, jobs, ProcessPoolExecutor,
                         mp_context=multiprocessing.get_context("spawn"))
     st.seconds = time.perf_counter() - t0
     for p, (ok, err, secs) in zip(paths, runs):

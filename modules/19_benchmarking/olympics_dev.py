@@ -48,7 +48,7 @@ from torch import nn
 from tinytorch.benchmarking.harness import Benchmark, OlympicEvent
 from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
 from tinytorch.benchmarking.results import (ALPHA, STATISTICS, BenchmarkResult, Comparison, CountResult, MiB, ProportionResult,
-                                            _flatten_tensors, bootstrap_interval, compare_results, decide, is_significant, model_state,
+                                            bootstrap_interval, compare_results, decide, is_significant, model_state,
                                             state_dict_tensor_bytes,
                                             write_atomic, write_json)
 from tinytorch.benchmarking.pareto import pareto_front_with_ties
@@ -213,9 +213,7 @@ def state_tensor_bytes(model: nn.Module | Mapping[str, Any]) -> int:
     """The Olympics' model size (`SIZE_METHOD`, whatever the format): `results.state_dict_tensor_bytes` of a
     model, or the same count over a given state (what a sandbox sends the judge):
     `state_tensor_bytes(nn.Linear(4, 2))` is 40."""
-    if not isinstance(model, Mapping):
-        return state_dict_tensor_bytes(model)
-    return int(sum(t.numel() * t.element_size() for v in model.values() for t in _flatten_tensors(v)))
+    return state_dict_tensor_bytes(model)
 
 
 def speedup_check(claimed: float, ratios: Sequence[float], *, claimed_lower: float | None = None, tolerance: float,

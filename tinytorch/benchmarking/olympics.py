@@ -20,7 +20,7 @@ from torch import nn
 from .harness import Benchmark, OlympicEvent
 from .digits import default_digits_model, load_digits_split
 from .results import (ALPHA, STATISTICS, BenchmarkResult, Comparison, CountResult, MiB, ProportionResult,
-                                            _flatten_tensors, bootstrap_interval, compare_results, decide, is_significant, model_state,
+                                            bootstrap_interval, compare_results, decide, is_significant, model_state,
                                             state_dict_tensor_bytes,
                                             write_atomic, write_json)
 from .pareto import pareto_front_with_ties
@@ -99,9 +99,7 @@ def state_tensor_bytes(model: nn.Module | Mapping[str, Any]) -> int:
     """The Olympics' model size (`SIZE_METHOD`, whatever the format): `results.state_dict_tensor_bytes` of a
     model, or the same count over a given state (what a sandbox sends the judge):
     `state_tensor_bytes(nn.Linear(4, 2))` is 40."""
-    if not isinstance(model, Mapping):
-        return state_dict_tensor_bytes(model)
-    return int(sum(t.numel() * t.element_size() for v in model.values() for t in _flatten_tensors(v)))
+    return state_dict_tensor_bytes(model)
 
 
 def speedup_check(claimed: float, ratios: Sequence[float], *, claimed_lower: float | None = None, tolerance: float,

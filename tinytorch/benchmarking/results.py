@@ -811,12 +811,14 @@ def model_state(model: torch.nn.Module) -> dict[str, Any]:
     return state
 
 
-def state_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
-    "Every tensor of `model_state(model)`, with packed int8 params and quantization params opened."
-    return [t for v in model_state(model).values() for t in _flatten_tensors(v)]
+def state_tensors(model: torch.nn.Module | Mapping[str, Any]) -> list[torch.Tensor]:
+    """Every tensor of `model_state(model)` (or of a given state, such as one a sandbox sent), with packed int8
+    params and quantization params opened."""
+    state = model if isinstance(model, Mapping) else model_state(model)
+    return [t for v in state.values() for t in _flatten_tensors(v)]
 
 
-def state_dict_tensor_bytes(model: torch.nn.Module) -> int:
+def state_dict_tensor_bytes(model: torch.nn.Module | Mapping[str, Any]) -> int:
     """Bytes of every tensor of `model_state(model)` at real element sizes (int8 weights and their scales included,
     whatever the format; the one tensor-size definition of every stack): 263,168 for a `Linear(256, 256)`."""
     return int(sum(t.numel() * t.element_size() for t in state_tensors(model)))
