@@ -44,6 +44,7 @@ MODEL_SUFFIXES = (".pt", ".pth", ".ts", ".pt2", ".onnx")
 MAX_FILE_MB = 512
 LIMITS = dict(memory_mb=6144, processes=64, cpu_seconds=3600, file_mb=8, tmp_mb=64)
 TIMEOUTS = {"load": 120.0, "predict": 300.0, "time": 30.0}  # seconds a sandbox may take to answer
+STARTUP_S = 600.0  # for the sandbox's own imports, before any student file is read: the judge's time, not theirs
 STATE_VERSION = 1
 
 
@@ -68,6 +69,7 @@ class Student:
     kinds: dict[str, str] = field(default_factory=dict)    # role -> how its file was loaded
     measured: dict[str, Path] = field(default_factory=dict)  # role -> the file the measuring server loaded
     reported_sha: dict[str, str] = field(default_factory=dict)  # role -> weights hash its own code reported
+    cpu: int | None = None                                 # the core its measuring server is timed on
 
 
 def student_name(folder_name: str) -> str:
@@ -184,19 +186,32 @@ def start(st: Student, work: Path, data: dict, bwrap: str | None, converting: bo
     st.log = st.stage.parent / f"{st.stage.name}.log"
     name = f"tito-olympics-{os.getpid()}-{st.stage.name}{'-trace' if converting else ''}"
     st.guard = limits_mod.Guard(name, 3072, 64, cpus=1.0) if bwrap else None
-    # every measuring sandbox on the same core (the last this process may use): students are timed on
-    # one core, whichever the scheduler would have picked (the two cores here timed one model 1.6x apart)
-    measure_cpu = None if converting else {max(os.sched_getaffinity(0))}
+    # every measuring sandbox on the same core (the last this process may use; its server moves there once
+    # its imports are done, see wait_ready): students are timed on one core, whichever the scheduler would
+    # have picked (the two cores here timed one model 1.6x apart)
+    st.cpu = None if converting else max(os.sched_getaffinity(0))
     with open(st.log, "ab") as log:
         st.proc = sandbox.start(spec, bwrap, pass_fds=(server_end.fileno(),), stdout=log, stderr=log,
-                                cgroups=tuple(st.guard.groups) if st.guard else (), cpus=measure_cpu)
+                                cgroups=tuple(st.guard.groups) if st.guard else ())
     server_end.close()
     st.sock = judge_end
 
 
+def wait_ready(st: Student) -> None:
+    """Wait until the sandbox's server has imported torch and the course package, then move it to its core
+    (`st.cpu`). Every sandbox starts at once, so this takes a while in a big class (12 of them pinned to one
+    core from the start took 29.6 s beside a CPU hog, past the 20 s a test gave each load); a student's time
+    limits start after it."""
+    try:
+        call(st, {"op": "ready", "cpu": st.cpu}, STARTUP_S, "starting the sandbox")
+    except StudentError as e:
+        raise StudentError(f"{e} (before reading any of the student's files: the machine may be overloaded; "
+                           f"run the judge again with --resume)") from None
+
+
 def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
-    """Have the student's measuring server load both models (baseline: theirs or the course's). A file
-    that needs its own code is first converted to TorchScript by a converting sandbox of its own."""
+    """Have the student's measuring server (started, `wait_ready`) load both models (baseline: theirs or the
+    course's). A file that needs its own code is first converted to TorchScript by a converting sandbox of its own."""
     sandboxed = bwrap is not None
     files, course = (sandbox.inside_path(n, d, sandboxed) for n, d in (("files", st.stage), ("course", work / "course")))
     models = {role: f"{files}/{role}{p.suffix.lower()}" for role, p in st.files.items()}
@@ -210,6 +225,7 @@ def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
         conv = Student(st.name, st.folder, stage=st.stage)
         try:
             start(conv, work, data, bwrap, converting=True)
+            wait_ready(conv)
             call(conv, {"op": "data", "X": protocol.encode(data["X"][:1], refs=None)}, 60, "sending a test image")
             for role in needs:
                 got = call(conv, {"op": "trace", "path": models[role]}, data["timeouts"]["load"],
@@ -610,7 +626,13 @@ def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_pat
 
     for st in valid:
         start(st, work, data, bwrap)
-    run_tasks(one, valid, lambda st, _: st.name in rejected, workers=jobs, show_progress=sys.stderr.isatty(),
+    for st in valid:  # all of them up before any is loaded: their imports no longer share its core with a load
+        try:
+            wait_ready(st)
+        except StudentError as e:
+            rejected[st.name] = state["rejected"][st.name] = str(e)
+            stop(st)
+    run_tasks(one, [st for st in valid if st.name not in rejected], lambda st, _: st.name in rejected, workers=jobs, show_progress=sys.stderr.isatty(),
               label="loading models")
     alive = [st for st in valid if st.name not in rejected]
     if arrays:

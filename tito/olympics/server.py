@@ -13,6 +13,8 @@ Two modes, so that no Python code of a student's file ever runs in the process t
 
 Requests and answers over the stream socket FD, one frame each (tito.grading.protocol, data only):
 
+    {"op": "ready", "cpu": n or null}       -> {"ok": true}            (imports done, on any core; then every
+                                                                         thread moves to core n; no student file read yet)
     {"op": "load", "models": {role: path}}  -> {"ok": true, "kinds": {role: how}, "needs_code": [role, ...]}
     {"op": "data", "X": array}              -> {"ok": true}            (the test inputs; never the labels)
     {"op": "state", "role": r}              -> {"ok": true, "state": {name: tensor or tuple of them}}
@@ -34,6 +36,7 @@ import numpy as np
 import torch
 
 from protocol import decode, encode, recv, send  # staged beside this file (tito.grading.protocol)
+from tinytorch.benchmarking.results import model_state  # imported before "ready": a student's time starts after
 
 BATCH = 1  # one image a call, as timed: TorchScript specialises on the shapes it sees first (batch 128
            # first made its batch-1 calls 2.3x slower)
@@ -86,6 +89,15 @@ def as_array(out) -> np.ndarray:
     return out.detach().float().cpu().numpy()
 
 
+def pin_threads(cpu: int) -> None:
+    """Every thread of this process onto core `cpu` (sched_setaffinity moves one thread; threads made later
+    inherit it): the imports ran on every core, the models are timed on this one."""
+    import os
+
+    for tid in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(tid), {cpu})
+
+
 class Server:
     def __init__(self, converting: bool = False) -> None:
         self.models: dict[str, torch.nn.Module] = {}
@@ -94,6 +106,10 @@ class Server:
 
     def handle(self, msg: dict) -> dict:
         op = msg.get("op")
+        if op == "ready":
+            if msg.get("cpu") is not None:
+                pin_threads(int(msg["cpu"]))
+            return {}
         if op == "load":
             kinds, needs = {}, []
             for role, path in msg["models"].items():
@@ -112,8 +128,6 @@ class Server:
             archive, sha, kind = trace(msg["path"], self.X[:1])
             return {"torchscript": encode(archive, refs=None), "sha256": sha, "kind": kind}
         if op == "state":
-            from tinytorch.benchmarking.results import model_state
-
             return {"state": encode(model_state(self.models[msg["role"]]), refs=None)}
         model = self.models[msg["role"]]
         with torch.inference_mode():
