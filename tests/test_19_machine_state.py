@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from tinytorch.benchmarking.benchmark import Benchmark, BenchmarkSuite
+from tinytorch.benchmarking.benchmark import BenchmarkSuite
 from tinytorch.benchmarking.report import load_payload, render_markdown
 from tinytorch.profiling.timing import BUSY_PROCESS_SHARE, BUSY_RULE, machine_load, machine_state, machine_warning
 
-ROOT = Path(__file__).resolve().parents[1]
 HZ = os.sysconf("SC_CLK_TCK")
 CORES = 4
 OWN = 300
@@ -123,17 +122,35 @@ def test_a_window_shorter_than_a_tick_has_no_shares(tmp_path):
     assert load["busy"] is False, "the load average is still read: 0.10 on 4 cores is quiet"
 
 
+HOG = [sys.executable, "-c", "while True: pass"]
+
+
+def _cmdline(pid: str) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:  # it ended
+        return []
+
+
 @pytest.fixture
 def hog():
-    """A CPU hog beside the test, killed afterwards: another program's, started through a shell that exits at
-    once, so it is not a child of the measuring process (whose children count as its own work)."""
+    """A CPU hog beside the test, killed afterwards: another program's, started by `setsid -f` (which forks it
+    and exits), so it is not a child of the measuring process (whose children count as its own work), and
+    `module complete` still keys this file by what it executed (a Python running only `while True: pass`)."""
     import signal
     import time as _time
-    pid = int(subprocess.run(["/bin/sh", "-c", f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
-                             capture_output=True, text=True, check=True).stdout)
+
+    before = set(os.listdir("/proc"))
+    subprocess.run(["setsid", "-f", *HOG], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        new = [int(p) for p in set(os.listdir("/proc")) - before if p.isdigit() and _cmdline(p) == HOG]
+        if new:
+            break
+        _time.sleep(0.01)
+    assert len(new) == 1, f"the hog started by setsid: {new}"
     _time.sleep(0.2)  # spinning before the measurement starts
-    yield types.SimpleNamespace(pid=pid)
-    os.kill(pid, signal.SIGKILL)
+    yield types.SimpleNamespace(pid=new[0])
+    os.kill(new[0], signal.SIGKILL)
 
 
 def _named(load: dict, pid: int) -> bool:
@@ -164,15 +181,17 @@ def test_a_benchmark_beside_a_cpu_hog_is_busy_names_it_and_the_report_warns(tmp_
 
 
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="reads Linux /proc")
-def test_tito_benchmark_warns_beside_a_cpu_hog(tmp_path, hog):
+def test_tito_benchmark_warns_beside_a_cpu_hog(tmp_path, hog, capsys):
+    from tito.cli import main  # in this process: `module complete` keys this file by what it executed
+
     path = tmp_path / "wide.pt"
     torch.jit.save(torch.jit.script(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())), str(path))
-    run = subprocess.run([sys.executable, "-m", "tito", "benchmark", "--model", str(path), "--input-shape", "8,64",
-                          "--runs", "20", "--quiet", "--output-dir", str(tmp_path / "out")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "was measured on a busy machine" in run.stderr and f"pid {hog.pid}" in run.stderr, run.stderr[-2000:]
-    assert "benchmark_report.md" in run.stdout, "--quiet still prints the report path (and the warning on stderr)"
+    rc = main(["benchmark", "--model", str(path), "--input-shape", "8,64", "--runs", "20", "--quiet",
+               "--output-dir", str(tmp_path / "out")])
+    out, err = capsys.readouterr()
+    assert rc == 0, err[-2000:]
+    assert "was measured on a busy machine" in err and f"pid {hog.pid}" in err, err[-2000:]
+    assert "benchmark_report.md" in out, "--quiet still prints the report path (and the warning on stderr)"
 
 
 def test_our_own_child_processes_count_as_ours_not_as_another_program(tmp_path):

@@ -5,6 +5,7 @@ other tasks are filled with the course's solutions); the rest of the student's p
 the course's tinytorch/.
 """
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -403,6 +404,39 @@ def test_complete_reruns_a_test_file_only_when_code_it_executed_changed(mini, tm
     assert rc == 0, out
     assert sorted(n for n, v in last["integration"].items() if not v["cached"]) == [
         "test_07_base.py", "test_07_two.py", "test_07_user.py"]
+
+
+def test_which_started_programs_could_run_the_packages_code():
+    "A test that starts one of these keeps its record of what it executed (None) or falls back to can-reach."
+    from tito.inline_runner import _spawns_code
+
+    hog = [sys.executable, "-c", "while True: pass"]
+    assert _spawns_code("subprocess.Popen", (None, hog, None, None)) is None
+    assert _spawns_code("subprocess.Popen", (None, ["uname", "-m"], None, None)) is None
+    for wrapped in (["setsid", "-f", *hog], ["nohup", *hog], ["setsid", "-w", "nohup", *hog]):
+        assert _spawns_code("subprocess.Popen", (None, wrapped, None, None)) is None, wrapped
+    assert _spawns_code("os.spawn", (os.P_NOWAIT, hog[0], hog, None)) is None
+    for code in ([sys.executable, "-c", "pass"], ["setsid", "-f", sys.executable, "-c", "import tinytorch"],
+                 ["nohup", "/bin/sh", "-c", "while true; do :; done"], ["setsid"], [sys.executable, "-m", "tito"]):
+        assert _spawns_code("subprocess.Popen", (None, code, None, None)) is not None, code
+    assert _spawns_code("os.fork", ()) == "os.fork"
+    assert _spawns_code("subprocess.Popen", (None, ["openssl", "sha512", "header.i"], None, None)) is None
+
+
+def test_torch_compiles_probe_keeps_the_record():
+    "torch.compile (inductor) starts a Python that only dlopens a library it built: that Python runs none of ours."
+    from torch._inductor.cpu_vec_isa import VecISA
+
+    from tito.inline_runner import _spawns_code
+
+    def python(code):
+        return _spawns_code("subprocess.Popen", (None, [sys.executable, "-c", code], None, None))
+
+    probe = VecISA._avx_py_load
+    assert python(probe.replace("__lib_path__", "/tmp/torchinductor_root/73/c73e.so")) is None
+    for bad in (probe.replace("__lib_path__", '/tmp/a.so")\nimport tinytorch\nprint("'), probe + "import tinytorch\n",
+                "import tinytorch\n" + probe.replace("__lib_path__", "/tmp/a.so"), probe.replace("__lib_path__", "x\\")):
+        assert python(bad) is not None, bad
 
 
 def test_the_students_test_files_read_nothing_of_the_instructors_tree(root):

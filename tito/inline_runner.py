@@ -26,11 +26,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import time
 import traceback
 import types
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import ast
 
 MARKER = "TITO_INLINE_RESULT "
 
@@ -163,12 +168,30 @@ def run_job(job: dict) -> dict:
 # programs that report on the machine or compile: they cannot run the package's Python code, so a
 # test that starts one (platform.processor() runs uname) keeps a complete record of what it ran
 SAFE_PROGRAMS = {"uname", "lscpu", "nproc", "getconf", "nvidia-smi", "rocm-smi", "fc-list", "ldconfig", "sysctl",
-                 "gcc", "g++", "cc", "c++", "clang", "clang++", "ld"}
+                 "gcc", "g++", "cc", "c++", "clang", "clang++", "ld", "openssl"}
 
 
 # a Python child whose whole program is one of these (the CPU hog of the tests that must hold on a busy
 # machine) imports nothing, so it cannot run the package's code either
 SAFE_PYTHON_PROGRAMS = {"while True: pass"}
+
+# programs that run the program they are given (`setsid -f python3 -c ...` starts a process that is not our
+# child): judged by that program
+WRAPPERS = {"setsid", "nohup"}
+
+
+def _safe_python_program(code: Any) -> bool:
+    """One of SAFE_PYTHON_PROGRAMS, or torch.compile's probe of the CPU's vector instructions (a Python that only
+    dlopens a library inductor built: torch's own template, with nothing but a path filled in)."""
+    if code in SAFE_PYTHON_PROGRAMS:
+        return True
+    isa = sys.modules.get("torch._inductor.cpu_vec_isa")  # loaded where the probe can run: the template is there
+    template = getattr(getattr(isa, "VecISA", None), "_avx_py_load", None)
+    if not (isinstance(code, str) and isinstance(template, str) and template.count("__lib_path__") == 1):
+        return False
+    head, tail = template.split("__lib_path__")
+    return (code.startswith(head) and code.endswith(tail) and len(code) >= len(head) + len(tail)
+            and re.fullmatch(r'[^"\\\n]*', code[len(head):len(code) - len(tail)]) is not None)
 
 
 def _spawns_code(event: str, args: tuple) -> str | None:
@@ -184,8 +207,13 @@ def _spawns_code(event: str, args: tuple) -> str | None:
     prog = prog if isinstance(prog, (str, bytes, os.PathLike)) else (list(prog) or ["?"])[0]
     name = os.path.basename(os.fsdecode(prog)).split()[0] if prog else "?"
     at = 2 if event == "os.spawn" else 1  # where the event's arguments hold the whole argv
-    full = args[at] if len(args) > at and isinstance(args[at], (list, tuple)) else ()
-    if name.startswith("python") and len(full) == 3 and full[1] == "-c" and full[2] in SAFE_PYTHON_PROGRAMS:
+    full = list(args[at]) if len(args) > at and isinstance(args[at], (list, tuple)) else []
+    while name in WRAPPERS and full:
+        full = full[1:]
+        while full and os.fsdecode(full[0]).startswith("-"):  # the wrapper's own options
+            full = full[1:]
+        name = os.path.basename(os.fsdecode(full[0])).split()[0] if full else "?"
+    if name.startswith("python") and len(full) == 3 and full[1] == "-c" and _safe_python_program(full[2]):
         return None
     return None if name in SAFE_PROGRAMS else f"{event}: {name}"
 
