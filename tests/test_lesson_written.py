@@ -128,6 +128,22 @@ def test_written_answers_tells_written_from_unanswered(released, tmp_path):
                    "systems-thinking-answer-c": (False, 4.0), "systems-thinking-answer-d": (False, 3.0)}, got
 
 
+def test_the_checksum_is_nbgraders(released):
+    """`written_answers` computes nbgrader's cell checksum from plain JSON: equal to nbgrader's own on every cell
+    nbgrader checksummed in the release (code and markdown, graded or locked), and on each one edited."""
+    import nbformat
+    from nbgrader.utils import compute_checksum
+
+    nb = nbformat.read(str(released), as_version=4)
+    cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("checksum")]
+    assert len(cells) > 10 and {c.cell_type for c in cells} == {"code", "markdown"}, len(cells)
+    for cell in cells:
+        for source in (cell.source, cell.source + " edited", ""):
+            c = nbformat.from_dict({**cell, "source": source})
+            assert nbgrader_glue.cell_checksum(json.loads(json.dumps(c))) == compute_checksum(c), cell.metadata
+    assert sum(compute_checksum(c) == c.metadata.nbgrader.checksum for c in cells) == len(cells)
+
+
 # ---- grading ---------------------------------------------------------------------------------------
 
 def test_old_csv_reads_with_every_column(tmp_path):
