@@ -406,6 +406,30 @@ def test_complete_reruns_a_test_file_only_when_code_it_executed_changed(mini, tm
         "test_07_base.py", "test_07_two.py", "test_07_user.py"]
 
 
+def test_executed_hash_changes_only_with_what_ran(tmp_path):
+    "A function's body counts when it ran; its signature, decorators and the module's own code always count."
+    from tito.complete import executed_hash
+
+    src = ("import functools\n\nclass A:\n    def ran(self):\n        def inner():\n            return 1\n"
+           "        return 2\n\n    def idle(self):\n        return 3\n\n@functools.cache\ndef f(x=1):\n"
+           "    return x\n\nN = 4\n")
+    path = tmp_path / "m.py"
+    ran = {"<module>", "A.ran"}
+
+    def h(text, executed=ran):
+        path.write_text(text)
+        return executed_hash(path, executed)
+
+    base = h(src)
+    assert h(src.replace("return 3", "return 30")) == base  # A.idle never ran
+    assert h(src.replace("return 1", "return 10")) == base  # nor did A.ran's inner function
+    assert h(src.replace("return 1", "return 10"), ran | {"A.ran.<locals>.inner"}) != h(src, ran | {"A.ran.<locals>.inner"})
+    assert h(src + "# a comment\n") == base
+    for edit in (("return 2", "return 20"), ("def f(x=1)", "def f(x=2)"), ("@functools.cache\n", ""), ("N = 4", "N = 5"),
+                 ("def idle(self)", "def idle(self, y)")):
+        assert h(src.replace(*edit)) != base, edit
+
+
 def test_which_started_programs_could_run_the_packages_code():
     "A test that starts one of these keeps its record of what it executed (None) or falls back to can-reach."
     from tito.inline_runner import _spawns_code

@@ -45,6 +45,7 @@ from the machine's load.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import os
@@ -64,8 +65,9 @@ from tito.grading.plan import notebook_modules, python_source
 from tito.inline_runner import JOB_MARKER
 from tito.runners import StageResult, _env, parse_junit, print_table
 
-KEY_VERSION = 1
+KEY_VERSION = 2  # 2: executed_hash from per-function digests
 CACHE = "complete-cache.json"
+TEST_FILE_GUESS_S = 4.0  # a test file's seconds before it has run once here (most of module 19's take 2-8 s)
 LIB = "tinytorch"
 _MODULE_RE = re.compile(r"\b" + LIB + r"(?:\.\w+)+")
 _TEST_DEF = re.compile(r"^def (test_\w+)\(", re.M)
@@ -218,21 +220,23 @@ def tito_sources() -> tuple[str, set[str]]:
 
 
 class _Cut(ast.NodeTransformer):
-    """Cuts the body of every function whose qualified name is not in `keep` down to its docstring."""
+    """Cuts every function's body down to its docstring, innermost first, recording each body as it was
+    (with its own inner functions already cut) by qualified name: `bodies`."""
 
-    def __init__(self, keep: set[str]):
-        self.keep, self.stack = keep, []
+    def __init__(self):
+        self.stack: list[str] = []
+        self.bodies: dict[str, str] = {}
 
     def _def(self, node):
         name = ".".join([*self.stack, node.name])
-        if name not in self.keep:  # decorators, defaults and annotations stay: they run at the def
-            first = node.body[0] if node.body else None
-            doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
-            node.body = ([first] if doc else []) + [ast.Pass()]
-            return node
         self.stack += [node.name, "<locals>"]
         self.generic_visit(node)
         del self.stack[-2:]
+        body = ast.dump(ast.Module(body=node.body, type_ignores=[]))  # decorators, defaults, annotations: not cut
+        self.bodies[name] = _sha(self.bodies.get(name, "") + body)  # a name defined twice: both bodies
+        first = node.body[0] if node.body else None
+        doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+        node.body = ([first] if doc else []) + [ast.Pass()]
         return node
 
     visit_FunctionDef = visit_AsyncFunctionDef = _def
@@ -242,6 +246,18 @@ class _Cut(ast.NodeTransformer):
         self.generic_visit(node)
         self.stack.pop()
         return node
+
+
+@functools.lru_cache(maxsize=512)
+def _module_digest(text: bytes) -> tuple[str, dict[str, str]] | None:
+    """(hash of the module with every function body cut, {qualified name: hash of that function's body}); None
+    when it does not parse. Parsed once a run, however many test files executed it."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    cut = _Cut()
+    return _sha(ast.dump(cut.visit(tree))), cut.bodies
 
 
 def executed_hash(path: Path, executed: set[str]) -> str:
@@ -255,11 +271,11 @@ def executed_hash(path: Path, executed: set[str]) -> str:
     (True, False)
     """
     text = Path(path).read_bytes()
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    digest = _module_digest(text)
+    if digest is None:
         return _sha(text)
-    return _sha(ast.dump(_Cut(set(executed)).visit(tree)))
+    skeleton, bodies = digest
+    return _sha(json.dumps([skeleton, sorted((q, bodies[q]) for q in executed if q in bodies)]))
 
 
 def key_of(kind: str, own: str, modules: set[str], hashes: dict[str, str], extra: dict) -> str:
@@ -537,13 +553,6 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
               + (f" ({len(runs) - len(todo)} unchanged since they last passed: from the cache)" if len(todo) < len(runs) else "")
               + " ...", flush=True)
         timeout = course.cell_timeout * 3
-        for r in sorted(todo, key=lambda r: -cache["seconds"].get(r.name, len(r.code) / 1e4)):
-            script = mod_dir / f".tito_inline_{r.path.stem}.py"  # beside the notebook: relative data paths work
-            script.write_text(r.code, encoding="utf-8")
-            scripts.append(script)
-            server.submit({"id": f"inline:{r.name}", "kind": "inline", "file": str(script),
-                           "package_root": str(lib), "log": str(logs / f"{r.path.stem}.log"),
-                           "result": str(work / f"{r.path.stem}.json"), "timeout": timeout})
 
         # 3. integration tests: gated on the notebooks they exercise
         num = module.split("_", 1)[0]
@@ -577,6 +586,28 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
             tfiles.append(tf)
             shutil.copy2(t, tdir / t.name)
 
+        # jobs wait here until a worker is free, the longest expected first (the last run's seconds, else a guess),
+        # so that no long job starts last and leaves the other workers idle at the end
+        waiting: list[tuple[float, dict]] = []
+
+        def dispatch() -> None:
+            waiting.sort(key=lambda e: -e[0])
+            while waiting and server.pending < jobs:
+                server.submit(waiting.pop(0)[1])
+
+        def expected(name: str, guess: float) -> float:
+            return float(cache["seconds"].get(name, guess))
+
+        for r in todo:  # a notebook that integration tests wait for goes before one that is only long
+            script = mod_dir / f".tito_inline_{r.path.stem}.py"  # beside the notebook: relative data paths work
+            script.write_text(r.code, encoding="utf-8")
+            scripts.append(script)
+            unlocks = sum(expected(tf.name, TEST_FILE_GUESS_S) for tf in tfiles if not tf.cached and r.name in tf.needs)
+            waiting.append((expected(r.name, len(r.code) / 1e4) + unlocks,
+                            {"id": f"inline:{r.name}", "kind": "inline", "file": str(script),
+                             "package_root": str(lib), "log": str(logs / f"{r.path.stem}.log"),
+                             "result": str(work / f"{r.path.stem}.json"), "timeout": timeout}))
+
         def submit_ready() -> None:
             for tf in tfiles:
                 if tf.cached or tf.skipped or tf.submitted:
@@ -592,17 +623,19 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                 stem = Path(tf.name).stem
                 xml = work / f"{stem}.xml"
                 xml.unlink(missing_ok=True)
-                server.submit({"id": f"pytest:{tf.name}", "kind": "pytest", "cwd": str(ws_root),
-                               "args": ["-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "--rootdir", str(tdir),
-                                        "-c", os.devnull, str(tdir / tf.name)], "record": str(lib),
-                               "log": str(logs / f"{stem}.log"), "result": str(work / f"{stem}.json"), "timeout": 1800})
+                waiting.append((expected(tf.name, TEST_FILE_GUESS_S),
+                                {"id": f"pytest:{tf.name}", "kind": "pytest", "cwd": str(ws_root),
+                                 "args": ["-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "--rootdir", str(tdir),
+                                          "--confcutdir", str(tdir), "-c", os.devnull, str(tdir / tf.name)],
+                                 "record": str(lib), "log": str(logs / f"{stem}.log"),
+                                 "result": str(work / f"{stem}.json"), "timeout": 1800}))
 
         print(f"[3/3] integration tests of the notebooks that pass, as they do ({len(tfiles)} file(s)) ...", flush=True)
         for r in runs:  # the cached ones are known now
             if r.cached:
                 r.report = task_reports(r, owner_of_file)
         submit_ready()
-        server.p.stdin.flush()
+        dispatch()
         while server.pending:
             msg = server.next()
             kind, _, name = msg["id"].partition(":")
@@ -651,6 +684,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                     cache["integration"].pop(name, None)
                 print(f"  {name}: {'passed' if tf.ok else 'FAILED'} ({tf.seconds:.1f} s, CPU {tf.cpu_seconds:.1f} s)",
                       flush=True)
+            dispatch()
         submit_ready()  # what is left is skipped
 
         inline = StageResult("inline tests")

@@ -157,6 +157,9 @@ def run_job(job: dict) -> dict:
         import pytest
 
         os.chdir(job["cwd"])
+        # only the plugins the arguments name: importing every installed one (xdist, anyio, ...) and rewriting
+        # their asserts cost each test file 0.3 s
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         if not job.get("record"):
             return {"exit": int(pytest.main(list(job["args"])))}
         stop = record_executed(job["record"])
@@ -374,6 +377,12 @@ def serve(jobs: int = 2, preload: list[str] | None = None) -> int:
         out.write(JOB_MARKER + json.dumps(obj) + "\n")
         out.flush()
 
+    # what is loaded now lives as long as the server: out of the collector's sight, a job's collections (pytest
+    # runs two at its end) no longer walk torch's objects, and its pages are not written to by them (-0.8 s of
+    # CPU for each job here)
+    import gc
+
+    gc.freeze()
     emit({"ready": True, "preloaded": loaded, "seconds": round(time.perf_counter() - t0, 3)})
     sel = selectors.DefaultSelector()
     sel.register(sys.stdin.fileno(), selectors.EVENT_READ)
