@@ -35,7 +35,8 @@ def agg_backend(monkeypatch):
 # --no-loadscope-reorder`), handing files out in collection order: the longest go first, so that no
 # worker is left with one of them at the end while the other idles (seconds, 2 cores, quiet, 2026-11-27).
 LONGEST_FIRST = {"test_grading.py": 270, "test_lesson.py": 140, "test_olympics_judge.py": 110,
-                 "test_student_kit.py": 60, "test_student_workflow.py": 50, "test_19_olympics.py": 40}
+                 "test_student_kit.py": 60, "test_student_workflow.py": 50, "test_19_olympics.py": 12,
+                 "test_olympics_cli.py": 30}
 
 
 def pytest_collection_modifyitems(config, items):

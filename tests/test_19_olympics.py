@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from tinytorch.benchmarking.benchmark import Benchmark, OlympicEvent  # must keep working
+from tinytorch.benchmarking.benchmark import Benchmark, OlympicEvent  # noqa: F401 - must keep working
 from tinytorch.benchmarking.digits import DigitsCNN, load_digits_split
 from tinytorch.benchmarking.olympics import (
     EVENT_RULES, SAVE_RECIPE, SIZE_METHOD, SUBMISSION_SCHEMA, SUBMISSION_VERSION, _constraint_inputs, _improvements, _measure_models, _score,
@@ -280,62 +280,34 @@ def test_speedup_check_is_the_interval_against_the_claim():
         speedup_check(2.0, [2.0], tolerance=0.5)
 
 
-@pytest.fixture
-def cpu_hog():
-    "A process spinning on a core beside the test: verdicts that compare timings must hold on a busy machine."
-    import subprocess
-    import sys
-
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    yield hog
-    hog.kill()
-    hog.wait()
-
-
-def test_cli_submits_and_verifies_the_participants_model(models, tmp_path, capsys, cpu_hog):
-    """`tito olympics submit --model FILE [--baseline FILE]`: the capstone takes the student's own model; `verify`
-    passes an honest submission with a CPU hog beside it, run after run, and fails a tampered speed-up."""
+def test_cli_submits_the_participants_model(models, tmp_path, capsys):
+    """`tito olympics submit --model FILE [--baseline FILE]`: the capstone takes the student's own model and prints
+    each figure with its interval. (`verify`, which re-measures in sandboxes, is checked in
+    tests/test_olympics_cli.py: a student's `module complete` cannot follow what a sandbox runs.)"""
     from tito.cli import main
 
-    base, _ = models
-    mine = prune_magnitude(base, 0.3)
-    model_file, base_file = tmp_path / "mine.pt", tmp_path / "base.pt"
-    torch.jit.trace(mine, torch.zeros(1, 1, 8, 8)).save(str(model_file))  # the recipe: TorchScript
-    torch.jit.save(torch.jit.trace(base, torch.zeros(1, 1, 8, 8)), str(base_file))
-    out = tmp_path / "sub.json"
-    assert main(["olympics", "submit", "--event", "latency_sprint", "--model", str(model_file),
-                 "--baseline", str(base_file), "--output", str(out), "--runs", "10"]) == 0
+    model_file, base_file, out = submit_mine(models, tmp_path, main)
     printed = capsys.readouterr().out
     for line in ("speedup ", "size ratio ", "accuracy "):  # each figure with its interval
         assert any(ln.startswith(line) and "[" in ln for ln in printed.splitlines()), (line, printed)
     doc = json.loads(out.read_text())
     assert doc["models"]["optimized"]["sha256"] == weights_sha256(torch.jit.load(str(model_file)))
-    assert doc["models"]["baseline"]["sha256"] == weights_sha256(base)
+    assert doc["models"]["baseline"]["sha256"] == weights_sha256(models[0])
     assert "participant model from mine.pt" in doc["techniques"]
     assert validate_submission(out)["valid"]
-    for _ in range(3):  # an honest claim holds beside the hog, every time
-        assert main(["olympics", "verify", str(out), "--model", str(model_file), "--baseline", str(base_file),
-                     "--runs", "20"]) == 0, capsys.readouterr().out
-    # a tampered claim (ten times the speed-up, every figure recomputed so that it still validates) fails; verify
-    # judges the claim's own lower end, and 10 runs beside a hog can give an interval 3x wide, so 3x could hide in it
-    _inflate_speedup(out, 10.0)
-    assert validate_submission(out)["valid"]
-    capsys.readouterr()
-    assert main(["olympics", "verify", str(out), "--model", str(model_file), "--baseline", str(base_file),
-                 "--runs", "20"]) == 1
-    assert "speedup: claimed" in capsys.readouterr().out
-    # verifying against another model file (pickled: traced in a converting sandbox): the weights' hash gives it away
-    other = tmp_path / "other.pt"
-    torch.save(prune_magnitude(base, 0.6), other)
-    assert main(["olympics", "verify", str(out), "--model", str(other), "--baseline", str(base_file)]) == 1
-    # without --model, verify says which file to pass
-    capsys.readouterr()
-    assert main(["olympics", "verify", str(out)]) == 2
-    assert "--model mine.pt --baseline base.pt" in capsys.readouterr().err
-    # a baseline alone, or a missing file: exit 2 with the argument named
-    assert main(["olympics", "submit", "--baseline", str(base_file), "--output", str(tmp_path / "x.json")]) == 2
-    assert "baseline_path" in capsys.readouterr().err
-    assert main(["olympics", "submit", "--model", str(tmp_path / "nope.pt"), "--output", str(tmp_path / "y.json")]) == 2
+
+
+def submit_mine(models, folder: Path, main) -> tuple[Path, Path, Path]:
+    """`tito olympics submit` of a participant's own model (the default baseline pruned 30%, saved by the recipe:
+    TorchScript) against the baseline's file: (model file, baseline file, submission)."""
+    base, _ = models
+    model_file, base_file = folder / "mine.pt", folder / "base.pt"
+    torch.jit.trace(prune_magnitude(base, 0.3), torch.zeros(1, 1, 8, 8)).save(str(model_file))
+    torch.jit.save(torch.jit.trace(base, torch.zeros(1, 1, 8, 8)), str(base_file))
+    out = folder / "sub.json"
+    assert main(["olympics", "submit", "--event", "latency_sprint", "--model", str(model_file),
+                 "--baseline", str(base_file), "--output", str(out), "--runs", "10"]) == 0
+    return model_file, base_file, out
 
 
 def test_submit_refuses_a_file_it_cannot_reload(models, tmp_path, capsys):

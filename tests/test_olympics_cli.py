@@ -1,0 +1,74 @@
+"""`tito olympics verify` as a judge: an honest claim passes (beside a CPU hog, run after run), a tampered one and
+another model file fail, and bad arguments are named. Not one of the students' files (tests/test_19_*.py): verify
+re-measures in sandboxes, which `module complete` cannot follow (it would re-run this file after any edit), and
+a CPU hog would slow every test it runs beside."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from test_19_olympics import _inflate_speedup, submit_mine
+from tinytorch.benchmarking.olympics import default_olympics_models, validate_submission
+from tinytorch.benchmarking.optimize import prune_magnitude
+
+
+@pytest.fixture(scope="module")
+def models():
+    return default_olympics_models()
+
+
+@pytest.fixture
+def cpu_hog():
+    "A process spinning on a core beside the test: verdicts that compare timings must hold on a busy machine."
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    yield hog
+    hog.kill()
+    hog.wait()
+
+
+def test_an_honest_claim_is_verified_beside_a_cpu_hog_every_time(models, tmp_path, capsys, cpu_hog):
+    from tito.cli import main
+
+    model_file, base_file, out = submit_mine(models, tmp_path, main)
+    for _ in range(3):
+        assert main(["olympics", "verify", str(out), "--model", str(model_file), "--baseline", str(base_file),
+                     "--runs", "20"]) == 0, capsys.readouterr().out
+
+
+def test_verify_passes_an_honest_claim_and_fails_a_tampered_one(models, tmp_path, capsys):
+    from tito.cli import main
+
+    model_file, base_file, out = submit_mine(models, tmp_path, main)
+    assert main(["olympics", "verify", str(out), "--model", str(model_file), "--baseline", str(base_file),
+                 "--runs", "20"]) == 0, capsys.readouterr().out
+    # a tampered claim (ten times the speed-up, every figure recomputed so that it still validates) fails; verify
+    # judges the claim's own lower end, and 10 runs beside a hog can give an interval 3x wide, so 3x could hide in it
+    _inflate_speedup(out, 10.0)
+    assert validate_submission(out)["valid"]
+    capsys.readouterr()
+    assert main(["olympics", "verify", str(out), "--model", str(model_file), "--baseline", str(base_file),
+                 "--runs", "20"]) == 1
+    assert "speedup: claimed" in capsys.readouterr().out
+
+
+def test_verify_names_what_is_wrong_or_missing(models, tmp_path, capsys):
+    from tito.cli import main
+
+    base, _ = models
+    model_file, base_file, out = submit_mine(models, tmp_path, main)
+    # another model file (pickled: traced in a converting sandbox): the weights' hash gives it away
+    other = tmp_path / "other.pt"
+    torch.save(prune_magnitude(base, 0.6), other)
+    assert main(["olympics", "verify", str(out), "--model", str(other), "--baseline", str(base_file)]) == 1
+    # without --model, verify says which file to pass
+    capsys.readouterr()
+    assert main(["olympics", "verify", str(out)]) == 2
+    assert "--model mine.pt --baseline base.pt" in capsys.readouterr().err
+    # a baseline alone, or a missing file: exit 2 with the argument named
+    assert main(["olympics", "submit", "--baseline", str(base_file), "--output", str(tmp_path / "x.json")]) == 2
+    assert "baseline_path" in capsys.readouterr().err
+    assert main(["olympics", "submit", "--model", str(tmp_path / "nope.pt"), "--output", str(tmp_path / "y.json")]) == 2
+    assert "--model: no such file" in capsys.readouterr().err
