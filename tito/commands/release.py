@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tito import nbgrader_glue
-from tito.config import Course, TitoError, readme_order
+from tito.config import Course, TitoError
 
 DATA_SECTION = "release_data"
 
@@ -82,7 +82,7 @@ def reading_readme(course: Course, module: str, folder: Path | None = None) -> s
         "cells: the inline tests say what is wrong. From this folder:", "",
         "```bash",
         f"python3 -m tito module complete {num}    # your tests, your export, the integration tests",
-        *([f"python3 -m tito olympics submit --model mine.pt    # the capstone: your model file, here"]
+        *(["python3 -m tito olympics submit --model mine.pt    # the capstone: your model file, here"]
           if (course.nbs_dir / module / "olympics_dev.ipynb").exists() or "olympics_dev" in order else []),
         "```", ""])
 
@@ -368,7 +368,7 @@ def build_student_kit(course: Course, module: str, dest: Path) -> KitResult:
             if t.is_file() and (tracked is None or t in tracked):
                 (stage / t.relative_to(course.root)).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(t, stage / t.relative_to(course.root))
-        reference = _reference_package(course, module, stage / "reference" / course.lib_dir.name)
+        _reference_package(course, module, stage / "reference" / course.lib_dir.name)
         shutil.copytree(stage / "reference" / course.lib_dir.name, stage / course.lib_dir.name)
         for name in ("requirements.lock",):
             if (course.root / name).is_file():

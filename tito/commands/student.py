@@ -27,7 +27,6 @@ import json
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
 from tito import nbgrader_glue
