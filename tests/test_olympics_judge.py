@@ -166,7 +166,7 @@ def test_each_bad_submission_has_a_clear_line(judged):
     assert "my model is broken" in r["raiser"]
     assert "non-finite output" in r["nan"] and "test image 0" in r["nan"]
     assert "expected (450, 10)" in r["wide"]
-    assert "no answer within 20 s" in r["sleeper"]
+    assert "no answer within 20 s" in r["asleep"]
     board = (judged["out"] / "leaderboard.md").read_text()
     assert "## Rejected" in board and all(f"- {name}:" in board for name in r)
 
