@@ -1,9 +1,11 @@
 """tito's command line: help for every command, clear errors, exit codes."""
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from test_19_machine_state import _named, hog  # noqa: F401 - hog is a fixture
 from tito.cli import build_parser, main
 
 COMMANDS = ["export", "test", "module", "module complete", "module start", "release", "benchmark",
@@ -136,3 +138,24 @@ def test_benchmark_user_model_hardware(tmp_path):
     summary = pd.read_csv(out / "hardware" / "hardware_summary.csv").iloc[0]
     assert "unavailable: no labelled data fits input shape (1, 2, 16)" in summary["skipped_precisions"]
     assert (out / "hardware" / "device_fit.csv").exists() and (out / "hardware" / "watch_metrics.json").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="reads Linux /proc")
+def test_the_hardware_report_records_the_machine_and_warns_beside_a_cpu_hog(tmp_path, hog, capsys):  # noqa: F811 - the fixture
+    """`tito benchmark --hardware`: the hardware artifacts keep the machine's load over their run (its measured
+    roofs came out 30x low beside a hog), their table opens with the warning, and the CLI prints it."""
+    import json
+
+    import torch
+
+    path = tmp_path / "wide.pt"
+    torch.save(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()), path)  # hardware needs hooks: not TorchScript
+    rc = main(["benchmark", "--model", str(path), "--input-shape", "8,64", "--runs", "5", "--quiet", "--hardware",
+               "--output-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 0, err[-2000:]
+    state = json.loads((tmp_path / "out" / "hardware" / "machine_state.json").read_text())
+    assert state["busy"] is True and _named(state, hog.pid), state
+    table = (tmp_path / "out" / "hardware" / "benchmark_table.md").read_text()
+    assert table.startswith("> **WARNING: the hardware report of wide was measured on a busy machine"), table[:300]
+    assert "the hardware artifacts was measured on a busy machine" in err and f"pid {hog.pid}" in err, err[-2000:]

@@ -26,7 +26,7 @@ from .hardware_profile import (
 from .metrics import PRECISIONS, check_precision, evaluate_accuracy, model_memory_mb
 from .results import serialized_bytes, state_dict_tensor_bytes, write_atomic, write_json
 from ..profiling.profiler import Profiler
-from ..profiling.timing import adapt, system_info, time_callable, time_model
+from ..profiling.timing import adapt, machine_load, machine_state, machine_warning, system_info, time_callable, time_model
 
 _all_ = ["KB"]
 
@@ -286,11 +286,11 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
                           power_watts: float | None = None, devices: Sequence[str] = tuple(TARGET_DEVICES),
                           repeats: int = 20, calibration_split: str | None = None,
                           sweep_unavailable_reason: str | None = None) -> dict[str, Path]:
-    """Run the full hardware analysis of `model` for one input batch `input_shape` and write its artifacts;
-    returns {name: path}. Precisions this machine cannot run are skipped, the reason in `hardware_summary.csv`
-    (`skipped_precisions`). With `loader=None` (no labelled data fits the model) the sweep is unavailable, with
-    `sweep_unavailable_reason`, and the summary uses the measured fp32 latency; every other artifact is written."""
-    shape, out = batch_shape(input_shape), Path(output_dir)
+    """Run the full hardware analysis of `model` on one input batch `input_shape`; write its artifacts, return {name: path}.
+    Precisions this machine cannot run are skipped (the reason: `hardware_summary.csv`, `skipped_precisions`). With
+    `loader=None` (no labelled data fits) the sweep is unavailable (`sweep_unavailable_reason`) and the summary uses the
+    measured fp32 latency. `machine_state.json`: the load over the run; if busy, `benchmark_table.md` opens warning so."""
+    shape, out, before = batch_shape(input_shape), Path(output_dir), machine_state()
     if loader is not None:
         sweep_df = sweep(model, loader, precisions, batch_sizes, constraints, power_watts=power_watts, repeats=repeats,
                          calibration_data=calibration_data, unsupported="skip", calibration_split=calibration_split)
@@ -327,8 +327,10 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
     paths["device_fit"] = write_atomic(out / "device_fit.csv", fit.to_csv(index=False))
     watch = measure_watch_metrics(model, shape, loader=loader, power_watts=power_watts, samples=repeats)
     paths["watch_metrics"] = write_json(out / "watch_metrics.json", watch)
+    paths["machine_state"] = write_json(out / "machine_state.json", load := machine_load(before, machine_state()))
     table = benchmark_table_markdown([{**r, "task": task, "platform": platform} for r in rows])
-    paths["benchmark_table"] = write_atomic(out / "benchmark_table.md", table)
+    warning = machine_warning(load, f"the hardware report of {name}")
+    paths["benchmark_table"] = write_atomic(out / "benchmark_table.md", f"> **{warning}**\n\n{table}" if warning else table)
     return paths
 
 

@@ -14,7 +14,9 @@ the command line and sets the exit code, and `tito.default_benchmark` prints wha
 """
 from __future__ import annotations
 
+import json
 import re
+import sys
 from pathlib import Path
 
 from tito.config import Course, TitoError
@@ -83,9 +85,14 @@ def run(args) -> int:
             print(f"writing hardware artifacts for {'the default model' if not args.model else args.model} "
                   f"to {hw_dir} (on the CPU) ...", flush=True)
         try:
-            written += list(write_hardware(hw_dir, args.model, shape, power_watts=args.power_watts).values())
+            hw = write_hardware(hw_dir, args.model, shape, power_watts=args.power_watts)
         except (ValueError, TypeError) as e:  # e.g. a TorchScript file: no forward hooks
             raise TitoError(str(e), code=2) from e
+        written += list(hw.values())
+        from tinytorch.profiling.timing import machine_warning
+
+        if warning := machine_warning(json.loads(hw["machine_state"].read_text()), "the hardware artifacts"):
+            print(warning, file=sys.stderr, flush=True)
     if args.quiet:
         print(out["report"])
     else:
