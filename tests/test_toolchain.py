@@ -11,7 +11,7 @@ import pytest
 from tito import nbgrader_glue
 from tito.commands import export as export_cmd
 from tito.commands.release import release
-from tito.config import Course, TitoError
+from tito.config import TitoError
 from tito.inline_runner import parse_output
 
 TINY_SRC = '''\
@@ -200,6 +200,32 @@ def test_parallel_stages_report_what_serial_ones_do(tmp_path, monkeypatch):
     monkeypatch.setenv("TITO_JOBS", "zero")
     with pytest.raises(ValueError, match="TITO_JOBS"):
         runners.default_jobs()
+
+
+def test_each_parallel_test_process_gets_its_share_of_the_cores(tmp_path, monkeypatch):
+    """Inside threads_per_job(jobs), what tito test starts sees cores // jobs threads (at least 1); a count the
+    user set is kept; the environment is as it was afterwards."""
+    import os
+
+    from tito import runners
+
+    probe = tmp_path / "m_dev.py"
+    probe.write_text("import os, torch\ndef test_unit_threads():\n"
+                     "    assert torch.get_num_threads() == int(os.environ['WANT']), (torch.get_num_threads(), os.environ['WANT'])\n")
+    cores = len(os.sched_getaffinity(0))
+    for var in runners.THREAD_VARS:
+        monkeypatch.delenv(var, raising=False)
+    for jobs in (1, 2, 64):
+        monkeypatch.setenv("WANT", str(max(1, cores // jobs)))
+        with runners.threads_per_job(jobs) as n:
+            assert n == max(1, cores // jobs) and os.environ["MKL_NUM_THREADS"] == str(n)
+            st = runners.run_inline([probe], timeout=120, root=tmp_path, jobs=jobs)
+            assert st.failed == 0 and st.passed == 1, st.failures
+        assert not any(v in os.environ for v in runners.THREAD_VARS)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    with runners.threads_per_job(cores) as n:
+        assert n == 3 and os.environ["OMP_NUM_THREADS"] == "3"
+    assert os.environ["OMP_NUM_THREADS"] == "3"
 
 
 class _Done:

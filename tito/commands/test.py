@@ -6,7 +6,8 @@ from pathlib import Path
 
 from tito.commands import export as export_cmd
 from tito.config import Course
-from tito.runners import StageResult, default_jobs, print_table, run_inline, run_notebooks, run_pytest
+from tito.runners import (StageResult, default_jobs, print_table, run_inline, run_notebooks, run_pytest,
+                          threads_per_job)
 
 
 def module_test_files(course: Course, module: str) -> list[Path]:
@@ -36,8 +37,14 @@ def check_stage(course: Course) -> StageResult:
 
 def run_tests(course: Course, modules: list[str] | None = None, verbose: bool = False,
               jobs: int | None = None) -> int:
-    """The four stages, one after another; inside each, `jobs` processes at once (default: `default_jobs()`)."""
+    """The four stages, one after another; inside each, `jobs` processes at once (default: `default_jobs()`),
+    each with its share of the cores as torch's thread count (`threads_per_job`)."""
     jobs = default_jobs() if jobs is None else jobs
+    with threads_per_job(jobs):
+        return _run_stages(course, modules, verbose, jobs)
+
+
+def _run_stages(course: Course, modules: list[str] | None, verbose: bool, jobs: int) -> int:
     limited = bool(modules)
     mods = course.resolve(modules)
     stages = []
