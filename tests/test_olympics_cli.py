@@ -4,12 +4,10 @@ re-measures in sandboxes, which `module complete` cannot follow (it would re-run
 a CPU hog would slow every test it runs beside."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch
 
+from test_19_machine_state import hog  # noqa: F401 - a CPU hog of another parent, as the tests' one fixture
 from test_19_olympics import _inflate_speedup, submit_mine
 from tinytorch.benchmarking.olympics import default_olympics_models, validate_submission
 from tinytorch.benchmarking.optimize import prune_magnitude
@@ -20,16 +18,7 @@ def models():
     return default_olympics_models()
 
 
-@pytest.fixture
-def cpu_hog():
-    "A process spinning on a core beside the test: verdicts that compare timings must hold on a busy machine."
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    yield hog
-    hog.kill()
-    hog.wait()
-
-
-def test_an_honest_claim_is_verified_beside_a_cpu_hog_every_time(models, tmp_path, capsys, cpu_hog):
+def test_an_honest_claim_is_verified_beside_a_cpu_hog_every_time(models, tmp_path, capsys, hog):  # noqa: F811 - the fixture
     from tito.cli import main
 
     model_file, base_file, out = submit_mine(models, tmp_path, main)

@@ -4,7 +4,6 @@ Every runner returns a StageResult: counts, seconds, and one line per failure.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.util
 import multiprocessing
@@ -16,10 +15,10 @@ import xml.etree.ElementTree as ET
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from tito import process
-from tito.inline_runner import parse_output
+from tito.inline_runner import THREAD_VARS, parse_output, threads_per_job  # noqa: F401 - tito test's API
 
 
 @dataclass
@@ -56,28 +55,6 @@ def _env() -> dict:
     if not env.get("PATH", "").startswith(bindir):
         env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
     return env
-
-
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-
-@contextlib.contextmanager
-def threads_per_job(jobs: int) -> Iterator[int]:
-    """Inside: processes started get the cores divided among `jobs` of them as their thread count (torch's
-    default is every core: two inline-test processes of two threads each on two cores took metrics_dev's tests
-    from 5 s alone to 18 s); a count the caller set is kept. Yields the count."""
-    threads = max(1, len(os.sched_getaffinity(0)) // max(1, jobs)) if hasattr(os, "sched_getaffinity") else 1
-    old = {v: os.environ.get(v) for v in THREAD_VARS}
-    for v in THREAD_VARS:
-        os.environ.setdefault(v, str(threads))
-    try:
-        yield int(os.environ["OMP_NUM_THREADS"]) if os.environ["OMP_NUM_THREADS"].isdigit() else threads
-    finally:
-        for v, val in old.items():
-            if val is None:
-                os.environ.pop(v, None)
-            else:
-                os.environ[v] = val
 
 
 def default_jobs() -> int:
