@@ -125,6 +125,16 @@ def test_a_window_shorter_than_a_tick_has_no_shares(tmp_path):
 HOG = [sys.executable, "-c", "while True: pass"]
 
 
+HOG_TOKEN = "TINYTORCH_TEST_HOG"
+
+
+def _environ(pid: str) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:  # it ended, or is another user's
+        return []
+
+
 def _cmdline(pid: str) -> list[str]:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
@@ -136,18 +146,22 @@ def _cmdline(pid: str) -> list[str]:
 def hog():
     """A CPU hog beside the test, killed afterwards: another program's, started by `setsid -f` (which forks it
     and exits), so it is not a child of the measuring process (whose children count as its own work), and
-    `module complete` still keys this file by what it executed (a Python running only `while True: pass`)."""
+    `module complete` still keys this file by what it executed (a Python running only `while True: pass`).
+    Found by a token in its environment: another test worker may start its own hog at the same moment."""
     import signal
     import time as _time
+    import uuid
 
-    before = set(os.listdir("/proc"))
-    subprocess.run(["setsid", "-f", *HOG], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        new = [int(p) for p in set(os.listdir("/proc")) - before if p.isdigit() and _cmdline(p) == HOG]
+    value = uuid.uuid4().hex
+    token = f"{HOG_TOKEN}={value}".encode()
+    subprocess.run(["setsid", "-f", *HOG], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env={**os.environ, HOG_TOKEN: value})
+    for _ in range(500):
+        new = [int(p) for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == HOG and token in _environ(p)]
         if new:
             break
         _time.sleep(0.01)
-    assert len(new) == 1, f"the hog started by setsid: {new}"
+    assert len(new) == 1, f"the hog started by setsid, found by its token: {new}"
     _time.sleep(0.2)  # spinning before the measurement starts
     yield types.SimpleNamespace(pid=new[0])
     os.kill(new[0], signal.SIGKILL)
