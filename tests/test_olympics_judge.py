@@ -209,10 +209,17 @@ def _tree_cores(pid: int) -> dict[str, set[int]]:
     todo = [pid]
     while todo:
         p = todo.pop()
-        name = Path(f"/proc/{p}/comm").read_text().strip()
-        for t in os.listdir(f"/proc/{p}/task"):
-            cores.setdefault(name, set()).update(os.sched_getaffinity(int(t)))
-            todo += [int(c) for c in Path(f"/proc/{p}/task/{t}/children").read_text().split()]
+        try:
+            name = Path(f"/proc/{p}/comm").read_text().strip()
+            threads = os.listdir(f"/proc/{p}/task")
+        except (FileNotFoundError, ProcessLookupError):  # it ended while we read: it runs nowhere
+            continue
+        for t in threads:
+            try:
+                cores.setdefault(name, set()).update(os.sched_getaffinity(int(t)))
+                todo += [int(c) for c in Path(f"/proc/{p}/task/{t}/children").read_text().split()]
+            except (FileNotFoundError, ProcessLookupError):  # a thread that ended while we read
+                continue
     return cores
 
 
