@@ -123,9 +123,7 @@ def test_a_window_shorter_than_a_tick_has_no_shares(tmp_path):
 
 
 HOG = [sys.executable, "-c", "while True: pass"]
-
-
-HOG_TOKEN = "TINYTORCH_TEST_HOG"
+HOG_TOKEN = "TINYTORCH_TEST_HOG"  # in the hog's environment: which hog is this test's
 
 
 def _environ(pid: str) -> list[bytes]:

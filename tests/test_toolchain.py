@@ -208,22 +208,23 @@ def test_each_parallel_test_process_gets_its_share_of_the_cores(tmp_path, monkey
     import os
 
     from tito import runners
+    from tito.inline_runner import THREAD_VARS, threads_per_job
 
     probe = tmp_path / "m_dev.py"
     probe.write_text("import os, torch\ndef test_unit_threads():\n"
                      "    assert torch.get_num_threads() == int(os.environ['WANT']), (torch.get_num_threads(), os.environ['WANT'])\n")
     cores = len(os.sched_getaffinity(0))
-    for var in runners.THREAD_VARS:
+    for var in THREAD_VARS:
         monkeypatch.delenv(var, raising=False)
     for jobs in (1, 2, 64):
         monkeypatch.setenv("WANT", str(max(1, cores // jobs)))
-        with runners.threads_per_job(jobs) as n:
+        with threads_per_job(jobs) as n:
             assert n == max(1, cores // jobs) and os.environ["MKL_NUM_THREADS"] == str(n)
             st = runners.run_inline([probe], timeout=120, root=tmp_path, jobs=jobs)
             assert st.failed == 0 and st.passed == 1, st.failures
-        assert not any(v in os.environ for v in runners.THREAD_VARS)
+        assert not any(v in os.environ for v in THREAD_VARS)
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    with runners.threads_per_job(cores) as n:
+    with threads_per_job(cores) as n:
         assert n == 3 and os.environ["OMP_NUM_THREADS"] == "3"
     assert os.environ["OMP_NUM_THREADS"] == "3"
 

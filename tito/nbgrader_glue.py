@@ -297,14 +297,13 @@ def cell_checksum(cell: dict) -> str:
     it equal to nbgrader's own on every graded cell of the course."""
     import hashlib
 
-    meta = cell.get("metadata", {}).get("nbgrader")
-    grade = meta.get("grade", False) if meta is not None else False
-    solution = meta.get("solution", False) if meta is not None else False
-    locked = False if meta is None or solution else True if grade else meta.get("locked", False)
+    meta = cell.get("metadata", {}).get("nbgrader") or {}  # no nbgrader metadata: neither grade, solution nor locked
+    grade, solution = meta.get("grade", False), meta.get("solution", False)
+    locked = False if solution else True if grade else meta.get("locked", False)
     source = cell.get("source", "")
     m = hashlib.md5()
     for part in ("".join(source) if isinstance(source, list) else source, cell.get("cell_type", ""),
-                 str(grade), str(solution), str(locked), (meta or {})["grade_id"]):
+                 str(grade), str(solution), str(locked), meta["grade_id"]):
         m.update(part.encode("utf-8"))
     if grade:
         m.update(str(float(meta["points"])).encode("utf-8"))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tito import process
-from tito.inline_runner import THREAD_VARS, parse_output, threads_per_job  # noqa: F401 - tito test's API
+from tito.inline_runner import parse_output
 
 
 @dataclass

@@ -633,8 +633,7 @@ def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_pat
             rejected[st.name] = state["rejected"][st.name] = str(e)
             stop(st)
     run_tasks(one, [st for st in valid if st.name not in rejected], lambda st, _: st.name in rejected, workers=jobs,
-              show_progress=sys.stderr.isatty(),
-              label="loading models")
+              show_progress=sys.stderr.isatty(), label="loading models")
     alive = [st for st in valid if st.name not in rejected]
     if arrays:
         state["pairs"] = similar_models({s: (state["static"][s]["sha256"]["optimized"], a["weights"]) for s, a in arrays.items()},

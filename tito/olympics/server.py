@@ -28,6 +28,7 @@ A failure is {"ok": false, "error": "Type: message"}; the judge decides what it 
 """
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import warnings
@@ -92,8 +93,6 @@ def as_array(out) -> np.ndarray:
 def pin_threads(cpu: int) -> None:
     """Every thread of this process onto core `cpu` (sched_setaffinity moves one thread; threads made later
     inherit it): the imports ran on every core, the models are timed on this one."""
-    import os
-
     for tid in os.listdir("/proc/self/task"):
         os.sched_setaffinity(int(tid), {cpu})
 
