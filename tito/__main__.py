@@ -1,23 +1,27 @@
 """`python3 -m tito ARGS` from the repository root.
 
-Standard library only: this runs under whatever python3 the user has. If we are not
-already running inside `<repo>/.venv`, create it (first run), install the pinned
-dependencies, then re-execute `<repo>/.venv/bin/python -m tito ARGS`.
+Standard library only: this runs under whatever python3 the user has. It first checks that the
+interpreter is a supported one (SUPPORTED_PYTHON: the versions the pinned torch, onnxruntime and the
+lock publish wheels for, floor Debian 12's 3.11.2) and says what it found and how to get one when not;
+it parses on Python 3.6+ so that check can speak. If we are not already running inside
+`<repo>/.venv`, create it (first run), install the pinned dependencies, then re-execute
+`<repo>/.venv/bin/python -m tito ARGS`.
 
 The grading sandbox needs bubblewrap (`bwrap`, a system package): when it is missing and we run
 as root with apt-get, it is installed (`apt-get install -y bubblewrap`, after `apt-get update`
 if that fails); otherwise a notice says how to install it (`tito grade` refuses without it).
+A student kit needs neither root nor bubblewrap, so there the check is skipped.
 
 Every transitive dependency is pinned too: requirements.lock is passed to pip as constraints.
 A stamp file in .venv holds a hash of pyproject.toml's dependency list, the lock file and the
 Python version; when it matches, set-up is skipped, so later runs start at once.
 """
+import configparser
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -27,6 +31,46 @@ LOG = VENV / "tito-setup.log"
 LOCK = REPO / "requirements.lock"
 TORCH_PIN = "torch==2.13.0"
 EDITABLE_MODE = "editable_mode=compat"
+# [floor, ceiling): torch 2.13.0 and onnxruntime 1.32.0 publish CPython wheels for 3.11 to 3.14;
+# soupsieve's pin is split at 3.11.5 in the lock; Debian 12's system Python (3.11.2) is the floor
+# checked end to end (.ci/run); pyproject.toml's requires-python says the same.
+SUPPORTED_PYTHON = ((3, 11, 2), (3, 15))
+
+
+def python_problem(version=None, executable=None):
+    """Why this interpreter cannot run tito (what was found, what is needed, how to get it), or None.
+
+        >>> python_problem((3, 10, 12), "/usr/bin/python3").splitlines()[0]
+        'tito: Python 3.10.12 (/usr/bin/python3) is not supported: tito needs CPython 3.11.2 up to 3.14.'
+    """
+    version = tuple(version or sys.version_info[:3])
+    executable = executable or sys.executable
+    (low, high) = SUPPORTED_PYTHON
+    if low <= version[:3] < high:
+        return None
+    found = ".".join(map(str, version[:3]))
+    need = "CPython {} up to {}.{}".format(".".join(map(str, low)), high[0], high[1] - 1)
+    why = ("older than Debian 12's 3.11.2, the oldest Python the course is tested on" if version < low else
+           "newer than the pinned torch 2.13.0 publishes wheels for")
+    return ("tito: Python {} ({}) is not supported: tito needs {}.\n"
+            "  {} is {}.\n"
+            "  Get a supported one and run tito with it, e.g. `python3.12 -m tito ...`:\n"
+            "    Debian/Ubuntu: sudo apt install python3 python3-venv  (Debian 12: 3.11.2, Ubuntu 24.04: 3.12)\n"
+            "    macOS / Windows: the python.org installer of 3.12 or 3.13; or pyenv / uv on any system.\n"
+            "  Nothing was created.").format(found, executable, need, found, why)
+
+
+def venv_problem():
+    """Why this interpreter cannot create .venv (Debian and Ubuntu ship venv's pip apart), or None."""
+    try:
+        import ensurepip  # noqa: F401
+        import venv  # noqa: F401
+    except ImportError as e:
+        minor = "{}.{}".format(*sys.version_info[:2])
+        return ("tito: this Python ({}) cannot create a virtual environment ({}): install its venv "
+                "module, e.g. `sudo apt install python{}-venv` on Debian/Ubuntu, then run tito again."
+                .format(sys.executable, e, minor))
+    return None
 
 
 def _venv_python() -> Path:
@@ -41,6 +85,8 @@ def _in_venv() -> bool:
 
 
 def deps_hash() -> str:
+    import tomllib  # after the version check: Python 3.11+
+
     data = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     proj = data.get("project", {})
     key = "\n".join([
@@ -70,6 +116,10 @@ def setup_venv() -> None:
     print("tito: setting up .venv (first run, ~2 min)..." if first
           else "tito: dependencies changed, updating .venv...", file=sys.stderr, flush=True)
     if first:
+        problem = venv_problem()
+        if problem:
+            print(problem, file=sys.stderr)
+            sys.exit(1)
         import venv
         venv.EnvBuilder(with_pip=True, clear=False).create(VENV)
     STAMP.unlink(missing_ok=True)
@@ -121,12 +171,27 @@ def ensure_bubblewrap() -> bool:
     return False
 
 
+def is_student_kit() -> bool:
+    """True in a student kit (`tito release N --student-kit`): settings.ini names its module as `kit`."""
+    cfg = configparser.ConfigParser()
+    try:
+        cfg.read(REPO / "settings.ini", encoding="utf-8")
+    except (OSError, configparser.Error):
+        return False
+    return bool(cfg.get("course", "kit", fallback="").strip())
+
+
 def main() -> None:
+    problem = python_problem()
+    if problem:
+        print(problem, file=sys.stderr)
+        sys.exit(1)
     if _in_venv() or os.environ.get("TITO_NO_BOOTSTRAP"):
         from tito.cli import main as cli_main
         sys.exit(cli_main())
     setup_venv()
-    ensure_bubblewrap()
+    if not is_student_kit():  # students never grade: no bubblewrap, no root needed
+        ensure_bubblewrap()
     py = _venv_python()
     env = dict(os.environ)
     env["VIRTUAL_ENV"] = str(VENV)

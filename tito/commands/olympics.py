@@ -106,8 +106,15 @@ def olympics_verify(path, measurement_runs: int | None = None, *, model_path=Non
     loaded only in a sandbox and measured as `olympics judge` measures (interleaved rounds, the one rule).
     A submission made from a participant's file, verified without `model_path`, is refused with what to pass."""
     if model_path is not None:
+        from tito.grading.sandbox import find_bwrap
         from tito.olympics.judge import verify_files
 
+        if not no_sandbox and find_bwrap() is None:
+            # a participant verifies their own files: a sandbox protects a judge from others' files, and a
+            # student's laptop (macOS, WSL, no root) need not have bubblewrap
+            print("tito: bubblewrap is not installed, so verify loads your model files in a plain process "
+                  "(the instructor's judge loads them in a sandbox)", file=sys.stderr)
+            no_sandbox = True
         return verify_files(path, model_path, baseline_path, rounds=max(measurement_runs or 20, 6),
                             no_sandbox=no_sandbox)
     if not Path(path).is_file():

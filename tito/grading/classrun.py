@@ -230,6 +230,29 @@ def published(out_dir: Path) -> dict[str, StudentGrade]:
     return out
 
 
+def extract_plain(tar: tarfile.TarFile, dest: Path) -> None:
+    """Extract an archive of plain files and folders under `dest`, refusing anything else.
+
+    Python >= 3.11.4 has tarfile's "data" filter; on older ones (Debian 12's 3.11.2) the same
+    refusals are checked here first: links, devices and fifos, absolute names and names leaving
+    `dest`; files get no special mode bits.
+    """
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, filter="data")
+        return
+    root = Path(dest).resolve()
+    members = tar.getmembers()
+    for m in members:
+        target = (root / m.name).resolve()
+        if not (m.isreg() or m.isdir()) or Path(m.name).is_absolute() or not target.is_relative_to(root):
+            raise tarfile.TarError(f"refusing archive member {m.name!r}: only plain files and folders under "
+                                   f"the destination are extracted")
+        m.mode = (m.mode & 0o755) | (0o700 if m.isdir() else 0o600)
+        m.uid = m.gid = 0
+        m.uname = m.gname = ""
+    tar.extractall(dest, members=members)
+
+
 def publish(out_dir: Path, result: StudentGrade, files: bytes) -> Path:
     """Swap OUTPUT/students/<id>/ for the files of `result` in one rename; returns that folder."""
     dest = out_dir / "students" / result.student
@@ -240,10 +263,14 @@ def publish(out_dir: Path, result: StudentGrade, files: bytes) -> Path:
         if d.exists():
             shutil.rmtree(d)
     new.mkdir()
-    if files:
-        with tarfile.open(fileobj=io.BytesIO(files), mode="r:gz") as tar:
-            tar.extractall(new, filter="data")
-    nbgrader_glue.atomic_write(new / "result.json", json.dumps(asdict(result), indent=1) + "\n")
+    try:
+        if files:
+            with tarfile.open(fileobj=io.BytesIO(files), mode="r:gz") as tar:
+                extract_plain(tar, new)
+        nbgrader_glue.atomic_write(new / "result.json", json.dumps(asdict(result), indent=1) + "\n")
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)  # no half-made folder beside the published ones
+        raise
     if dest.exists():
         os.replace(dest, old)
     os.replace(new, dest)

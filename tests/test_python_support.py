@@ -1,0 +1,162 @@
+"""The supported Pythons (issue 29): the launcher's range check, a lock that resolves on every
+supported version, and code that runs on the floor (Debian 12's 3.11.2).
+
+The lock test asks pip to resolve the real dependency set for each version without that
+interpreter (`pip install --dry-run --python-version X.Y.Z --only-binary=:all: --report`), so it
+needs the package index; it skips, saying so, where the index cannot be reached.
+"""
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from tito import __main__ as launcher
+from tito.grading.classrun import extract_plain
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# one version per supported minor, the floor and the patch release where the lock's pins change
+# (soupsieve 4 needs >= 3.11.5)
+TARGETS = ["3.11.2", "3.11.5", "3.12.0", "3.13.0", "3.14.0"]
+NETWORK_FAILURES = ("NewConnectionError", "Temporary failure in name resolution", "Max retries exceeded",
+                    "Network is unreachable", "Could not fetch URL")
+
+
+def test_the_range_is_stated_once_in_each_place():
+    low, high = launcher.SUPPORTED_PYTHON
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert requires == f">={'.'.join(map(str, low))},<{high[0]}.{high[1]}"
+    readme = (ROOT / "README.md").read_text()
+    assert f"{'.'.join(map(str, low))} to {high[0]}.{high[1] - 1}" in readme, "the README states the range"
+
+
+@pytest.mark.parametrize("version", [(3, 11, 2), (3, 11, 7), (3, 12, 3), (3, 13, 1), (3, 14, 0)])
+def test_supported_versions_pass_the_check(version):
+    assert launcher.python_problem(version, "/x/python3") is None
+
+
+@pytest.mark.parametrize("version,why", [((3, 10, 12), "older"), ((3, 11, 1), "older"), ((3, 15, 0), "newer")])
+def test_unsupported_versions_are_told_what_found_needed_and_how(version, why):
+    msg = launcher.python_problem(version, "/x/python3")
+    found = ".".join(map(str, version))
+    assert msg.startswith(f"tito: Python {found} (/x/python3) is not supported: tito needs CPython 3.11.2 up to 3.14.")
+    assert why in msg and "apt install" in msg and "python.org" in msg and "Nothing was created" in msg
+
+
+def test_the_launcher_refuses_before_creating_anything(tmp_path):
+    """A copy of the launcher whose range excludes this interpreter exits 1 with the message, no .venv."""
+    (tmp_path / "tito").mkdir()
+    shutil.copy(ROOT / "tito" / "__init__.py", tmp_path / "tito")
+    text = (ROOT / "tito" / "__main__.py").read_text()
+    text, n = re.subn(r"SUPPORTED_PYTHON = \(.*\)\n", "SUPPORTED_PYTHON = ((9, 0, 0), (9, 1))\n", text)
+    assert n == 1
+    (tmp_path / "tito" / "__main__.py").write_text(text)
+    env = {k: v for k, v in os.environ.items() if k not in ("TITO_NO_BOOTSTRAP", "VIRTUAL_ENV")}
+    r = subprocess.run([sys.executable, "-m", "tito", "--help"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "is not supported: tito needs CPython 9.0.0 up to 9.0" in r.stderr
+    assert not (tmp_path / ".venv").exists()
+
+
+def test_a_kit_launcher_does_not_ask_for_bubblewrap(tmp_path, monkeypatch):
+    monkeypatch.setattr(launcher, "REPO", tmp_path)
+    (tmp_path / "settings.ini").write_text("[course]\nkit = 19_benchmarking\n")
+    assert launcher.is_student_kit()
+    (tmp_path / "settings.ini").write_text("[course]\nmodules = 15_profiling 19_benchmarking\n")
+    assert not launcher.is_student_kit()
+
+
+def _lock_pins(version: str) -> dict[str, str]:
+    """name -> pinned version of every lock line whose marker holds for CPython `version` here."""
+    env = {"python_full_version": version, "python_version": ".".join(version.split(".")[:2])}
+    pins = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        req = Requirement(line)
+        if req.marker is None or req.marker.evaluate(env):
+            (spec,) = req.specifier
+            assert spec.operator == "==", f"requirements.lock: {line!r} is not an exact pin"
+            assert canonicalize_name(req.name) not in pins, f"requirements.lock: two pins of {req.name} for {version}"
+            pins[canonicalize_name(req.name)] = spec.version
+    return pins
+
+
+@pytest.mark.parametrize("version", TARGETS)
+def test_the_lock_installs_on_every_supported_python(version, tmp_path):
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    report = tmp_path / "report.json"
+    # pip evaluates a constraint's marker for the Python it runs on, not for --python-version: hand it
+    # the lock's lines as they read on `version`
+    pins = _lock_pins(version)
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("".join(f"{name}=={v}\n" for name, v in pins.items()))
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+                        "--disable-pip-version-check", "--only-binary=:all:", "--python-version", version,
+                        "--target", str(tmp_path / "t"), "--report", str(report),
+                        "-c", str(constraints), *deps],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0 and any(s in r.stdout + r.stderr for s in NETWORK_FAILURES):
+        pytest.skip(f"the package index cannot be reached: {(r.stderr or r.stdout).strip().splitlines()[-1]}")
+    assert r.returncode == 0, f"pip cannot install the lock on Python {version}:\n{r.stdout[-3000:]}{r.stderr[-3000:]}"
+    chosen = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"].split("+")[0]
+              for i in json.loads(report.read_text())["install"]}
+    unpinned = sorted(set(chosen) - set(pins))
+    assert not unpinned, f"Python {version} installs packages requirements.lock does not pin: {unpinned}"
+    assert chosen == {k: pins[k] for k in chosen}, "the versions pip chose are the lock's pins"
+    assert chosen["torch"] == "2.13.0" and chosen["soupsieve"] == ("2.10" if version < "3.11.5" else "4.1.3")
+
+
+def _tar(*members) -> tarfile.TarFile:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    buf.seek(0)
+    return tarfile.open(fileobj=buf, mode="r:gz")
+
+
+def _file(name: str, data: bytes = b"x", mode: int = 0o644) -> tuple:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), mode
+    return info, data
+
+
+@pytest.mark.parametrize("has_filter", [True, False], ids=["python>=3.11.4", "python<3.11.4"])
+def test_published_archives_extract_plain_files_on_every_python(tmp_path, monkeypatch, has_filter):
+    if not has_filter:
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    ok = tmp_path / "ok"
+    ok.mkdir()
+    extract_plain(_tar(_file("feedback/a.html", b"<p>hi</p>", 0o4755)), ok)
+    assert (ok / "feedback" / "a.html").read_bytes() == b"<p>hi</p>"
+    assert not (ok / "feedback" / "a.html").stat().st_mode & 0o4000, "no set-uid bit survives"
+    link = tarfile.TarInfo("evil")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    for bad in ([_file("../escape")], [(link, None)]):
+        dest = tmp_path / f"bad{len(list(tmp_path.iterdir()))}"
+        dest.mkdir()
+        with pytest.raises(tarfile.TarError):
+            extract_plain(_tar(*bad), dest)
+        assert not (tmp_path / "escape").exists() and not (dest / "evil").exists()
+    # an absolute name is refused, or (tarfile's own filter) made relative: never written outside
+    dest = tmp_path / "absolute"
+    dest.mkdir()
+    try:
+        extract_plain(_tar(_file(str(tmp_path / "outside"))), dest)
+    except tarfile.TarError:
+        pass
+    assert not (tmp_path / "outside").exists()
