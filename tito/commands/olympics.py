@@ -8,6 +8,7 @@ From Python the same is `generate_submission(baseline, mine, event, ...)` and `v
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from tito.config import TitoError
