@@ -6,9 +6,10 @@ import re
 import sys
 
 expected_txt, grades_csv, *students = sys.argv[1:]
-expected = {m.group(1): float(m.group(2)) for m in re.finditer(r"/([^/\s]+): expected score ([\d.]+)",
-                                                               open(expected_txt).read())}
-rows = {r["student"]: r for r in csv.DictReader(open(grades_csv, newline="")) if r["notebook"] == "(total)"}
+with open(expected_txt, encoding="utf-8") as f:
+    expected = {m.group(1): float(m.group(2)) for m in re.finditer(r"/([^/\s]+): expected score ([\d.]+)", f.read())}
+with open(grades_csv, newline="", encoding="utf-8") as f:
+    rows = {r["student"]: r for r in csv.DictReader(f) if r["notebook"] == "(total)"}
 bad = []
 for s in students:
     r = rows.get(s)
