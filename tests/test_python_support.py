@@ -159,3 +159,33 @@ def test_published_archives_extract_plain_files_on_every_python(tmp_path, monkey
     except tarfile.TarError:
         pass
     assert not (tmp_path / "outside").exists()
+
+
+def test_the_student_side_runs_where_linux_calls_are_missing(tmp_path, monkeypatch):
+    """macOS has no prctl, sched_setaffinity or bubblewrap: a child process starts without the
+    parent-death signal, and `olympics verify` of a participant's own file measures it in-process."""
+    import torch
+
+    from tito import process
+    from tito.commands.olympics import olympics_submit, olympics_verify
+    from tinytorch.benchmarking.digits import default_digits_model
+
+    import ctypes
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(ctypes, "CDLL", lambda *a, **k: (_ for _ in ()).throw(AttributeError("no prctl here")))
+    monkeypatch.delattr(os, "sched_setaffinity")
+    monkeypatch.delattr(os, "sched_getaffinity")
+    p = process.start([sys.executable, "-c", "print('child ran')"])
+    assert p.communicate(timeout=60)[0].decode().strip() == "child ran"
+
+    mine = tmp_path / "mine.pt"
+    torch.jit.script(default_digits_model().eval()).save(str(mine))
+    sub = tmp_path / "submission.json"
+    olympics_submit("latency_sprint", output_path=sub, measurement_runs=6, model_path=str(mine))
+    report = olympics_verify(sub, 6, model_path=str(mine))
+    assert report["verified"], report["reasons"]
+    other = tmp_path / "other.pt"
+    torch.jit.script(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10)).eval()).save(str(other))
+    report = olympics_verify(sub, 6, model_path=str(other))
+    assert not report["verified"] and any("sha256" in r for r in report["reasons"]), report["reasons"]

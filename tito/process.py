@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -49,9 +50,13 @@ def tail(text: str, n: int = 6) -> str:
 
 
 def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when its parent dies (PR_SET_PDEATHSIG). Elsewhere (macOS,
+    where a student runs `module complete`) there is no such call: the process-group kill still ends it."""
+    if not sys.platform.startswith("linux"):
+        return
     import ctypes
 
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 
 
 def start(cmd: Sequence[str | os.PathLike], *, cwd: str | Path | None = None, env: dict | None = None,
