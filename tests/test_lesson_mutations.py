@@ -153,11 +153,8 @@ E2E = [m for m in MUTATIONS if m[2] in ("median as the mean", "ratio of means", 
 
 @pytest.fixture(scope="module")
 def started_kit(course, tmp_path_factory):
-    "A student kit, started (`module start 19`), the instructor's solutions in every notebook but results_dev."
+    "A student kit, started (`module start 19`): a student working on notebook 1, the others still stubs."
     from tito.commands import release as rel
-    from tito.commands import student
-    from tito.config import Course
-
     from test_student_kit import _tito
 
     kit = rel.build_student_kit(course, "19_benchmarking", tmp_path_factory.mktemp("kit") / "kit").dest
@@ -192,5 +189,5 @@ def test_module_complete_names_the_mistake(course, started_kit, mutation):
                 "test-benchmarking-compare", "test_unit_wilson_interval": "test-benchmarking-wilson"}[test]
     (line,) = [ln for ln in out.splitlines() if f"] {grade_id}:" in ln]
     assert "[FAIL]" in line and "failed" in line and says in line, f"{mistake}: {line}\n{out[-3000:]}"
-    others = [ln for ln in out.splitlines() if re.match(r"\s+\[(ok|FAIL|todo|wait)", ln)][:14]
-    assert sum("[ok  ]" in ln for ln in others) >= 10, "\n".join(others)
+    tasks = [ln for ln in out.splitlines() if re.match(r"\s+\[(ok|FAIL|todo|wait)", ln)][:12]  # results_dev's
+    assert sum("[ok  ]" in ln for ln in tasks) >= 9, "\n".join(tasks)  # the rest of the notebook still passes
