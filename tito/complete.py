@@ -7,7 +7,9 @@
    A notebook whose tests fail is exported too: the package is your code as it stands.
 2. **Inline tests, only where something changed.** A notebook whose cache key (below) matches
    the last run's is not executed again; its result comes from the cache. The others are
-   converted to scripts and run by `tito.inline_runner` in a job server that imports torch and
+   converted to scripts (`code_text`: each exported cell becomes an import of what it defines from
+   your export, so the tests call the exported code, as grading does, and an import that only an
+   unexported cell makes fails the notebook that wrote it) and run by `tito.inline_runner` in a job server that imports torch and
    the other heavy libraries once and forks a fresh process per notebook, two at a time (the
    longest first, by the last run's times).
 3. **Integration tests of every notebook that passed.** A tests/test_NN_*.py file *exercises*
@@ -61,7 +63,8 @@ from pathlib import Path
 from tito import process
 from tito.commands import student
 from tito.config import Course, TitoError
-from tito.grading.plan import notebook_modules, python_source
+from tito.grading.package import default_exp, exported_module
+from tito.grading.plan import notebook_modules, python_source, split_exported
 from tito.inline_runner import JOB_MARKER
 from tito.runners import StageResult, _env, parse_junit, print_table
 
@@ -104,10 +107,36 @@ def notebook_tasks(nb: dict) -> list[Task]:
     return out
 
 
-def code_text(nb: dict) -> str:
-    """The notebook's code cells as one percent-format script (IPython magics become `pass`)."""
-    return "\n\n".join("# %%\n" + python_source(_src(c)) for c in nb.get("cells", [])
-                       if c.get("cell_type") == "code") + "\n"
+def code_text(nb: dict, lib: str | None = None) -> str:
+    """The notebook's code cells as one percent-format script (IPython magics become `pass`).
+
+    With `lib`, each exported cell becomes its imports of libraries and other modules and an import of
+    what it defines from its module in `lib` (the student's export), as grading does: the tests then
+    call the exported code, so an import that only an unexported cell makes (`statistics`, say) fails
+    this notebook's tests, not those of a later notebook importing the module.
+
+    >>> nb = {"cells": [{"cell_type": "code", "source": "#| default_exp stats"},
+    ...                 {"cell_type": "code", "source": "#| export\\nimport math\\ndef mean(xs): return sum(xs) / len(xs)"}]}
+    >>> print(code_text(nb, "tinytorch").split("# %%")[-1].strip())
+    import math
+    from tinytorch.stats import mean
+    """
+    exp, own = default_exp(nb), set(notebook_modules(nb, lib)) if lib else set()
+    parts = []
+    for c in nb.get("cells", []):
+        if c.get("cell_type") != "code":
+            continue
+        src = python_source(_src(c))
+        mod = exported_module(src, exp) if lib else None
+        if mod:
+            try:
+                imports, names = split_exported(src, own)
+            except SyntaxError:  # run as written: the syntax error is reported where it is
+                imports, names = None, []
+            if imports is not None:
+                src = "\n".join(filter(None, [imports, f"from {lib}.{mod} import {', '.join(names)}" if names else ""]))
+        parts.append("# %%\n" + src)
+    return "\n\n".join(parts) + "\n"
 
 
 def reading_order(course: Course, module: str, paths: list[Path], folder: Path | None = None) -> list[Path]:
@@ -453,6 +482,21 @@ def _load_cache(path: Path) -> dict:
     return {"key_version": KEY_VERSION, "inline": {}, "integration": {}, "executions": {}, "seconds": {}}
 
 
+def _cached_words(cached: list[NotebookRun]) -> str:
+    """What the cached notebooks' last run said, in words: a cached run passed, or stopped only at a stub
+    (not attempted, or blocked by an earlier notebook's stub); never 'passed' for one that did not.
+
+    >>> r = NotebookRun("a", Path("a"), "k", [], [], result={"ok": True})
+    >>> _cached_words([r, NotebookRun("b", Path("b"), "k", [], [], result={"ok": False})])
+    '2 unchanged since their last run, from the cache: 1 passed, 1 still waiting for a stub to be filled in'
+    """
+    ok = sum(r.ok for r in cached)
+    words = [f"{ok} passed"] if ok else []
+    if len(cached) - ok:
+        words.append(f"{len(cached) - ok} still waiting for a stub to be filled in")
+    return f"{len(cached)} unchanged since their last run, from the cache: {', '.join(words)}"
+
+
 def _cacheable(run: NotebookRun) -> bool:
     return bool(run.result) and not run.result.get("error") and all(r.status in ("passed", "not attempted", "blocked")
                                                                    for r in run.report) and \
@@ -535,7 +579,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
         exporter: dict[str, str] = {}
         for nb_path in notebooks:
             nb = json.loads(nb_path.read_text(encoding="utf-8"))
-            code = code_text(nb)
+            code = code_text(nb, LIB)
             exports = notebook_modules(nb, LIB)
             for m in exports:
                 exporter.setdefault(m, nb_path.name)
@@ -550,7 +594,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
             else:
                 todo.append(r)
         print(f"[2/3] inline tests: {len(todo)} of {len(runs)} notebook(s) to run"
-              + (f" ({len(runs) - len(todo)} unchanged since they last passed: from the cache)" if len(todo) < len(runs) else "")
+              + (f" ({_cached_words([r for r in runs if r.cached])})" if len(todo) < len(runs) else "")
               + " ...", flush=True)
         timeout = course.cell_timeout * 3
 
@@ -737,17 +781,17 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
         print(f"{i:2d}. {r.name}: {'passed' if r.ok else 'FAILED'}, {_pts(earned)}/{_pts(possible)} points "
               f"({res.get('passed', 0)} of {len(res.get('tests', []))} inline tests passed; {how})")
         if res.get("error"):
-            print(f"      ! {res['error'].splitlines()[0][:300]}")
+            print(f"      ! {res['error'].splitlines()[0]}")
         for t in r.report:
             mark = {"passed": "ok", "failed": "FAIL", "not attempted": "todo", "blocked": "wait"}.get(t.status, "??")
             line = f"      [{mark:4s}] {t.grade_id}: {_pts(t.earned)}/{_pts(t.points)} {t.status}"
-            print(line + (f": {t.message.splitlines()[0][:240]}" if t.message and t.status != "passed" else ""))
+            print(line + (f": {t.message.splitlines()[0]}" if t.message and t.status != "passed" else ""))
         graded = {n for t in r.tasks for n in t.tests}
         other = [t for t in res.get("tests", []) if t["name"] not in graded]
         if other:
             bad = [t for t in other if t["status"] != "passed"]
             print(f"      ungraded checks: {len(other) - len(bad)} of {len(other)} passed"
-                  + (f"; {bad[0]['name']}: {(bad[0]['error'] or '').splitlines()[0][:200]}" if bad else ""))
+                  + (f"; {bad[0]['name']}: {((bad[0]['error'] or '').splitlines() or [''])[0]}" if bad else ""))
         for tf in placed.get(r.name, []):
             _print_tf(tf)
     for tf in placed.get("", []):
@@ -798,10 +842,12 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
     prog["completed"] = bool(prog.get("completed")) or done
     prog["history"] = (prog.get("history") or [])[-49:] + [record]
     student._write_json(prog_path, prog)
-    ran = sum(not r.cached for r in runs)
+    ran, ran_tf = sum(not r.cached for r in runs), sum(not tf.cached and not tf.skipped for tf in tfiles)
+    cached_tf = sum(tf.cached for tf in tfiles)
     print(f"done in {time.perf_counter() - t_start:.1f} s: {ran} of {len(runs)} notebook(s) and "
-          f"{sum(not tf.cached and not tf.skipped for tf in tfiles)} of {len(tfiles)} test file(s) ran, "
-          "the rest unchanged since they passed")
+          f"{ran_tf} of {len(tfiles)} test file(s) ran"
+          + (f"; {len(runs) - ran} notebook(s) and {cached_tf} test file(s) unchanged since their last run "
+             "(from the cache)" if ran < len(runs) or cached_tf else ""))
     if done:
         print(f"\nmodule {module} complete (progress recorded in {prog_path})")
         return 0
