@@ -148,7 +148,13 @@ def test_module_complete_counts_the_points_grading_counts(course):
 
 # ---- end to end: a kit, one mistake at a time, `module complete` --------------------------------------
 
-E2E = [m for m in MUTATIONS if m[2] in ("median as the mean", "ratio of means", "the Wald interval")]
+E2E = [m for m in MUTATIONS if m[2] in ("median as the mean", "ratio of means", "the Wald interval")] + [
+    # passes in the notebook (its unexported test-helper cell imports statistics), but the export lacks the
+    # import: the notebook that wrote it is charged, not the later ones that import its module
+    ("results_dev", "test_unit_benchmark_result", "statistics imported only in an unexported cell",
+     "self.std = float(arr.std(ddof=1)) if self.count > 1 else 0.0\n        self.median",
+     "self.std = statistics.stdev(self.values) if self.count > 1 else 0.0\n        self.median",
+     "name 'statistics' is not defined")]
 
 
 @pytest.fixture(scope="module")

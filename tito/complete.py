@@ -14,8 +14,11 @@
    longest first, by the last run's times).
 3. **Integration tests of every notebook that passed.** A tests/test_NN_*.py file *exercises*
    the notebooks that export the tinytorch modules it names (imports, or a string naming a
-   module). It runs, in the same server (one pytest per file), as soon as those notebooks have
-   passed their inline tests, even when other notebooks fail; otherwise it is skipped, naming
+   module); each of its tests, those that export what the test itself uses (tito.test_needs:
+   its names, helpers and fixtures, a facade's names followed to the module defining them). Once
+   those notebooks have run, the file runs, in the same server (one pytest per file), with the
+   tests whose notebooks passed (the others listed as not run yet, naming the notebooks they
+   wait for: the file is then not complete, and not cached); with none, it is skipped, naming
    them. Code it reaches beyond them is in its cache key, and a stub there fails it with
    `not yet implemented: NAME`.
 4. **A report in reading order**: per notebook, per task (an nbgrader graded cell: grade_id,
@@ -67,6 +70,7 @@ from tito.grading.package import default_exp, exported_module
 from tito.grading.plan import notebook_modules, python_source, split_exported
 from tito.inline_runner import JOB_MARKER
 from tito.runners import StageResult, _env, parse_junit, print_table
+from tito.test_needs import test_modules
 
 KEY_VERSION = 2  # 2: executed_hash from per-function digests
 CACHE = "complete-cache.json"
@@ -430,10 +434,18 @@ class TestFileRun:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     own: str = ""                  # the test file's text and the conftest: part of both keys
+    tests: dict[str, list[str]] | None = None  # test id -> the notebooks it needs (None: not known, the whole file)
+    selected: list[str] | None = None  # the tests that ran, when only some could (the others need a notebook that failed)
+    left_out: str | None = None    # why the others did not run
 
     @property
     def ok(self) -> bool:
         return self.skipped is None and self.error is None and bool(self.cases) and all(c["ok"] for c in self.cases)
+
+    @property
+    def whole(self) -> bool:
+        "Every test of the file ran and passed (what the cache keeps and `complete` needs)."
+        return self.ok and self.left_out is None
 
 
 def _test_status(t: dict, own: set[str], owner_of_file) -> tuple[str, str | None]:
@@ -610,18 +622,25 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
         conftest = student._CONFTEST.format(workspace=str(ws_root), root=str(course.root))
         (tdir / "conftest.py").write_text(conftest, encoding="utf-8")
         tito_hash, tito_names = tito_sources()
+        order = [r.name for r in runs].index
+        tito_pkg = Path(__file__).resolve().parent  # a test importing tito reaches what tito's sources name
+        tito_modules = {".".join(("tito", *f.relative_to(tito_pkg).with_suffix("").parts)).removesuffix(".__init__"):
+                        {m for m in tito_names if m in files} for f in tito_pkg.rglob("*.py")}
         by_name = {r.name: r for r in runs}
         tfiles: list[TestFileRun] = []
         extra = {"env": envkey, "tito": tito_hash, "data": data}  # what every test file's key holds
         for t in targets:
             text = t.read_text(encoding="utf-8")
             named = named_modules(text, files)
-            needs = sorted({exporter[m] for m in named if m in exporter},
-                           key=lambda n: [r.name for r in runs].index(n))
+            per_test = test_modules(text, files, tito_modules)
+            tests_need = None if per_test is None else {
+                tid: sorted({exporter[m] for m in mods if m in exporter}, key=order) for tid, mods in per_test.items()}
+            needs = sorted({exporter[m] for m in named if m in exporter}
+                           | {n for nbs in (tests_need or {}).values() for n in nbs}, key=order)
             uses_tito = bool(re.search(r"^\s*(from|import)\s+tito\b", text, re.M))
             mods = reach(named | ({m for m in tito_names if m in files} if uses_tito else set()), graph)
             key = key_of("integration", text + conftest, mods, hashes, extra)
-            tf = TestFileRun(t.name, key, needs, own=text + conftest)
+            tf = TestFileRun(t.name, key, needs, own=text + conftest, tests=tests_need)
             hit = cache["integration"].get(t.name)
             if use_cache and hit and (hit.get("key") == key or (
                     hit.get("executed") is not None
@@ -660,9 +679,19 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                 if any(r.result is None for r in states):
                     continue  # still running
                 bad = [r.name for r in states if not r.ok]
+                targets = [str(tdir / tf.name)]
                 if bad:
-                    tf.skipped = f"the inline tests of {', '.join(bad)} did not pass"
-                    continue
+                    ready = [tid for tid, nbs in (tf.tests or {}).items() if not set(nbs) & set(bad)]
+                    if not ready:
+                        tf.skipped = f"the inline tests of {', '.join(bad)} did not pass"
+                        continue
+                    if len(ready) < len(tf.tests):  # run the tests whose notebooks passed, say which wait
+                        waiting_on = sorted({n for tid in tf.tests if tid not in ready for n in tf.tests[tid]
+                                             if n in bad}, key=order)
+                        tf.selected = ready
+                        tf.left_out = (f"{len(tf.tests) - len(ready)} of {len(tf.tests)} test(s) not run yet: "
+                                       f"they need {', '.join(waiting_on)}, whose inline tests did not pass")
+                        targets = [f"{tdir / tf.name}::{tid}" for tid in ready]
                 tf.submitted = True
                 stem = Path(tf.name).stem
                 xml = work / f"{stem}.xml"
@@ -670,7 +699,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                 waiting.append((expected(tf.name, TEST_FILE_GUESS_S),
                                 {"id": f"pytest:{tf.name}", "kind": "pytest", "cwd": str(ws_root),
                                  "args": ["-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "--rootdir", str(tdir),
-                                          "--confcutdir", str(tdir), "-c", os.devnull, str(tdir / tf.name)],
+                                          "--confcutdir", str(tdir), "-c", os.devnull, *targets],
                                  "record": str(lib), "log": str(logs / f"{stem}.log"),
                                  "result": str(work / f"{stem}.json"), "timeout": 1800}))
 
@@ -718,7 +747,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                     tf.error = f"pytest exited {rc}: " + process.tail(
                         log.read_text(encoding="utf-8", errors="replace") if log.exists() else "", 4)
                 cache["seconds"][name] = tf.seconds
-                if tf.ok:
+                if tf.whole:
                     executed = _executed_modules((msg["result"] or {}).get("executed"), files)
                     cache["integration"][name] = {"key": tf.key, "cases": tf.cases, "executed": executed,
                                                   "executed_unknown": (msg["result"] or {}).get("executed_unknown"),
@@ -817,6 +846,9 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
     skipped = [tf.name for tf in tfiles if tf.skipped]
     if skipped:
         partial.append(f"{len(skipped)} test file(s) skipped")
+    in_part = [tf.name for tf in tfiles if tf.left_out]
+    if in_part:
+        partial.append(f"{len(in_part)} test file(s) ran only the tests whose notebooks passed")
     first = next((f for s in stages for f in s.failures), None)
     done = failed == 0 and all(s.ok for s in stages) and not partial
     record = {"module": module, "time": student._now(), "complete": done, "partial": partial or None,
@@ -830,7 +862,8 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
               "integration": {tf.name: {"needs": tf.needs, "cached": tf.cached, "skipped": tf.skipped,
                                         "seconds": tf.seconds, "cpu_seconds": tf.cpu_seconds,
                                         "passed": sum(c["ok"] for c in tf.cases),
-                                        "failed": sum(not c["ok"] for c in tf.cases), "error": tf.error}
+                                        "failed": sum(not c["ok"] for c in tf.cases), "error": tf.error,
+                                        "not_run": tf.left_out}
                               for tf in tfiles},
               "written_answers": {f"{a.notebook}:{a.grade_id}": a.answered for a in answers},
               "stages": {s.name: {"run": s.run, "passed": s.passed, "failed": s.failed,
@@ -863,4 +896,5 @@ def _print_tf(tf: TestFileRun) -> None:
     bad = [c for c in tf.cases if not c["ok"]]
     how = "from the cache" if tf.cached else f"{tf.seconds:.1f} s"
     print(f"      integration {tf.name}: {len(tf.cases) - len(bad)} of {len(tf.cases)} passed ({how})"
-          + (f"; {bad[0]['id']}: {bad[0]['message']}" if bad else "") + (f"; {tf.error}" if tf.error else ""))
+          + (f"; {bad[0]['id']}: {bad[0]['message']}" if bad else "") + (f"; {tf.error}" if tf.error else "")
+          + (f"; {tf.left_out}" if tf.left_out else ""))
