@@ -616,7 +616,7 @@ if __name__ == "__main__":
                       submission["improvements"].items() if k in ("speedup", "compression_ratio", "accuracy_delta")))
 
 # %% [markdown]
-# Everything Module 19 built, importable from one module, the seed's `tinytorch.benchmarking.benchmark` (the capstone
+# Everything Module 19 built, importable from one module, the original course code's `tinytorch.benchmarking.benchmark` (the capstone
 # and later milestones use it): plain imports of the notebooks' modules, exported from this, the last notebook.
 
 # %%
