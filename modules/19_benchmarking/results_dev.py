@@ -59,6 +59,9 @@ from scipy import stats as _stats
 from tinytorch.profiling.timing import median_ci
 
 # %%
+# The tests' helpers (nothing to fill in here): `grading_rng` draws their random inputs (random seed 0 here,
+# a fresh one per grading run), `expect_error` checks an error and its message, `in_student_process` runs a
+# check in the process that runs your code (this kernel, here).
 import os
 import re
 import statistics  # the tests' reference statistics
