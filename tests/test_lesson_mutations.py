@@ -92,6 +92,16 @@ MUTATIONS = [
     # top-1
     ("results_dev", "test_unit_eval_data_and_top1", "argmax over the batch",
      "scores.argmax(dim=1) == y.cpu()", "scores.argmax(dim=0)[:len(y)] == y.cpu()[:scores.shape[1]]", "dim=0"),
+    # systems thinking: the interval's half-width, the error's subject
+    ("systems_thinking_dev", "test_unit_ci_half_width", "z = 1.96 for a 5-sample interval",
+     "    t = stats.t.ppf((1 + confidence) / 2, n - 1)\n    return float(", "    t = stats.norm.ppf((1 + confidence) / 2)\n    return float(",
+     "that is z = 1.96 instead of Student's t"),
+    ("systems_thinking_dev", "test_unit_ci_half_width", "population std in the half-width",
+     "return float(t * statistics.stdev(values) / math.sqrt(n))", "return float(t * statistics.pstdev(values) / math.sqrt(n))",
+     "that is the population std"),
+    ("systems_thinking_dev", "test_unit_samples_to_shrink", "an error about 'n' that does not start with n",
+     'raise ValueError(f"n: expected at least 2 samples', 'raise ValueError(f"too few samples: expected at least 2 (n',
+     "should start with the argument it is about, 'n'"),
     ("results_dev", "test_unit_eval_data_and_top1", "a labels error without the words a later notebook reads",
      "labels do not match the model's output", "the labels are out of range", "labels do not match"),
 ]
