@@ -20,7 +20,7 @@ def course():
 
 
 def pytest_configure(config):
-    # tests/test_lesson.py: executes every Module 19 notebook (release and solutions), minutes
+    # a test that executes whole notebooks takes minutes: this marker lets a run leave it out
     config.addinivalue_line("markers", "lesson: executes whole notebooks with nbclient (slow; -m 'not lesson' skips)")
 
 
@@ -30,6 +30,8 @@ def agg_backend(monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.delenv("IN_TEST", raising=False)
 
+
+# ---- the course repository only: a student kit's conftest ends here (tito.commands.release.kit_conftest) ----
 
 # `tito test` runs pytest through pytest-xdist with each file in one worker (`--dist loadfile
 # --no-loadscope-reorder`), handing files out in collection order: the longest go first, so that no

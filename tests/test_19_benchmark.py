@@ -200,7 +200,7 @@ def test_bad_arguments(kwargs, arg):
 def test_bad_dataset_and_missing_input_shape():
     with pytest.raises(TypeError, match="datasets"):
         Benchmark([torch.nn.Linear(2, 2)], "not data")
-    # no dataset and no input_shape: the seed's default (1, 28, 28); a model that cannot take it
+    # no dataset and no input_shape: the original course code's default (1, 28, 28); a model that cannot take it
     # is a recorded failure that names the shape and where it came from
     b = Benchmark([torch.nn.Linear(2, 2)], names=["lin"])
     assert b.run_latency_benchmark() == {}

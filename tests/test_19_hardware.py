@@ -146,7 +146,7 @@ def test_sweep_with_real_runs():
     assert math.isclose(by.loc["fp16", "memory_mb"] * 2, by.loc["fp32", "memory_mb"])
     assert abs(by.loc["int8", "accuracy"] - by.loc["fp32", "accuracy"]) <= 0.03
     t = precision_tradeoff_table(df)
-    assert df.latency_ms.tolist() == df.latency_mean_ms.tolist(), "the seed's latency_ms is the alias of the mean"
+    assert df.latency_ms.tolist() == df.latency_mean_ms.tolist(), "the original course code's latency_ms is the alias of the mean"
     assert list(t.columns) == list(TRADEOFF_COLUMNS) and list(t.latency_mean_ms_mean) == sorted(t.latency_mean_ms_mean)
     assert t.latency_ms_mean.tolist() == t.latency_mean_ms_mean.tolist()
     with pytest.raises(ValueError, match="max_latency_ms"):  # the old, ambiguous key is refused, naming it

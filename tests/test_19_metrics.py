@@ -181,7 +181,7 @@ def test_names_say_their_statistic_and_seed_aliases_equal_them():
     from tinytorch.benchmarking.results import SEED_ALIASES, BenchmarkResult, CountResult, ProportionResult
     m = collect_metrics(default_digits_model(), digits_loader("test", 64), repeats=4, latency_multiplier=3.0)
     raw = m.results["latency"]
-    assert m.latency_mean_ms == m.latency_ms == pytest.approx(3.0 * raw.mean), "latency_ms is the mean's seed alias"
+    assert m.latency_mean_ms == m.latency_ms == pytest.approx(3.0 * raw.mean), "latency_ms is the alias of the mean kept from the original course code"
     assert m.conditions["measured_latency_mean_ms"] == raw.mean and "measured_latency_ms" not in m.conditions
     d = m.to_dict()
     assert d["latency_mean_ms"] == d["latency_ms"] and d["memory_bytes"] == m.memory_bytes == 6090 * 4
@@ -191,7 +191,7 @@ def test_names_say_their_statistic_and_seed_aliases_equal_them():
     assert SEED_ALIASES["PerfMetrics.latency_ms"] == "latency_mean_ms"
     for seed_fn in ("measure_latency", "evaluate_accuracy", "model_memory_mb", "measure_latency_distribution"):
         assert SEED_ALIASES[f"metrics.{seed_fn}"] in ("latency_result", "accuracy_result", "memory_result")
-    # each seed float is a view of the result the public function returns
+    # each float function of the original course code is a view of the result the public function returns
     net, x = nn.Linear(16, 4), torch.randn(1, 16)
     lat = latency_result(net, x, repeats=6)
     assert isinstance(lat, BenchmarkResult) and lat.count == 6 and lat.unit == "ms"

@@ -232,7 +232,7 @@ def test_compare_techniques(models, digits):
     t = res["table"].set_index("model")
     assert t.loc["int8", "compression_ratio"] > 1.5
     assert t.loc["int8", "accuracy_per_mb"] > t.loc["baseline", "accuracy_per_mb"]
-    # sizes are integer bytes (the seed's accuracy_per_mb is per MiB of them), latencies the median
+    # sizes are integer bytes (the original course code's accuracy_per_mb is per MiB of them), latencies the median
     assert {"latency_median_ms", "model_size_bytes"} <= set(t.columns) and not {"latency_ms", "model_size_mb"} & set(t.columns)
     size = res["base_metrics"]["model_size"]["value"]
     assert isinstance(size, int) and t.loc["baseline", "model_size_bytes"] == size

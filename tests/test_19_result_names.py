@@ -2,9 +2,9 @@
 
 The test calls the library's measuring functions on a small model none of them was written around, walks
 every value they return (mapping keys, dataclass fields, DataFrame columns and attrs) and fails on
-- a key named `latency_ms` / `max_latency_ms` that is not a seed alias registered in `results.SEED_ALIASES`
-  for that owner (the seed's bare names are kept for the course material that imports them);
-- a measuring function that returns a bare number without being a registered seed view of a result function;
+- a key named `latency_ms` / `max_latency_ms` that is not an alias of the original course code ("seed" in SEED_ALIASES) registered in `results.SEED_ALIASES`
+  for that owner (the original course code's bare names are kept for the course material that imports them);
+- a measuring function that returns a bare number without being a registered view (for the original course code) of a result function;
 - a registered alias that does not equal its explicit field, or names a result function that is missing or
   disagrees with its view.
 """

@@ -167,15 +167,15 @@ def ci_half_width(values, confidence=0.95):
     if len(xs) < 2:
         raise ValueError("values: need two or more")
     if not 0 < confidence < 1:
-        raise ValueError("confidence")
+        raise ValueError("confidence: must lie in (0, 1)")
     return float(stats.t.interval(confidence, len(xs) - 1, loc=0.0, scale=stats.sem(xs))[1])
 
 
 def samples_to_shrink(n, factor=2.0, confidence=0.95):
     if n < 2:
-        raise ValueError("n must be >= 2")
+        raise ValueError("n: must be >= 2")
     if factor <= 1:
-        raise ValueError("factor must be > 1")
+        raise ValueError("factor: must be > 1")
     q = stats.t.ppf((1 + confidence) / 2, n - 1) / n ** 0.5 / factor
     lo, hi = n, 4 * n * factor  # bisection: t/sqrt(m) falls monotonically in m
     while stats.t.ppf((1 + confidence) / 2, hi - 1) / hi ** 0.5 > q:
@@ -188,9 +188,9 @@ def samples_to_shrink(n, factor=2.0, confidence=0.95):
 
 def calls_per_block(overhead_ns, per_call_ns, max_overhead_fraction=1e-3):
     if per_call_ns <= 0:
-        raise ValueError("per_call_ns must be positive")
+        raise ValueError("per_call_ns: must be positive")
     if not 0 < max_overhead_fraction < 1:
-        raise ValueError("max_overhead_fraction outside (0, 1)")
+        raise ValueError("max_overhead_fraction: outside (0, 1)")
     k = 1
     while overhead_ns > max_overhead_fraction * per_call_ns * k:
         k = max(k + 1, int(overhead_ns / (max_overhead_fraction * per_call_ns)) - 1)
@@ -199,16 +199,16 @@ def calls_per_block(overhead_ns, per_call_ns, max_overhead_fraction=1e-3):
 
 def linear_cost(n_a, seconds_a, n_b, seconds_b):
     if n_a == n_b:
-        raise ValueError("n_b equals n_a")
+        raise ValueError("n_b: equals n_a")
     slope = (seconds_a - seconds_b) / (n_a - n_b)
     return seconds_b - slope * n_b, slope
 
 
 def images_to_decide(accuracy, target, confidence=0.95, max_n=100_000):
     if not (0 <= accuracy <= 1):
-        raise ValueError("accuracy must be a proportion")
+        raise ValueError("accuracy: must be a proportion")
     if not (0 <= target <= 1):
-        raise ValueError("target must be a proportion")
+        raise ValueError("target: must be a proportion")
     z = stats.norm.ppf(0.5 + confidence / 2)
     for n in range(1, max_n + 1):
         p = round(accuracy * n) / n

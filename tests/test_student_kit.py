@@ -180,6 +180,12 @@ def test_kit_contents(course, kits):
         assert "tinytorch.benchmarking" not in (lib / "_modidx.py").read_text()
     assert not (kits["15_profiling"].dest / "tinytorch" / "profiling" / "timing.py").exists()
     assert not any((kit / d).exists() for d in ("modules", "nbs", "build", "benchmarks", "tests/fixtures"))
+    # what a student reads names only what the kit holds: test files, and no Module 15 notebook as a prerequisite
+    text = (kit / "tests" / "conftest.py").read_text() + (release / "README.md").read_text()
+    named = set(re.findall(r"\btest_\w+\.py\b", text))
+    assert named <= {p.name for p in (kit / "tests").glob("test_*.py")}, named
+    assert not re.search(r"\b(timing|profiling)_dev\b", (release / "README.md").read_text())
+    assert "def course()" in (kit / "tests" / "conftest.py").read_text()
     k = Course.load(kit)
     assert k.kit == MODULE and k.modules == [MODULE] and k.workspace_dir == kit and k.lib_dir == kit / "reference" / "tinytorch"
     assert "python3 -m tito module start 19" in (kit / "README.md").read_text()

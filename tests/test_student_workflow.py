@@ -472,3 +472,24 @@ def test_the_students_test_files_read_nothing_of_the_instructors_tree(root):
         text = f.read_text(encoding="utf-8")
         for path in ("modules/", "nbs/", '"modules"', '"nbs"'):
             assert path not in text, f"{f.name} reads {path!r}, which a student's workspace does not have"
+
+
+def test_complete_runs_the_tests_whose_notebooks_passed(mini, tmp_path, capsys, monkeypatch):
+    """A test file exercising two notebooks, one of which failed: its test of the notebook that passed runs,
+    the other is listed as not run yet, naming the notebook it waits for; the module is not complete."""
+    monkeypatch.setenv("MINI_RUNS", str(tmp_path / "runs.txt"))
+    copy = tmp_path / "course"
+    shutil.copytree(mini.root, copy)
+    (copy / "tests" / "test_07_mixed.py").write_text(
+        "from tinytorch.mini_base import square\nfrom tinytorch.mini_leaf import neg\n\n\n"
+        "def test_square():\n    assert square(3) == 9\n\n\ndef test_neg():\n    assert neg(2) == -2\n")
+    course = Course.load(copy)
+    dest = _mini_workspace(course, tmp_path, ("alpha_dev", "mid_dev"))  # zeta's square: still a stub
+    rc, out, last = _complete(course, dest, capsys, tests=["test_07_mixed.py"])
+    mixed = last["integration"]["test_07_mixed.py"]
+    assert rc == 1 and not last["complete"]
+    assert mixed["skipped"] is None and (mixed["passed"], mixed["failed"]) == (1, 0), mixed
+    assert mixed["not_run"] == ("1 of 2 test(s) not run yet: they need zeta_dev.ipynb, whose inline tests did "
+                                "not pass"), mixed
+    assert "integration test_07_mixed.py: 1 of 1 passed" in out and "they need zeta_dev.ipynb" in out
+    assert any("ran only the tests whose notebooks passed" in p for p in last["partial"])

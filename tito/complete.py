@@ -7,13 +7,18 @@
    A notebook whose tests fail is exported too: the package is your code as it stands.
 2. **Inline tests, only where something changed.** A notebook whose cache key (below) matches
    the last run's is not executed again; its result comes from the cache. The others are
-   converted to scripts and run by `tito.inline_runner` in a job server that imports torch and
+   converted to scripts (`code_text`: each exported cell becomes an import of what it defines from
+   your export, so the tests call the exported code, as grading does, and an import that only an
+   unexported cell makes fails the notebook that wrote it) and run by `tito.inline_runner` in a job server that imports torch and
    the other heavy libraries once and forks a fresh process per notebook, two at a time (the
    longest first, by the last run's times).
 3. **Integration tests of every notebook that passed.** A tests/test_NN_*.py file *exercises*
    the notebooks that export the tinytorch modules it names (imports, or a string naming a
-   module). It runs, in the same server (one pytest per file), as soon as those notebooks have
-   passed their inline tests, even when other notebooks fail; otherwise it is skipped, naming
+   module); each of its tests, those that export what the test itself uses (tito.test_needs:
+   its names, helpers and fixtures, a facade's names followed to the module defining them). Once
+   those notebooks have run, the file runs, in the same server (one pytest per file), with the
+   tests whose notebooks passed (the others listed as not run yet, naming the notebooks they
+   wait for: the file is then not complete, and not cached); with none, it is skipped, naming
    them. Code it reaches beyond them is in its cache key, and a stub there fails it with
    `not yet implemented: NAME`.
 4. **A report in reading order**: per notebook, per task (an nbgrader graded cell: grade_id,
@@ -61,9 +66,11 @@ from pathlib import Path
 from tito import process
 from tito.commands import student
 from tito.config import Course, TitoError
-from tito.grading.plan import notebook_modules, python_source
+from tito.grading.package import default_exp, exported_module
+from tito.grading.plan import notebook_modules, python_source, split_exported
 from tito.inline_runner import JOB_MARKER
 from tito.runners import StageResult, _env, parse_junit, print_table
+from tito.test_needs import test_modules
 
 KEY_VERSION = 2  # 2: executed_hash from per-function digests
 CACHE = "complete-cache.json"
@@ -104,10 +111,36 @@ def notebook_tasks(nb: dict) -> list[Task]:
     return out
 
 
-def code_text(nb: dict) -> str:
-    """The notebook's code cells as one percent-format script (IPython magics become `pass`)."""
-    return "\n\n".join("# %%\n" + python_source(_src(c)) for c in nb.get("cells", [])
-                       if c.get("cell_type") == "code") + "\n"
+def code_text(nb: dict, lib: str | None = None) -> str:
+    """The notebook's code cells as one percent-format script (IPython magics become `pass`).
+
+    With `lib`, each exported cell becomes its imports of libraries and other modules and an import of
+    what it defines from its module in `lib` (the student's export), as grading does: the tests then
+    call the exported code, so an import that only an unexported cell makes (`statistics`, say) fails
+    this notebook's tests, not those of a later notebook importing the module.
+
+    >>> nb = {"cells": [{"cell_type": "code", "source": "#| default_exp stats"},
+    ...                 {"cell_type": "code", "source": "#| export\\nimport math\\ndef mean(xs): return sum(xs) / len(xs)"}]}
+    >>> print(code_text(nb, "tinytorch").split("# %%")[-1].strip())
+    import math
+    from tinytorch.stats import mean
+    """
+    exp, own = default_exp(nb), set(notebook_modules(nb, lib)) if lib else set()
+    parts = []
+    for c in nb.get("cells", []):
+        if c.get("cell_type") != "code":
+            continue
+        src = python_source(_src(c))
+        mod = exported_module(src, exp) if lib else None
+        if mod:
+            try:
+                imports, names = split_exported(src, own)
+            except SyntaxError:  # run as written: the syntax error is reported where it is
+                imports, names = None, []
+            if imports is not None:
+                src = "\n".join(filter(None, [imports, f"from {lib}.{mod} import {', '.join(names)}" if names else ""]))
+        parts.append("# %%\n" + src)
+    return "\n\n".join(parts) + "\n"
 
 
 def reading_order(course: Course, module: str, paths: list[Path], folder: Path | None = None) -> list[Path]:
@@ -401,10 +434,18 @@ class TestFileRun:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     own: str = ""                  # the test file's text and the conftest: part of both keys
+    tests: dict[str, list[str]] | None = None  # test id -> the notebooks it needs (None: not known, the whole file)
+    selected: list[str] | None = None  # the tests that ran, when only some could (the others need a notebook that failed)
+    left_out: str | None = None    # why the others did not run
 
     @property
     def ok(self) -> bool:
         return self.skipped is None and self.error is None and bool(self.cases) and all(c["ok"] for c in self.cases)
+
+    @property
+    def whole(self) -> bool:
+        "Every test of the file ran and passed (what the cache keeps and `complete` needs)."
+        return self.ok and self.left_out is None
 
 
 def _test_status(t: dict, own: set[str], owner_of_file) -> tuple[str, str | None]:
@@ -451,6 +492,21 @@ def _load_cache(path: Path) -> dict:
     except (OSError, ValueError):
         pass
     return {"key_version": KEY_VERSION, "inline": {}, "integration": {}, "executions": {}, "seconds": {}}
+
+
+def _cached_words(cached: list[NotebookRun]) -> str:
+    """What the cached notebooks' last run said, in words: a cached run passed, or stopped only at a stub
+    (not attempted, or blocked by an earlier notebook's stub); never 'passed' for one that did not.
+
+    >>> r = NotebookRun("a", Path("a"), "k", [], [], result={"ok": True})
+    >>> _cached_words([r, NotebookRun("b", Path("b"), "k", [], [], result={"ok": False})])
+    '2 unchanged since their last run, from the cache: 1 passed, 1 still waiting for a stub to be filled in'
+    """
+    ok = sum(r.ok for r in cached)
+    words = [f"{ok} passed"] if ok else []
+    if len(cached) - ok:
+        words.append(f"{len(cached) - ok} still waiting for a stub to be filled in")
+    return f"{len(cached)} unchanged since their last run, from the cache: {', '.join(words)}"
 
 
 def _cacheable(run: NotebookRun) -> bool:
@@ -535,7 +591,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
         exporter: dict[str, str] = {}
         for nb_path in notebooks:
             nb = json.loads(nb_path.read_text(encoding="utf-8"))
-            code = code_text(nb)
+            code = code_text(nb, LIB)
             exports = notebook_modules(nb, LIB)
             for m in exports:
                 exporter.setdefault(m, nb_path.name)
@@ -550,7 +606,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
             else:
                 todo.append(r)
         print(f"[2/3] inline tests: {len(todo)} of {len(runs)} notebook(s) to run"
-              + (f" ({len(runs) - len(todo)} unchanged since they last passed: from the cache)" if len(todo) < len(runs) else "")
+              + (f" ({_cached_words([r for r in runs if r.cached])})" if len(todo) < len(runs) else "")
               + " ...", flush=True)
         timeout = course.cell_timeout * 3
 
@@ -566,18 +622,25 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
         conftest = student._CONFTEST.format(workspace=str(ws_root), root=str(course.root))
         (tdir / "conftest.py").write_text(conftest, encoding="utf-8")
         tito_hash, tito_names = tito_sources()
+        order = [r.name for r in runs].index
+        tito_pkg = Path(__file__).resolve().parent  # a test importing tito reaches what tito's sources name
+        tito_modules = {".".join(("tito", *f.relative_to(tito_pkg).with_suffix("").parts)).removesuffix(".__init__"):
+                        {m for m in tito_names if m in files} for f in tito_pkg.rglob("*.py")}
         by_name = {r.name: r for r in runs}
         tfiles: list[TestFileRun] = []
         extra = {"env": envkey, "tito": tito_hash, "data": data}  # what every test file's key holds
         for t in targets:
             text = t.read_text(encoding="utf-8")
             named = named_modules(text, files)
-            needs = sorted({exporter[m] for m in named if m in exporter},
-                           key=lambda n: [r.name for r in runs].index(n))
+            per_test = test_modules(text, files, tito_modules)
+            tests_need = None if per_test is None else {
+                tid: sorted({exporter[m] for m in mods if m in exporter}, key=order) for tid, mods in per_test.items()}
+            needs = sorted({exporter[m] for m in named if m in exporter}
+                           | {n for nbs in (tests_need or {}).values() for n in nbs}, key=order)
             uses_tito = bool(re.search(r"^\s*(from|import)\s+tito\b", text, re.M))
             mods = reach(named | ({m for m in tito_names if m in files} if uses_tito else set()), graph)
             key = key_of("integration", text + conftest, mods, hashes, extra)
-            tf = TestFileRun(t.name, key, needs, own=text + conftest)
+            tf = TestFileRun(t.name, key, needs, own=text + conftest, tests=tests_need)
             hit = cache["integration"].get(t.name)
             if use_cache and hit and (hit.get("key") == key or (
                     hit.get("executed") is not None
@@ -616,9 +679,19 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                 if any(r.result is None for r in states):
                     continue  # still running
                 bad = [r.name for r in states if not r.ok]
+                targets = [str(tdir / tf.name)]
                 if bad:
-                    tf.skipped = f"the inline tests of {', '.join(bad)} did not pass"
-                    continue
+                    ready = [tid for tid, nbs in (tf.tests or {}).items() if not set(nbs) & set(bad)]
+                    if not ready:
+                        tf.skipped = f"the inline tests of {', '.join(bad)} did not pass"
+                        continue
+                    if len(ready) < len(tf.tests):  # run the tests whose notebooks passed, say which wait
+                        waiting_on = sorted({n for tid in tf.tests if tid not in ready for n in tf.tests[tid]
+                                             if n in bad}, key=order)
+                        tf.selected = ready
+                        tf.left_out = (f"{len(tf.tests) - len(ready)} of {len(tf.tests)} test(s) not run yet: "
+                                       f"they need {', '.join(waiting_on)}, whose inline tests did not pass")
+                        targets = [f"{tdir / tf.name}::{tid}" for tid in ready]
                 tf.submitted = True
                 stem = Path(tf.name).stem
                 xml = work / f"{stem}.xml"
@@ -626,7 +699,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                 waiting.append((expected(tf.name, TEST_FILE_GUESS_S),
                                 {"id": f"pytest:{tf.name}", "kind": "pytest", "cwd": str(ws_root),
                                  "args": ["-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "--rootdir", str(tdir),
-                                          "--confcutdir", str(tdir), "-c", os.devnull, str(tdir / tf.name)],
+                                          "--confcutdir", str(tdir), "-c", os.devnull, *targets],
                                  "record": str(lib), "log": str(logs / f"{stem}.log"),
                                  "result": str(work / f"{stem}.json"), "timeout": 1800}))
 
@@ -674,7 +747,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                     tf.error = f"pytest exited {rc}: " + process.tail(
                         log.read_text(encoding="utf-8", errors="replace") if log.exists() else "", 4)
                 cache["seconds"][name] = tf.seconds
-                if tf.ok:
+                if tf.whole:
                     executed = _executed_modules((msg["result"] or {}).get("executed"), files)
                     cache["integration"][name] = {"key": tf.key, "cases": tf.cases, "executed": executed,
                                                   "executed_unknown": (msg["result"] or {}).get("executed_unknown"),
@@ -737,17 +810,17 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
         print(f"{i:2d}. {r.name}: {'passed' if r.ok else 'FAILED'}, {_pts(earned)}/{_pts(possible)} points "
               f"({res.get('passed', 0)} of {len(res.get('tests', []))} inline tests passed; {how})")
         if res.get("error"):
-            print(f"      ! {res['error'].splitlines()[0][:300]}")
+            print(f"      ! {res['error'].splitlines()[0]}")
         for t in r.report:
             mark = {"passed": "ok", "failed": "FAIL", "not attempted": "todo", "blocked": "wait"}.get(t.status, "??")
             line = f"      [{mark:4s}] {t.grade_id}: {_pts(t.earned)}/{_pts(t.points)} {t.status}"
-            print(line + (f": {t.message.splitlines()[0][:240]}" if t.message and t.status != "passed" else ""))
+            print(line + (f": {t.message.splitlines()[0]}" if t.message and t.status != "passed" else ""))
         graded = {n for t in r.tasks for n in t.tests}
         other = [t for t in res.get("tests", []) if t["name"] not in graded]
         if other:
             bad = [t for t in other if t["status"] != "passed"]
             print(f"      ungraded checks: {len(other) - len(bad)} of {len(other)} passed"
-                  + (f"; {bad[0]['name']}: {(bad[0]['error'] or '').splitlines()[0][:200]}" if bad else ""))
+                  + (f"; {bad[0]['name']}: {((bad[0]['error'] or '').splitlines() or [''])[0]}" if bad else ""))
         for tf in placed.get(r.name, []):
             _print_tf(tf)
     for tf in placed.get("", []):
@@ -773,6 +846,9 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
     skipped = [tf.name for tf in tfiles if tf.skipped]
     if skipped:
         partial.append(f"{len(skipped)} test file(s) skipped")
+    in_part = [tf.name for tf in tfiles if tf.left_out]
+    if in_part:
+        partial.append(f"{len(in_part)} test file(s) ran only the tests whose notebooks passed")
     first = next((f for s in stages for f in s.failures), None)
     done = failed == 0 and all(s.ok for s in stages) and not partial
     record = {"module": module, "time": student._now(), "complete": done, "partial": partial or None,
@@ -786,7 +862,8 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
               "integration": {tf.name: {"needs": tf.needs, "cached": tf.cached, "skipped": tf.skipped,
                                         "seconds": tf.seconds, "cpu_seconds": tf.cpu_seconds,
                                         "passed": sum(c["ok"] for c in tf.cases),
-                                        "failed": sum(not c["ok"] for c in tf.cases), "error": tf.error}
+                                        "failed": sum(not c["ok"] for c in tf.cases), "error": tf.error,
+                                        "not_run": tf.left_out}
                               for tf in tfiles},
               "written_answers": {f"{a.notebook}:{a.grade_id}": a.answered for a in answers},
               "stages": {s.name: {"run": s.run, "passed": s.passed, "failed": s.failed,
@@ -798,10 +875,12 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
     prog["completed"] = bool(prog.get("completed")) or done
     prog["history"] = (prog.get("history") or [])[-49:] + [record]
     student._write_json(prog_path, prog)
-    ran = sum(not r.cached for r in runs)
+    ran, ran_tf = sum(not r.cached for r in runs), sum(not tf.cached and not tf.skipped for tf in tfiles)
+    cached_tf = sum(tf.cached for tf in tfiles)
     print(f"done in {time.perf_counter() - t_start:.1f} s: {ran} of {len(runs)} notebook(s) and "
-          f"{sum(not tf.cached and not tf.skipped for tf in tfiles)} of {len(tfiles)} test file(s) ran, "
-          "the rest unchanged since they passed")
+          f"{ran_tf} of {len(tfiles)} test file(s) ran"
+          + (f"; {len(runs) - ran} notebook(s) and {cached_tf} test file(s) unchanged since their last run "
+             "(from the cache)" if ran < len(runs) or cached_tf else ""))
     if done:
         print(f"\nmodule {module} complete (progress recorded in {prog_path})")
         return 0
@@ -817,4 +896,5 @@ def _print_tf(tf: TestFileRun) -> None:
     bad = [c for c in tf.cases if not c["ok"]]
     how = "from the cache" if tf.cached else f"{tf.seconds:.1f} s"
     print(f"      integration {tf.name}: {len(tf.cases) - len(bad)} of {len(tf.cases)} passed ({how})"
-          + (f"; {bad[0]['id']}: {bad[0]['message']}" if bad else "") + (f"; {tf.error}" if tf.error else ""))
+          + (f"; {bad[0]['id']}: {bad[0]['message']}" if bad else "") + (f"; {tf.error}" if tf.error else "")
+          + (f"; {tf.left_out}" if tf.left_out else ""))

@@ -208,7 +208,7 @@ def parse_junit(xml: Path) -> list[dict]:
         bad = c.find("failure") if c.find("failure") is not None else c.find("error")
         if c.find("skipped") is not None and bad is None:
             continue
-        msg = ((bad.get("message") or "").strip().splitlines() or [""])[0][:300] if bad is not None else None
+        msg = ((bad.get("message") or "").strip().splitlines() or [""])[0] if bad is not None else None
         out.append({"id": f"{c.get('classname', '')}::{c.get('name', '')}".strip(":"), "ok": bad is None,
                     "message": msg})
     return out

@@ -57,7 +57,7 @@ def grading_rng() -> np.random.Generator:
 # %%
 #| export
 class OlympicEvent(Enum):
-    "The TorchPerf Olympics events of the capstone (the seed's five; their rules: the Olympics notebook)."
+    "The TorchPerf Olympics events of the capstone (the original course code's five; their rules: the Olympics notebook)."
 
     LATENCY_SPRINT = "latency_sprint"
     MEMORY_CHALLENGE = "memory_challenge"

@@ -384,7 +384,7 @@ SUMMARY_KEYS = ("estimated_total_bytes", "estimated_total_macs", "achieved_bandw
 def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwidth_gbps: float,
                        peak_gmacs: float | None = None) -> dict[str, Any]:
     """Bandwidth and compute achieved by a measured run, with a memory-/compute-bound verdict. `layer_df` is
-    `estimate_layerwise_stats` output for the batch that took `latency_ms` (the seed's name; pass the measured
+    `estimate_layerwise_stats` output for the batch that took `latency_ms` (the original course code's name; pass the measured
     median, `latency_median_ms`): 1,000 bytes in 0.001 ms is 1.0 GB/s."""
     require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
     seconds = check_positive(latency_ms, "latency_ms") / 1e3
@@ -511,7 +511,7 @@ if __name__ == "__main__":
 CONSTRAINTS = {"min_accuracy": ("accuracy", ">="), "max_latency_mean_ms": ("latency_mean_ms", "<="),
                "max_latency_p95_ms": ("latency_p95_ms", "<="), "max_memory_mb": ("memory_mb", "<="),
                "max_energy_j": ("energy_proxy_j", "<=")}
-# The seed's sweep `latency_ms` is an alias of `latency_mean_ms`, and its table's `latency_ms_mean` of `latency_mean_ms_mean`
+# The original course code's sweep `latency_ms` is an alias of `latency_mean_ms`, and its table's `latency_ms_mean` of `latency_mean_ms_mean`
 SWEEP_COLUMNS = ("precision", "batch_size", "accuracy", "latency_ms", "latency_median_ms", "latency_std_ms",
                  "latency_p95_ms", "throughput_sps", "memory_mb", "latency_mean_ms", "energy_proxy_j", "energy_method",
                  "latency_scaled_by", "accepted", "violations")
@@ -766,7 +766,7 @@ if __name__ == "__main__":
 # %%
 #| export benchmarking.hardware_profile
 # One meaning per column: `latency_median_ms` measured here, `roofline_bound_ms` estimated on a device (the other
-# is NaN); the seed's `latency_ms` is an alias of the one `method` names. Totals' `latency_ms`: of `operators_sum_ms`.
+# is NaN); the original course code's `latency_ms` is an alias of the one `method` names. Totals' `latency_ms`: of `operators_sum_ms`.
 OPERATOR_COLUMNS = ("operator", "latency_ms", "latency_median_ms", "roofline_bound_ms", "memory_kb", "method")
 TOTALS_KEYS = ("latency_ms", "operators_sum_ms", "memory_kb", "estimated_bandwidth_mb_s", "stream_utilization")
 PROFILE_ARTIFACTS = {"operator_profile": "operator_profile.csv", "hardware_totals": "hardware_totals.csv",
@@ -1291,7 +1291,7 @@ def _cell(value: Any, kind: str = "text") -> str:
 
 def benchmark_table_markdown(rows: Iterable[dict[str, Any]]) -> str:
     """Rows (`BENCHMARK_TABLE_FIELDS`) as the benchmark table in Markdown: accuracy, a fraction 0..1, printed as %,
-    the median under the seed's "Latency (ms)", size in MiB, a missing figure as n/a,
+    the median under the original course code's "Latency (ms)", size in MiB, a missing figure as n/a,
     e.g. `| m | t | 90.0% | 1.5 | 0.02 | x86 CPU | - |`."""
     lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MiB)** | **Platform** "
              "| **References** |", "|" + "|".join(["---"] * 7) + "|"]

@@ -744,7 +744,7 @@ def compare_optimization_techniques(base_model: Any, optimized_models: Sequence[
         fig, imp = measured[name], improvements.get(name)
         acc, ms, size = fig["accuracy"]["value"], fig["latency"]["value"], fig["model_size"]["value"]  # median ms, bytes
         missing = [fig[m]["reason"] for m in ("accuracy", "model_size", "latency") if fig[m]["value"] is None]
-        eff = {"accuracy_per_mb": acc / (size / MiB) if acc is not None and size else None,  # the seed's name: per MiB
+        eff = {"accuracy_per_mb": acc / (size / MiB) if acc is not None and size else None,  # the original course code's name: per MiB
                "accuracy_per_ms": acc / ms if acc is not None and ms else None, **({"reason": "; ".join(missing)} if missing else {})}
         if imp is not None:
             efficiency[name] = eff

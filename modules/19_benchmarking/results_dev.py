@@ -59,7 +59,11 @@ from scipy import stats as _stats
 from tinytorch.profiling.timing import median_ci
 
 # %%
+# The tests' helpers (nothing to fill in here): `grading_rng` draws their random inputs (random seed 0 here,
+# a fresh one per grading run), `expect_error` checks an error and its message, `in_student_process` runs a
+# check in the process that runs your code (this kernel, here).
 import os
+import re
 import statistics  # the tests' reference statistics
 import tempfile
 
@@ -78,14 +82,22 @@ def in_student_process(fn, *args, **kwargs):
     return fn(*args, **kwargs)
 
 
-def expect_error(fn, *args, name: str, error: type = ValueError, **kwargs) -> None:
-    "Test helper: `fn(*args, **kwargs)` must raise `error` with a message that names the argument `name`."
+def expect_error(fn, *args, name: str | None = None, error: type = ValueError, says: str | None = None, **kwargs) -> None:
+    """Test helper: `fn(*args, **kwargs)` must raise `error` whose message starts with what it is about,
+    the argument `name`, before the first colon (`values: expected ...`; several arguments:
+    `correct_a, correct_b: ...`); with `says`, the message must also contain that word (e.g. "shape"); a
+    library's own error (`json.dumps` refusing NaN) is checked by `says` alone."""
     try:
         fn(*args, **kwargs)
     except error as e:
-        assert name in str(e), f"{fn.__name__}{args}: the error should name {name!r}, got: {e}"
+        msg = str(e).strip("'\"")  # a KeyError's message comes quoted
+        subject = msg.partition(":")[0] if ":" in msg else ""
+        assert name is None or any(re.match(rf"{re.escape(name)}\b", part.strip()) for part in subject.split(",")), (
+            f"{fn.__name__}{args}: the error message should start with the argument it is about, {name!r}, "
+            f"then a colon ('{name}: expected ...'), got: {e}")
+        assert says is None or says in msg, f"{fn.__name__}{args}: the error should say {says!r}, got: {e}"
     else:
-        raise AssertionError(f"{fn.__name__}{args} {kwargs or ''}: expected a {error.__name__} naming {name!r}, got none")
+        raise AssertionError(f"{fn.__name__}{args} {kwargs or ''}: expected a {error.__name__} naming {name or says!r}, got none")
 
 # %% [markdown]
 # ## BenchmarkResult: measurements and what they tell us
@@ -108,14 +120,23 @@ def expect_error(fn, *args, name: str, error: type = ValueError, **kwargs) -> No
 # | `mean`, `std` | average and sample standard deviation (n−1) |
 # | `ci_lower`, `ci_upper` | Student-t 95% interval for the mean (`None` for a single value) |
 # | `iqr`, `cv` | p75 − p25 (a robust spread); std / mean (relative noise, `None` when the mean is 0) |
-# | `outliers` | values beyond 1.5 × IQR from the quartiles |
+# | `outliers` | how many values (an `int`) lie beyond 1.5 × IQR from the quartiles |
+#
+# **Errors in this module say what they are about first.** Bad input is a `ValueError` whose
+# message starts with the argument's name and a colon, then what was expected:
+# `values: expected at least one measurement, got none`. The tests check exactly that (the
+# argument's name before the first colon), so `invalid sample` does not pass for an argument `a`.
 #
 # **Your task (medium, 10 points).** Complete `BenchmarkResult.__post_init__` so it validates the
 # values and computes every statistic in the table.
 #
-# - *Approach:* a float numpy array; an empty list, NaN or infinity is a `ValueError` naming `values`.
-# - *Example:* for `[1.0, 2.0, 3.0, 4.0, 5.0]`: `median == 3.0`, `p90 == 4.6`, `iqr == 2.0`, interval ≈ (1.04, 4.96).
-# - *Hints:* `np.percentile`, `scipy.stats.t.ppf(0.975, n - 1)`, `statistics.stdev`.
+# - *Approach:* a float numpy array; an empty list, NaN or infinity is a `ValueError` starting `values:`.
+# - *Edge cases:* a single value has `std == 0.0` and no interval (`ci_lower` and `ci_upper` are `None`);
+#   `cv` is `None` when the mean is 0; `outliers` is a count (an `int`), not the values themselves.
+# - *Example:* for `[1.0, 2.0, 3.0, 4.0, 5.0]`: `median == 3.0`, `p90 == 4.6`, `iqr == 2.0`, interval ≈ (1.04, 4.96);
+#   for the ten readings above, `median == 1.205` while `mean ≈ 1.388`, and `outliers == 1`.
+# - *Hints:* `np.percentile`, `np.median`, `scipy.stats.t.ppf(0.975, n - 1)`, `arr.std(ddof=1)` (numpy divides
+#   by n unless told `ddof=1`).
 
 # %% nbgrader={"grade": false, "grade_id": "benchmark-result", "solution": true, "schema_version": 3}
 #| export
@@ -222,6 +243,25 @@ if __name__ == "__main__":  # the ten readings above: the median ignores the int
 
 # %% nbgrader={"grade": true, "grade_id": "test-benchmark-result", "locked": true, "points": 10, "schema_version": 3}
 def test_unit_benchmark_result():
+    # the ten readings above first: one interruption pulls the mean up, but not the median
+    readings = [1.21, 1.19, 1.22, 1.20, 3.05, 1.21, 1.18, 1.20, 1.23, 1.19]
+    s = BenchmarkResult("latency", readings, unit="ms")
+    assert isinstance(s.median, float) and abs(s.median - 1.205) < 1e-9, (
+        f"median of the ten readings: expected 1.205 (the middle of the sorted values), got {s.median}"
+        + (" -- that is the mean, which the one interruption pulls up"
+           if isinstance(s.median, float) and abs(s.median - statistics.fmean(readings)) < 1e-9 else "")
+        + (" -- a value read off one rank (off by one, or not interpolated): with ten values the median lies "
+           "halfway between the 5th and 6th sorted values" if s.median in readings else ""))
+    assert abs(s.mean - statistics.fmean(readings)) < 1e-9, (
+        f"mean of the ten readings: expected {statistics.fmean(readings):.4f}, got {s.mean}"
+        + (" -- that is the median" if abs(s.mean - 1.205) < 1e-9 else ""))
+    assert abs(s.p90 - 1.412) < 1e-9, (
+        f"p90 of the ten readings: expected 1.412 (linear interpolation between the 9th and 10th sorted values), "
+        f"got {s.p90}" + (" -- a percentile read off one rank (off by one, or not interpolated)"
+                          if s.p90 in (1.23, 3.05) else ""))
+    assert abs(s.p50 - 1.205) < 1e-9, f"p50 is the median, 1.205, got {s.p50}" + (" -- a percentile read off one rank, not interpolated" if s.p50 in (1.20, 1.21) else "")
+    assert isinstance(s.outliers, int) and s.outliers == 1, (
+        f"outliers: expected the count 1 (an int: 3.05 lies beyond p75 + 1.5 IQR), got {s.outliers!r}")
     values = [1.0, 2.0, 3.0, 4.0, 5.0]
     r = BenchmarkResult("latency", values, unit="ms")
     assert r.count == 5, f"count: expected 5, got {r.count}"
@@ -424,8 +464,9 @@ if __name__ == "__main__":
 #
 # **Your task (easy, 5 points).** Implement `wilson_interval(correct, n, confidence=0.95)`.
 #
-# - *Approach:* validate (`n ≥ 1`, `0 ≤ correct ≤ n`, confidence in (0, 1): a `ValueError` naming
-#   the argument); `p = correct / n`; `z` from the normal quantile; `(center − half, center + half)`.
+# - *Approach:* validate (`n ≥ 1`, `0 ≤ correct ≤ n`, confidence in (0, 1): a `ValueError` starting
+#   with the argument's name and a colon, `n: expected ...`); `p = correct / n`; `z` from the normal
+#   quantile at `(1 + confidence) / 2` (1.96 only for 95%); `(center − half, center + half)`.
 # - *Example:* `wilson_interval(450, 450)` ≈ `(0.9915, 1.0)`; `wilson_interval(5, 10)` ≈ `(0.2366, 0.7634)`.
 # - *Hints:* `scipy.stats.norm.ppf((1 + confidence) / 2)`.
 
@@ -468,9 +509,14 @@ def test_unit_wilson_interval():
     wide, narrow = wilson_interval(90, 100), wilson_interval(900, 1000)
     assert (wide[1] - wide[0]) > 2.5 * (narrow[1] - narrow[0]), "10x the samples: the interval is ~3x narrower"
     lo99, hi99 = wilson_interval(90, 100, confidence=0.99)
-    assert lo99 < wide[0] and hi99 > wide[1], "a 99% interval is wider than a 95% one"
-    for args, arg in (((5, 0), "n"), ((11, 10), "correct"), ((-1, 10), "correct")):
-        expect_error(wilson_interval, *args, name=arg)
+    want99 = (0.7962492615283767, 0.953974188298965)  # z = 2.5758, the normal quantile at (1 + 0.99) / 2
+    assert abs(lo99 - want99[0]) < 1e-9 and abs(hi99 - want99[1]) < 1e-9, (
+        f"wilson_interval(90, 100, confidence=0.99): expected {want99} (wider than the 95% one), got {(lo99, hi99)}"
+        + (" -- z does not follow the confidence: it is the normal quantile at (1 + confidence) / 2, 1.96 only for 95%"
+           if abs(lo99 - wide[0]) < 1e-12 else ""))
+    for args, kwargs, arg in (((5, 0), {}, "n"), ((11, 10), {}, "correct"), ((-1, 10), {}, "correct"),
+                              ((5, 10), {"confidence": 1.5}, "confidence")):
+        expect_error(wilson_interval, *args, name=arg, **kwargs)
     ### BEGIN HIDDEN TESTS
     rng = grading_rng()
     for _ in range(12):
@@ -525,7 +571,7 @@ if __name__ == "__main__":
 # **Your task (hard, 10 points).** Complete `bootstrap_interval` (the checks on its arguments,
 # the resampling and the percentiles) and `is_significant`.
 #
-# - *Checks:* a `ValueError` naming `samples` (none, an empty or non-1-D one, unequal lengths when
+# - *Checks:* a `ValueError` starting `samples:` (none, an empty or non-1-D one, unequal lengths when
 #   paired), `n_boot` (fewer than 100) or `confidence` (outside (0, 1)).
 # - *Approach:* one generator, `np.random.default_rng(seed)`. Independent: one index array of
 #   shape `(n_boot, len(sample))` per sample, *in order*; paired: one index array for all. Keep
@@ -713,8 +759,8 @@ if __name__ == "__main__":
 # no normality assumption that skewed latency would violate. The one rule then decides.
 #
 # **Your task (medium, 10 points).** Complete `compare_samples`: check the arguments (each sample
-# at least 2 finite values, `alpha` in (0, 1), `n_boot` ≥ 100: a `ValueError` naming the argument),
-# then fill in `median_a`, `median_b`, `ratio`, `ci_lower`, `ci_upper`, `p_value` and
+# at least 2 finite values, `alpha` in (0, 1), `n_boot` ≥ 100: a `ValueError` starting with the argument's
+# name and a colon, `a: expected ...`), then fill in `median_a`, `median_b`, `ratio`, `ci_lower`, `ci_upper`, `p_value` and
 # `significant`; the verdict text is written for you from those.
 #
 # - *Approach:* the interval from `bootstrap_interval` at the level `1 − alpha`, with a statistic
@@ -723,7 +769,8 @@ if __name__ == "__main__":
 # - *Example:* `compare_samples([1.0, 1.1, 0.9, 1.0, 1.05], [2.0, 2.1, 1.9, 2.0, 2.05])` has
 #   `ratio == 2.0`, `p_value ≈ 0.012`, and the verdict "a is 2.00× faster than b (p = 0.012)".
 # - *Hints:* the statistic gets arrays of shape `(n_boot, len(a))` and `(n_boot, len(b))`:
-#   `np.median(x, axis=1)` is the median of every resample at once.
+#   `np.median(x, axis=1)` is the median of every resample at once. The two samples may differ in
+#   length and be skewed: a ratio of *means* then differs from the ratio of medians, and the test checks it.
 # - *Needs first:* `bootstrap_interval` (the ratio's interval).
 
 # %% nbgrader={"grade": false, "grade_id": "benchmarking-compare", "solution": true, "schema_version": 3}
@@ -821,7 +868,11 @@ def test_unit_compare_samples():
         f"median_a/median_b: expected the medians of a and b, got {c.median_a}, {c.median_b}"
     assert abs(c.ratio - 2.0) < 1e-12, f"ratio: expected median(b) / median(a) = 2.0, got {c.ratio}"
     expected_p = _stats.mannwhitneyu(fast, slow, alternative="two-sided").pvalue
-    assert abs(c.p_value - expected_p) < 1e-12, f"p_value: expected the two-sided Mann-Whitney U p = {expected_p}, got {c.p_value}"
+    assert abs(c.p_value - expected_p) < 1e-12, (
+        f"p_value: expected the two-sided Mann-Whitney U p = {expected_p}, got {c.p_value}"
+        + (" -- that is a t-test, which assumes normal data; latency is skewed"
+           if any(math.isclose(c.p_value, _stats.ttest_ind(fast, slow, equal_var=v).pvalue, rel_tol=1e-6) for v in (True, False))
+           else ""))
     assert c.ci_lower is not None and c.ci_lower <= c.ratio <= c.ci_upper, \
         f"the bootstrap interval [{c.ci_lower}, {c.ci_upper}] should contain the observed ratio {c.ratio}"
     assert 1.7 < c.ci_lower and c.ci_upper < 2.3, f"the interval of a clean 2x difference should be near 2, got [{c.ci_lower}, {c.ci_upper}]"
@@ -843,8 +894,40 @@ def test_unit_compare_samples():
     noisy = compare_samples([1.0, 1.5, 0.8, 1.2, 0.9], [1.1, 0.85, 1.4, 1.0, 1.3])
     assert not noisy.significant and noisy.p_value > 0.05, \
         f"overlapping samples: expected no significant difference (p > 0.05), got p = {noisy.p_value}"
+    # unequal, skewed samples (one interruption each): the ratio of medians is not the ratio of means
+    a = [1.0, 1.02, 0.98, 1.01, 4.0]
+    b = [2.0, 1.96, 2.04, 2.02, 1.98, 2.01, 9.0]
+    c = compare_samples(a, b, alpha=0.1, n_boot=300, seed=7)
+    want = statistics.median(b) / statistics.median(a)
+    assert math.isclose(c.ratio, want, rel_tol=1e-12), (
+        f"ratio of {a} and {b}: expected median(b) / median(a) = {want:.6f}, got {c.ratio}"
+        + (" -- that is the ratio of means, which the interruptions pull around"
+           if math.isclose(c.ratio, statistics.fmean(b) / statistics.fmean(a), rel_tol=1e-9) else "")
+        + (" -- that is median(a) / median(b): the ratio is b over a" if math.isclose(c.ratio, 1 / want, rel_tol=1e-9) else ""))
+    draw = np.random.default_rng(7)  # bootstrap_interval's draws: a's indices first, then b's
+    ia, ib = draw.integers(0, len(a), size=(300, len(a))), draw.integers(0, len(b), size=(300, len(b)))
+    ratios = np.median(np.array(b)[ib], axis=1) / np.median(np.array(a)[ia], axis=1)
+    ci, ci95 = np.percentile(ratios, [5, 95]), np.percentile(ratios, [2.5, 97.5])
+    means = np.percentile(np.array(b)[ib].mean(axis=1) / np.array(a)[ia].mean(axis=1), [5, 95])
+    got = [c.ci_lower, c.ci_upper]
+    assert c.ci_lower is not None and np.allclose(got, ci, rtol=1e-9), (
+        f"interval of {a} and {b} (alpha=0.1, n_boot=300, seed=7): expected the bootstrap interval of the ratio of "
+        f"medians {ci.tolist()} (bootstrap_interval at confidence 1 - alpha, with n_boot and seed passed on), got {got}"
+        + (" -- that is the interval of the ratio of means" if c.ci_lower is not None
+           and np.allclose(got, means, rtol=1e-9) else "")
+        + (" -- that is a 95% interval: the level is 1 - alpha" if c.ci_lower is not None
+           and np.allclose(got, ci95, rtol=1e-9) else ""))
+    welch = _stats.ttest_ind(a, b, equal_var=False).pvalue
+    expected_p = _stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
+    assert math.isclose(c.p_value, expected_p, rel_tol=1e-9), (
+        f"p_value of {a} and {b}: expected the two-sided Mann-Whitney U p = {expected_p:.6g}, got {c.p_value}"
+        + (" -- that is a t-test, which assumes normal data" if math.isclose(c.p_value, welch, rel_tol=1e-6)
+           or math.isclose(c.p_value, _stats.ttest_ind(a, b).pvalue, rel_tol=1e-6) else ""))
     for bad_a in ([1.0], [1.0, float("nan")]):
         expect_error(compare_samples, bad_a, [1.0, 2.0], name="a")
+    expect_error(compare_samples, [1.0, 2.0], [1.0], name="b")
+    expect_error(compare_samples, [1.0, 2.0], [1.0, 2.0], alpha=1.5, name="alpha")
+    expect_error(compare_samples, [1.0, 2.0], [1.0, 2.0], n_boot=10, name="n_boot")
     ### BEGIN HIDDEN TESTS
     rng = grading_rng()
     seed, n_boot = int(rng.integers(0, 2**31)), int(rng.integers(200, 1000))
@@ -991,7 +1074,8 @@ if __name__ == "__main__":
 #| export
 MiB = 2**20
 
-# The seed's bare names kept for the course material that imports them, each the alias of one explicit field
+# SEED_ALIASES: "seed" here means the course's original code (the earlier Module 19 that other course material
+# imports), not a random seed. Its bare names are kept for that material, each the alias of one explicit field
 # ("<owner>.<name>": "<explicit name>"); every other key names its statistic (latency_median_ms, ...).
 SEED_ALIASES: dict[str, str] = {
     "TinyMLPerf.result.mean_latency_ms": "latency_mean_ms",
@@ -1055,7 +1139,7 @@ def metric_info(metric: str, unit: str = "") -> MetricInfo:
 # at 450/450). A `CountResult` is exact: counting twice gives the same number.
 #
 # **Your task (easy, 5 points).** Complete `ProportionResult.__post_init__`: reject an empty list
-# and anything but 0s and 1s (a `ValueError` naming `values`); set `count`, `correct`, the estimate
+# and anything but 0s and 1s (a `ValueError` starting `values:`); set `count`, `correct`, the estimate
 # (`mean`, `median`, `p50`: all `k / n`), `std`, `min`, `max`, the statistics that mean nothing for
 # 0/1 outcomes (`p90`, `p95`, `p99`, `iqr`, `cv`: None; `outliers`: 0), and the interval.
 #
@@ -1229,7 +1313,7 @@ if __name__ == "__main__":
 # two accuracies (the `Comparison` and its verdict are built for you).
 #
 # - *TODO:* pair the outcomes of the datasets both results evaluated with the same number of
-#   samples (none: a `ValueError` naming `b`); set `acc_a`, `acc_b`, `test` (McNemar), `lo, hi`
+#   samples (none: a `ValueError` starting `b:`); set `acc_a`, `acc_b`, `test` (McNemar), `lo, hi`
 #   (interval of the ratio), `d_lo, d_hi` (of the difference), `diff` and `significant`.
 # - *Approach:* the images are the same for both models, so every resample draws the *same*
 #   images for both; the effect is the difference in accuracy.
@@ -1237,8 +1321,9 @@ if __name__ == "__main__":
 #   `p = 0.031`, and every paired resample has B ≥ A, so `d_lo > 0`.
 # - *Hints:* `per_dataset_outcomes()`; the resampler's `paired` flag; level `1 − alpha`.
 #   Resampled independently, the interval of the difference spans zero even here.
-# - *Needs first:* `wilson_interval`, `bootstrap_interval`, `mcnemar_exact`, `ProportionResult`; the dispatch's test
-#   also `BenchmarkResult` and `compare_samples`.
+# - *Needs first:* the dispatch in `compare_results` (the task above: this task's test calls `compare_results`),
+#   `wilson_interval`, `bootstrap_interval`, `mcnemar_exact`, `ProportionResult`; the dispatch's test also
+#   `BenchmarkResult` and `compare_samples`.
 
 # %% nbgrader={"grade": false, "grade_id": "results-compare-proportions", "solution": true, "schema_version": 3}
 #| export
@@ -1520,10 +1605,13 @@ if __name__ == "__main__":
 #   `_labels_tensor`), or `batch_size` slices of the tensors. `as_eval_sets`: one set or a list
 #   (a single `(X, y)` pair of arrays is *one* set), names from `dataset_names`, a `.name`, or
 #   `dataset{i}`, unique. `top1_correct`: per batch, run the model, check the output's shape and
-#   that the labels fit its classes (a `ValueError` naming the model, the dataset and what was
-#   expected: "labels" and the class count, or "shape"), collect the outcomes.
-# - *Approach:* the adapter feeds (`to_input`) and calls (`forward`) the model; `_output_tensor`
-#   makes the output a CPU tensor of scores, one row per sample, one column per class.
+#   that the labels fit its classes, collect the outcomes. Labels outside the model's classes are a
+#   `ValueError` naming the dataset, the model and its class count, with the words `labels do not match`
+#   (the accuracy loop of notebook 3 looks for them); a wrong shape is `checked_output`'s `ValueError`
+#   (it starts `model '<name>' on dataset '<name>'` and says `shape`).
+# - *Approach:* the adapter feeds (`to_input`) and calls (`forward`) the model; `checked_output`
+#   (below, written for you) makes the output a CPU tensor of scores, one row per sample, one column
+#   per class, and checks its shape and that it is finite.
 # - *Example:* an identity `Linear(2, 2)` on `[1, 0], [0, 1], [1, 0]` with labels `[0, 1, 1]` gives `[1, 1, 0]`.
 # - *Hints:* which axis of a `(batch, classes)` array holds the classes? Labels of 10 classes
 #   against a model with 3 outputs must fail loudly, not score 30%.
@@ -1763,11 +1851,12 @@ def test_unit_eval_data_and_top1():
     try:
         top1_correct(lin, (X, torch.tensor([0, 1, 2, 3, 4, 5])))
     except ValueError as e:
-        assert "label" in str(e) and "3" in str(e), (
-            f"the error should say that the labels do not fit the model's 3 classes, got: {e}")
+        assert "labels do not match" in str(e) and "3" in str(e), (
+            f"the error should say 'labels do not match' and the model's 3 classes, got: {e}")
     else:
         raise AssertionError("labels up to 5 with a 3-class model: expected a ValueError, not a low accuracy")
-    expect_error(top1_correct, torch.nn.Sequential(torch.nn.Linear(3, 1), torch.nn.Flatten(0)), (X, y), name="shape")
+    expect_error(top1_correct, torch.nn.Sequential(torch.nn.Linear(3, 1), torch.nn.Flatten(0)), (X, y), name="model",
+                 says="shape")
     r = ProportionResult("accuracy", top1_correct(lin, (X, y)), unit="fraction")
     assert (r.correct, r.count) == (4, 6) and (r.ci_lower, r.ci_upper) == wilson_interval(4, 6), \
         f"expected 4 of 6, interval {wilson_interval(4, 6)}, got {r.correct} of {r.count}, {(r.ci_lower, r.ci_upper)}"
@@ -1826,7 +1915,7 @@ def test_unit_eval_data_and_top1():
     else:
         raise AssertionError(f"labels {bad.tolist()} with a {c}-class model: expected a ValueError, not an accuracy")
     flat = torch.nn.Sequential(torch.nn.Linear(d, 1), torch.nn.Flatten(0))
-    expect_error(top1_correct, flat, (Xr, yr), name="shape")
+    expect_error(top1_correct, flat, (Xr, yr), name="model", says="shape")
     ### END HIDDEN TESTS
 
 
@@ -2083,7 +2172,7 @@ def test_unit_writing():
     write_atomic(target, b"\x00second")
     assert target.read_bytes() == b"\x00second", "bytes are written as bytes"
 
-    expect_error(write_json, target, {"bad": float("nan")}, name="JSON")  # NaN is not JSON: refused
+    expect_error(write_json, target, {"bad": float("nan")}, says="JSON")  # NaN is not JSON: refused
     assert target.read_bytes() == b"\x00second", "a refused write leaves the old file as it was"
     with contextlib.suppress(UnicodeEncodeError):  # text that cannot be encoded: the write fails halfway
         write_atomic(target, "third \udcff")
@@ -2137,7 +2226,7 @@ def test_unit_writing():
     written = {"run": k, "latency_ms": [f32, float(np.float32(f32))], "device": device}
     assert json.loads(target.read_text()) == written, f"write_json: expected {written}, read back {target.read_text()!r}"
     expect_error(write_json, target, {"bad": [f32, [float("nan"), float("inf"), -float("inf")][int(rng.integers(0, 3))]]},
-                 name="JSON")
+                 says="JSON")
     assert json.loads(target.read_text()) == written, "a refused write leaves the old file as it was"
     taken = target.parent / f"taken_{k}"
     (taken / "inside").mkdir(parents=True)

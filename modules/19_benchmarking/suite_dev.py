@@ -41,7 +41,10 @@ from tinytorch.benchmarking.pareto import pareto_front_with_ties
 from tinytorch.benchmarking.results import BenchmarkResult, Comparison, json_native
 
 # %%
+# The tests' helpers (nothing to fill in here): `grading_rng` draws their random inputs (random seed 0 here,
+# a fresh one per grading run), `expect_error` checks an error and its message.
 import os
+import re
 
 import numpy as np
 
@@ -54,14 +57,22 @@ def grading_rng() -> np.random.Generator:
     return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
 
 
-def expect_error(fn, *args, name: str, error: type = ValueError, **kwargs) -> None:
-    "Test helper: `fn(*args, **kwargs)` must raise `error` with a message that names the argument `name`."
+def expect_error(fn, *args, name: str | None = None, error: type = ValueError, says: str | None = None, **kwargs) -> None:
+    """Test helper: `fn(*args, **kwargs)` must raise `error` whose message starts with what it is about,
+    the argument `name`, before the first colon (`values: expected ...`; several arguments:
+    `correct_a, correct_b: ...`); with `says`, the message must also contain that word (e.g. "shape"); a
+    library's own error (`json.dumps` refusing NaN) is checked by `says` alone."""
     try:
         fn(*args, **kwargs)
     except error as e:
-        assert name in str(e), f"{fn.__name__}{args}: the error should name {name!r}, got: {e}"
+        msg = str(e).strip("'\"")  # a KeyError's message comes quoted
+        subject = msg.partition(":")[0] if ":" in msg else ""
+        assert name is None or any(re.match(rf"{re.escape(name)}\b", part.strip()) for part in subject.split(",")), (
+            f"{fn.__name__}{args}: the error message should start with the argument it is about, {name!r}, "
+            f"then a colon ('{name}: expected ...'), got: {e}")
+        assert says is None or says in msg, f"{fn.__name__}{args}: the error should say {says!r}, got: {e}"
     else:
-        raise AssertionError(f"{fn.__name__}{args} {kwargs or ''}: expected a {error.__name__} naming {name!r}, got none")
+        raise AssertionError(f"{fn.__name__}{args} {kwargs or ''}: expected a {error.__name__} naming {name or says!r}, got none")
 
 # %% [markdown]
 # ## The report: one payload, four files
@@ -405,7 +416,8 @@ from tinytorch.benchmarking.results import ALPHA, MIN_EFFECT, BenchmarkResult, c
 # - *Example:* the models above with `{"lat": "min", "acc": "max"}` give `["A", "B"]`.
 # - *Hints:* turn every "max" metric into a "min" one by negating it; `a` dominates `b` when
 #   `all(a <= b)` and `any(a < b)`. Two identical points do not dominate each other. Reject a
-#   direction other than "min"/"max" and a model missing a metric with a `ValueError`.
+#   direction other than "min"/"max" and a model missing a metric with a `ValueError` starting with the
+#   argument's name and a colon (`directions: ...`, `points: ...`).
 
 # %% nbgrader={"grade": false, "grade_id": "benchmarking-pareto", "solution": true, "schema_version": 3}
 #| export benchmarking.pareto
@@ -498,7 +510,7 @@ if __name__ == "__main__":
 # ```
 #
 # **Your task (hard, 10 points).** Complete `pareto_front_with_ties`; reject an empty `metrics` and
-# a model without a result for every metric (a `ValueError` naming `metrics` or `results`).
+# a model without a result for every metric (a `ValueError` starting `metrics:` or `results:`).
 #
 # - *Approach:* for every pair of models and every metric keep `compare_results(...).winner` (a
 #   name, or None for a tie, recorded as `[a, b, metric]`). `b` is dominated by `a` when `a` won or

@@ -37,11 +37,14 @@ from tinytorch.profiling.timing import measure_timer_overhead_ns, system_info, t
 
 
 def expect_value_error(fn, *args, name: str) -> None:
-    "Test helper: `fn(*args)` must raise a ValueError whose message names the argument `name`."
+    """Test helper: `fn(*args)` must raise a ValueError whose message starts with the argument it is about,
+    `name`, and a colon (`values: expected ...`), as every error of the module does."""
     try:
         fn(*args)
     except ValueError as e:
-        assert name in str(e), f"{fn.__name__}{args}: the error should name '{name}', got: {e}"
+        assert str(e).partition(":")[0].strip() == name, (
+            f"{fn.__name__}{args}: the error message should start with the argument it is about, {name!r}, then a "
+            f"colon ('{name}: expected ...'), got: {e}")
     else:
         raise AssertionError(f"{fn.__name__}{args}: expected a ValueError naming '{name}', got none")
 
@@ -85,7 +88,8 @@ if __name__ == "__main__":
 # - *Example:* `ci_half_width([1, 2, 3, 4, 5])` is `2.776 · 1.581 / 2.236 ≈ 1.963`;
 #   `samples_to_shrink(5) == 13` (not 20: `t` falls from 2.78 to 2.18 on the way).
 # - *Hints:* `statistics` and `scipy.stats.t` have what you need. Reject fewer than 2 values,
-#   `n < 2` and `factor ≤ 1` with a `ValueError` that names the argument.
+#   `n < 2` and `factor ≤ 1` with a `ValueError` whose message starts with the argument's name and a
+#   colon (`values: expected at least 2 values`).
 
 # %% nbgrader={"grade": false, "grade_id": "systems-thinking-ci-half-width", "solution": true, "schema_version": 3}
 def ci_half_width(values, confidence: float = 0.95) -> float:
@@ -244,7 +248,7 @@ if __name__ == "__main__":
 # - *Example:* `calls_per_block(50, 10_000, 1e-3) == 5` (a 50 ns clock, a 10 µs call: 5 calls make
 #   50 µs, of which 50 ns is 0.1%); `calls_per_block(50, 1e8) == 1`.
 # - *Hints:* reject a non-positive `per_call_ns` and a fraction outside (0, 1) with a
-#   `ValueError` naming the argument. In floating point `9 / (0.03 · 30)` is `10.000000000000002`:
+#   `ValueError` starting with the argument's name and a colon. In floating point `9 / (0.03 · 30)` is `10.000000000000002`:
 #   rounding up gives 11 where 10 calls meet the bound, so check the count below yours too.
 
 # %% nbgrader={"grade": false, "grade_id": "systems-thinking-calls-per-block", "solution": true, "schema_version": 3}
@@ -361,7 +365,7 @@ if __name__ == "__main__":
 # - *TODO:* return `(fixed_seconds, seconds_per_sample)` of the line through the two points.
 # - *Approach:* the slope from the two points, then the intercept from either one.
 # - *Example:* `linear_cost(10, 1.5, 110, 6.5) == (1.0, 0.05)`: 1 s of setup, 50 ms per sample.
-# - *Hints:* two equal sample counts give no slope: raise a `ValueError` naming `n_b`. Return
+# - *Hints:* two equal sample counts give no slope: raise a `ValueError` starting `n_b:`. Return
 #   the intercept as measured even if noise makes it slightly negative.
 
 # %% nbgrader={"grade": false, "grade_id": "systems-thinking-linear-cost", "solution": true, "schema_version": 3}
@@ -483,7 +487,7 @@ if __name__ == "__main__":
 # - *Approach:* the Wilson bounds of every `n` at once (arrays) beat a loop over `wilson_interval`.
 # - *Example:* 0.99 against 0.90 is decided at `n = 35`, 0.95 at `n = 127`; 0.5 against 0.5 never is.
 # - *Hints:* the normal-approximation formula `n = z² p (1 − p) / d²` is not the Wilson answer;
-#   reject `accuracy` or `target` outside [0, 1] with a `ValueError` naming it.
+#   reject `accuracy` or `target` outside [0, 1] with a `ValueError` starting with its name and a colon.
 
 # %% nbgrader={"grade": false, "grade_id": "systems-thinking-images-to-decide", "solution": true, "schema_version": 3}
 def images_to_decide(accuracy: float, target: float, confidence: float = 0.95, max_n: int = 100_000) -> int | None:
@@ -616,7 +620,7 @@ if __name__ == "__main__":
                       submission["improvements"].items() if k in ("speedup", "compression_ratio", "accuracy_delta")))
 
 # %% [markdown]
-# Everything Module 19 built, importable from one module, the seed's `tinytorch.benchmarking.benchmark` (the capstone
+# Everything Module 19 built, importable from one module, the original course code's `tinytorch.benchmarking.benchmark` (the capstone
 # and later milestones use it): plain imports of the notebooks' modules, exported from this, the last notebook.
 
 # %%

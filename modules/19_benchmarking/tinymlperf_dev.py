@@ -611,7 +611,7 @@ def _compliance(quality: Mapping[str, Any], task: TinyMLPerfTask, median_ms: flo
 
 
 _STATISTIC = {"latency_compliance_statistic": "median"}  # the single-stream statistic judged against the budget
-_STATS = ("mean", "std", "p50", "p90", "p99", "max")  # the flat summary: explicit names, then the seed's aliases of them
+_STATS = ("mean", "std", "p50", "p90", "p99", "max")  # the flat summary: explicit names, then the original course code's aliases of them
 _FLAT_LATENCY = {k: k for k in ("latency_median_ms", "latency_from_throughput_ms", *(f"latency_{s}_ms" for s in _STATS))} | {
     f"{s}_latency_ms": f"latency_{s}_ms" for s in _STATS} | {"throughput_fps": "throughput_sps"}  # results.SEED_ALIASES
 

@@ -265,7 +265,7 @@ def _cell(value: Any, kind: str = "text") -> str:
 
 def benchmark_table_markdown(rows: Iterable[dict[str, Any]]) -> str:
     """Rows (`BENCHMARK_TABLE_FIELDS`) as the benchmark table in Markdown: accuracy, a fraction 0..1, printed as %,
-    the median under the seed's "Latency (ms)", size in MiB, a missing figure as n/a,
+    the median under the original course code's "Latency (ms)", size in MiB, a missing figure as n/a,
     e.g. `| m | t | 90.0% | 1.5 | 0.02 | x86 CPU | - |`."""
     lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MiB)** | **Platform** "
              "| **References** |", "|" + "|".join(["---"] * 7) + "|"]

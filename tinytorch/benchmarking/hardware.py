@@ -160,7 +160,7 @@ SUMMARY_KEYS = ("estimated_total_bytes", "estimated_total_macs", "achieved_bandw
 def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwidth_gbps: float,
                        peak_gmacs: float | None = None) -> dict[str, Any]:
     """Bandwidth and compute achieved by a measured run, with a memory-/compute-bound verdict. `layer_df` is
-    `estimate_layerwise_stats` output for the batch that took `latency_ms` (the seed's name; pass the measured
+    `estimate_layerwise_stats` output for the batch that took `latency_ms` (the original course code's name; pass the measured
     median, `latency_median_ms`): 1,000 bytes in 0.001 ms is 1.0 GB/s."""
     require_columns(layer_df, LAYERWISE_COLUMNS, "layer_df")
     seconds = check_positive(latency_ms, "latency_ms") / 1e3
@@ -194,7 +194,7 @@ def summarize_hardware(layer_df: pd.DataFrame, latency_ms: float, memory_bandwid
 CONSTRAINTS = {"min_accuracy": ("accuracy", ">="), "max_latency_mean_ms": ("latency_mean_ms", "<="),
                "max_latency_p95_ms": ("latency_p95_ms", "<="), "max_memory_mb": ("memory_mb", "<="),
                "max_energy_j": ("energy_proxy_j", "<=")}
-# The seed's sweep `latency_ms` is an alias of `latency_mean_ms`, and its table's `latency_ms_mean` of `latency_mean_ms_mean`
+# The original course code's sweep `latency_ms` is an alias of `latency_mean_ms`, and its table's `latency_ms_mean` of `latency_mean_ms_mean`
 SWEEP_COLUMNS = ("precision", "batch_size", "accuracy", "latency_ms", "latency_median_ms", "latency_std_ms",
                  "latency_p95_ms", "throughput_sps", "memory_mb", "latency_mean_ms", "energy_proxy_j", "energy_method",
                  "latency_scaled_by", "accepted", "violations")

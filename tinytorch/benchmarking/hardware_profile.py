@@ -64,7 +64,7 @@ def auto_adjust_batch_size(batch_size: int, n_features: int, memory_limit_mb: fl
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #3db812c4
 # One meaning per column: `latency_median_ms` measured here, `roofline_bound_ms` estimated on a device (the other
-# is NaN); the seed's `latency_ms` is an alias of the one `method` names. Totals' `latency_ms`: of `operators_sum_ms`.
+# is NaN); the original course code's `latency_ms` is an alias of the one `method` names. Totals' `latency_ms`: of `operators_sum_ms`.
 OPERATOR_COLUMNS = ("operator", "latency_ms", "latency_median_ms", "roofline_bound_ms", "memory_kb", "method")
 TOTALS_KEYS = ("latency_ms", "operators_sum_ms", "memory_kb", "estimated_bandwidth_mb_s", "stream_utilization")
 PROFILE_ARTIFACTS = {"operator_profile": "operator_profile.csv", "hardware_totals": "hardware_totals.csv",

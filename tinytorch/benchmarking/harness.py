@@ -24,7 +24,7 @@ __all__ = ['DEFAULT_INPUT_SHAPE', 'OlympicEvent', 'Benchmark']
 
 # %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #9d5fd216
 class OlympicEvent(Enum):
-    "The TorchPerf Olympics events of the capstone (the seed's five; their rules: the Olympics notebook)."
+    "The TorchPerf Olympics events of the capstone (the original course code's five; their rules: the Olympics notebook)."
 
     LATENCY_SPRINT = "latency_sprint"
     MEMORY_CHALLENGE = "memory_challenge"

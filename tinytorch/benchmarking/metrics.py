@@ -165,12 +165,12 @@ def accuracy_result(model: nn.Module, loader: Iterable, device: str | torch.devi
 
 def evaluate_accuracy(model: nn.Module, loader: Iterable, device: str | torch.device = "cpu", precision: str = "fp32",
                       *, calibration_data: Any = None) -> float:
-    "Top-1 accuracy (0..1): the seed's float view of `accuracy_result` (same arguments), its `.mean`."
+    "Top-1 accuracy (0..1): the original course code's float view of `accuracy_result` (same arguments), its `.mean`."
     return accuracy_result(model, loader, device, precision, calibration_data=calibration_data).mean
 
 
 def measure_latency(model: Any, input_tensor: Any, runs: int = 100, warmup: int = 10) -> float:
-    "Mean latency (ms) of one forward pass over `runs` samples: the seed's float view of `latency_result(...).mean`."
+    "Mean latency (ms) of one forward pass over `runs` samples: the original course code's float view of `latency_result(...).mean`."
     return latency_result(model, input_tensor, repeats=runs, warmup=warmup).mean
 
 
@@ -194,7 +194,7 @@ def latency_result(model: Any, input_tensor: Any, repeats: int = 30, runs: int =
 
 def measure_latency_distribution(model: Any, input_tensor: Any, repeats: int = 30, runs: int = 1,
                                  warmup: int = 10) -> tuple[float, float, float]:
-    """(mean, std, p95) ms per forward pass: the seed's tuple view of `latency_result` (same arguments).
+    """(mean, std, p95) ms per forward pass: the original course code's tuple view of `latency_result` (same arguments).
 
     >>> mean, std, p95 = measure_latency_distribution(nn.Linear(16, 4), torch.randn(1, 16), repeats=10)
     """

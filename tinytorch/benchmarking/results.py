@@ -360,7 +360,8 @@ def mcnemar_exact(correct_a: Sequence[int | bool], correct_b: Sequence[int | boo
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #edcea9af
 MiB = 2**20
 
-# The seed's bare names kept for the course material that imports them, each the alias of one explicit field
+# SEED_ALIASES: "seed" here means the course's original code (the earlier Module 19 that other course material
+# imports), not a random seed. Its bare names are kept for that material, each the alias of one explicit field
 # ("<owner>.<name>": "<explicit name>"); every other key names its statistic (latency_median_ms, ...).
 SEED_ALIASES: dict[str, str] = {
     "TinyMLPerf.result.mean_latency_ms": "latency_mean_ms",

@@ -155,6 +155,20 @@ class KitResult:
     warnings: list[str] = field(default_factory=list)     # e.g. the course is not a git checkout
 
 
+KIT_CONFTEST_END = "# ---- the course repository only: a student kit's conftest ends here"
+
+
+def kit_conftest(text: str) -> str:
+    """The course's tests/conftest.py as a kit holds it: up to the line starting KIT_CONFTEST_END (what
+    follows orders the course's own test files for `tito test`, files a kit does not hold).
+
+    >>> kit_conftest("import pytest\\n" + KIT_CONFTEST_END + " (x) ----\\nORDER = {'test_grading.py': 1}\\n")
+    'import pytest\\n'
+    """
+    at = text.find("\n" + KIT_CONFTEST_END)
+    return text if at < 0 else text[:at + 1].rstrip("\n") + "\n"
+
+
 def prerequisites(course: Course, module: str) -> list[str]:
     """The modules before `module` in settings.ini's course order: completed before this one, so
     their reference package (the course's export, i.e. their solutions) may go to its students."""
@@ -368,6 +382,9 @@ def build_student_kit(course: Course, module: str, dest: Path) -> KitResult:
             if t.is_file() and (tracked is None or t in tracked):
                 (stage / t.relative_to(course.root)).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(t, stage / t.relative_to(course.root))
+        if (stage / "tests" / "conftest.py").is_file():  # without the part about files the kit does not hold
+            kc = stage / "tests" / "conftest.py"
+            kc.write_text(kit_conftest(kc.read_text(encoding="utf-8")), encoding="utf-8")
         _reference_package(course, module, stage / "reference" / course.lib_dir.name)
         shutil.copytree(stage / "reference" / course.lib_dir.name, stage / course.lib_dir.name)
         for name in ("requirements.lock",):
