@@ -299,7 +299,8 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     nbs = notebooks or nbgrader_glue.module_assignment_notebooks(course.nbs_dir, module)
     if not nbs:
         raise TitoError(f"module {module} has no graded notebooks in {course.nbs_dir / module}")
-    scan = scan_submissions(Path(submissions_dir), module, {Path(p).name for p in nbs})
+    # every notebook handed out is part of the assignment, graded cells or not (defaults_dev, digits_dev)
+    scan = scan_submissions(Path(submissions_dir), module, {Path(p).name for p in [*nbs, *course.notebooks(module)]})
     found = scan.found
     if students:
         unknown = [s for s in students if s not in found]

@@ -344,3 +344,31 @@ def _copy_autograded(course: Path, src: Path, assignment: str, student: str, key
     os.replace(tmp, dest)
     shutil.rmtree(old, ignore_errors=True)
     return written
+
+
+# ---- where a module's latest grading run went --------------------------------------------------------
+
+def _runs_file(root: Path) -> Path:
+    return Path(root) / "build" / "grades" / "runs.json"
+
+
+def record_run(root: Path, module: str, out_dir: Path) -> None:
+    """Remember OUT_DIR as `module`'s latest grading run (build/grades/runs.json), wherever it is."""
+    f = _runs_file(root)
+    runs = _read_json(f)
+    runs[module] = str(Path(out_dir).resolve())
+    f.parent.mkdir(parents=True, exist_ok=True)
+    nbgrader_glue.atomic_write(f, json.dumps(runs, indent=1, sort_keys=True) + "\n")
+
+
+def find_run(root: Path, module: str, default: Path) -> tuple[Path | None, list[Path]]:
+    """(the latest grading run's output folder of `module`, or None; the folders looked in): the one
+    build/grades/runs.json names (`tito grade --output-dir` anywhere), else DEFAULT."""
+    looked = []
+    recorded = _read_json(_runs_file(root)).get(module)
+    for d in ([Path(recorded)] if isinstance(recorded, str) else []) + [Path(default)]:
+        if d not in looked:
+            looked.append(d)
+        if (d / "grades.csv").is_file() or (path(d) / "gradebook.db").is_file():
+            return d, looked
+    return None, looked

@@ -168,8 +168,9 @@ def _meta(cell: dict) -> dict:
     return (cell.get("metadata") or {}).get("nbgrader") or {}
 
 
-def _note(text: str) -> dict:
-    return {"cell_type": "markdown", "metadata": {"tito": {"grader_note": True}}, "source": text}
+def _note(text: str, n: int) -> dict:
+    return {"cell_type": "markdown", "id": f"tito-grader-note-{n}", "metadata": {"tito": {"grader_note": True}},
+            "source": text}
 
 
 def annotated(nb: dict, notebook: str, sub: Submission) -> dict:
@@ -178,9 +179,13 @@ def annotated(nb: dict, notebook: str, sub: Submission) -> dict:
     cells = {c.name: c for c in sub.cells if c.notebook == notebook}
     out = []
     for cell in nb.get("cells", []):
+        if not isinstance(cell, dict):
+            continue
+        src = cell.get("source", "")
+        cell = {**cell, "source": "".join(src) if isinstance(src, list) else str(src)}
         out.append(cell)
         gid = _meta(cell).get("grade_id")
-        if not isinstance(cell, dict) or not gid:
+        if not gid:
             continue
         comment = sub.comments.get((notebook, gid))
         c = cells.get(gid)
@@ -197,12 +202,12 @@ def annotated(nb: dict, notebook: str, sub: Submission) -> dict:
         if comment:
             lines.append("**Grader's comment:** " + comment)
         if lines:
-            out.append(_note("\n\n".join(lines)))
+            out.append(_note("\n\n".join(lines), len(out)))
     row = _row(sub.student, notebook, list(cells.values()))
     head = (f"**{notebook}: {row['total']} of {row['max_score']} points** (autograded {row['autograded']}, "
             f"graded by hand {row['hand_graded']}" + (f", extra credit {row['extra_credit']}" if row["extra_credit"] != "0" else "")
             + (f"; {row['pending']} points of written answers still to be graded" if row["pending"] != "0" else "") + ")")
-    return {**nb, "cells": [_note(head), *out]}
+    return {**nb, "cells": [_note(head, 0), *out]}
 
 
 def write_feedback(out_dir: Path, assignment: str, subs: list[Submission]) -> list[Path]:
