@@ -82,6 +82,8 @@ c.HTMLExporter.template_name = {template!r}
 c.HTMLExporter.extra_template_basedirs = [_fg.template_path, {templates!r}]
 c.HTMLExporter.extra_template_paths = [_fg.template_path]
 c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.filters = {{"clean_html": "tito.grading.feedback.clean_html"}}  # formatting tags kept, scripts gone
+c.Exchange.root = {exchange!r}  # nbgrader's exchange (assignments handed out through JupyterHub): unused by tito
 '''
 
 
@@ -224,7 +226,8 @@ def write_config(course: Path, course_id: str, timeout: int = 300) -> Path:
     nbgrader_glue.atomic_write(templates / TEMPLATE / "conf.json",
                                json.dumps({"base_template": "formgrade", "mimetypes": {"text/html": True}}) + "\n")
     nbgrader_glue.atomic_write(cfg, cfg.read_text(encoding="utf-8") + FORMGRADER_CONFIG.format(
-        template=TEMPLATE, templates=str(templates.resolve())))
+        template=TEMPLATE, templates=str(templates.resolve()), exchange=str((course / ".tito" / "exchange").resolve())))
+    (course / ".tito" / "exchange").mkdir(exist_ok=True)
     return cfg
 
 
