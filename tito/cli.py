@@ -111,8 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "are never modified. Written answers are graded by hand: their points are in "
                                    "max_score and, until graded, in manual_pending. Writes OUTPUT/grades.csv "
                                    "(student, notebook, score, max_score, manual_pending, status, reason, sandbox), "
-                                   "OUTPUT/students/<student>/ (feedback HTML, autograded notebooks, gradebook.db, "
-                                   "result.json), OUTPUT/run.json and OUTPUT/problems.txt.")
+                                   "OUTPUT/students/<student>/ (feedback HTML, autograded notebooks, "
+                                   "result.json), OUTPUT/nbgrader/ (the class gradebook for nbgrader's formgrader: "
+                                   "`tito formgrader`, `tito grades`), OUTPUT/run.json and OUTPUT/problems.txt.")
     s.add_argument("module", metavar="MODULE", help=mh)
     s.add_argument("submissions", metavar="SUBMISSIONS", help="folder of student submissions")
     s.add_argument("--student", default=None, metavar="ID", help="(re-)grade only this student")
