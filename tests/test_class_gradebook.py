@@ -272,3 +272,26 @@ def test_grading_a_written_answer_in_a_real_browser(klass, template, tmp_path, r
     r = klass["results"]["ann"]
     line = next(l for l in p.stdout.splitlines() if l.startswith("ann "))
     assert line.split()[2] == "2" and f"{r.score + 2:g}/{r.max_score:g}" in line, line
+
+
+def test_the_kits_help_lists_only_what_works_in_a_kit():
+    import argparse
+    from tito.cli import build_parser, hide_kit_refused
+
+    def names(p):
+        sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+        return sub, {a.dest for a in sub._choices_actions}
+
+    parser = build_parser()
+    sub, before = names(parser)
+    assert {"grade", "grades", "formgrader", "status", "release"} <= before
+    hide_kit_refused(parser)
+    _, after = names(parser)
+    assert after == before - {"export", "test", "release", "grade", "grades", "formgrader", "status", "bench-quality"}
+    assert {"module", "olympics", "benchmark"} <= after
+    olympics = names(sub.choices["olympics"])[1]
+    assert olympics == {"submit", "validate", "verify"}
+    text = parser.format_help()
+    assert "formgrader" not in text and "autograde" not in text and "benchmark" in text
+    # a hidden command still parses (the kit answers it with its refusal, not argparse's "invalid choice")
+    assert parser.parse_args(["grade", "19", "subs"]).command == "grade"
