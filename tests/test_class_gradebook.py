@@ -295,3 +295,38 @@ def test_the_kits_help_lists_only_what_works_in_a_kit():
     assert "formgrader" not in text and "autograde" not in text and "benchmark" in text
     # a hidden command still parses (the kit answers it with its refusal, not argparse's "invalid choice")
     assert parser.parse_args(["grade", "19", "subs"]).command == "grade"
+
+
+def test_formgrader_command_prints_its_url_and_stops_on_ctrl_c(klass, template, tmp_path, root):
+    import re
+    import signal
+    import urllib.request
+
+    out = _copy(klass, tmp_path)
+    course_dir.prepare(out, template, MODULE, "tinytorch")
+    p = subprocess.Popen([sys.executable, "-m", "tito", "formgrader", "19", "--output-dir", str(out)], cwd=root,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env={**os.environ, "TITO_NO_BOOTSTRAP": "1"})
+    try:
+        url = None
+        for line in p.stdout:
+            m = re.search(r"formgrader: (http://127\.0\.0\.1:\d+/formgrader\?token=\w+)", line)
+            if m:
+                url = m.group(1)
+                break
+        assert url, "no URL printed"
+        base, token = url.split("/formgrader?token=")
+        req = urllib.request.Request(f"{base}/formgrader/api/status", headers={"Authorization": f"token {token}"})
+        assert json.loads(urllib.request.urlopen(req, timeout=60).read())["status"] is True
+        p.send_signal(signal.SIGINT)
+        rest = p.communicate(timeout=60)[0]
+        assert p.returncode == 0 and "stopping the formgrader" in rest, rest
+        with pytest.raises(OSError):  # the server is gone with it
+            urllib.request.urlopen(req, timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    bad = subprocess.run([sys.executable, "-m", "tito", "formgrader", "19", "--output-dir", str(tmp_path / "none")],
+                         cwd=root, capture_output=True, text=True, env={**os.environ, "TITO_NO_BOOTSTRAP": "1"})
+    assert bad.returncode != 0 and "no class gradebook" in bad.stderr and "tito grade" in bad.stderr
