@@ -282,12 +282,14 @@ def _merge_one(gb, course: Path, out_dir: Path, assignment: str, r, released: di
     snbs = {snb.id: snb for snb in db.query(SubmittedNotebook).filter(SubmittedNotebook.assignment_id == sub.id)}
     nb_names = {n.id: n.name for n in db.query(Notebook)}
     cells = {c.id: (c.name, c.cell_type) for c in db.query(GradeCell)}
+    released_answers: dict[str, dict[str, str]] = {}  # notebook -> grade_id -> the written answer as released
     for g in db.query(Grade).filter(Grade.notebook_id.in_(list(snbs))):
         snb = snbs[g.notebook_id]
         name = nb_names[snb.notebook_id]
         gid, kind = cells[g.cell_id]
         if kind == "markdown":
-            rel_ids = {_meta(c).get("grade_id"): _src(c) for c in released.get(name, {}).get("cells", []) if is_written(c)}
+            rel_ids = released_answers.setdefault(name, {_meta(c).get("grade_id"): _src(c) for c in
+                                                         released.get(name, {}).get("cells", []) if is_written(c)})
             text = written.get(name, {}).get(gid)
             answered = text is not None and gid in rel_ids and text.strip() != rel_ids[gid].strip()
             h = _answer_hash(text) if answered else ""
