@@ -330,3 +330,16 @@ def test_formgrader_command_prints_its_url_and_stops_on_ctrl_c(klass, template, 
     bad = subprocess.run([sys.executable, "-m", "tito", "formgrader", "19", "--output-dir", str(tmp_path / "none")],
                          cwd=root, capture_output=True, text=True, env={**os.environ, "TITO_NO_BOOTSTRAP": "1"})
     assert bad.returncode != 0 and "no class gradebook" in bad.stderr and "tito grade" in bad.stderr
+
+
+def test_notebooks_without_graded_cells_are_part_of_the_assignment(course, tmp_path):
+    from tito.grading import classrun
+    graded = nbgrader_glue.module_assignment_notebooks(course.nbs_dir, MODULE)
+    assert not {"defaults_dev.ipynb", "digits_dev.ipynb"} & {p.name for p in graded}
+    wanted = classrun.assignment_files(course, MODULE, graded)
+    assert {"defaults_dev.ipynb", "digits_dev.ipynb", f"{NB}.ipynb"} <= wanted
+    for name in ("defaults_dev.ipynb", f"{NB}.ipynb", "scratch.ipynb"):
+        (tmp_path / "ann").mkdir(exist_ok=True)
+        (tmp_path / "ann" / name).write_text("{}")
+    assert classrun.scan_submissions(tmp_path, MODULE, wanted).problems == [
+        f"ann: scratch.ipynb is not part of {MODULE}; ignored"]

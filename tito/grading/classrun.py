@@ -107,6 +107,12 @@ def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | 
     return Scan(found, problems)
 
 
+def assignment_files(course: Course, module: str, graded: list[Path]) -> set[str]:
+    """The notebook file names of the assignment: every notebook handed out, graded cells or not (Module 19's
+    defaults_dev and digits_dev hold none), and the graded ones."""
+    return {Path(p).name for p in [*graded, *course.notebooks(module)]}
+
+
 def find_submissions(submissions_dir: Path, assignment: str) -> dict[str, Path]:
     """student id -> folder holding that student's notebooks (see module doc for layouts)."""
     found = scan_submissions(submissions_dir, assignment).found
@@ -299,8 +305,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     nbs = notebooks or nbgrader_glue.module_assignment_notebooks(course.nbs_dir, module)
     if not nbs:
         raise TitoError(f"module {module} has no graded notebooks in {course.nbs_dir / module}")
-    # every notebook handed out is part of the assignment, graded cells or not (defaults_dev, digits_dev)
-    scan = scan_submissions(Path(submissions_dir), module, {Path(p).name for p in [*nbs, *course.notebooks(module)]})
+    scan = scan_submissions(Path(submissions_dir), module, assignment_files(course, module, nbs))
     found = scan.found
     if students:
         unknown = [s for s in students if s not in found]
