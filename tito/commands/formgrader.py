@@ -13,6 +13,7 @@ def run(args) -> int:
     course = Course.load()
     (module,) = course.resolve([args.module])
     out = locate(course, module, args.output_dir)
+    course_dir.write_config(course_dir.path(out), course.course_id, course.cell_timeout)  # its root, if it moved
     fg = Formgrader(course_dir.path(out), args.port)
     print(f"starting nbgrader's formgrader for {module} ({course_dir.path(out)}) ...", flush=True)
     try:
