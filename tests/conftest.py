@@ -38,7 +38,7 @@ def agg_backend(monkeypatch):
 # worker is left with one of them at the end while the other idles (seconds, 2 cores, quiet, 2026-11-27).
 LONGEST_FIRST = {"test_grading.py": 270, "test_lesson.py": 140, "test_olympics_judge.py": 110,
                  "test_student_kit.py": 60, "test_student_workflow.py": 50, "test_19_olympics.py": 12,
-                 "test_olympics_cli.py": 30}
+                 "test_olympics_cli.py": 30, "test_class_gradebook.py": 120}
 
 
 def pytest_collection_modifyitems(config, items):

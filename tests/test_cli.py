@@ -9,7 +9,7 @@ from test_19_machine_state import _named, hog  # noqa: F401 - hog is a fixture
 from tito.cli import build_parser, main
 
 COMMANDS = ["export", "test", "module", "module complete", "module start", "release", "benchmark",
-            "grade", "status", "olympics", "bench-quality"]
+            "grade", "grades", "formgrader", "status", "olympics", "bench-quality"]
 
 
 def test_top_help(capsys):
@@ -34,8 +34,8 @@ def test_every_command_has_help(cmd, capsys):
 def test_every_subparser_listed():
     p = build_parser()
     sub = next(a for a in p._actions if a.dest == "command")
-    assert set(sub.choices) == {"export", "test", "module", "release", "benchmark", "grade", "status",
-                                "olympics", "bench-quality"}
+    assert set(sub.choices) == {"export", "test", "module", "release", "benchmark", "grade", "grades", "formgrader",
+                                "status", "olympics", "bench-quality"}
 
 
 def test_unknown_module_lists_valid(capsys, monkeypatch, root):

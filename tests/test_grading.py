@@ -262,7 +262,7 @@ def test_grade_outputs(graded_class):
     for s in ("full", "partial", "syntax", "loop"):
         res = json.loads((out / "students" / s / "result.json").read_text())
         assert (out / "students" / s / "feedback" / "stats_dev.html").is_file(), (s, res)
-        assert (out / "students" / s / "gradebook.db").is_file()
+        assert (out / "nbgrader" / "autograded" / s / MODULE / "stats_dev.ipynb").is_file()
         assert res["score"] == r[s].score and res["seed"] == json.loads((out / "run.json").read_text())["seed"]
     # grading never modifies the submissions; nothing was written into that folder
     assert _hashes(graded_class["subs"]) == graded_class["before"]
@@ -280,6 +280,12 @@ def test_grade_outputs(graded_class):
     assert "'bad name!': folder name is not a usable student id" in problems
     assert "partial: notes.txt is not a notebook; ignored" in problems
     assert "nobody-home: no notebooks" in problems
+    # one class gradebook (nbgrader's layout) with every graded student and the judge's points
+    from tito.grading import course_dir, final_grades
+    book = {row["student"]: float(row["total"]) for row in final_grades.table(final_grades.read(out / "nbgrader", MODULE))
+            if row["notebook"] == final_grades.TOTAL}
+    assert book == {k: v.score for k, v in r.items()}
+    assert (course_dir.path(out) / "source" / MODULE / "stats_dev.ipynb").is_file()
     st = status_cmd.module_status(graded_class["course"], MODULE, out.parent)
     assert st.released and st.release_notebooks == 2 and st.release_data_files == 1
     assert st.graded_students == len(r) and st.mean_score == round(sum(x.score for x in r.values()) / len(r), 2)
@@ -385,7 +391,7 @@ def test_dask_local_cluster_equals_serial(graded_class, serial_run, tmp_path):
                              students=QUICK, progress=lambda *a, **k: None, scheduler=cluster.scheduler_address)
     assert sorted(r.student for r in res) == sorted(QUICK)
     assert _rows(tmp_path / "out" / "grades.csv", QUICK) == _rows(serial_run / "grades.csv", QUICK)
-    assert all((tmp_path / "out" / "students" / s / "gradebook.db").is_file() for s in QUICK)
+    assert all((tmp_path / "out" / "nbgrader" / "autograded" / s / MODULE).is_dir() for s in QUICK)
 
 
 def test_resume_grades_only_the_rest(graded_class, serial_run, tmp_path, monkeypatch):

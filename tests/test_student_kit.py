@@ -216,6 +216,9 @@ def test_instructor_commands_refuse_in_the_kit(kits):
         p = _tito(kit, kit, *args, timeout=120)
         assert p.returncode == 2 and "instructor command" in p.stderr and "student kit" in p.stderr, (args, p.stderr)
     assert "module complete 19" in _tito(kit, kit, "export", timeout=120).stderr
+    h = _tito(kit, kit, "--help", timeout=120)  # the kit's help lists only what works in the kit
+    assert h.returncode == 0 and "module" in h.stdout and "olympics" in h.stdout, h.stdout
+    assert not {"formgrader", "autograde", "bench-quality", "grades"} & set(re.findall(r"[\w-]+", h.stdout)), h.stdout
     p = _tito(kit, kit, "module", "start", "19", "--workspace", str(kit / "elsewhere"), timeout=120)
     assert p.returncode == 1 and "workspace is the kit folder" in p.stderr, p.stderr
 

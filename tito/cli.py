@@ -111,8 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "are never modified. Written answers are graded by hand: their points are in "
                                    "max_score and, until graded, in manual_pending. Writes OUTPUT/grades.csv "
                                    "(student, notebook, score, max_score, manual_pending, status, reason, sandbox), "
-                                   "OUTPUT/students/<student>/ (feedback HTML, autograded notebooks, gradebook.db, "
-                                   "result.json), OUTPUT/run.json and OUTPUT/problems.txt.")
+                                   "OUTPUT/students/<student>/ (feedback HTML, autograded notebooks, "
+                                   "result.json), OUTPUT/nbgrader/ (the class gradebook for nbgrader's formgrader: "
+                                   "`tito formgrader`, `tito grades`), OUTPUT/run.json and OUTPUT/problems.txt.")
     s.add_argument("module", metavar="MODULE", help=mh)
     s.add_argument("submissions", metavar="SUBMISSIONS", help="folder of student submissions")
     s.add_argument("--student", default=None, metavar="ID", help="(re-)grade only this student")
@@ -140,12 +141,39 @@ def build_parser() -> argparse.ArgumentParser:
                         "give a run's seed to repeat it exactly)")
     s.set_defaults(func=lazy("grade"))
 
+    s = sub.add_parser("formgrader", help="nbgrader's formgrader on a module's class gradebook: grade written answers",
+                       description="Start a Jupyter server on 127.0.0.1 with nbgrader's formgrader for the class "
+                                   "gradebook of the module's latest `tito grade` run (OUTPUT/nbgrader), print its URL "
+                                   "(with a fresh token) and run until Ctrl-C. Each written answer is shown with its "
+                                   "answer key and rubric; scores and comments go into the gradebook, and "
+                                   "`tito grades` reads them back.")
+    s.add_argument("module", metavar="MODULE", help=mh)
+    s.add_argument("--port", type=int, default=None, metavar="N", help="TCP port on 127.0.0.1 (default: a free one)")
+    s.add_argument("--output-dir", default=None, metavar="DIR",
+                   help="the grading run's output folder (default: the module's latest `tito grade` run)")
+    s.set_defaults(func=lazy("formgrader"))
+
+    s = sub.add_parser("grades", help="final grades: autograded + hand-graded points, per student and per question",
+                       description="Read the class gradebook of the module's latest `tito grade` run (with the "
+                                   "scores and comments entered in formgrader) and write OUTPUT/final_grades.csv (per "
+                                   "student and notebook: autograded, hand_graded, extra_credit, pending, regrade, "
+                                   "total, max_score, status; a (total) row per student), OUTPUT/questions.csv (one "
+                                   "column per graded cell) and OUTPUT/nbgrader_export.csv (nbgrader's export columns).")
+    s.add_argument("module", metavar="MODULE", help=mh)
+    s.add_argument("--output-dir", default=None, metavar="DIR",
+                   help="the grading run's output folder (default: the module's latest `tito grade` run)")
+    s.add_argument("--feedback", action="store_true",
+                   help="also write each student's feedback pages with the hand-graded points and the graders' "
+                        "comments to OUTPUT/nbgrader/feedback/<student>/<module>/")
+    s.set_defaults(func=lazy("grades"))
+
     s = sub.add_parser("status", help="per module: exported, released, graded, with counts",
                        description="For each module: exported files and public names, the student release "
                                    "(notebooks, data files), and grading (students, mean score).")
     s.add_argument("modules", nargs="*", metavar="MODULE", help=mh + "; default: all")
     s.add_argument("--grades-dir", default=None, metavar="DIR",
-                   help="folder holding NN_name/grades.csv (default: build/grades)")
+                   help="folder holding NN_name/grades.csv (default: the module's latest `tito grade` run, "
+                        "wherever its --output-dir was)")
     s.add_argument("--json", action="store_true", help="print the status as JSON")
     s.set_defaults(func=lazy("status"))
 
@@ -177,8 +205,34 @@ def _kit_refusal(args) -> str | None:
             f"module start, module complete, olympics submit/verify/validate, benchmark{hint}")
 
 
+def _kit_module() -> str | None:
+    try:
+        from tito.config import Course
+        return Course.load().kit
+    except TitoError:
+        return None
+
+
+def hide_kit_refused(parser: argparse.ArgumentParser) -> None:
+    """In a student kit, `--help` lists only the commands that work there (the others still answer with the
+    kit's refusal, not argparse's "invalid choice")."""
+    from tito.commands.release import KIT_REFUSED
+
+    def walk(p: argparse.ArgumentParser, prefix: str) -> None:
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                action._choices_actions = [a for a in action._choices_actions
+                                           if f"{prefix}{a.dest}".strip() not in KIT_REFUSED]
+                for name, sp in action.choices.items():
+                    walk(sp, f"{prefix}{name} ")
+
+    walk(parser, "")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    if _kit_module():
+        hide_kit_refused(parser)
     args = parser.parse_args(argv)
     try:
         refused = _kit_refusal(args)

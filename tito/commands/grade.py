@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tito.config import Course
-from tito.grading import sandbox
+from tito.grading import course_dir, sandbox
 from tito.grading.classrun import default_output_dir, grade
 from tito.grading.student import num
 
@@ -13,6 +13,7 @@ def run(args) -> int:
     course = Course.load()
     (module,) = course.resolve([args.module])
     out = Path(args.output_dir) if args.output_dir else default_output_dir(course, module)
+    course_dir.record_run(course.root, module, out)  # `tito status`, `grades` and `formgrader` find it
     limits = sandbox.Limits(memory_mb=args.memory_limit, processes=args.process_limit)
     results = grade(course, module, Path(args.submissions), out, [args.student] if args.student else None,
                     args.timeout, jobs=args.jobs, scheduler=args.scheduler, no_sandbox=args.no_sandbox,
@@ -22,13 +23,15 @@ def run(args) -> int:
     for r in results:
         print(f"{r.student:<20} {num(r.score) + '/' + num(r.max_score):>12} {num(r.manual_pending):>7}  {r.status}")
     if any(r.manual_pending for r in results):
-        print("\nmanual: points of written answers awaiting manual grading (nbgrader formgrader on "
-              "students/<student>/gradebook.db); they are in the maximum, not yet in the score")
+        num_ = module.split("_", 1)[0]
+        print(f"\nmanual: points of written answers awaiting grading by hand; they are in the maximum, not yet in the "
+              f"score. Grade them with `python3 -m tito formgrader {num_}`, then `python3 -m tito grades {num_}`")
     try:
         shown = out.resolve().relative_to(course.root)
     except ValueError:
         shown = out
-    print(f"\ngrades: {shown}/grades.csv; feedback: {shown}/students/<student>/feedback/*.html")
+    print(f"\ngrades: {shown}/grades.csv; feedback: {shown}/students/<student>/feedback/*.html; class gradebook "
+          f"(nbgrader): {shown}/{course_dir.NAME}/")
     if (out / "problems.txt").exists() and not args.student:
         print(f"not graded (see {shown}/problems.txt): "
               f"{len((out / 'problems.txt').read_text(encoding='utf-8').splitlines())} line(s)")

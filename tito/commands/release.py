@@ -87,6 +87,14 @@ def reading_readme(course: Course, module: str, folder: Path | None = None) -> s
         "```", ""])
 
 
+def release_data(release_dir: Path) -> list[Path]:
+    """The data files of a release folder: every file but the notebooks and the README (the reading order),
+    as `tito release` and `tito status` count them."""
+    d = Path(release_dir)
+    return sorted(p for p in d.rglob("*") if p.is_file() and p.suffix != ".ipynb" and p != d / "README.md"
+                  ) if d.is_dir() else []
+
+
 def release(course: Course, module: str, release_dir: Path | None = None,
             course_dir: Path | None = None) -> nbgrader_glue.ReleaseResult:
     """Release `module` (full name) from course.nbs_dir; paths default to settings.ini. The release
@@ -98,9 +106,8 @@ def release(course: Course, module: str, release_dir: Path | None = None,
         notebooks, module, Path(release_dir or course.release_dir), Path(course_dir or course.nbgrader_dir),
         course.course_id, course.cell_timeout, data_files(course, module))
     if not res.leaks:
-        readme = res.release_dir / "README.md"
-        nbgrader_glue.atomic_write(readme, reading_readme(course, module))
-        res.data_files = sorted({*res.data_files, readme})
+        nbgrader_glue.atomic_write(res.release_dir / "README.md", reading_readme(course, module))
+        res.data_files = release_data(res.release_dir)
         res.notebooks = course.in_reading_order(module, res.notebooks)
     return res
 
@@ -140,8 +147,8 @@ In `{module}/`, save your optimized model as TorchScript (`torch.jit.script(mode
 
 KIT_GITIGNORE = ".venv/\n__pycache__/\n*.py[cod]\n*.egg-info/\n.tito/\n.ipynb_checkpoints/\nbenchmark_results/\n"
 # commands and sub-commands a kit refuses (instructor machinery: solutions, grading, the course's sources)
-KIT_REFUSED = {"export", "test", "release", "grade", "status", "bench-quality", "olympics judge",
-               "olympics leaderboard"}
+KIT_REFUSED = {"export", "test", "release", "grade", "grades", "formgrader", "status", "bench-quality",
+               "olympics judge", "olympics leaderboard"}
 
 
 @dataclass
@@ -453,9 +460,9 @@ def run(args) -> int:
                 print(f"  {leak}")
             rc = 1
             continue
-        print(f"release {module}: {len(res.notebooks)} notebook(s), {len(res.data_files)} data file(s), "
-              f"no solution or hidden-test lines in them")
-        for nb in res.notebooks + res.data_files:
+        print(f"release {module}: {len(res.notebooks)} notebook(s), {len(res.data_files)} data file(s) and "
+              f"README.md (the reading order), no solution or hidden-test lines in them")
+        for nb in res.notebooks + res.data_files + [res.release_dir / "README.md"]:
             try:
                 shown = nb.relative_to(course.root)
             except ValueError:

@@ -3,7 +3,9 @@
 exported  the module's sources, their notebooks in nbs/, the package files those notebooks
           export (`#| default_exp`, `#| export NAME`) and the public names (__all__) in them;
 released  release/NN_name/ present: notebooks and data files in it;
-graded    build/grades/NN_name/grades.csv (or --grades-dir): students, mean total score.
+graded    the latest `tito grade` run (wherever --output-dir put it; build/grades/NN_name/ by default, or
+          --grades-dir): students, mean autograded score; with its class gradebook, the final mean
+          (autograded + hand-graded points) and the points of written answers still to grade by hand.
 """
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tito.grading import classrun
+from tito.grading import classrun, course_dir, final_grades
 from tito.commands.module import exported_files
+from tito.commands.release import release_data
 from tito.config import Course
 
 
@@ -30,6 +33,11 @@ class ModuleStatus:
     graded_students: int
     mean_score: float | None
     max_score: float | None
+    grades_dir: str | None = None          # the grading run read (None: none found)
+    looked_in: list[str] | None = None     # where it was looked for
+    final_mean: float | None = None        # autograded + hand-graded, from the class gradebook
+    hand_pending: float | None = None      # points of written answers not yet graded by hand (all students)
+    hand_pending_students: int | None = None
 
 
 def module_status(course: Course, module: str, grades_dir: Path | None = None) -> ModuleStatus:
@@ -37,10 +45,13 @@ def module_status(course: Course, module: str, grades_dir: Path | None = None) -
     files = exported_files(nbs, course.lib_dir)
     rel = course.release_dir / module
     rel_nbs = sorted(rel.rglob("*.ipynb")) if rel.is_dir() else []
-    rel_data = [p for p in rel.rglob("*") if p.is_file() and p.suffix != ".ipynb" and p != rel / "README.md"
-                ] if rel.is_dir() else []  # the README (reading order) is not a data file
-    gdir = Path(grades_dir) / module if grades_dir else classrun.default_output_dir(course, module)
-    totals = [r for r in classrun.read_csv(gdir / "grades.csv") if r.get("notebook") == classrun.TOTAL]
+    rel_data = release_data(rel)
+    if grades_dir:
+        gdir, looked = Path(grades_dir) / module, [Path(grades_dir) / module]
+    else:
+        gdir, looked = course_dir.find_run(course.root, module, classrun.default_output_dir(course, module))
+    totals = [r for r in classrun.read_csv(gdir / "grades.csv") if r.get("notebook") == classrun.TOTAL] if gdir else []
+    final = _final(gdir, module) if gdir else None
     scores = [float(r["score"]) for r in totals]
     maxima = sorted({float(r["max_score"]) for r in totals})
     return ModuleStatus(
@@ -49,7 +60,21 @@ def module_status(course: Course, module: str, grades_dir: Path | None = None) -
         public_names=sum(n for _, n in files if n > 0),
         released=rel.is_dir() and bool(rel_nbs), release_notebooks=len(rel_nbs), release_data_files=len(rel_data),
         graded_students=len(totals), mean_score=round(sum(scores) / len(scores), 2) if scores else None,
-        max_score=maxima[-1] if maxima else None)
+        max_score=maxima[-1] if maxima else None, grades_dir=str(gdir) if gdir else None,
+        looked_in=[str(p) for p in looked], **(final or {}))
+
+
+def _final(out_dir: Path, module: str) -> dict | None:
+    """final_mean, hand_pending and hand_pending_students from the class gradebook (None without one)."""
+    course = course_dir.path(out_dir)
+    if not (course / "gradebook.db").is_file():
+        return None
+    rows = [r for r in final_grades.table(final_grades.read(course, module)) if r["notebook"] == final_grades.TOTAL]
+    if not rows:
+        return None
+    pending = [float(r["pending"]) + float(r["regrade"]) for r in rows]
+    return {"final_mean": round(sum(float(r["total"]) for r in rows) / len(rows), 2),
+            "hand_pending": sum(pending), "hand_pending_students": sum(1 for p in pending if p)}
 
 
 def run(args) -> int:
@@ -68,7 +93,11 @@ def run(args) -> int:
         rel = (f"yes: {r.release_notebooks} notebooks, {r.release_data_files} data files"
                if r.released else "no")
         gr = (f"{r.graded_students} students, mean {classrun.num(r.mean_score)}/{classrun.num(r.max_score)}"
-              if r.graded_students else "no")
+              if r.graded_students else "no (looked in " + ", ".join(r.looked_in or []) + ")")
+        if r.final_mean is not None:
+            gr += (f"; with hand-graded points mean {classrun.num(r.final_mean)}/{classrun.num(r.max_score)}, "
+                   + (f"{classrun.num(r.hand_pending)} points of written answers to grade ({r.hand_pending_students} "
+                      "students)" if r.hand_pending else "every written answer graded"))
         table.append((r.module, exp, rel, gr))
     w = [max(len(t[i]) for t in table + [hdr]) for i in range(len(hdr))]
     print("  ".join(h.ljust(w[i]) for i, h in enumerate(hdr)))

@@ -10,6 +10,8 @@
     plan        what the judge, the host and the feedback run execute, read from the notebooks
     package     the student's export of a notebook's module over the byte-compiled reference
     sandbox     bubblewrap: mounts, uids, limits
-    gradebook   nbgrader glue: template, the student's gradebook.db, feedback HTML
+    gradebook   nbgrader glue: the run's assignment template
+    course_dir  the class's nbgrader course directory (one gradebook, formgrader)
+    final_grades  final grades: autograded + hand-graded points, feedback with comments
     sanitize    outputs from the sandbox made safe to store
 """

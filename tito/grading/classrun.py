@@ -17,8 +17,9 @@ Output (default build/grades/NN_name/):
     grades.csv       student, notebook, score, max_score, manual_pending, status, reason, sandbox
                      (one row per graded notebook, plus a "(total)" row per student); `--student
                      ID` replaces only that student's rows
-    students/<id>/   result.json (every test's verdict and message), gradebook.db, autograded/*.ipynb,
-                     feedback/*.html
+    students/<id>/   result.json (every test's verdict and message), autograded/*.ipynb, feedback/*.html
+    nbgrader/        the class's nbgrader course directory: one gradebook.db with every student (judge's
+                     points, written answers for formgrader), autograded/<id>/NN_name/ (tito.grading.course_dir)
     problems.txt     submission folders and files that were not graded, one line each
     run.json         the run's seed and settings (`--seed` repeats a run's hidden-test inputs)
 """
@@ -41,7 +42,7 @@ from pathlib import Path
 
 from tito import nbgrader_glue, process
 from tito.config import Course, TitoError
-from tito.grading import gradebook, package, sandbox
+from tito.grading import course_dir, gradebook, package, sandbox
 from tito.grading.judge import PREIMPORT
 from tito.grading.pool import default_workers, run_tasks
 from tito.grading.student import (GRADING_ERROR, SANDBOXED, TOTAL, UNSANDBOXED, GradeJob, StudentGrade,
@@ -104,6 +105,12 @@ def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | 
             elif wanted is not None and f.name not in wanted:
                 problems.append(f"{d.name}: {f.name} is not part of {assignment}; ignored")
     return Scan(found, problems)
+
+
+def assignment_files(course: Course, module: str, graded: list[Path]) -> set[str]:
+    """The notebook file names of the assignment: every notebook handed out, graded cells or not (Module 19's
+    defaults_dev and digits_dev hold none), and the graded ones."""
+    return {Path(p).name for p in [*graded, *course.notebooks(module)]}
 
 
 def find_submissions(submissions_dir: Path, assignment: str) -> dict[str, Path]:
@@ -325,7 +332,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     nbs = notebooks or nbgrader_glue.module_assignment_notebooks(course.nbs_dir, module)
     if not nbs:
         raise TitoError(f"module {module} has no graded notebooks in {course.nbs_dir / module}")
-    scan = scan_submissions(Path(submissions_dir), module, {Path(p).name for p in nbs})
+    scan = scan_submissions(Path(submissions_dir), module, assignment_files(course, module, nbs))
     found = scan.found
     if students:
         unknown = [s for s in students if s not in found]
@@ -380,6 +387,8 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     run_dir.mkdir()
     try:
         template = gradebook.build_template(run_dir / "course", module, nbs, course.course_id, timeout, data)
+        course_dir.prepare(out_dir, template, module, course.course_id, timeout)  # the class gradebook
+        course_dir.merge(out_dir, module, list(published(out_dir).values()), only_new=True)
         warm = warm_cache(course, run_dir / "cache")
         if warm > 1:
             progress(f"  warmed the read-only cache once for all students in {warm:.1f} s")
@@ -412,6 +421,8 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
                 raise TitoError(f"grading stopped: {', '.join(changed)} changed while {job.student}'s code ran; "
                                 f"inspect {job.folder} before trusting any grade")
             publish(out_dir, r, res[1])
+            for gid in course_dir.merge(out_dir, module, [r]).get(r.student, []):
+                progress(f"  {r.student}: written answer {gid} changed since it was graded by hand: flagged for regrading")
             csv_rows = _sort([row for row in csv_rows if row["student"] != r.student] + r.rows())
             write_csv(csv_path, csv_rows)  # after each student: an interrupted run keeps what it graded
             results.append(r)

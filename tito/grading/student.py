@@ -8,8 +8,9 @@
    it passed, nothing else. Written answers (markdown cells with points) are graded by hand:
    pending when written, 0 when left as released;
 4. the autograded notebooks (the student's cells with the outputs of their feedback run; each
-   graded cell as released, with the judge's verdict as its output), their HTML, a gradebook for
-   nbgrader's formgrader and result.json are returned as a tar, to be published by the caller.
+   graded cell as released, with the judge's verdict as its output), their HTML and result.json are
+   returned as a tar, to be published by the caller (which merges them into the class gradebook for
+   nbgrader's formgrader: tito.grading.course_dir).
 """
 from __future__ import annotations
 
@@ -340,7 +341,6 @@ def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, ma
         book[name] = scores
         if (staged / "feedback" / f"{name}.html").is_file():
             feedback.append((Path("students") / job.student / "feedback" / f"{name}.html").as_posix())
-    gradebook.write_gradebook(template, staged / "gradebook.db", job.assignment, job.student, book)
     timing["compose"] = round(time.perf_counter() - t_compose, 3)
     score = sum(n.score for n in notebooks)
     mx = sum(n.max_score for n in notebooks)

@@ -1,0 +1,64 @@
+"""`tito grades MODULE`: the final grades from the class gradebook (autograded + hand-graded points).
+
+Reads OUTPUT/nbgrader/gradebook.db of the module's latest grading run (or --output-dir) and writes
+    OUTPUT/final_grades.csv     per student and notebook, and a (total) row per student: autograded,
+                                hand_graded, extra_credit, pending, regrade, total, max_score, status
+    OUTPUT/questions.csv        per student, one column per graded cell ("notebook:grade_id"; hidden tests
+                                are part of their cell's score), then the total
+    OUTPUT/nbgrader_export.csv  nbgrader's own export columns (its CsvExportPlugin)
+and with --feedback the students' feedback pages with the hand-graded points and the graders' comments,
+OUTPUT/nbgrader/feedback/<student>/<module>/<notebook>.html.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tito.config import Course, TitoError
+from tito.grading import classrun, course_dir, final_grades
+
+
+def locate(course: Course, module: str, output_dir: str | None) -> Path:
+    """The grading output folder of `module`: --output-dir, else its latest run; TitoError when it holds no
+    class gradebook."""
+    if output_dir:
+        out, looked = Path(output_dir), [Path(output_dir)]
+    else:
+        out, looked = course_dir.find_run(course.root, module, classrun.default_output_dir(course, module))
+    if out is None or not (course_dir.path(out) / "gradebook.db").is_file():
+        where = ", ".join(str(course_dir.path(p) / "gradebook.db") for p in looked)
+        raise TitoError(f"no class gradebook for {module} (looked for {where}): run `python3 -m tito grade "
+                        f"{module} SUBMISSIONS` first (or give --output-dir)")
+    return out
+
+
+def run(args) -> int:
+    course = Course.load()
+    (module,) = course.resolve([args.module])
+    out = locate(course, module, args.output_dir)
+    course_path = course_dir.path(out)
+    subs = final_grades.read(course_path, module)
+    rows = final_grades.table(subs)
+    final_grades.write_csv(out / "final_grades.csv", final_grades.FIELDS, rows)
+    cols, qrows = final_grades.questions(course_path, module, subs)
+    final_grades.write_csv(out / "questions.csv", cols, qrows)
+    final_grades.nbgrader_export(course_path, out / "nbgrader_export.csv")
+    totals = [r for r in rows if r["notebook"] == final_grades.TOTAL]
+    print(f"{'student':<20} {'autograded':>10} {'by hand':>8} {'pending':>8} {'total':>12}  status")
+    for r in totals:
+        print(f"{r['student']:<20} {r['autograded']:>10} {r['hand_graded']:>8} {r['pending']:>8} "
+              f"{r['total'] + '/' + r['max_score']:>12}  {r['status']}")
+    pending = [r for r in totals if r["status"] != "complete"]
+    if pending:
+        print(f"\n{len(pending)} student(s) with written answers still to grade by hand (pending) or to grade again "
+              f"(regrade: the answer changed since): `python3 -m tito formgrader {module.split('_', 1)[0]}`")
+    try:
+        shown = out.resolve().relative_to(course.root)
+    except ValueError:
+        shown = out
+    print(f"\nfinal grades: {shown}/final_grades.csv; per question: {shown}/questions.csv; "
+          f"nbgrader's columns: {shown}/nbgrader_export.csv")
+    if args.feedback:
+        pages = final_grades.write_feedback(out, module, subs)
+        print(f"feedback with the hand-graded points and comments: {len(pages)} page(s) in "
+              f"{shown}/{course_dir.NAME}/feedback/<student>/{module}/")
+    return 0

@@ -1,0 +1,228 @@
+"""Final grades from the class gradebook (tito.grading.course_dir): the judge's points, the hand-graded
+points entered in formgrader, what is still pending, per student and notebook and per graded cell; and
+the students' feedback pages with the hand-graded points and the graders' comments.
+
+Read through nbgrader's ORM (nbgrader.api's models), one query per table, so a class of hundreds reads
+in a moment.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tito import nbgrader_glue
+from tito.grading import course_dir
+from tito.grading.feedback import feedback_html, num
+
+TOTAL = "(total)"
+FIELDS = ["student", "notebook", "autograded", "hand_graded", "extra_credit", "pending", "regrade", "total",
+          "max_score", "status"]
+# status: complete; pending (written answers await a hand grade); regrade (a hand-graded answer changed since)
+
+
+@dataclass
+class Cell:
+    """One graded cell of one student's submission."""
+    notebook: str
+    name: str
+    max_score: float
+    written: bool                 # a written answer (markdown), graded by hand
+    auto_score: float | None
+    manual_score: float | None
+    extra_credit: float | None
+    needs_manual_grade: bool
+
+    @property
+    def score(self) -> float:
+        """nbgrader's rule: the hand-graded score where one was entered, else the autograded one."""
+        return float(self.manual_score if self.manual_score is not None else (self.auto_score or 0.0))
+
+
+@dataclass
+class Submission:
+    student: str
+    cells: list[Cell] = field(default_factory=list)
+    comments: dict[tuple[str, str], str] = field(default_factory=dict)  # (notebook, cell) -> grader's comment
+
+
+def read(course: Path, assignment: str) -> list[Submission]:
+    """Every student's graded cells and comments in COURSE/gradebook.db, students sorted."""
+    from nbgrader.api import (Assignment, BaseCell, Comment, Grade, GradeCell, Notebook, SubmittedAssignment,
+                              SubmittedNotebook)
+
+    out: dict[str, Submission] = {}
+    with course_dir.open_gradebook(course) as gb:
+        db = gb.db
+        base = (db.query(SubmittedNotebook.id, SubmittedAssignment.student_id, Notebook.name)
+                .join(SubmittedAssignment, SubmittedAssignment.id == SubmittedNotebook.assignment_id)
+                .join(Assignment, Assignment.id == SubmittedAssignment.assignment_id)
+                .join(Notebook, Notebook.id == SubmittedNotebook.notebook_id)
+                .filter(Assignment.name == assignment))
+        nbs = {sid: (student, name) for sid, student, name in base}
+        for student, _ in nbs.values():
+            out.setdefault(student, Submission(student))
+        cells = {c.id: (c.name, float(c.max_score), c.cell_type == "markdown") for c in db.query(GradeCell)}
+        for g in db.query(Grade).filter(Grade.notebook_id.in_(list(nbs))) if nbs else []:
+            if g.cell_id not in cells:
+                continue
+            student, notebook = nbs[g.notebook_id]
+            name, mx, written = cells[g.cell_id]
+            out[student].cells.append(Cell(notebook, name, mx, written, g.auto_score, g.manual_score, g.extra_credit,
+                                           bool(g.needs_manual_grade)))
+        names = {c.id: c.name for c in db.query(BaseCell)}
+        for c in db.query(Comment).filter(Comment.notebook_id.in_(list(nbs))) if nbs else []:
+            text = (c.manual_comment or "").strip()
+            if text and c.cell_id in names:
+                student, notebook = nbs[c.notebook_id]
+                out[student].comments[(notebook, names[c.cell_id])] = text
+    return [out[s] for s in sorted(out)]
+
+
+def _row(student: str, notebook: str, cells: list[Cell]) -> dict:
+    auto = sum(c.score for c in cells if not c.written)
+    hand = sum(c.score for c in cells if c.written and not c.needs_manual_grade)
+    extra = sum(c.extra_credit or 0.0 for c in cells)
+    pending = sum(c.max_score for c in cells if c.written and c.needs_manual_grade and c.manual_score is None)
+    regrade = sum(c.max_score for c in cells if c.needs_manual_grade and c.manual_score is not None)
+    status = "regrade" if regrade else "pending" if pending else "complete"
+    return {"student": student, "notebook": notebook, "autograded": num(auto), "hand_graded": num(hand),
+            "extra_credit": num(extra), "pending": num(pending), "regrade": num(regrade),
+            "total": num(auto + hand + extra), "max_score": num(sum(c.max_score for c in cells)), "status": status}
+
+
+def table(subs: list[Submission]) -> list[dict]:
+    """One row per student and notebook (FIELDS) and a TOTAL row per student. A written answer counts in
+    `hand_graded` once graded (0 when left as released), in `pending` while it waits for a hand grade and in
+    `regrade` when its hand-graded score stands for an answer that changed since (not in the total)."""
+    rows = []
+    for s in subs:
+        by_nb: dict[str, list[Cell]] = {}
+        for c in s.cells:
+            by_nb.setdefault(c.notebook, []).append(c)
+        rows += [_row(s.student, nb, by_nb[nb]) for nb in sorted(by_nb)]
+        rows.append(_row(s.student, TOTAL, s.cells))
+    return rows
+
+
+def question_columns(course: Path, assignment: str, subs: list[Submission]) -> list[str]:
+    """"notebook:cell" of every graded cell, in the order of the source notebooks."""
+    cols = []
+    for p in sorted((Path(course) / "source" / assignment).glob("*.ipynb")):
+        nb = json.loads(p.read_text(encoding="utf-8"))
+        for c in nb.get("cells", []):
+            meta = (c.get("metadata") or {}).get("nbgrader") or {}
+            if meta.get("grade") and meta.get("grade_id"):
+                cols.append(f"{p.stem}:{meta['grade_id']}")
+    seen = {f"{c.notebook}:{c.name}" for s in subs for c in s.cells}
+    return [c for c in cols if c in seen] + sorted(seen - set(cols))
+
+
+def questions(course: Path, assignment: str, subs: list[Submission]) -> tuple[list[str], list[dict]]:
+    """(columns, rows): one row per student, one column per graded cell (its score; "pending" for a written
+    answer awaiting a hand grade, "regrade:N" for a changed one), then the total."""
+    cols = question_columns(course, assignment, subs)
+    rows = []
+    for s in subs:
+        row = {"student": s.student}
+        for c in s.cells:
+            key = f"{c.notebook}:{c.name}"
+            if c.needs_manual_grade and c.manual_score is None:
+                row[key] = "pending"
+            elif c.needs_manual_grade:
+                row[key] = f"regrade:{num(c.manual_score)}"
+            else:
+                row[key] = num(c.score + (c.extra_credit or 0.0))
+        row["total"] = _row(s.student, TOTAL, s.cells)["total"]
+        rows.append(row)
+    return ["student", *cols, "total"], rows
+
+
+def write_csv(path: Path, fields: list[str], rows: list[dict]) -> Path:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
+    w.writeheader()
+    w.writerows(rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbgrader_glue.atomic_write(path, buf.getvalue())
+    return path
+
+
+def nbgrader_export(course: Path, dest: Path) -> Path:
+    """DEST in nbgrader's own export columns (nbgrader's CsvExportPlugin: assignment, duedate, timestamp,
+    student_id, last_name, first_name, email, raw_score, late_submission_penalty, score, max_score)."""
+    from nbgrader.plugins import CsvExportPlugin
+
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    with course_dir.open_gradebook(course) as gb:
+        CsvExportPlugin(to=str(tmp)).export(gb)
+    tmp.replace(dest)
+    return dest
+
+
+# ---- feedback with the hand-graded points ------------------------------------------------------------
+
+def _meta(cell: dict) -> dict:
+    return (cell.get("metadata") or {}).get("nbgrader") or {}
+
+
+def _note(text: str, n: int) -> dict:
+    return {"cell_type": "markdown", "id": f"tito-grader-note-{n}", "metadata": {"tito": {"grader_note": True}},
+            "source": text}
+
+
+def annotated(nb: dict, notebook: str, sub: Submission) -> dict:
+    """The autograded notebook with, after each written answer, its hand-graded points and the grader's
+    comment, after any other commented cell its comment, and a first cell with the notebook's points."""
+    cells = {c.name: c for c in sub.cells if c.notebook == notebook}
+    out = []
+    for cell in nb.get("cells", []):
+        if not isinstance(cell, dict):
+            continue
+        src = cell.get("source", "")
+        cell = {**cell, "source": "".join(src) if isinstance(src, list) else str(src)}
+        out.append(cell)
+        gid = _meta(cell).get("grade_id")
+        if not gid:
+            continue
+        comment = sub.comments.get((notebook, gid))
+        c = cells.get(gid)
+        lines = []
+        if c is not None and c.written:
+            if c.needs_manual_grade:
+                lines.append(f"**{gid}: awaiting the instructor's grade** (of {num(c.max_score)} points)")
+            else:
+                lines.append(f"**{gid}: {num(c.score)} of {num(c.max_score)} points** (graded by hand)")
+        elif c is not None and c.manual_score is not None:
+            lines.append(f"**{gid}: {num(c.score)} of {num(c.max_score)} points** (set by the instructor)")
+        if c is not None and c.extra_credit:
+            lines.append(f"Extra credit: {num(c.extra_credit)}")
+        if comment:
+            lines.append("**Grader's comment:** " + comment)
+        if lines:
+            out.append(_note("\n\n".join(lines), len(out)))
+    row = _row(sub.student, notebook, list(cells.values()))
+    head = (f"**{notebook}: {row['total']} of {row['max_score']} points** (autograded {row['autograded']}, "
+            f"graded by hand {row['hand_graded']}" + (f", extra credit {row['extra_credit']}" if row["extra_credit"] != "0" else "")
+            + (f"; {row['pending']} points of written answers still to be graded" if row["pending"] != "0" else "") + ")")
+    return {**nb, "cells": [_note(head, 0), *out]}
+
+
+def write_feedback(out_dir: Path, assignment: str, subs: list[Submission]) -> list[Path]:
+    """OUTPUT/nbgrader/feedback/<student>/<assignment>/<notebook>.html for every submission, made from the
+    student's autograded notebooks (OUTPUT/students/<student>/autograded/, never the instructor's copy with the
+    answer keys) with the hand-graded points and comments."""
+    course = course_dir.path(out_dir)
+    written = []
+    for sub in subs:
+        src = Path(out_dir) / "students" / sub.student / "autograded"
+        dest = course / "feedback" / sub.student / assignment
+        for p in sorted(src.glob("*.ipynb")) if src.is_dir() else []:
+            nb = annotated(json.loads(p.read_text(encoding="utf-8")), p.stem, sub)
+            html = feedback_html(nb, f"{assignment} / {p.stem} — {sub.student}")
+            dest.mkdir(parents=True, exist_ok=True)
+            nbgrader_glue.atomic_write(dest / f"{p.stem}.html", html)
+            written.append(dest / f"{p.stem}.html")
+    return written
