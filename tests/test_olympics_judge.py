@@ -76,7 +76,8 @@ def _flags(judged, name):
 def test_the_judge_ranks_the_honest_students_by_its_own_measurement(judged):
     assert judged["code"] == 0
     s = judged["students"]
-    assert set(s) == {"alice", "bob", "carol", "dave", "frozen", "permuter", "speedy", "liar", "hoarder"}, judged["rejected"]
+    assert set(s) == {"alice", "bob", "carol", "dave", "frozen", "permuter", "speedy", "liar", "hoarder", "counter",
+                      "ownbase", "renamer", "lookup", "disguised"}, judged["rejected"]
     # memory_challenge: bob's int8 model is smaller than alice's pruned one (pruning keeps the zeros' bytes)
     assert s["bob"]["rank"] == 1 and s["alice"]["rank"] > 1, {n: r["rank"] for n, r in s.items()}
     assert s["bob"]["figures"]["score"]["value"] > 1.3 > 1.05 > s["alice"]["figures"]["score"]["value"]
@@ -147,6 +148,40 @@ def test_the_ways_a_red_team_found_are_closed(judged):
     assert "\x1b" not in board + csv and "<b>" not in board
     assert not any(line.startswith("- alice:") for line in board.splitlines()), "a name wrote a line of its own"
     assert WEIRD_NAME not in board
+
+
+def test_the_third_red_teams_attacks_are_caught_or_judged_at_their_honest_figure(judged):
+    """Issue 32: each attack beside the honest students (alice, bob keep their figures and ranks above)."""
+    s, r = judged["students"], judged["rejected"]
+    # the timed work is the judged work: a model that returns zeros once its accuracy pass is over is not ranked
+    counter = s["counter"]
+    assert counter["rank"] is None and any(f.startswith("answers differ when timed") for f in counter["flags"]), counter["flags"]
+    timed = counter["figures"]["accuracy"]["timed"]
+    assert timed["differs"] and timed["timed"] < 0.3 < 0.9 < timed["pass"], timed
+    for name in ("alice", "bob"):  # honest models answer the same when timed
+        t = s[name]["figures"]["accuracy"]["timed"]
+        assert not t["differs"] and t["calls"] >= ROUNDS and abs(t["timed"] - t["pass"]) < 0.02, (name, t)
+    # one baseline: a slow, fat baseline of a student's own is reported apart, never the denominator
+    own = s["ownbase"]
+    assert own["figures"]["own_baseline"]["accepted"] is False
+    assert own["figures"]["own_baseline"]["size_bytes"] > 2 << 20
+    assert any(f.startswith("own baseline is not the course model") for f in own["flags"]), own["flags"]
+    course = s["alice"]["static"]["size_bytes"]["baseline"]
+    assert own["static"]["size_bytes"]["baseline"] == course, "the course baseline is every student's denominator"
+    assert 0.9 < own["figures"]["compression_ratio"]["value"] < 1.1, own["figures"]["compression_ratio"]
+    assert own["figures"]["speedup"]["value"] < 3, own["figures"]["speedup"]
+    # every byte counted: renaming the tensor records to look like debug information changes nothing
+    bob, renamer = (s[n]["static"]["size_bytes"]["optimized"] for n in ("bob", "renamer"))
+    assert bob <= renamer < bob * 1.01, (bob, renamer)
+    # a lookup table of the public test split: the per-round noise defeats its rounding; the leaderboard says
+    # the accuracy was measured on public data
+    assert s["lookup"]["figures"]["accuracy"]["value"] < 0.3 and s["lookup"]["rank"] is None
+    assert "public digits test split" in (judged["out"] / "leaderboard.md").read_text()
+    # a copy with an extra element and a softmax on its outputs
+    assert any(f.startswith("same model as") and "alice" in f for f in s["disguised"]["flags"]), s["disguised"]["flags"]
+    assert not any("same model" in f and "bob" in f for f in s["alice"]["flags"]), "honest students stay apart"
+    # a neighbour that spins between its requests is rejected before it can slow anyone's timed rounds
+    assert "spinner" in r and "CPU outside its own requests" in r["spinner"], r.get("spinner")
 
 
 def test_a_malicious_pickle_is_rejected_and_changes_nothing(judged):
