@@ -13,7 +13,15 @@ What is trusted where:
 - from the sandbox the judge takes data only (tito.grading.protocol: arrays and tensors as raw bytes,
   never pickle): the outputs on the test inputs (labels never leave the judge), the weights;
 - latency is timed by the judge around each request (k calls of one sample), so code in a file cannot
-  touch the clock; every (student, model) pair runs once per round in a fresh random order.
+  touch the clock; every (student, model) pair runs once per round in a fresh random order, on images
+  with a noise of the round's own (its seed drawn secretly per run);
+- what is timed is what is judged: every timed call's output is read back afterwards and paired with the
+  accuracy pass's answer on the same image (`timed_answers`, `scoring.timed_consistency`);
+- the course's baseline, measured here, is every student's denominator (a student's own is checked by its
+  weights and reported apart); sizes count the records the TorchScript loader reads, found by key
+  (`archive_bytes`); accuracy is on the public test split or the instructor's `--data` (`load_private_data`);
+- a sandbox may use CPU only while its own request runs (`idle_cpu_check`): one that works between its
+  requests is rejected and the round it may have slowed is measured again.
 Scores, ranks, claims and same-model pairs: `tito.olympics.scoring`, on the library's one significance rule.
 """
 from __future__ import annotations
@@ -25,6 +33,7 @@ import json
 import math
 import os
 import re
+import secrets
 import shutil
 import socket
 import statistics
@@ -286,7 +295,7 @@ def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
         if reply.get("needs_code"):
             raise StudentError("its converted TorchScript did not load")
 
-    call(st, {"op": "data", "X": protocol.encode(fresh_inputs(data["X"], 0), refs=None)}, 60, "sending the test inputs")
+    call(st, {"op": "data", "X": protocol.encode(fresh_inputs(data["X"], 0, data["noise_seed"]), refs=None)}, 60, "sending the test inputs")
 
 
 OWN = {"baseline": "own_baseline"}  # a student's baseline file: checked against the course's, never a denominator
@@ -425,8 +434,9 @@ def pickle_storage_keys(data: bytes) -> set[str]:
             stack.append(tuple(items))
         elif name == "BINPERSID":
             pid = stack.pop()
-            if isinstance(pid, tuple) and len(pid) >= 3 and pid[0] == "storage" and isinstance(pid[2], str):
-                keys.add(pid[2])
+            if not (isinstance(pid, tuple) and len(pid) >= 3 and pid[0] == "storage" and isinstance(pid[2], str)):
+                raise ValueError("a persistent id whose storage key the walk cannot read")
+            keys.add(pid[2])
             stack.append(None)
         else:  # any other opcode: its documented stack effect, values unknown (pushes of a literal keep it)
             before, after = op.stack_before, op.stack_after
@@ -578,14 +588,16 @@ def calibrate(st: Student, role: str, target_s: float, timeout: float, most: int
 NOISE = 0.08  # of the images' spread: digits' pixels sit on a 1/16 grid; 0.08 x 0.37 = 0.03, half a grid step
 
 
-def fresh_inputs(X, round_index: int):
+def fresh_inputs(X, round_index: int, seed: int = 0):
     """The test images with a noise of their own for each round (NOISE of the images' spread, the same for
     every student): a model that keeps answers by image (a cache, a lookup table of the public test split,
     keyed by the images rounded back to the pixels' 1/16 grid: about 20 of 64 pixels round elsewhere) meets
-    images it has not seen; a real model's answers barely change (the course's models: within 0.3 points)."""
+    images it has not seen; a real model's answers barely change (the course's models: within 0.3 points).
+    The judge draws `seed` secretly for each run (kept in its state for --resume): no student can compute a
+    round's images ahead of time."""
     import numpy as np
 
-    rng = np.random.default_rng(1_000_003 + round_index)
+    rng = np.random.default_rng([seed, 1_000_003 + round_index])
     return (X + rng.normal(0, NOISE * float(X.std()), size=X.shape)).astype(X.dtype)
 
 
@@ -772,7 +784,9 @@ def run_judge(valid: list[Student], rejected: dict[str, str], ev, out: Path, bwr
             print("--resume: the submissions or the settings changed since the saved run; judging from the start",
                   file=sys.stderr)
             saved = None
-        state = saved or {"key": key, "static": {}, "rejected": {}, "pairs": [], "rounds": [], "overhead_s": {}}
+        state = saved or {"key": key, "static": {}, "rejected": {}, "pairs": [], "rounds": [], "overhead_s": {},
+                          "noise_seed": secrets.randbits(62)}  # drawn per run: the rounds' images cannot be foreseen
+        data["noise_seed"] = state.get("noise_seed", 0)
         rejected.update(state["rejected"])
         valid = [st for st in valid if st.name not in state["rejected"]]
         if len(state["rounds"]) < rounds and valid:
@@ -885,7 +899,7 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state
     try:
         while len(state["rounds"]) < rounds and alive:
             t0 = time.perf_counter()
-            images = protocol.encode(fresh_inputs(X, len(state["rounds"]) + 1), refs=None)
+            images = protocol.encode(fresh_inputs(X, len(state["rounds"]) + 1, data["noise_seed"]), refs=None)
             for st in list(alive):  # not timed: the round's images, before any model of the round runs
                 try:
                     own_request(st, lambda: call(st, {"op": "data", "X": images}, 60, "sending the round's images"))
