@@ -845,6 +845,36 @@ def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_pat
     return alive
 
 
+def _calibrate_all(alive: list[Student], target_s: float, timeout: float, most: int, state: dict, reject, answers,
+                   tallies: dict) -> bool:
+    """Calls per request for every student (`calibrate`) and the empty request's time; True when a sandbox was
+    rejected for working outside its own requests meanwhile (the others' counts may be skewed)."""
+    import time
+
+    t0 = time.perf_counter()
+    for st in list(alive):
+        if st.proc is None:
+            continue
+        try:
+            # a timed request's sample and the timing core's two calibration blocks each get their own images
+            # one count for both models: the per-request overhead (the channel, the server's loop) then adds the
+            # same per call to both sides of a ratio, and a slow spell while calibrating one cannot leave it at k = 1
+            tally = tallies.setdefault(st.name, {})
+            k = own_request(st, lambda: max(calibrate(st, role, target_s, timeout, most, answers(st, role, tally))
+                                            for role in ("baseline", "optimized")))
+            st.k = dict.fromkeys(("baseline", "optimized"), k)
+            state.setdefault("calls", {})[st.name] = k
+            state["overhead_s"][st.name] = own_request(st, lambda: ipc_overhead_s(st))
+        except StudentError as e:
+            reject(st, str(e))
+    wall, noisy = time.perf_counter() - t0, False
+    for st in alive:
+        if st.proc is not None and (why := idle_cpu_check(st, wall)):
+            reject(st, why)
+            noisy = True
+    return noisy
+
+
 def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state: dict, rejected: dict,
             state_path: Path, timeout: float, data: dict) -> None:
     """Interleaved rounds: each (student, model) pair once per round, in a fresh random order, on
@@ -867,24 +897,9 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state
 
     for st in alive:
         st.cpu_mark, st.cpu_busy = (tree_cpu_s(st.proc.pid) if st.proc is not None else 0.0), 0.0
-    t0 = time.perf_counter()
-    for st in list(alive):
-        try:
-            # a timed request's sample and the timing core's two calibration blocks each get their own images
-            # one count for both models: the per-request overhead (the channel, the server's loop) then adds the
-            # same per call to both sides of a ratio, and a slow spell while calibrating one cannot leave it at k = 1
-            tally = tallies.setdefault(st.name, {})
-            k = own_request(st, lambda: max(calibrate(st, role, target_s, timeout, len(X) // 3, answers(st, role, tally))
-                                            for role in ("baseline", "optimized")))
-            st.k = dict.fromkeys(("baseline", "optimized"), k)
-            state.setdefault("calls", {})[st.name] = k
-            state["overhead_s"][st.name] = own_request(st, lambda: ipc_overhead_s(st))
-        except StudentError as e:
-            reject(st, str(e))
-    wall = time.perf_counter() - t0
-    for st in list(alive):
-        if st.name not in rejected and (why := idle_cpu_check(st, wall)):
-            reject(st, why)
+    for _ in range(3):  # calibrated again when a busy neighbour was found: it may have skewed everyone's k
+        if not _calibrate_all(alive, target_s, timeout, len(X) // 3, state, reject, answers, tallies):
+            break
     alive[:] = [st for st in alive if st.name not in rejected]
     _save(state_path, state)
     rng = np.random.default_rng(seed + len(state["rounds"]))
