@@ -517,6 +517,15 @@ def test_the_size_is_what_the_loader_reads_found_by_key(tmp_path):
     with zipfile.ZipFile(twice, "a") as z, pytest.warns(UserWarning, match="Duplicate name"):
         z.writestr("base/data/2", b"x" * 90_000)
     assert archive_bytes(twice)[0] > size + 60_000
+    # a pickle the walk cannot follow (or one too big to walk): every record of the archive counts
+    odd = tmp_path / "odd.pt"
+    with zipfile.ZipFile(plain) as src, zipfile.ZipFile(odd, "w") as z:
+        for i in src.infolist():
+            z.writestr(i.filename.replace("base/", "odd/"), b"\x80\x02(X\x01\x00\x00\x000Q." if i.filename.endswith("data.pkl")
+                       else src.read(i.filename))
+        total = sum(i.file_size for i in z.infolist())
+    got, how = archive_bytes(odd)
+    assert got == total and "every record" in how, (got, total, how)
 
 
 def test_copies_are_found_through_disguises_and_honest_models_stay_apart():

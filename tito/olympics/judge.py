@@ -449,6 +449,9 @@ def pickle_storage_keys(data: bytes) -> set[str]:
     return keys
 
 
+PICKLE_WALK_MB = 64  # a model's pickled structure larger than this is not walked: every record of its archive counts
+
+
 def archive_bytes(path: Path) -> tuple[int, str]:
     """The size of a model as the judge measures it, read from its TorchScript archive (nothing is unpickled):
     the uncompressed bytes of every record the loader reads for the model: its pickled structure (`data.pkl`,
@@ -469,6 +472,8 @@ def archive_bytes(path: Path) -> tuple[int, str]:
         counted = set()
         try:
             for pkl, folder in (("data.pkl", "data/"), ("constants.pkl", "constants/")):
+                if sizes.get(prefix + pkl, 0) > PICKLE_WALK_MB * 2**20:  # not walked (the judge's time): all counts
+                    raise ValueError(f"{pkl} is over {PICKLE_WALK_MB} MiB")
                 if prefix + pkl in sizes:
                     counted.add(prefix + pkl)
                     counted |= {prefix + folder + k for k in pickle_storage_keys(z.read(prefix + pkl))}
