@@ -229,6 +229,9 @@ def test_an_interrupted_run_resumes_without_losing_its_rounds(judged, tmp_path):
                       timeouts={"load": 20, "predict": 20, "time": 20}, data_file=judged["root"] / "held_out.npz")
     after = json.loads((out / ".judge-state.json").read_text())
     assert after["rounds"][:ROUNDS - 2] == kept and len(after["rounds"]) == ROUNDS
+    # the rounds' noise comes from a seed drawn for the run (no student can compute a round's images ahead),
+    # kept for --resume so that the resumed rounds' images are the run's own
+    assert after["noise_seed"] == state["noise_seed"] and state["noise_seed"] not in (0, None)
     assert after["static"] == state["static"], "finished measurements are not taken again"
     assert res["board"]["ranks"]["bob"] == 1 and res["rejected"] == judged["rejected"]
     subs = tmp_path / "subs"  # two of the students: another class, another run
@@ -237,6 +240,7 @@ def test_an_interrupted_run_resumes_without_losing_its_rounds(judged, tmp_path):
     judge_class(subs, EVENT, out, rounds=6, resume=True)
     changed = json.loads((out / ".judge-state.json").read_text())
     assert len(changed["rounds"]) == 6 and set(changed["rounds"][0]) == {"alice", "bob"}
+    assert changed["noise_seed"] != state["noise_seed"], "a new run draws a new seed"
 
 
 def test_the_claims_leaderboard_says_what_it_ranks(judged):

@@ -295,7 +295,8 @@ def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
         if reply.get("needs_code"):
             raise StudentError("its converted TorchScript did not load")
 
-    call(st, {"op": "data", "X": protocol.encode(fresh_inputs(data["X"], 0, data["noise_seed"]), refs=None)}, 60, "sending the test inputs")
+    images = fresh_inputs(data["X"], 0, data["noise_seed"])
+    call(st, {"op": "data", "X": protocol.encode(images, refs=None)}, 60, "sending the test inputs")
 
 
 OWN = {"baseline": "own_baseline"}  # a student's baseline file: checked against the course's, never a denominator
