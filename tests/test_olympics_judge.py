@@ -26,6 +26,7 @@ from tito.config import TitoError
 from tito.grading import sandbox
 
 ROUNDS = 12
+HELD_OUT = 300  # images of the instructor's held-out set the fixture class is judged on
 
 
 class Listener:
@@ -56,10 +57,16 @@ def judged(tmp_path_factory):
     root = tmp_path_factory.mktemp("olympics")
     listener = Listener()
     expected = make_class(root / "submissions", listener.port)
+    # an instructor's held-out set (issue 32): images none of the lookup student's table holds (train-split images
+    # stand in for it here)
+    from tinytorch.benchmarking.digits import load_digits_split
+
+    X, y = load_digits_split("train")
+    np.savez(root / "held_out.npz", images=X[:HELD_OUT].numpy(), labels=y[:HELD_OUT].numpy())
     before = sorted(p.relative_to(root) for p in root.rglob("*"))
     t0 = time.perf_counter()
     code = main(["olympics", "judge", str(root / "submissions"), "--event", EVENT, "--output-dir", str(root / "out"),
-                 "--jobs", "2", "--rounds", str(ROUNDS), "--timeout", "20"])
+                 "--jobs", "2", "--rounds", str(ROUNDS), "--timeout", "20", "--data", str(root / "held_out.npz")])
     seconds = time.perf_counter() - t0
     print(f"judged the fixture class in {seconds:.1f} s")
     listener.sock.close()
@@ -76,7 +83,8 @@ def _flags(judged, name):
 def test_the_judge_ranks_the_honest_students_by_its_own_measurement(judged):
     assert judged["code"] == 0
     s = judged["students"]
-    assert set(s) == {"alice", "bob", "carol", "dave", "frozen", "permuter", "speedy", "liar", "hoarder"}, judged["rejected"]
+    assert set(s) == {"alice", "bob", "carol", "dave", "frozen", "permuter", "speedy", "liar", "hoarder", "counter",
+                      "ownbase", "renamer", "lookup", "disguised"}, judged["rejected"]
     # memory_challenge: bob's int8 model is smaller than alice's pruned one (pruning keeps the zeros' bytes)
     assert s["bob"]["rank"] == 1 and s["alice"]["rank"] > 1, {n: r["rank"] for n, r in s.items()}
     assert s["bob"]["figures"]["score"]["value"] > 1.3 > 1.05 > s["alice"]["figures"]["score"]["value"]
@@ -84,7 +92,7 @@ def test_the_judge_ranks_the_honest_students_by_its_own_measurement(judged):
         rec = s[name]
         assert rec["timing"]["rounds"] == ROUNDS and len(rec["measurements"]["round_mean_ms"]["optimized"]) == ROUNDS
         assert not [f for f in rec["flags"] if "contradicted" in f], rec["claims"]
-        assert rec["figures"]["accuracy"]["value"] > 0.9 and rec["figures"]["accuracy"]["count"] == 450
+        assert rec["figures"]["accuracy"]["value"] > 0.9 and rec["figures"]["accuracy"]["count"] == HELD_OUT
     # sizes by one definition whatever the format: bob's TorchScript holds its int8 weights where the
     # state dict does not look; the judge counts them
     assert s["bob"]["static"]["kinds"]["optimized"] == "TorchScript"
@@ -127,8 +135,10 @@ def test_the_ways_a_red_team_found_are_closed(judged):
     assert any(f.startswith("same model as") and "alice" in f for f in s["frozen"]["flags"])
     # a pickle keeping its model outside the module tree: its trace refuses the hidden weights
     assert "hider" in r and "converted to TorchScript" in r["hider"], r.get("hider")
-    # a permuted copy computes the same function
-    assert any("alice" in f and "near-identical outputs" in f for f in s["permuter"]["flags"]), s["permuter"]["flags"]
+    # a permuted copy computes the same function (and holds the same weights, layer by layer)
+    assert any(f.startswith("same model as") and "alice" in f for f in s["permuter"]["flags"]), s["permuter"]["flags"]
+    pair = next(p for p in s["permuter"]["same_model"] if "alice" in p["students"])
+    assert any("near-identical outputs" in why for why in pair["why"]) and any("layer by layer" in why for why in pair["why"]), pair
     # a pickle that patches the server runs only where the file is converted: its model is timed as it is
     ratio = _same_round_ratio(s, "speedy", "alice")
     assert 0.3 < ratio < 3, ratio
@@ -149,6 +159,40 @@ def test_the_ways_a_red_team_found_are_closed(judged):
     assert WEIRD_NAME not in board
 
 
+def test_the_third_red_teams_attacks_are_caught_or_judged_at_their_honest_figure(judged):
+    """Issue 32: each attack beside the honest students (alice, bob keep their figures and ranks above)."""
+    s, r = judged["students"], judged["rejected"]
+    # the timed work is the judged work: a model that returns zeros once its accuracy pass is over is not ranked
+    counter = s["counter"]
+    assert counter["rank"] is None and any(f.startswith("answers differ when timed") for f in counter["flags"]), counter["flags"]
+    timed = counter["figures"]["accuracy"]["timed"]
+    assert timed["differs"] and timed["timed"] < 0.3 < 0.9 < timed["pass"], timed
+    for name in ("alice", "bob"):  # honest models answer the same when timed
+        t = s[name]["figures"]["accuracy"]["timed"]
+        assert not t["differs"] and t["calls"] >= ROUNDS and abs(t["timed"] - t["pass"]) < 0.02, (name, t)
+    # one baseline: a slow, fat baseline of a student's own is reported apart, never the denominator
+    own = s["ownbase"]
+    assert own["figures"]["own_baseline"]["accepted"] is False
+    assert own["figures"]["own_baseline"]["size_bytes"] > 2 << 20
+    assert any(f.startswith("own baseline is not the course model") for f in own["flags"]), own["flags"]
+    course = s["alice"]["static"]["size_bytes"]["baseline"]
+    assert own["static"]["size_bytes"]["baseline"] == course, "the course baseline is every student's denominator"
+    assert 0.9 < own["figures"]["compression_ratio"]["value"] < 1.1, own["figures"]["compression_ratio"]
+    assert own["figures"]["speedup"]["value"] < 3, own["figures"]["speedup"]
+    # every byte counted: renaming the tensor records to look like debug information changes nothing
+    bob, renamer = (s[n]["static"]["size_bytes"]["optimized"] for n in ("bob", "renamer"))
+    assert bob <= renamer < bob * 1.01, (bob, renamer)
+    # a lookup table of the public test split: judged on the instructor's held-out set, it knows no image (without
+    # --data, the round's noise defeats its rounding: test_the_round_noise_defeats_a_lookup_table...)
+    assert s["lookup"]["figures"]["accuracy"]["value"] < 0.3 and s["lookup"]["rank"] is None
+    assert f"held-out set held_out.npz ({HELD_OUT} images)" in (judged["out"] / "leaderboard.md").read_text()
+    # a copy with an extra element and a softmax on its outputs
+    assert any(f.startswith("same model as") and "alice" in f for f in s["disguised"]["flags"]), s["disguised"]["flags"]
+    assert not any("same model" in f and "bob" in f for f in s["alice"]["flags"]), "honest students stay apart"
+    # a neighbour that spins between its requests is rejected before it can slow anyone's timed rounds
+    assert "spinner" in r and "CPU outside its own requests" in r["spinner"], r.get("spinner")
+
+
 def test_a_malicious_pickle_is_rejected_and_changes_nothing(judged):
     root = judged["root"]
     assert "mallory" not in judged["students"]
@@ -165,7 +209,7 @@ def test_each_bad_submission_has_a_clear_line(judged):
     assert "notamodel" in r and "loading the optimized model file" in r["notamodel"]
     assert "my model is broken" in r["raiser"]
     assert "non-finite output" in r["nan"] and "test image 0" in r["nan"]
-    assert "expected (450, 10)" in r["wide"]
+    assert f"expected ({HELD_OUT}, 10)" in r["wide"]
     assert "no answer within 20 s" in r["asleep"]
     board = (judged["out"] / "leaderboard.md").read_text()
     assert "## Rejected" in board and all(f"- {name}:" in board for name in r)
@@ -182,9 +226,12 @@ def test_an_interrupted_run_resumes_without_losing_its_rounds(judged, tmp_path):
     shutil.copytree(judged["out"], out)
     (out / ".judge-state.json").write_text(json.dumps({**state, "rounds": kept}))
     res = judge_class(judged["root"] / "submissions", EVENT, out, rounds=ROUNDS, resume=True, jobs=2,
-                      timeouts={"load": 20, "predict": 20, "time": 20})
+                      timeouts={"load": 20, "predict": 20, "time": 20}, data_file=judged["root"] / "held_out.npz")
     after = json.loads((out / ".judge-state.json").read_text())
     assert after["rounds"][:ROUNDS - 2] == kept and len(after["rounds"]) == ROUNDS
+    # the rounds' noise comes from a seed drawn for the run (no student can compute a round's images ahead),
+    # kept for --resume so that the resumed rounds' images are the run's own
+    assert after["noise_seed"] == state["noise_seed"] and state["noise_seed"] not in (0, None)
     assert after["static"] == state["static"], "finished measurements are not taken again"
     assert res["board"]["ranks"]["bob"] == 1 and res["rejected"] == judged["rejected"]
     subs = tmp_path / "subs"  # two of the students: another class, another run
@@ -193,6 +240,7 @@ def test_an_interrupted_run_resumes_without_losing_its_rounds(judged, tmp_path):
     judge_class(subs, EVENT, out, rounds=6, resume=True)
     changed = json.loads((out / ".judge-state.json").read_text())
     assert len(changed["rounds"]) == 6 and set(changed["rounds"][0]) == {"alice", "bob"}
+    assert changed["noise_seed"] != state["noise_seed"], "a new run draws a new seed"
 
 
 def test_the_claims_leaderboard_says_what_it_ranks(judged):
@@ -439,3 +487,147 @@ def test_judged_all_around_interval_resamples_the_images_too():
     assert s["ci_lower"] <= s["value"] <= s["ci_upper"]
     lo, hi = f["latency_median_ms"]["optimized_ci"]
     assert lo <= f["latency_median_ms"]["optimized"] <= hi and lo < hi
+
+
+def test_the_size_is_what_the_loader_reads_found_by_key(tmp_path):
+    """Issue 32: renaming the tensor records (and the keys that name them) to look like debug information, or
+    adding records nothing refers to, changes nothing; the renamed model still loads and computes the same."""
+    from fixtures.olympics_class import rename_records
+    from tito.olympics.judge import archive_bytes
+
+    base = default_digits_model()
+    plain = tmp_path / "base.pt"
+    torch.jit.save(torch.jit.trace(base, torch.zeros(1, 1, 8, 8)), str(plain))
+    renamed = tmp_path / "renamed.pt"
+    rename_records(plain, renamed)
+    x = torch.rand(3, 1, 8, 8)
+    assert torch.equal(torch.jit.load(str(renamed))(x), base(x)), "the attack must load to mean anything"
+    size, how = archive_bytes(plain)
+    tensors = 4 * sum(p.numel() for p in base.parameters())
+    assert tensors < size < tensors + 8_000 and "by key" in how, (size, how)
+    keys = 6  # each key grew by len(".debug_pkl") in data.pkl: the only change, and it only adds
+    assert archive_bytes(renamed)[0] == size + keys * len(".debug_pkl")
+    # an extra record nothing refers to, a debug record, a traced input: not read by the loader, not counted
+    import zipfile
+    padded = tmp_path / "padded.pt"
+    shutil.copyfile(plain, padded)
+    with zipfile.ZipFile(padded, "a") as z:
+        z.writestr("base/extra/notes.txt", b"x" * 50_000)
+        z.writestr("base/data/99", b"x" * 50_000)
+    assert archive_bytes(padded)[0] == size
+    # the same record name twice: whichever the loader reads, the larger counts
+    twice = tmp_path / "twice.pt"
+    shutil.copyfile(plain, twice)
+    with zipfile.ZipFile(twice, "a") as z, pytest.warns(UserWarning, match="Duplicate name"):
+        z.writestr("base/data/2", b"x" * 90_000)
+    assert archive_bytes(twice)[0] > size + 60_000
+    # a pickle the walk cannot follow (or one too big to walk): every record of the archive counts
+    odd = tmp_path / "odd.pt"
+    with zipfile.ZipFile(plain) as src, zipfile.ZipFile(odd, "w") as z:
+        for i in src.infolist():
+            z.writestr(i.filename.replace("base/", "odd/"), b"\x80\x02(X\x01\x00\x00\x000Q." if i.filename.endswith("data.pkl")
+                       else src.read(i.filename))
+        total = sum(i.file_size for i in z.infolist())
+    got, how = archive_bytes(odd)
+    assert got == total and "every record" in how, (got, total, how)
+
+
+def test_copies_are_found_through_disguises_and_honest_models_stay_apart():
+    """Issue 32: a copy with an extra element, renamed and reordered tensors, and a softmax on its outputs is the
+    same model (per-layer weights; class-score order); pruned, int8 and the baseline are told apart."""
+    from fixtures.olympics_class import _permuted
+    from tinytorch.benchmarking.digits import load_digits_split
+    from tito.olympics.scoring import RANK_DISCORDANCE, flat_weights, layer_signatures, rank_agreement, shared_weights
+    from tinytorch.benchmarking.optimize import prune_magnitude
+
+    base = default_digits_model()
+    X, _ = load_digits_split("test")
+    calib = load_digits_split("train")[0][:256].split(64)
+    models = {"base": base, "pruned": prune_magnitude(base, 0.5),
+              "int8": torch.jit.trace(quantize_int8(base, "static", calibration_data=calib), torch.zeros(1, 1, 8, 8))}
+    states = {k: model_state(m) for k, m in models.items()}
+    pruned = states["pruned"]
+    # the disguise: tensors renamed and reordered, one reshaped, one extra element, channels permuted
+    disguised = {f"z{i}": v for i, (k, v) in enumerate(reversed(list(model_state(_permuted(models["pruned"])).items())))}
+    disguised["z0"] = disguised["z0"].reshape(-1)
+    disguised["extra"] = torch.ones(1)
+    assert shared_weights(layer_signatures(pruned), layer_signatures(disguised)) == 1.0
+    for a, b in (("pruned", "int8"), ("pruned", "base"), ("int8", "base")):
+        assert shared_weights(layer_signatures(states[a]), layer_signatures(states[b])) < 0.5, (a, b)
+    with torch.inference_mode():
+        outs = {k: m(X).double().numpy() for k, m in models.items()}
+    soft = torch.softmax(torch.from_numpy(outs["pruned"]), 1).numpy()
+    assert rank_agreement(outs["pruned"], soft) == (1.0, 0.0)
+    for a, b in (("pruned", "int8"), ("int8", "base")):  # int8 vs base: the closest honest pair, 5.5x the threshold
+        assert rank_agreement(outs[a], outs[b])[1] > 5 * RANK_DISCORDANCE, (a, b)
+    weights = {"alice": ("a", flat_weights(pruned), layer_signatures(pruned)),
+               "mask": ("m", flat_weights(disguised), layer_signatures(disguised)),
+               "bob": ("b", flat_weights(states["int8"]), layer_signatures(states["int8"])),
+               "carl": ("c", flat_weights(states["base"]), layer_signatures(states["base"]))}
+    pairs = similar_models(weights, {"alice": outs["pruned"], "mask": soft, "bob": outs["int8"], "carl": outs["base"]})
+    assert [p["students"] for p in pairs] == [["alice", "mask"]], pairs
+    assert any("layer by layer" in w for w in pairs[0]["why"]) and any("order" in w for w in pairs[0]["why"])
+
+
+def test_timed_answers_are_compared_with_the_accuracy_pass_by_the_one_rule():
+    from tito.olympics.scoring import timed_consistency
+
+    honest = timed_consistency([1750, 6, 5, 39])  # a few noise flips each way
+    assert not honest["differs"] and abs(honest["timed"] - honest["pass"]) < 0.01
+    cheat = timed_consistency([180, 1570, 0, 50])  # right in the accuracy pass, zeros once timed
+    assert cheat["differs"] and cheat["timed"] < 0.15 < 0.9 < cheat["pass"]
+    assert not timed_consistency([10, 1, 0, 2])["differs"], "too few calls to tell: the one rule's p-value decides"
+    assert timed_consistency(None) is None
+
+
+def test_the_round_noise_defeats_a_lookup_table_and_keeps_honest_accuracy():
+    """Issue 32: rounding a round's images back to the 1/16 grid finds almost none of them in a table of the
+    public test split; the course's models keep their accuracy within a point."""
+    from tinytorch.benchmarking.digits import load_digits_split
+    from tinytorch.benchmarking.optimize import prune_magnitude
+    from tito.olympics.judge import fresh_inputs
+
+    X, y = load_digits_split("test")
+    Xn = X.numpy()
+    table = {np.round(Xn[i] * 16).astype(np.int8).tobytes(): int(y[i]) for i in range(len(y))}
+    base = default_digits_model()
+    models = {"base": base, "pruned": prune_magnitude(base, 0.5)}
+    with torch.inference_mode():
+        clean = {k: float((m(X).argmax(1) == y).float().mean()) for k, m in models.items()}
+        for r in (1, 2, 3):
+            noisy = fresh_inputs(Xn, r, seed=12345)
+            hits = np.mean([table.get(np.round(noisy[i] * 16).astype(np.int8).tobytes()) == int(y[i]) for i in range(len(y))])
+            assert hits < 0.05, f"round {r}: the table still answers {hits:.0%} after rounding"
+            for k, m in models.items():
+                acc = float((m(torch.from_numpy(noisy)).argmax(1) == y).float().mean())
+                assert abs(acc - clean[k]) < 0.01, (k, r, acc, clean[k])
+
+
+def test_private_data_is_checked_and_named(tmp_path):
+    from tito.olympics.judge import load_private_data
+
+    good = tmp_path / "held_out.npz"
+    np.savez(good, images=np.zeros((40, 1, 8, 8), np.float32), labels=np.arange(40) % 10)
+    X, y = load_private_data(good)
+    assert X.shape == (40, 1, 8, 8) and y.dtype == np.int64
+    for name, arrays, match in (("missing", None, "no such file"), ("nolabels", {"images": np.zeros((40, 1, 8, 8))}, "labels"),
+                                ("shape", {"images": np.zeros((40, 64)), "labels": np.zeros(40, int)}, r"\(N, 1, 8, 8\)"),
+                                ("range", {"images": np.zeros((40, 1, 8, 8)), "labels": np.full(40, 10)}, "0-9"),
+                                ("few", {"images": np.zeros((5, 1, 8, 8)), "labels": np.zeros(5, int)}, "at least 30")):
+        path = tmp_path / f"{name}.npz"
+        if arrays is not None:
+            np.savez(path, **arrays)
+        with pytest.raises(TitoError, match=match) as e:
+            load_private_data(path)
+        assert "--data" in str(e.value)
+    from tito.olympics.judge import prepare_work
+
+    public = prepare_work(tmp_path / "w1")
+    assert public["source"].startswith("the public digits test split (450 images)") and "--data" in public["source"]
+    held = prepare_work(tmp_path / "w2", good)
+    assert held["X"].shape == (40, 1, 8, 8) and held["source"] == "the instructor's held-out set held_out.npz (40 images)"
+    figs = judged_figures({"round_mean_ms": {"baseline": [2.0] * 6, "optimized": [1.0] * 6},
+                           "correct": {"baseline": [1, 0], "optimized": [1, 0]},
+                           "size_bytes": {"baseline": 100, "optimized": 50}}, EVENT)
+    board = judged_leaderboard({"ann": {"figures": figs}}, EVENT, source=public["source"])
+    assert "Accuracy was measured on the public digits test split" in board["markdown"]

@@ -223,7 +223,8 @@ def judge(args) -> int:
 
     result = judge_class(args.submissions_dir, args.event, args.output_dir, jobs=args.jobs, rounds=args.rounds,
                          resume=args.resume, no_sandbox=args.no_sandbox,
-                         timeouts={"load": args.timeout, "predict": args.timeout, "time": args.timeout})
+                         timeouts={"load": args.timeout, "predict": args.timeout, "time": args.timeout},
+                         data_file=args.data)
     print(result["board"]["markdown"])
     out = Path(args.output_dir)
     print(f"wrote {out / 'leaderboard.md'}, {out / 'leaderboard.csv'}, {out / 'class.png'} and {out / 'students'}/")
@@ -291,6 +292,10 @@ def add_parser(sub, lazy) -> None:
     c.add_argument("--jobs", type=int, default=1, help="sandboxes started at once (the timing runs one at a time)")
     c.add_argument("--rounds", type=int, default=30, help="interleaved timing rounds (default 30, at least 6)")
     c.add_argument("--resume", action="store_true", help="continue an interrupted run in the same --output-dir")
+    c.add_argument("--data", default=None, metavar="FILE",
+                   help="judge accuracy on your held-out images: an .npz with `images` (N, 1, 8, 8) floats in [0, 1] "
+                        "(pixel / 16) and `labels` (N,) integers 0-9 (default: the public digits test split, "
+                        "which the leaderboard then names)")
     c.add_argument("--timeout", type=float, default=300.0,
                    help="seconds a student's sandbox may take to answer one request: load the files, run "
                         "the test split, a timed request (default 300)")

@@ -13,7 +13,15 @@ What is trusted where:
 - from the sandbox the judge takes data only (tito.grading.protocol: arrays and tensors as raw bytes,
   never pickle): the outputs on the test inputs (labels never leave the judge), the weights;
 - latency is timed by the judge around each request (k calls of one sample), so code in a file cannot
-  touch the clock; every (student, model) pair runs once per round in a fresh random order.
+  touch the clock; every (student, model) pair runs once per round in a fresh random order, on images
+  with a noise of the round's own (its seed drawn secretly per run);
+- what is timed is what is judged: every timed call's output is read back afterwards and paired with the
+  accuracy pass's answer on the same image (`timed_answers`, `scoring.timed_consistency`);
+- the course's baseline, measured here, is every student's denominator (a student's own is checked by its
+  weights and reported apart); sizes count the records the TorchScript loader reads, found by key
+  (`archive_bytes`); accuracy is on the public test split or the instructor's `--data` (`load_private_data`);
+- a sandbox may use CPU only while its own request runs (`idle_cpu_check`): one that works between its
+  requests is rejected and the round it may have slowed is measured again.
 Scores, ranks, claims and same-model pairs: `tito.olympics.scoring`, on the library's one significance rule.
 """
 from __future__ import annotations
@@ -25,6 +33,7 @@ import json
 import math
 import os
 import re
+import secrets
 import shutil
 import socket
 import statistics
@@ -45,7 +54,7 @@ MAX_FILE_MB = 512
 LIMITS = dict(memory_mb=6144, processes=64, cpu_seconds=3600, file_mb=8, tmp_mb=64)
 TIMEOUTS = {"load": 120.0, "predict": 300.0, "time": 30.0}  # seconds a sandbox may take to answer
 STARTUP_S = 600.0  # for the sandbox's own imports, before any student file is read: the judge's time, not theirs
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 class StudentError(Exception):
@@ -70,6 +79,8 @@ class Student:
     measured: dict[str, Path] = field(default_factory=dict)  # role -> the file the measuring server loaded
     reported_sha: dict[str, str] = field(default_factory=dict)  # role -> weights hash its own code reported
     cpu: int | None = None                                 # the core its measuring server is timed on
+    cpu_mark: float = 0.0                                  # its sandbox's CPU seconds at the last check
+    cpu_busy: float = 0.0                                  # CPU seconds inside its own requests since then
 
 
 def student_name(folder_name: str) -> str:
@@ -142,9 +153,36 @@ def stage(st: Student, work: Path, index: int) -> None:
     st.key = h.hexdigest()
 
 
-def prepare_work(work: Path) -> dict[str, Any]:
+def load_private_data(path: Path, classes: int = 10) -> tuple[Any, Any]:
+    """`--data FILE`: the instructor's held-out images, an .npz holding `images` (N, 1, 8, 8), floats in
+    [0, 1] like the digits split's (pixel / 16), and `labels` (N,), integers 0-9; N at least 30.
+
+        numpy.savez("held_out.npz", images=X.astype("float32"), labels=y)   # X: (N, 1, 8, 8), y: (N,)
+    """
+    import numpy as np
+
+    path = Path(path)
+    if not path.is_file():
+        raise TitoError(f"--data: no such file {str(path)!r} (expected an .npz with `images` and `labels`)", code=2)
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            X, y = f["images"], f["labels"]
+    except (OSError, ValueError, KeyError, EOFError) as e:
+        raise TitoError(f"--data: {str(path)!r} is not an .npz with arrays `images` and `labels` "
+                        f"({type(e).__name__}: {str(e)[:120]})", code=2) from None
+    if X.ndim != 4 or X.shape[1:] != (1, 8, 8) or X.dtype.kind != "f" or not np.isfinite(X).all():
+        raise TitoError(f"--data: `images` must be finite floats of shape (N, 1, 8, 8), got {X.dtype} {X.shape}", code=2)
+    if y.shape != (X.shape[0],) or y.dtype.kind not in "iu" or (y.size and (y.min() < 0 or y.max() >= classes)):
+        raise TitoError(f"--data: `labels` must be N = {X.shape[0]} integers 0-{classes - 1}, got {y.dtype} {y.shape}", code=2)
+    if X.shape[0] < 30:
+        raise TitoError(f"--data: at least 30 images are needed, got {X.shape[0]}", code=2)
+    return np.ascontiguousarray(X, dtype=np.float32), np.ascontiguousarray(y, dtype=np.int64)
+
+
+def prepare_work(work: Path, data_file: Path | None = None) -> dict[str, Any]:
     """The judge's staging folder: the server and protocol (the sandbox's only code of tito's), the
-    course baseline, and the test split (inputs go to the sandboxes; labels stay here)."""
+    course baseline, and the images accuracy is judged on, the public test split or the instructor's
+    `data_file` (inputs go to the sandboxes; labels stay here)."""
     import torch
 
     from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
@@ -167,8 +205,14 @@ def prepare_work(work: Path) -> dict[str, Any]:
         d.chmod(0o755)
     for f in (lib / "server.py", lib / "protocol.py", course / "baseline.pt"):
         f.chmod(0o444)
-    return {"X": X.numpy(), "y": y.numpy(), "classes": int(y.max()) + 1,
-            "pkg": Path(sys.modules["tinytorch"].__file__).resolve().parent}
+    out = {"X": X.numpy(), "y": y.numpy(), "classes": int(y.max()) + 1,
+           "pkg": Path(sys.modules["tinytorch"].__file__).resolve().parent,
+           "source": f"the public digits test split ({len(y)} images): a model may have memorised it; "
+                     "judge with --data for an instructor's held-out set"}
+    if data_file is not None:
+        out["X"], out["y"] = load_private_data(data_file, out["classes"])
+        out["source"] = f"the instructor's held-out set {Path(data_file).name} ({len(out['y'])} images)"
+    return out
 
 
 # ---- one student's sandbox --------------------------------------------------------------------
@@ -214,10 +258,12 @@ def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
     course's). A file that needs its own code is first converted to TorchScript by a converting sandbox of its own."""
     sandboxed = bwrap is not None
     files, course = (sandbox.inside_path(n, d, sandboxed) for n, d in (("files", st.stage), ("course", work / "course")))
-    models = {role: f"{files}/{role}{p.suffix.lower()}" for role, p in st.files.items()}
-    models.setdefault("baseline", f"{course}/baseline.pt")
-    st.measured = {role: st.stage / f"{role}{p.suffix.lower()}" for role, p in st.files.items()}
-    st.measured.setdefault("baseline", work / "course" / "baseline.pt")
+    # the course's baseline is every student's denominator; a student's own baseline is loaded beside it, to
+    # be checked against it (by weights) and reported apart
+    models = {OWN.get(role, role): f"{files}/{role}{p.suffix.lower()}" for role, p in st.files.items()}
+    models["baseline"] = f"{course}/baseline.pt"
+    st.measured = {OWN.get(role, role): st.stage / f"{role}{p.suffix.lower()}" for role, p in st.files.items()}
+    st.measured["baseline"] = work / "course" / "baseline.pt"
     reply = call(st, {"op": "load", "models": models}, data["timeouts"]["load"], "loading the model files")
     st.kinds = dict(reply["kinds"])
     needs = [r for r in reply.get("needs_code", []) if r in models]
@@ -249,7 +295,11 @@ def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
         if reply.get("needs_code"):
             raise StudentError("its converted TorchScript did not load")
 
-    call(st, {"op": "data", "X": protocol.encode(fresh_inputs(data["X"], 0), refs=None)}, 60, "sending the test inputs")
+    images = fresh_inputs(data["X"], 0, data["noise_seed"])
+    call(st, {"op": "data", "X": protocol.encode(images, refs=None)}, 60, "sending the test inputs")
+
+
+OWN = {"baseline": "own_baseline"}  # a student's baseline file: checked against the course's, never a denominator
 
 
 def stop(st: Student) -> None:
@@ -352,23 +402,89 @@ def decode_reply(value: Any, allowed: set[str], what: str) -> Any:
         raise StudentError(f"{what}: a malformed answer ({type(e).__name__}: {str(e)[:200]})") from None
 
 
-_NOT_THE_MODEL = re.compile(r"(\.debug_pkl$|(^|/)traced_inputs|(^|/)\.data/|(^|/)(version|byteorder|\.format_version|"
-                            r"\.storage_alignment)$)")
+def pickle_storage_keys(data: bytes) -> set[str]:
+    """The storage keys a TorchScript pickle (`data.pkl`, `constants.pkl`) refers to, read by walking its
+    opcodes with their stack effects (nothing is unpickled, no code runs): each persistent id
+    `("storage", type, key, device, numel)` names the record `<folder>/<key>` the loader reads."""
+    import pickletools
+
+    mark, stack, memo, keys = object(), [], {}, set()
+
+    def pop_mark() -> list:
+        i = len(stack) - 1 - stack[::-1].index(mark)
+        items = stack[i + 1:]
+        del stack[i:]
+        return items
+
+    for op, arg, _ in pickletools.genops(data):
+        name = op.name
+        if name == "MARK":
+            stack.append(mark)
+        elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
+            memo[arg] = stack[-1]
+        elif name == "MEMOIZE":
+            memo[len(memo)] = stack[-1]
+        elif name in ("GET", "BINGET", "LONG_BINGET"):
+            stack.append(memo.get(arg))
+        elif name == "TUPLE":
+            stack.append(tuple(pop_mark()))
+        elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
+            n = int(name[-1])
+            items = stack[-n:]
+            del stack[-n:]
+            stack.append(tuple(items))
+        elif name == "BINPERSID":
+            pid = stack.pop()
+            if not (isinstance(pid, tuple) and len(pid) >= 3 and pid[0] == "storage" and isinstance(pid[2], str)):
+                raise ValueError("a persistent id whose storage key the walk cannot read")
+            keys.add(pid[2])
+            stack.append(None)
+        else:  # any other opcode: its documented stack effect, values unknown (pushes of a literal keep it)
+            before, after = op.stack_before, op.stack_after
+            if pickletools.markobject in before:
+                pop_mark()
+                before = before[:before.index(pickletools.markobject)]
+            if before:
+                del stack[-len(before):]
+            stack.extend([arg] if not before and len(after) == 1 else [None] * len(after))
+    return keys
+
+
+PICKLE_WALK_MB = 64  # a model's pickled structure larger than this is not walked: every record of its archive counts
 
 
 def archive_bytes(path: Path) -> tuple[int, str]:
-    """The size of a model as the judge measures it, read from its TorchScript archive's directory
-    (nothing is unpickled): the uncompressed bytes of every entry (tensors, constants, the pickled
-    structure with its attributes, the code) except debug information and format metadata. Weights
-    kept anywhere in the archive count; every model, the baseline included, is such an archive."""
+    """The size of a model as the judge measures it, read from its TorchScript archive (nothing is unpickled):
+    the uncompressed bytes of every record the loader reads for the model: its pickled structure (`data.pkl`,
+    `constants.pkl`, attributes included), every record those pickles refer to, found by the key stored in
+    them (whatever the record's name looks like), and the code (`code/**.py`). Debug information, traced
+    inputs and format metadata are not read to run the model and do not count. Every model, the baseline
+    included, is such an archive. A record named twice counts at its larger size."""
     import zipfile
 
-    if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as z:
-            return (sum(i.file_size for i in z.infolist() if not _NOT_THE_MODEL.search(i.filename)),
-                    "uncompressed bytes of the TorchScript archive (tensors, constants, structure, code; "
-                    "no debug information)")
-    return path.stat().st_size, "the file's bytes (not a zip archive)"
+    if not zipfile.is_zipfile(path):
+        return path.stat().st_size, "the file's bytes (not a zip archive)"
+    with zipfile.ZipFile(path) as z:
+        sizes: dict[str, int] = {}
+        for i in z.infolist():
+            sizes[i.filename] = max(i.file_size, sizes.get(i.filename, 0))
+        names = list(sizes)
+        prefix = names[0].split("/", 1)[0] + "/" if names and "/" in names[0] else ""  # as torch's reader finds it
+        counted = set()
+        try:
+            for pkl, folder in (("data.pkl", "data/"), ("constants.pkl", "constants/")):
+                if sizes.get(prefix + pkl, 0) > PICKLE_WALK_MB * 2**20:  # not walked (the judge's time): all counts
+                    raise ValueError(f"{pkl} is over {PICKLE_WALK_MB} MiB")
+                if prefix + pkl in sizes:
+                    counted.add(prefix + pkl)
+                    counted |= {prefix + folder + k for k in pickle_storage_keys(z.read(prefix + pkl))}
+        except (ValueError, IndexError, KeyError, EOFError) as e:  # a pickle the walk cannot follow: every byte counts
+            return (sum(sizes.values()), f"uncompressed bytes of every record of the archive (its pickle could not "
+                                         f"be read: {type(e).__name__})")
+        counted |= {n for n in names if n.startswith(prefix + "code/") and n.endswith(".py")}
+        return (sum(sizes[n] for n in counted if n in sizes),
+                "uncompressed bytes of the records the TorchScript loader reads (the pickled structure, every "
+                "tensor record it refers to by key, the code; no debug information)")
 
 
 def measure_static(st: Student, data: dict) -> dict:
@@ -377,25 +493,16 @@ def measure_static(st: Student, data: dict) -> dict:
     import numpy as np
 
     from tinytorch.benchmarking.olympics import state_dict_sha256, state_tensor_bytes
-    from tito.olympics.scoring import flat_weights
+    from tito.olympics.scoring import flat_weights, layer_signatures
 
     n = len(data["y"])
     out = {"correct": {}, "size_bytes": {}, "size_method": {}, "tensor_bytes": {}, "sha256": {}, "reported_sha256": st.reported_sha,
            "kinds": st.kinds}
     arrays = {}
-    for role in ("baseline", "optimized"):
-        what = f"{role} model"
+    for role in ("baseline", "optimized") + (("own_baseline",) if "own_baseline" in st.measured else ()):
+        what = f"{role.replace('_', ' ')} model"
         got = call(st, {"op": "predict", "role": role}, data["timeouts"]["predict"], f"running the {what}")
-        y_hat = decode_reply(got.get("outputs"), ARRAY_TAGS, f"{what}'s outputs")
-        if not isinstance(y_hat, np.ndarray) or y_hat.dtype.kind != "f":
-            raise StudentError(f"{what}: its outputs are not an array of class scores")
-        if y_hat.shape != (n, data["classes"]):
-            raise StudentError(f"{what}: outputs of shape {tuple(y_hat.shape)}, expected ({n}, {data['classes']}): "
-                               f"one score per class for each of the {n} test images")
-        bad = np.flatnonzero(~np.isfinite(y_hat).all(axis=1))
-        if bad.size:
-            raise StudentError(f"{what}: non-finite output (NaN or inf) for test image {int(bad[0])} "
-                               f"({bad.size} of {n} rows)")
+        y_hat = checked_outputs(got.get("outputs"), n, data["classes"], what, "test image")
         out["correct"][role] = (y_hat.argmax(axis=1) == data["y"]).astype(int).tolist()
         got = call(st, {"op": "state", "role": role}, 120, f"reading the {what}'s weights")
         state = decode_reply(got.get("state"), STATE_TAGS, f"{what}'s weights")
@@ -404,13 +511,52 @@ def measure_static(st: Student, data: dict) -> dict:
         try:
             out["sha256"][role] = state_dict_sha256(state)
             out["tensor_bytes"][role] = state_tensor_bytes(state)  # the submission's size definition
-            weights = flat_weights(state) if role == "optimized" else None
+            weights = (flat_weights(state), layer_signatures(state)) if role == "optimized" else None
         except (RuntimeError, ValueError, TypeError) as e:
             raise StudentError(f"{what}: unusable weights ({type(e).__name__}: {str(e)[:200]})") from None
         out["size_bytes"][role], out["size_method"][role] = archive_bytes(st.measured[role])
         if role == "optimized":
             arrays["weights"], arrays["outputs"] = weights, y_hat.astype(np.float64)
     return out, arrays
+
+
+def checked_outputs(value: Any, n: int, classes: int, what: str, row: str):
+    """A sandbox's outputs decoded and checked: an (n, classes) float array with every value finite."""
+    import numpy as np
+
+    y_hat = decode_reply(value, ARRAY_TAGS, f"{what}'s outputs")
+    if not isinstance(y_hat, np.ndarray) or y_hat.dtype.kind != "f":
+        raise StudentError(f"{what}: its outputs are not an array of class scores")
+    if y_hat.shape != (n, classes):
+        raise StudentError(f"{what}: outputs of shape {tuple(y_hat.shape)}, expected ({n}, {classes}): "
+                           f"one score per class for each of the {n} {row}s")
+    bad = np.flatnonzero(~np.isfinite(y_hat).all(axis=1))
+    if bad.size:
+        raise StudentError(f"{what}: non-finite output (NaN or inf) for {row} {int(bad[0])} ({bad.size} of {n} rows)")
+    return y_hat
+
+
+def timed_answers(st: Student, role: str, data: dict, pass_correct: list[int], tally: dict) -> None:
+    """The outputs of every call timed since the last fetch (not timed itself), each checked as the accuracy
+    pass's are and paired with the accuracy pass's answer on the same image: `tally[role]` counts
+    [both right, only the accuracy pass right, only the timed call right, neither] (the timed work is the
+    judged work: a model that changes what it computes once timed shows here)."""
+    import numpy as np
+
+    got = call(st, {"op": "outputs"}, 60, f"reading the {role} model's timed answers")
+    index = decode_reply(got.get("index"), ARRAY_TAGS, f"the {role} model's timed answers")
+    if not isinstance(index, np.ndarray) or index.ndim != 1 or index.dtype.kind not in "iu":
+        raise StudentError(f"{role} model: its timed answers came without their images")
+    if index.size == 0:
+        return
+    y_hat = checked_outputs(got.get("outputs"), index.size, data["classes"], f"{role} model (timed calls)", "timed call")
+    if index.min() < 0 or index.max() >= len(data["y"]):
+        raise StudentError(f"{role} model: its timed answers name images that were not sent")
+    timed_ok = y_hat.argmax(axis=1) == data["y"][index]
+    pass_ok = np.asarray(pass_correct, dtype=bool)[index]
+    t = tally.setdefault(role, [0, 0, 0, 0])
+    for i, (a, b) in enumerate(((True, True), (True, False), (False, True), (False, False))):
+        t[i] += int(np.sum((pass_ok == a) & (timed_ok == b)))
 
 
 # ---- timing -----------------------------------------------------------------------------------
@@ -429,26 +575,82 @@ def timed(st: Student, role: str, start: int, count: int, timeout: float) -> flo
     return time_callable(request, warmup=0, samples=1).per_call_ns[0] / 1e9
 
 
-def calibrate(st: Student, role: str, target_s: float, timeout: float, most: int) -> int:
+def calibrate(st: Student, role: str, target_s: float, timeout: float, most: int, answers=None) -> int:
     """Calls per request so that one request takes about `target_s` (its first requests warm the model
-    up), at most `most` images; each step's time is the fastest of three (a busy machine's stalls only add)."""
+    up), at most `most` images; each step's time is the fastest of three (a busy machine's stalls only add).
+    `answers()`, after each step: the judge reads (and checks) what the timed calls answered."""
+    answers = answers or (lambda: None)
     k, elapsed = 1, timed(st, role, 0, 1, timeout)
+    answers()
     for _ in range(20):
         elapsed = min(timed(st, role, 0, k, timeout) for _ in range(3))
+        answers()
         if elapsed >= target_s or k >= most:
             break
         k = min(most, max(k * 2, math.ceil(k * 1.2 * target_s / max(elapsed, 1e-6))))
     return k
 
 
-def fresh_inputs(X, round_index: int):
-    """The test images with a tiny noise of their own for each round (1e-3 of the images' spread, the
-    same for every student): a model that keeps answers by image (a cache, a lookup table of the
-    public test split) meets images it has not seen; a real model's answers do not change."""
+NOISE = 0.08  # of the images' spread: digits' pixels sit on a 1/16 grid; 0.08 x 0.37 = 0.03, half a grid step
+
+
+def fresh_inputs(X, round_index: int, seed: int = 0):
+    """The test images with a noise of their own for each round (NOISE of the images' spread, the same for
+    every student): a model that keeps answers by image (a cache, a lookup table of the public test split,
+    keyed by the images rounded back to the pixels' 1/16 grid: about 20 of 64 pixels round elsewhere) meets
+    images it has not seen; a real model's answers barely change (the course's models: within 0.3 points).
+    The judge draws `seed` secretly for each run (kept in its state for --resume): no student can compute a
+    round's images ahead of time."""
     import numpy as np
 
-    rng = np.random.default_rng(1_000_003 + round_index)
-    return (X + rng.normal(0, 1e-3 * float(X.std()), size=X.shape)).astype(X.dtype)
+    rng = np.random.default_rng([seed, 1_000_003 + round_index])
+    return (X + rng.normal(0, NOISE * float(X.std()), size=X.shape)).astype(X.dtype)
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds used so far by process `pid` and every process below it (all their threads, and the children
+    they reaped), read from /proc (the sandbox seen from outside); a process that ends while read adds nothing."""
+    tick, total, todo, seen = os.sysconf("SC_CLK_TCK"), 0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+            for t in os.listdir(f"/proc/{p}/task"):
+                todo += [int(c) for c in Path(f"/proc/{p}/task/{t}/children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+            continue
+    return total / tick
+
+
+IDLE_CPU = (0.03, 0.02)  # a sandbox may use, outside its own requests, 30 ms + 2% of the wall time between checks
+
+
+def own_request(st: Student, fn):
+    """Run `fn` (one or more requests to `st`'s sandbox), counting the CPU its sandbox uses meanwhile as its own."""
+    before = tree_cpu_s(st.proc.pid) if st.proc is not None else 0.0
+    try:
+        return fn()
+    finally:
+        if st.proc is not None:
+            st.cpu_busy += tree_cpu_s(st.proc.pid) - before
+
+
+def idle_cpu_check(st: Student, wall_s: float) -> str | None:
+    """Why `st`'s sandbox is rejected for working outside its own requests since the last check (None: quiet);
+    starts the next check. Its CPU while others are timed would slow them (a TorchScript fork spinning
+    on the measuring core doubled their latencies)."""
+    now = tree_cpu_s(st.proc.pid) if st.proc is not None else st.cpu_mark
+    idle, st.cpu_mark, st.cpu_busy = now - st.cpu_mark - st.cpu_busy, now, 0.0
+    limit = IDLE_CPU[0] + IDLE_CPU[1] * wall_s
+    if idle > limit:
+        return (f"its sandbox used {idle:.2f} s of CPU outside its own requests in {wall_s:.1f} s (at most "
+                f"{limit:.2f} s allowed): work left running between requests (threads, forked tasks) would slow "
+                "the other students' timed calls")
+    return None
 
 
 def ipc_overhead_s(st: Student) -> float:
@@ -462,8 +664,9 @@ def ipc_overhead_s(st: Student) -> float:
 
 # ---- the run ----------------------------------------------------------------------------------
 
-def _key(students: list[Student], event: str, rounds: int, target_ms: float, seed: int) -> str:
+def _key(students: list[Student], event: str, rounds: int, target_ms: float, seed: int, data: dict) -> str:
     h = hashlib.sha256(json.dumps([STATE_VERSION, event, rounds, target_ms, seed]).encode())
+    h.update(hashlib.sha256(data["X"].tobytes() + data["y"].tobytes()).digest())
     for st in students:
         h.update(f"{st.name}\0{st.key}\0".encode())
     return h.hexdigest()
@@ -486,10 +689,11 @@ def _check_settings(jobs: int, rounds: int, target_ms: float, no_sandbox: bool) 
 
 def judge_class(submissions_dir, event: str, output_dir, *, jobs: int = 1, rounds: int = 30, resume: bool = False,
                 no_sandbox: bool = False, target_ms: float = 10.0, seed: int = 0,
-                timeouts: dict[str, float] | None = None) -> dict[str, Any]:
+                timeouts: dict[str, float] | None = None, data_file=None) -> dict[str, Any]:
     """Judge every student folder of `submissions_dir` for `event`; write the leaderboard, per-student
     JSON and the class plot into `output_dir`; return {"board", "rejected", "students", "pairs"}.
-    `timeouts` (seconds; TIMEOUTS's keys) bound how long one sandbox may take to load, predict, be timed.
+    `timeouts` (seconds; TIMEOUTS's keys) bound how long one sandbox may take to load, predict, be timed;
+    `data_file`: the instructor's held-out images (`load_private_data`), else the public test split.
 
         judge_class("submissions", "latency_sprint", "judged", jobs=4)   # doctest: +SKIP
     """
@@ -500,6 +704,8 @@ def judge_class(submissions_dir, event: str, output_dir, *, jobs: int = 1, round
         raise TitoError(f"SUBMISSIONS_DIR: not a folder: {folder}", code=2)
     ev = o.get_event(event)
     bwrap = _check_settings(jobs, rounds, target_ms, no_sandbox)
+    if data_file is not None:
+        load_private_data(data_file)  # a bad file is the instructor's error, told before any sandbox starts
     folders = [p for p in sorted(folder.iterdir()) if p.is_dir() and not p.name.startswith(".")]
     if not folders:
         raise TitoError(f"SUBMISSIONS_DIR: no student folders in {folder}", code=2)
@@ -517,7 +723,7 @@ def judge_class(submissions_dir, event: str, output_dir, *, jobs: int = 1, round
         except Exception as e:  # noqa: BLE001 - whatever a submission holds, it is that student's line
             rejected[st.name] = f"unreadable submission ({type(e).__name__}: {str(e)[:200]})"
     return run_judge(valid, rejected, ev, Path(output_dir), bwrap, jobs=jobs, rounds=rounds, resume=resume,
-                     target_ms=target_ms, seed=seed, timeouts=timeouts)
+                     target_ms=target_ms, seed=seed, timeouts=timeouts, data_file=data_file)
 
 
 def verify_files(submission, model_path, baseline_path=None, *, rounds: int = 20, no_sandbox: bool = False,
@@ -564,7 +770,7 @@ def verify_files(submission, model_path, baseline_path=None, *, rounds: int = 20
 
 def run_judge(valid: list[Student], rejected: dict[str, str], ev, out: Path, bwrap: str | None, *, jobs: int,
               rounds: int, resume: bool, target_ms: float, seed: int, timeouts: dict[str, float] | None,
-              tolerance: dict[str, float] | None = None) -> dict[str, Any]:
+              tolerance: dict[str, float] | None = None, data_file=None) -> dict[str, Any]:
     """Stage, load, measure and time the students whose files were found; write the report into `out`
     (claims checked with `tolerance`, default JUDGE_TOLERANCE)."""
     from tinytorch.benchmarking import olympics as o
@@ -574,28 +780,31 @@ def run_judge(valid: list[Student], rejected: dict[str, str], ev, out: Path, bwr
     work = Path(tempfile.mkdtemp(prefix="tito-olympics-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
     work.chmod(0o755)
     try:
-        data = prepare_work(work)
+        data = prepare_work(work, data_file)
         data["timeouts"] = {**TIMEOUTS, **(timeouts or {})}
         for i, st in enumerate(valid):
             stage(st, work, i)
-        key = _key(valid, ev.value, rounds, target_ms, seed)
+        key = _key(valid, ev.value, rounds, target_ms, seed, data)
         saved = json.loads(state_path.read_text()) if resume and state_path.is_file() else None
         if saved is not None and saved.get("key") != key:
             print("--resume: the submissions or the settings changed since the saved run; judging from the start",
                   file=sys.stderr)
             saved = None
-        state = saved or {"key": key, "static": {}, "rejected": {}, "pairs": [], "rounds": [], "overhead_s": {}}
+        state = saved or {"key": key, "static": {}, "rejected": {}, "pairs": [], "rounds": [], "overhead_s": {},
+                          "noise_seed": secrets.randbits(62)}  # drawn per run: the rounds' images cannot be foreseen
+        data["noise_seed"] = state.get("noise_seed", 0)
         rejected.update(state["rejected"])
         valid = [st for st in valid if st.name not in state["rejected"]]
         if len(state["rounds"]) < rounds and valid:
             valid = _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_path)
             try:
                 _rounds(valid, rounds, target_ms / 1000, seed, state, rejected, state_path, data["timeouts"]["time"],
-                        data["X"])
+                        data)
             finally:
                 for st in valid:
                     stop(st)
-        return _report(o, ev, [st for st in valid if st.name not in rejected], state, rejected, out, tolerance)
+        return _report(o, ev, [st for st in valid if st.name not in rejected], state, rejected, out, tolerance,
+                       data["source"])
     finally:
         for st in valid:
             stop(st)
@@ -636,30 +845,67 @@ def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_pat
               show_progress=sys.stderr.isatty(), label="loading models")
     alive = [st for st in valid if st.name not in rejected]
     if arrays:
-        state["pairs"] = similar_models({s: (state["static"][s]["sha256"]["optimized"], a["weights"]) for s, a in arrays.items()},
+        state["pairs"] = similar_models({s: (state["static"][s]["sha256"]["optimized"], *a["weights"]) for s, a in arrays.items()},
                                         {s: a["outputs"] for s, a in arrays.items()})
     _save(state_path, state)
     return alive
 
 
-def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state: dict, rejected: dict,
-            state_path: Path, timeout: float, X) -> None:
-    """Interleaved rounds: each (student, model) pair once per round, in a fresh random order, on
-    images of the round's own (`fresh_inputs`)."""
-    import numpy as np
+def _calibrate_all(alive: list[Student], target_s: float, timeout: float, most: int, state: dict, reject, answers,
+                   tallies: dict) -> bool:
+    """Calls per request for every student (`calibrate`) and the empty request's time; True when a sandbox was
+    rejected for working outside its own requests meanwhile (the others' counts may be skewed)."""
+    import time
 
+    t0 = time.perf_counter()
     for st in list(alive):
+        if st.proc is None:
+            continue
         try:
             # a timed request's sample and the timing core's two calibration blocks each get their own images
             # one count for both models: the per-request overhead (the channel, the server's loop) then adds the
             # same per call to both sides of a ratio, and a slow spell while calibrating one cannot leave it at k = 1
-            k = max(calibrate(st, role, target_s, timeout, len(X) // 3) for role in ("baseline", "optimized"))
+            tally = tallies.setdefault(st.name, {})
+            k = own_request(st, lambda: max(calibrate(st, role, target_s, timeout, most, answers(st, role, tally))
+                                            for role in ("baseline", "optimized")))
             st.k = dict.fromkeys(("baseline", "optimized"), k)
             state.setdefault("calls", {})[st.name] = k
-            state["overhead_s"][st.name] = ipc_overhead_s(st)
+            state["overhead_s"][st.name] = own_request(st, lambda: ipc_overhead_s(st))
         except StudentError as e:
-            rejected[st.name] = state["rejected"][st.name] = str(e)
-            stop(st)
+            reject(st, str(e))
+    wall, noisy = time.perf_counter() - t0, False
+    for st in alive:
+        if st.proc is not None and (why := idle_cpu_check(st, wall)):
+            reject(st, why)
+            noisy = True
+    return noisy
+
+
+def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state: dict, rejected: dict,
+            state_path: Path, timeout: float, data: dict) -> None:
+    """Interleaved rounds: each (student, model) pair once per round, in a fresh random order, on
+    images of the round's own (`fresh_inputs`). Every timed call's answer is read back and paired with the
+    accuracy pass's (`timed_answers`); a sandbox that uses CPU outside its own requests is rejected and the
+    round it may have slowed is measured again (`idle_cpu_check`)."""
+    import time
+
+    import numpy as np
+
+    X = data["X"]
+    tallies = state.setdefault("timed", {})
+
+    def reject(st: Student, why: str) -> None:
+        rejected[st.name] = state["rejected"][st.name] = why
+        stop(st)
+
+    def answers(st: Student, role: str, tally: dict):
+        return lambda: timed_answers(st, role, data, state["static"][st.name]["correct"][role], tally)
+
+    for st in alive:
+        st.cpu_mark, st.cpu_busy = (tree_cpu_s(st.proc.pid) if st.proc is not None else 0.0), 0.0
+    for _ in range(3):  # calibrated again when a busy neighbour was found: it may have skewed everyone's k
+        if not _calibrate_all(alive, target_s, timeout, len(X) // 3, state, reject, answers, tallies):
+            break
     alive[:] = [st for st in alive if st.name not in rejected]
     _save(state_path, state)
     rng = np.random.default_rng(seed + len(state["rounds"]))
@@ -673,30 +919,41 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state
         task = bar.add_task("timing rounds", total=total, completed=len(state["rounds"]), failed=len(rejected))
     try:
         while len(state["rounds"]) < rounds and alive:
-            images = protocol.encode(fresh_inputs(X, len(state["rounds"]) + 1), refs=None)
+            t0 = time.perf_counter()
+            images = protocol.encode(fresh_inputs(X, len(state["rounds"]) + 1, data["noise_seed"]), refs=None)
             for st in list(alive):  # not timed: the round's images, before any model of the round runs
                 try:
-                    call(st, {"op": "data", "X": images}, 60, "sending the round's images")
+                    own_request(st, lambda: call(st, {"op": "data", "X": images}, 60, "sending the round's images"))
                 except StudentError as e:
-                    rejected[st.name] = state["rejected"][st.name] = str(e)
-                    stop(st)
+                    reject(st, str(e))
             alive[:] = [st for st in alive if st.name not in rejected]
             pairs = [(st, role) for st in alive for role in ("baseline", "optimized")]
             this: dict[str, dict[str, float]] = {}
+            tally: dict[str, dict] = {}  # this round's answers: kept only with the round
             for i in rng.permutation(len(pairs)):
                 st, role = pairs[i]
                 if st.name in rejected:
                     continue
                 k = st.k[role]
                 try:
-                    seconds = timed(st, role, int(rng.integers(0, 1 << 30)), k, timeout)
+                    seconds = own_request(st, lambda: timed(st, role, int(rng.integers(0, 1 << 30)), k, timeout))
+                    own_request(st, answers(st, role, tally.setdefault(st.name, {})))
                 except StudentError as e:
-                    rejected[st.name] = state["rejected"][st.name] = str(e)
-                    stop(st)
+                    reject(st, str(e))
                     continue
                 this.setdefault(st.name, {})[role] = 1000 * seconds / k
-            state["rounds"].append({s: v for s, v in this.items() if s not in rejected})
+            wall = time.perf_counter() - t0
+            noisy = [(st, why) for st in alive if st.name not in rejected and (why := idle_cpu_check(st, wall))]
+            for st, why in noisy:
+                reject(st, why)
             alive[:] = [st for st in alive if st.name not in rejected]
+            if noisy:  # it may have slowed everyone's timed calls in this round: the round is measured again
+                continue
+            state["rounds"].append({s: v for s, v in this.items() if s not in rejected})
+            for name, roles in tally.items():
+                for role, counts in roles.items():
+                    t = tallies.setdefault(name, {}).setdefault(role, [0, 0, 0, 0])
+                    t[:] = [a + b for a, b in zip(t, counts)]
             _save(state_path, state)
             if bar is not None:
                 bar.update(task, completed=len(state["rounds"]), failed=len(rejected))
@@ -707,7 +964,7 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state
 
 
 def _report(o, ev, judged: list[Student], state: dict, rejected: dict, out: Path,
-            tolerance: dict[str, float] | None = None) -> dict[str, Any]:
+            tolerance: dict[str, float] | None = None, source: str = "") -> dict[str, Any]:
     """Figures, claims, flags and the leaderboard from the measurements; everything written atomically."""
     from tito.olympics import scoring
     from tinytorch.benchmarking.results import write_atomic, write_json
@@ -720,7 +977,7 @@ def _report(o, ev, judged: list[Student], state: dict, rejected: dict, out: Path
                                                                  tolerance or JUDGE_TOLERANCE)
         except Exception as e:  # noqa: BLE001 - a submission's content, never the judge's crash
             rejected[st.name] = f"its submission could not be checked ({type(e).__name__}: {str(e)[:200]})"
-    board = scoring.judged_leaderboard(entries, ev, rejected)
+    board = scoring.judged_leaderboard(entries, ev, rejected, source=source)
     write_atomic(out / "leaderboard.md", board["markdown"])
     write_atomic(out / "leaderboard.csv", board["csv"])
     (out / "students").mkdir(exist_ok=True)
@@ -755,6 +1012,8 @@ def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str],
     figures = scoring.judged_figures(record, ev)
     # a pickled module's hash comes from its own code (the trace has other keys): it checks the file, not a score
     hashes = {role: static.get("reported_sha256", {}).get(role) or static["sha256"][role] for role in static["sha256"]}
+    own = "own_baseline" in static["sha256"]
+    hashes["baseline"] = hashes.pop("own_baseline", hashes["baseline"])  # the submission's claim is about its own file
     # `submit` times both models as the judge does (TorchScript, one thread, interleaved rounds), but on the
     # student's machine: a class judged on another machine keeps JUDGE_TOLERANCE's floor (before submit timed
     # TorchScript, an honest int8 claim was 2.1x the judged speed-up); `verify` passes the submission's own
@@ -776,9 +1035,30 @@ def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str],
     flags += [f"{'breaks' if c['decision'] == 'fail' else 'is not shown to meet'} the rule {c['quantity']} {c['op']} "
               f"{c['threshold']} (judged {_fmt(c['measured'])}; {c.get('basis') or c.get('reason')})" for c in checks if not c["passed"]]
     flags += same
+    eligible = all(c["passed"] for c in checks)
+    consistency = scoring.timed_consistency(state.get("timed", {}).get(st.name, {}).get("optimized"))
+    if consistency is not None:
+        figures["accuracy"]["timed"] = consistency
+        if consistency["differs"]:
+            eligible = False
+            flags.append(f"answers differ when timed: {consistency['timed']:.1%} of its {consistency['calls']} timed calls "
+                         f"right, {consistency['pass']:.1%} of the same images in the accuracy pass (not ranked: the "
+                         "timed work must be the judged work)")
+    if own:
+        accepted = static["sha256"]["own_baseline"] == static["sha256"]["baseline"]
+        own_rec = {"accepted": accepted, "size_bytes": static["size_bytes"]["own_baseline"],
+                   "accuracy": sum(static["correct"]["own_baseline"]) / len(static["correct"]["own_baseline"]),
+                   "compression_ratio_vs_own": static["size_bytes"]["own_baseline"] / static["size_bytes"]["optimized"],
+                   "how": "its weights are the course model's: the same denominator" if accepted else
+                          "not the course model (its weights differ): reported here only; every ranked figure is "
+                          "against the course baseline the judge measured"}
+        figures["own_baseline"] = own_rec
+        if not accepted:
+            flags.append(f"own baseline is not the course model (weights differ; {own_rec['size_bytes']:,} bytes, "
+                         f"accuracy {own_rec['accuracy']:.1%}): figures are against the course baseline")
     techniques = st.doc.get("techniques") if isinstance(st.doc.get("techniques"), list) else []
     entry = {"figures": figures, "techniques": [clean_text(str(t))[:200] for t in techniques[:20]],
-             "flags": flags, "eligible": all(c["passed"] for c in checks), "size_bytes": static["size_bytes"]["optimized"]}
+             "flags": flags, "eligible": eligible, "size_bytes": static["size_bytes"]["optimized"]}
     rec = {"student": st.name, "folder": str(st.folder), "event": ev.value, "figures": figures, "claims": claims,
            "constraints": checks, "flags": flags, "measurements": record, "static": static,
            "same_model": [p for p in state["pairs"] if st.name in p["students"]],

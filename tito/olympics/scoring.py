@@ -203,6 +203,80 @@ def flat_weights(state: Mapping[str, Any]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
+def layer_signatures(state: Mapping[str, Any], smallest: int = 64) -> list[np.ndarray]:
+    """One signature per weight tensor of at least `smallest` elements: its values sorted and scaled to unit
+    norm. Whatever the tensor's name, shape, key order or the channels' order, and whatever else the model
+    carries, the same weights give the same signature (and a layer scaled by a constant, as ReLU nets allow
+    without changing what they compute, too)."""
+    sigs = []
+    for key in sorted(state):
+        values = state[key] if isinstance(state[key], (tuple, list)) else [state[key]]
+        for t in values:
+            if isinstance(t, torch.Tensor) and (t.is_quantized or t.is_floating_point()) and t.numel() >= smallest:
+                v = np.sort((t.dequantize() if t.is_quantized else t).detach().double().reshape(-1).numpy())
+                norm = float(np.linalg.norm(v))
+                if norm > 0:
+                    sigs.append(v / norm)
+    return sigs
+
+
+LAYER_CLOSENESS = 1e-3  # distance of two layers' signatures at or below which they hold the same weights
+LAYER_SHARE = 0.9       # the share of a model's weights (in layers of 64+ elements) that must match for "same weights"
+
+
+def shared_weights(a: Sequence[np.ndarray], b: Sequence[np.ndarray], closeness: float = LAYER_CLOSENESS) -> float:
+    """The share of the smaller model's weight elements (`layer_signatures`) whose layer has a match in the
+    other model (a signature of the same size within `closeness`): 1.0 for a copy with extra tensors,
+    renamed, reshaped, reordered or with permuted channels; an int8 or pruned version of a model: far below."""
+    small, big = (a, b) if sum(x.size for x in a) <= sum(x.size for x in b) else (b, a)
+    total = sum(x.size for x in small)
+    if not total:
+        return 0.0
+    free = list(big)
+    matched = 0
+    for x in sorted(small, key=lambda v: -v.size):
+        for j, y in enumerate(free):
+            if y.size == x.size and float(np.linalg.norm(x - y)) <= closeness:
+                matched += x.size
+                del free[j]
+                break
+    return matched / total
+
+
+def rank_agreement(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """(share of rows with the same top class, share of discordant class pairs): for each row, each pair of
+    classes that both models order strictly, the share ordered differently. A monotone transform of a model's
+    outputs (softmax, log, scaling, shifting) changes neither; honest optimisations of one baseline order
+    0.05-1.3% of pairs differently on the digits test split (int8 vs the fp32 baseline: 0.055%)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    top = float(np.mean(a.argmax(axis=1) == b.argmax(axis=1)))
+    da = np.sign(a[:, :, None] - a[:, None, :])
+    db = np.sign(b[:, :, None] - b[:, None, :])
+    both = da * db
+    strict = int(np.count_nonzero(both))
+    return top, (int(np.count_nonzero(both < 0)) / strict if strict else 1.0)
+
+
+RANK_DISCORDANCE = 1e-4  # share of discordant class pairs at or below which two models order their outputs alike
+
+
+def timed_consistency(tally: Sequence[int] | None) -> dict[str, Any] | None:
+    """Whether a model's timed calls answered as its accuracy pass did on the same images: `tally` counts
+    [both right, only the pass right, only the timed call right, neither] over every timed call. The two are
+    compared paired (McNemar) with the library's one rule (`compare_results`): `differs` when significant."""
+    if not tally or sum(tally) == 0:
+        return None
+    both, pass_only, timed_only, neither = (int(v) for v in tally)
+    pass_ok = [1] * both + [1] * pass_only + [0] * timed_only + [0] * neither
+    timed_ok = [1] * both + [0] * pass_only + [1] * timed_only + [0] * neither
+    c = compare_results(ProportionResult("accuracy", pass_ok), ProportionResult("accuracy", timed_ok),
+                        names=("accuracy pass", "timed calls"))
+    n = len(pass_ok)
+    return {"calls": n, "pass": sum(pass_ok) / n, "timed": sum(timed_ok) / n, "differs": bool(c.significant),
+            "p_value": c.p_value, "method": "every timed call's answer against the accuracy pass's answer on the same "
+            "image (each round's own noise); McNemar, the library's significance rule"}
+
+
 def _standardized(out: np.ndarray) -> np.ndarray:
     "Each row of class scores centred and scaled to unit spread: rescaled or shifted copies look alike."
     o = np.asarray(out, dtype=float)
@@ -213,18 +287,22 @@ def _standardized(out: np.ndarray) -> np.ndarray:
 OUTPUT_CLOSENESS = 1e-3  # relative difference of two models' outputs at or below which they are "near-identical"
 
 
-def similar_models(weights: Mapping[str, tuple[str, np.ndarray]], outputs: Mapping[str, np.ndarray] | None = None,
+def similar_models(weights: Mapping[str, tuple], outputs: Mapping[str, np.ndarray] | None = None,
                    threshold: float = JUDGE_SIMILARITY, closeness: float = OUTPUT_CLOSENESS) -> list[dict[str, Any]]:
     """Pairs of students whose models look the same: identical weights (hash), near-identical weights
-    (cosine of the flattened weights >= `threshold`, same layout), or near-identical outputs on the test
-    split (||a - b|| / ||a|| <= `closeness`: a copy whose channels were permuted, or with noise added,
-    computes the same function). `weights`: student -> (sha256, flat_weights(...)); `outputs`: student
-    -> the model's outputs on the test split. Honest, different optimisations of one baseline differ by
-    a few percent (pruned vs int8 digits CNN: about 5%)."""
+    (cosine of the flattened weights >= `threshold`, same layout), the same weights layer by layer
+    (`shared_weights` >= LAYER_SHARE: whatever else a copy carries, however its tensors are named, shaped
+    or ordered), near-identical outputs on the test split (||a - b|| / ||a|| <= `closeness` after each row's
+    scale and shift: a copy whose channels were permuted, or with noise added, computes the same function),
+    or the same top class on every image with the class scores in the same order (`rank_agreement`: at most
+    RANK_DISCORDANCE of the pairs differ: a softmax or any other monotone transform of a copy's outputs).
+    `weights`: student -> (sha256, flat_weights(...)[, layer_signatures(...)]); `outputs`: student -> the
+    model's outputs on the test split. Honest, different optimisations of one baseline differ by a few
+    percent (pruned vs int8 digits CNN: about 5% of their outputs, 0.9% of class pairs ordered differently)."""
     names, pairs = sorted(weights), []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
-            (sha_a, wa), (sha_b, wb) = weights[a], weights[b]
+            (sha_a, wa, *la), (sha_b, wb, *lb) = weights[a], weights[b]
             why = []
             if sha_a == sha_b:
                 why.append("identical weights (same sha256)")
@@ -233,19 +311,28 @@ def similar_models(weights: Mapping[str, tuple[str, np.ndarray]], outputs: Mappi
                 cos = float(wa @ wb) / denom if denom else 0.0
                 if cos >= threshold:
                     why.append(f"near-identical weights (cosine {cos:.6f} >= {threshold})")
+            if sha_a != sha_b and la and lb and sum(x.size for x in la[0]) >= 1000 <= sum(x.size for x in lb[0]):
+                share = shared_weights(la[0], lb[0])
+                if share >= LAYER_SHARE:
+                    why.append(f"the same weights layer by layer ({share:.0%} of the smaller model's weights match, "
+                               f">= {LAYER_SHARE:.0%})")
             if outputs is not None and a in outputs and b in outputs and outputs[a].shape == outputs[b].shape:
                 oa, ob = (_standardized(outputs[k]) for k in (a, b))
                 rel = float(np.linalg.norm(oa - ob) / max(np.linalg.norm(oa), np.linalg.norm(ob), 1e-12))
                 if rel <= closeness:
                     why.append("identical outputs on the test split" if rel == 0 else
                                f"near-identical outputs on the test split (relative difference {rel:.1e})")
+                top, discordant = rank_agreement(outputs[a], outputs[b])
+                if top == 1.0 and discordant <= RANK_DISCORDANCE and rel > closeness:
+                    why.append(f"the same class scores' order on the test split (same top class on every image; "
+                               f"{discordant:.1e} of class pairs ordered differently, <= {RANK_DISCORDANCE:g})")
             if why:
                 pairs.append({"students": [a, b], "why": why})
     return pairs
 
 
 def judged_leaderboard(entries: Mapping[str, Mapping[str, Any]], event: OlympicEvent | str,
-                       rejected: Mapping[str, str] | None = None, **rule: Any) -> dict[str, Any]:
+                       rejected: Mapping[str, str] | None = None, source: str = "", **rule: Any) -> dict[str, Any]:
     """The class's leaderboard from the judge's figures. `entries`: student -> {"figures":
     judged_figures(...), "techniques": [...], "flags": [...], "eligible": bool}; ineligible entries
     (an event rule broken) are listed unranked. Returns {"table": DataFrame, "markdown", "csv", "ranks"}."""
@@ -272,8 +359,8 @@ def judged_leaderboard(entries: Mapping[str, Mapping[str, Any]], event: OlympicE
     md_text = lambda t: re.sub(r"[\x00-\x1f\x7f-\x9f]+", " ", str(t)).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")  # noqa: E731
     md = [f"# TorchPerf Olympics: {ev.value}, judged", "",
           f"Score: {EVENT_RULES[ev].description}. Every model was measured by the judge on one machine in one run "
-          "(sizes: the uncompressed bytes of each model's TorchScript archive); students tie when the significance rule "
-          "cannot separate their scores.", "",
+          "(sizes: the uncompressed bytes of the records the TorchScript loader reads for each model); students tie when the significance rule "
+          "cannot separate their scores." + (f" Accuracy was measured on {source}." if source else ""), "",
           "| rank | participant | score | 95% interval | accuracy | latency median (ms) | size (bytes) | techniques | flags |",
           "|---|---|---|---|---|---|---|---|---|"]
     for _, row in table.iterrows():

@@ -20,7 +20,11 @@ Requests and answers over the stream socket FD, one frame each (tito.grading.pro
     {"op": "state", "role": r}              -> {"ok": true, "state": {name: tensor or tuple of them}}
     {"op": "predict", "role": r}            -> {"ok": true, "outputs": array (N, classes)}
     {"op": "time", "role": r, "start": i, "count": k} -> {"ok": true}  (k single-image calls; the judge
-                                                                         times the request from outside)
+                                                                         times the request from outside; each
+                                                                         call's output is kept, untouched)
+    {"op": "outputs"}                       -> {"ok": true, "outputs": array (calls, classes), "index": array}
+                                               (the outputs of every timed call since the last such request,
+                                                and the index of the image each was given; then forgotten)
     {"op": "trace", "path": p}  (--trace)   -> {"ok": true, "torchscript": bytes, "sha256": hash of its weights}
     {"op": "bye"}
 
@@ -102,6 +106,7 @@ class Server:
         self.models: dict[str, torch.nn.Module] = {}
         self.X: torch.Tensor | None = None
         self.converting = converting
+        self.timed: list[tuple[int, object]] = []  # (image index, output) of every timed call, until fetched
 
     def handle(self, msg: dict) -> dict:
         op = msg.get("op")
@@ -128,15 +133,20 @@ class Server:
             return {"torchscript": encode(archive, refs=None), "sha256": sha, "kind": kind}
         if op == "state":
             return {"state": encode(model_state(self.models[msg["role"]]), refs=None)}
+        if op == "outputs":  # not timed: the judge checks the timed calls' answers after timing them
+            timed, self.timed = self.timed, []
+            outs = [as_array(out) for _, out in timed]
+            return {"outputs": encode(np.concatenate(outs) if outs else np.zeros((0, 0), np.float32), refs=None),
+                    "index": encode(np.array([j for j, _ in timed], dtype=np.int64), refs=None)}
         model = self.models[msg["role"]]
         with torch.inference_mode():
             if op == "predict":
                 outs = [as_array(model(self.X[i:i + BATCH])) for i in range(0, len(self.X), BATCH)]
                 return {"outputs": encode(np.concatenate(outs), refs=None)}
             if op == "time":
-                n = len(self.X)
+                n, kept = len(self.X), self.timed
                 for j in range(msg["start"], msg["start"] + msg["count"]):
-                    model(self.X[j % n:j % n + 1])
+                    kept.append((j % n, model(self.X[j % n:j % n + 1])))  # judged later: the timed work is the judged work
                 return {}
         raise ValueError(f"unknown request {op!r}")
 
