@@ -119,7 +119,7 @@ def test_unit_parameter_count():
     assert parameter_count([]) == 0, f"no arrays: expected 0 scalars, got {parameter_count([])}"
     assert isinstance(got, int), f"expected a Python int, got {type(got).__name__}"
     ### BEGIN HIDDEN TESTS
-    hidden_property("the parameter count and bytes of models mixing torch tensors and numpy arrays of other dtypes"
+    hidden_property("the parameter count and bytes of models mixing torch tensors and numpy arrays of other dtypes "
                     "and shapes (a 0-d array included)")
     rng = grading_rng()
     torch_dtypes, numpy_dtypes = (torch.float32, torch.float16, torch.float64, torch.int8), (np.float32, np.float64, np.int16, np.uint8)
@@ -377,7 +377,7 @@ def test_unit_activation_bytes():
     got = activation_bytes(tuple(t.shape), t.dtype)
     assert got == t.numel() * t.element_size(), f"a (4, 9) float64 tensor: expected torch's own size {t.numel() * t.element_size()}, got {got}"
     ### BEGIN HIDDEN TESTS
-    hidden_property("activation bytes of torch tensors and numpy arrays of other dtypes and shapes (a 0-d one"
+    hidden_property("activation bytes of torch tensors and numpy arrays of other dtypes and shapes (a 0-d one "
                     "included)")
     rng = grading_rng()
     torch_dtypes = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.uint8, torch.int16,

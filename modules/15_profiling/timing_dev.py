@@ -782,7 +782,7 @@ def test_unit_median_ci():
         else:
             raise AssertionError(f"median_ci{bad} should raise ValueError")
     ### BEGIN HIDDEN TESTS
-    hidden_property("the median's distribution-free interval (order statistics from the binomial tail) for other"
+    hidden_property("the median's distribution-free interval (order statistics from the binomial tail) for other "
                     "sample sizes and confidences")
     rng = grading_rng()
 
@@ -1016,7 +1016,7 @@ def test_unit_timing_conditions():
         in_student_process(torch.set_num_threads, before)
         in_student_process(gc.enable if gc_was_on else gc.disable)
     ### BEGIN HIDDEN TESTS
-    hidden_property("thread count and garbage collector set for the measurement and restored afterwards, also when"
+    hidden_property("thread count and garbage collector set for the measurement and restored afterwards, also when "
                     "the timed code raises")
     rng = grading_rng()
     threads, gc_on = lambda: in_student_process(torch.get_num_threads), lambda: in_student_process(gc.isenabled)
@@ -1173,7 +1173,7 @@ def test_unit_stop_reason():
         got = _stop_reason(values, samples, spent, **options)
         assert got == expected, f"{what}: expected {expected!r}, got {got!r}"
     ### BEGIN HIDDEN TESTS
-    hidden_property("the stopping rule (the median interval's relative half-width against the target) for other"
+    hidden_property("the stopping rule (the median interval's relative half-width against the target) for other "
                     "samples")
     rng = grading_rng()
 
@@ -1730,7 +1730,7 @@ def test_unit_time_interleaved():
         else:
             raise AssertionError(f"{kwargs} should raise ValueError naming {arg!r}")
     ### BEGIN HIDDEN TESTS
-    hidden_property("interleaved rounds for other models, rounds, samples and warm-up, a failing model recorded with"
+    hidden_property("interleaved rounds for other models, rounds, samples and warm-up, a failing model recorded with "
                     "its error")
     rng = grading_rng()
     n_models = int(rng.integers(2, 5))

@@ -485,7 +485,7 @@ def test_unit_benchmark_accuracy():
     assert b.run_accuracy_benchmark() == {} and "labels do not match" in b.failures["accuracy"]["eye"]["message"], \
         f"labels the model cannot output are a recorded failure, got {b.failures.get('accuracy')}"
     ### BEGIN HIDDEN TESTS
-    hidden_property("accuracy of other models on other data sets: counts over all sets, a model that cannot output"
+    hidden_property("accuracy of other models on other data sets: counts over all sets, a model that cannot output "
                     "every label")
     rng = grading_rng()
     torch.manual_seed(int(rng.integers(2**31)))

@@ -203,7 +203,7 @@ def test_unit_rapl_zones():
             assert r.zones == [] and part in str(r.unavailable_reason), \
                 f"{why}: expected no zones and a reason naming {part!r}, got {r.zones}, {r.unavailable_reason!r}"
     ### BEGIN HIDDEN TESTS
-    hidden_property("RAPL zone discovery for other layouts: packages only (no sub-zones, no psys, no mmio), an"
+    hidden_property("RAPL zone discovery for other layouts: packages only (no sub-zones, no psys, no mmio), an "
                     "unreadable counter, no package zone, no root")
     rng = grading_rng()
 
@@ -461,8 +461,8 @@ def test_unit_counter_energy():
         f"expected (calls of both windows, 2 windows, gross above net, mean window seconds in [0.03, 1)) = "
         f"({calls - 1}, 2, True, True), got {got}; gross is a window's joules per call before the idle energy is taken off")
     ### BEGIN HIDDEN TESTS
-    hidden_property("rapl_delta_uj for other readings and counter ranges, with and without a wrap","
-                    "like="rapl_delta_uj(900, 50, 1000) is 150")
+    hidden_property("rapl_delta_uj for other readings and counter ranges, with and without a wrap",
+                    like="rapl_delta_uj(900, 50, 1000) is 150")
     rng = grading_rng()
     for i in range(6):
         top = int(rng.integers(10**3, 2**40))
@@ -482,12 +482,12 @@ def test_unit_counter_energy():
         p, j = m.idle_power_w, m.joules_per_call
         if p is None or abs(p - idle_w) >= 0.05 * idle_w:
             hidden_property("the idle power of a counter that wraps during the idle window",
-                            like="'idle baseline: expected 10 W' above")
+                            like="the visible test's counter at 10 W")
             return f"{what}: expected idle power {idle_w:.3f} W, got {p}" + (
                 " -- negative: the counter wrapped; take differences with reader.delta_j" if p is not None and p < 0 else "")
         if j is None or abs(j - call_uj * 1e-6) >= 0.03 * call_uj * 1e-6:
             hidden_property("the net joules per call (each window less its own idle energy) of other counters",
-                            like="'expected 2000 µJ per call' above")
+                            like="the visible test's 2000 µJ per call")
             return f"{what}: expected {call_uj} µJ per call, got {j if j is None else f'{j * 1e6:.1f}'} µJ" + (
                 " -- idle baseline not subtracted: take off idle power x that window's seconds" if j is not None and j > call_uj * 1e-6 else
                 " -- too much taken off: a window's idle energy is idle power x that window's seconds")
@@ -495,7 +495,7 @@ def test_unit_counter_energy():
                m.gross_joules_per_call is not None and m.gross_joules_per_call - j > 0.9 * idle_w * min_s / m.calls)
         if got != (calls - 1, windows, True, True):
             hidden_property("the calls, windows, mean window seconds and gross joules per call reported for other "
-                            "window counts and lengths", like="'expected (calls of both windows, 2 windows, ...)' above")
+                            "window counts and lengths", like="the visible test's two windows")
             return (f"{what}: expected (calls of all windows, windows, mean window seconds >= {min_s:.3f}, gross above net "
                     f"by at least the idle energy) = ({calls - 1}, {windows}, True, True), got {got} (window_s "
                     f"{m.window_s}, gross {m.gross_joules_per_call}, net {j})")

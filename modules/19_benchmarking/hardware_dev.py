@@ -450,7 +450,7 @@ def test_unit_summarize_hardware():
     assert slow.startswith("overhead-bound") and "memory-bound" in slow, \
         f"1 ms against a 0.00625 ms bound (0.6%): expected 'overhead-bound (roofline says memory-bound)', got {slow!r}"
     ### BEGIN HIDDEN TESTS
-    hidden_property("the hardware summary of other layer tables (totals, achieved rates, utilisation either side of"
+    hidden_property("the hardware summary of other layer tables (totals, achieved rates, utilisation either side of "
                     "50%)")
     rng = grading_rng()
     n = int(rng.integers(2, 7))

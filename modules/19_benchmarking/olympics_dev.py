@@ -153,7 +153,7 @@ def test_unit_check_constraints():
     assert (wide["decision"], wide["passed"]) == ("inconclusive", False), \
         f"0.86 meets '>= 0.85' but its interval (0.80, 0.90) straddles it: expected ('inconclusive', False), got {wide}"
     ### BEGIN HIDDEN TESTS
-    hidden_property("each event's constraints decided on other measurements and intervals (pass, fail, inconclusive,"
+    hidden_property("each event's constraints decided on other measurements and intervals (pass, fail, inconclusive, "
                     "missing)")
     rng = grading_rng()
     rules = {"latency_sprint": [("accuracy", ">=", 0.85)], "memory_challenge": [("accuracy", ">=", 0.85)],
