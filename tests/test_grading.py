@@ -574,6 +574,9 @@ def test_the_instructors_solutions_get_every_point_of_module_19_on_a_loaded_mach
     thinking["cells"][written["systems-thinking-answer-a"][0]]["source"] = "Four times the samples halve the interval."
     (sub_dir / "one").mkdir()
     (sub_dir / "one" / "systems_thinking_dev.ipynb").write_text(json.dumps(thinking), encoding="utf-8")
+    # "reader" hands in the energy notebook whose measurement reads its test's fake counter instead of measuring
+    energy = subs.load(next(nb for nb in graded if nb.name == "energy_dev.ipynb"))
+    subs.save(subs.energy_fake_reader(energy), sub_dir / "reader" / "energy_dev.ipynb")
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         res = {r.student: r for r in classrun.grade(course, module, sub_dir, tmp_path / "out",
@@ -596,3 +599,5 @@ def test_the_instructors_solutions_get_every_point_of_module_19_on_a_loaded_mach
     assert rows[("one", "systems_thinking_dev")]["manual_pending"] == f"{written['systems-thinking-answer-a'][1]:g}"
     assert rows[("one", "systems_thinking_dev")]["status"] != "failed", rows[("one", "systems_thinking_dev")]
     assert (tmp_path / "out" / "students" / "blank" / "feedback" / "results_dev.html").is_file()
+    reader = _tests(res["reader"], "energy_dev")  # the fake stays in the judge: nothing to read there
+    assert not reader["test-energy-counter"]["ok"] and reader["test-energy-rapl-zones"]["ok"], reader

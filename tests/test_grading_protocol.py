@@ -347,6 +347,15 @@ def test_the_judge_refuses_to_send_code_or_objects_that_carry_data(session):
     model = type("Model", (), {"__module__": NAMESPACE, "forward": lambda self, x, k=secret: x * k})()
     with pytest.raises(NotSendable, match="default"):
         name(session, "apply")(lambda m: m, model)  # the lambda is a callback; the model is pickled
+    # a callback that hands back the fake itself (not a reading): refused, the test fails saying why
+    class Chain(_FakeCounter):
+        __module__ = NAMESPACE
+
+        def me(self):
+            return self
+
+    with pytest.raises(Exception, match="readable"):
+        name(session, "apply")(Chain().me)
     # allowed: code that holds only handles, modules and builtins of a module
     for ok in (lambda m: proxy_fn(m), math.sqrt, torch.get_num_threads, lambda x: np.sum(x)):
         session.pickle(ok, run=True)

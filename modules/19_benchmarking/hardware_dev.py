@@ -105,8 +105,7 @@ def grading_rng() -> np.random.Generator:
 
 
 def hidden_property(what: str, like: str | None = None) -> None:
-    """Hidden tests: say what the cases that follow check. Graded, a failed hidden case shows the student only
-    this sentence (and `like`, a visible test that shows the same mistake), never its inputs or expected value."""
+    "Hidden tests: what the cases that follow check (and `like`, a visible case): all a student sees of a failed one."
 
 # %% [markdown]
 # ## 1. What the model costs, layer by layer

@@ -225,7 +225,7 @@ class Session:
         self.types: dict[int, Any] = {}       # handle of a host class -> judge-made class (or the judge's own)
         self.callbacks: dict[int, Any] = {}   # id -> judge callable the host may call
         self._callback_ids: dict[int, int] = {}
-        self.running = False  # encoding the arguments of in_student_process (see `pickle`)
+        self.running = False  # encoding what in_student_process sends, or a callback's result (see `pickle`)
 
     # ---- calls ----------------------------------------------------------------------------------
 
@@ -261,7 +261,11 @@ class Session:
             result = fn(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - handed to the student's code as its error
             return {"err": judge_error(e)}
-        return {"ok": self.encode(result)}
+        running, self.running = self.running, True  # a reading is data: never the fake itself (refuse_data)
+        try:
+            return {"ok": self.encode(result)}
+        finally:
+            self.running = running
 
     # ---- values ---------------------------------------------------------------------------------
 
