@@ -367,3 +367,57 @@ def test_a_student_context_manager_cannot_swallow_or_read_a_failed_assert(sessio
         with name(session, "Swallow")():
             assert False, "expected 81"
     assert "81" not in " ".join(name(session, "swallowed")())
+
+
+# ---- hidden tests reveal nothing reusable -------------------------------------------------------
+
+def _verdict(src: str, student_error: BaseException | None = None) -> str:
+    """The judge's message for the failure of a test cell `src` (its hidden region as the plan marks it)."""
+    from tito.grading import plan
+    from tito.grading.judge import NotebookTests
+
+    cell = {"grade_id": "g", "source": src, "hidden": plan.hidden_ranges(src)}
+    t = object.__new__(NotebookTests)
+    t.session = t.pid = t.property = None
+
+    def student(*args):  # the student's code, raising from the host
+        raise student_error
+
+    ns = {"hidden_property": t._hidden_property, "student": student}
+    try:
+        exec(compile(src, "<test g>", "exec"), ns)  # noqa: S102
+    except Exception as e:  # noqa: BLE001
+        return t.describe(e, cell)
+    raise AssertionError("the test cell passed")
+
+
+def test_a_failed_hidden_case_names_its_property_never_its_inputs_or_expected_value():
+    visible = "n = 80\nassert n == 81, f'images_to_decide(0.78, 0.85, confidence=0.9): expected n = 81, got {n}'\n"
+    assert _verdict(visible) == "images_to_decide(0.78, 0.85, confidence=0.9): expected n = 81, got 80"
+    hidden = ("assert True\n### BEGIN HIDDEN TESTS\n"
+              "hidden_property('the fewest images that decide other accuracies', like='images_to_decide(0.7, 0.8)')\n"
+              "target, acc, n = 0.78, 0.85, 80\n"
+              "assert n == 81, f'images_to_decide({target}, {acc}, confidence=0.9): expected n = 81, got {n}'\n"
+              "### END HIDDEN TESTS\n")
+    msg = _verdict(hidden)
+    assert msg.startswith("a hidden case failed: the fewest images that decide other accuracies; the visible test "
+                          "shows the same mistake: images_to_decide(0.7, 0.8)"), msg
+    assert not any(secret in msg for secret in ("81", "0.78", "0.85", "80", "target")), msg
+    # no property declared: only that a hidden case failed
+    bare = _verdict("### BEGIN HIDDEN TESTS\nassert 2 + 2 == 5, 'expected 5'\n### END HIDDEN TESTS\n")
+    assert bare.startswith("a hidden case failed (") and "5" not in bare, bare
+    # the student's own exception in a hidden case: its built-in kind only, never its message or class name
+    # (a student could carry the case's inputs out in either)
+    leak = type("Inputs_0_78_0_85", (ValueError,), {})("inputs were 0.78 and 0.85")
+    leak.__tito_host__ = {"type": "Inputs_0_78_0_85", "module": "student", "traceback": "ValueError: 0.78 0.85"}
+    msg = _verdict("### BEGIN HIDDEN TESTS\nhidden_property('other accuracies')\nstudent(0.78)\n### END HIDDEN TESTS\n",
+                   leak)
+    assert msg.startswith("a hidden case failed: other accuracies -- your code raised ValueError"), msg
+    assert "0.78" not in msg and "Inputs" not in msg, msg
+    stub = NotImplementedError("not yet implemented: images_to_decide")
+    stub.__tito_host__ = {"type": "NotImplementedError", "module": "builtins", "traceback": ""}
+    assert _verdict("### BEGIN HIDDEN TESTS\nstudent(0.78)\n### END HIDDEN TESTS\n", stub) == \
+        "not yet implemented: images_to_decide"
+    fake_stub = NotImplementedError("not yet implemented: 0.78 0.85")
+    fake_stub.__tito_host__ = stub.__tito_host__
+    assert "0.78" not in _verdict("### BEGIN HIDDEN TESTS\nstudent(0.78)\n### END HIDDEN TESTS\n", fake_stub)
