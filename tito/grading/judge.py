@@ -16,8 +16,11 @@ It never imports the student's code. For each graded notebook it
 
 A test that runs out of time, or whose host process dies, fails with the reason, and the next test
 gets a fresh host process. Hidden tests draw their inputs from $TITO_GRADING_SEED (set here from
-the plan's per-run seed). Test code that needs the student's process itself (its thread count, its
-collector) calls `in_student_process(fn, *args)`, which runs `fn` there and returns its result as data.
+the plan's seed: the student's, tito.grading.classrun.student_seed), and a failed hidden case is
+reported as the property its region declares (`hidden_property`), never its inputs or expected value.
+Test code that needs the student's process itself (its thread count, its collector) calls
+`in_student_process(fn, *args)`, which runs `fn` there and returns its result as data; `fn` holds
+no data of the test and makes no object of the test's classes there (tito.grading.remote.refuse_data).
 """
 from __future__ import annotations
 
