@@ -487,7 +487,7 @@ def test_no_notebook_imports_one_read_later():
 
 TASK_LINE = re.compile(r"\*\*Your task \((easy|medium|hard), (\d+) points?\)\.\*\*")
 NBGRADER_HEADER = re.compile(r"^# %%(?: \[markdown\])? nbgrader=(\{.*\})\s*$")
-TARGETS = {"solution_lines": 600, "graded_tasks": 25, "medium_or_hard_share": 0.5, "module_19_lines": 8615}
+TARGETS = {"solution_lines": 600, "graded_tasks": 25, "medium_or_hard_share": 0.5, "module_19_lines": 8660}
 
 
 def lesson_counts() -> dict:
@@ -557,7 +557,7 @@ def test_every_hidden_region_says_what_it_checks():
 
 def test_lesson_targets():
     """Students write at least 600 solution lines in at least 25 graded tasks, half the points medium
-    or hard, and module 19 stays a lesson one can read: at most 8,615 source lines (8,000 until issues 20
+    or hard, and module 19 stays a lesson one can read: at most 8,660 source lines (8,000 until issues 20
     and 21: every scaffold now names the tasks its test needs and every graded assert says expected and got,
     and the one decision rule and output check joined the library, about 120 lines in all: 8,150; then the
     364 lines of defaults_dev, the default benchmark moved out of tito into the library: a task-free library
@@ -566,7 +566,9 @@ def test_lesson_targets():
     the result functions behind the seed's float views, hardware_dev's shared checks made public: 8,560; then
     one tensor-size definition (model_state moved into results) and the machine roofs as results: 8,575; then
     issue 30: each hidden region opens with the property it checks, the one sentence a student sees of a failed
-    hidden case, and each notebook's setup defines hidden_property for its own runs, ~40 lines: 8,615)."""
+    hidden case, and each notebook's setup defines hidden_property for its own runs, ~40 lines; and the energy
+    test's fake counter and clock moved into the judge (a virtual clock the student's module reads as `time`),
+    ~45 lines: 8,660)."""
     c = lesson_counts()
     print({k: v for k, v in c.items() if k != "per_notebook"})
     assert c["solution_lines"] >= TARGETS["solution_lines"], c["solution_lines"]
