@@ -16,8 +16,10 @@ another proxy. Nothing the student wrote ever runs in the judge:
   built-in type it derives from (or a judge-made subclass of it with the student's class name);
 - the judge's functions handed to the student's code (a spy clock, a callback) stay in the
   judge: the host gets a stub that calls back over the channel;
-- other judge objects (a model the test built, a DataFrame) are pickled *to* the host; nothing
-  pickled is ever accepted *from* it ("$pk" in a reply is a ProtocolError).
+- other judge objects (a model the test built, a DataFrame: the input of the call) are pickled *to*
+  the host, never code or objects that carry the test's own data (`refuse_data`: a fake's state,
+  a function's captured values); nothing pickled is ever accepted *from* it ("$pk" in a reply is a
+  ProtocolError).
 
     >>> Session  # doctest: +ELLIPSIS
     <class '...Session'>
