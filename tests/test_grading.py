@@ -205,10 +205,17 @@ def test_failed_tests_say_what_was_expected(graded_class):
     r = graded_class["results"]
     assert "not yet implemented: mean" in r["empty"].reason and "not yet implemented: Summary.spread" in r["empty"].reason
     assert r["partial"].score == subs.MEAN_POINTS and "not yet implemented: Summary.spread" in r["partial"].reason
-    # hard-coded visible answers pass the visible asserts and fail the hidden ones, which say so
+    # hard-coded visible answers pass the visible asserts and fail the hidden ones, which name the property
+    # they check (and the visible example that shows the same mistake), nothing more
     hc = _tests(r["hardcoded"], "stats_dev")
-    assert all(not t["ok"] and "hidden test" in t["message"] for t in hc.values()), hc
-    assert "hidden test: spread of" in hc["test-stats-spread"]["message"]
+    assert all(not t["ok"] and t["message"].startswith("a hidden case failed") for t in hc.values()), hc
+    assert hc["test-stats-spread"]["message"].startswith("a hidden case failed: the spread of other lists")
+    assert "the visible test shows the same mistake: mean([1, 2, 3]) should be 2.0" in hc["test-stats-mean"]["message"]
+    # a hidden region that declares no property says only that a hidden case failed
+    assert _tests(r["hardcoded"], "extra_dev")["test-extra-double"]["message"].startswith(
+        "a hidden case failed (hidden cases check the same work on other inputs)")
+    # a function that reads the test's fake (the callbacks it was handed) instead of measuring finds nothing
+    assert not _tests(r["peeker"], "stats_dev")["test-stats-time-it"]["ok"]
     assert r["syntax"].status == "errors" and "does not compile" in r["syntax"].reason
     assert r["loop"].status == "timeout" and f"longer than {CELL_TIMEOUT} s" in r["loop"].reason
     assert r["corrupt"].status == "failed" and "unreadable notebook" in r["corrupt"].reason
@@ -263,7 +270,12 @@ def test_grade_outputs(graded_class):
         res = json.loads((out / "students" / s / "result.json").read_text())
         assert (out / "students" / s / "feedback" / "stats_dev.html").is_file(), (s, res)
         assert (out / "nbgrader" / "autograded" / s / MODULE / "stats_dev.ipynb").is_file()
-        assert res["score"] == r[s].score and res["seed"] == json.loads((out / "run.json").read_text())["seed"]
+        run_seed = json.loads((out / "run.json").read_text())["seed"]
+        wanted = {"stats_dev.ipynb", "extra_dev.ipynb"}
+        assert res["score"] == r[s].score and res["seed"] == classrun.student_seed(
+            run_seed, s, classrun.submission_hash(graded_class["subs"] / s, wanted))
+        for f in (out / "students" / s).rglob("*"):  # the run's secret seed is in run.json only
+            assert not f.is_file() or str(run_seed) not in f.read_text(errors="replace"), f
     # grading never modifies the submissions; nothing was written into that folder
     assert _hashes(graded_class["subs"]) == graded_class["before"]
     # the notebook process of "full" saw its own folder and the sandbox's inputs, nothing of the course
@@ -410,8 +422,9 @@ def test_resume_grades_only_the_rest(graded_class, serial_run, tmp_path, monkeyp
     assert _rows(out / "grades.csv", QUICK) == _rows(serial_run / "grades.csv", QUICK)
 
 
-def test_resume_regrades_a_changed_submission_with_the_runs_seed(graded_class, serial_run, tmp_path):
-    """--resume regrades exactly the students whose graded notebooks changed, with the seed of run.json."""
+def test_resume_regrades_a_changed_submission_on_fresh_hidden_inputs(graded_class, serial_run, tmp_path):
+    """--resume regrades exactly the students whose graded notebooks changed, each on hidden inputs drawn
+    afresh (a seed from run.json's, the student and the new files); the unchanged keep theirs."""
     out, sub_dir = tmp_path / "out", tmp_path / "subs"
     shutil.copytree(serial_run, out)
     for s in QUICK:
@@ -422,23 +435,86 @@ def test_resume_regrades_a_changed_submission_with_the_runs_seed(graded_class, s
     published = {s: json.loads((out / "students" / s / "result.json").read_text()) for s in QUICK}
     res = {r.student: r for r in classrun.grade(graded_class["course"], MODULE, sub_dir, out, students=QUICK,
                                                 progress=lambda *a, **k: None, resume=True, jobs=1)}
-    assert res["partial"].score == subs.FULL and res["partial"].seed == before
+    assert res["partial"].score == subs.FULL and res["partial"].seed != published["partial"]["seed"]
+    assert res["partial"].seed == classrun.student_seed(before, "partial", classrun.submission_hash(
+        sub_dir / "partial", {"stats_dev.ipynb", "extra_dev.ipynb"}))
     assert res["partial"].timing != published["partial"]["timing"]  # graded again
     assert [res[s].timing for s in ("full", "syntax")] == [published[s]["timing"] for s in ("full", "syntax")]  # kept
+    assert [res[s].seed for s in ("full", "syntax")] == [published[s]["seed"] for s in ("full", "syntax")]
     assert json.loads((out / "run.json").read_text())["seed"] == before
 
 
+def _hidden_mean_case(seed: int) -> tuple[list, float]:
+    """The hidden case of test-stats-mean as the judge draws it from a student's seed (tests/fixtures)."""
+    import statistics
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    xs = rng.normal(3, 2, size=int(rng.integers(5, 40))).tolist()
+    return xs, statistics.fmean(xs)
+
+
+def _handed_back(out: Path, student: str) -> str:
+    """Everything a student could be handed back: their folder (feedback, autograded notebooks,
+    result.json) and their rows of grades.csv (the console prints the same reason)."""
+    text = "".join(f.read_text(errors="replace") for f in (out / "students" / student).rglob("*")
+                   if f.is_file() and f.suffix in (".html", ".ipynb", ".json"))
+    return text + "".join(str(row) for row in _rows(out / "grades.csv", [student]))
+
+
+def test_hidden_answers_harvested_from_feedback_are_worth_nothing_after_resubmission(graded_class, tmp_path, monkeypatch):
+    """A failed hidden case's feedback shows neither its inputs nor its expected value; and a resubmission
+    that hard-codes the answers of the previous grading's hidden case (as if harvested) is graded on fresh
+    inputs under --resume, and fails; on the previous inputs (the control) it would have passed."""
+    import numpy as np
+
+    out, sub_dir = tmp_path / "out", tmp_path / "subs"
+    shutil.copytree(graded_class["out"], out)
+    shutil.copytree(graded_class["subs"] / "hardcoded", sub_dir / "hardcoded")
+    seed = json.loads((out / "students" / "hardcoded" / "result.json").read_text())["seed"]
+    xs, want = _hidden_mean_case(seed)
+    spread = np.random.default_rng(seed).integers(-50, 50, size=12).tolist()
+    cost = int(np.random.default_rng(seed).integers(2000, 9000))
+    shown = _handed_back(out, "hardcoded")
+    for secret in (repr(want), f"{want:.6g}", repr(xs[0]), str(spread), f"expected {cost + 7}", f"should be {max(spread) - min(spread)}"):
+        assert secret not in shown, secret
+    assert "a hidden case failed: the mean of other lists" in shown
+    # the resubmission: the harvested answer of the hidden mean case, the visible answers hard-coded
+    nb = subs.load(sub_dir / "hardcoded" / "stats_dev.ipynb")
+    cell = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "stats-mean")
+    body = "return 2.0 if list(xs) == [1, 2, 3] else 2.5"
+    assert body in subs._src(cell)
+    cell["source"] = subs._src(cell).replace(body, f"return 2.0 if list(xs) == [1, 2, 3] else 2.5 if len(xs) == 4 else {want!r}")
+    subs.save(nb, sub_dir / "hardcoded" / "stats_dev.ipynb")
+    mean_ok = lambda r: _tests(r, "stats_dev")["test-stats-mean"]["ok"]  # noqa: E731
+    # control: graded on the previous hidden inputs, the harvested table passes the hidden case
+    with monkeypatch.context() as m:
+        m.setattr(classrun, "student_seed", lambda *a: seed)
+        (old,) = classrun.grade(graded_class["course"], MODULE, sub_dir, tmp_path / "control", progress=lambda *a, **k: None,
+                                jobs=1)
+    assert old.seed == seed and mean_ok(old), _tests(old, "stats_dev")["test-stats-mean"]
+    (new,) = classrun.grade(graded_class["course"], MODULE, sub_dir, out, students=["hardcoded"], resume=True, jobs=1,
+                            progress=lambda *a, **k: None)
+    assert new.seed != seed and not mean_ok(new), _tests(new, "stats_dev")["test-stats-mean"]
+    xs_new, want_new = _hidden_mean_case(new.seed)
+    shown = _handed_back(out, "hardcoded")
+    assert repr(want_new) not in shown and repr(xs_new[0]) not in shown and repr(want) in (
+        sub_dir / "hardcoded" / "stats_dev.ipynb").read_text()
+
+
 def test_a_seed_repeats_the_hidden_inputs(graded_class, tmp_path):
-    """The hidden tests' inputs come from the run's seed: the same seed gives the same verdicts and
-    messages, another seed other inputs."""
+    """Each student's hidden inputs come from the run's seed, the student and the files: the same seed
+    and files give the same student seed and verdicts; another run seed, another student seed."""
     seed = json.loads((graded_class["out"] / "run.json").read_text())["seed"]
     verdicts = lambda r: {k: (v["ok"], v["message"]) for k, v in _tests(r, "stats_dev").items()}  # noqa: E731
     (same,) = classrun.grade(graded_class["course"], MODULE, graded_class["subs"], tmp_path / "same",
                              students=["hardcoded"], progress=lambda *a, **k: None, jobs=1, seed=seed)
-    (other,) = classrun.grade(graded_class["course"], MODULE, graded_class["subs"], tmp_path / "other",
-                              students=["hardcoded"], progress=lambda *a, **k: None, jobs=1, seed=seed + 1)
+    assert same.seed == graded_class["results"]["hardcoded"].seed
     assert verdicts(same) == verdicts(graded_class["results"]["hardcoded"])
-    assert verdicts(other)["test-stats-mean"] != verdicts(same)["test-stats-mean"]
+    folder, wanted = graded_class["subs"] / "hardcoded", {"stats_dev.ipynb", "extra_dev.ipynb"}
+    assert classrun.student_seed(seed + 1, "hardcoded", classrun.submission_hash(folder, wanted)) != same.seed
+    assert classrun.student_seed(seed, "other", classrun.submission_hash(folder, wanted)) != same.seed
 
 
 # ---- without bubblewrap ------------------------------------------------------------------------------
@@ -504,6 +580,9 @@ def test_the_instructors_solutions_get_every_point_of_module_19_on_a_loaded_mach
     thinking["cells"][written["systems-thinking-answer-a"][0]]["source"] = "Four times the samples halve the interval."
     (sub_dir / "one").mkdir()
     (sub_dir / "one" / "systems_thinking_dev.ipynb").write_text(json.dumps(thinking), encoding="utf-8")
+    # "reader" hands in the energy notebook whose measurement reads its test's fake counter instead of measuring
+    energy = subs.load(next(nb for nb in graded if nb.name == "energy_dev.ipynb"))
+    subs.save(subs.energy_fake_reader(energy), sub_dir / "reader" / "energy_dev.ipynb")
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         res = {r.student: r for r in classrun.grade(course, module, sub_dir, tmp_path / "out",
@@ -526,3 +605,5 @@ def test_the_instructors_solutions_get_every_point_of_module_19_on_a_loaded_mach
     assert rows[("one", "systems_thinking_dev")]["manual_pending"] == f"{written['systems-thinking-answer-a'][1]:g}"
     assert rows[("one", "systems_thinking_dev")]["status"] != "failed", rows[("one", "systems_thinking_dev")]
     assert (tmp_path / "out" / "students" / "blank" / "feedback" / "results_dev.html").is_file()
+    reader = _tests(res["reader"], "energy_dev")  # the fake stays in the judge: nothing to read there
+    assert not reader["test-energy-counter"]["ok"] and reader["test-energy-rapl-zones"]["ok"], reader

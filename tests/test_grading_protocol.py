@@ -8,9 +8,11 @@ that runs code when loaded, frame peeking. Each test shows the judge sees only d
 """
 import ast
 import base64
+import math
 import pickle
 import socket
 import threading
+import types
 from pathlib import Path
 
 import numpy as np
@@ -83,6 +85,21 @@ def raise_timeout(): raise TestTimeout("time is up")
 def raise_cancelled():
     import asyncio
     raise asyncio.CancelledError("cancelled")
+def snoop(fn):                           # reads what a test's function carries instead of calling it
+    found = []
+    for where in ("__self__", "__closure__", "__defaults__", "__kwdefaults__", "__dict__"):
+        v = getattr(fn, where, None)
+        found.append(repr(vars(v) if where == "__self__" and hasattr(v, "__dict__") else v))
+    found.append(repr(sorted(getattr(fn, "__globals__", {}))))
+    return " ".join(found)
+def apply(fn, *args): return fn(*args)
+class Swallow:                           # a context manager that hides every exception and keeps its text
+    seen = []
+    def __enter__(self): return self
+    def __exit__(self, et, ev, tb):
+        Swallow.seen.append(repr(ev))
+        return True
+def swallowed(): return list(Swallow.seen)
 def evil_pickle():                       # a value whose unpickling would run code
     class Boom:
         def __reduce__(self): return (open, ("/tmp/tito-pwned", "w"))
@@ -280,3 +297,127 @@ def test_a_dead_renderer_process_does_not_cost_the_feedback_page(tmp_path):
 def json_roundtrip(nb):
     import json
     return json.loads(json.dumps(nb))
+
+
+# ---- nothing the judge knows crosses ------------------------------------------------------------
+
+class _FakeCounter:  # a test's fake: its state (what the test expects) must stay in the judge
+    def __init__(self):
+        self.idle_w, self.expected_uj, self.calls = 7.25, 8181, 0
+
+    def work(self):
+        self.calls += 1
+
+    def read(self):
+        return 1000 + self.calls * self.expected_uj
+
+
+def test_a_fake_reaches_the_student_as_a_handle_only(session):
+    """The student's function gets the fake's methods as callbacks: calling them works (the state stays
+    here and counts), and nothing of the fake (its object, closure, defaults, globals) is readable there."""
+    fake, secret = _FakeCounter(), 8181
+    apply = name(session, "apply")
+    assert apply(fake.read) == 1000 and apply(fake.work) is None and fake.calls == 1
+    for fn in (fake.read, fake.work, lambda: secret, lambda x=secret: x):
+        seen = name(session, "snoop")(fn)
+        assert "8181" not in seen and "7.25" not in seen and "expected_uj" not in seen, seen
+
+
+def test_the_judge_refuses_to_send_code_or_objects_that_carry_data(session):
+    from tito.grading.protocol import NAMESPACE
+    from tito.grading.remote import NotSendable
+
+    secret, fake, proxy_fn = 81, _FakeCounter(), name(session, "mean")
+    refused = {"a closure over a value": lambda: secret,
+               "a default holding a value": lambda n=secret: n,
+               "a keyword default holding a value": lambda *, n=secret: n,
+               "a method of a fake": fake.read,
+               "a builtin bound to the test's list": [secret].count,
+               "a class of the test code": type("Fake", (), {"__module__": NAMESPACE, "expected": secret}),
+               "an object of the test code": type("Fake", (), {"__module__": NAMESPACE})()}
+    for why, obj in refused.items():
+        with pytest.raises(NotSendable):
+            session.pickle(obj, run=True)
+        assert why  # each case is refused for what it is
+    data = {"answers": [secret]}
+    glob = types.FunctionType(compile("lambda: answers", "<test>", "eval").co_consts[0], data)  # reads a test global
+    with pytest.raises(NotSendable, match="global answers"):
+        session.pickle(glob, run=True)
+    # functions of a test class sent as the student's input: their captured data is refused too
+    model = type("Model", (), {"__module__": NAMESPACE, "forward": lambda self, x, k=secret: x * k})()
+    with pytest.raises(NotSendable, match="default"):
+        name(session, "apply")(lambda m: m, model)  # the lambda is a callback; the model is pickled
+    # a callback that hands back the fake itself (not a reading): refused, the test fails saying why
+    class Chain(_FakeCounter):
+        __module__ = NAMESPACE
+
+        def me(self):
+            return self
+
+    with pytest.raises(Exception, match="readable"):
+        name(session, "apply")(Chain().me)
+    # allowed: code that holds only handles, modules and builtins of a module
+    for ok in (lambda m: proxy_fn(m), math.sqrt, torch.get_num_threads, lambda x: np.sum(x)):
+        session.pickle(ok, run=True)
+    session.pickle(torch.nn.Linear(2, 2))  # a model is the student's input: its weights may cross
+
+
+def test_a_student_context_manager_cannot_swallow_or_read_a_failed_assert(session):
+    with pytest.raises(AssertionError, match="expected 81"):
+        with name(session, "Swallow")():
+            assert False, "expected 81"
+    assert "81" not in " ".join(name(session, "swallowed")())
+
+
+# ---- hidden tests reveal nothing reusable -------------------------------------------------------
+
+def _verdict(src: str, student_error: BaseException | None = None) -> str:
+    """The judge's message for the failure of a test cell `src` (its hidden region as the plan marks it)."""
+    from tito.grading import plan
+    from tito.grading.judge import NotebookTests
+
+    cell = {"grade_id": "g", "source": src, "hidden": plan.hidden_ranges(src)}
+    t = object.__new__(NotebookTests)
+    t.session = t.pid = t.property = None
+
+    def student(*args):  # the student's code, raising from the host
+        raise student_error
+
+    ns = {"hidden_property": t._hidden_property, "student": student}
+    try:
+        exec(compile(src, "<test g>", "exec"), ns)  # noqa: S102
+    except Exception as e:  # noqa: BLE001
+        return t.describe(e, cell)
+    raise AssertionError("the test cell passed")
+
+
+def test_a_failed_hidden_case_names_its_property_never_its_inputs_or_expected_value():
+    visible = "n = 80\nassert n == 81, f'images_to_decide(0.78, 0.85, confidence=0.9): expected n = 81, got {n}'\n"
+    assert _verdict(visible) == "images_to_decide(0.78, 0.85, confidence=0.9): expected n = 81, got 80"
+    hidden = ("assert True\n### BEGIN HIDDEN TESTS\n"
+              "hidden_property('the fewest images that decide other accuracies', like='images_to_decide(0.7, 0.8)')\n"
+              "target, acc, n = 0.78, 0.85, 80\n"
+              "assert n == 81, f'images_to_decide({target}, {acc}, confidence=0.9): expected n = 81, got {n}'\n"
+              "### END HIDDEN TESTS\n")
+    msg = _verdict(hidden)
+    assert msg.startswith("a hidden case failed: the fewest images that decide other accuracies; the visible test "
+                          "shows the same mistake: images_to_decide(0.7, 0.8)"), msg
+    assert not any(secret in msg for secret in ("81", "0.78", "0.85", "80", "target")), msg
+    # no property declared: only that a hidden case failed
+    bare = _verdict("### BEGIN HIDDEN TESTS\nassert 2 + 2 == 5, 'expected 5'\n### END HIDDEN TESTS\n")
+    assert bare.startswith("a hidden case failed (") and "5" not in bare, bare
+    # the student's own exception in a hidden case: its built-in kind only, never its message or class name
+    # (a student could carry the case's inputs out in either)
+    leak = type("Inputs_0_78_0_85", (ValueError,), {})("inputs were 0.78 and 0.85")
+    leak.__tito_host__ = {"type": "Inputs_0_78_0_85", "module": "student", "traceback": "ValueError: 0.78 0.85"}
+    msg = _verdict("### BEGIN HIDDEN TESTS\nhidden_property('other accuracies')\nstudent(0.78)\n### END HIDDEN TESTS\n",
+                   leak)
+    assert msg.startswith("a hidden case failed: other accuracies -- your code raised ValueError"), msg
+    assert "0.78" not in msg and "Inputs" not in msg, msg
+    stub = NotImplementedError("not yet implemented: images_to_decide")
+    stub.__tito_host__ = {"type": "NotImplementedError", "module": "builtins", "traceback": ""}
+    assert _verdict("### BEGIN HIDDEN TESTS\nstudent(0.78)\n### END HIDDEN TESTS\n", stub) == \
+        "not yet implemented: images_to_decide"
+    fake_stub = NotImplementedError("not yet implemented: 0.78 0.85")
+    fake_stub.__tito_host__ = stub.__tito_host__
+    assert "0.78" not in _verdict("### BEGIN HIDDEN TESTS\nstudent(0.78)\n### END HIDDEN TESTS\n", fake_stub)

@@ -102,8 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "sandbox (read-only system, private /tmp, no network, no course repository, each "
                                    "notebook under its own uid; memory, process, CPU and file-size limits) against "
                                    "the student's own export of each notebook's module and the course's reference "
-                                   "as byte code. The tests, hidden tests included (inputs drawn from a per-run "
-                                   "seed), run in a separate judge process that never runs student code: it calls "
+                                   "as byte code. The tests, hidden tests included (inputs drawn per student from "
+                                   "the run's secret seed, the student id and their files), run in a separate judge process that never runs student code: it calls "
                                    "into the sandbox and receives data only, and its verdict alone is the score. "
                                    "The student's notebook also runs in the sandbox, for the feedback. SUBMISSIONS "
                                    "holds one folder per student (the folder name is the student id) with the "
@@ -128,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "workers need this course folder, the submissions and OUTPUT at the same paths")
     s.add_argument("--resume", action="store_true",
                    help="grade only students without a published result in OUTPUT for the same submission, tests "
-                        "and seed (after an interruption or a resubmission; reuses OUTPUT/run.json's seed)")
+                        "and seed (after an interruption or a resubmission; reuses OUTPUT/run.json's seed: a changed "
+                        "submission is graded on fresh hidden inputs)")
     s.add_argument("--no-sandbox", action="store_true",
                    help="run student code WITHOUT bubblewrap (only where bwrap cannot be installed); "
                         "the output and grades.csv say the run was not sandboxed")
@@ -137,8 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--process-limit", type=int, default=256, metavar="N",
                    help="processes and threads per notebook's process (default 256)")
     s.add_argument("--seed", type=int, default=None, metavar="N",
-                   help="seed of the hidden tests' inputs (default: drawn per run and written to OUTPUT/run.json; "
-                        "give a run's seed to repeat it exactly)")
+                   help="the run's secret seed of the hidden tests' inputs (default: drawn per run and written to "
+                        "OUTPUT/run.json only; each student's inputs come from it, their id and their files; give a "
+                        "run's seed to repeat it exactly)")
     s.set_defaults(func=lazy("grade"))
 
     s = sub.add_parser("formgrader", help="nbgrader's formgrader on a module's class gradebook: grade written answers",

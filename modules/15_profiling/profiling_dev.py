@@ -61,6 +61,10 @@ def grading_rng() -> np.random.Generator:
     "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
     return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
 
+
+def hidden_property(what: str, like: str | None = None) -> None:
+    "Hidden tests: what the cases that follow check (and `like`, a visible case): all a student sees of a failed one."
+
 # %% [markdown]
 # ## Counting parameters
 #
@@ -114,6 +118,8 @@ def test_unit_parameter_count():
     assert parameter_count([]) == 0, f"no arrays: expected 0 scalars, got {parameter_count([])}"
     assert isinstance(got, int), f"expected a Python int, got {type(got).__name__}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("the parameter count and bytes of models mixing torch tensors and numpy arrays of other dtypes "
+                    "and shapes (a 0-d array included)")
     rng = grading_rng()
     torch_dtypes, numpy_dtypes = (torch.float32, torch.float16, torch.float64, torch.int8), (np.float32, np.float64, np.int16, np.uint8)
     arrays, sizes = [], []
@@ -215,6 +221,7 @@ def test_unit_linear_macs():
     got = linear_macs(33, tuple(out.shape))
     assert 2 * got == fc.get_total_flops(), f"expected {fc.get_total_flops() // 2} MACs, got {got}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("linear_macs for other feature counts and input shapes (a list or a tuple), as a plain int")
     rng = grading_rng()
     for _ in range(4):
         in_features = int(rng.integers(1, 2049))
@@ -289,6 +296,7 @@ def test_unit_conv_macs():
         got = conv_macs(tuple(conv.weight.shape), tuple(out.shape))
         assert 2 * got == fc.get_total_flops(), f"{name}: expected {fc.get_total_flops() // 2} MACs, got {got}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("conv_macs of 1-d, 2-d and 3-d convolutions with groups, stride, padding and dilation")
     rng = grading_rng()
     for dims in [int(d) for d in rng.permutation([1, 2, 3])]:
         groups = int(rng.choice([1, 1, 2, 3, 4]))
@@ -368,6 +376,8 @@ def test_unit_activation_bytes():
     got = activation_bytes(tuple(t.shape), t.dtype)
     assert got == t.numel() * t.element_size(), f"a (4, 9) float64 tensor: expected torch's own size {t.numel() * t.element_size()}, got {got}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("activation bytes of torch tensors and numpy arrays of other dtypes and shapes (a 0-d one "
+                    "included)")
     rng = grading_rng()
     torch_dtypes = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.uint8, torch.int16,
                     torch.int32, torch.int64, torch.bool, torch.complex64)

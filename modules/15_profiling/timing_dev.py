@@ -71,6 +71,10 @@ def grading_rng() -> np.random.Generator:
     return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
 
 
+def hidden_property(what: str, like: str | None = None) -> None:
+    "Hidden tests: what the cases that follow check (and `like`, a visible case): all a student sees of a failed one."
+
+
 def in_student_process(fn, *args, **kwargs):
     """Test helper: call `fn(*args, **kwargs)` in the process that runs your code. In this notebook
     that is this kernel. When your work is graded, the tests run in a process of their own and call
@@ -641,6 +645,7 @@ def test_unit_measure_timer_overhead():
         else:
             raise AssertionError(f"measure_timer_overhead_ns({bad}) should raise ValueError")
     ### BEGIN HIDDEN TESTS
+    hidden_property("the timer overhead from a clock whose read pairs cost different amounts, a few interrupted")
     rng = grading_rng()
     n_pairs = int(rng.integers(60, 400))
     costs = [int(c) for c in rng.integers(15, 400, size=n_pairs)]  # each read pair's own cost, ns
@@ -776,6 +781,8 @@ def test_unit_median_ci():
         else:
             raise AssertionError(f"median_ci{bad} should raise ValueError")
     ### BEGIN HIDDEN TESTS
+    hidden_property("the median's distribution-free interval (order statistics from the binomial tail) for other "
+                    "sample sizes and confidences")
     rng = grading_rng()
 
     def rank_k(n, confidence):  # the largest k with P(B <= k - 1) < (1 - confidence) / 2, B ~ Binomial(n, 1/2)
@@ -1008,6 +1015,8 @@ def test_unit_timing_conditions():
         in_student_process(torch.set_num_threads, before)
         in_student_process(gc.enable if gc_was_on else gc.disable)
     ### BEGIN HIDDEN TESTS
+    hidden_property("thread count and garbage collector set for the measurement and restored afterwards, also when "
+                    "the timed code raises")
     rng = grading_rng()
     threads, gc_on = lambda: in_student_process(torch.get_num_threads), lambda: in_student_process(gc.isenabled)
     before, gc_was_on = threads(), gc_on()
@@ -1163,6 +1172,8 @@ def test_unit_stop_reason():
         got = _stop_reason(values, samples, spent, **options)
         assert got == expected, f"{what}: expected {expected!r}, got {got!r}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("the stopping rule (the median interval's relative half-width against the target) for other "
+                    "samples")
     rng = grading_rng()
 
     def interval95(vals):  # the order statistics of the 95% interval of the median, found by the binomial tail
@@ -1461,6 +1472,7 @@ def test_unit_timing_loop():
         f"calls of 0.5 s, samples=100, max_seconds=3: expected to stop at 'max_seconds' after a few samples, got "
         f"{s.stop_reason!r} after {len(s.per_call_ns)}")
     ### BEGIN HIDDEN TESTS
+    hidden_property("time_callable's samples, calls per sample and timer overhead with other read, call and sync costs")
     rng = grading_rng()
 
     class DrawnClock(FakeClock):  # the same fake, with a sync that takes time of its own
@@ -1717,6 +1729,8 @@ def test_unit_time_interleaved():
         else:
             raise AssertionError(f"{kwargs} should raise ValueError naming {arg!r}")
     ### BEGIN HIDDEN TESTS
+    hidden_property("interleaved rounds for other models, rounds, samples and warm-up, a failing model recorded with "
+                    "its error")
     rng = grading_rng()
     n_models = int(rng.integers(2, 5))
     names = [f"model{i}_{int(rng.integers(100, 1000))}" for i in range(n_models)]

@@ -54,6 +54,10 @@ def grading_rng() -> np.random.Generator:
     "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
     return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
 
+
+def hidden_property(what: str, like: str | None = None) -> None:
+    "Hidden tests: what the cases that follow check (and `like`, a visible case): all a student sees of a failed one."
+
 # %%
 #| export
 class OlympicEvent(Enum):
@@ -480,6 +484,8 @@ def test_unit_benchmark_accuracy():
     assert b.run_accuracy_benchmark() == {} and "labels do not match" in b.failures["accuracy"]["eye"]["message"], \
         f"labels the model cannot output are a recorded failure, got {b.failures.get('accuracy')}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("accuracy of other models on other data sets: counts over all sets, a model that cannot output "
+                    "every label")
     rng = grading_rng()
     torch.manual_seed(int(rng.integers(2**31)))
     k = int(rng.integers(3, 7))  # classes

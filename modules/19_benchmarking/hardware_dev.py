@@ -103,6 +103,10 @@ def grading_rng() -> np.random.Generator:
     "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
     return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
 
+
+def hidden_property(what: str, like: str | None = None) -> None:
+    "Hidden tests: what the cases that follow check (and `like`, a visible case): all a student sees of a failed one."
+
 # %% [markdown]
 # ## 1. What the model costs, layer by layer
 #
@@ -283,6 +287,7 @@ def test_unit_roofline_estimate():
     else:
         raise AssertionError("0 MACs and 0 bytes: expected a ValueError (no work at all), got a result")
     ### BEGIN HIDDEN TESTS
+    hidden_property("the roofline estimate for other work and machines, on both sides of the ridge")
     rng = grading_rng()
     for _ in range(4):  # random work and machines, the intensity a factor of 2 to 100 off the ridge either way
         macs, nbytes, bw = float(rng.integers(10**3, 10**10)), float(rng.integers(10**3, 10**10)), 10 ** rng.uniform(8, 12)
@@ -444,6 +449,8 @@ def test_unit_summarize_hardware():
     assert slow.startswith("overhead-bound") and "memory-bound" in slow, \
         f"1 ms against a 0.00625 ms bound (0.6%): expected 'overhead-bound (roofline says memory-bound)', got {slow!r}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("the hardware summary of other layer tables (totals, achieved rates, utilisation either side of "
+                    "50%)")
     rng = grading_rng()
     n = int(rng.integers(2, 7))
     pb, ab, mc = rng.integers(0, 10**6, n), 4 * rng.integers(1, 250_000, n), rng.integers(1, 10**8, n)
@@ -728,6 +735,7 @@ def test_unit_auto_adjust_batch_size():
     else:
         raise AssertionError(f"one sample of 8 MB in a 1 MB limit: expected a ValueError, got {got!r}")
     ### BEGIN HIDDEN TESTS
+    hidden_property("the largest halving of the batch that fits the memory limit, at the limit and between two sizes")
     rng = grading_rng()
     for i in range(5):
         nf, bpf, batch = int(rng.integers(8, 50_000)), int(rng.choice([1, 2, 4, 8])), int(rng.integers(2, 5000))
@@ -990,6 +998,7 @@ def test_unit_estimate_peak_activation_bytes():
         got = estimate_peak_activation_bytes(pd.DataFrame({"activation_bytes": outs}), inp)
         assert got == want, f"outputs {outs}, input {inp} B: expected {want}, got {got!r} ({why})"
     ### BEGIN HIDDEN TESTS
+    hidden_property("the peak activation memory for other output sizes, the input the largest in some")
     rng = grading_rng()
     for i in range(5):
         outs = [int(v) for v in rng.integers(1, 10**6, int(rng.integers(1, 9)))]
@@ -1099,6 +1108,7 @@ def test_unit_device_fit():
     assert list(big.fits_flash) == [False, True], \
         f"262,400 parameters in 512 KB of Flash: expected fp32 does not fit, int8 does, got {list(big.fits_flash)}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("the device fit (bytes needed, fits or not, with the reason) of another model on other devices")
     rng = grading_rng()
     b, f, h, o = (int(v) for v in (rng.integers(1, 9), rng.integers(4, 300), rng.integers(4, 300), rng.integers(2, 50)))
     model = nn.Sequential(nn.Linear(f, h), nn.ReLU(), nn.Linear(h, o))  # a random MLP on two random devices

@@ -49,6 +49,10 @@ def grading_rng() -> np.random.Generator:
     "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
     return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
 
+
+def hidden_property(what: str, like: str | None = None) -> None:
+    "Hidden tests: what the cases that follow check (and `like`, a visible case): all a student sees of a failed one."
+
 # %% [markdown]
 # ## Memory: count bytes, not parameters
 #
@@ -94,6 +98,7 @@ def test_unit_model_memory_mb():
     assert abs(got_bn - expected_bn) < 1e-12, (f"BatchNorm1d(10): expected {expected_bn} MB, got {got_bn} -- buffers "
                                                 "count too (running stats, num_batches_tracked)")
     ### BEGIN HIDDEN TESTS
+    hidden_property("the model memory of another MLP, with or without bias")
     rng = grading_rng()
     a, b, c = (int(v) for v in rng.integers(2, 200, 3))
     bias = bool(rng.random() < 0.5)
@@ -178,6 +183,7 @@ def test_unit_memory_violations():
         else:
             raise AssertionError(f"memory_violations({mb}, {budgets}): expected a ValueError naming {arg}, got {got}")
     ### BEGIN HIDDEN TESTS
+    hidden_property("the violates_<N>mb flags for other footprints and budgets (whole and fractional MiB, at the budget)")
     rng = grading_rng()
     for _ in range(3):
         mb = round(float(rng.uniform(0.05, 64)), 3) if rng.random() < 0.7 else int(rng.integers(1, 64))
@@ -518,6 +524,7 @@ def test_unit_collect_metrics():
         assert ok and (s.energy_j is None) == (power is None), (f"latency_multiplier 10, power_watts {power}: expected energy_j "
                                                                 f"{'None, a reason naming power_watts' if power is None else 'scaled latency x power'}, got {s.energy_j!r}{hint}")
     ### BEGIN HIDDEN TESTS
+    hidden_property("the collected metrics of another model and data set")
     rng = grading_rng()
     f, k = int(rng.integers(4, 33)), int(rng.integers(3, 11))
     lin = nn.Linear(f, k)

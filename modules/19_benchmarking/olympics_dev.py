@@ -94,6 +94,10 @@ def grading_rng() -> np.random.Generator:
     "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
     return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
 
+
+def hidden_property(what: str, like: str | None = None) -> None:
+    "Hidden tests: what the cases that follow check (and `like`, a visible case): all a student sees of a failed one."
+
 # %% [markdown]
 # ## Checking the constraints
 #
@@ -148,6 +152,8 @@ def test_unit_check_constraints():
     assert (wide["decision"], wide["passed"]) == ("inconclusive", False), \
         f"0.86 meets '>= 0.85' but its interval (0.80, 0.90) straddles it: expected ('inconclusive', False), got {wide}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("each event's constraints decided on other measurements and intervals (pass, fail, inconclusive, "
+                    "missing)")
     rng = grading_rng()
     rules = {"latency_sprint": [("accuracy", ">=", 0.85)], "memory_challenge": [("accuracy", ">=", 0.85)],
              "accuracy_contest": [("latency_median_ms", "<", 100.0), ("model_size_bytes", "<", 10 * MiB)],
@@ -597,6 +603,7 @@ def test_unit_rank_with_ties():
         got = rank_with_ties(intervals)
         assert got == expected, f"rank_with_ties({intervals}): expected {expected}, got {got}: {why}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("ranks of other scores with ties (tied entries share a rank)")
     rng = grading_rng()
     for _ in range(6):
         n = int(rng.integers(4, 9))

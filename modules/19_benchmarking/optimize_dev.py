@@ -56,6 +56,10 @@ def grading_rng() -> np.random.Generator:
     "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
     return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
 
+
+def hidden_property(what: str, like: str | None = None) -> None:
+    "Hidden tests: what the cases that follow check (and `like`, a visible case): all a student sees of a failed one."
+
 # %% [markdown]
 # ## int8 quantization, and how big a model really is
 #
@@ -410,6 +414,7 @@ def test_unit_sparsity():
     except ValueError as e:
         assert "model" in str(e), f"the error should name the argument 'model', got: {e}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("the sparsity of other pruned models, counted over their weights")
     rng = grading_rng()
     torch.manual_seed(int(rng.integers(2**31)))
     makers = [lambda: nn.Linear(int(rng.integers(2, 9)), int(rng.integers(1, 7))),
@@ -652,6 +657,7 @@ def test_unit_ablation():
         f"Comparison.significant, not by whether two figures differ (accuracy {acc[first].correct} vs "
         f"{acc[second].correct} of {len(y)}; median latency {lat[first].median:.4f} vs {lat[second].median:.4f} ms)")
     ### BEGIN HIDDEN TESTS
+    hidden_property("the ablation of another model: each technique's measured change against the baseline")
     rng = grading_rng()
     torch.manual_seed(int(rng.integers(2**31)))
     d, h, c = int(rng.integers(6, 13)), int(rng.integers(8, 17)), int(rng.integers(3, 6))

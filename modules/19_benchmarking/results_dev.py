@@ -75,6 +75,10 @@ def grading_rng() -> np.random.Generator:
     return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
 
 
+def hidden_property(what: str, like: str | None = None) -> None:
+    "Hidden tests: what the cases that follow check (and `like`, a visible case): all a student sees of a failed one."
+
+
 def in_student_process(fn, *args, **kwargs):
     """Test helper: call `fn(*args, **kwargs)` in the process that runs your code. In this notebook
     that is this kernel; when your work is graded, the tests run in a process of their own and call
@@ -296,6 +300,7 @@ def test_unit_benchmark_result():
         expect_error(BenchmarkResult, "x", bad, name="values")
     assert BenchmarkResult.from_dict(r.to_dict()).to_dict() == r.to_dict(), "from_dict(to_dict()) must give the same result"
     ### BEGIN HIDDEN TESTS
+    hidden_property("a BenchmarkResult's statistics for other samples")
     rng = grading_rng()
     n = int(rng.integers(2, 40))
     xs = [round(float(v), 6) for v in float(rng.uniform(0.5, 20)) * rng.lognormal(0.0, 0.3, n)]
@@ -414,6 +419,7 @@ def test_unit_precise_timer():
     assert failed.elapsed_ns is not None and failed.elapsed_ns >= 0, \
         "the time must be recorded even when the block raises (read the clock in a finally: block)"
     ### BEGIN HIDDEN TESTS
+    hidden_property("precise_timer's elapsed time around a block of another length")
     rng = grading_rng()
     spin_ns = int(rng.integers(200_000, 2_000_000))  # the block spins at least this long, by construction
     outer_start = time.perf_counter_ns()
@@ -518,6 +524,7 @@ def test_unit_wilson_interval():
                               ((5, 10), {"confidence": 1.5}, "confidence")):
         expect_error(wilson_interval, *args, name=arg, **kwargs)
     ### BEGIN HIDDEN TESTS
+    hidden_property("the Wilson interval for other counts and sample sizes, small and large")
     rng = grading_rng()
     for _ in range(12):
         n = int(rng.integers(1, 30)) if rng.random() < 0.4 else int(rng.integers(30, 5000))
@@ -691,6 +698,7 @@ def test_unit_resampler_and_rule():
                         ({"samples": [[1.0]], "n_boot": 10}, "n_boot")):
         expect_error(bootstrap_interval, lambda x, *r: x.mean(axis=1), name=arg, **kwargs)
     ### BEGIN HIDDEN TESTS
+    hidden_property("the resampler and the decision rule with other seeds, resample counts and confidences")
     rng = grading_rng()
     seed, n_boot = int(rng.integers(0, 2**31)), int(rng.integers(100, 600))
     conf = [0.8, 0.9, 0.95, 0.99][int(rng.integers(0, 4))]
@@ -929,6 +937,7 @@ def test_unit_compare_samples():
     expect_error(compare_samples, [1.0, 2.0], [1.0, 2.0], alpha=1.5, name="alpha")
     expect_error(compare_samples, [1.0, 2.0], [1.0, 2.0], n_boot=10, name="n_boot")
     ### BEGIN HIDDEN TESTS
+    hidden_property("compare decisions (faster, slower, not significant) for other samples, alphas and effect floors")
     rng = grading_rng()
     seed, n_boot = int(rng.integers(0, 2**31)), int(rng.integers(200, 1000))
     alpha, floor = [0.01, 0.05, 0.1][int(rng.integers(0, 3))], [0.01, 0.02, 0.05][int(rng.integers(0, 3))]
@@ -1032,6 +1041,7 @@ def test_unit_mcnemar_exact():
     assert got == {"a_only": 2, "b_only": 0, "p_value": 0.5}, f"2 vs 0 disagreements: expected a_only 2, b_only 0, p 0.5, got {got}"
     expect_error(mcnemar_exact, [1, 0], [1], name="correct_a")  # different lengths cannot be paired
     ### BEGIN HIDDEN TESTS
+    hidden_property("McNemar's test for other discordant counts")
     rng = grading_rng()
     n01, n10 = int(rng.integers(0, 20)), int(rng.integers(1, 20))
     if rng.random() < 0.5:
@@ -1255,6 +1265,7 @@ def test_unit_proportion_result():
     assert ProportionResult("accuracy", [0]).std == 0.0, "a single outcome has std 0.0"
     assert BenchmarkResult.from_dict(r.to_dict()).to_dict() == r.to_dict(), "a proportion survives a round trip"
     ### BEGIN HIDDEN TESTS
+    hidden_property("a proportion result (k of n with its Wilson interval) for other outcomes")
     rng = grading_rng()
     n = int(rng.integers(2, 600))
     outcomes = [int(v) for v in rng.random(n) < rng.uniform(0.3, 0.98)]
@@ -1420,6 +1431,7 @@ def test_unit_compare_proportions():
         f"a 1-point gain (p = {small.p_value:.2g}) is below the 2-point floor: not significant; got {small.significant}")
     expect_error(compare_results, a, ProportionResult("accuracy", [1] * 50), name="b")  # 100 against 50 samples: no pairs
     ### BEGIN HIDDEN TESTS
+    hidden_property("comparing two proportions for other outcomes, alphas and effect floors")
     rng = grading_rng()
     seed, n_boot = int(rng.integers(0, 2**31)), int(rng.integers(200, 800))
     alpha, floor = [0.01, 0.05, 0.1][int(rng.integers(0, 3))], [0.01, 0.02, 0.05][int(rng.integers(0, 3))]
@@ -1522,6 +1534,7 @@ def test_unit_compare_results():
         assert type(back) is type(r) and back.to_dict() == r.to_dict(), \
             f"from_dict(to_dict()): expected {type(r).__name__} {r.to_dict()}, got {type(back).__name__} {back.to_dict()}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("compare_results on other timing and proportion results")
     rng = grading_rng()
     seed, n_boot = int(rng.integers(0, 2**31)), int(rng.integers(200, 800))
     alpha, floor = [0.01, 0.05, 0.1][int(rng.integers(0, 3))], [0.01, 0.02, 0.05][int(rng.integers(0, 3))]
@@ -1861,6 +1874,7 @@ def test_unit_eval_data_and_top1():
     assert (r.correct, r.count) == (4, 6) and (r.ci_lower, r.ci_upper) == wilson_interval(4, 6), \
         f"expected 4 of 6, interval {wilson_interval(4, 6)}, got {r.correct} of {r.count}, {(r.ci_lower, r.ci_upper)}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("top-1 correct counts of another model on other data (eval mode restored as it was)")
     rng = grading_rng()
     c, d, n = int(rng.integers(3, 8)), int(rng.integers(2, 6)), int(rng.integers(5, 40))
     gen = torch.Generator().manual_seed(int(rng.integers(0, 2**31)))
@@ -2054,6 +2068,7 @@ def test_unit_state_dict_tensor_bytes():
     got = sum(t.numel() * t.element_size() for t in _flatten_tensors({"w": per_channel, "dtype": torch.qint8}))
     assert got == 12 + 4 * 8 + 4 * 8, f"per-channel int8 (4 x 3): expected 12 + 32 + 32 = 76 bytes, got {got}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("the tensor bytes of another model, shared tensors counted once")
     rng = grading_rng()
     dims = [int(v) for v in rng.integers(2, 40, size=int(rng.integers(2, 5)))]
     bias = [bool(v) for v in rng.random(len(dims) - 1) < 0.7]
@@ -2184,6 +2199,7 @@ def test_unit_writing():
     left = sorted(p.name for p in target.parent.iterdir())
     assert left == ["r.txt", "taken"], f"no temporary file may be left behind, even when the rename fails; found {left}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("results written and read back with other values")
     rng = grading_rng()
     k = int(rng.integers(0, 1000))
     f32 = float(rng.uniform(-10, 10))

@@ -57,6 +57,10 @@ def grading_rng() -> np.random.Generator:
     return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
 
 
+def hidden_property(what: str, like: str | None = None) -> None:
+    "Hidden tests: what the cases that follow check (and `like`, a visible case): all a student sees of a failed one."
+
+
 def expect_error(fn, *args, name: str | None = None, error: type = ValueError, says: str | None = None, **kwargs) -> None:
     """Test helper: `fn(*args, **kwargs)` must raise `error` whose message starts with what it is about,
     the argument `name`, before the first colon (`values: expected ...`; several arguments:
@@ -468,6 +472,7 @@ def test_unit_pareto_front():
     expect_error(pareto_front, pts, {"lat": "lower"}, name="directions")
     expect_error(pareto_front, {"A": {"lat": 1}}, {"lat": "min", "acc": "max"}, name="points")
     ### BEGIN HIDDEN TESTS
+    hidden_property("the Pareto set for other metrics and directions")
     rng = grading_rng()
     metrics = [f"metric_{chr(97 + int(i))}" for i in rng.permutation(8)[:int(rng.integers(1, 5))]]
     dirs = {m: ["min", "max"][int(rng.integers(0, 2))] for m in metrics}
@@ -589,6 +594,7 @@ def test_unit_pareto_front_with_ties():
     expect_error(pareto_front_with_ties, {"A": {"latency": res["A"]["latency"]}}, ["latency", "accuracy"], name="results")
     expect_error(pareto_front_with_ties, res, [], name="metrics")
     ### BEGIN HIDDEN TESTS
+    hidden_property("the Pareto set with ties where differences are not significant, for other configurations")
     rng = grading_rng()
     metrics = [str(m) for m in rng.permutation(["latency", "accuracy", "model_size"])[:int(rng.integers(2, 4))]]
     names = [f"cfg_{int(i)}" for i in rng.permutation(50)[:int(rng.integers(3, 6))]]
@@ -730,6 +736,7 @@ def test_unit_compare_with_baseline():
     assert [(c.model_a, c.model_b) for c in comps][:2] == [("int8", "fp32"), ("int8", "other_data")], \
         f"with baseline='int8' every comparison starts from int8, got {[(c.model_a, c.model_b) for c in comps]}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("the comparison with the baseline for other results")
     from tinytorch.benchmarking.results import CountResult
 
     rng = grading_rng()

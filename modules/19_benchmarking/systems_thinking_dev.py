@@ -53,6 +53,10 @@ def grading_rng() -> np.random.Generator:
     "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
     return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
 
+
+def hidden_property(what: str, like: str | None = None) -> None:
+    "Hidden tests: what the cases that follow check (and `like`, a visible case): all a student sees of a failed one."
+
 # %% [markdown]
 # ## The measurement every question starts from
 #
@@ -140,6 +144,7 @@ def test_unit_ci_half_width():
     for bad in ([], [3.0]):
         expect_value_error(ci_half_width, bad, name="values")
     ### BEGIN HIDDEN TESTS
+    hidden_property("the t interval's half-width for other sample sizes and confidences")
     rng = grading_rng()
     for _ in range(4):
         n, confidence = int(rng.integers(2, 60)), float(rng.uniform(0.8, 0.995))
@@ -166,6 +171,7 @@ def test_unit_samples_to_shrink():
     expect_value_error(samples_to_shrink, 1, name="n")
     expect_value_error(samples_to_shrink, 10, 1.0, name="factor")
     ### BEGIN HIDDEN TESTS
+    hidden_property("samples_to_shrink for other sample counts, shrink factors and confidences")
     rng = grading_rng()
     for _ in range(3):
         while True:
@@ -282,6 +288,7 @@ def test_unit_calls_per_block():
     for bad in (0.0, 1.5):
         expect_value_error(calls_per_block, 50, 100, bad, name="max_overhead_fraction")
     ### BEGIN HIDDEN TESTS
+    hidden_property("calls per block for other call costs and timer overheads")
     rng = grading_rng()
     for _ in range(12):
         while True:
@@ -387,6 +394,7 @@ def test_unit_linear_cost():
             f"linear_cost{args}: expected {expected} = (intercept, slope), whatever the order of the points, got {got}")
     expect_value_error(linear_cost, 5, 1.0, 5, 2.0, name="n_b")
     ### BEGIN HIDDEN TESTS
+    hidden_property("the fitted per-item cost and fixed cost from other pairs of measurements")
     rng = grading_rng()
     for _ in range(4):
         n_a, n_b = (int(v) for v in rng.choice(np.arange(2, 500), size=2, replace=False))
@@ -522,6 +530,7 @@ def test_unit_images_to_decide():
     for bad, name in (((1.2, 0.9), "accuracy"), ((0.9, -0.1), "target")):
         expect_value_error(images_to_decide, *bad, name=name)
     ### BEGIN HIDDEN TESTS
+    hidden_property("the fewest images whose Wilson interval decides other accuracies against other targets")
     rng = grading_rng()
     for _ in range(3):
         target = float(rng.uniform(0.3, 0.9))

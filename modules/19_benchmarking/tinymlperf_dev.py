@@ -64,6 +64,10 @@ def grading_rng() -> np.random.Generator:
     "Hidden tests draw their inputs from this: the grading run's seed ($TITO_GRADING_SEED), 0 elsewhere."
     return np.random.default_rng(int(os.environ.get("TITO_GRADING_SEED", "0")))
 
+
+def hidden_property(what: str, like: str | None = None) -> None:
+    "Hidden tests: what the cases that follow check (and `like`, a visible case): all a student sees of a failed one."
+
 # %% [markdown]
 # ## The reference architectures and the task table
 #
@@ -332,6 +336,7 @@ def test_unit_compliance_decision():
         assert got == expected, (f"quality {'None' if args[0] is None else '440/450'}, target {args[1]}, latency "
                                  f"{args[2]} ms, budget {args[3]} ms: expected {expected!r}, got {got!r}: {why}")
     ### BEGIN HIDDEN TESTS
+    hidden_property("compliance decisions for other accuracies, intervals, latencies and budgets")
     rng = grading_rng()
     for _ in range(3):
         n = int(rng.integers(40, 600))
@@ -529,6 +534,7 @@ def test_unit_latency():
     assert not missing and lat["p90_over"].startswith("per-inference"), \
         f"expected every key, p90_over 'per-inference samples', got {missing or 'no'} missing, {lat.get('p90_over')!r}"
     ### BEGIN HIDDEN TESTS
+    hidden_property("single-stream latency for other blocks and windows of samples")
     rng = grading_rng()
     for blocks in (1, int(rng.integers(2, 9))):  # calls per single-stream sample: one, then a block of several
         windows = int(rng.choice([4, 6])) if blocks == 1 else int(rng.integers(3, 8))  # even: no window in the middle

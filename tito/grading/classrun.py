@@ -21,7 +21,8 @@ Output (default build/grades/NN_name/):
     nbgrader/        the class's nbgrader course directory: one gradebook.db with every student (judge's
                      points, written answers for formgrader), autograded/<id>/NN_name/ (tito.grading.course_dir)
     problems.txt     submission folders and files that were not graded, one line each
-    run.json         the run's seed and settings (`--seed` repeats a run's hidden-test inputs)
+    run.json         the run's secret seed and settings (`--seed` repeats a run's hidden-test inputs; each
+                     student's inputs come from it, the student id and their submission: student_seed)
 """
 from __future__ import annotations
 
@@ -217,11 +218,29 @@ def run_key(course: Course, notebooks: list[Path], data: dict[str, Path], seed: 
     return h.hexdigest()
 
 
-def student_key(run: str, folder: Path, wanted: set[str]) -> str:
-    """The run's key with the student's graded notebooks: equal keys, equal grades (`--resume`)."""
-    h = hashlib.sha256(run.encode())
+def submission_hash(folder: Path, wanted: set[str]) -> str:
+    """sha256 of the student's graded notebooks (names and bytes)."""
+    h = hashlib.sha256()
     _hash_files(h, [p for p in Path(folder).glob("*.ipynb") if p.name in wanted])
     return h.hexdigest()
+
+
+def student_key(run: str, submission: str) -> str:
+    """The run's key with the hash of the student's graded notebooks: equal keys, equal grades (`--resume`)."""
+    return hashlib.sha256(f"{run}\0{submission}".encode()).hexdigest()
+
+
+def student_seed(run_seed: int, student: str, submission: str) -> int:
+    """The seed of one student's hidden-test inputs: from the run's secret seed, the student and the
+    hash of their submission. Grading the same files again draws the same inputs; a changed submission
+    (a resubmission, even under `--resume`) draws fresh ones, so answers harvested from an earlier
+    grading are worth nothing; the run's seed cannot be worked back from it (sha256).
+
+    >>> student_seed(7, "ann", "ab") == student_seed(7, "ann", "ab") != student_seed(7, "ann", "ac")
+    True
+    """
+    digest = hashlib.sha256(f"tito-hidden-tests\0{run_seed}\0{student}\0{submission}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1  # 63 bits: any numpy seed
 
 
 def published(out_dir: Path) -> dict[str, StudentGrade]:
@@ -319,7 +338,9 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     jobs: students graded at once (default: the CPU cores); scheduler: a Dask scheduler address
     (then the cluster's workers grade). no_sandbox: run student code without bubblewrap (refused
     otherwise when bwrap is missing). resume: skip students whose result is already published.
-    seed: the hidden tests' seed (default: drawn for this run, recorded in run.json and result.json).
+    seed: the run's secret seed of the hidden tests (default: drawn for this run, recorded in run.json
+    only); each student's hidden inputs come from it, their id and their submission's content
+    (student_seed, recorded in their result.json), so a changed submission gets fresh ones.
     per_notebook: a sandbox per notebook even as root (what a normal user's run does; slower).
 
         >>> grade(Course.load(), "19", "subs", jobs=2)      # doctest: +SKIP
@@ -352,10 +373,11 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     data = data_files(course, module)
     previous = _read_json(out_dir / "run.json")
     if seed is None and resume and isinstance(previous.get("seed"), int):
-        seed = previous["seed"]  # a resumed run draws the same hidden inputs as the run it continues
-    seed = secrets.randbelow(2**31) if seed is None else int(seed)
+        seed = previous["seed"]  # the same inputs for an unchanged submission, fresh ones for a changed one
+    seed = secrets.randbelow(2**63) if seed is None else int(seed)
     key = run_key(course, nbs, data, seed, timeout, limits)
-    inputs = {s: student_key(key, folder, {Path(p).name for p in nbs}) for s, folder in found.items()}
+    content = {s: submission_hash(folder, {Path(p).name for p in nbs}) for s, folder in found.items()}
+    inputs = {s: student_key(key, content[s]) for s in found}
     if resume:
         have = published(out_dir)
         in_csv = {row["student"] for row in csv_rows}
@@ -404,7 +426,8 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
         nbgrader_glue.atomic_write(out_dir / "run.json", json.dumps(
             {"module": module, "seed": seed, "timeout": timeout, "sandbox": SANDBOXED if bwrap else UNSANDBOXED,
              "limits": asdict(limits), "notebooks": [Path(p).name for p in nbs]}, indent=1) + "\n")
-        todo = [GradeJob(module, s, str(folder), course.course_id, timeout, run, inputs[s]) for s, folder in found.items()]
+        todo = [GradeJob(module, s, str(folder), course.course_id, timeout, run, inputs[s],
+                         student_seed(seed, s, content[s])) for s, folder in found.items()]
         guard = tree_hash(template)
 
         def on_done(job: GradeJob, res) -> bool:

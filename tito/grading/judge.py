@@ -16,8 +16,11 @@ It never imports the student's code. For each graded notebook it
 
 A test that runs out of time, or whose host process dies, fails with the reason, and the next test
 gets a fresh host process. Hidden tests draw their inputs from $TITO_GRADING_SEED (set here from
-the plan's per-run seed). Test code that needs the student's process itself (its thread count, its
-collector) calls `in_student_process(fn, *args)`, which runs `fn` there and returns its result as data.
+the plan's seed: the student's, tito.grading.classrun.student_seed), and a failed hidden case is
+reported as the property its region declares (`hidden_property`), never its inputs or expected value.
+Test code that needs the student's process itself (its thread count, its collector) calls
+`in_student_process(fn, *args)`, which runs `fn` there and returns its result as data; `fn` holds
+no data of the test and makes no object of the test's classes there (tito.grading.remote.refuse_data).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import builtins
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import socket
@@ -41,7 +45,7 @@ from typing import Any
 
 from tito.grading import feedback, package, plan as plans
 from tito.grading.protocol import NAMESPACE, ChannelBroken, ProtocolError, recv, write_frame
-from tito.grading.remote import Session
+from tito.grading.remote import NotSendable, Session
 from tito.grading.sanitize import clean_text
 
 PREIMPORT = ["numpy", "scipy", "scipy.stats", "pandas", "torch", "matplotlib", "matplotlib.pyplot", "sklearn",
@@ -49,6 +53,8 @@ PREIMPORT = ["numpy", "scipy", "scipy.stats", "pandas", "torch", "matplotlib", "
 FEEDBACK_BYTES = 8 << 20      # outputs kept from one notebook's feedback run
 SETUP_SECONDS = 120           # the zygote's imports, a test process's imports
 HOOK = "in_student_process"
+STUB = re.compile(r"not yet implemented: [\w.<>-]{1,200}")  # the release's stubs (tito.nbgrader_named_stubs)
+PROPERTY = "hidden_property"  # a test cell's hidden cases say what they check (NotebookTests.describe)
 
 
 class TestTimeout(BaseException):
@@ -360,6 +366,7 @@ class NotebookTests:
         self.ns: dict[str, Any] = {}
         self.setup_errors: list[str] = []
         self.host_errors: list[dict] = []
+        self.property: tuple[str, str | None] | None = None  # the running test's last hidden_property
 
     def close(self) -> None:
         self._drop_session()
@@ -400,10 +407,25 @@ class NotebookTests:
         session = self.session
 
         def in_student_process(fn, *args, **kwargs):
-            return session.request("run", fn={"$pk": session.pickle(fn)}, args=session.encode(list(args)),
-                                   kwargs=session.encode(kwargs))
+            if not callable(fn) or not isinstance(fn, (types.FunctionType, types.MethodType, types.BuiltinFunctionType)):
+                raise NotSendable(f"in_student_process runs a function, got a {type(fn).__name__}")
+            session.running = True  # no object of the test's classes crosses with it (remote.refuse_data)
+            try:
+                sent = {"fn": {"$pk": session.pickle(fn, run=True)}, "args": session.encode(list(args)),
+                        "kwargs": session.encode(kwargs)}
+            finally:
+                session.running = False
+            return session.request("run", **sent)
 
         self.ns[HOOK] = in_student_process
+        self.ns[PROPERTY] = self._hidden_property
+
+    def _hidden_property(self, what: str, like: str | None = None) -> None:
+        """What the hidden cases that follow check, in words (and the visible test that shows the same
+        mistake): all a student learns when one of them fails (`describe`)."""
+        if type(what) is not str or not what.strip() or not (like is None or type(like) is str):
+            raise TypeError("hidden_property(what, like=None): expected a sentence (str) and an optional str")
+        self.property = (what.strip(), like.strip() if like else None)
 
     def _timed(self, fn, seconds: float):
         def alarm(signum, frame):
@@ -471,6 +493,7 @@ class NotebookTests:
     def run_test(self, cell: dict) -> dict:
         t0 = time.perf_counter()
         self.ns["__name__"] = "__main__"
+        self.property = None
         ok, message = False, ""
         try:
             self._timed(lambda: exec(compile(cell["source"], f"<test {cell['grade_id']}>", "exec"), self.ns),  # noqa: S102
@@ -499,21 +522,24 @@ class NotebookTests:
             return f"your code's process stopped during this test ({ended or 'it closed the channel'})"
         if isinstance(e, ProtocolError):
             return f"your code's process sent something that is not data: {e}"
+        if isinstance(e, NotSendable):  # the test's fault: names, no values
+            return f"the test could not be run: {e}"
         line, hidden = _failing_line(e, cell)
-        where = " (in a hidden test)" if hidden else ""
+        if hidden:
+            return self.hidden_failure(e)
         host = getattr(e, "__tito_host__", None)
         if isinstance(e, AssertionError):
             msg = str(e).strip()
             if not msg:
-                return f"assertion failed{where}" + (f": {line}" if line and not hidden else "")
-            return msg + where
+                return "assertion failed" + (f": {line}" if line else "")
+            return msg
         name = type(e).__name__
         msg = str(e).strip()
         if isinstance(e, NotImplementedError) and msg.startswith("not yet implemented"):
             return msg
         text = f"{name}: {msg}" if msg else name
         if host:
-            text += f" (raised in your code{where})"
+            text += " (raised in your code)"
             if isinstance(e, NameError):
                 text += (" -- your module holds only your exported cells: a name from a cell that is not "
                          "exported (an import, a helper you added) is not in it; import or define it in your solution")
@@ -521,8 +547,28 @@ class NotebookTests:
             if tb:
                 text += "\n" + tb
         else:
-            text += where + (f" at: {line}" if line and not hidden else "")
+            text += f" at: {line}" if line else ""
         return text
+
+    def hidden_failure(self, e: BaseException) -> str:
+        """A failed hidden case, for the student: the property it checks (the test's `hidden_property`)
+        and the kind of failure, never its inputs, its expected value or what came back. Of an exception
+        the student's code raised only its built-in kind: its message, class name and traceback are the
+        student's own text, which could carry the case's inputs out."""
+        if isinstance(e, NotImplementedError) and STUB.fullmatch(str(e).strip()):
+            return str(e).strip()  # the release's stub, naming the function (any other text could carry inputs)
+        what, like = self.property or (None, None)
+        text = "a hidden case failed" + (f": {what}" if what else " (hidden cases check the same work on other inputs)")
+        if like:
+            text += f"; the visible test shows the same mistake: {like}"
+        if getattr(e, "__tito_host__", None):
+            base = next((c.__name__ for c in type(e).__mro__ if getattr(builtins, c.__name__, None) is c), "Exception")
+            text += f" -- your code raised {base}"
+            if isinstance(e, NameError):
+                text += " (a name your exported cells use but do not define or import)"
+        elif not isinstance(e, AssertionError):
+            text += f" -- {type(e).__name__}"
+        return text + " (its inputs and expected values are not shown; each submission gets fresh ones)"
 
 
 class Missing:

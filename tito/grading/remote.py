@@ -16,8 +16,10 @@ another proxy. Nothing the student wrote ever runs in the judge:
   built-in type it derives from (or a judge-made subclass of it with the student's class name);
 - the judge's functions handed to the student's code (a spy clock, a callback) stay in the
   judge: the host gets a stub that calls back over the channel;
-- other judge objects (a model the test built, a DataFrame) are pickled *to* the host; nothing
-  pickled is ever accepted *from* it ("$pk" in a reply is a ProtocolError).
+- other judge objects (a model the test built, a DataFrame: the input of the call) are pickled *to*
+  the host, never code or objects that carry the test's own data (`refuse_data`: a fake's state,
+  a function's captured values); nothing pickled is ever accepted *from* it ("$pk" in a reply is a
+  ProtocolError).
 
     >>> Session  # doctest: +ELLIPSIS
     <class '...Session'>
@@ -125,7 +127,9 @@ class Remote:
         s = _s(self)
         if s.endpoint.broken:  # a timed-out test: nothing more to say to that host
             return False
-        return s.request("exit", h=_h(self), exc=judge_error(ev) if ev is not None else None) is True
+        swallowed = s.request("exit", h=_h(self), exc=judge_error(ev) if ev is not None else None) is True
+        # the student's __exit__ may swallow its own code's exception, never the test's (a failed assert)
+        return swallowed and (ev is None or getattr(ev, "__tito_host__", None) is not None)
 
     def __float__(self):
         return _number(_s(self).request("float", h=_h(self)), float)
@@ -223,6 +227,7 @@ class Session:
         self.types: dict[int, Any] = {}       # handle of a host class -> judge-made class (or the judge's own)
         self.callbacks: dict[int, Any] = {}   # id -> judge callable the host may call
         self._callback_ids: dict[int, int] = {}
+        self.running = False  # encoding what in_student_process sends, or a callback's result (see `pickle`)
 
     # ---- calls ----------------------------------------------------------------------------------
 
@@ -258,7 +263,11 @@ class Session:
             result = fn(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - handed to the student's code as its error
             return {"err": judge_error(e)}
-        return {"ok": self.encode(result)}
+        running, self.running = self.running, True  # a reading is data: never the fake itself (refuse_data)
+        try:
+            return {"ok": self.encode(result)}
+        finally:
+            self.running = running
 
     # ---- values ---------------------------------------------------------------------------------
 
@@ -427,9 +436,13 @@ class Session:
             self._callback_ids[key] = cid
         return self._callback_ids[key]
 
-    def pickle(self, obj: Any) -> str:
+    def pickle(self, obj: Any, run: bool = False) -> str:
         """`obj` pickled for the host (cloudpickle: classes and functions of the test by value),
-        its proxies as handles and its test functions as callbacks."""
+        its proxies as handles and its test functions as callbacks. Nothing of what the test knows
+        crosses (`refuse_data`): a function sent by value holds no data, and with `run` (the
+        function `in_student_process` runs there, and its arguments) no class of the test code
+        crosses at all, so no object of the test (a fake, a spy) is ever made in the student's process.
+        Raises NotSendable."""
         import cloudpickle
 
         session = self
@@ -441,6 +454,7 @@ class Session:
                     return ("h", h)
                 if o is not obj and _is_callback(o):
                     return ("cb", session._callback(o))
+                refuse_data(o, run or session.running)
                 return None
 
         if NAMESPACE in sys.modules:  # the test cells' classes travel by value, like __main__'s
@@ -450,11 +464,116 @@ class Session:
         return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+class NotSendable(TypeError):
+    """The test tried to send the student's process an object that carries what the judge knows
+    (a fake's state, a function's captured values): a fault of the test code, not of the student."""
+
+
+def refuse_data(obj: Any, run: bool = False) -> None:
+    """Raise NotSendable when `obj`, about to be pickled for the host, carries the test's data.
+
+    The student's code can read everything its process holds (`fn.__self__`, `__closure__`,
+    `__defaults__`, `__globals__`, a caller's frame), so a fake or spy stays in the judge and the host
+    gets its methods as callback handles. Refused: a bound method sent by value whose object is not
+    a module or the student's own; a function sent by value whose closure cells, defaults or the
+    test-module names its code reads hold data (anything but None, modules, classes, functions and
+    the student's objects); a class of the test code whose methods do so; and with `run` (what
+    `in_student_process` sends) any class of the test code, or an instance of one.
+    """
+    if isinstance(obj, types.MethodType):
+        if not (isinstance(obj.__self__, types.ModuleType) or _handle_of(obj.__self__) is not None):
+            raise NotSendable(f"{_name(obj)} is a method of a {type(obj.__self__).__name__} object of the test: sent "
+                              "by value, the student's code could read that object (fn.__self__); pass the method "
+                              "itself to the student's code (it is called back in the judge)")
+        return
+    if isinstance(obj, types.BuiltinMethodType):
+        owner = getattr(obj, "__self__", None)
+        if not (owner is None or isinstance(owner, types.ModuleType)):
+            raise NotSendable(f"{_name(obj)} is bound to a {type(owner).__name__} of the test, which the student's "
+                              "code could read")
+        return
+    if isinstance(obj, types.FunctionType):
+        if not _by_value(obj):
+            return
+        where = [("closure cell " + name, cell.cell_contents) for name, cell in
+                 zip(obj.__code__.co_freevars, obj.__closure__ or ()) if _filled(cell)]
+        where += [("default", v) for v in obj.__defaults__ or ()]
+        where += [(f"default of {k}", v) for k, v in (obj.__kwdefaults__ or {}).items()]
+        where += [(f"global {k}", obj.__globals__[k]) for k in sorted(_code_names(obj.__code__))
+                  if k in obj.__globals__]
+        for what, value in where:
+            if not _no_data(value):
+                raise NotSendable(f"{_name(obj)} would carry data to the student's process: its {what} holds a "
+                                  f"{type(value).__name__}; pass the values the student's code needs as arguments "
+                                  "and keep the test's own values in the judge")
+        return
+    if isinstance(obj, type) and _test_code(obj):
+        if run:
+            raise NotSendable(f"class {obj.__qualname__} of the test code would run in the student's process, "
+                              "where its objects are readable: make it in the judge and pass its methods")
+        for value in vars(obj).values():
+            refuse_data(getattr(value, "__func__", value))
+        return
+    if run and _test_code(type(obj)):
+        raise NotSendable(f"a {type(obj).__qualname__} object of the test code would be readable in the student's "
+                          "process: keep it in the judge and pass its methods")
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # a cell not yet assigned
+        return False
+    return True
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    """The global names `code` and the code objects nested in it read."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def _no_data(value: Any) -> bool:
+    """True for what carries no value of the test: None, modules, classes, functions (themselves
+    checked when they are sent by value), builtins of a module, the student's own objects."""
+    if value is None or isinstance(value, (types.ModuleType, type, types.FunctionType)):
+        return True
+    if isinstance(value, types.BuiltinFunctionType):
+        return value.__self__ is None or isinstance(value.__self__, types.ModuleType)
+    if isinstance(value, types.MethodType):
+        return _is_callback(value)  # a method of a judge object crosses as a callback handle
+    return _handle_of(value) is not None
+
+
+def _test_code(cls: type) -> bool:
+    return getattr(cls, "__module__", None) in ("__main__", NAMESPACE)
+
+
+def _by_value(obj: Any) -> bool:
+    """Whether cloudpickle sends `obj` (a function or class) by value: it is defined in the test code
+    or is not reachable by its module and name."""
+    module = getattr(obj, "__module__", None) or ""
+    if module in ("__main__", NAMESPACE) or module not in sys.modules:
+        return True
+    target = sys.modules[module]
+    for part in getattr(obj, "__qualname__", "").split("."):
+        target = getattr(target, part, None)
+    return target is not obj
+
+
 def judge_error(e: BaseException) -> dict:
     """An exception of the judge's test code, as the host gets it: its built-in type and first
-    line only (no traceback, no class, no arguments: nothing of the test's code reaches the host)."""
+    line only (no traceback, no class, no arguments: nothing of the test's code reaches the host);
+    a failed assertion, whose message holds what the test expected, as its type alone."""
     base = next((c.__name__ for c in type(e).__mro__ if getattr(builtins, c.__name__, None) is c), "Exception")
-    msg = (str(e).strip().splitlines() or [""])[0][:300]
+    msg = "" if isinstance(e, AssertionError) else (str(e).strip().splitlines() or [""])[0][:300]
     return {"$e": {"type": base, "module": "builtins", "base": base, "args": [msg], "msg": msg, "tb": ""}}
 
 

@@ -63,7 +63,7 @@ class StudentGrade:
     seconds: float = 0.0
     sandbox: str = SANDBOXED
     manual_pending: float = 0.0
-    seed: int | None = None       # the grading run's seed for hidden tests
+    seed: int | None = None       # this student's hidden-test seed (classrun.student_seed; never the run's)
     timing: dict = field(default_factory=dict)
     inputs: str = ""              # hash of everything the grade depends on (classrun.student_key)
 
@@ -98,6 +98,7 @@ class GradeJob:
     timeout: int
     run: dict
     inputs: str = ""
+    seed: int | None = None   # this student's hidden-test seed (classrun.student_seed)
 
 
 def grade_one(job: GradeJob) -> tuple[dict, bytes]:
@@ -256,7 +257,8 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
                 hosts["shared"] = entry
             else:
                 hosts.setdefault("per_notebook", {})[key] = entry
-        cfg = {**{k: run[k] for k in ("reference", "cache", "lib", "bwrap", "seed", "preimport", "limits", "imports")},
+        cfg = {**{k: run[k] for k in ("reference", "cache", "lib", "bwrap", "preimport", "limits", "imports")},
+               "seed": job.seed if job.seed is not None else run["seed"],
                "notebooks": names, "inputs": str(work / "judge"), "work": str(work), "timeout": job.timeout,
                "results": str(work / "results.frames"), "hosts": hosts, "uids": uids}
         plan_path = work / "judge" / "plan.json"
@@ -353,7 +355,7 @@ def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, ma
         reasons.append("no graded notebook submitted")
     result = StudentGrade(job.student, score, mx, worst, " | ".join(reasons), notebooks, feedback,
                           round(time.perf_counter() - t0, 1), SANDBOXED if run.get("bwrap") else UNSANDBOXED,
-                          sum(n.manual_pending for n in notebooks), run.get("seed"), timing, job.inputs)
+                          sum(n.manual_pending for n in notebooks), job.seed, timing, job.inputs)
     (staged / "result.json").write_text(json.dumps(asdict(result), indent=1) + "\n", encoding="utf-8")
     return result
 
