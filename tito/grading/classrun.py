@@ -41,7 +41,7 @@ from pathlib import Path
 
 from tito import nbgrader_glue, process
 from tito.config import Course, TitoError
-from tito.grading import gradebook, package, sandbox
+from tito.grading import gradebook, package, sandbox, submission
 from tito.grading.judge import PREIMPORT
 from tito.grading.pool import default_workers, run_tasks
 from tito.grading.student import (GRADING_ERROR, SANDBOXED, TOTAL, UNSANDBOXED, GradeJob, StudentGrade,
@@ -62,10 +62,14 @@ class Scan:
     problems: list[str]
 
 
-def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | None = None) -> Scan:
+def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | None = None,
+                     notebook_mb: int = submission.DEFAULT_NOTEBOOK_MB,
+                     folder_mb: int = submission.DEFAULT_FOLDER_MB) -> Scan:
     """Student folders of `submissions_dir` (see module doc for layouts) and problem lines.
 
-    `wanted`: the assignment's notebook file names; other files are reported.
+    `wanted`: the assignment's notebook file names; other files are reported. Nothing is read:
+    entries are looked at with `lstat` (tito.grading.submission: links, pipes, devices and sockets
+    are reported, and notebooks above `notebook_mb` and folders above `folder_mb` MB).
 
     >>> scan_submissions(Path("/nonexistent"), "01_x")   # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
@@ -94,15 +98,20 @@ def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | 
                             "only); not graded")
             continue
         found[d.name] = folder
-        for f in sorted(folder.iterdir()):
-            if f.name.startswith("."):
+        seen = submission.survey(folder, notebook_mb, folder_mb)
+        for rel, why in seen.refused.items():
+            if rel.endswith(".ipynb") and "/" not in rel and (wanted is None or rel in wanted):
+                why += "; that notebook is not graded"
+            problems.append(f"{d.name}: " + submission.reason(rel, why))
+        if seen.over:
+            problems.append(f"{d.name}: {seen.over}: only the graded notebooks are copied into the sandbox")
+        for f in seen.files:
+            if "/" in f:
                 continue
-            if f.is_symlink():
-                problems.append(f"{d.name}: {f.name} is a symbolic link; not graded")
-            elif f.suffix != ".ipynb":
-                problems.append(f"{d.name}: {f.name} is not a notebook; ignored")
-            elif wanted is not None and f.name not in wanted:
-                problems.append(f"{d.name}: {f.name} is not part of {assignment}; ignored")
+            if not f.endswith(".ipynb"):
+                problems.append(f"{d.name}: {f} is not a notebook; ignored")
+            elif wanted is not None and f not in wanted:
+                problems.append(f"{d.name}: {f} is not part of {assignment}; ignored")
     return Scan(found, problems)
 
 
@@ -210,10 +219,19 @@ def run_key(course: Course, notebooks: list[Path], data: dict[str, Path], seed: 
     return h.hexdigest()
 
 
-def student_key(run: str, folder: Path, wanted: set[str]) -> str:
-    """The run's key with the student's graded notebooks: equal keys, equal grades (`--resume`)."""
+def student_key(run: str, folder: Path, wanted: set[str], notebook_mb: int = submission.DEFAULT_NOTEBOOK_MB) -> str:
+    """The run's key with the student's graded notebooks: equal keys, equal grades (`--resume`).
+    A notebook tito will not read (tito.grading.submission) counts by its reason, unread."""
     h = hashlib.sha256(run.encode())
-    _hash_files(h, [p for p in Path(folder).glob("*.ipynb") if p.name in wanted])
+    for name in sorted(wanted):
+        path = Path(folder) / name
+        if not os.path.lexists(path):
+            continue
+        try:
+            data = submission.read_regular(path, notebook_mb * submission.MB)
+        except submission.Refused as e:
+            data = f"refused: {e}".encode()
+        h.update(name.encode() + b"\0" + data + b"\0")
     return h.hexdigest()
 
 
@@ -298,7 +316,8 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     nbs = notebooks or nbgrader_glue.module_assignment_notebooks(course.nbs_dir, module)
     if not nbs:
         raise TitoError(f"module {module} has no graded notebooks in {course.nbs_dir / module}")
-    scan = scan_submissions(Path(submissions_dir), module, {Path(p).name for p in nbs})
+    scan = scan_submissions(Path(submissions_dir), module, {Path(p).name for p in nbs},
+                            course.submission_notebook_mb, course.submission_folder_mb)
     found = scan.found
     if students:
         unknown = [s for s in students if s not in found]
@@ -321,7 +340,8 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
         seed = previous["seed"]  # a resumed run draws the same hidden inputs as the run it continues
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     key = run_key(course, nbs, data, seed, timeout, limits)
-    inputs = {s: student_key(key, folder, {Path(p).name for p in nbs}) for s, folder in found.items()}
+    inputs = {s: student_key(key, folder, {Path(p).name for p in nbs}, course.submission_notebook_mb)
+              for s, folder in found.items()}
     if resume:
         have = published(out_dir)
         in_csv = {row["student"] for row in csv_rows}
@@ -363,6 +383,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
                "pyproject": str((course.root / "pyproject.toml").resolve()),
                "limits": asdict(limits), "seed": seed, "notebooks": [str(Path(p).resolve()) for p in nbs],
                "preimport": course.grading_preimport or PREIMPORT, "per_notebook": per_notebook,
+               "notebook_mb": course.submission_notebook_mb, "folder_mb": course.submission_folder_mb,
                "work_root": str(work_root()), "imports": package.module_imports(course.lib_dir),
                "data_files": {rel: str(Path(src).resolve()) for rel, src in data.items()}}
         nbgrader_glue.atomic_write(out_dir / "run.json", json.dumps(
