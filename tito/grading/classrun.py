@@ -42,9 +42,10 @@ from pathlib import Path
 from tito import nbgrader_glue, process
 from tito.config import Course, TitoError
 from tito.grading import gradebook, package, sandbox, submission
+from tito.grading import limits as limits_mod
 from tito.grading.judge import PREIMPORT
 from tito.grading.pool import default_workers, run_tasks
-from tito.grading.student import (GRADING_ERROR, SANDBOXED, TOTAL, UNSANDBOXED, GradeJob, StudentGrade,
+from tito.grading.student import (GRADING_ERROR, TOTAL, UNSANDBOXED, GradeJob, StudentGrade,
                                   first_line, grade_one, num)
 
 CSV_FIELDS = ["student", "notebook", "score", "max_score", "manual_pending", "status", "reason", "sandbox"]
@@ -360,11 +361,16 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     if bwrap is None:
         progress("!" * 78 + "\n!! NOT SANDBOXED (--no-sandbox): student code runs with your permissions and can "
                  "read the solutions;\n!! grades.csv records this in its sandbox column.\n" + "!" * 78)
+    label = limits_mod.sandbox_label(limits_mod.gaps()) if bwrap else UNSANDBOXED
+    if bwrap and limits_mod.gaps():
+        progress("!" * 78 + f"\n!! As this user (uid {os.geteuid()}) the sandbox goes WITHOUT: "
+                 + ", ".join(limits_mod.gaps()) + ";\n!! each process keeps its own limits (memory, CPU time, "
+                 "file size). Grade as root for all of them; grades.csv says so in its sandbox column.\n" + "!" * 78)
     workers = jobs or (1 if scheduler else default_workers())
     progress(f"grading {module}: {len(found)} student(s)" + (f" ({len(results)} already graded)" if resume else "")
              + f", {len(nbs)} graded notebook(s), per-cell timeout {timeout} s, "
              + (f"Dask scheduler {scheduler}" if scheduler else f"{workers} at once")
-             + (", sandbox: bubblewrap" if bwrap else ", NOT SANDBOXED"))
+             + f", sandbox: {label}")
     if not found:
         return results
     run_dir = out_dir / f".run-{os.getpid()}"
@@ -387,7 +393,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
                "work_root": str(work_root()), "imports": package.module_imports(course.lib_dir),
                "data_files": {rel: str(Path(src).resolve()) for rel, src in data.items()}}
         nbgrader_glue.atomic_write(out_dir / "run.json", json.dumps(
-            {"module": module, "seed": seed, "timeout": timeout, "sandbox": SANDBOXED if bwrap else UNSANDBOXED,
+            {"module": module, "seed": seed, "timeout": timeout, "sandbox": label,
              "limits": asdict(limits), "notebooks": [Path(p).name for p in nbs]}, indent=1) + "\n")
         todo = [GradeJob(module, s, str(folder), course.course_id, timeout, run, inputs[s]) for s, folder in found.items()]
         guard = tree_hash(template)
@@ -397,7 +403,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
             if isinstance(res, BaseException):  # the task itself was lost (a Dask worker died)
                 res = (asdict(StudentGrade(job.student, 0.0, 0.0, "failed",
                                            f"{GRADING_ERROR}: {type(res).__name__}: {first_line(str(res))}",
-                                           sandbox=SANDBOXED if bwrap else UNSANDBOXED)), b"")
+                                           sandbox=label)), b"")
             r = StudentGrade.from_dict(res[0])
             changed = [str(template)] if tree_hash(template) != guard else []
             if read_csv(csv_path) != csv_rows:

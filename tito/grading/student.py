@@ -286,9 +286,13 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
                 seen["host_peak_mb"] = round(peak, 1)
             if guard.unavailable:
                 seen["limits_not_applied"] = guard.unavailable
+            seen["missing"] = guard.missing + ([] if tmpfs else [limits_mod.SCRATCH])
             guard.close()
         if tmpfs:
             limits_mod.unmount(work / "scratch")
+        elif bwrap:
+            seen.setdefault("limits_not_applied", []).append(
+                f"{limits_mod.SCRATCH}: a tmpfs cannot be mounted here (needs root)")
     frames, note = [], ""
     try:
         with open(work / "results.frames", "rb") as f:
@@ -351,7 +355,8 @@ def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, ma
     elif gone:
         reasons.append("no graded notebook submitted")
     result = StudentGrade(job.student, score, mx, worst, " | ".join(reasons), notebooks, feedback,
-                          round(time.perf_counter() - t0, 1), SANDBOXED if run.get("bwrap") else UNSANDBOXED,
+                          round(time.perf_counter() - t0, 1),
+                          limits_mod.sandbox_label(timing.get("missing", [])) if run.get("bwrap") else UNSANDBOXED,
                           sum(n.manual_pending for n in notebooks), run.get("seed"), timing, job.inputs)
     (staged / "result.json").write_text(json.dumps(asdict(result), indent=1) + "\n", encoding="utf-8")
     return result

@@ -191,7 +191,7 @@ def survey(folder: Path, notebook_mb: int = DEFAULT_NOTEBOOK_MB, folder_mb: int 
             elif not stat.S_ISREG(st.st_mode):
                 out.refused[rel] = f"{what_it_is(st.st_mode)}, not a regular file: not opened"
             elif name.endswith(".ipynb") and d == Path(folder) and st.st_size > notebook_mb * MB:
-                out.refused[rel] = f"{st.st_size / MB:.1f} MB, above the notebook limit of {notebook_mb} MB: not read"
+                out.refused[rel] = f"{st.st_size / MB:.1f} MB, above the limit of {notebook_mb} MB for a notebook: not read"
             else:
                 out.files.append(rel)
                 out.total += st.st_size
