@@ -15,7 +15,11 @@ problems.txt, and no process of any student may survive the run. Needs bubblewra
 import json
 import os
 import resource
+import shutil
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -81,16 +85,12 @@ def hog_comms() -> list[str]:
     return out
 
 
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory, root):
-    if sandbox.find_bwrap() is None:
-        pytest.fail(sandbox.INSTALL_HINT)
-    base = tmp_path_factory.mktemp("hostile")
+def stats_class(base: Path, root: Path) -> tuple[Course, Path]:
+    """The stats course (low caps) in BASE/course and its honest and hog students in BASE/submissions."""
     course_dir = subs.make_stats_course(base / "course", root, cell_timeout=CELL_TIMEOUT)
     with open(course_dir / "settings.ini", "a", encoding="utf-8") as f:
         f.write("submission_notebook_mb = 1\nsubmission_folder_mb = 2\n")
     course = Course.load(course_dir)
-    assert (course.submission_notebook_mb, course.submission_folder_mb) == (1, 2)
     rel = release(course, MODULE)
     stems = ("stats_dev", "extra_dev")
     source = {s: subs.load(course.nbs_dir / MODULE / f"{s}.ipynb") for s in stems}
@@ -102,11 +102,24 @@ def hostile(tmp_path_factory, root):
     hog = subs._cheat(honest_rest, "", {"stats-mean": "_hog()\nreturn sum(xs) / len(xs)",
                                         "stats-spread": "if _mine():\n    return -1\nreturn max(self.xs) - min(self.xs)"},
                       module_code=HOG)
-    hog["stats_dev"] = subs._added_cell(hog["stats_dev"], "_hog()\nprint('hogs started')", "hogcell")
+    # in the feedback run: a cell that keeps six hogs and itself busy for four seconds
+    hog["stats_dev"] = subs._added_cell(hog["stats_dev"], "import time\n_hog(6)\nt = time.time()\n"
+                                        "while time.time() - t < 4:\n    pass\nprint('hogs started')", "hogcell")
     sub = base / "submissions"
     for name, nbs in {"a-honest": source, "b-hog": hog}.items():
         for stem, nb in nbs.items():
             subs.save(nb, sub / name / f"{stem}.ipynb")
+    return course, sub
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory, root):
+    if sandbox.find_bwrap() is None:
+        pytest.fail(sandbox.INSTALL_HINT)
+    base = tmp_path_factory.mktemp("hostile")
+    course, sub = stats_class(base, root)
+    assert (course.submission_notebook_mb, course.submission_folder_mb) == (1, 2)
+    source = {s: subs.load(course.nbs_dir / MODULE / f"{s}.ipynb") for s in ("stats_dev", "extra_dev")}
     for name in ("c-pipe", "d-zero", "e-big", "f-deep", "g-bigfolder"):
         subs.save(source["extra_dev"], sub / name / "extra_dev.ipynb")
     os.mkfifo(sub / "c-pipe" / "stats_dev.ipynb")
@@ -220,3 +233,88 @@ def test_survey_stops_at_its_caps(tmp_path):
     s = submission.survey(d, notebook_mb=1, folder_mb=2)
     assert "above the folder limit of 2 MB" in s.over
     assert any("nested more than" in why for why in s.refused.values())
+
+
+# ---- CPU share, and a normal user's run ----------------------------------------------------------------
+
+BUSY = "import sys\nwhile True:\n    pass"
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="control groups are tito's as root only (a normal user's run: "
+                                                "test_a_normal_users_run_says_what_it_goes_without)")
+def test_a_student_with_many_busy_processes_gets_one_share():
+    """Four busy processes in one student's group, one in another's: the one gets about as much CPU
+    as the four together (without the groups: a quarter of it), whatever else loads the machine."""
+    from tito.grading import limits
+
+    if limits.CPU in limits.gaps():
+        pytest.skip("this machine has no CPU controller tito can use")
+    many, one = limits.Guard(f"tito-test-many-{os.getpid()}", 2048, 64), limits.Guard(f"tito-test-one-{os.getpid()}", 2048, 64)
+    procs = []
+    try:
+        for guard, n in ((many, 4), (one, 1)):
+            for _ in range(n):
+                p = subprocess.Popen([sys.executable, "-c", BUSY])
+                guard.add(p.pid)
+                procs.append((guard, p))
+        start = {p.pid: _cpu_seconds(p.pid) for _, p in procs}
+        time.sleep(3)
+        used = {p.pid: _cpu_seconds(p.pid) - start[p.pid] for _, p in procs}
+        mine = sum(used[p.pid] for g, p in procs if g is many)
+        theirs = sum(used[p.pid] for g, p in procs if g is one)
+        assert theirs >= 0.5 * mine, (theirs, mine)
+    finally:
+        for _, p in procs:
+            p.kill()
+            p.wait()
+        many.close()
+        one.close()
+
+
+NONROOT_USER = "gradeu"
+NONROOT_SCRIPT = """
+import json, sys, tempfile
+from pathlib import Path
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import test_grading_hostile as t
+from tito.grading import classrun
+base = Path(tempfile.mkdtemp(prefix="tito-nonroot-"))
+course, sub = t.stats_class(base, Path(sys.argv[2]))
+lines = []
+results = classrun.grade(course, t.MODULE, sub, base / "out", progress=lines.append, jobs=2)
+rows = classrun.read_csv(base / "out" / "grades.csv")
+print("RESULT " + json.dumps({"scores": {r.student: [r.score, r.max_score, r.reason] for r in results},
+                              "sandbox": sorted({row["sandbox"] for row in rows}), "console": lines,
+                              "hogs_after": t.hog_comms()}))
+import shutil; shutil.rmtree(base, ignore_errors=True)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"),
+                    reason="needs root to run the class as an unprivileged user (runuser)")
+def test_a_normal_users_run_says_what_it_goes_without(root):
+    """The honest and hog students graded by an unprivileged user: the honest one gets every point,
+    no hog survives, and the console and grades.csv name every whole-sandbox protection it lacked."""
+    from tito.grading import limits
+
+    if subprocess.run(["id", NONROOT_USER], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "-m", NONROOT_USER], check=True)
+    done = subprocess.run(["runuser", "-u", NONROOT_USER, "--", sys.executable, "-c", NONROOT_SCRIPT,
+                           str(Path(__file__).parent), str(root)], capture_output=True, text=True, timeout=900,
+                          cwd="/tmp", env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": f"/home/{NONROOT_USER}"})
+    line = next((l for l in done.stdout.splitlines() if l.startswith("RESULT ")), None)
+    assert line, done.stdout[-3000:] + done.stderr[-3000:]
+    got = json.loads(line[len("RESULT "):])
+    assert got["scores"]["a-honest"][:2] == [subs.FULL, subs.FULL], got["scores"]
+    hog = got["scores"]["b-hog"]
+    assert hog[0] == subs.FULL, hog  # its spread passes only when the hogs of its earlier calls are gone
+    assert got["hogs_after"] == []
+    want = limits.sandbox_label([limits.MEMORY, limits.PROCESSES, limits.CPU, limits.SCRATCH])
+    assert got["sandbox"] == [want]
+    assert any("WITHOUT: " + ", ".join([limits.MEMORY, limits.PROCESSES, limits.CPU, limits.SCRATCH]) in l
+               for l in got["console"]), got["console"]

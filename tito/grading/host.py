@@ -138,11 +138,12 @@ def kill_descendants(pid: int) -> None:
                 os.kill(p, sig)
             except (ProcessLookupError, PermissionError):
                 pass
-    if pid == os.getpid():
-        while True:
+    if pid == os.getpid():  # reap them (all are this process's children by now), so none is left even as a zombie
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
             try:
                 if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    break
+                    time.sleep(0.002)
             except ChildProcessError:
                 break
 
