@@ -5,8 +5,9 @@ with low caps in its settings.ini (a notebook of 1 MB, a folder of 2 MB):
 
 - an honest student, graded first, beside a student who leaves detached busy processes behind (double
   fork + `setsid`) at import, in every call and in the feedback run;
-- students whose stats_dev.ipynb is a named pipe, a link to /dev/zero, a notebook above the cap, or one
-  nested 200,000 levels deep: each has an honest extra_dev.ipynb, which is graded in full;
+- students whose stats_dev.ipynb is a named pipe, a link to /dev/zero, a notebook above the cap, one
+  nested 200,000 levels deep, or one whose cell metadata has the wrong types: each has an honest
+  extra_dev.ipynb, which is graded in full;
 - a student whose folder is above its cap (an honest notebook beside a big data file): graded in full.
 
 The run must finish, every broken notebook must cost only itself with its reason in grades.csv and
@@ -120,7 +121,7 @@ def hostile(tmp_path_factory, root):
     course, sub = stats_class(base, root)
     assert (course.submission_notebook_mb, course.submission_folder_mb) == (1, 2)
     source = {s: subs.load(course.nbs_dir / MODULE / f"{s}.ipynb") for s in ("stats_dev", "extra_dev")}
-    for name in ("c-pipe", "d-zero", "e-big", "f-deep", "g-bigfolder"):
+    for name in ("c-pipe", "d-zero", "e-big", "f-deep", "g-bigfolder", "h-badcells"):
         subs.save(source["extra_dev"], sub / name / "extra_dev.ipynb")
     os.mkfifo(sub / "c-pipe" / "stats_dev.ipynb")
     os.mkfifo(sub / "c-pipe" / "notes.txt")            # a pipe beside the notebooks: never opened either
@@ -133,6 +134,9 @@ def hostile(tmp_path_factory, root):
     text = json.dumps(deep).replace('"@@"', "[" * 200_000 + "]" * 200_000)
     (sub / "f-deep" / "stats_dev.ipynb").write_text(text, encoding="utf-8")
     subs.save(source["stats_dev"], sub / "g-bigfolder" / "stats_dev.ipynb")
+    bad = json.loads(json.dumps(source["stats_dev"]))  # valid JSON, but a grade_id no step can use as a key
+    bad["cells"][3].setdefault("metadata", {})["nbgrader"] = {"grade_id": ["not", "a", "name"], "grade": True}
+    subs.save(bad, sub / "h-badcells" / "stats_dev.ipynb")
     (sub / "g-bigfolder" / "weights.bin").write_bytes(b"\0" * (3 << 20))
     out = base / "grades" / MODULE
     done: dict = {}
@@ -169,7 +173,7 @@ def test_no_process_of_a_student_outlives_its_call_or_the_run(hostile):
 
 @pytest.mark.parametrize("student, why", [
     ("c-pipe", "named pipe"), ("d-zero", "symbolic link"), ("e-big", "above the limit of 1 MB"),
-    ("f-deep", "nested deeper than")])
+    ("f-deep", "nested deeper than"), ("h-badcells", "unreadable notebook: cell 4 has an nbgrader grade_id")])
 def test_a_file_that_is_no_notebook_costs_only_itself(hostile, student, why):
     r = hostile["results"][student]
     by_nb = {n.notebook: n for n in r.notebooks}
@@ -177,7 +181,7 @@ def test_a_file_that_is_no_notebook_costs_only_itself(hostile, student, why):
     assert by_nb["stats_dev"].score == 0 and by_nb["stats_dev"].status == "failed"
     row = _rows(hostile["out"])[(student, "stats_dev")]
     assert why in row["reason"] and row["score"] == "0"
-    if student != "f-deep":  # the nesting is found when the notebook is parsed, not in the folder's survey
+    if student not in ("f-deep", "h-badcells"):  # found when the notebook is parsed, not in the folder's survey
         assert any(line.startswith(f"{student}: stats_dev.ipynb") and why in line
                    for line in (hostile["out"] / "problems.txt").read_text().splitlines())
 

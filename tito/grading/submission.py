@@ -140,7 +140,44 @@ def parse_notebook(data: bytes) -> dict:
         raise Refused(f"nested deeper than {MAX_DEPTH} levels")
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise Refused("unreadable notebook: ValueError: no cells")
+    if not isinstance(nb.get("metadata", {}), dict):
+        raise Refused("unreadable notebook: its metadata is not an object")
+    for i, cell in enumerate(nb["cells"]):
+        why = cell_problem(cell)
+        if why:
+            raise Refused(f"unreadable notebook: cell {i + 1} {why}")
     return nb
+
+
+_NBGRADER_TYPES = {"grade_id": str, "grade": bool, "solution": bool, "locked": bool, "task": bool,
+                   "points": (int, float), "schema_version": int}
+
+
+def cell_problem(cell) -> str:
+    """Why `cell` is not a notebook cell every later step can read (nbformat 4's shapes for the keys
+    tito reads; "" when it is one).
+
+    >>> cell_problem({"cell_type": "code", "source": ["x = 1"], "metadata": {"nbgrader": {"grade_id": [1]}}})
+    'has an nbgrader grade_id that is not a str'
+    """
+    if not isinstance(cell, dict):
+        return "is not an object"
+    src = cell.get("source", "")
+    if not isinstance(cell.get("cell_type", ""), str):
+        return "has a cell_type that is not a string"
+    if not (isinstance(src, str) or (isinstance(src, list) and all(isinstance(x, str) for x in src))):
+        return "has a source that is neither a string nor a list of strings"
+    meta = cell.get("metadata", {})
+    if not isinstance(meta, dict) or not isinstance(meta.get("nbgrader", {}) or {}, dict):
+        return "has metadata that is not an object"
+    for key, kind in _NBGRADER_TYPES.items():
+        value = (meta.get("nbgrader") or {}).get(key)
+        if value is not None and (not isinstance(value, kind) or (kind != bool and isinstance(value, bool))):
+            return f"has an nbgrader {key} that is not a {getattr(kind, '__name__', 'number')}"
+    for key in ("id", "execution_count"):
+        if key in cell and not isinstance(cell[key], (str, int, type(None))):
+            return f"has an {key} of the wrong type"
+    return ""
 
 
 def read_notebook(path: Path, notebook_mb: int = DEFAULT_NOTEBOOK_MB) -> dict:
