@@ -322,3 +322,14 @@ def test_a_normal_users_run_says_what_it_goes_without(root):
     assert got["sandbox"] == [want]
     assert any("WITHOUT: " + ", ".join([limits.MEMORY, limits.PROCESSES, limits.CPU, limits.SCRATCH]) in l
                for l in got["console"]), got["console"]
+
+
+def test_a_file_name_cannot_write_lines_or_escapes_into_the_report(tmp_path):
+    (tmp_path / "ann").mkdir()
+    (tmp_path / "ann" / "a.ipynb").write_text('{"cells": []}')
+    (tmp_path / "ann" / "x\nbob: 10 of 10 graded.txt").write_text("")
+    os.mkfifo(tmp_path / "ann" / "p\x1b[2J.ipynb")
+    (tmp_path / "ev\x1b]0;title\x07il").mkdir()
+    problems = classrun.scan_submissions(tmp_path, "m", {"a.ipynb"}).problems
+    assert problems and all(line.isprintable() for line in problems), problems
+    assert any("bob: 10 of 10" in line and line.startswith("ann: 'x\\n") for line in problems), problems

@@ -76,6 +76,7 @@ def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | 
     Traceback (most recent call last):
     tito.config.TitoError: submissions folder /nonexistent does not exist
     """
+    shown = submission.shown
     base = Path(submissions_dir)
     if not base.is_dir():
         raise TitoError(f"submissions folder {base} does not exist")
@@ -85,14 +86,14 @@ def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | 
     problems: list[str] = []
     for d in sorted(p for p in base.iterdir() if not p.name.startswith(".")):
         if d.is_symlink():  # a link could point at anything the grader may read: never followed
-            problems.append(f"{d.name}: a symbolic link, not a student folder; not graded")
+            problems.append(f"{shown(d.name)}: a symbolic link, not a student folder; not graded")
             continue
         if not d.is_dir():
-            problems.append(f"{d.name}: not a student folder (a file in {base}); ignored")
+            problems.append(f"{shown(d.name)}: not a student folder (a file in {base}); ignored")
             continue
         folder = d / assignment if (d / assignment).is_dir() and not (d / assignment).is_symlink() else d
         if not any(folder.glob("*.ipynb")):
-            problems.append(f"{d.name}: no notebooks in {folder}; not graded")
+            problems.append(f"{shown(d.name)}: no notebooks in {shown(str(folder))}; not graded")
             continue
         if not _STUDENT_ID.match(d.name):
             problems.append(f"{d.name!r}: folder name is not a usable student id (letters, digits, _ . @ + - "
@@ -110,9 +111,9 @@ def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | 
             if "/" in f:
                 continue
             if not f.endswith(".ipynb"):
-                problems.append(f"{d.name}: {f} is not a notebook; ignored")
+                problems.append(f"{d.name}: {shown(f)} is not a notebook; ignored")
             elif wanted is not None and f not in wanted:
-                problems.append(f"{d.name}: {f} is not part of {assignment}; ignored")
+                problems.append(f"{d.name}: {shown(f)} is not part of {assignment}; ignored")
     return Scan(found, problems)
 
 

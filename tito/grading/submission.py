@@ -54,13 +54,23 @@ def what_it_is(mode: int) -> str:
     return "not a regular file"
 
 
+def shown(name: str) -> str:
+    r"""A file name as a report line may show it: as it is when printable, else as Python's
+    `ascii` writes it (no newline, escape sequence or control character reaches a terminal or a file).
+
+    >>> print(shown("a\nb.ipynb"))
+    'a\nb.ipynb'
+    """
+    return name if name.isprintable() else ascii(name)
+
+
 def reason(name: str, why: str | Exception) -> str:
-    """One line for a report: `name` and why it was refused.
+    """One line for a report: `name` (`shown`) and why it was refused.
 
     >>> reason("a.ipynb", Refused("a named pipe, not a regular file: not opened"))
     'a.ipynb is a named pipe, not a regular file: not opened'
     """
-    why = str(why)
+    why, name = str(why), shown(name)
     return f"{name} is {why}" if why.startswith("a ") else f"{name}: {why}"
 
 
