@@ -3,8 +3,10 @@
 Submissions layout (student id = folder name), either
     SUBMISSIONS_DIR/<student>/*.ipynb                         one folder per student, or
     SUBMISSIONS_DIR/[submitted/]<student>/<MODULE>/*.ipynb    nbgrader's submitted/ layout.
-A folder whose name is no usable id, a folder without notebooks, a non-notebook file or a notebook
-that is not part of the assignment is a line in the report (and in OUTPUT/problems.txt), never a crash.
+A folder whose name is no usable id, a folder without notebooks, a non-notebook file, a notebook
+that is not part of the assignment, and anything tito will not read (a pipe, device, socket or link, a
+file above its size cap: tito.grading.submission) is a line in the report (and in OUTPUT/problems.txt),
+never a crash, a stall or a read.
 
 Once per run: the nbgrader template (release version of every cell, gradebook.db), the course's
 reference package as byte code only, the host's code for the sandbox, a read-only cache warmed by
