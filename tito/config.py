@@ -44,6 +44,9 @@ class Course:
     notebook_time_limit: int = 180
     # libraries the grading sandbox imports once per student before any notebook runs (None: tito's list)
     grading_preimport: list[str] | None = None
+    # the most tito reads of one submitted notebook, and of one student's submission folder (MB)
+    submission_notebook_mb: int = 20
+    submission_folder_mb: int = 200
     # set in a student kit (`tito release N --student-kit DIR`): the module it was made for; None in the course
     kit: str | None = None
 
@@ -69,6 +72,8 @@ class Course:
             cell_timeout=int(get("cell_timeout", "300")),
             notebook_time_limit=int(get("notebook_time_limit", "180")),
             grading_preimport=get("grading_preimport", "").split() or None,
+            submission_notebook_mb=_positive_int(get, "submission_notebook_mb", "20", ini),
+            submission_folder_mb=_positive_int(get, "submission_folder_mb", "200", ini),
             kit=get("kit", "") or None,
         )
 
@@ -124,6 +129,14 @@ class Course:
         order = {s: i for i, s in enumerate(self.reading_order(module, folder))}
         key = lambda p: Path(p).stem.removeprefix(".tito_inline_")
         return sorted(paths, key=lambda p: (order.get(key(p), len(order)), key(p)))
+
+
+def _positive_int(get, key: str, default: str, ini: Path) -> int:
+    """Setting `key` as a positive integer; a TitoError naming it and the file otherwise."""
+    value = get(key, default)
+    if not value.isdigit() or int(value) <= 0:
+        raise TitoError(f"{ini}: {key} must be a positive whole number, got {value!r}")
+    return int(value)
 
 
 _ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`?([\w.-]+?)`?\s*\|")

@@ -3,8 +3,10 @@
 Submissions layout (student id = folder name), either
     SUBMISSIONS_DIR/<student>/*.ipynb                         one folder per student, or
     SUBMISSIONS_DIR/[submitted/]<student>/<MODULE>/*.ipynb    nbgrader's submitted/ layout.
-A folder whose name is no usable id, a folder without notebooks, a non-notebook file or a notebook
-that is not part of the assignment is a line in the report (and in OUTPUT/problems.txt), never a crash.
+A folder whose name is no usable id, a folder without notebooks, a non-notebook file, a notebook
+that is not part of the assignment, and anything tito will not read (a pipe, device, socket or link, a
+file above its size cap: tito.grading.submission) is a line in the report (and in OUTPUT/problems.txt),
+never a crash, a stall or a read.
 
 Once per run: the nbgrader template (release version of every cell, gradebook.db), the course's
 reference package as byte code only, the host's code for the sandbox, a read-only cache warmed by
@@ -43,10 +45,11 @@ from pathlib import Path
 
 from tito import nbgrader_glue, process
 from tito.config import Course, TitoError
-from tito.grading import course_dir, gradebook, package, sandbox
+from tito.grading import course_dir, gradebook, package, sandbox, submission
+from tito.grading import limits as limits_mod
 from tito.grading.judge import PREIMPORT
 from tito.grading.pool import default_workers, run_tasks
-from tito.grading.student import (GRADING_ERROR, SANDBOXED, TOTAL, UNSANDBOXED, GradeJob, StudentGrade,
+from tito.grading.student import (GRADING_ERROR, TOTAL, UNSANDBOXED, GradeJob, StudentGrade,
                                   first_line, grade_one, num)
 
 CSV_FIELDS = ["student", "notebook", "score", "max_score", "manual_pending", "status", "reason", "sandbox"]
@@ -64,15 +67,20 @@ class Scan:
     problems: list[str]
 
 
-def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | None = None) -> Scan:
+def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | None = None,
+                     notebook_mb: int = submission.DEFAULT_NOTEBOOK_MB,
+                     folder_mb: int = submission.DEFAULT_FOLDER_MB) -> Scan:
     """Student folders of `submissions_dir` (see module doc for layouts) and problem lines.
 
-    `wanted`: the assignment's notebook file names; other files are reported.
+    `wanted`: the assignment's notebook file names; other files are reported. Nothing is read:
+    entries are looked at with `lstat` (tito.grading.submission: links, pipes, devices and sockets
+    are reported, and notebooks above `notebook_mb` and folders above `folder_mb` MB).
 
     >>> scan_submissions(Path("/nonexistent"), "01_x")   # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
     tito.config.TitoError: submissions folder /nonexistent does not exist
     """
+    shown = submission.shown
     base = Path(submissions_dir)
     if not base.is_dir():
         raise TitoError(f"submissions folder {base} does not exist")
@@ -82,29 +90,34 @@ def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | 
     problems: list[str] = []
     for d in sorted(p for p in base.iterdir() if not p.name.startswith(".")):
         if d.is_symlink():  # a link could point at anything the grader may read: never followed
-            problems.append(f"{d.name}: a symbolic link, not a student folder; not graded")
+            problems.append(f"{shown(d.name)}: a symbolic link, not a student folder; not graded")
             continue
         if not d.is_dir():
-            problems.append(f"{d.name}: not a student folder (a file in {base}); ignored")
+            problems.append(f"{shown(d.name)}: not a student folder (a file in {base}); ignored")
             continue
         folder = d / assignment if (d / assignment).is_dir() and not (d / assignment).is_symlink() else d
         if not any(folder.glob("*.ipynb")):
-            problems.append(f"{d.name}: no notebooks in {folder}; not graded")
+            problems.append(f"{shown(d.name)}: no notebooks in {shown(str(folder))}; not graded")
             continue
         if not _STUDENT_ID.match(d.name):
             problems.append(f"{d.name!r}: folder name is not a usable student id (letters, digits, _ . @ + - "
                             "only); not graded")
             continue
         found[d.name] = folder
-        for f in sorted(folder.iterdir()):
-            if f.name.startswith("."):
+        seen = submission.survey(folder, notebook_mb, folder_mb)
+        for rel, why in seen.refused.items():
+            if rel.endswith(".ipynb") and "/" not in rel and (wanted is None or rel in wanted):
+                why += "; that notebook is not graded"
+            problems.append(f"{d.name}: " + submission.reason(rel, why))
+        if seen.over:
+            problems.append(f"{d.name}: {seen.over}: only the graded notebooks are copied into the sandbox")
+        for f in seen.files:
+            if "/" in f:
                 continue
-            if f.is_symlink():
-                problems.append(f"{d.name}: {f.name} is a symbolic link; not graded")
-            elif f.suffix != ".ipynb":
-                problems.append(f"{d.name}: {f.name} is not a notebook; ignored")
-            elif wanted is not None and f.name not in wanted:
-                problems.append(f"{d.name}: {f.name} is not part of {assignment}; ignored")
+            if not f.endswith(".ipynb"):
+                problems.append(f"{d.name}: {shown(f)} is not a notebook; ignored")
+            elif wanted is not None and f not in wanted:
+                problems.append(f"{d.name}: {shown(f)} is not part of {assignment}; ignored")
     return Scan(found, problems)
 
 
@@ -218,16 +231,25 @@ def run_key(course: Course, notebooks: list[Path], data: dict[str, Path], seed: 
     return h.hexdigest()
 
 
-def submission_hash(folder: Path, wanted: set[str]) -> str:
-    """sha256 of the student's graded notebooks (names and bytes)."""
+def submission_hash(folder: Path, wanted: set[str], notebook_mb: int = submission.DEFAULT_NOTEBOOK_MB) -> str:
+    """sha256 of the student's graded notebooks (names and bytes). A notebook tito will not read
+    (tito.grading.submission: not a regular file, too large) counts by its reason, unread."""
     h = hashlib.sha256()
-    _hash_files(h, [p for p in Path(folder).glob("*.ipynb") if p.name in wanted])
+    for name in sorted(wanted):
+        path = Path(folder) / name
+        if not os.path.lexists(path):
+            continue
+        try:
+            data = submission.read_regular(path, notebook_mb * submission.MB)
+        except submission.Refused as e:
+            data = f"refused: {e}".encode()
+        h.update(name.encode() + b"\0" + data + b"\0")
     return h.hexdigest()
 
 
-def student_key(run: str, submission: str) -> str:
+def student_key(run: str, content: str) -> str:
     """The run's key with the hash of the student's graded notebooks: equal keys, equal grades (`--resume`)."""
-    return hashlib.sha256(f"{run}\0{submission}".encode()).hexdigest()
+    return hashlib.sha256(f"{run}\0{content}".encode()).hexdigest()
 
 
 def student_seed(run_seed: int, student: str, submission: str) -> int:
@@ -353,7 +375,8 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     nbs = notebooks or nbgrader_glue.module_assignment_notebooks(course.nbs_dir, module)
     if not nbs:
         raise TitoError(f"module {module} has no graded notebooks in {course.nbs_dir / module}")
-    scan = scan_submissions(Path(submissions_dir), module, assignment_files(course, module, nbs))
+    scan = scan_submissions(Path(submissions_dir), module, assignment_files(course, module, nbs),
+                            course.submission_notebook_mb, course.submission_folder_mb)
     found = scan.found
     if students:
         unknown = [s for s in students if s not in found]
@@ -376,7 +399,8 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
         seed = previous["seed"]  # the same inputs for an unchanged submission, fresh ones for a changed one
     seed = secrets.randbelow(2**63) if seed is None else int(seed)
     key = run_key(course, nbs, data, seed, timeout, limits)
-    content = {s: submission_hash(folder, {Path(p).name for p in nbs}) for s, folder in found.items()}
+    content = {s: submission_hash(folder, {Path(p).name for p in nbs}, course.submission_notebook_mb)
+               for s, folder in found.items()}
     inputs = {s: student_key(key, content[s]) for s in found}
     if resume:
         have = published(out_dir)
@@ -396,11 +420,16 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     if bwrap is None:
         progress("!" * 78 + "\n!! NOT SANDBOXED (--no-sandbox): student code runs with your permissions and can "
                  "read the solutions;\n!! grades.csv records this in its sandbox column.\n" + "!" * 78)
+    label = limits_mod.sandbox_label(limits_mod.gaps()) if bwrap else UNSANDBOXED
+    if bwrap and limits_mod.gaps():
+        progress("!" * 78 + f"\n!! As this user (uid {os.geteuid()}) the sandbox goes WITHOUT: "
+                 + ", ".join(limits_mod.gaps()) + ";\n!! each process keeps its own limits (memory, CPU time, "
+                 "file size). Grade as root for all of them; grades.csv says so in its sandbox column.\n" + "!" * 78)
     workers = jobs or (1 if scheduler else default_workers())
     progress(f"grading {module}: {len(found)} student(s)" + (f" ({len(results)} already graded)" if resume else "")
              + f", {len(nbs)} graded notebook(s), per-cell timeout {timeout} s, "
              + (f"Dask scheduler {scheduler}" if scheduler else f"{workers} at once")
-             + (", sandbox: bubblewrap" if bwrap else ", NOT SANDBOXED"))
+             + f", sandbox: {label}")
     if not found:
         return results
     run_dir = out_dir / f".run-{os.getpid()}"
@@ -421,10 +450,11 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
                "pyproject": str((course.root / "pyproject.toml").resolve()),
                "limits": asdict(limits), "seed": seed, "notebooks": [str(Path(p).resolve()) for p in nbs],
                "preimport": course.grading_preimport or PREIMPORT, "per_notebook": per_notebook,
+               "notebook_mb": course.submission_notebook_mb, "folder_mb": course.submission_folder_mb,
                "work_root": str(work_root()), "imports": package.module_imports(course.lib_dir),
                "data_files": {rel: str(Path(src).resolve()) for rel, src in data.items()}}
         nbgrader_glue.atomic_write(out_dir / "run.json", json.dumps(
-            {"module": module, "seed": seed, "timeout": timeout, "sandbox": SANDBOXED if bwrap else UNSANDBOXED,
+            {"module": module, "seed": seed, "timeout": timeout, "sandbox": label,
              "limits": asdict(limits), "notebooks": [Path(p).name for p in nbs]}, indent=1) + "\n")
         todo = [GradeJob(module, s, str(folder), course.course_id, timeout, run, inputs[s],
                          student_seed(seed, s, content[s])) for s, folder in found.items()]
@@ -435,7 +465,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
             if isinstance(res, BaseException):  # the task itself was lost (a Dask worker died)
                 res = (asdict(StudentGrade(job.student, 0.0, 0.0, "failed",
                                            f"{GRADING_ERROR}: {type(res).__name__}: {first_line(str(res))}",
-                                           sandbox=SANDBOXED if bwrap else UNSANDBOXED)), b"")
+                                           sandbox=label)), b"")
             r = StudentGrade.from_dict(res[0])
             changed = [str(template)] if tree_hash(template) != guard else []
             if read_csv(csv_path) != csv_rows:

@@ -15,8 +15,9 @@ holds the reference of the module graded there), and serves one role on that soc
 - "feedback": the student's notebook, cell by cell, in an in-process IPython shell; each cell's
   outputs go back as they finish (they are shown to the student; they score nothing).
 
-The zygote answers "kill" (a child's whole process group), "sweep" (every process of a notebook's
-uid, once the notebook is done) and "status" (how a child ended). It never runs student code. Standard library plus what it pre-imports; tito is on the path as a
+Each child is the subreaper of what its code starts, and ends all of it (double-forked, `setsid` or
+not) when a call or a feedback cell ends. The zygote answers "kill" (a child, its process group and
+everything below it), "sweep" (every process of a notebook's uid, once the notebook is done) and "status" (how a child ended). It never runs student code. Standard library plus what it pre-imports; tito is on the path as a
 read-only mount (no course files).
 """
 from __future__ import annotations
@@ -93,6 +94,60 @@ def kill_group(pgid: int, spare: int | None = None) -> None:
                 pass
 
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> None:
+    """Make this process the one its orphaned descendants are handed to (Linux), so a process that
+    double-forks and calls `setsid` still counts among this process's descendants."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def descendants(pid: int) -> list[int]:
+    """The live (not zombie) processes below `pid` in the process tree, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and fields[0] != "Z" and fields[1].isdigit():  # state, ppid
+            children.setdefault(int(fields[1]), []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def kill_descendants(pid: int) -> None:
+    """SIGKILL every process below `pid` (its subreaper: module doc), stopping them first so that a
+    fork loop cannot outrun the sweep, then reap the ones that were this process's children."""
+    for sig in (signal.SIGSTOP, signal.SIGSTOP, signal.SIGKILL, signal.SIGKILL, signal.SIGKILL):
+        members = descendants(pid)
+        if not members:
+            break
+        for p in members:
+            try:
+                os.kill(p, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+    if pid == os.getpid():  # reap them (all are this process's children by now), so none is left even as a zombie
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    time.sleep(0.002)
+            except ChildProcessError:
+                break
+
+
 def zygote(ctl_fd: int) -> int:
     ctl = socket.socket(fileno=ctl_fd)
     config, _ = ctl_recv(ctl)
@@ -125,6 +180,7 @@ def zygote(ctl_fd: int) -> int:
         elif op == "kill":
             pid = int(msg.get("pid", 0))
             if pid > 1:
+                kill_descendants(pid)  # what it started, in its group or not (it is their subreaper)
                 kill_group(pid)
             _reap(ended, wait_for=pid)
             ctl_send(ctl, {"killed": pid, "ended": ended.get(pid, "")})
@@ -226,6 +282,7 @@ def child(msg: dict, fd: int) -> None:
     """In the forked child: own process group, (as root) its own namespaces and the notebook's uid,
     a private work folder, then the role."""
     os.setpgid(0, 0)
+    become_subreaper()  # what its code starts stays below it, `setsid` or not: ended after each call
     uid = msg.get("uid")
     fatal = ""
     if isinstance(uid, int) and os.geteuid() == 0:
@@ -331,8 +388,9 @@ class Host:
                 reply = {"err": self.encode(e)}
             except BaseException as e2:  # noqa: BLE001
                 reply = {"err": self.encode(RuntimeError(f"an exception that could not be described: {type(e2).__name__}"))}
-        if self.sweep and self.endpoint.depth <= 1:
-            kill_group(self.pgid, spare=os.getpid())  # what the call left running in the background
+        if self.sweep and self.endpoint.depth <= 1:  # what the call left running, in its group or not
+            kill_group(self.pgid, spare=os.getpid())
+            kill_descendants(os.getpid())
         return reply
 
     # values
@@ -605,6 +663,7 @@ def run_feedback(sock: socket.socket, setup: dict, fatal: str = "") -> None:
                 outputs.append({"output_type": "error", "ename": "CellTimeoutError" if et is CellTimeout else et.__name__,
                                 "evalue": str(ev)[:2000], "traceback": [str(f)[:5000] for f in frames[-30:]]})
         kill_group(pgid, spare=os.getpid())
+        kill_descendants(os.getpid())  # what the cell left running, `setsid` or not
         send(sock, {"cell": cell["index"], "outputs": outputs,
                     "execution_count": getattr(result, "execution_count", None)})
     send(sock, {"done": True})

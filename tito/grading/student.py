@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tito import process
-from tito.grading import gradebook, sandbox
+from tito.grading import gradebook, sandbox, submission
 from tito.grading import limits as limits_mod
 from tito.grading.protocol import ProtocolError, read_frames
 from tito.grading import feedback as fb
@@ -136,18 +136,20 @@ def grade_one(job: GradeJob) -> tuple[dict, bytes]:
 
 
 
-def _copy_files(folder: Path, data_files: dict[str, str], dest: Path) -> None:
-    """The student's folder (regular files only: links are neither copied nor followed, hidden
-    files are skipped) with the assignment's data files over it."""
+def _copy_files(folder: Path, data_files: dict[str, str], dest: Path, wanted: set[str],
+                notebook_mb: int = submission.DEFAULT_NOTEBOOK_MB, folder_mb: int = submission.DEFAULT_FOLDER_MB) -> None:
+    """The student's folder (regular files only, never read through a link, hidden names skipped:
+    tito.grading.submission; only the graded notebooks `wanted` when the folder is above its caps)
+    with the assignment's data files over it."""
     dest.mkdir()
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and not os.path.islink(os.path.join(root, d))]
-        rel = Path(root).relative_to(folder)
-        (dest / rel).mkdir(parents=True, exist_ok=True)
-        for name in files:
-            src = Path(root) / name
-            if not name.startswith(".") and not src.is_symlink() and src.is_file():
-                shutil.copyfile(src, dest / rel / name, follow_symlinks=False)
+    seen = submission.survey(folder, notebook_mb, folder_mb)
+    files = [f for f in seen.files if f in wanted] if seen.over else seen.files
+    for rel in files:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            submission.copy_regular(folder / rel, dest / rel, max(notebook_mb, folder_mb) * submission.MB)
+        except submission.Refused:
+            (dest / rel).unlink(missing_ok=True)  # it changed since the survey: left out
     for rel, src in data_files.items():
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dest / rel)
@@ -161,25 +163,22 @@ def grade_student(job: GradeJob, work: Path, staged: Path) -> StudentGrade:
     template = Path(run["template"])
     maxima = gradebook.max_scores(template, job.assignment)
     sources = {Path(p).stem: Path(p) for p in run["notebooks"]}
-    _copy_files(Path(job.folder), run.get("data_files", {}), work / "files")
+    notebook_mb = run.get("notebook_mb", submission.DEFAULT_NOTEBOOK_MB)
+    _copy_files(Path(job.folder), run.get("data_files", {}), work / "files", {f"{n}.ipynb" for n in sources},
+                notebook_mb, run.get("folder_mb", submission.DEFAULT_FOLDER_MB))
     names, unreadable, missing, submitted = [], {}, [], {}
     inputs = work / "judge"
     (inputs / "sources").mkdir(parents=True)
     (inputs / "submitted").mkdir()
     for name in sorted(sources):
         mine = Path(job.folder) / f"{name}.ipynb"
-        if mine.is_symlink():  # never followed: it could name a file the student cannot read
-            unreadable[name] = "a symbolic link, not a notebook: not graded"
-            continue
-        if not mine.is_file():
+        if not os.path.lexists(mine):
             missing.append(name)
             continue
-        try:
-            nb = json.loads(mine.read_text(encoding="utf-8"))
-            if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-                raise ValueError("no cells")
-        except (ValueError, OSError) as e:
-            unreadable[name] = f"unreadable notebook: {type(e).__name__}: {first_line(str(e))}"
+        try:  # only a regular file, never through a link, size and nesting checked (tito.grading.submission)
+            nb = submission.read_notebook(mine, notebook_mb)
+        except submission.Refused as e:
+            unreadable[name] = submission.reason(mine.name, e) + "; not graded"
             continue
         names.append(name)
         submitted[name] = nb
@@ -290,9 +289,13 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
                 seen["host_peak_mb"] = round(peak, 1)
             if guard.unavailable:
                 seen["limits_not_applied"] = guard.unavailable
+            seen["missing"] = guard.missing + ([] if tmpfs else [limits_mod.SCRATCH])
             guard.close()
         if tmpfs:
             limits_mod.unmount(work / "scratch")
+        elif bwrap:
+            seen.setdefault("limits_not_applied", []).append(
+                f"{limits_mod.SCRATCH}: a tmpfs cannot be mounted here (needs root)")
     frames, note = [], ""
     try:
         with open(work / "results.frames", "rb") as f:
@@ -354,7 +357,8 @@ def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, ma
     elif gone:
         reasons.append("no graded notebook submitted")
     result = StudentGrade(job.student, score, mx, worst, " | ".join(reasons), notebooks, feedback,
-                          round(time.perf_counter() - t0, 1), SANDBOXED if run.get("bwrap") else UNSANDBOXED,
+                          round(time.perf_counter() - t0, 1),
+                          limits_mod.sandbox_label(timing.get("missing", limits_mod.gaps())) if run.get("bwrap") else UNSANDBOXED,
                           sum(n.manual_pending for n in notebooks), job.seed, timing, job.inputs)
     (staged / "result.json").write_text(json.dumps(asdict(result), indent=1) + "\n", encoding="utf-8")
     return result

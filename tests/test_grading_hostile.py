@@ -1,0 +1,335 @@
+"""`tito grade` on a hostile class: files that are not files, and students whose processes outlive them.
+
+One class run (--jobs 2, a short per-test timeout) on the small stats course (tests/fixtures/submissions.py)
+with low caps in its settings.ini (a notebook of 1 MB, a folder of 2 MB):
+
+- an honest student, graded first, beside a student who leaves detached busy processes behind (double
+  fork + `setsid`) at import, in every call and in the feedback run;
+- students whose stats_dev.ipynb is a named pipe, a link to /dev/zero, a notebook above the cap, one
+  nested 200,000 levels deep, or one whose cell metadata has the wrong types: each has an honest
+  extra_dev.ipynb, which is graded in full;
+- a student whose folder is above its cap (an honest notebook beside a big data file): graded in full.
+
+The run must finish, every broken notebook must cost only itself with its reason in grades.csv and
+problems.txt, and no process of any student may survive the run. Needs bubblewrap (fails without).
+"""
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fixtures import submissions as subs
+from tito.commands.release import release
+from tito.config import Course
+from tito.grading import classrun, sandbox, submission
+
+CELL_TIMEOUT = 5
+MODULE = "01_stats"
+EXTRA = subs.POINTS["extra-double"]
+STATS = subs.FULL - EXTRA
+
+# module code of the hog student: detached busy processes named "zzhog<pid of the process that made them>"
+HOG = '''
+import ctypes as _ct
+import os as _os
+
+
+def _hog(n=3):
+    me = _os.getpid()
+    for _ in range(n):
+        pid = _os.fork()
+        if pid == 0:
+            try:
+                _os.setsid()
+                if _os.fork() == 0:
+                    _ct.CDLL(None).prctl(15, ("zzhog%d" % me).encode(), 0, 0, 0)
+                    while True:
+                        pass
+            finally:
+                _os._exit(0)
+        _os.waitpid(pid, 0)
+
+
+def _mine():
+    """How many of the hogs this process made earlier are still alive."""
+    n = 0
+    for p in _os.listdir("/proc"):
+        try:
+            with open("/proc/%s/comm" % p) as f:
+                n += f.read().strip() == "zzhog%d" % _os.getpid()
+        except OSError:
+            pass
+    return n
+
+
+_hog()
+'''
+
+
+def hog_comms() -> list[str]:
+    """Names of the hog processes alive on this machine (any namespace)."""
+    out = []
+    for p in os.listdir("/proc"):
+        try:
+            comm = Path(f"/proc/{p}/comm").read_text().strip()
+        except OSError:
+            continue
+        if comm.startswith("zzhog"):
+            out.append(comm)
+    return out
+
+
+def stats_class(base: Path, root: Path) -> tuple[Course, Path]:
+    """The stats course (low caps) in BASE/course and its honest and hog students in BASE/submissions."""
+    course_dir = subs.make_stats_course(base / "course", root, cell_timeout=CELL_TIMEOUT)
+    with open(course_dir / "settings.ini", "a", encoding="utf-8") as f:
+        f.write("submission_notebook_mb = 1\nsubmission_folder_mb = 2\n")
+    course = Course.load(course_dir)
+    rel = release(course, MODULE)
+    stems = ("stats_dev", "extra_dev")
+    source = {s: subs.load(course.nbs_dir / MODULE / f"{s}.ipynb") for s in stems}
+    blank = {s: subs.load(rel.release_dir / f"{s}.ipynb") for s in stems}
+    honest_rest = {s: blank[s] for s in stems}
+    for gid in ("stats-normalize", "stats-time-it", "extra-double"):
+        stem = subs.NOTEBOOKS[gid]
+        honest_rest[stem] = subs.fill_solution(honest_rest[stem], source[stem], gid)
+    hog = subs._cheat(honest_rest, "", {"stats-mean": "_hog()\nreturn sum(xs) / len(xs)",
+                                        "stats-spread": "if _mine():\n    return -1\nreturn max(self.xs) - min(self.xs)"},
+                      module_code=HOG)
+    # in the feedback run: a cell that keeps six hogs and itself busy for four seconds
+    hog["stats_dev"] = subs._added_cell(hog["stats_dev"], "import time\n_hog(6)\nt = time.time()\n"
+                                        "while time.time() - t < 4:\n    pass\nprint('hogs started')", "hogcell")
+    sub = base / "submissions"
+    for name, nbs in {"a-honest": source, "b-hog": hog}.items():
+        for stem, nb in nbs.items():
+            subs.save(nb, sub / name / f"{stem}.ipynb")
+    return course, sub
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory, root):
+    if sandbox.find_bwrap() is None:
+        pytest.fail(sandbox.INSTALL_HINT)
+    base = tmp_path_factory.mktemp("hostile")
+    course, sub = stats_class(base, root)
+    assert (course.submission_notebook_mb, course.submission_folder_mb) == (1, 2)
+    source = {s: subs.load(course.nbs_dir / MODULE / f"{s}.ipynb") for s in ("stats_dev", "extra_dev")}
+    for name in ("c-pipe", "d-zero", "e-big", "f-deep", "g-bigfolder", "h-badcells"):
+        subs.save(source["extra_dev"], sub / name / "extra_dev.ipynb")
+    os.mkfifo(sub / "c-pipe" / "stats_dev.ipynb")
+    os.mkfifo(sub / "c-pipe" / "notes.txt")            # a pipe beside the notebooks: never opened either
+    (sub / "d-zero" / "stats_dev.ipynb").symlink_to("/dev/zero")
+    big = json.loads(json.dumps(source["stats_dev"]))
+    big["cells"].append({"cell_type": "markdown", "id": "pad", "metadata": {}, "source": "x" * (3 << 19)})
+    subs.save(big, sub / "e-big" / "stats_dev.ipynb")  # 1.5 MB, above the 1 MB cap
+    deep = json.loads(json.dumps(source["stats_dev"]))
+    deep["metadata"]["deep"] = "@@"
+    text = json.dumps(deep).replace('"@@"', "[" * 200_000 + "]" * 200_000)
+    (sub / "f-deep" / "stats_dev.ipynb").write_text(text, encoding="utf-8")
+    subs.save(source["stats_dev"], sub / "g-bigfolder" / "stats_dev.ipynb")
+    bad = json.loads(json.dumps(source["stats_dev"]))  # valid JSON, but a grade_id no step can use as a key
+    bad["cells"][3].setdefault("metadata", {})["nbgrader"] = {"grade_id": ["not", "a", "name"], "grade": True}
+    subs.save(bad, sub / "h-badcells" / "stats_dev.ipynb")
+    (sub / "g-bigfolder" / "weights.bin").write_bytes(b"\0" * (3 << 20))
+    out = base / "grades" / MODULE
+    done: dict = {}
+
+    def grade() -> None:
+        done["results"] = classrun.grade(course, MODULE, sub, out, progress=lambda *a, **k: None, jobs=2)
+
+    t = threading.Thread(target=grade, daemon=True)
+    t.start()
+    t.join(timeout=900)
+    assert not t.is_alive(), "the class run did not finish in 15 minutes (a submission stalled it)"
+    assert "results" in done
+    return {"results": {r.student: r for r in done["results"]}, "out": out, "sub": sub,
+            "hogs_after": hog_comms(), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def _rows(out: Path) -> dict[tuple[str, str], dict]:
+    return {(r["student"], r["notebook"]): r for r in classrun.read_csv(out / "grades.csv")}
+
+
+def test_an_honest_student_beside_a_hog_gets_every_point(hostile):
+    r = hostile["results"]["a-honest"]
+    assert (r.score, r.max_score) == (subs.FULL, subs.FULL), r.reason
+
+
+def test_no_process_of_a_student_outlives_its_call_or_the_run(hostile):
+    # the hog's spread returns -1 if a hog its mean started in an earlier call is still alive
+    r = hostile["results"]["b-hog"]
+    tests = next(n for n in r.notebooks if n.notebook == "stats_dev").tests
+    assert tests["test-stats-spread"]["ok"], tests["test-stats-spread"]["message"]
+    assert tests["test-stats-mean"]["ok"], tests["test-stats-mean"]["message"]
+    assert hostile["hogs_after"] == []
+
+
+@pytest.mark.parametrize("student, why", [
+    ("c-pipe", "named pipe"), ("d-zero", "symbolic link"), ("e-big", "above the limit of 1 MB"),
+    ("f-deep", "nested deeper than"), ("h-badcells", "unreadable notebook: cell 4 has an nbgrader grade_id")])
+def test_a_file_that_is_no_notebook_costs_only_itself(hostile, student, why):
+    r = hostile["results"][student]
+    by_nb = {n.notebook: n for n in r.notebooks}
+    assert by_nb["extra_dev"].score == EXTRA and by_nb["extra_dev"].status == "graded"
+    assert by_nb["stats_dev"].score == 0 and by_nb["stats_dev"].status == "failed"
+    row = _rows(hostile["out"])[(student, "stats_dev")]
+    assert why in row["reason"] and row["score"] == "0"
+    if student not in ("f-deep", "h-badcells"):  # found when the notebook is parsed, not in the folder's survey
+        assert any(line.startswith(f"{student}: stats_dev.ipynb") and why in line
+                   for line in (hostile["out"] / "problems.txt").read_text().splitlines())
+
+
+def test_pipes_beside_the_notebooks_are_reported_not_opened(hostile):
+    assert "c-pipe: notes.txt is a named pipe, not a regular file: not opened" in \
+        (hostile["out"] / "problems.txt").read_text()
+
+
+def test_a_folder_above_its_cap_keeps_its_notebooks(hostile):
+    r = hostile["results"]["g-bigfolder"]
+    assert r.score == subs.FULL, r.reason
+    assert "g-bigfolder: 3 MB of files, above the folder limit of 2 MB: only the graded notebooks are copied" \
+        in (hostile["out"] / "problems.txt").read_text()
+
+
+def test_nothing_hostile_reaches_the_output(hostile):
+    # the 1.5 MB notebook was never read, so no copy of it is published
+    sizes = [p.stat().st_size for p in (hostile["out"] / "students" / "e-big").rglob("*") if p.is_file()]
+    assert sizes and max(sizes) < 1 << 20
+
+
+# ---- the folder reader alone (no class run) ----------------------------------------------------------
+
+def test_read_regular_refuses_what_is_not_a_regular_file(tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "zero").symlink_to("/dev/zero")
+    (tmp_path / "ok").write_bytes(b"x" * 10)
+    (tmp_path / "big").write_bytes(b"x" * 11)
+    for name, why in (("pipe", "named pipe"), ("zero", "symbolic link"), ("big", "above the limit")):
+        with pytest.raises(submission.Refused, match=why):
+            submission.read_regular(tmp_path / name, 10)
+    with pytest.raises(submission.Refused, match="a device"):
+        submission.read_regular(Path("/dev/zero"), 10)
+    assert submission.read_regular(tmp_path / "ok", 10) == b"x" * 10
+
+
+def test_parse_notebook_limits_nesting_without_recursion():
+    for depth in (65, 900, 200_000):
+        with pytest.raises(submission.Refused, match="nested deeper than 64"):
+            submission.parse_notebook(b'{"cells": [], "m": ' + b"[" * depth + b"]" * depth + b"}")
+    assert submission.parse_notebook(b'{"cells": [], "m": ' + b"[" * 60 + b"]" * 60 + b"}")["cells"] == []
+    with pytest.raises(submission.Refused, match="no cells"):
+        submission.parse_notebook(b"[]")
+
+
+def test_survey_stops_at_its_caps(tmp_path):
+    d = tmp_path
+    for i in range(3):
+        (d / f"f{i}.txt").write_bytes(b"x" * (1 << 20))
+    deep = d.joinpath(*["n"] * (submission.MAX_FOLDER_DEPTH + 3))
+    deep.mkdir(parents=True)
+    s = submission.survey(d, notebook_mb=1, folder_mb=2)
+    assert "above the folder limit of 2 MB" in s.over
+    assert any("nested more than" in why for why in s.refused.values())
+
+
+# ---- CPU share, and a normal user's run ----------------------------------------------------------------
+
+BUSY = "import sys\nwhile True:\n    pass"
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="control groups are tito's as root only (a normal user's run: "
+                                                "test_a_normal_users_run_says_what_it_goes_without)")
+def test_a_student_with_many_busy_processes_gets_one_share():
+    """Four busy processes in one student's group, one in another's: the one gets about as much CPU
+    as the four together (without the groups: a quarter of it), whatever else loads the machine."""
+    from tito.grading import limits
+
+    if limits.CPU in limits.gaps():
+        pytest.skip("this machine has no CPU controller tito can use")
+    many, one = limits.Guard(f"tito-test-many-{os.getpid()}", 2048, 64), limits.Guard(f"tito-test-one-{os.getpid()}", 2048, 64)
+    procs = []
+    try:
+        for guard, n in ((many, 4), (one, 1)):
+            for _ in range(n):
+                p = subprocess.Popen([sys.executable, "-c", BUSY])
+                guard.add(p.pid)
+                procs.append((guard, p))
+        start = {p.pid: _cpu_seconds(p.pid) for _, p in procs}
+        time.sleep(3)
+        used = {p.pid: _cpu_seconds(p.pid) - start[p.pid] for _, p in procs}
+        mine = sum(used[p.pid] for g, p in procs if g is many)
+        theirs = sum(used[p.pid] for g, p in procs if g is one)
+        assert theirs >= 0.5 * mine, (theirs, mine)
+    finally:
+        for _, p in procs:
+            p.kill()
+            p.wait()
+        many.close()
+        one.close()
+
+
+NONROOT_USER = "gradeu"
+NONROOT_SCRIPT = """
+import json, sys, tempfile
+from pathlib import Path
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import test_grading_hostile as t
+from tito.grading import classrun
+base = Path(tempfile.mkdtemp(prefix="tito-nonroot-"))
+course, sub = t.stats_class(base, Path(sys.argv[2]))
+lines = []
+results = classrun.grade(course, t.MODULE, sub, base / "out", progress=lines.append, jobs=2)
+rows = classrun.read_csv(base / "out" / "grades.csv")
+print("RESULT " + json.dumps({"scores": {r.student: [r.score, r.max_score, r.reason] for r in results},
+                              "sandbox": sorted({row["sandbox"] for row in rows}), "console": lines,
+                              "hogs_after": t.hog_comms()}))
+import shutil; shutil.rmtree(base, ignore_errors=True)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"),
+                    reason="needs root to run the class as an unprivileged user (runuser)")
+def test_a_normal_users_run_says_what_it_goes_without(root):
+    """The honest and hog students graded by an unprivileged user: the honest one gets every point,
+    no hog survives, and the console and grades.csv name every whole-sandbox protection it lacked."""
+    from tito.grading import limits
+
+    if subprocess.run(["id", NONROOT_USER], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "-m", NONROOT_USER], check=True)
+    done = subprocess.run(["runuser", "-u", NONROOT_USER, "--", sys.executable, "-c", NONROOT_SCRIPT,
+                           str(Path(__file__).parent), str(root)], capture_output=True, text=True, timeout=900,
+                          cwd="/tmp", env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": f"/home/{NONROOT_USER}"})
+    line = next((l for l in done.stdout.splitlines() if l.startswith("RESULT ")), None)
+    assert line, done.stdout[-3000:] + done.stderr[-3000:]
+    got = json.loads(line[len("RESULT "):])
+    assert got["scores"]["a-honest"][:2] == [subs.FULL, subs.FULL], got["scores"]
+    hog = got["scores"]["b-hog"]
+    assert hog[0] == subs.FULL, hog  # its spread passes only when the hogs of its earlier calls are gone
+    assert got["hogs_after"] == []
+    want = limits.sandbox_label([limits.MEMORY, limits.PROCESSES, limits.CPU, limits.SCRATCH])
+    assert got["sandbox"] == [want]
+    assert any("WITHOUT: " + ", ".join([limits.MEMORY, limits.PROCESSES, limits.CPU, limits.SCRATCH]) in l
+               for l in got["console"]), got["console"]
+
+
+def test_a_file_name_cannot_write_lines_or_escapes_into_the_report(tmp_path):
+    (tmp_path / "ann").mkdir()
+    (tmp_path / "ann" / "a.ipynb").write_text('{"cells": []}')
+    (tmp_path / "ann" / "x\nbob: 10 of 10 graded.txt").write_text("")
+    os.mkfifo(tmp_path / "ann" / "p\x1b[2J.ipynb")
+    (tmp_path / "ev\x1b]0;title\x07il").mkdir()
+    problems = classrun.scan_submissions(tmp_path, "m", {"a.ipynb"}).problems
+    assert problems and all(line.isprintable() for line in problems), problems
+    assert any("bob: 10 of 10" in line and line.startswith("ann: 'x\\n") for line in problems), problems
