@@ -167,6 +167,8 @@ def test_the_third_red_teams_attacks_are_caught_or_judged_at_their_honest_figure
     assert counter["rank"] is None and any(f.startswith("answers differ when timed") for f in counter["flags"]), counter["flags"]
     timed = counter["figures"]["accuracy"]["timed"]
     assert timed["differs"] and timed["timed"] < 0.3 < 0.9 < timed["pass"], timed
+    # and its judged accuracy is its timed calls' (a switch within the 2-point floor is judged at what it timed)
+    assert counter["figures"]["accuracy"]["value"] < 0.3, counter["figures"]["accuracy"]
     for name in ("alice", "bob"):  # honest models answer the same when timed
         t = s[name]["figures"]["accuracy"]["timed"]
         assert not t["differs"] and t["calls"] >= ROUNDS and abs(t["timed"] - t["pass"]) < 0.02, (name, t)

@@ -569,6 +569,12 @@ def timed_answers(st: Student, role: str, data: dict, pass_correct: list[int], t
     t = tally.setdefault(role, [0, 0, 0, 0])
     for i, (a, b) in enumerate(((True, True), (True, False), (False, True), (False, False))):
         t[i] += int(np.sum((pass_ok == a) & (timed_ok == b)))
+    # per image, for the judged accuracy (scoring.timed_correct): what the timed calls answered on it
+    right = tally.setdefault(f"{role}:right", [0] * len(data["y"]))
+    seen = tally.setdefault(f"{role}:seen", [0] * len(data["y"]))
+    for i, ok in zip(index.tolist(), timed_ok.tolist()):
+        seen[i] += 1
+        right[i] += int(ok)
 
 
 # ---- timing -----------------------------------------------------------------------------------
@@ -1022,8 +1028,14 @@ def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str],
     """One student's figures, claims and flags: (leaderboard entry, per-student record)."""
     static = state["static"][st.name]
     rounds = [r[st.name] for r in state["rounds"] if st.name in r and len(r[st.name]) == 2]
+    tally = state.get("timed", {}).get(st.name, {})
+    # the judged accuracy is the timed calls' (the timed work is the judged work): per image, the answer most
+    # of its timed calls gave; the accuracy pass stands for an image no timed call saw
+    correct = {**static["correct"], **{role: scoring.timed_correct(static["correct"][role], tally.get(f"{role}:right"),
+                                                                   tally.get(f"{role}:seen"))
+                                       for role in ("baseline", "optimized")}}
     record = {"round_mean_ms": {role: [r[role] for r in rounds] for role in ("baseline", "optimized")},
-              "correct": static["correct"], "size_bytes": static["size_bytes"], "tensor_bytes": static.get("tensor_bytes")}
+              "correct": correct, "size_bytes": static["size_bytes"], "tensor_bytes": static.get("tensor_bytes")}
     figures = scoring.judged_figures(record, ev)
     # a pickled module's hash comes from its own code (the trace has other keys): it checks the file, not a score
     hashes = {role: static.get("reported_sha256", {}).get(role) or static["sha256"][role] for role in static["sha256"]}
@@ -1051,7 +1063,7 @@ def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str],
               f"{c['threshold']} (judged {_fmt(c['measured'])}; {c.get('basis') or c.get('reason')})" for c in checks if not c["passed"]]
     flags += same
     eligible = all(c["passed"] for c in checks)
-    consistency = scoring.timed_consistency(state.get("timed", {}).get(st.name, {}).get("optimized"))
+    consistency = scoring.timed_consistency(tally.get("optimized"))
     if consistency is not None:
         figures["accuracy"]["timed"] = consistency
         if consistency["differs"]:

@@ -260,6 +260,20 @@ def rank_agreement(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 RANK_DISCORDANCE = 1e-4  # share of discordant class pairs at or below which two models order their outputs alike
 
 
+def timed_correct(pass_correct: Sequence[int], right: Sequence[int] | None, seen: Sequence[int] | None) -> list[int]:
+    """Per test image, 1 when most of its timed calls answered right (a tie counts as wrong), its accuracy
+    pass's answer where no timed call saw it: the judged accuracy is that of the work that was timed, so
+    a model that computes something cheaper once its calls are counted past the accuracy pass is judged
+    at what it computed when timed.
+
+    >>> timed_correct([1, 1, 0, 1], right=[3, 1, 2, 0], seen=[3, 2, 2, 0])
+    [1, 0, 1, 1]
+    """
+    if not right or not seen or len(right) != len(pass_correct) or len(seen) != len(pass_correct):
+        return [int(c) for c in pass_correct]
+    return [int(2 * r > n) if n else int(c) for c, r, n in zip(pass_correct, right, seen)]
+
+
 def timed_consistency(tally: Sequence[int] | None) -> dict[str, Any] | None:
     """Whether a model's timed calls answered as its accuracy pass did on the same images: `tally` counts
     [both right, only the pass right, only the timed call right, neither] over every timed call. The two are
