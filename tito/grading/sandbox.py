@@ -224,9 +224,32 @@ def sandbox_env(spec: SandboxSpec, sandboxed: bool, subst: dict[str, str] | None
     return env
 
 
+def user_tasks(uid: int | None = None) -> int:
+    """How many processes and threads `uid` (default: ours) runs now, counted from /proc (Linux)."""
+    uid = os.geteuid() if uid is None else uid
+    n = 0
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if pid.isdigit():
+            try:
+                if os.stat(f"/proc/{pid}").st_uid == uid:
+                    n += len(os.listdir(f"/proc/{pid}/task"))
+            except OSError:  # ended while read
+                continue
+    return n
+
+
 def _preexec(limits: Limits):
+    rlimits = limits.rlimits()
+    if os.geteuid() != 0:
+        # RLIMIT_NPROC counts every process and thread of the real uid: a normal user's sandbox shares its
+        # uid with the grader, its editor and its other sandboxes, so the cap is what the user runs now plus
+        # the sandbox's own allowance (a fork bomb still stops there), not an absolute count that the user's
+        # other work has used up (bwrap: "Creating new namespace failed: Resource temporarily unavailable")
+        extra = user_tasks() + limits.processes
+        rlimits[resource.RLIMIT_NPROC] = (extra, extra)
+
     def setup() -> None:
-        for which, value in limits.rlimits().items():
+        for which, value in rlimits.items():
             resource.setrlimit(which, value)
     return setup
 
