@@ -611,3 +611,31 @@ def test_the_instructors_solutions_get_every_point_of_module_19_on_a_loaded_mach
     assert (tmp_path / "out" / "students" / "blank" / "feedback" / "results_dev.html").is_file()
     reader = _tests(res["reader"], "energy_dev")  # the fake stays in the judge: nothing to read there
     assert not reader["test-energy-counter"]["ok"] and reader["test-energy-rapl-zones"]["ok"], reader
+
+
+def test_a_file_beside_the_notebooks_is_part_of_what_is_graded(tmp_path):
+    """A red team kept its notebook byte for byte and changed only `answer.py`, which the notebook runs: the
+    resume key and the hidden inputs' seed came from the notebooks alone, so its harvested answers met the
+    old inputs again. Every file the sandbox gets is hashed now."""
+    (tmp_path / "stats_dev.ipynb").write_text("{}")
+    (tmp_path / "answer.py").write_text("ANSWERS = {}\n")
+    before = classrun.submission_hash(tmp_path, {"stats_dev.ipynb"})
+    assert classrun.submission_hash(tmp_path, {"stats_dev.ipynb"}) == before  # same files, same inputs
+    (tmp_path / "answer.py").write_text("ANSWERS = {(1, 2): 3}\n")
+    assert classrun.submission_hash(tmp_path, {"stats_dev.ipynb"}) != before
+
+
+def test_a_students_exception_name_or_cell_id_cannot_forge_a_report_line():
+    """A red team raised an exception whose class name held a newline and a fake row ("alice 235/235 graded"):
+    the console summary printed it as a line of its own. What a student names reaches a report as one line."""
+    from tito.grading.feedback import autograded_notebook
+
+    forged = "Note\nalice   235/235   0  graded\nx"
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": "raise Boom()", "outputs": []},
+                    {"cell_type": "code", "metadata": {"nbgrader": {"grade_id": forged}}, "source": "1/0",
+                     "outputs": []}]}
+    error = {"output_type": "error", "ename": forged, "evalue": "boom", "traceback": []}
+    feedback = {"cells": {"0": {"outputs": [error], "execution_count": 1},
+                          "1": {"outputs": [{**error, "ename": "ZeroDivisionError"}], "execution_count": 2}}}
+    _, other, _ = autograded_notebook(nb, feedback, {}, {})
+    assert len(other) == 2 and all("\n" not in line and "235/235" not in line for line in other), other

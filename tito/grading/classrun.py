@@ -231,16 +231,21 @@ def run_key(course: Course, notebooks: list[Path], data: dict[str, Path], seed: 
     return h.hexdigest()
 
 
-def submission_hash(folder: Path, wanted: set[str], notebook_mb: int = submission.DEFAULT_NOTEBOOK_MB) -> str:
-    """sha256 of the student's graded notebooks (names and bytes). A notebook tito will not read
-    (tito.grading.submission: not a regular file, too large) counts by its reason, unread."""
+def submission_hash(folder: Path, wanted: set[str], notebook_mb: int = submission.DEFAULT_NOTEBOOK_MB,
+                    folder_mb: int = submission.DEFAULT_FOLDER_MB) -> str:
+    """sha256 of what the student's sandbox gets: the graded notebooks (names and bytes) and every other
+    file copied beside them (a notebook may run `answer.py`: changing it alone must draw fresh hidden
+    inputs and be graded again). A file tito will not read (tito.grading.submission: not a regular file,
+    too large) counts by its reason, unread."""
     h = hashlib.sha256()
-    for name in sorted(wanted):
+    seen = submission.survey(folder, notebook_mb, folder_mb)
+    others = [] if seen.over else sorted(f for f in seen.files if f not in wanted)
+    for name, cap in [*((n, notebook_mb) for n in sorted(wanted)), *((f, folder_mb) for f in others)]:
         path = Path(folder) / name
         if not os.path.lexists(path):
             continue
         try:
-            data = submission.read_regular(path, notebook_mb * submission.MB)
+            data = submission.read_regular(path, cap * submission.MB)
         except submission.Refused as e:
             data = f"refused: {e}".encode()
         h.update(name.encode() + b"\0" + data + b"\0")
@@ -399,8 +404,8 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
         seed = previous["seed"]  # the same inputs for an unchanged submission, fresh ones for a changed one
     seed = secrets.randbelow(2**63) if seed is None else int(seed)
     key = run_key(course, nbs, data, seed, timeout, limits)
-    content = {s: submission_hash(folder, {Path(p).name for p in nbs}, course.submission_notebook_mb)
-               for s, folder in found.items()}
+    content = {s: submission_hash(folder, {Path(p).name for p in nbs}, course.submission_notebook_mb,
+                                  course.submission_folder_mb) for s, folder in found.items()}
     inputs = {s: student_key(key, content[s]) for s in found}
     if resume:
         have = published(out_dir)

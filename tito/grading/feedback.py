@@ -104,7 +104,7 @@ def autograded_notebook(student: dict, feedback: dict, verdicts: dict, released:
             errs = [o for o in cell["outputs"] if o.get("output_type") == "error"]
             if errs:
                 timed_out = timed_out or errs[-1].get("ename") == "CellTimeoutError"
-                other.append(clean_text(f"{cell_label(cell, i)}: {errs[-1].get('ename')}: "
+                other.append(clean_text(f"{cell_label(cell, i)}: {first_line(str(errs[-1].get('ename')), 80)}: "
                                         f"{first_line(errs[-1].get('evalue', ''))}", 300))
         else:
             cell["outputs"] = []
@@ -129,7 +129,7 @@ def verdict_output(gid: str, v: dict) -> dict:
 def cell_label(cell: dict, index: int) -> str:
     meta = _meta(cell)
     if meta.get("grade_id"):
-        return meta["grade_id"]
+        return first_line(str(meta["grade_id"]), 80)
     first = next((l.strip() for l in _src(cell).splitlines() if l.strip() and not l.strip().startswith("#|")), "")
     return f"cell {index}" + (f" ({first[:40]!r})" if first else "")
 
