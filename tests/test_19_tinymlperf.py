@@ -6,7 +6,6 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 from tinytorch.benchmarking.digits import DigitsCNN, default_digits_model, load_digits_split
 from tinytorch.benchmarking.results import SEED_ALIASES, ProportionResult

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
 import sys
 import textwrap

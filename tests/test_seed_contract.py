@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 # the seed's import line, exactly
 from tinytorch.benchmarking.benchmark import (Benchmark, BenchmarkResult, BenchmarkSuite, OlympicEvent, TinyMLPerf,
