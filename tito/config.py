@@ -97,6 +97,13 @@ class Course:
                 out.append(hit[0])
         return out
 
+    def shown(self, path: Path) -> Path:
+        """`path` as a command prints it: relative to the course root where it lies inside, else as given."""
+        try:
+            return Path(path).resolve().relative_to(self.root)
+        except ValueError:
+            return Path(path)
+
     def sources(self, module: str) -> list[Path]:
         """The percent-format sources of a module, sorted by name."""
         return sorted((self.modules_dir / module).glob("*_dev.py"))

@@ -59,6 +59,20 @@ def atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def atomic_write_csv(path: Path, fields: list[str], rows: list[dict]) -> Path:
+    """`rows` as CSV with the columns `fields` (keys beyond them ignored), written atomically; returns `path`."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
+    w.writeheader()
+    w.writerows(rows)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, buf.getvalue())
+    return Path(path)
+
+
 def _nbgrader_env() -> dict:
     """The runners' environment plus tito's own folder on PYTHONPATH (the generated
     nbgrader_config.py imports tito.nbgrader_named_stubs)."""

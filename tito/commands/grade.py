@@ -26,10 +26,7 @@ def run(args) -> int:
         num_ = module.split("_", 1)[0]
         print(f"\nmanual: points of written answers awaiting grading by hand; they are in the maximum, not yet in the "
               f"score. Grade them with `python3 -m tito formgrader {num_}`, then `python3 -m tito grades {num_}`")
-    try:
-        shown = out.resolve().relative_to(course.root)
-    except ValueError:
-        shown = out
+    shown = course.shown(out)
     print(f"\ngrades: {shown}/grades.csv; feedback: {shown}/students/<student>/feedback/*.html; class gradebook "
           f"(nbgrader): {shown}/{course_dir.NAME}/")
     if (out / "problems.txt").exists() and not args.student:

@@ -51,10 +51,7 @@ def run(args) -> int:
     if pending:
         print(f"\n{len(pending)} student(s) with written answers still to grade by hand (pending) or to grade again "
               f"(regrade: the answer changed since): `python3 -m tito formgrader {module.split('_', 1)[0]}`")
-    try:
-        shown = out.resolve().relative_to(course.root)
-    except ValueError:
-        shown = out
+    shown = course.shown(out)
     print(f"\nfinal grades: {shown}/final_grades.csv; per question: {shown}/questions.csv; "
           f"nbgrader's columns: {shown}/nbgrader_export.csv")
     if args.feedback:

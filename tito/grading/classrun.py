@@ -341,12 +341,7 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n", extrasaction="ignore")
-    w.writeheader()
-    w.writerows(rows)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbgrader_glue.atomic_write(path, buf.getvalue())
+    nbgrader_glue.atomic_write_csv(path, CSV_FIELDS, rows)
 
 
 def _sort(rows: list[dict]) -> list[dict]:

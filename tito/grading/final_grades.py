@@ -7,8 +7,6 @@ in a moment.
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,13 +139,7 @@ def questions(course: Path, assignment: str, subs: list[Submission]) -> tuple[li
 
 
 def write_csv(path: Path, fields: list[str], rows: list[dict]) -> Path:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
-    w.writeheader()
-    w.writerows(rows)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbgrader_glue.atomic_write(path, buf.getvalue())
-    return path
+    return nbgrader_glue.atomic_write_csv(path, fields, rows)
 
 
 def nbgrader_export(course: Path, dest: Path) -> Path:

@@ -83,11 +83,17 @@ def _group_members(pgid: int) -> list[int]:
 def kill_group(pgid: int, spare: int | None = None) -> None:
     """SIGKILL every process of group `pgid` (but `spare`), again until none is left (a fork bomb
     keeps forking between two sweeps; stopping it first ends that)."""
-    for sig in (signal.SIGSTOP, signal.SIGKILL, signal.SIGKILL, signal.SIGKILL):
-        members = [p for p in _group_members(pgid) if p != spare]
-        if not members:
+    _stop_and_kill(lambda: [p for p in _group_members(pgid) if p != spare])
+
+
+def _stop_and_kill(members) -> None:
+    """Stop, then SIGKILL, the processes `members()` lists, sweeping again until it lists none (a fork
+    loop cannot outrun a sweep whose processes are stopped first)."""
+    for sig in (signal.SIGSTOP, signal.SIGSTOP, signal.SIGKILL, signal.SIGKILL, signal.SIGKILL):
+        found = members()
+        if not found:
             return
-        for pid in members:
+        for pid in found:
             try:
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
@@ -129,15 +135,7 @@ def descendants(pid: int) -> list[int]:
 def kill_descendants(pid: int) -> None:
     """SIGKILL every process below `pid` (its subreaper: module doc), stopping them first so that a
     fork loop cannot outrun the sweep, then reap the ones that were this process's children."""
-    for sig in (signal.SIGSTOP, signal.SIGSTOP, signal.SIGKILL, signal.SIGKILL, signal.SIGKILL):
-        members = descendants(pid)
-        if not members:
-            break
-        for p in members:
-            try:
-                os.kill(p, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+    _stop_and_kill(lambda: descendants(pid))
     if pid == os.getpid():  # reap them (all are this process's children by now), so none is left even as a zombie
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline:
