@@ -234,3 +234,21 @@ def test_best_is_the_pareto_set_with_ties_not_the_raw_median():
     md = render_markdown(payload)
     assert "lowest latency**: small (1 ms)" in md and "tied" not in md.split("lowest latency")[1].splitlines()[0], \
         "separated samples: small alone"
+
+
+def test_a_distribution_with_one_interruption_is_drawn_on_a_log_axis(tmp_path):
+    """One sample 2,000x the medians (84 ms beside 0.04 ms, seen on a busy machine) flattened a linear
+    axis to a line at 0: the plot switches to a log axis and says how many samples stretch it."""
+    from matplotlib.image import imread
+
+    from tinytorch.benchmarking.report import distribution_scale, plot_distribution
+
+    quiet = [0.040, 0.041, 0.039, 0.042, 0.040]
+    assert distribution_scale([quiet, [0.02, 0.021, 0.019]]) == ("linear", "")
+    assert distribution_scale([quiet + [84.0], [0.02, 0.021]]) == (
+        "log", f"log scale: 1 sample > 10x its median, the largest {84.0 / 0.0405:.0f}x")
+    assert distribution_scale([[0.0, 5.0, 100.0]])[0] == "linear"  # a log axis cannot show 0
+    payload = {"models": ["a", "b"], "metrics": {"latency": {"unit": "ms"}},
+               "results": {"latency": {"a": {"values": quiet + [84.0]}, "b": {"values": [0.02, 0.021, 0.019]}}}}
+    png = plot_distribution(payload, "latency", tmp_path)
+    assert png.name == "latency_distribution.png" and imread(png).shape[0] > 100

@@ -373,6 +373,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                  'tinytorch/benchmarking/report.py'),
                                                'tinytorch.benchmarking.report._unit_scale': ( '19_benchmarking/suite_dev.html#_unit_scale',
                                                                                               'tinytorch/benchmarking/report.py'),
+                                               'tinytorch.benchmarking.report.distribution_scale': ( '19_benchmarking/suite_dev.html#distribution_scale',
+                                                                                                     'tinytorch/benchmarking/report.py'),
                                                'tinytorch.benchmarking.report.ensure_output_dir': ( '19_benchmarking/suite_dev.html#ensure_output_dir',
                                                                                                     'tinytorch/benchmarking/report.py'),
                                                'tinytorch.benchmarking.report.load_payload': ( '19_benchmarking/suite_dev.html#load_payload',

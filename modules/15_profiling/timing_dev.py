@@ -1802,9 +1802,11 @@ def test_unit_time_callable():
     ratio = four.median_ms / one.median_ms
     assert 2.5 < ratio < 6.0, f"4x the work should take ~4x the time, measured {ratio:.2f}x"
     assert one.threads == 1 and len(one.per_call_ns) == 15
-    # calibration: the block is long enough that the clock costs <= 0.1%
+    # calibration sizes blocks for <= 0.1% clock cost with a 2x margin; a block timed in a quieter
+    # moment than its calibration can come out shorter (seen: 0.11% on a loaded machine), so a real
+    # clock is held to 0.4% here; the exact rule is graded with a fake clock above
     meta = one.metadata()
-    assert meta["timer_overhead_fraction"] <= 1e-3 + 1e-9, meta
+    assert meta["timer_overhead_fraction"] <= 4e-3, meta
     # a no-op is timed in blocks and reports a tiny per-call time
     noop = time_callable(lambda: None, samples=5)
     assert noop.blocked and noop.median_ms * 1e6 < 1000, noop.median_ms
