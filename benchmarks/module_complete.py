@@ -37,8 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tito.commands import student  # noqa: E402
-from tito.commands.release import release  # noqa: E402
+from tito.workspace import layout  # noqa: E402
+from tito.workspace.start import start  # noqa: E402
+from tito.notebooks.release import release  # noqa: E402
 from tito.config import Course  # noqa: E402
 
 
@@ -52,7 +53,7 @@ def timed_complete(mod_dir: Path, num: str, *extra: str) -> dict:
     secs = time.perf_counter() - t0
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    last = json.loads((mod_dir / student.PROGRESS).read_text(encoding="utf-8"))["last"]
+    last = json.loads((mod_dir / layout.PROGRESS).read_text(encoding="utf-8"))["last"]
     nbs, tfs = last.get("notebooks", {}), last.get("integration", {})
     return {"seconds": secs, "cpu": cpu, "rc": p.returncode, "complete": last["complete"], "load": (load0, os.getloadavg()[0]),
             "notebooks": (sum(not v["cached"] for v in nbs.values()), len(nbs)),
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         res = release(course, module, release_dir=base / "release", course_dir=base / "nbgrader")
         if res.leaks:
             raise SystemExit(f"the release leaks {len(res.leaks)} solution lines")
-        mod_dir = student.start(course, module, base / "ws", force=True, release_dir=base / "release")
+        mod_dir = start(course, module, base / "ws", force=True, release_dir=base / "release")
         for nb in course.notebooks(module):  # the instructor's solutions as the student's work
             shutil.copy2(nb, mod_dir / nb.name)
         first = timed_complete(mod_dir, num)

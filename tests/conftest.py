@@ -31,7 +31,7 @@ def agg_backend(monkeypatch):
     monkeypatch.delenv("IN_TEST", raising=False)
 
 
-# ---- the course repository only: a student kit's conftest ends here (tito.commands.release.kit_conftest) ----
+# ---- the course repository only: a student kit's conftest ends here (tito.notebooks.kit.kit_conftest) ----
 
 # `tito test` runs pytest through pytest-xdist with each file in one worker (`--dist loadfile
 # --no-loadscope-reorder`), handing files out in collection order: the longest go first, so that no

@@ -19,7 +19,7 @@ import pytest
 
 from fixtures import gradebook_class as gc
 from tito import nbgrader_glue
-from tito.commands.release import data_files
+from tito.notebooks.release import data_files
 from tito.grading import course_dir, final_grades, gradebook
 from tito.grading.formgrader import Formgrader
 

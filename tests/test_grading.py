@@ -28,7 +28,7 @@ from fixtures import submissions as subs
 
 from tito import nbgrader_glue
 from tito.commands import status as status_cmd
-from tito.commands.release import release
+from tito.notebooks.release import release
 from tito.config import Course, TitoError
 from tito.grading import classrun, sandbox
 from tito.grading import limits as limits_mod

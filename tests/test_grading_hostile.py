@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from fixtures import submissions as subs
-from tito.commands.release import release
+from tito.notebooks.release import release
 from tito.config import Course
 from tito.grading import classrun, sandbox, submission
 

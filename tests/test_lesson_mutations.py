@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tito.complete import notebook_tasks
+from tito.workspace.complete import notebook_tasks
 from tito.grading import feedback
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,7 +170,7 @@ E2E = [m for m in MUTATIONS if m[2] in ("median as the mean", "ratio of means", 
 @pytest.fixture(scope="module")
 def started_kit(course, tmp_path_factory):
     "A student kit, started (`module start 19`): a student working on notebook 1, the others still stubs."
-    from tito.commands import release as rel
+    from tito.notebooks import kit as rel
     from test_student_kit import _tito
 
     kit = rel.build_student_kit(course, "19_benchmarking", tmp_path_factory.mktemp("kit") / "kit").dest

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tito.commands import release as rel
-from tito.commands import student
+from tito.notebooks import kit as rel
+from tito.workspace import layout
 from tito.config import Course, TitoError
 
 MODULE = "19_benchmarking"
@@ -257,7 +257,7 @@ def test_student_path_in_the_kit(course, kits):
     for nb in course.notebooks(MODULE):
         shutil.copy2(nb, mod_dir / nb.name)
     kcourse = Course.load(kit)
-    student.build_student_package(kcourse, kit, kcourse.in_reading_order(MODULE, sorted(mod_dir.glob("*.ipynb"))))
+    layout.build_student_package(kcourse, kit, kcourse.in_reading_order(MODULE, sorted(mod_dir.glob("*.ipynb"))))
     (mod_dir / "make_mine.py").write_text(MAKE_MINE)
     made = subprocess.run(["python3", "make_mine.py"], cwd=mod_dir, env=_env(kit), capture_output=True, text=True,
                           timeout=300)

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from fixtures import submissions as subs
-from tito.commands import student
-from tito.commands.release import release
+from tito.workspace import layout
+from tito.workspace.complete import complete_workspace
+from tito.workspace.start import start
+from tito.notebooks.release import release
 from tito.config import TitoError
 
 MODULE = "19_benchmarking"
@@ -34,33 +36,33 @@ def released(course, tmp_path_factory):
 
 
 def _progress(mod_dir: Path) -> dict:
-    return json.loads((mod_dir / student.PROGRESS).read_text())
+    return json.loads((mod_dir / layout.PROGRESS).read_text())
 
 
 def test_start_refuses_to_overwrite(course, released, tmp_path):
     ws = tmp_path / "ws"
-    dest = student.start(course, MODULE, ws, release_dir=released)
+    dest = start(course, MODULE, ws, release_dir=released)
     assert dest == (ws / MODULE).resolve()
     names = sorted(p.name for p in dest.glob("*.ipynb"))
     assert names == sorted(p.name for p in (released / MODULE).glob("*.ipynb")) and NOTEBOOK in names
-    marker = json.loads((dest / student.MARKER).read_text())
+    marker = json.loads((dest / layout.MARKER).read_text())
     assert marker["module"] == MODULE and marker["notebooks"] == [f"{s}.ipynb" for s in course.reading_order(MODULE)]
     assert sorted(marker["notebooks"]) == names and marker["notebooks"][0] == "results_dev.ipynb"
     assert "| 1 | `results_dev.ipynb` |" in (dest / "README.md").read_text()  # the reading order, where the student is
-    assert (dest / student.LAUNCHER / "__init__.py").is_file()
+    assert (dest / layout.LAUNCHER / "__init__.py").is_file()
     work = dest / NOTEBOOK
     work.write_text(work.read_text().replace("not yet implemented: sparsity", "my own work"))
     with pytest.raises(TitoError, match="refusing to overwrite"):
-        student.start(course, MODULE, ws, release_dir=released)
+        start(course, MODULE, ws, release_dir=released)
     assert "my own work" in work.read_text()  # untouched
-    student.start(course, MODULE, ws, force=True, release_dir=released)
+    start(course, MODULE, ws, force=True, release_dir=released)
     assert "my own work" not in work.read_text()
-    (backup,) = (ws / student.SCRATCH / "backup").iterdir()
+    (backup,) = (ws / layout.SCRATCH / "backup").iterdir()
     assert "my own work" in (backup / NOTEBOOK).read_text()  # --force keeps the old work
 
 
 def _workspace(course, released, tmp_path) -> Path:
-    dest = student.start(course, MODULE, tmp_path / "ws", release_dir=released)
+    dest = start(course, MODULE, tmp_path / "ws", release_dir=released)
     for p in dest.glob("*.ipynb"):
         if p.name != NOTEBOOK:
             p.unlink()
@@ -95,7 +97,7 @@ def test_complete_in_workspace(course, released, tmp_path, capsys):
 
     # 1. the release as it is: the stubs are reported by name, per task; the export still happens
     #    (the package is the student's code as it stands); the integration tests are skipped, saying why
-    assert student.complete_workspace(course, MODULE, dest, TESTS) == 1
+    assert complete_workspace(course, MODULE, dest, TESTS) == 1
     out = capsys.readouterr().out
     assert "not yet implemented: sparsity" in out and "test-optimize-sparsity: 0/2 not attempted" in out
     last = _progress(dest)["last"]
@@ -111,7 +113,7 @@ def test_complete_in_workspace(course, released, tmp_path, capsys):
     #    course's integration tests fail against it
     wrong = _neuter_tests(subs.replace_stub(_others_solved(blank, course), TASK, "return 0.0  # student: wrong on purpose"))
     subs.save(wrong, nb_path)
-    assert student.complete_workspace(course, MODULE, dest, TESTS) == 1
+    assert complete_workspace(course, MODULE, dest, TESTS) == 1
     exported = ws / "tinytorch" / "benchmarking" / "optimize.py"
     assert "return 0.0  # student: wrong on purpose" in exported.read_text()
     assert (ws / "tinytorch" / "benchmarking" / "benchmark.py").read_text() == \
@@ -146,7 +148,7 @@ def test_complete_in_workspace(course, released, tmp_path, capsys):
 # alpha, mid (not alphabetical). Each notebook appends its name to $MINI_RUNS when it executes:
 # a record of executions that does not come from tito.
 
-from tito import complete as cmpl  # noqa: E402
+from tito.workspace import complete as cmpl  # noqa: E402
 from tito.commands import export as export_cmd  # noqa: E402
 from tito.config import Course  # noqa: E402
 
@@ -237,7 +239,7 @@ def mini(root, tmp_path_factory):
 
 
 def _mini_workspace(mini, tmp_path, solved: tuple[str, ...]) -> Path:
-    dest = student.start(mini, MINI, tmp_path / "ws")
+    dest = start(mini, MINI, tmp_path / "ws")
     for name in solved:  # the instructor's solution notebook as the student's work
         shutil.copy2(mini.nbs_dir / MINI / f"{name}.ipynb", dest / f"{name}.ipynb")
     return dest
@@ -387,7 +389,7 @@ def test_complete_reruns_a_test_file_only_when_code_it_executed_changed(mini, tm
     rc, out, last = _complete(course, dest, capsys)
     assert rc == 0, out
     assert last["integration"]["test_07_two.py"]["needs"] == ["zeta_dev.ipynb", "mid_dev.ipynb"]
-    cache = json.loads((dest.parent / student.SCRATCH / cmpl.CACHE).read_text())["integration"]
+    cache = json.loads((dest.parent / layout.SCRATCH / cmpl.CACHE).read_text())["integration"]
     assert "square" in cache["test_07_two.py"]["executed"]["tinytorch.mini_base"]
     assert "neg" not in cache["test_07_two.py"]["executed"].get("tinytorch.mini_leaf", [])
     assert cache["test_07_proc.py"]["executed"] is None and "another process" in cache["test_07_proc.py"]["executed_unknown"]
@@ -408,7 +410,7 @@ def test_complete_reruns_a_test_file_only_when_code_it_executed_changed(mini, tm
 
 def test_executed_hash_changes_only_with_what_ran(tmp_path):
     "A function's body counts when it ran; its signature, decorators and the module's own code always count."
-    from tito.complete import executed_hash
+    from tito.workspace.complete import executed_hash
 
     src = ("import functools\n\nclass A:\n    def ran(self):\n        def inner():\n            return 1\n"
            "        return 2\n\n    def idle(self):\n        return 3\n\n@functools.cache\ndef f(x=1):\n"

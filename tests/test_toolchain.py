@@ -10,7 +10,7 @@ import pytest
 
 from tito import nbgrader_glue
 from tito.commands import export as export_cmd
-from tito.commands.release import release
+from tito.notebooks.release import release
 from tito.config import TitoError
 from tito.inline_runner import parse_output
 
@@ -271,7 +271,7 @@ def test_release_19_has_no_solutions(course, tmp_path):
     assert res.notebooks and all(p.exists() for p in res.notebooks)
     secrets = nbgrader_glue.secret_lines(course.notebooks("19_benchmarking"))
     assert secrets, "module 19 has no solution regions"
-    text = "\n".join(l.strip() for p in res.notebooks for cell in nbgrader_glue._cell_lines(p) for l in cell)
+    text = "\n".join(l.strip() for p in res.notebooks for cell in nbgrader_glue.cell_lines(p) for l in cell)
     assert not [s for s in secrets if s in text.splitlines()]
     assert 'raise NotImplementedError("not yet implemented: ' in text  # named stubs (nbgrader_named_stubs)
     assert not (course.root / "release" / "tmp").exists()

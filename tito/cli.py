@@ -195,7 +195,7 @@ def _kit_refusal(args) -> str | None:
         return None
     if not kit:
         return None
-    from tito.commands.release import KIT_REFUSED
+    from tito.notebooks.kit import KIT_REFUSED
 
     name = args.command + (f" {args.olympics_command}" if args.command == "olympics" else "")
     if name not in KIT_REFUSED:
@@ -218,7 +218,7 @@ def _kit_module() -> str | None:
 def hide_kit_refused(parser: argparse.ArgumentParser) -> None:
     """In a student kit, `--help` lists only the commands that work there (the others still answer with the
     kit's refusal, not argparse's "invalid choice")."""
-    from tito.commands.release import KIT_REFUSED
+    from tito.notebooks.kit import KIT_REFUSED
 
     def walk(p: argparse.ArgumentParser, prefix: str) -> None:
         for action in p._actions:

@@ -160,7 +160,7 @@ def generate_assignment(course_dir: Path, assignment: str, notebooks: list[Path]
     return out
 
 
-def _cell_lines(nb_path: Path) -> list[list[str]]:
+def cell_lines(nb_path: Path) -> list[list[str]]:
     nb = json.loads(Path(nb_path).read_text(encoding="utf-8"))
     out = []
     for c in nb.get("cells", []):
@@ -173,7 +173,7 @@ def region_lines(nb_path: Path) -> list[tuple[str | None, str]]:
     """(region, stripped line) for each line of a notebook's cells: region "solution" or "hidden"
     inside `### BEGIN SOLUTION` / `### BEGIN HIDDEN TESTS` regions (markers excluded), else None."""
     out: list[tuple[str | None, str]] = []
-    for lines in _cell_lines(nb_path):
+    for lines in cell_lines(nb_path):
         end = kind = None
         for line in lines:
             s = line.strip()
@@ -196,7 +196,7 @@ def secret_lines(notebooks: list[Path]) -> dict[str, str]:
     inside: dict[str, str] = {}
     outside: set[str] = set()
     for nb in notebooks:
-        for lines in _cell_lines(nb):
+        for lines in cell_lines(nb):
             end = None
             for line in lines:
                 s = line.strip()
@@ -227,13 +227,13 @@ def leak_check(source_notebooks: list[Path], release_notebooks: list[Path]) -> l
     secrets = secret_lines(source_notebooks)
     leaks = []
     for rel in release_notebooks:
-        for lines in _cell_lines(rel):
+        for lines in cell_lines(rel):
             for line in lines:
                 s = line.strip()
                 if s in secrets:
                     leaks.append(Leak(s, secrets[s], str(rel)))
     for rel in release_notebooks:  # region markers themselves must be gone too
-        for lines in _cell_lines(rel):
+        for lines in cell_lines(rel):
             for line in lines:
                 if any(line.strip().startswith(m) for r in REGIONS for m in r):
                     leaks.append(Leak(line.strip(), "(marker)", str(rel)))

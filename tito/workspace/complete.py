@@ -63,19 +63,20 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from tito import process
-from tito.commands import student
+from tito import nbgrader_glue, process
 from tito.config import Course, TitoError
 from tito.grading.package import default_exp, exported_module
 from tito.grading.plan import notebook_modules, python_source, split_exported
 from tito.inline_runner import JOB_MARKER
 from tito.runners import StageResult, _env, parse_junit, print_table
 from tito.test_needs import test_modules
+from tito.workspace import layout
 
 KEY_VERSION = 2  # 2: executed_hash from per-function digests
 CACHE = "complete-cache.json"
 TEST_FILE_GUESS_S = 4.0  # a test file's seconds before it has run once here (most of module 19's take 2-8 s)
 LIB = "tinytorch"
+TITO_PKG = Path(__file__).resolve().parent.parent  # the tito package (this file is tito/workspace/complete.py)
 _MODULE_RE = re.compile(r"\b" + LIB + r"(?:\.\w+)+")
 _TEST_DEF = re.compile(r"^def (test_\w+)\(", re.M)
 _README_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`?([\w.-]+?)`?\s*\|")
@@ -231,9 +232,8 @@ def _sha(data: bytes | str) -> str:
 
 def environment() -> dict:
     """What every key depends on besides the code: versions of the scheme, course, tito's runner, libraries."""
-    here = Path(__file__).resolve().parent
     env = {"key_version": KEY_VERSION, "python": sys.version,
-           "runner": _sha((here / "inline_runner.py").read_bytes() + Path(__file__).read_bytes())}
+           "runner": _sha((TITO_PKG / "inline_runner.py").read_bytes() + Path(__file__).read_bytes())}
     for dist in ("torch", "numpy", "pandas", "scipy", "scikit-learn", "onnxruntime"):
         try:
             env[dist] = metadata.version(dist)
@@ -245,7 +245,7 @@ def environment() -> dict:
 def tito_sources() -> tuple[str, set[str]]:
     """(SHA-256 of tito's sources, the tinytorch modules they name)."""
     h, names = hashlib.sha256(), set()
-    for f in sorted(Path(__file__).resolve().parent.rglob("*.py")):
+    for f in sorted(TITO_PKG.rglob("*.py")):
         text = f.read_bytes()
         h.update(str(f.name).encode() + text)
         names.update(_MODULE_RE.findall(text.decode("utf-8", "replace")))
@@ -528,7 +528,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
     t_start = time.perf_counter()
     mod_dir = Path(mod_dir).resolve()
     ws_root = mod_dir.parent
-    scratch = ws_root / student.SCRATCH
+    scratch = ws_root / layout.SCRATCH
     work = scratch / "complete"
     logs = work / "logs"
     shutil.rmtree(logs, ignore_errors=True)
@@ -538,7 +538,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
         raise TitoError(f"no notebooks in {mod_dir}")
     cache_path = scratch / CACHE
     cache = _load_cache(cache_path)
-    tito_root = Path(__file__).resolve().parent.parent
+    tito_root = TITO_PKG.parent
     env = _env()
     env["PYTHONPATH"] = os.pathsep.join([str(ws_root), str(tito_root)]
                                         + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
@@ -550,13 +550,13 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
         # 1. export
         print(f"[1/3] export your code into {ws_root / LIB} ...", flush=True)
         ex = StageResult("export")
-        started = student._started_modules(course, ws_root)
+        started = layout.started_modules(course, ws_root)
         all_nbs = [nb for d in started for nb in sorted(d.glob("*.ipynb"))]
         all_nbs += [nb for nb in notebooks if nb not in all_nbs]
         t0 = time.perf_counter()
         written: list[Path] = []
         try:
-            _, written = student.build_student_package(course, ws_root, all_nbs)
+            _, written = layout.build_student_package(course, ws_root, all_nbs)
             ex.add(True)
         except TitoError as e:
             ex.add(False, str(e).splitlines()[0])
@@ -619,13 +619,13 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
         tdir = scratch / "tests"
         shutil.rmtree(tdir, ignore_errors=True)
         tdir.mkdir(parents=True)
-        conftest = student._CONFTEST.format(workspace=str(ws_root), root=str(course.root))
+        conftest = layout.CONFTEST.format(workspace=str(ws_root), root=str(course.root))
         (tdir / "conftest.py").write_text(conftest, encoding="utf-8")
         tito_hash, tito_names = tito_sources()
         order = [r.name for r in runs].index
-        tito_pkg = Path(__file__).resolve().parent  # a test importing tito reaches what tito's sources name
-        tito_modules = {".".join(("tito", *f.relative_to(tito_pkg).with_suffix("").parts)).removesuffix(".__init__"):
-                        {m for m in tito_names if m in files} for f in tito_pkg.rglob("*.py")}
+        # a test importing tito reaches what tito's sources name
+        tito_modules = {".".join(("tito", *f.relative_to(TITO_PKG).with_suffix("").parts)).removesuffix(".__init__"):
+                        {m for m in tito_names if m in files} for f in TITO_PKG.rglob("*.py")}
         by_name = {r.name: r for r in runs}
         tfiles: list[TestFileRun] = []
         extra = {"env": envkey, "tito": tito_hash, "data": data}  # what every test file's key holds
@@ -786,11 +786,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
         for s in scripts:
             s.unlink(missing_ok=True)
         scratch.mkdir(parents=True, exist_ok=True)
-        student._write_json(cache_path, cache)
-
-
-def _pts(x: float) -> str:
-    return student._points(x)
+        layout.write_json(cache_path, cache)
 
 
 def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult], runs: list[NotebookRun],
@@ -807,13 +803,13 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
         earned = sum(t.earned for t in r.report)
         how = "from the cache" if r.cached else f"ran in {r.seconds:.1f} s"
         res = r.result or {}
-        print(f"{i:2d}. {r.name}: {'passed' if r.ok else 'FAILED'}, {_pts(earned)}/{_pts(possible)} points "
+        print(f"{i:2d}. {r.name}: {'passed' if r.ok else 'FAILED'}, {layout.points(earned)}/{layout.points(possible)} points "
               f"({res.get('passed', 0)} of {len(res.get('tests', []))} inline tests passed; {how})")
         if res.get("error"):
             print(f"      ! {res['error'].splitlines()[0]}")
         for t in r.report:
             mark = {"passed": "ok", "failed": "FAIL", "not attempted": "todo", "blocked": "wait"}.get(t.status, "??")
-            line = f"      [{mark:4s}] {t.grade_id}: {_pts(t.earned)}/{_pts(t.points)} {t.status}"
+            line = f"      [{mark:4s}] {t.grade_id}: {layout.points(t.earned)}/{layout.points(t.points)} {t.status}"
             print(line + (f": {t.message.splitlines()[0]}" if t.message and t.status != "passed" else ""))
         graded = {n for t in r.tasks for n in t.tests}
         other = [t for t in res.get("tests", []) if t["name"] not in graded]
@@ -832,12 +828,12 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
     total = sum(t.points for r in runs for t in r.tasks)
     earned = sum(t.earned for r in runs for t in r.report)
     if runs:
-        print(f"points from your inline tests: {_pts(earned)} of {_pts(total)} "
+        print(f"points from your inline tests: {layout.points(earned)} of {layout.points(total)} "
               "(your instructor's grading runs hidden tests too)")
-    answers = student.nbgrader_glue.written_answers([r.path for r in runs] or sorted(mod_dir.glob("*.ipynb")))
+    answers = nbgrader_glue.written_answers([r.path for r in runs] or sorted(mod_dir.glob("*.ipynb")))
     if answers:
         print(f"written answers: {sum(a.answered for a in answers)} of {len(answers)} written "
-              f"({_pts(sum(a.points for a in answers))} points, graded by your instructor)")
+              f"({layout.points(sum(a.points for a in answers))} points, graded by your instructor)")
     if written:
         print(f"your exported files: {', '.join(str(f.relative_to(ws_root)) for f in written)}")
     partial = []
@@ -851,7 +847,7 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
         partial.append(f"{len(in_part)} test file(s) ran only the tests whose notebooks passed")
     first = next((f for s in stages for f in s.failures), None)
     done = failed == 0 and all(s.ok for s in stages) and not partial
-    record = {"module": module, "time": student._now(), "complete": done, "partial": partial or None,
+    record = {"module": module, "time": layout.now(), "complete": done, "partial": partial or None,
               "tests": tests, "seconds": round(time.perf_counter() - t_start, 1),
               "points": {"earned": earned, "possible": total},
               "notebooks": {r.name: {"cached": r.cached, "ok": r.ok, "seconds": r.seconds, "cpu_seconds": r.cpu_seconds,
@@ -869,12 +865,12 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
               "stages": {s.name: {"run": s.run, "passed": s.passed, "failed": s.failed,
                                   "skipped": s.skipped_reason} for s in stages},
               "first_failure": first}
-    prog_path = mod_dir / student.PROGRESS
+    prog_path = mod_dir / layout.PROGRESS
     prog = json.loads(prog_path.read_text(encoding="utf-8")) if prog_path.exists() else {"module": module, "history": []}
     prog["last"] = record
     prog["completed"] = bool(prog.get("completed")) or done
     prog["history"] = (prog.get("history") or [])[-49:] + [record]
-    student._write_json(prog_path, prog)
+    layout.write_json(prog_path, prog)
     ran, ran_tf = sum(not r.cached for r in runs), sum(not tf.cached and not tf.skipped for tf in tfiles)
     cached_tf = sum(tf.cached for tf in tfiles)
     print(f"done in {time.perf_counter() - t_start:.1f} s: {ran} of {len(runs)} notebook(s) and "
