@@ -18,8 +18,9 @@ What is trusted where:
 - what is timed is what is judged: every timed call's output is read back afterwards and paired with the
   accuracy pass's answer on the same image (`timed_answers`, `scoring.timed_consistency`);
 - the course's baseline, measured here, is every student's denominator (a student's own is checked by its
-  weights and reported apart); sizes count the records the TorchScript loader reads, found by key
-  (`archive_bytes`); accuracy is on the public test split or the instructor's `--data` (`load_private_data`);
+  weights and reported apart); sizes count the records the TorchScript loader reads, found by key, or
+  an .onnx file's bytes (`archive_bytes`); an .onnx file runs in ONNX Runtime in the measuring sandbox
+  (server.OnnxModel: external data, custom operators, odd or huge shapes refused there); accuracy is on the public test split or the instructor's `--data` (`load_private_data`);
 - a sandbox may use CPU only while its own request runs (`idle_cpu_check`): one that works between its
   requests is rejected and the round it may have slowed is measured again.
 Scores, ranks, claims and same-model pairs: `tito.olympics.scoring`, on the library's one significance rule.
@@ -141,10 +142,6 @@ def find_files(st: Student) -> None:
             raise StudentError(f"several model files ({', '.join(p.name for p in found)}) and submission.json "
                                "names none (models.optimized.file)")
         st.files["optimized"] = _regular(found[0], "model file")
-    for role, p in st.files.items():
-        if p.suffix.lower() == ".onnx":
-            raise StudentError(f"{role} model {p.name!r}: ONNX files are not judged yet; submit TorchScript "
-                               "(torch.jit.save) or a state dict")
 
 
 def stage(st: Student, work: Path, index: int) -> None:
@@ -272,7 +269,8 @@ def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
     models["baseline"] = f"{course}/baseline.pt"
     st.measured = {OWN.get(role, role): st.stage / f"{role}{p.suffix.lower()}" for role, p in st.files.items()}
     st.measured["baseline"] = work / "course" / "baseline.pt"
-    reply = call(st, {"op": "load", "models": models}, data["timeouts"]["load"], "loading the model files")
+    reply = call(st, {"op": "load", "models": models, "sample": list(data["X"].shape[1:]), "classes": data["classes"]},
+                 data["timeouts"]["load"], "loading the model files")
     st.kinds = dict(reply["kinds"])
     needs = [r for r in reply.get("needs_code", []) if r in models]
     if needs:
@@ -474,6 +472,8 @@ def archive_bytes(path: Path) -> tuple[int, str]:
     included, is such an archive. A record named twice counts at its larger size."""
     import zipfile
 
+    if path.suffix.lower() == ".onnx":  # one protobuf, all of which ONNX Runtime reads (the server refused external data)
+        return path.stat().st_size, "the .onnx file's bytes (one self-contained file: external data is refused)"
     if not zipfile.is_zipfile(path):
         return path.stat().st_size, "the file's bytes (not a zip archive)"
     with zipfile.ZipFile(path) as z:
