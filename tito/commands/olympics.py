@@ -229,12 +229,13 @@ def verify(args) -> int:
 
 
 def judge(args) -> int:
+    from tito.config import Course
     from tito.olympics.judge import judge_class
 
     result = judge_class(args.submissions_dir, args.event, args.output_dir, jobs=args.jobs, rounds=args.rounds,
                          resume=args.resume, no_sandbox=args.no_sandbox,
                          timeouts={"load": args.timeout, "predict": args.timeout, "time": args.timeout},
-                         data_file=args.data)
+                         data_file=args.data, memory_mb=Course.load().olympics_memory_mb)
     print(result["board"]["markdown"])
     out = Path(args.output_dir)
     print(f"wrote {out / 'leaderboard.md'}, {out / 'leaderboard.csv'}, {out / 'class.png'} and {out / 'students'}/")
