@@ -475,8 +475,8 @@ def archive_bytes(path: Path) -> tuple[int, str]:
     included, is such an archive. A record named twice counts at its larger size."""
     import zipfile
 
-    if path.suffix.lower() == ".onnx":  # one protobuf, all of which ONNX Runtime reads (the server refused external data)
-        return path.stat().st_size, "the .onnx file's bytes (one self-contained file: external data is refused)"
+    if Path(path).suffix.lower() == ".onnx":  # one protobuf, all of which ONNX Runtime reads (the server refused external data)
+        return Path(path).stat().st_size, "the .onnx file's bytes (one self-contained file: external data is refused)"
     if not zipfile.is_zipfile(path):
         return path.stat().st_size, "the file's bytes (not a zip archive)"
     with zipfile.ZipFile(path) as z:
