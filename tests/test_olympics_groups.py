@@ -44,3 +44,15 @@ def test_a_class_over_the_budget_is_judged_in_groups(tmp_path):
         assert rec["timing"]["rounds"] == 6
         others = {"ann", "ben", "cat"} - {name}
         assert any(all(o in f for o in others) for f in rec["flags"] if f.startswith("same model as")), rec["flags"]
+    # interrupted in the second group, after 3 of its rounds: --resume keeps the groups and every kept round,
+    # skips the finished group and measures the rest (the second group's missing rounds, then the third)
+    groups = state["groups"]
+    second = next(i for i, r in enumerate(state["rounds"]) if set(r) == set(groups[1]))
+    kept = state["rounds"][:second + 3]
+    (tmp_path / "out" / ".judge-state.json").write_text(json.dumps({**state, "rounds": kept}))
+    judge_class(subs, EVENT, tmp_path / "out", rounds=6, memory_mb=900, resume=True,
+                timeouts={"load": 60, "predict": 60, "time": 60})
+    after = json.loads((tmp_path / "out" / ".judge-state.json").read_text())
+    assert after["groups"] == groups and after["rounds"][:second + 3] == kept
+    for g in groups:
+        assert sum(1 for r in after["rounds"] if set(r) & set(g)) == (6 if set(g) - {"dan"} else 0)
