@@ -7,8 +7,8 @@ import json
 import shutil
 
 import pytest
-
 from fixtures.olympics_onnx import EVENT, make_onnx_class
+
 from tito.grading import sandbox
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from fixtures.olympics_onnx import EVENT, make_onnx_class
+
 from tito.grading import sandbox
 
 
