@@ -20,7 +20,10 @@ What is trusted where:
 - the course's baseline, measured here, is every student's denominator (a student's own is checked by its
   weights and reported apart); sizes count the records the TorchScript loader reads, found by key, or
   an .onnx file's bytes (`archive_bytes`); an .onnx file runs in ONNX Runtime in the measuring sandbox
-  (server.OnnxModel: external data, custom operators, odd or huge shapes refused there); accuracy is on the public test split or the instructor's `--data` (`load_private_data`);
+  (server.OnnxModel: external data, custom operators, odd or huge shapes refused there); accuracy is on
+  the public test split or the instructor's `--data` (`load_private_data`);
+- a class larger than the memory budget is judged in groups (`_groups`), each group's sandboxes closed
+  before the next starts; the course baseline is timed in every sandbox of every round;
 - a sandbox may use CPU only while its own request runs (`idle_cpu_check`): one that works between its
   requests is rejected and the round it may have slowed is measured again.
 Scores, ranks, claims and same-model pairs: `tito.olympics.scoring`, on the library's one significance rule.
@@ -870,11 +873,11 @@ def tree_pss_mb(pid: int) -> float:
 
 def _note_footprint(state: dict, group: list[Student]) -> None:
     """Record the largest measuring sandbox of `group` (PSS) and the judge's own, the next group's sizes."""
-    sizes = [tree_pss_mb(st.proc.pid) for st in group if st.proc is not None]
+    sizes = [mb for st in group if st.proc is not None and (mb := tree_pss_mb(st.proc.pid)) > 0]  # 0: unreadable
     mem = state.setdefault("memory", {})
     if sizes:
         mem["sandbox_mb"] = max(max(sizes), mem.get("sandbox_mb", 0.0))
-    mem["judge_mb"] = max(tree_pss_mb(os.getpid()) - sum(sizes), mem.get("judge_mb", 0.0))
+    mem["judge_mb"] = max(tree_pss_mb(os.getpid()) - sum(sizes), mem.get("judge_mb", 0.0), 0.0)
 
 
 def group_size(memory_mb: float, judge_mb: float, sandbox_mb: float, jobs: int) -> int:
