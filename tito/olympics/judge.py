@@ -909,6 +909,7 @@ def _groups(valid: list[Student], state: dict, memory_mb: float, jobs: int, stat
                 return
             groups.append([st.name for st in rest[:size]])
             placed.update(groups[-1])
+            rest = rest[size:]
             _save(state_path, state)
         yield [by_name[n] for n in groups[i] if n in by_name], i, len(groups) + math.ceil(len(rest) / size)
         i += 1
