@@ -314,8 +314,9 @@ def test_files_the_judge_will_not_read(tmp_path):
         find_files(folder("linker", {"model.pt": "/etc/passwd"}))
     with pytest.raises(StudentError, match="several model files"):
         find_files(folder("two", {"a.pt": None, "b.pt": None}))
-    with pytest.raises(StudentError, match="ONNX"):
-        find_files(folder("onnx", {"m.onnx": None}))
+    onnx_student = folder("onnx", {"m.onnx": None})  # judged since issue 35 (the sandbox says what is wrong with it)
+    find_files(onnx_student)
+    assert onnx_student.files["optimized"].name == "m.onnx"
     with pytest.raises(TitoError, match="--rounds"):
         from tito.olympics.judge import judge_class
         judge_class(tmp_path, EVENT, tmp_path / "o", rounds=2)

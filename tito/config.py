@@ -47,6 +47,8 @@ class Course:
     # the most tito reads of one submitted notebook, and of one student's submission folder (MB)
     submission_notebook_mb: int = 20
     submission_folder_mb: int = 200
+    # `olympics judge`: the memory (MiB) its own process and the students' sandboxes alive at once may take
+    olympics_memory_mb: int = 16384
     # set in a student kit (`tito release N --student-kit DIR`): the module it was made for; None in the course
     kit: str | None = None
 
@@ -74,6 +76,7 @@ class Course:
             grading_preimport=get("grading_preimport", "").split() or None,
             submission_notebook_mb=_positive_int(get, "submission_notebook_mb", "20", ini),
             submission_folder_mb=_positive_int(get, "submission_folder_mb", "200", ini),
+            olympics_memory_mb=_positive_int(get, "olympics_memory_mb", "16384", ini),
             kit=get("kit", "") or None,
         )
 

@@ -2012,6 +2012,24 @@ def model_state(model: torch.nn.Module) -> dict[str, Any]:
     return state
 
 
+def onnx_state(model: Any) -> dict[str, torch.Tensor]:
+    """An ONNX model's weights as a state (`model`: an `onnx.ModelProto`, already parsed): every initializer by
+    its name and every `Constant` node's tensor as `const:<output>`, each a torch tensor of its own dtype. The
+    Olympics hash, count and compare an .onnx file's weights from this, as `model_state` for a torch model.
+    Weights kept outside the file (external data) are refused, not read."""
+    from onnx import TensorProto, numpy_helper
+
+    state: dict[str, torch.Tensor] = {}
+    tensors = [(t.name, t) for t in model.graph.initializer]
+    tensors += [(f"const:{n.output[0]}", a.t) for n in model.graph.node if n.op_type == "Constant" and n.output
+                for a in n.attribute if a.name == "value"]
+    for name, t in tensors:
+        if t.data_location == TensorProto.EXTERNAL:
+            raise ValueError(f"model: tensor {name!r} keeps its data outside the file (external data), which is not read")
+        state[name] = torch.from_numpy(numpy_helper.to_array(t).copy())
+    return state
+
+
 def state_tensors(model: torch.nn.Module | Mapping[str, Any]) -> list[torch.Tensor]:
     """Every tensor of `model_state(model)` (or of a given state, such as one a sandbox sent), with packed int8
     params and quantization params opened."""

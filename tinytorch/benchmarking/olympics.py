@@ -21,7 +21,7 @@ from .harness import Benchmark, OlympicEvent
 from .digits import default_digits_model, load_digits_split
 from .results import (ALPHA, STATISTICS, BenchmarkResult, Comparison, CountResult, MiB, ProportionResult,
                                             bootstrap_interval, compare_results, decide, is_significant, model_state,
-                                            state_dict_tensor_bytes,
+                                            onnx_state, state_dict_tensor_bytes,
                                             write_atomic, write_json)
 from .pareto import pareto_front_with_ties
 from ..profiling.timing import model_name, system_info
@@ -61,8 +61,9 @@ def get_event(event: OlympicEvent | str) -> OlympicEvent:
 # %% auto #0
 __all__ = ['SUBMISSION_SCHEMA', 'SUBMISSION_VERSION', 'EVENT_RULES', 'DEFAULT_TOLERANCE', 'DEFAULT_TECHNIQUES', 'SAVE_RECIPE',
            'SIZE_METHOD', 'EventRules', 'get_event', 'check_constraints', 'state_tensor_bytes', 'speedup_check',
-           'median_interval', 'state_dict_sha256', 'weights_sha256', 'default_olympics_models', 'generate_submission',
-           'validate_submission', 'verify_submission', 'rank_with_ties', 'compare_optimization_techniques']
+           'median_interval', 'state_dict_sha256', 'is_onnx_file', 'onnx_file_state', 'weights_sha256',
+           'default_olympics_models', 'generate_submission', 'validate_submission', 'verify_submission',
+           'rank_with_ties', 'compare_optimization_techniques']
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #076264e1
 def check_constraints(event: OlympicEvent | str, measured: Mapping[str, float | None],
@@ -157,10 +158,23 @@ def state_dict_sha256(state: Mapping[str, Any]) -> str:
     return h.hexdigest()
 
 
-def weights_sha256(model: nn.Module) -> str:
-    """SHA-256 (64 hex digits) of a model's weights: `state_dict_sha256(model_state(model))`; the same
-    weights in the same format give the same hash (TorchScript names its int8 layers' keys its own way)."""
-    return state_dict_sha256(model_state(model))
+def is_onnx_file(model: Any) -> bool:
+    "Whether `model` is the path of an .onnx file (a model the Olympics run in ONNX Runtime)."
+    return isinstance(model, (str, Path)) and Path(model).suffix.lower() == ".onnx"
+
+
+def onnx_file_state(path: str | Path) -> dict[str, torch.Tensor]:
+    "The weights of the .onnx file at `path` (`results.onnx_state`: initializers and constants; external data refused)."
+    import onnx
+
+    return onnx_state(onnx.load(str(path), load_external_data=False))
+
+
+def weights_sha256(model: nn.Module | str | Path) -> str:
+    """SHA-256 (64 hex digits) of a model's weights: `state_dict_sha256(model_state(model))` (an .onnx file's
+    path: of `onnx_file_state`); the same weights in the same format give the same hash (TorchScript names its
+    int8 layers' keys its own way, ONNX its initializers)."""
+    return state_dict_sha256(onnx_file_state(model) if is_onnx_file(model) else model_state(model))
 
 
 def default_olympics_models() -> tuple[nn.Module, nn.Module]:
@@ -174,9 +188,15 @@ def default_olympics_models() -> tuple[nn.Module, nn.Module]:
 
 def _measure_models(models: Mapping[str, nn.Module], dataset: Any, measurement_runs: int, warmup_runs: int,
                     seed: int) -> tuple[dict[str, dict[str, Any]], Benchmark]:
-    "Every model as TorchScript (as the judge runs it): timed on one thread, one call each per round; accuracy; sizes."
-    scripted = {}
+    """Every model as the judge runs it (TorchScript; an .onnx file's path: ONNX Runtime): timed on one thread, one
+    call each per round; accuracy; sizes."""
+    from tinytorch.profiling.timing import onnx_session
+
+    scripted, sizes = {}, {}
     for n, m in models.items():
+        if is_onnx_file(m):
+            scripted[n], sizes[n] = onnx_session(m, threads=1), state_tensor_bytes(onnx_file_state(m))
+            continue
         try:  # a module is traced on one test image, saved and loaded back: what a file of it runs
             with warnings.catch_warnings(), torch.no_grad():
                 warnings.simplefilter("ignore")
@@ -195,7 +215,7 @@ def _measure_models(models: Mapping[str, nn.Module], dataset: Any, measurement_r
                     for m in ("latency", "accuracy") if name not in bench.results.get(m, {})}
         if problems:
             raise RuntimeError(f"model '{name}' could not be measured: {problems}")
-        acc, size = bench.results["accuracy"][name], state_tensor_bytes(scripted[name])
+        acc, size = bench.results["accuracy"][name], sizes.get(name) or state_tensor_bytes(scripted[name])
         if size == 0:
             raise ValueError(f"{name} model: keeps no tensor in its state (frozen into constants?); {SAVE_RECIPE}")
         raw[name] = {"latency": bench.results["latency"][name].to_dict(),
@@ -267,18 +287,25 @@ def _constraint_inputs(opt: Mapping[str, Any], seed: int = 0) -> tuple[dict[str,
             {"accuracy": opt["accuracy"]["wilson_95"], "latency_median_ms": median_interval(opt["latency"]["values"], seed)})
 
 
-def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, event: OlympicEvent | str,
+def _class_name(model: Any) -> str:
+    return "ONNX" if is_onnx_file(model) else type(model).__name__
+
+
+def generate_submission(baseline_model: nn.Module | str | Path, optimized_model: nn.Module | str | Path, event: OlympicEvent | str,
                         dataset: Any = None, *, participant: str = "anonymous", techniques: Sequence[str] = (),
                         output_path: str | Path | None = None, measurement_runs: int = 30, warmup_runs: int = 5,
                         seed: int = 0, tolerance: Mapping[str, float] | None = None,
                         model_files: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Benchmark both models under one protocol on a labelled `(X, y)` `dataset` (default: the digits
     test split) and build the submission (written to `output_path` if given). `model_files` ("baseline",
-    "optimized" -> file name) records the files the models came from, for `tito olympics judge`."""
+    "optimized" -> file name) records the files the models came from, for `tito olympics judge`. A model may
+    also be the path of an .onnx file, run in ONNX Runtime on one thread (as the judge runs it)."""
     ev = get_event(event)
     for m, arg in ((baseline_model, "baseline_model"), (optimized_model, "optimized_model")):
-        if not isinstance(m, nn.Module):
-            raise TypeError(f"{arg}: expected a torch.nn.Module, got {type(m).__name__}")
+        if is_onnx_file(m) and not Path(m).is_file():
+            raise FileNotFoundError(f"{arg}: no such ONNX file {str(m)!r}")
+        if not (isinstance(m, nn.Module) or is_onnx_file(m)):
+            raise TypeError(f"{arg}: expected a torch.nn.Module or the path of an .onnx file, got {type(m).__name__}")
     if not isinstance(participant, str) or not participant.strip():
         raise ValueError(f"participant: expected a non-empty name, got {participant!r}")
     dataset = load_digits_split("test") if dataset is None else dataset
@@ -292,12 +319,13 @@ def generate_submission(baseline_model: nn.Module, optimized_model: nn.Module, e
     sub = {"schema": SUBMISSION_SCHEMA, "version": SUBMISSION_VERSION, "event": ev.value, "participant": participant,
            "techniques": list(techniques), "system_info": bench.system_info,
            "protocol": {"measurement_runs": measurement_runs, "warmup_runs": warmup_runs, "seed": seed,
-                        "rounds": bench.rounds, "threads": 1, "format": "TorchScript (modules traced on one test image)",
+                        "rounds": bench.rounds, "threads": 1, "format": "TorchScript (modules traced on one test image)" + (
+                            "; .onnx files: ONNX Runtime" if any(map(is_onnx_file, (baseline_model, optimized_model))) else ""),
                         "input_shape": list(bench.input_shape or ()),
                         "dataset_samples": int(len(dataset[1])), "benchmark": "tinytorch.benchmarking.harness.Benchmark"},
-           "models": {"baseline": {"sha256": weights_sha256(baseline_model), "class": type(baseline_model).__name__,
+           "models": {"baseline": {"sha256": weights_sha256(baseline_model), "class": _class_name(baseline_model),
                                    **files.get("baseline", {})},
-                      "optimized": {"sha256": weights_sha256(optimized_model), "class": type(optimized_model).__name__,
+                      "optimized": {"sha256": weights_sha256(optimized_model), "class": _class_name(optimized_model),
                                     "quantization": getattr(optimized_model, "tinytorch_quantization", None),
                                     **files.get("optimized", {})}},
            "hash_method": "sha256 over state_dict entries in sorted key order: key, dtype, shape, raw bytes",

@@ -25,8 +25,8 @@ __all__ = ['STATISTICS', 'ALPHA', 'MIN_EFFECT', 'MiB', 'SEED_ALIASES', 'METRICS'
            'precise_timer', 'wilson_interval', 'bootstrap_interval', 'is_significant', 'Decision', 'decide',
            'Comparison', 'compare_samples', 'mcnemar_exact', 'MetricInfo', 'metric_info', 'ProportionResult',
            'CountResult', 'compare_results', 'as_tensor', 'EvalData', 'as_eval_sets', 'checked_output', 'top1_correct',
-           'model_state', 'state_tensors', 'state_dict_tensor_bytes', 'serialized_bytes', 'json_native', 'write_atomic',
-           'write_json']
+           'model_state', 'onnx_state', 'state_tensors', 'state_dict_tensor_bytes', 'serialized_bytes', 'json_native',
+           'write_atomic', 'write_json']
 
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #f5a68f0c
 @dataclass
@@ -809,6 +809,24 @@ def model_state(model: torch.nn.Module) -> dict[str, Any]:
                     raise ValueError(f"model: layer {name!r} keeps its weights in a {kind}, which cannot be read")
                 unpack = getattr(torch.ops.quantized, _UNPACK[kind])
                 state[f"{name}._packed_params" if name else "_packed_params"] = tuple(unpack(packed))
+    return state
+
+
+def onnx_state(model: Any) -> dict[str, torch.Tensor]:
+    """An ONNX model's weights as a state (`model`: an `onnx.ModelProto`, already parsed): every initializer by
+    its name and every `Constant` node's tensor as `const:<output>`, each a torch tensor of its own dtype. The
+    Olympics hash, count and compare an .onnx file's weights from this, as `model_state` for a torch model.
+    Weights kept outside the file (external data) are refused, not read."""
+    from onnx import TensorProto, numpy_helper
+
+    state: dict[str, torch.Tensor] = {}
+    tensors = [(t.name, t) for t in model.graph.initializer]
+    tensors += [(f"const:{n.output[0]}", a.t) for n in model.graph.node if n.op_type == "Constant" and n.output
+                for a in n.attribute if a.name == "value"]
+    for name, t in tensors:
+        if t.data_location == TensorProto.EXTERNAL:
+            raise ValueError(f"model: tensor {name!r} keeps its data outside the file (external data), which is not read")
+        state[name] = torch.from_numpy(numpy_helper.to_array(t).copy())
     return state
 
 

@@ -24,7 +24,17 @@ def _olympics():
 
 def _load(path, arg: str):
     """A model file for `submit`/`verify`: TorchScript, a pickled module, or a state dict of the course's
-    DigitsCNN (as the judge loads them); anything that does not load here is refused with the save recipe."""
+    DigitsCNN (as the judge loads them); anything that does not load here is refused with the save recipe.
+    An .onnx file stays its path (checked with onnx.checker): the library runs it in ONNX Runtime."""
+    if Path(path).suffix.lower() == ".onnx":
+        from tinytorch.benchmarking.suite import load_model_file
+
+        try:
+            return str(load_model_file(path))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{arg}: no such file {str(path)!r}") from None
+        except ValueError as e:
+            raise ValueError(f"{arg}: {str(e).removeprefix('model_path: ')}") from e
     import torch
     from torch import nn
 
@@ -219,12 +229,13 @@ def verify(args) -> int:
 
 
 def judge(args) -> int:
+    from tito.config import Course
     from tito.olympics.judge import judge_class
 
     result = judge_class(args.submissions_dir, args.event, args.output_dir, jobs=args.jobs, rounds=args.rounds,
                          resume=args.resume, no_sandbox=args.no_sandbox,
                          timeouts={"load": args.timeout, "predict": args.timeout, "time": args.timeout},
-                         data_file=args.data)
+                         data_file=args.data, memory_mb=Course.load().olympics_memory_mb)
     print(result["board"]["markdown"])
     out = Path(args.output_dir)
     print(f"wrote {out / 'leaderboard.md'}, {out / 'leaderboard.csv'}, {out / 'class.png'} and {out / 'students'}/")
@@ -257,8 +268,8 @@ def add_parser(sub, lazy) -> None:
                                     "a versioned submission JSON. Default: the bundled digits CNN against its "
                                     "pruned+int8 version; --model FILE benchmarks your model instead.")
     c.add_argument("--model", default=None, help="your optimized model file: TorchScript (torch.jit.trace(model, "
-                   "example).save(FILE): works for a class defined in a notebook), torch.save(module) or a "
-                   "DigitsCNN state dict")
+                   "example).save(FILE): works for a class defined in a notebook), torch.save(module), a "
+                   "DigitsCNN state dict, or an .onnx file (run by ONNX Runtime)")
     c.add_argument("--baseline", default=None, help="its baseline (default: the bundled digits CNN)")
     c.add_argument("--event", default="memory_challenge", help=f"one of {events} (default memory_challenge)")
     c.add_argument("--participant", default="anonymous", help="name recorded in the submission")

@@ -18,8 +18,12 @@ What is trusted where:
 - what is timed is what is judged: every timed call's output is read back afterwards and paired with the
   accuracy pass's answer on the same image (`timed_answers`, `scoring.timed_consistency`);
 - the course's baseline, measured here, is every student's denominator (a student's own is checked by its
-  weights and reported apart); sizes count the records the TorchScript loader reads, found by key
-  (`archive_bytes`); accuracy is on the public test split or the instructor's `--data` (`load_private_data`);
+  weights and reported apart); sizes count the records the TorchScript loader reads, found by key, or
+  an .onnx file's bytes (`archive_bytes`); an .onnx file runs in ONNX Runtime in the measuring sandbox
+  (server.OnnxModel: external data, custom operators, odd or huge shapes refused there); accuracy is on
+  the public test split or the instructor's `--data` (`load_private_data`);
+- a class larger than the memory budget is judged in groups (`_groups`), each group's sandboxes closed
+  before the next starts; the course baseline is timed in every sandbox of every round;
 - a sandbox may use CPU only while its own request runs (`idle_cpu_check`): one that works between its
   requests is rejected and the round it may have slowed is measured again.
 Scores, ranks, claims and same-model pairs: `tito.olympics.scoring`, on the library's one significance rule.
@@ -54,7 +58,10 @@ MAX_FILE_MB = 512
 LIMITS = dict(memory_mb=6144, processes=64, cpu_seconds=3600, file_mb=8, tmp_mb=64)
 TIMEOUTS = {"load": 120.0, "predict": 300.0, "time": 30.0}  # seconds a sandbox may take to answer
 STARTUP_S = 600.0  # for the sandbox's own imports, before any student file is read: the judge's time, not theirs
-STATE_VERSION = 2
+MEMORY_MB = 16384  # settings.ini's olympics_memory_mb: the judge's own memory and every sandbox alive at once
+SANDBOX_MB = 400   # what one measuring sandbox is assumed to take before one is measured (measured: docs/performance.md)
+MARGIN = 1.25      # on the largest sandbox measured: a later group's models may be larger
+STATE_VERSION = 3  # 3: the class in groups (state["groups"])
 
 
 class StudentError(Exception):
@@ -141,10 +148,6 @@ def find_files(st: Student) -> None:
             raise StudentError(f"several model files ({', '.join(p.name for p in found)}) and submission.json "
                                "names none (models.optimized.file)")
         st.files["optimized"] = _regular(found[0], "model file")
-    for role, p in st.files.items():
-        if p.suffix.lower() == ".onnx":
-            raise StudentError(f"{role} model {p.name!r}: ONNX files are not judged yet; submit TorchScript "
-                               "(torch.jit.save) or a state dict")
 
 
 def stage(st: Student, work: Path, index: int) -> None:
@@ -272,7 +275,8 @@ def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
     models["baseline"] = f"{course}/baseline.pt"
     st.measured = {OWN.get(role, role): st.stage / f"{role}{p.suffix.lower()}" for role, p in st.files.items()}
     st.measured["baseline"] = work / "course" / "baseline.pt"
-    reply = call(st, {"op": "load", "models": models}, data["timeouts"]["load"], "loading the model files")
+    reply = call(st, {"op": "load", "models": models, "sample": list(data["X"].shape[1:]), "classes": data["classes"]},
+                 data["timeouts"]["load"], "loading the model files")
     st.kinds = dict(reply["kinds"])
     needs = [r for r in reply.get("needs_code", []) if r in models]
     if needs:
@@ -474,6 +478,8 @@ def archive_bytes(path: Path) -> tuple[int, str]:
     included, is such an archive. A record named twice counts at its larger size."""
     import zipfile
 
+    if Path(path).suffix.lower() == ".onnx":  # one protobuf, all of which ONNX Runtime reads (the server refused external data)
+        return Path(path).stat().st_size, "the .onnx file's bytes (one self-contained file: external data is refused)"
     if not zipfile.is_zipfile(path):
         return path.stat().st_size, "the file's bytes (not a zip archive)"
     with zipfile.ZipFile(path) as z:
@@ -707,9 +713,10 @@ def _check_settings(jobs: int, rounds: int, target_ms: float, no_sandbox: bool) 
 
 def judge_class(submissions_dir, event: str, output_dir, *, jobs: int = 1, rounds: int = 30, resume: bool = False,
                 no_sandbox: bool = False, target_ms: float = 10.0, seed: int = 0,
-                timeouts: dict[str, float] | None = None, data_file=None) -> dict[str, Any]:
+                timeouts: dict[str, float] | None = None, data_file=None, memory_mb: float = MEMORY_MB) -> dict[str, Any]:
     """Judge every student folder of `submissions_dir` for `event`; write the leaderboard, per-student
     JSON and the class plot into `output_dir`; return {"board", "rejected", "students", "pairs"}.
+    `memory_mb`: the judge's memory budget (settings.ini's olympics_memory_mb), which sets the groups' size.
     `timeouts` (seconds; TIMEOUTS's keys) bound how long one sandbox may take to load, predict, be timed;
     `data_file`: the instructor's held-out images (`load_private_data`), else the public test split.
 
@@ -722,6 +729,8 @@ def judge_class(submissions_dir, event: str, output_dir, *, jobs: int = 1, round
         raise TitoError(f"SUBMISSIONS_DIR: not a folder: {folder}", code=2)
     ev = o.get_event(event)
     bwrap = _check_settings(jobs, rounds, target_ms, no_sandbox)
+    if isinstance(memory_mb, bool) or not isinstance(memory_mb, (int, float)) or not memory_mb > 0:
+        raise TitoError(f"memory_mb: expected a positive number of MiB, got {memory_mb!r}", code=2)
     if data_file is not None:
         load_private_data(data_file)  # a bad file is the instructor's error, told before any sandbox starts
     folders = [p for p in sorted(folder.iterdir()) if p.is_dir() and not p.name.startswith(".")]
@@ -744,7 +753,7 @@ def judge_class(submissions_dir, event: str, output_dir, *, jobs: int = 1, round
         except Exception as e:  # noqa: BLE001 - whatever a submission holds, it is that student's line
             rejected[st.name] = f"unreadable submission ({type(e).__name__}: {str(e)[:200]})"
     return run_judge(valid, rejected, ev, Path(output_dir), bwrap, jobs=jobs, rounds=rounds, resume=resume,
-                     target_ms=target_ms, seed=seed, timeouts=timeouts, data_file=data_file)
+                     target_ms=target_ms, seed=seed, timeouts=timeouts, data_file=data_file, memory_mb=memory_mb)
 
 
 def verify_files(submission, model_path, baseline_path=None, *, rounds: int = 20, no_sandbox: bool = False,
@@ -791,9 +800,9 @@ def verify_files(submission, model_path, baseline_path=None, *, rounds: int = 20
 
 def run_judge(valid: list[Student], rejected: dict[str, str], ev, out: Path, bwrap: str | None, *, jobs: int,
               rounds: int, resume: bool, target_ms: float, seed: int, timeouts: dict[str, float] | None,
-              tolerance: dict[str, float] | None = None, data_file=None) -> dict[str, Any]:
-    """Stage, load, measure and time the students whose files were found; write the report into `out`
-    (claims checked with `tolerance`, default JUDGE_TOLERANCE)."""
+              tolerance: dict[str, float] | None = None, data_file=None, memory_mb: float = MEMORY_MB) -> dict[str, Any]:
+    """Stage, load, measure and time the students whose files were found, in groups that fit `memory_mb`
+    (`_groups`); write the report into `out` (claims checked with `tolerance`, default JUDGE_TOLERANCE)."""
     from tinytorch.benchmarking import olympics as o
 
     out.mkdir(parents=True, exist_ok=True)
@@ -816,13 +825,20 @@ def run_judge(valid: list[Student], rejected: dict[str, str], ev, out: Path, bwr
         data["noise_seed"] = state.get("noise_seed", 0)
         rejected.update(state["rejected"])
         valid = [st for st in valid if st.name not in state["rejected"]]
-        if len(state["rounds"]) < rounds and valid:
-            valid = _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_path)
+        arrays: dict[str, dict] = {}  # the optimized models' weights and outputs, for the copy checks across groups
+        for group, index, count in _groups(valid, state, memory_mb, jobs, state_path):
+            alive = [st for st in group if st.name not in rejected]
+            done = _group_rounds(alive, state)
+            if done >= rounds or not alive:
+                continue
+            label = f" (group {index + 1} of {count})" if count > 1 else ""
             try:
-                _rounds(valid, rounds, target_ms / 1000, seed, state, rejected, state_path, data["timeouts"]["time"],
-                        data)
+                alive = _load_and_measure(alive, work, data, bwrap, jobs, state, rejected, state_path, arrays, label)
+                _rounds(alive, rounds, target_ms / 1000, seed, state, rejected, state_path, data["timeouts"]["time"],
+                        data, done, label)
+                _note_footprint(state, alive)  # after its rounds, as large as a sandbox gets: sizes the next group
             finally:
-                for st in valid:
+                for st in group:
                     stop(st)
         return _report(o, ev, [st for st in valid if st.name not in rejected], state, rejected, out, tolerance,
                        data["source"])
@@ -832,17 +848,92 @@ def run_judge(valid: list[Student], rejected: dict[str, str], ev, out: Path, bwr
         shutil.rmtree(work, ignore_errors=True)
 
 
+# ---- memory: the class in groups -------------------------------------------------------------
+
+
+def tree_pss_mb(pid: int) -> float:
+    """Proportional set size (MiB) of process `pid` and every process below it, read from /proc (smaps_rollup:
+    a page shared by n processes counts 1/n to each, so a class's torch libraries count once in all)."""
+    total, todo, seen = 0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+            for t in os.listdir(f"/proc/{p}/task"):
+                todo += [int(c) for c in Path(f"/proc/{p}/task/{t}/children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError, IndexError):
+            continue
+    return total / 1024
+
+
+def _note_footprint(state: dict, group: list[Student]) -> None:
+    """Record the largest measuring sandbox of `group` (PSS) and the judge's own, the next group's sizes."""
+    sizes = [mb for st in group if st.proc is not None and (mb := tree_pss_mb(st.proc.pid)) > 0]  # 0: unreadable
+    mem = state.setdefault("memory", {})
+    if sizes:
+        mem["sandbox_mb"] = max(max(sizes), mem.get("sandbox_mb", 0.0))
+    mem["judge_mb"] = max(tree_pss_mb(os.getpid()) - sum(sizes), mem.get("judge_mb", 0.0), 0.0)
+
+
+def group_size(memory_mb: float, judge_mb: float, sandbox_mb: float, jobs: int) -> int:
+    """How many students' sandboxes fit in `memory_mb` beside the judge (`judge_mb`) and the `jobs` converting
+    sandboxes a load may start: every sandbox at its measured size times MARGIN; at least one.
+
+        >>> group_size(16384, 500, 250, 2)   # (16384 - 500 - 2 x 312.5) // 312.5
+        48
+    """
+    return max(1, int((memory_mb - judge_mb - jobs * sandbox_mb * MARGIN) // (sandbox_mb * MARGIN)))
+
+
+def _groups(valid: list[Student], state: dict, memory_mb: float, jobs: int, state_path: Path):
+    """The class in groups that fit the memory budget, in order: (group, index, count of groups so far
+    foreseen). A group's sandboxes are started, judged in rounds of their own (the course baseline timed in
+    every student's sandbox in every round) and closed before the next group starts. The first group is sized
+    from SANDBOX_MB, each later one from the largest sandbox measured so far; groups already formed (kept in
+    the state) are kept on --resume, so a resumed group keeps its rounds."""
+    by_name = {st.name: st for st in valid}
+    groups = state.setdefault("groups", [])
+    placed = {n for g in groups for n in g}
+    i = 0
+    while True:
+        rest = [st for st in valid if st.name not in placed]
+        mem = state.get("memory", {})
+        size = group_size(memory_mb, mem.get("judge_mb", 0.0), mem.get("sandbox_mb", SANDBOX_MB), jobs)
+        if i == len(groups):
+            if not rest:
+                return
+            groups.append([st.name for st in rest[:size]])
+            placed.update(groups[-1])
+            rest = rest[size:]
+            _save(state_path, state)
+        yield [by_name[n] for n in groups[i] if n in by_name], i, len(groups) + math.ceil(len(rest) / size)
+        i += 1
+
+
+def _group_rounds(group: list[Student], state: dict) -> int:
+    "Rounds the group has finished (a round holds the students of one group)."
+    names = {st.name for st in group}
+    return sum(1 for r in state["rounds"] if names & set(r))
+
+
 def _save(state_path: Path, state: dict) -> None:
     from tinytorch.benchmarking.results import write_json
 
     write_json(state_path, state, indent=None)  # atomic: a crash leaves the last complete state
 
 
-def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_path) -> list[Student]:
-    """Start every student's sandbox (`jobs` at a time) and take the measurements that need no clock."""
+def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_path, arrays=None,
+                      label: str = "") -> list[Student]:
+    """Start every student's sandbox of a group (`jobs` at a time) and take the measurements that need no
+    clock; `arrays` gathers the optimized models' weights and outputs across groups (the copy checks)."""
     from tito.olympics.scoring import similar_models
 
-    arrays: dict[str, dict] = {}
+    arrays = {} if arrays is None else arrays
 
     def one(st: Student) -> None:
         try:
@@ -863,11 +954,12 @@ def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_pat
             rejected[st.name] = state["rejected"][st.name] = str(e)
             stop(st)
     run_tasks(one, [st for st in valid if st.name not in rejected], lambda st, _: st.name in rejected, workers=jobs,
-              show_progress=sys.stderr.isatty(), label="loading models")
+              show_progress=sys.stderr.isatty(), label="loading models" + label)
     alive = [st for st in valid if st.name not in rejected]
-    if arrays:
-        state["pairs"] = similar_models({s: (state["static"][s]["sha256"]["optimized"], *a["weights"]) for s, a in arrays.items()},
-                                        {s: a["outputs"] for s, a in arrays.items()})
+    if arrays:  # over every group measured in this run; a saved run's pairs of students not measured again stay
+        state["pairs"] = [p for p in state["pairs"] if not set(p["students"]) & set(arrays)] + similar_models(
+            {s: (state["static"][s]["sha256"]["optimized"], *a["weights"]) for s, a in arrays.items()},
+            {s: a["outputs"] for s, a in arrays.items()})
     _save(state_path, state)
     return alive
 
@@ -903,11 +995,12 @@ def _calibrate_all(alive: list[Student], target_s: float, timeout: float, most: 
 
 
 def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state: dict, rejected: dict,
-            state_path: Path, timeout: float, data: dict) -> None:
+            state_path: Path, timeout: float, data: dict, done: int = 0, label: str = "") -> None:
     """Interleaved rounds: each (student, model) pair once per round, in a fresh random order, on
     images of the round's own (`fresh_inputs`). Every timed call's answer is read back and paired with the
     accuracy pass's (`timed_answers`); a sandbox that uses CPU outside its own requests is rejected and the
-    round it may have slowed is measured again (`idle_cpu_check`)."""
+    round it may have slowed is measured again (`idle_cpu_check`). `done`: the rounds this group (`alive`)
+    has already finished; every group's rounds see the same images, round by round."""
     import time
 
     import numpy as np
@@ -931,17 +1024,18 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state
     _save(state_path, state)
     rng = np.random.default_rng(seed + len(state["rounds"]))
     total = rounds
+    first = len(state["rounds"]) - done  # this group's rounds are state["rounds"][first:]
     mine = os.sched_getaffinity(0)
     if len(mine) > 1:  # the judge off the core its sandboxes are timed on (restored when the rounds end)
         os.sched_setaffinity(0, mine - {max(mine)})
-    bar = progress_bar(sys.stderr.isatty(), "timing rounds")
+    bar = progress_bar(sys.stderr.isatty(), "timing rounds" + label)
     if bar is not None:
         bar.start()
-        task = bar.add_task("timing rounds", total=total, completed=len(state["rounds"]), failed=len(rejected))
+        task = bar.add_task("timing rounds", total=total, completed=done, failed=len(rejected))
     try:
-        while len(state["rounds"]) < rounds and alive:
+        while len(state["rounds"]) - first < rounds and alive:
             t0 = time.perf_counter()
-            images = protocol.encode(fresh_inputs(X, len(state["rounds"]) + 1, data["noise_seed"]), refs=None)
+            images = protocol.encode(fresh_inputs(X, len(state["rounds"]) - first + 1, data["noise_seed"]), refs=None)
             for st in list(alive):  # not timed: the round's images, before any model of the round runs
                 try:
                     own_request(st, lambda: call(st, {"op": "data", "X": images}, 60, "sending the round's images"))
@@ -977,7 +1071,7 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state
                     t[:] = [a + b for a, b in zip(t, counts)]
             _save(state_path, state)
             if bar is not None:
-                bar.update(task, completed=len(state["rounds"]), failed=len(rejected))
+                bar.update(task, completed=len(state["rounds"]) - first, failed=len(rejected))
     finally:
         os.sched_setaffinity(0, mine)
         if bar is not None:

@@ -2,9 +2,9 @@
 
 Two modes, so that no Python code of a student's file ever runs in the process that is measured:
 
-- measuring (default): loads only TorchScript (loading and calling it runs no Python code); every
-  model is measured as TorchScript, so the format never changes a speed-up. Anything else is
-  reported back as `needs_code`.
+- measuring (default): loads only TorchScript and ONNX (loading and calling either runs no Python code):
+  an .onnx file runs in ONNX Runtime on one thread (`OnnxModel`, after `check_onnx`), every other model as
+  TorchScript. Anything else is reported back as `needs_code`.
 - converting (`--trace`): a separate sandbox that loads a state dict (weights only, into the course's
   DigitsCNN) or unpickles a module (its code runs here, and only here), traces it into TorchScript
   on one test image and sends the archive back as bytes; the judge gives the archive to a measuring
@@ -15,7 +15,8 @@ Requests and answers over the stream socket FD, one frame each (tito.grading.pro
 
     {"op": "ready", "cpu": n or null}       -> {"ok": true}            (imports done, on any core; then every
                                                                          thread moves to core n; no student file read yet)
-    {"op": "load", "models": {role: path}}  -> {"ok": true, "kinds": {role: how}, "needs_code": [role, ...]}
+    {"op": "load", "models": {role: path}, "sample": [1, 8, 8], "classes": 10}
+                                            -> {"ok": true, "kinds": {role: how}, "needs_code": [role, ...]}
     {"op": "data", "X": array}              -> {"ok": true}            (the test inputs; never the labels)
     {"op": "state", "role": r}              -> {"ok": true, "state": {name: tensor or tuple of them}}
     {"op": "predict", "role": r}            -> {"ok": true, "outputs": array (N, classes)}
@@ -58,6 +59,104 @@ def load_code_free(path: str) -> tuple[torch.nn.Module, str] | None:
         return None
 
 
+ONNX_DOMAINS = ("", "ai.onnx")  # the standard operators only: no custom-op library, no model-local functions
+MAX_DIM, MAX_ELEMENTS = 1 << 16, 1 << 26  # a declared dimension / tensor larger than this is refused unread
+
+
+def _graphs(graph):
+    """`graph` and every subgraph of its nodes (If, Loop, Scan bodies), depth first."""
+    yield graph
+    for node in graph.node:
+        for a in node.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _graphs(g)
+
+
+class CheckFailed(ValueError):
+    """An ONNX model `check_onnx` refuses (the reason is its message)."""
+
+
+def check_onnx(model, sample: list[int], classes: int) -> None:
+    """Refuse, with the reason, an ONNX model the judge does not run: weights outside the file (external data:
+    one file, whose bytes are its size), operators outside the standard domain (custom ops need a library of
+    code), a declared shape over MAX_DIM / MAX_ELEMENTS, or an input/output that is not one image batch
+    (batch, *sample) of floats in, one (batch, classes) of scores out."""
+    from onnx import TensorProto
+
+    if model.functions:
+        raise CheckFailed(f"it defines its own functions ({model.functions[0].domain}.{model.functions[0].name}): "
+                         "only the standard ONNX operators are run")
+    for op in model.opset_import:
+        if op.domain not in ONNX_DOMAINS:
+            raise CheckFailed(f"it imports the operator domain {op.domain[:60]!r}: only the standard ONNX operators "
+                             "are run (no custom operators)")
+    for g in _graphs(model.graph):
+        tensors = list(g.initializer) + [s.values for s in g.sparse_initializer]
+        for node in g.node:
+            if node.domain not in ONNX_DOMAINS:
+                raise CheckFailed(f"node {node.name[:60]!r} uses the custom operator {node.domain[:60]}.{node.op_type[:60]}: "
+                                 "only the standard ONNX operators are run")
+            tensors += [a.t for a in node.attribute if a.HasField("t")] + [t for a in node.attribute for t in a.tensors]
+        for t in tensors:
+            if t.data_location == TensorProto.EXTERNAL or t.external_data:
+                raise CheckFailed(f"tensor {t.name[:60]!r} keeps its data outside the file (external data): submit one "
+                                 "self-contained .onnx file (its bytes are its size)")
+        for v in list(g.input) + list(g.output) + list(g.value_info):
+            dims = [d.dim_value for d in v.type.tensor_type.shape.dim if d.HasField("dim_value")]
+            if any(d > MAX_DIM for d in dims) or int(np.prod(dims, dtype=np.float64)) > MAX_ELEMENTS:
+                raise CheckFailed(f"{v.name[:60]!r} declares the shape {dims[:8]}: over {MAX_DIM} in one dimension or "
+                                 f"{MAX_ELEMENTS} elements in all")
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [v for v in model.graph.input if v.name not in inits]
+    want_in, want_out = ["batch", *sample], ["batch", classes]
+    for what, vs, want in (("input", inputs, want_in), ("output", list(model.graph.output), want_out)):
+        if len(vs) != 1:
+            raise CheckFailed(f"it has {len(vs)} {what}s, expected one: {what} of shape {want}")
+        tt = vs[0].type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        if tt.elem_type != TensorProto.FLOAT or len(dims) != len(want) or any(
+                d is not None and w != "batch" and d != w for d, w in zip(dims, want)) or dims[0] not in (None, 1):
+            raise CheckFailed(f"its {what} {vs[0].name[:60]!r} is {TensorProto.DataType.Name(tt.elem_type)} of shape "
+                             f"{['?' if d is None else d for d in dims]}, expected FLOAT of shape {want} "
+                             "(batch: 1 or a named dimension)")
+
+
+class OnnxModel:
+    """An .onnx file run by ONNX Runtime on one thread (no Python code from the file runs): called with one
+    image batch (a tensor), it answers the scores as an array; `state`: its weights (`onnx_state`)."""
+
+    def __init__(self, path: str, sample: list[int], classes: int) -> None:
+        import onnx
+        import onnxruntime
+
+        from tinytorch.benchmarking.results import onnx_state
+
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            model = onnx.load_from_string(data)
+            if not model.graph.node:
+                raise ValueError("no graph")
+            check_onnx(model, sample, classes)  # before the checker, which would follow an external-data path
+            onnx.checker.check_model(model)
+        except CheckFailed:
+            raise
+        except Exception as e:  # protobuf's and the checker's errors: whatever the bytes are, not a model
+            first = (str(e).strip().splitlines() or [""])[0]
+            raise ValueError(f"not a valid ONNX model ({type(e).__name__}: {first[:160]})") from None
+        self.state = onnx_state(model)
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1  # one core, as every model is timed
+        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3
+        # from bytes, not the path: an external-data reference would have no folder to resolve against
+        self.session = onnxruntime.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        self.input = self.session.get_inputs()[0].name
+
+    def __call__(self, x: torch.Tensor) -> np.ndarray:
+        return self.session.run(None, {self.input: x.numpy()})[0]
+
+
 def trace(path: str, x: torch.Tensor) -> tuple[bytes, str, str]:
     """The model in `path` as a TorchScript trace on `x` (archive bytes), the hash of its weights as
     loaded, and what the file was. A weights-only state dict is the course's DigitsCNN (no code of the
@@ -89,6 +188,8 @@ def trace(path: str, x: torch.Tensor) -> tuple[bytes, str, str]:
 
 
 def as_array(out) -> np.ndarray:
+    if isinstance(out, np.ndarray) and out.dtype.kind == "f":  # an ONNX model's answer
+        return out.astype(np.float32, copy=False)
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"the model returned a {type(out).__name__}, expected a tensor of class scores")
     return out.detach().float().cpu().numpy()
@@ -117,6 +218,13 @@ class Server:
         if op == "load":
             kinds, needs = {}, []
             for role, path in msg["models"].items():
+                if path.endswith(".onnx"):
+                    try:
+                        self.models[role] = OnnxModel(path, msg["sample"], msg["classes"])
+                    except Exception as e:  # the file's fault: said with its role
+                        raise ValueError(f"{role} model (ONNX): {e}") from None
+                    kinds[role] = "ONNX, run by ONNX Runtime (one thread)"
+                    continue
                 got = load_code_free(path)
                 if got is None:
                     needs.append(role)
@@ -132,7 +240,9 @@ class Server:
             archive, sha, kind = trace(msg["path"], self.X[:1])
             return {"torchscript": encode(archive, refs=None), "sha256": sha, "kind": kind}
         if op == "state":
-            return {"state": encode(model_state(self.models[msg["role"]]), refs=None)}
+            model = self.models[msg["role"]]
+            state = model.state if isinstance(model, OnnxModel) else model_state(model)
+            return {"state": encode(state, refs=None)}
         if op == "outputs":  # not timed: the judge checks the timed calls' answers after timing them
             timed, self.timed = self.timed, []
             outs = [as_array(out) for _, out in timed]
