@@ -107,6 +107,17 @@ def grading_rng() -> np.random.Generator:
 def hidden_property(what: str, like: str | None = None) -> None:
     "Hidden tests: what the cases that follow check (and `like`, a visible case): all a student sees of a failed one."
 
+
+def expect_error(fn, *args, name: str, why: str = "", **kwargs) -> None:
+    "Test helper: `fn(*args)` must raise a ValueError whose message starts with the argument `name` and a colon."
+    try:
+        fn(*args, **kwargs)
+    except ValueError as e:
+        assert ":" in str(e) and name in [s.strip() for s in str(e).partition(":")[0].split(",")], (f"{fn.__name__}"
+            f"{args}: the error message should start with the argument it is about, {name!r}, then a colon, got: {e}")
+        return
+    raise AssertionError(f"{fn.__name__}{args}: expected a ValueError naming {name!r}, got none{why}")
+
 # %% [markdown]
 # ## 1. What the model costs, layer by layer
 #
@@ -202,8 +213,8 @@ def estimate_layerwise_stats(model: nn.Module, batch_size: int = 1,
 # **Your task (medium, 6 points).** Complete `roofline_estimate`: the roofline lower bound on the latency of some work, with its memory- or compute-bound verdict.
 #
 # - *TODO:* the arguments arrive checked (MACs and bytes ≥ 0; peak and bandwidth > 0, per second). Refuse work
-#   that is no work at all with a `ValueError` naming `macs` and `bytes_moved`; return a dict with `compute_ms`,
-#   `memory_ms`, `roofline_bound_ms`, `arithmetic_intensity`, `ridge_point`, `bound` (`"memory-bound"` or
+#   that is no work at all with a `ValueError` whose message starts `macs, bytes_moved: ...`; return a dict
+#   with `compute_ms`, `memory_ms`, `roofline_bound_ms`, `arithmetic_intensity`, `ridge_point`, `bound` (`"memory-bound"` or
 #   `"compute-bound"`) and `method` (`ROOFLINE_METHOD`).
 # - *Approach:* the two times first, in the unit the keys name, and the bound from the overlap argument above;
 #   then the two ratios, and the verdict from comparing them.
@@ -280,12 +291,8 @@ def test_unit_roofline_estimate():
                              "work that moves no bytes has an infinite intensity") from None
     assert z["arithmetic_intensity"] == math.inf and z["bound"] == "compute-bound", \
         f"5 MACs moving 0 bytes: expected intensity inf, compute-bound, got {z['arithmetic_intensity']!r}, {z['bound']!r}"
-    try:
-        roofline_estimate(0, 0, 1e6, 1e6)
-    except ValueError as err:
-        assert "macs" in str(err) and "bytes_moved" in str(err), f"the error should name macs and bytes_moved, got: {err}"
-    else:
-        raise AssertionError("0 MACs and 0 bytes: expected a ValueError (no work at all), got a result")
+    for arg in ("macs", "bytes_moved"):  # 0 MACs and 0 bytes: no work at all
+        expect_error(roofline_estimate, 0, 0, 1e6, 1e6, name=arg)
     ### BEGIN HIDDEN TESTS
     hidden_property("the roofline estimate for other work and machines, on both sides of the ridge")
     rng = grading_rng()
@@ -317,12 +324,8 @@ def test_unit_roofline_estimate():
     assert z["arithmetic_intensity"] == 0 and z["bound"] == "memory-bound" and near(z["roofline_bound_ms"], b / w * 1e3), (
         f"0 MACs moving {b} bytes: expected intensity 0, memory-bound, latency {b / w * 1e3!r} ms, got "
         f"{z['arithmetic_intensity']!r}, {z['bound']!r}, {z['roofline_bound_ms']!r}")
-    try:
-        got = roofline_estimate(0, 0.0, float(k * w), float(w))
-    except ValueError as err:
-        assert "macs" in str(err) and "bytes_moved" in str(err), f"the error should name macs and bytes_moved, got: {err}"
-    else:
-        raise AssertionError(f"0 MACs and 0.0 bytes: expected a ValueError (no work at all), got {got!r}")
+    for arg in ("macs", "bytes_moved"):
+        expect_error(roofline_estimate, 0, 0.0, float(k * w), float(w), name=arg)
     ### END HIDDEN TESTS
 
 
@@ -697,7 +700,7 @@ def estimate_batch_memory_mb(batch_size: int, n_features: int, bytes_per_feature
 # **Your task (easy, 4 points).** Complete `auto_adjust_batch_size`: the largest of `batch_size`, `batch_size // 2`, `batch_size // 4`, … whose batch fits `memory_limit_mb`.
 #
 # - *TODO:* the limit and the batch size arrive checked; find the batch size; when a batch of one is still too
-#   big, raise a `ValueError` that names `memory_limit_mb` and says how much one sample needs.
+#   big, raise a `ValueError` whose message starts `memory_limit_mb: ` and says how much one sample needs.
 # - *Approach:* `estimate_batch_memory_mb` sizes a candidate; halve (in integers) while it is too big and above 1.
 # - *Example:* 4096 features × 8 bytes = 32 KB per sample; with a 1 MB limit, 100 → 50 → 25 (0.78 MB) fits.
 # - *Hints:* a batch exactly at the limit fits. Do not stop at 1 silently: check that the batch you end with fits.
@@ -728,12 +731,8 @@ def test_unit_auto_adjust_batch_size():
                             ((64, 1024, 0.01, 4), 2, "4 KB per sample in a 10.24 KB limit")):
         got = auto_adjust_batch_size(*args)
         assert got == want, f"auto_adjust_batch_size{args}: expected {want}, got {got} ({why})"
-    try:
-        got = auto_adjust_batch_size(8, 2**20, 1.0)  # one sample = 8 MB
-    except ValueError as e:
-        assert "memory_limit_mb" in str(e), f"the error should name 'memory_limit_mb', got: {e}"
-    else:
-        raise AssertionError(f"one sample of 8 MB in a 1 MB limit: expected a ValueError, got {got!r}")
+    expect_error(auto_adjust_batch_size, 8, 2**20, 1.0, name="memory_limit_mb",  # one sample = 8 MB
+                 why=" -- one sample of 8 MB does not fit 1 MB: do not stop at 1 silently")
     ### BEGIN HIDDEN TESTS
     hidden_property("the largest halving of the batch that fits the memory limit, at the limit and between two sizes")
     rng = grading_rng()
@@ -750,12 +749,8 @@ def test_unit_auto_adjust_batch_size():
         assert got == want, (f"auto_adjust_batch_size{args}: expected {want} ({nf * bpf} bytes per sample, "
                              f"{want * nf * bpf} bytes of {limit * 2**20:.0f} allowed), got {got!r}{hint}")
     one = nf * bpf / 2**20
-    try:
-        got = auto_adjust_batch_size(batch, nf, one * float(rng.uniform(0.1, 0.95)), bpf)
-    except ValueError as e:
-        assert "memory_limit_mb" in str(e), f"the error should name 'memory_limit_mb', got: {e}"
-    else:
-        raise AssertionError(f"one sample of {one:.4g} MB over the limit: expected a ValueError, got {got!r}")
+    expect_error(auto_adjust_batch_size, batch, nf, one * float(rng.uniform(0.1, 0.95)), bpf, name="memory_limit_mb",
+                 why=f" -- one sample of {one:.4g} MB does not fit: do not stop at 1 silently")
     ### END HIDDEN TESTS
 
 
@@ -1099,9 +1094,9 @@ def test_unit_device_fit():
     assert pd.isna(fp16.roofline_bound_ms) and str(fp16.bound).startswith("n/a"), (
         f"Cortex-M4 has no fp16 arithmetic: expected no roofline (None, bound 'n/a: ...'), "
         f"got {fp16.roofline_bound_ms!r}, {fp16.bound!r}")
-    pi = device_fit(DigitsCNN(), (1, 1, 8, 8), "rpi4", ["fp32"]).iloc[0]
-    assert pi.fits_flash is None, \
-        f"Raspberry Pi: expected fits_flash None (no on-board Flash, weights in RAM), got {pi.fits_flash!r}"
+    pi, jetson = (device_fit(DigitsCNN(), (1, 1, 8, 8), d, ["fp32"]).iloc[0] for d in ("rpi4", "jetson_nano"))
+    assert pi.fits_flash is None and jetson.fits_flash is None, (f"Raspberry Pi (no Flash), Jetson (16 GB eMMC, but "
+        f"weights loaded into RAM): expected fits_flash None for both, got {pi.fits_flash!r}, {jetson.fits_flash!r}")
     assert near(pi.ram_needed_kb, 8.0 + 6090 * 4 / KB), \
         f"Raspberry Pi, fp32: expected ram_needed_kb = 8 KB activations + 23.8 KB weights, got {pi.ram_needed_kb!r}"
     big = device_fit(nn.Linear(1024, 256), (1, 1024), "stm32f446", ["fp32", "int8"])

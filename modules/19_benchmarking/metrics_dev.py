@@ -53,6 +53,17 @@ def grading_rng() -> np.random.Generator:
 def hidden_property(what: str, like: str | None = None) -> None:
     "Hidden tests: what the cases that follow check (and `like`, a visible case): all a student sees of a failed one."
 
+
+def expect_error(fn, *args, name: str, why: str = "", **kwargs) -> None:
+    "Test helper: `fn(*args)` must raise a ValueError whose message starts with the argument `name` and a colon."
+    try:
+        fn(*args, **kwargs)
+    except ValueError as e:
+        assert ":" in str(e) and name in [s.strip() for s in str(e).partition(":")[0].split(",")], (f"{fn.__name__}"
+            f"{args}: the error message should start with the argument it is about, {name!r}, then a colon, got: {e}")
+        return
+    raise AssertionError(f"{fn.__name__}{args}: expected a ValueError naming {name!r}, got none{why}")
+
 # %% [markdown]
 # ## Memory: count bytes, not parameters
 #
@@ -90,7 +101,9 @@ def model_memory_mb(model: nn.Module) -> float:
 def test_unit_model_memory_mb():
     lin, expected = nn.Linear(256, 256), (256 * 256 + 256) * 4 / 2**20
     got = model_memory_mb(lin)
-    assert abs(got - expected) < 1e-12, f"Linear(256, 256) in float32: expected {expected} MB, got {got}"
+    hint = {expected / 4: " -- that counts numbers; a device stores bytes (element_size())",
+            expected * 2**20 / 1e6: " -- that is 10^6 bytes; an MB here is 2^20 (MiB)"}.get(got, "")
+    assert abs(got - expected) < 1e-12, f"Linear(256, 256) in float32: expected {expected} MB, got {got}{hint}"
     half = model_memory_mb(lin.to(torch.float16))
     assert abs(half - expected / 2) < 1e-12, f"float16 should halve the memory: expected {expected / 2}, got {half}"
     bn = nn.BatchNorm1d(10)  # 20 parameters + 20 float buffers + 1 int64 counter
@@ -132,7 +145,8 @@ if __name__ == "__main__":
 # **Your task (easy, 3 points).** Complete `memory_violations(memory_mb, budgets)`.
 #
 # - *Approach:* check `memory_mb` is a finite number ≥ 0 and every budget a finite number > 0
-#   (a `ValueError` naming the argument otherwise); then each budget gives the key
+#   (otherwise a `ValueError` whose message starts with the argument's name and a colon:
+#   `budgets: expected ...`); then each budget gives the key
 #   `f"violates_{budget:g}mb"` and the value `memory_mb > budget`.
 # - *Example:* `memory_violations(0.75, [0.5, 1, 2])` →
 #   `{"violates_0.5mb": True, "violates_1mb": False, "violates_2mb": False}`.
@@ -164,24 +178,19 @@ def memory_violations(memory_mb: float, budgets: Iterable[float]) -> dict[str, b
 
 # %% nbgrader={"grade": true, "grade_id": "test-metrics-memory-violations", "locked": true, "points": 3, "schema_version": 3}
 def test_unit_memory_violations():
-    got = memory_violations(0.75, [0.5, 1, 2])
+    got, at = memory_violations(0.75, [0.5, 1, 2]), memory_violations(1.0, [1.0])
     expected = {"violates_0.5mb": True, "violates_1mb": False, "violates_2mb": False}
-    for key in got:
-        if key not in expected and key.endswith(".0mb"):
+    for key in [*got, *at]:
+        if key.endswith(".0mb"):
             raise AssertionError(f"the key must read {key.replace('.0mb', 'mb')}, got {key}: format a whole-number "
                                  "budget without its '.0' (e.g. f'{budget:g}')")
     assert got == expected, f"memory_violations(0.75, [0.5, 1, 2]): expected {expected}, got {got}"
-    at = memory_violations(1.0, [1.0])
     assert at == {"violates_1mb": False}, f"a model exactly at the budget fits: expected {{'violates_1mb': False}}, got {at}"
     assert memory_violations(0.0, []) == {}, "no budgets, no violations"
     for mb, budgets, arg in [(1.0, [0], "budgets"), (1.0, [-1], "budgets"), (1.0, ["1"], "budgets"),
                              (1.0, [float("nan")], "budgets"), (1.0, [True], "budgets"), (-1.0, [1], "memory_mb")]:
-        try:
-            got = memory_violations(mb, budgets)
-        except ValueError as e:
-            assert arg in str(e), f"memory_violations({mb}, {budgets}): the error should name {arg!r}, got: {e}"
-        else:
-            raise AssertionError(f"memory_violations({mb}, {budgets}): expected a ValueError naming {arg}, got {got}")
+        expect_error(memory_violations, mb, budgets, name=arg,
+                     why=" -- True is a bool, and a bool is an int in Python: reject it" if budgets[0] is True else "")
     ### BEGIN HIDDEN TESTS
     hidden_property("the violates_<N>mb flags for other footprints and budgets (whole and fractional MiB, at the budget)")
     rng = grading_rng()
@@ -198,12 +207,7 @@ def test_unit_memory_violations():
     for mb, budgets, arg in [(-round(float(rng.uniform(0.01, 10)), 3), [ok], "memory_mb"), (float("inf"), [ok], "memory_mb"),
                              (True, [ok], "memory_mb"), (ok, [ok, -round(float(rng.uniform(0.01, 10)), 3)], "budgets"),
                              (ok, [ok, 0.0], "budgets"), (ok, [float("inf"), ok], "budgets"), (ok, [ok, False], "budgets")]:
-        try:
-            got = memory_violations(mb, budgets)
-        except ValueError as e:
-            assert arg in str(e), f"memory_violations({mb}, {budgets}): the error should name {arg!r}, got: {e}"
-        else:
-            raise AssertionError(f"memory_violations({mb}, {budgets}): expected a ValueError naming {arg}, got {got}")
+        expect_error(memory_violations, mb, budgets, name=arg)
     ### END HIDDEN TESTS
 
 

@@ -628,7 +628,10 @@ def test_unit_rank_with_ties():
             ([(1, 1), (3, 3), (2, 2)], [3, 1, 2], "exact, distinct scores rank in order, in the order given"),
             ([(2, 2), (2, 2)], [1, 1], "identical exact scores tie")]:
         got = rank_with_ties(intervals)
-        assert got == expected, f"rank_with_ties({intervals}): expected {expected}, got {got}: {why}"
+        hint = (" -- ranks start at 1: 1 + the number certainly better" if got == [e - 1 for e in expected] else
+                " -- an entry is never certainly better than itself" if got == [e + 1 for e in expected] else
+                " -- one rank per entry, in the order given, not sorted" if sorted(got) == sorted(expected) else "")
+        assert got == expected, f"rank_with_ties({intervals}): expected {expected}, got {got}: {why}{hint}"
     ### BEGIN HIDDEN TESTS
     hidden_property("ranks of other scores with ties (tied entries share a rank)")
     rng = grading_rng()

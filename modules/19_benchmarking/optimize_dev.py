@@ -60,6 +60,17 @@ def grading_rng() -> np.random.Generator:
 def hidden_property(what: str, like: str | None = None) -> None:
     "Hidden tests: what the cases that follow check (and `like`, a visible case): all a student sees of a failed one."
 
+
+def expect_error(fn, *args, name: str, why: str = "", **kwargs) -> None:
+    "Test helper: `fn(*args)` must raise a ValueError whose message starts with the argument `name` and a colon."
+    try:
+        fn(*args, **kwargs)
+    except ValueError as e:
+        assert ":" in str(e) and name in [s.strip() for s in str(e).partition(":")[0].split(",")], (f"{fn.__name__}"
+            f"{args}: the error message should start with the argument it is about, {name!r}, then a colon, got: {e}")
+        return
+    raise AssertionError(f"{fn.__name__}{args}: expected a ValueError naming {name!r}, got none{why}")
+
 # %% [markdown]
 # ## int8 quantization, and how big a model really is
 #
@@ -373,7 +384,7 @@ def _model_name(model: Any) -> str:
 # - *Approach:* walk `model.modules()`, add up zeros and sizes, divide the totals (not a mean of fractions).
 # - *Example:* a Linear(4, 2) whose weight has 2 zeros out of 8 has sparsity 0.25.
 # - *Hints:* `_PRUNABLE` lists the layer types; a tensor comparison gives a boolean tensor you can
-#   sum; a model with no such layer should raise a `ValueError` naming `model`.
+#   sum; a model with no such layer should raise a `ValueError` whose message starts `model: `.
 
 # %% nbgrader={"grade": false, "grade_id": "optimize-sparsity", "solution": true, "schema_version": 3}
 #| export
@@ -408,11 +419,7 @@ def test_unit_sparsity():
         f"sparsity is zeros / total over all weights together: expected {4 / 22:.4f}, got {got:.4f}"
         + (" -- that is the mean of the per-layer fractions" if abs(got - 0.5) < 1e-12 else "")
         + (" -- biases are not counted" if abs(got - 6 / 26) < 1e-12 else ""))
-    try:
-        sparsity(nn.ReLU())
-        raise AssertionError("a model without Linear/Conv layers should raise ValueError")
-    except ValueError as e:
-        assert "model" in str(e), f"the error should name the argument 'model', got: {e}"
+    expect_error(sparsity, nn.ReLU(), name="model", why=" -- a model without Linear/Conv layers has no sparsity")
     ### BEGIN HIDDEN TESTS
     hidden_property("the sparsity of other pruned models, counted over their weights")
     rng = grading_rng()
@@ -443,11 +450,8 @@ def test_unit_sparsity():
         assert isinstance(got, float) and abs(got - want) < 1e-12, (
             f"sparsity of {[type(m).__name__ for m in layers]}: expected {want:.6f} = {zeros} zeros / {total} weights "
             f"of the Linear and Conv layers only (no biases, no norm or embedding weights), got {got!r}")
-    try:
-        sparsity(nn.Sequential(others[int(rng.integers(len(others)))](), nn.ReLU()))
-        raise AssertionError("a model whose only weights are not Linear/Conv weights should raise ValueError")
-    except ValueError as e:
-        assert "model" in str(e), f"the error should name the argument 'model', got: {e}"
+    expect_error(sparsity, nn.Sequential(others[int(rng.integers(len(others)))](), nn.ReLU()), name="model",
+                 why=" -- its only weights are not Linear/Conv weights")
     ### END HIDDEN TESTS
 
 
