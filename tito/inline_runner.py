@@ -245,7 +245,7 @@ class _Mark:
                     node.body.insert(1 if doc else 0, mark)
                 elif isinstance(node, ast.ClassDef):
                     walk(node.body, [*prefix, node.name])
-                else:  # a def under if/try/with/match/...: the same qualname as tito.complete._Cut gives it
+                else:  # a def under if/try/with/match/...: the same qualname as tito.workspace.complete._Cut gives it
                     walk(list(ast.iter_child_nodes(node)), prefix)
         walk(tree.body, [])
         return tree
