@@ -631,23 +631,32 @@ def fresh_inputs(X, round_index: int, seed: int = 0):
     return (X + rng.normal(0, NOISE * float(X.std()), size=X.shape)).astype(X.dtype)
 
 
-def tree_cpu_s(pid: int) -> float:
-    """CPU seconds used so far by process `pid` and every process below it (all their threads, and the children
-    they reaped), read from /proc (the sandbox seen from outside); a process that ends while read adds nothing."""
-    tick, total, todo, seen = os.sysconf("SC_CLK_TCK"), 0, [pid], set()
+def proc_tree(pid: int, read: str):
+    """(pid, text of /proc/PID/`read`) for process `pid` and every process below it, read from /proc (the
+    sandbox seen from outside); a process that ends or hides while read is passed over."""
+    todo, seen = [pid], set()
     while todo:
         p = todo.pop()
         if p in seen:
             continue
         seen.add(p)
         try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+            text = Path(f"/proc/{p}/{read}").read_text()
             for t in os.listdir(f"/proc/{p}/task"):
                 todo += [int(c) for c in Path(f"/proc/{p}/task/{t}/children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+        except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
             continue
-    return total / tick
+        yield p, text
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds used so far by process `pid` and every process below it (all their threads, and the children
+    they reaped)."""
+    total = 0
+    for _, stat in proc_tree(pid, "stat"):
+        fields = stat.rsplit(")", 1)[1].split()
+        total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 IDLE_CPU = (0.03, 0.02)  # a sandbox may use, outside its own requests, 30 ms + 2% of the wall time between checks
@@ -852,23 +861,10 @@ def run_judge(valid: list[Student], rejected: dict[str, str], ev, out: Path, bwr
 
 
 def tree_pss_mb(pid: int) -> float:
-    """Proportional set size (MiB) of process `pid` and every process below it, read from /proc (smaps_rollup:
-    a page shared by n processes counts 1/n to each, so a class's torch libraries count once in all)."""
-    total, todo, seen = 0, [pid], set()
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        try:
-            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
-                    total += int(line.split()[1])
-            for t in os.listdir(f"/proc/{p}/task"):
-                todo += [int(c) for c in Path(f"/proc/{p}/task/{t}/children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError, IndexError):
-            continue
-    return total / 1024
+    """Proportional set size (MiB) of process `pid` and every process below it (smaps_rollup: a page shared by
+    n processes counts 1/n to each, so a class's torch libraries count once in all)."""
+    return sum(int(line.split()[1]) for _, rollup in proc_tree(pid, "smaps_rollup")
+               for line in rollup.splitlines() if line.startswith("Pss:")) / 1024
 
 
 def _note_footprint(state: dict, group: list[Student]) -> None:
