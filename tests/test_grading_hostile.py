@@ -73,6 +73,54 @@ _hog()
 '''
 
 
+# module code of the leak student: the tests' calls drop their inputs in every writable folder the
+# process can find (the scratch folder judge and host share, /tmp, /dev/shm); its feedback run polls
+# those folders and prints what it finds, as a student harvesting a hidden run's inputs would
+LEAK = '''
+import os as _os
+
+
+def _places():
+    out = ["/tmp", "/dev/shm", _os.environ.get("TMPDIR", "/tmp"), _os.path.expanduser("~")]
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                p = line.split()[4]
+                if "scratch" in p:
+                    out.append(p)
+                    try:
+                        out += [_os.path.join(p, n) for n in _os.listdir(p)]
+                    except OSError:
+                        pass
+    except OSError:
+        pass
+    return out
+
+
+def _drop(what):
+    if _os.environ.get("ZZ_FEEDBACK_RUN"):
+        return
+    for d in _places():
+        try:
+            with open(_os.path.join(d, ".zzleak"), "a") as f:
+                f.write("LEAKED %s\\n" % (what,))
+        except OSError:
+            pass
+'''
+LEAK_READ = """import os, time
+t = time.time()
+found = set()
+while time.time() - t < 4:
+    for d in _places():
+        try:
+            with open(os.path.join(d, ".zzleak")) as f:
+                found |= set(f.read().splitlines())
+        except OSError:
+            pass
+    time.sleep(0.1)
+print(sorted(found) or "nothing found")"""
+
+
 def hog_comms() -> list[str]:
     """Names of the hog processes alive on this machine (any namespace)."""
     out = []
@@ -106,8 +154,17 @@ def stats_class(base: Path, root: Path) -> tuple[Course, Path]:
     # in the feedback run: a cell that keeps six hogs and itself busy for four seconds
     hog["stats_dev"] = subs._added_cell(hog["stats_dev"], "import time\n_hog(6)\nt = time.time()\n"
                                         "while time.time() - t < 4:\n    pass\nprint('hogs started')", "hogcell")
+    leak = subs._cheat(honest_rest, "", {"stats-mean": "_drop(repr(xs))\nreturn sum(xs) / len(xs)",
+                                         "stats-spread": "_drop(repr(self.xs))\nreturn max(self.xs) - min(self.xs)"},
+                       module_code=LEAK)
+    leak["stats_dev"] = json.loads(json.dumps(leak["stats_dev"]))
+    leak["stats_dev"]["cells"].insert(0, {"cell_type": "code", "execution_count": None, "id": "zzfeedback",
+                                          "metadata": {}, "outputs": [],
+                                          "source": "import os\nos.environ['ZZ_FEEDBACK_RUN'] = '1'"})
+    for i in range(4):  # about 16 s of looking, while the tests run beside it
+        leak["stats_dev"] = subs._added_cell(leak["stats_dev"], LEAK_READ, f"zzread{i}")
     sub = base / "submissions"
-    for name, nbs in {"a-honest": source, "b-hog": hog}.items():
+    for name, nbs in {"a-honest": source, "b-hog": hog, "i-leak": leak}.items():
         for stem, nb in nbs.items():
             subs.save(nb, sub / name / f"{stem}.ipynb")
     return course, sub
@@ -196,6 +253,17 @@ def test_a_folder_above_its_cap_keeps_its_notebooks(hostile):
     assert r.score == subs.FULL, r.reason
     assert "g-bigfolder: 3 MB of files, above the folder limit of 2 MB: only the graded notebooks are copied" \
         in (hostile["out"] / "problems.txt").read_text()
+
+
+def test_the_feedback_run_sees_nothing_of_the_tests_run(hostile):
+    """The leak student's tests' calls write their inputs wherever they can; its feedback run, beside
+    them, looks in every folder it can write and prints what it finds: nothing of the tests' run."""
+    r = hostile["results"]["i-leak"]
+    ag = json.loads((hostile["out"] / "students" / "i-leak" / "autograded" / "stats_dev.ipynb").read_text())
+    shown = [json.dumps(c.get("outputs", [])) for c in ag["cells"] if c.get("id", "").startswith("zzread")]
+    assert len(shown) == 4 and all("nothing found" in s for s in shown), shown  # the reading cells ran
+    assert not any("LEAKED" in s for s in shown), shown
+    assert r.score == subs.FULL, r.reason  # its code is honest otherwise
 
 
 def test_nothing_hostile_reaches_the_output(hostile):

@@ -217,6 +217,7 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
     # asked: run["per_notebook"]) one sandbox per notebook, so no notebook's code sees another's package
     shared = bwrap is None or (root and not run.get("per_notebook"))
     uids = {n: sandbox.sandbox_uid() for n in names} if root and bwrap else {}
+    feedback_uids = {n: sandbox.sandbox_uid() for n in uids}  # each notebook's feedback run: a uid of its own
     for d in ("stage", "scratch"):
         (work / d).mkdir()
         (work / d).chmod(0o755)
@@ -259,7 +260,8 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
         cfg = {**{k: run[k] for k in ("reference", "cache", "lib", "bwrap", "preimport", "limits", "imports")},
                "seed": job.seed if job.seed is not None else run["seed"],
                "notebooks": names, "inputs": str(work / "judge"), "work": str(work), "timeout": job.timeout,
-               "results": str(work / "results.frames"), "hosts": hosts, "uids": uids}
+               "results": str(work / "results.frames"), "hosts": hosts, "uids": uids,
+               "feedback_uids": feedback_uids}
         plan_path = work / "judge" / "plan.json"
         plan_path.write_text(json.dumps(cfg), encoding="utf-8")
         budget = 120 + len(names) * (4 * job.timeout + 120)
