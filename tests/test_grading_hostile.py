@@ -401,3 +401,43 @@ def test_a_file_name_cannot_write_lines_or_escapes_into_the_report(tmp_path):
     problems = classrun.scan_submissions(tmp_path, "m", {"a.ipynb"}).problems
     assert problems and all(line.isprintable() for line in problems), problems
     assert any("bob: 10 of 10" in line and line.startswith("ann: 'x\\n") for line in problems), problems
+
+
+# ---- a student's time budget ----------------------------------------------------------------------------
+
+def test_a_sleeping_student_costs_the_class_its_budget_only(tmp_path, root):
+    """settings.ini student_seconds = 45: a student whose code sleeps (every call, and a feedback run of
+    a minute) is stopped there, their unfinished notebooks scoring 0 with the reason; an honest student
+    of the same run is graded in full."""
+    if sandbox.find_bwrap() is None:
+        pytest.fail(sandbox.INSTALL_HINT)
+    course_dir = subs.make_stats_course(tmp_path / "course", root, cell_timeout=CELL_TIMEOUT)
+    with open(course_dir / "settings.ini", "a", encoding="utf-8") as f:
+        f.write("student_seconds = 45\n")
+    course = Course.load(course_dir)
+    assert course.student_seconds == 45
+    rel = release(course, MODULE)
+    stems = ("stats_dev", "extra_dev")
+    source = {s: subs.load(course.nbs_dir / MODULE / f"{s}.ipynb") for s in stems}
+    blank = {s: subs.load(rel.release_dir / f"{s}.ipynb") for s in stems}
+    sleeper = subs._cheat(blank, "", {"stats-mean": "import time\ntime.sleep(60)\nreturn sum(xs) / len(xs)"})
+    nb = json.loads(json.dumps(sleeper["stats_dev"]))
+    for i in range(15):  # a feedback run of over a minute, each cell within its time limit
+        nb["cells"].insert(0, {"cell_type": "code", "execution_count": None, "id": f"zzsleep{i}", "metadata": {},
+                               "outputs": [], "source": "import time\ntime.sleep(4.5)"})
+    sleeper["stats_dev"] = nb
+    sub = tmp_path / "submissions"
+    for name, nbs in {"a-honest": source, "z-sleeper": sleeper}.items():
+        for stem, nb in nbs.items():
+            subs.save(nb, sub / name / f"{stem}.ipynb")
+    results = {r.student: r for r in classrun.grade(course, MODULE, sub, tmp_path / "out",
+                                                    progress=lambda *a, **k: None, jobs=2)}
+    honest = results["a-honest"]
+    assert (honest.score, honest.max_score) == (subs.FULL, subs.FULL), honest.reason
+    slept = {n.notebook: n for n in results["z-sleeper"].notebooks}
+    # extra_dev (graded first) keeps its verdicts; stats_dev was not done within the budget
+    assert slept["extra_dev"].status == "graded" and "not yet implemented" in slept["extra_dev"].reason
+    assert slept["stats_dev"].score == 0 and slept["stats_dev"].status == "failed"
+    assert "time budget of 45 s (student_seconds in settings.ini)" in slept["stats_dev"].reason
+    row = _rows(tmp_path / "out")[("z-sleeper", "stats_dev")]
+    assert "student_seconds" in row["reason"] and row["score"] == "0"

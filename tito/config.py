@@ -47,6 +47,9 @@ class Course:
     # the most tito reads of one submitted notebook, and of one student's submission folder (MB)
     submission_notebook_mb: int = 20
     submission_folder_mb: int = 200
+    # the most wall-clock seconds one student's grading may take (`tito grade`): the notebooks not
+    # finished by then score 0, with the reason; bounds what a student whose code sleeps costs the class
+    student_seconds: int = 900
     # set in a student kit (`tito release N --student-kit DIR`): the module it was made for; None in the course
     kit: str | None = None
 
@@ -74,6 +77,7 @@ class Course:
             grading_preimport=get("grading_preimport", "").split() or None,
             submission_notebook_mb=_positive_int(get, "submission_notebook_mb", "20", ini),
             submission_folder_mb=_positive_int(get, "submission_folder_mb", "200", ini),
+            student_seconds=_positive_int(get, "student_seconds", "900", ini),
             kit=get("kit", "") or None,
         )
 

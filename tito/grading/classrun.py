@@ -223,7 +223,7 @@ def run_key(course: Course, notebooks: list[Path], data: dict[str, Path], seed: 
             limits: sandbox.Limits) -> str:
     """What a grade depends on besides the student's files: the tests (source notebooks), the reference
     package, the data, tito's grading code, the seed, the limits."""
-    h = hashlib.sha256(json.dumps([seed, timeout, asdict(limits)]).encode())
+    h = hashlib.sha256(json.dumps([seed, timeout, asdict(limits), course.student_seconds]).encode())
     _hash_files(h, notebooks)
     _hash_files(h, sorted(course.lib_dir.rglob("*.py")))
     _hash_files(h, data.values())
@@ -451,7 +451,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
                "limits": asdict(limits), "seed": seed, "notebooks": [str(Path(p).resolve()) for p in nbs],
                "preimport": course.grading_preimport or PREIMPORT, "per_notebook": per_notebook,
                "notebook_mb": course.submission_notebook_mb, "folder_mb": course.submission_folder_mb,
-               "work_root": str(work_root()), "imports": package.module_imports(course.lib_dir),
+               "student_seconds": course.student_seconds, "work_root": str(work_root()), "imports": package.module_imports(course.lib_dir),
                "data_files": {rel: str(Path(src).resolve()) for rel, src in data.items()}}
         nbgrader_glue.atomic_write(out_dir / "run.json", json.dumps(
             {"module": module, "seed": seed, "timeout": timeout, "sandbox": label,

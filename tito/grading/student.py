@@ -265,6 +265,9 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
         plan_path = work / "judge" / "plan.json"
         plan_path.write_text(json.dumps(cfg), encoding="utf-8")
         budget = 120 + len(names) * (4 * job.timeout + 120)
+        # what one student may cost the class run (settings.ini student_seconds), however their code sleeps
+        capped = run.get("student_seconds") is not None and run["student_seconds"] < budget
+        budget = min(budget, run.get("student_seconds") or budget)
         reference = Path(run["reference"])
         spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "-m", "tito.grading.judge", str(plan_path)], {},
                                    {"PYTHONPATH": f"{run['judgelib']}{os.pathsep}{reference}", "MPLBACKEND": "Agg",
@@ -304,7 +307,10 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
             frames = read_frames(f)
     except (OSError, ProtocolError) as e:
         note = f"the judge's results were unreadable: {e}"
-    if done.timed_out:
+    if done.timed_out and capped:
+        note = (f"not graded: this student's grading reached its time budget of {budget:.0f} s "
+                "(student_seconds in settings.ini) before this notebook was done")
+    elif done.timed_out:
         note = f"grading stopped: the student's whole run exceeded its limit of {budget:.0f} s"
     elif done.returncode != 0:
         note = f"the judge failed (exit {done.returncode}): {done.tail(3)}"
