@@ -360,9 +360,11 @@ course, sub = t.stats_class(base, Path(sys.argv[2]))
 lines = []
 results = classrun.grade(course, t.MODULE, sub, base / "out", progress=lines.append, jobs=2)
 rows = classrun.read_csv(base / "out" / "grades.csv")
+ag = json.loads((base / "out" / "students" / "i-leak" / "autograded" / "stats_dev.ipynb").read_text())
+leak = [json.dumps(c.get("outputs", [])) for c in ag["cells"] if c.get("id", "").startswith("zzread")]
 print("RESULT " + json.dumps({"scores": {r.student: [r.score, r.max_score, r.reason] for r in results},
                               "sandbox": sorted({row["sandbox"] for row in rows}), "console": lines,
-                              "hogs_after": t.hog_comms()}))
+                              "hogs_after": t.hog_comms(), "leak_shown": leak}))
 import shutil; shutil.rmtree(base, ignore_errors=True)
 """
 
@@ -386,10 +388,30 @@ def test_a_normal_users_run_says_what_it_goes_without(root):
     hog = got["scores"]["b-hog"]
     assert hog[0] == subs.FULL, hog  # its spread passes only when the hogs of its earlier calls are gone
     assert got["hogs_after"] == []
-    want = limits.sandbox_label([limits.MEMORY, limits.PROCESSES, limits.CPU, limits.SCRATCH])
-    assert got["sandbox"] == [want]
-    assert any("WITHOUT: " + ", ".join([limits.MEMORY, limits.PROCESSES, limits.CPU, limits.SCRATCH]) in l
-               for l in got["console"]), got["console"]
+    # each process in a user namespace of its own: the feedback run sees nothing of the tests' run
+    assert got["scores"]["i-leak"][0] == subs.FULL, got["scores"]["i-leak"]
+    shown = got["leak_shown"]
+    assert len(shown) == 4 and all("nothing found" in s and "LEAKED" not in s for s in shown), shown
+    # no CPU share from a cgroup: with at least as many cores as --jobs 2, each student gets cores of its own
+    gone = [limits.MEMORY, limits.PROCESSES] + ([] if limits.cpu_split(2) else [limits.CPU]) + [limits.SCRATCH]
+    assert got["sandbox"] == [limits.sandbox_label(gone)]
+    assert any("WITHOUT: " + ", ".join(gone) in l for l in got["console"]), got["console"]
+
+
+def test_students_graded_at_once_get_cores_of_their_own():
+    """Without a cgroup CPU share the cores are split by --jobs: disjoint sets, one held per student."""
+    from tito.grading import limits
+
+    cores = sorted(os.sched_getaffinity(0))
+    assert limits.cpu_split(len(cores) + 1) is None
+    assert limits.cpu_split(1) == [cores]
+    if len(cores) < 2:
+        pytest.skip("one core: nothing to split")
+    split = limits.cpu_split(2)
+    assert sorted(c for s in split for c in s) == cores and not set(split[0]) & set(split[1])
+    with limits.cpu_slot(split) as a, limits.cpu_slot(split) as b:
+        assert a and b and not a & b and a | b == set(cores)
+    assert not limits.gaps(cores_split=True).count(limits.CPU)
 
 
 def test_a_file_name_cannot_write_lines_or_escapes_into_the_report(tmp_path):

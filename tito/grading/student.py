@@ -209,7 +209,14 @@ JUDGE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN")   # the judge: hand each 
 def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], str, dict]:
     """Start the student's host sandbox(es) and the judge's sandbox, connected by control channels;
     wait for the judge; return its result frames, a note when it did not finish, and what the
-    whole-sandbox limits saw (peak memory, limits the machine could not apply)."""
+    whole-sandbox limits saw (peak memory, limits the machine could not apply). Where the class run
+    split the cores between the students graded at once (run["cpu_split"]: no cgroup gives a CPU
+    share), all of them run on this student's cores."""
+    with limits_mod.cpu_slot(job.run.get("cpu_split")) as cpus:
+        return _run_judge(job, work, names, cpus)
+
+
+def _run_judge(job: GradeJob, work: Path, names: list[str], cpus: set[int] | None) -> tuple[list[dict], str, dict]:
     run = job.run
     bwrap = run.get("bwrap")
     root = os.geteuid() == 0
@@ -248,7 +255,7 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
                                        private_tmp=bool(root and bwrap and shared))
             host_procs.append(sandbox.start(spec, bwrap, pass_fds=(host_end.fileno(),), stdout=log, stderr=log,
                                             uid=None if shared else uids.get(key),
-                                            cgroups=tuple(guard.groups) if guard else ()))
+                                            cgroups=tuple(guard.groups) if guard else (), cpus=cpus))
             host_end.close()
             judge_fds.append(judge_end)
             inside = {k: sandbox.inside_path(k, v, bwrap is not None) for k, v in mounts.items()}
@@ -277,7 +284,7 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
                                    rw=[work, work / "scratch"],
                                    ro=[Path(run["judgelib"]), reference] + ([Path(run["cache"])] if run.get("cache") else []),
                                    caps=JUDGE_CAPS if root and bwrap else None)
-        judge = sandbox.start(spec, bwrap, pass_fds=tuple(s.fileno() for s in judge_fds))
+        judge = sandbox.start(spec, bwrap, pass_fds=tuple(s.fileno() for s in judge_fds), cpus=cpus)
         for s in judge_fds:
             s.close()
         judge_fds = []
@@ -294,7 +301,10 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
                 seen["host_peak_mb"] = round(peak, 1)
             if guard.unavailable:
                 seen["limits_not_applied"] = guard.unavailable
-            seen["missing"] = guard.missing + ([] if tmpfs else [limits_mod.SCRATCH])
+            seen["missing"] = [m for m in guard.missing if not (cpus and m == limits_mod.CPU)] + \
+                ([] if tmpfs else [limits_mod.SCRATCH])
+            if cpus:
+                seen["cpu_cores"] = sorted(cpus)
             guard.close()
         if tmpfs:
             limits_mod.unmount(work / "scratch")
