@@ -121,6 +121,18 @@ while time.time() - t < 4:
 print(sorted(found) or "nothing found")"""
 
 
+# a feedback cell of the leak student's stats_dev: another notebook's package (which holds the reference
+# of the modules graded there), directly or through any process it can see
+PEEK_OTHER = """import os
+seen = []
+for top in ["/"] + ["/proc/%s/root/" % p for p in os.listdir("/proc") if p.isdigit()]:
+    try:
+        seen += [(top, sorted(os.listdir(top + "grading/stage/extra_dev")))]
+    except OSError:
+        pass
+print("OTHER", [s for s in seen if s[1]] or "none")"""
+
+
 def hog_comms() -> list[str]:
     """Names of the hog processes alive on this machine (any namespace)."""
     out = []
@@ -163,6 +175,7 @@ def stats_class(base: Path, root: Path) -> tuple[Course, Path]:
                                           "source": "import os\nos.environ['ZZ_FEEDBACK_RUN'] = '1'"})
     for i in range(4):  # about 16 s of looking, while the tests run beside it
         leak["stats_dev"] = subs._added_cell(leak["stats_dev"], LEAK_READ, f"zzread{i}")
+    leak["stats_dev"] = subs._added_cell(leak["stats_dev"], PEEK_OTHER, "zzother")
     sub = base / "submissions"
     for name, nbs in {"a-honest": source, "b-hog": hog, "i-leak": leak}.items():
         for stem, nb in nbs.items():
@@ -263,6 +276,8 @@ def test_the_feedback_run_sees_nothing_of_the_tests_run(hostile):
     shown = [json.dumps(c.get("outputs", [])) for c in ag["cells"] if c.get("id", "").startswith("zzread")]
     assert len(shown) == 4 and all("nothing found" in s for s in shown), shown  # the reading cells ran
     assert not any("LEAKED" in s for s in shown), shown
+    other = [json.dumps(c.get("outputs", [])) for c in ag["cells"] if c.get("id") == "zzother"]
+    assert len(other) == 1 and "OTHER none" in other[0], other  # no other notebook's package
     assert r.score == subs.FULL, r.reason  # its code is honest otherwise
 
 
@@ -361,7 +376,7 @@ lines = []
 results = classrun.grade(course, t.MODULE, sub, base / "out", progress=lines.append, jobs=2)
 rows = classrun.read_csv(base / "out" / "grades.csv")
 ag = json.loads((base / "out" / "students" / "i-leak" / "autograded" / "stats_dev.ipynb").read_text())
-leak = [json.dumps(c.get("outputs", [])) for c in ag["cells"] if c.get("id", "").startswith("zzread")]
+leak = [json.dumps(c.get("outputs", [])) for c in ag["cells"] if c.get("id", "").startswith(("zzread", "zzother"))]
 print("RESULT " + json.dumps({"scores": {r.student: [r.score, r.max_score, r.reason] for r in results},
                               "sandbox": sorted({row["sandbox"] for row in rows}), "console": lines,
                               "hogs_after": t.hog_comms(), "leak_shown": leak}))
@@ -391,7 +406,8 @@ def test_a_normal_users_run_says_what_it_goes_without(root):
     # each process in a user namespace of its own: the feedback run sees nothing of the tests' run
     assert got["scores"]["i-leak"][0] == subs.FULL, got["scores"]["i-leak"]
     shown = got["leak_shown"]
-    assert len(shown) == 4 and all("nothing found" in s and "LEAKED" not in s for s in shown), shown
+    assert len(shown) == 5 and all("LEAKED" not in s for s in shown), shown
+    assert all("nothing found" in s for s in shown[:4]) and "OTHER none" in shown[4], shown
     # no CPU share from a cgroup: with at least as many cores as --jobs 2, each student gets cores of its own
     gone = [limits.MEMORY, limits.PROCESSES] + ([] if limits.cpu_split(2) else [limits.CPU]) + [limits.SCRATCH]
     assert got["sandbox"] == [limits.sandbox_label(gone)]

@@ -264,7 +264,7 @@ def isolate(tmp_mb: int, hide: list[str] = ()) -> None:
     os.environ["TMPDIR"] = PRIVATE_TMP
 
 
-CLONE_NEWUSER = 0x10000000
+CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
 MS_REMOUNT, MS_BIND = 32, 4096
 _CAP_VERSION_3 = 0x20080522
 
@@ -281,13 +281,15 @@ def drop_capabilities() -> None:
         raise OSError(err, f"dropping capabilities: {os.strerror(err)}")
 
 
-def isolate_unprivileged(tmp_mb: int, hide: list[str] = ()) -> None:
+def isolate_unprivileged(tmp_mb: int, hide: list[str] = (), fd: int | None = None) -> None:
     """`isolate` for a sandbox run by a normal user (no CAP_SYS_ADMIN, one uid for everything): a user
     namespace of this process's own (the same uid) with mount, network and IPC namespaces; the shared
     /tmp read-only, a fresh /dev/shm as its TMPDIR, `hide` covered; then every capability dropped, so
     the student's code can neither undo a mount nor (its mounts locked in any namespace it makes)
     reveal what they cover. Two processes of one notebook then share no writable folder, socket or
-    shared memory."""
+    shared memory. With `fd` (the role's socket) it also gets a PID namespace of its own
+    (`_own_pid_namespace`): it sees no other notebook's process, so it cannot reach that notebook's
+    package through /proc/PID/root, and everything it starts ends with it."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -298,7 +300,8 @@ def isolate_unprivileged(tmp_mb: int, hide: list[str] = ()) -> None:
             raise OSError(err, f"{what}: {os.strerror(err)}")
 
     uid, gid = os.getuid(), os.getgid()
-    check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET), "unshare")
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | (CLONE_NEWPID if fd is not None else 0)
+    check(libc.unshare(flags), "unshare")
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w", encoding="ascii") as f:
             f.write(text)
@@ -309,8 +312,50 @@ def isolate_unprivileged(tmp_mb: int, hide: list[str] = ()) -> None:
     check(libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_mb}m,mode=1777".encode()),
           "mount tmpfs /dev/shm")
     _hide(libc, check, list(hide))
+    if fd is not None:
+        _own_pid_namespace(fd, libc, check)
     drop_capabilities()
     os.environ["TMPDIR"] = "/dev/shm"
+
+
+def _exit_as(pid: int) -> None:
+    """Reap every child (orphans included) until `pid` ends, then end the same way (a signal's end
+    as exit status 128 + its number: pid 1 of a namespace cannot kill itself with it)."""
+    while True:
+        try:
+            done, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(1)
+        if done == pid:
+            os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+
+
+def _own_pid_namespace(fd: int, libc, check) -> None:
+    """After unshare(CLONE_NEWPID): this process stays in the zygote's namespace and ends as the new
+    namespace's pid 1 ends (with the signal that ended the role, for `describe_status`); pid 1 mounts
+    the namespace's /proc and reaps; the role runs below it, its own process group, and returns here."""
+    first = os.fork()
+    if first:
+        os.close(fd)
+        while True:
+            try:
+                _, status = os.waitpid(first, 0)
+                break
+            except ChildProcessError:
+                os._exit(1)
+        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+        if code > 128:
+            signal.signal(code - 128, signal.SIG_DFL)
+            os.kill(os.getpid(), code - 128)
+        os._exit(code)
+    check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
+    role = os.fork()
+    if role:
+        os.close(fd)
+        drop_capabilities()
+        _exit_as(role)
+    os.setpgid(0, 0)
+    become_subreaper()
 
 
 def kill_uid(uid: int) -> int:
@@ -354,7 +399,7 @@ def child(msg: dict, fd: int) -> None:
         os.setuid(uid)
     elif msg.get("isolate") is True:  # a normal user's sandbox: the same separation in a user namespace
         try:
-            isolate_unprivileged(int(msg.get("tmp_mb", 512)), hide)
+            isolate_unprivileged(int(msg.get("tmp_mb", 512)), hide, fd if msg.get("own_pids") is True else None)
         except OSError as e:
             fatal = f"the notebook's process could not be isolated: {e}"
     null = os.open(os.devnull, os.O_RDWR)

@@ -108,7 +108,7 @@ class HostProcess:
         mine, theirs = socket.socketpair()
         with self.lock:
             self._send({"op": "spawn", "role": role, "uid": uid, "gid": gid, "hide": list(hide), "setup": setup,
-                        "isolate": self.isolate,
+                        "isolate": self.isolate, "own_pids": self.isolate,
                         "tmp_mb": self.tmp_mb}, [theirs.fileno()])
             theirs.close()
             reply = self._recv()
@@ -176,6 +176,7 @@ class Judge:
             self.hosts[""] = HostProcess(hosts["shared"]["fd"], hosts["shared"]["inside"], self.preimport, self.tmp_mb,
                                          bool(cfg.get("bwrap")))
         self.pending = dict(hosts.get("per_notebook", {}))
+        self.notebooks: list[Notebook] = []
 
     def host_for(self, name: str) -> HostProcess:
         if self.shared:
@@ -244,6 +245,15 @@ class Judge:
         self.timing["prepare"] = time.perf_counter() - t0
         return out
 
+    def others(self, host: HostProcess, nb: Notebook, scratch: bool = False) -> list[str]:
+        """The other notebooks' packages (and `scratch` folders) in one zygote's sandbox: what each
+        process of `nb` gets covered (a notebook's package holds the reference of modules graded in
+        other notebooks)."""
+        if not self.shared:
+            return []
+        rest = [o for o in self.notebooks if o.name != nb.name]
+        return [f"{host.inside['stage']}/{o.name}" for o in rest] + ([str(o.scratch) for o in rest] if scratch else [])
+
     def scratch_mount(self, nb: Notebook) -> str:
         """The scratch folder as the notebook's host sandbox has it bound (all notebooks' in one zygote)."""
         return str(nb.scratch.parent if self.shared else nb.scratch)
@@ -258,7 +268,7 @@ class Judge:
         # the tests import what the host imports: meanwhile, while the packages are exported here
         warm = threading.Thread(target=_import_all, args=(self.preimport,), daemon=True)
         warm.start()
-        notebooks = self.prepare(self.read_inputs())
+        notebooks = self.notebooks = self.prepare(self.read_inputs())
         # the pages are rendered in a process of their own (nbconvert is seconds of CPU a notebook, which
         # must not hold the tests' interpreter), driven by one thread that sends each result in turn
         reporter, renders = ThreadPoolExecutor(1, thread_name_prefix="report"), []
@@ -401,7 +411,8 @@ class NotebookTests:
     def fresh(self, upto: int) -> None:
         """A new test process and namespace, with every cell before `upto` (no tests) applied."""
         self._drop_session()
-        self.pid, sock = self.host.spawn("tests", self.nb.uid, self.judge.setup_for(self.host, self.nb, {}))
+        self.pid, sock = self.host.spawn("tests", self.nb.uid, self.judge.setup_for(self.host, self.nb, {}),
+                                         hide=self.judge.others(self.host, self.nb, scratch=True))
         self.session = Session(sock, set(self.nb.judge["modules"]), self.judge.lib)
         module = types.ModuleType(NAMESPACE)  # a real module: a dataclass in a setup cell looks it up
         sys.modules[module.__name__] = module
@@ -671,7 +682,8 @@ class FeedbackRunner(threading.Thread):
         setup = self.judge.setup_for(host, nb, {"cells": nb.feedback, "timeout": self.judge.timeout})
         # its own uid (as root) and no scratch folder: nothing the tests' run writes or hands over reaches
         # the student's feedback, which a resubmitting student reads
-        pid, sock = host.spawn("feedback", nb.feedback_uid, setup, gid=nb.gid, hide=[self.judge.scratch_mount(nb)])
+        pid, sock = host.spawn("feedback", nb.feedback_uid, setup, gid=nb.gid,
+                               hide=[self.judge.scratch_mount(nb), *self.judge.others(host, nb)])
         deadline = time.monotonic() + self.budget(nb)
         cells: dict[str, Any] = {}
         used, stopped = 0, ""

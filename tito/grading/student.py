@@ -220,9 +220,10 @@ def _run_judge(job: GradeJob, work: Path, names: list[str], cpus: set[int] | Non
     run = job.run
     bwrap = run.get("bwrap")
     root = os.geteuid() == 0
-    # one zygote for all notebooks, each notebook's process under its own uid (as root); else (or when
-    # asked: run["per_notebook"]) one sandbox per notebook, so no notebook's code sees another's package
-    shared = bwrap is None or (root and not run.get("per_notebook"))
+    # one zygote for all notebooks, each notebook's process in namespaces of its own (tito.grading.host:
+    # as root under its own uid too), the other notebooks' packages covered; when asked
+    # (run["per_notebook"]) one sandbox per notebook instead
+    shared = bwrap is None or not run.get("per_notebook")
     uids = {n: sandbox.sandbox_uid() for n in names} if root and bwrap else {}
     feedback_uids = {n: sandbox.sandbox_uid() for n in uids}  # each notebook's feedback run: a uid of its own
     for d in ("stage", "scratch"):
