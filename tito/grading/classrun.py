@@ -363,7 +363,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     seed: the run's secret seed of the hidden tests (default: drawn for this run, recorded in run.json
     only); each student's hidden inputs come from it, their id and their submission's content
     (student_seed, recorded in their result.json), so a changed submission gets fresh ones.
-    per_notebook: a sandbox per notebook even as root (what a normal user's run does; slower).
+    per_notebook: a sandbox per notebook (slower: each imports torch again).
 
         >>> grade(Course.load(), "19", "subs", jobs=2)      # doctest: +SKIP
         [StudentGrade(student='ann', score=74.0, ...), ...]

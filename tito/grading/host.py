@@ -7,7 +7,9 @@ IPython), then waits on its control socket (a SOCK_SEQPACKET pair whose other en
 holds). For each notebook the judge sends a "spawn" message with one end of a fresh socket pair;
 the zygote forks a child that closes the control socket, becomes its own process group, drops to
 the notebook's own uid (as root: so no notebook's code can read another notebook's package, which
-holds the reference of the module graded there), and serves one role on that socket:
+holds the reference of the module graded there; as a normal user: user, mount, PID, network and IPC
+namespaces of its own, the other notebooks' packages covered, `isolate_unprivileged`), and serves one
+role on that socket:
 
 - "tests": the judge's calls against the student's code (`Host`): look up a name, call, get an
   attribute, ... Every reply is data or a reference; the judge decides. The namespace is the
