@@ -149,11 +149,11 @@ class Notebook:
     scratch: Path             # host path of the folder judge and host share
     uid: int | None
     gid: int | None
-    feedback_uid: int | None  # the feedback run's own uid (group gid: it reads the package, not the scratch)
     n_code: int
     source: dict              # the instructor's notebook (the tests' points)
     student: dict             # the student's notebook (their feedback)
     released: dict            # grade_id -> the cell as released
+    feedback_uid: int | None = None  # the feedback run's own uid (group gid: it reads the package, not the scratch)
 
 
 class Judge:
@@ -239,9 +239,9 @@ class Judge:
                 for p in [stage, scratch, *stage.rglob("*")]:
                     os.lchown(p, uid, gid)
             out.append(Notebook(name, plans.judge_plan(source, self.lib), plans.host_plan(source, merged, self.lib),
-                                plans.feedback_cells(student), stage, scratch, uid, gid, fb_uid,
+                                plans.feedback_cells(student), stage, scratch, uid, gid,
                                 sum(1 for c in student.get("cells", []) if isinstance(c, dict) and c.get("cell_type") == "code"),
-                                source, student, entry["released"]))
+                                source, student, entry["released"], fb_uid))
         self.timing["prepare"] = time.perf_counter() - t0
         return out
 
