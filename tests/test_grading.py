@@ -35,7 +35,8 @@ from tito.grading import limits as limits_mod
 from tito.grading.student import TOTAL, UNSANDBOXED
 
 # what grades.csv's sandbox column says here: "bubblewrap" as root with cgroups, else which protections it lacks
-THIS_SANDBOX = limits_mod.sandbox_label(limits_mod.gaps())
+# the label of graded_class's run (--jobs 2): without a cgroup CPU share, cores split by --jobs stand for one
+THIS_SANDBOX = limits_mod.sandbox_label(limits_mod.gaps(cores_split=limits_mod.cpu_split(2) is not None))
 from tito.nbgrader_named_stubs import enclosing_qualname, replace_regions
 
 CELL_TIMEOUT = 5  # per-cell (and per-test) limit in the class run: each infinite loop costs this much

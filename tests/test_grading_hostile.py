@@ -73,6 +73,66 @@ _hog()
 '''
 
 
+# module code of the leak student: the tests' calls drop their inputs in every writable folder the
+# process can find (the scratch folder judge and host share, /tmp, /dev/shm); its feedback run polls
+# those folders and prints what it finds, as a student harvesting a hidden run's inputs would
+LEAK = '''
+import os as _os
+
+
+def _places():
+    out = ["/tmp", "/dev/shm", _os.environ.get("TMPDIR", "/tmp"), _os.path.expanduser("~")]
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                p = line.split()[4]
+                if "scratch" in p:
+                    out.append(p)
+                    try:
+                        out += [_os.path.join(p, n) for n in _os.listdir(p)]
+                    except OSError:
+                        pass
+    except OSError:
+        pass
+    return out
+
+
+def _drop(what):
+    if _os.environ.get("ZZ_FEEDBACK_RUN"):
+        return
+    for d in _places():
+        try:
+            with open(_os.path.join(d, ".zzleak"), "a") as f:
+                f.write("LEAKED %s\\n" % (what,))
+        except OSError:
+            pass
+'''
+LEAK_READ = """import os, time
+t = time.time()
+found = set()
+while time.time() - t < 4:
+    for d in _places():
+        try:
+            with open(os.path.join(d, ".zzleak")) as f:
+                found |= set(f.read().splitlines())
+        except OSError:
+            pass
+    time.sleep(0.1)
+print(sorted(found) or "nothing found")"""
+
+
+# a feedback cell of the leak student's stats_dev: another notebook's package (which holds the reference
+# of the modules graded there), directly or through any process it can see
+PEEK_OTHER = """import os
+seen = []
+for top in ["/"] + ["/proc/%s/root/" % p for p in os.listdir("/proc") if p.isdigit()]:
+    try:
+        seen += [(top, sorted(os.listdir(top + "grading/stage/extra_dev")))]
+    except OSError:
+        pass
+print("OTHER", [s for s in seen if s[1]] or "none")"""
+
+
 def hog_comms() -> list[str]:
     """Names of the hog processes alive on this machine (any namespace)."""
     out = []
@@ -106,8 +166,18 @@ def stats_class(base: Path, root: Path) -> tuple[Course, Path]:
     # in the feedback run: a cell that keeps six hogs and itself busy for four seconds
     hog["stats_dev"] = subs._added_cell(hog["stats_dev"], "import time\n_hog(6)\nt = time.time()\n"
                                         "while time.time() - t < 4:\n    pass\nprint('hogs started')", "hogcell")
+    leak = subs._cheat(honest_rest, "", {"stats-mean": "_drop(repr(xs))\nreturn sum(xs) / len(xs)",
+                                         "stats-spread": "_drop(repr(self.xs))\nreturn max(self.xs) - min(self.xs)"},
+                       module_code=LEAK)
+    leak["stats_dev"] = json.loads(json.dumps(leak["stats_dev"]))
+    leak["stats_dev"]["cells"].insert(0, {"cell_type": "code", "execution_count": None, "id": "zzfeedback",
+                                          "metadata": {}, "outputs": [],
+                                          "source": "import os\nos.environ['ZZ_FEEDBACK_RUN'] = '1'"})
+    for i in range(4):  # about 16 s of looking, while the tests run beside it
+        leak["stats_dev"] = subs._added_cell(leak["stats_dev"], LEAK_READ, f"zzread{i}")
+    leak["stats_dev"] = subs._added_cell(leak["stats_dev"], PEEK_OTHER, "zzother")
     sub = base / "submissions"
-    for name, nbs in {"a-honest": source, "b-hog": hog}.items():
+    for name, nbs in {"a-honest": source, "b-hog": hog, "i-leak": leak}.items():
         for stem, nb in nbs.items():
             subs.save(nb, sub / name / f"{stem}.ipynb")
     return course, sub
@@ -196,6 +266,19 @@ def test_a_folder_above_its_cap_keeps_its_notebooks(hostile):
     assert r.score == subs.FULL, r.reason
     assert "g-bigfolder: 3 MB of files, above the folder limit of 2 MB: only the graded notebooks are copied" \
         in (hostile["out"] / "problems.txt").read_text()
+
+
+def test_the_feedback_run_sees_nothing_of_the_tests_run(hostile):
+    """The leak student's tests' calls write their inputs wherever they can; its feedback run, beside
+    them, looks in every folder it can write and prints what it finds: nothing of the tests' run."""
+    r = hostile["results"]["i-leak"]
+    ag = json.loads((hostile["out"] / "students" / "i-leak" / "autograded" / "stats_dev.ipynb").read_text())
+    shown = [json.dumps(c.get("outputs", [])) for c in ag["cells"] if c.get("id", "").startswith("zzread")]
+    assert len(shown) == 4 and all("nothing found" in s for s in shown), shown  # the reading cells ran
+    assert not any("LEAKED" in s for s in shown), shown
+    other = [json.dumps(c.get("outputs", [])) for c in ag["cells"] if c.get("id") == "zzother"]
+    assert len(other) == 1 and "OTHER none" in other[0], other  # no other notebook's package
+    assert r.score == subs.FULL, r.reason  # its code is honest otherwise
 
 
 def test_nothing_hostile_reaches_the_output(hostile):
@@ -292,9 +375,11 @@ course, sub = t.stats_class(base, Path(sys.argv[2]))
 lines = []
 results = classrun.grade(course, t.MODULE, sub, base / "out", progress=lines.append, jobs=2)
 rows = classrun.read_csv(base / "out" / "grades.csv")
+ag = json.loads((base / "out" / "students" / "i-leak" / "autograded" / "stats_dev.ipynb").read_text())
+leak = [json.dumps(c.get("outputs", [])) for c in ag["cells"] if c.get("id", "").startswith(("zzread", "zzother"))]
 print("RESULT " + json.dumps({"scores": {r.student: [r.score, r.max_score, r.reason] for r in results},
                               "sandbox": sorted({row["sandbox"] for row in rows}), "console": lines,
-                              "hogs_after": t.hog_comms()}))
+                              "hogs_after": t.hog_comms(), "leak_shown": leak}))
 import shutil; shutil.rmtree(base, ignore_errors=True)
 """
 
@@ -318,10 +403,31 @@ def test_a_normal_users_run_says_what_it_goes_without(root):
     hog = got["scores"]["b-hog"]
     assert hog[0] == subs.FULL, hog  # its spread passes only when the hogs of its earlier calls are gone
     assert got["hogs_after"] == []
-    want = limits.sandbox_label([limits.MEMORY, limits.PROCESSES, limits.CPU, limits.SCRATCH])
-    assert got["sandbox"] == [want]
-    assert any("WITHOUT: " + ", ".join([limits.MEMORY, limits.PROCESSES, limits.CPU, limits.SCRATCH]) in l
-               for l in got["console"]), got["console"]
+    # each process in a user namespace of its own: the feedback run sees nothing of the tests' run
+    assert got["scores"]["i-leak"][0] == subs.FULL, got["scores"]["i-leak"]
+    shown = got["leak_shown"]
+    assert len(shown) == 5 and all("LEAKED" not in s for s in shown), shown
+    assert all("nothing found" in s for s in shown[:4]) and "OTHER none" in shown[4], shown
+    # no CPU share from a cgroup: with at least as many cores as --jobs 2, each student gets cores of its own
+    gone = [limits.MEMORY, limits.PROCESSES] + ([] if limits.cpu_split(2) else [limits.CPU]) + [limits.SCRATCH]
+    assert got["sandbox"] == [limits.sandbox_label(gone)]
+    assert any("WITHOUT: " + ", ".join(gone) in l for l in got["console"]), got["console"]
+
+
+def test_students_graded_at_once_get_cores_of_their_own():
+    """Without a cgroup CPU share the cores are split by --jobs: disjoint sets, one held per student."""
+    from tito.grading import limits
+
+    cores = sorted(os.sched_getaffinity(0))
+    assert limits.cpu_split(len(cores) + 1) is None
+    assert limits.cpu_split(1) == [cores]
+    if len(cores) < 2:
+        pytest.skip("one core: nothing to split")
+    split = limits.cpu_split(2)
+    assert sorted(c for s in split for c in s) == cores and not set(split[0]) & set(split[1])
+    with limits.cpu_slot(split) as a, limits.cpu_slot(split) as b:
+        assert a and b and not a & b and a | b == set(cores)
+    assert not limits.gaps(cores_split=True).count(limits.CPU)
 
 
 def test_a_file_name_cannot_write_lines_or_escapes_into_the_report(tmp_path):
@@ -333,3 +439,43 @@ def test_a_file_name_cannot_write_lines_or_escapes_into_the_report(tmp_path):
     problems = classrun.scan_submissions(tmp_path, "m", {"a.ipynb"}).problems
     assert problems and all(line.isprintable() for line in problems), problems
     assert any("bob: 10 of 10" in line and line.startswith("ann: 'x\\n") for line in problems), problems
+
+
+# ---- a student's time budget ----------------------------------------------------------------------------
+
+def test_a_sleeping_student_costs_the_class_its_budget_only(tmp_path, root):
+    """settings.ini student_seconds = 45: a student whose code sleeps (every call, and a feedback run of
+    a minute) is stopped there, their unfinished notebooks scoring 0 with the reason; an honest student
+    of the same run is graded in full."""
+    if sandbox.find_bwrap() is None:
+        pytest.fail(sandbox.INSTALL_HINT)
+    course_dir = subs.make_stats_course(tmp_path / "course", root, cell_timeout=CELL_TIMEOUT)
+    with open(course_dir / "settings.ini", "a", encoding="utf-8") as f:
+        f.write("student_seconds = 45\n")
+    course = Course.load(course_dir)
+    assert course.student_seconds == 45
+    rel = release(course, MODULE)
+    stems = ("stats_dev", "extra_dev")
+    source = {s: subs.load(course.nbs_dir / MODULE / f"{s}.ipynb") for s in stems}
+    blank = {s: subs.load(rel.release_dir / f"{s}.ipynb") for s in stems}
+    sleeper = subs._cheat(blank, "", {"stats-mean": "import time\ntime.sleep(60)\nreturn sum(xs) / len(xs)"})
+    nb = json.loads(json.dumps(sleeper["stats_dev"]))
+    for i in range(15):  # a feedback run of over a minute, each cell within its time limit
+        nb["cells"].insert(0, {"cell_type": "code", "execution_count": None, "id": f"zzsleep{i}", "metadata": {},
+                               "outputs": [], "source": "import time\ntime.sleep(4.5)"})
+    sleeper["stats_dev"] = nb
+    sub = tmp_path / "submissions"
+    for name, nbs in {"a-honest": source, "z-sleeper": sleeper}.items():
+        for stem, nb in nbs.items():
+            subs.save(nb, sub / name / f"{stem}.ipynb")
+    results = {r.student: r for r in classrun.grade(course, MODULE, sub, tmp_path / "out",
+                                                    progress=lambda *a, **k: None, jobs=2)}
+    honest = results["a-honest"]
+    assert (honest.score, honest.max_score) == (subs.FULL, subs.FULL), honest.reason
+    slept = {n.notebook: n for n in results["z-sleeper"].notebooks}
+    # extra_dev (graded first) keeps its verdicts; stats_dev was not done within the budget
+    assert slept["extra_dev"].status == "graded" and "not yet implemented" in slept["extra_dev"].reason
+    assert slept["stats_dev"].score == 0 and slept["stats_dev"].status == "failed"
+    assert "time budget of 45 s (student_seconds in settings.ini)" in slept["stats_dev"].reason
+    row = _rows(tmp_path / "out")[("z-sleeper", "stats_dev")]
+    assert "student_seconds" in row["reason"] and row["score"] == "0"

@@ -93,6 +93,9 @@ def snoop(fn):                           # reads what a test's function carries 
     found.append(repr(sorted(getattr(fn, "__globals__", {}))))
     return " ".join(found)
 def apply(fn, *args): return fn(*args)
+KEPT = []
+def keep(fn): KEPT.append(fn)            # holds on to a test's function past its test
+def call_kept(): return KEPT[-1]()
 class Swallow:                           # a context manager that hides every exception and keeps its text
     seen = []
     def __enter__(self): return self
@@ -321,6 +324,27 @@ def test_a_fake_reaches_the_student_as_a_handle_only(session):
     for fn in (fake.read, fake.work, lambda: secret, lambda x=secret: x):
         seen = name(session, "snoop")(fn)
         assert "8181" not in seen and "7.25" not in seen and "expected_uj" not in seen, seen
+
+
+def test_a_tests_callbacks_end_with_it(session):
+    """A function a test handed the student's code answers while that test runs; once the judge
+    revokes that test's callbacks (NotebookTests.run_test, as each test ends), calling it is refused
+    with a clear error; the same function handed over by a later test works again."""
+    fake = _FakeCounter()
+    mark = session.callback_mark()
+    name(session, "keep")(fake.read)
+    assert name(session, "call_kept")() == 1000
+    session.revoke(mark)
+    with pytest.raises(RuntimeError, match="belongs to a test that has ended"):
+        name(session, "call_kept")()
+    assert not session.endpoint.broken  # refused as an error of the call, the channel stays up
+    fake.work()
+    mark = session.callback_mark()
+    name(session, "keep")(fake.read)  # a later test hands the same method over: a new handle
+    assert name(session, "call_kept")() == 1000 + 8181
+    session.revoke(mark)
+    with pytest.raises(RuntimeError, match="can no longer be called"):
+        name(session, "call_kept")()
 
 
 def test_the_judge_refuses_to_send_code_or_objects_that_carry_data(session):

@@ -49,6 +49,9 @@ class Course:
     submission_folder_mb: int = 200
     # `olympics judge`: the memory (MiB) its own process and the students' sandboxes alive at once may take
     olympics_memory_mb: int = 16384
+    # the most wall-clock seconds one student's grading may take (`tito grade`): the notebooks not
+    # finished by then score 0, with the reason; bounds what a student whose code sleeps costs the class
+    student_seconds: int = 900
     # set in a student kit (`tito release N --student-kit DIR`): the module it was made for; None in the course
     kit: str | None = None
 
@@ -77,6 +80,7 @@ class Course:
             submission_notebook_mb=_positive_int(get, "submission_notebook_mb", "20", ini),
             submission_folder_mb=_positive_int(get, "submission_folder_mb", "200", ini),
             olympics_memory_mb=_positive_int(get, "olympics_memory_mb", "16384", ini),
+            student_seconds=_positive_int(get, "student_seconds", "900", ini),
             kit=get("kit", "") or None,
         )
 

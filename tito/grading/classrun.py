@@ -223,7 +223,7 @@ def run_key(course: Course, notebooks: list[Path], data: dict[str, Path], seed: 
             limits: sandbox.Limits) -> str:
     """What a grade depends on besides the student's files: the tests (source notebooks), the reference
     package, the data, tito's grading code, the seed, the limits."""
-    h = hashlib.sha256(json.dumps([seed, timeout, asdict(limits)]).encode())
+    h = hashlib.sha256(json.dumps([seed, timeout, asdict(limits), course.student_seconds]).encode())
     _hash_files(h, notebooks)
     _hash_files(h, sorted(course.lib_dir.rglob("*.py")))
     _hash_files(h, data.values())
@@ -363,7 +363,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     seed: the run's secret seed of the hidden tests (default: drawn for this run, recorded in run.json
     only); each student's hidden inputs come from it, their id and their submission's content
     (student_seed, recorded in their result.json), so a changed submission gets fresh ones.
-    per_notebook: a sandbox per notebook even as root (what a normal user's run does; slower).
+    per_notebook: a sandbox per notebook (slower: each imports torch again).
 
         >>> grade(Course.load(), "19", "subs", jobs=2)      # doctest: +SKIP
         [StudentGrade(student='ann', score=74.0, ...), ...]
@@ -420,12 +420,15 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     if bwrap is None:
         progress("!" * 78 + "\n!! NOT SANDBOXED (--no-sandbox): student code runs with your permissions and can "
                  "read the solutions;\n!! grades.csv records this in its sandbox column.\n" + "!" * 78)
-    label = limits_mod.sandbox_label(limits_mod.gaps()) if bwrap else UNSANDBOXED
-    if bwrap and limits_mod.gaps():
-        progress("!" * 78 + f"\n!! As this user (uid {os.geteuid()}) the sandbox goes WITHOUT: "
-                 + ", ".join(limits_mod.gaps()) + ";\n!! each process keeps its own limits (memory, CPU time, "
-                 "file size). Grade as root for all of them; grades.csv says so in its sandbox column.\n" + "!" * 78)
     workers = jobs or (1 if scheduler else default_workers())
+    # no cgroup CPU share (a normal user): the students graded at once get cores of their own instead
+    split = limits_mod.cpu_split(workers) if bwrap and not scheduler and limits_mod.CPU in limits_mod.gaps() else None
+    missing = limits_mod.gaps(cores_split=split is not None)
+    label = limits_mod.sandbox_label(missing) if bwrap else UNSANDBOXED
+    if bwrap and missing:
+        progress("!" * 78 + f"\n!! As this user (uid {os.geteuid()}) the sandbox goes WITHOUT: "
+                 + ", ".join(missing) + ";\n!! each process keeps its own limits (memory, CPU time, "
+                 "file size). Grade as root for all of them; grades.csv says so in its sandbox column.\n" + "!" * 78)
     progress(f"grading {module}: {len(found)} student(s)" + (f" ({len(results)} already graded)" if resume else "")
              + f", {len(nbs)} graded notebook(s), per-cell timeout {timeout} s, "
              + (f"Dask scheduler {scheduler}" if scheduler else f"{workers} at once")
@@ -451,7 +454,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
                "limits": asdict(limits), "seed": seed, "notebooks": [str(Path(p).resolve()) for p in nbs],
                "preimport": course.grading_preimport or PREIMPORT, "per_notebook": per_notebook,
                "notebook_mb": course.submission_notebook_mb, "folder_mb": course.submission_folder_mb,
-               "work_root": str(work_root()), "imports": package.module_imports(course.lib_dir),
+               "student_seconds": course.student_seconds, "cpu_split": split, "work_root": str(work_root()), "imports": package.module_imports(course.lib_dir),
                "data_files": {rel: str(Path(src).resolve()) for rel, src in data.items()}}
         nbgrader_glue.atomic_write(out_dir / "run.json", json.dumps(
             {"module": module, "seed": seed, "timeout": timeout, "sandbox": label,

@@ -7,7 +7,9 @@ IPython), then waits on its control socket (a SOCK_SEQPACKET pair whose other en
 holds). For each notebook the judge sends a "spawn" message with one end of a fresh socket pair;
 the zygote forks a child that closes the control socket, becomes its own process group, drops to
 the notebook's own uid (as root: so no notebook's code can read another notebook's package, which
-holds the reference of the module graded there), and serves one role on that socket:
+holds the reference of the module graded there; as a normal user: user, mount, PID, network and IPC
+namespaces of its own, the other notebooks' packages covered, `isolate_unprivileged`), and serves one
+role on that socket:
 
 - "tests": the judge's calls against the student's code (`Host`): look up a name, call, get an
   attribute, ... Every reply is data or a reference; the judge decides. The namespace is the
@@ -225,18 +227,27 @@ def describe_status(status: int) -> str:
 # ---- a child ------------------------------------------------------------------------------------
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 16384, 1 << 18
 
 
 PRIVATE_TMP = "/tito-tmp"  # tito.grading.sandbox.PRIVATE_TMP: the sandbox's /tmp is writable by nobody
 
 
-def isolate(tmp_mb: int) -> None:
+def _hide(libc, check, hide: list[str]) -> None:
+    """An empty read-only folder over each of `hide` (a folder this process must not see)."""
+    for path in hide:
+        if isinstance(path, str) and path.startswith("/") and os.path.isdir(path):
+            check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                             b"size=4k,mode=0555"), f"hide {path}")
+
+
+def isolate(tmp_mb: int, hide: list[str] = ()) -> None:
     """Before dropping to the notebook's uid (as root, with CAP_SYS_ADMIN): a mount, network and IPC
     namespace of this process's own, with a fresh temporary folder (PRIVATE_TMP, its TMPDIR) and
     /dev/shm, so the processes of two notebooks share no writable folder, socket or shared memory
     (no notebook can hand another the reference of the module graded there). /tmp itself is left
-    alone: folders bound under it (a virtual environment in /tmp) stay visible."""
+    alone: folders bound under it (a virtual environment in /tmp) stay visible. The folders `hide`
+    get an empty read-only folder over them (the feedback run: the tests' scratch folder)."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -251,7 +262,102 @@ def isolate(tmp_mb: int) -> None:
     for target, size in ((PRIVATE_TMP.encode(), tmp_mb), (b"/dev/shm", 64)):
         check(libc.mount(b"tmpfs", target, b"tmpfs", MS_NOSUID | MS_NODEV, f"size={size}m,mode=1777".encode()),
               f"mount tmpfs {target.decode()}")
+    _hide(libc, check, list(hide))
     os.environ["TMPDIR"] = PRIVATE_TMP
+
+
+CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
+MS_REMOUNT, MS_BIND = 32, 4096
+_CAP_VERSION_3 = 0x20080522
+
+
+def drop_capabilities() -> None:
+    """No capability left, none to regain (a user namespace's first process has them all)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable for caps 0-31 and 32-63: none
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.capset(header, data) != 0:  # PR_SET_NO_NEW_PRIVS
+        err = ctypes.get_errno()
+        raise OSError(err, f"dropping capabilities: {os.strerror(err)}")
+
+
+def isolate_unprivileged(tmp_mb: int, hide: list[str] = (), fd: int | None = None) -> None:
+    """`isolate` for a sandbox run by a normal user (no CAP_SYS_ADMIN, one uid for everything): a user
+    namespace of this process's own (the same uid) with mount, network and IPC namespaces; the shared
+    /tmp read-only, a fresh /dev/shm as its TMPDIR, `hide` covered; then every capability dropped, so
+    the student's code can neither undo a mount nor (its mounts locked in any namespace it makes)
+    reveal what they cover. Two processes of one notebook then share no writable folder, socket or
+    shared memory. With `fd` (the role's socket) it also gets a PID namespace of its own
+    (`_own_pid_namespace`): it sees no other notebook's process, so it cannot reach that notebook's
+    package through /proc/PID/root, and everything it starts ends with it."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(rc: int, what: str) -> None:
+        if rc != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | (CLONE_NEWPID if fd is not None else 0)
+    check(libc.unshare(flags), "unshare")
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w", encoding="ascii") as f:
+            f.write(text)
+    check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    if os.path.ismount("/tmp"):  # what is bound below it (a virtual environment) stays as it is
+        check(libc.mount(None, b"/tmp", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
+              "mount -o remount,ro /tmp")
+    check(libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_mb}m,mode=1777".encode()),
+          "mount tmpfs /dev/shm")
+    _hide(libc, check, list(hide))
+    if fd is not None:
+        _own_pid_namespace(fd, libc, check)
+    drop_capabilities()
+    os.environ["TMPDIR"] = "/dev/shm"
+
+
+def _exit_as(pid: int) -> None:
+    """Reap every child (orphans included) until `pid` ends, then end the same way (a signal's end
+    as exit status 128 + its number: pid 1 of a namespace cannot kill itself with it)."""
+    while True:
+        try:
+            done, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(1)
+        if done == pid:
+            os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+
+
+def _own_pid_namespace(fd: int, libc, check) -> None:
+    """After unshare(CLONE_NEWPID): this process stays in the zygote's namespace and ends as the new
+    namespace's pid 1 ends (with the signal that ended the role, for `describe_status`); pid 1 mounts
+    the namespace's /proc and reaps; the role runs below it, its own process group, and returns here."""
+    first = os.fork()
+    if first:
+        os.close(fd)
+        while True:
+            try:
+                _, status = os.waitpid(first, 0)
+                break
+            except ChildProcessError:
+                os._exit(1)
+        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+        if code > 128:
+            signal.signal(code - 128, signal.SIG_DFL)
+            os.kill(os.getpid(), code - 128)
+        os._exit(code)
+    check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
+    role = os.fork()
+    if role:
+        os.close(fd)
+        drop_capabilities()
+        _exit_as(role)
+    os.setpgid(0, 0)
+    become_subreaper()
 
 
 def kill_uid(uid: int) -> int:
@@ -281,16 +387,23 @@ def child(msg: dict, fd: int) -> None:
     a private work folder, then the role."""
     os.setpgid(0, 0)
     become_subreaper()  # what its code starts stays below it, `setsid` or not: ended after each call
-    uid = msg.get("uid")
+    uid, gid = msg.get("uid"), msg.get("gid")
+    gid = gid if isinstance(gid, int) else uid
+    hide = msg.get("hide") if isinstance(msg.get("hide"), list) else []
     fatal = ""
     if isinstance(uid, int) and os.geteuid() == 0:
         try:
-            isolate(int(msg.get("tmp_mb", 512)))
+            isolate(int(msg.get("tmp_mb", 512)), hide)
         except OSError as e:  # no isolation, no student code: every request answers with the reason
             fatal = f"the notebook's process could not be isolated: {e}"
         os.setgroups([])
-        os.setgid(uid)
+        os.setgid(gid)
         os.setuid(uid)
+    elif msg.get("isolate") is True:  # a normal user's sandbox: the same separation in a user namespace
+        try:
+            isolate_unprivileged(int(msg.get("tmp_mb", 512)), hide, fd if msg.get("own_pids") is True else None)
+        except OSError as e:
+            fatal = f"the notebook's process could not be isolated: {e}"
     null = os.open(os.devnull, os.O_RDWR)
     for target in (0, 1, 2):
         os.dup2(null, target)

@@ -70,9 +70,11 @@ class HostProcess:
     `inside`: where the host sees its mounts (files, stage, cache), for the spawn messages.
     """
 
-    def __init__(self, ctl_fd: int, inside: dict[str, str], preimport: list[str], tmp_mb: int = 512):
+    def __init__(self, ctl_fd: int, inside: dict[str, str], preimport: list[str], tmp_mb: int = 512,
+                 isolate: bool = False):
         self.ctl = socket.socket(fileno=ctl_fd)
         self.inside, self.tmp_mb = inside, tmp_mb
+        self.isolate = isolate  # in a sandbox: each process in namespaces of its own (tito.grading.host)
         self.lock = threading.Lock()
         self.ctl.settimeout(SETUP_SECONDS)
         self._send({"op": "config", "preimport": preimport})
@@ -99,11 +101,15 @@ class HostProcess:
             raise ProtocolError("control replies are objects")
         return msg
 
-    def spawn(self, role: str, uid: int | None, setup: dict) -> tuple[int, socket.socket]:
+    def spawn(self, role: str, uid: int | None, setup: dict, gid: int | None = None,
+              hide: list[str] = ()) -> tuple[int, socket.socket]:
+        """Start a `role` process as `uid` (group `gid`, default the uid) that cannot see the folders
+        `hide` (an empty read-only folder is mounted over each: tito.grading.host.isolate)."""
         mine, theirs = socket.socketpair()
         with self.lock:
-            self._send({"op": "spawn", "role": role, "uid": uid, "setup": setup, "tmp_mb": self.tmp_mb},
-                       [theirs.fileno()])
+            self._send({"op": "spawn", "role": role, "uid": uid, "gid": gid, "hide": list(hide), "setup": setup,
+                        "isolate": self.isolate, "own_pids": self.isolate,
+                        "tmp_mb": self.tmp_mb}, [theirs.fileno()])
             theirs.close()
             reply = self._recv()
         if type(reply.get("pid")) is not int:
@@ -147,6 +153,7 @@ class Notebook:
     source: dict              # the instructor's notebook (the tests' points)
     student: dict             # the student's notebook (their feedback)
     released: dict            # grade_id -> the cell as released
+    feedback_uid: int | None = None  # the feedback run's own uid (group gid: it reads the package, not the scratch)
 
 
 class Judge:
@@ -166,15 +173,17 @@ class Judge:
         self.hosts: dict[str, HostProcess] = {}
         self.lock = threading.Lock()  # the results stream and the timing, written from two threads
         if self.shared:  # asked to import now: it works while the packages are exported here
-            self.hosts[""] = HostProcess(hosts["shared"]["fd"], hosts["shared"]["inside"], self.preimport, self.tmp_mb)
+            self.hosts[""] = HostProcess(hosts["shared"]["fd"], hosts["shared"]["inside"], self.preimport, self.tmp_mb,
+                                         bool(cfg.get("bwrap")))
         self.pending = dict(hosts.get("per_notebook", {}))
+        self.notebooks: list[Notebook] = []
 
     def host_for(self, name: str) -> HostProcess:
         if self.shared:
             return self.hosts[""]
         if name not in self.hosts:
             h = self.pending.pop(name)
-            self.hosts[name] = HostProcess(h["fd"], h["inside"], self.preimport, self.tmp_mb)
+            self.hosts[name] = HostProcess(h["fd"], h["inside"], self.preimport, self.tmp_mb, bool(self.cfg.get("bwrap")))
         return self.hosts[name]
 
     def ready(self, host: HostProcess) -> HostProcess:
@@ -223,17 +232,31 @@ class Judge:
             scratch = self.root / "scratch" / name
             scratch.mkdir(parents=True, exist_ok=True)
             uid = gid = self.cfg.get("uids", {}).get(name)
+            fb_uid = self.cfg.get("feedback_uids", {}).get(name, uid)
             if root_mode and uid is not None:
-                for d in (stage, scratch):
-                    d.chmod(0o700)
+                stage.chmod(0o750)  # the tests' and the feedback's uids (one group): no other notebook's
+                scratch.chmod(0o700)  # the tests' uid only: the feedback run never sees what a test hands over
                 for p in [stage, scratch, *stage.rglob("*")]:
                     os.lchown(p, uid, gid)
             out.append(Notebook(name, plans.judge_plan(source, self.lib), plans.host_plan(source, merged, self.lib),
                                 plans.feedback_cells(student), stage, scratch, uid, gid,
                                 sum(1 for c in student.get("cells", []) if isinstance(c, dict) and c.get("cell_type") == "code"),
-                                source, student, entry["released"]))
+                                source, student, entry["released"], fb_uid))
         self.timing["prepare"] = time.perf_counter() - t0
         return out
+
+    def others(self, host: HostProcess, nb: Notebook, scratch: bool = False) -> list[str]:
+        """The other notebooks' packages (and `scratch` folders) in one zygote's sandbox: what each
+        process of `nb` gets covered (a notebook's package holds the reference of modules graded in
+        other notebooks)."""
+        if not self.shared:
+            return []
+        rest = [o for o in self.notebooks if o.name != nb.name]
+        return [f"{host.inside['stage']}/{o.name}" for o in rest] + ([str(o.scratch) for o in rest] if scratch else [])
+
+    def scratch_mount(self, nb: Notebook) -> str:
+        """The scratch folder as the notebook's host sandbox has it bound (all notebooks' in one zygote)."""
+        return str(nb.scratch.parent if self.shared else nb.scratch)
 
     def setup_for(self, host: HostProcess, nb: Notebook, extra: dict) -> dict:
         stage = host.inside["stage"]
@@ -245,7 +268,7 @@ class Judge:
         # the tests import what the host imports: meanwhile, while the packages are exported here
         warm = threading.Thread(target=_import_all, args=(self.preimport,), daemon=True)
         warm.start()
-        notebooks = self.prepare(self.read_inputs())
+        notebooks = self.notebooks = self.prepare(self.read_inputs())
         # the pages are rendered in a process of their own (nbconvert is seconds of CPU a notebook, which
         # must not hold the tests' interpreter), driven by one thread that sends each result in turn
         reporter, renders = ThreadPoolExecutor(1, thread_name_prefix="report"), []
@@ -270,7 +293,8 @@ class Judge:
             fb.wait_for(nb.name)
             if nb.uid is not None and self.shared:
                 try:  # what the notebook's code left running (a process that left its group too)
-                    result["swept"] = host.sweep(nb.uid)
+                    result["swept"] = host.sweep(nb.uid) + (
+                        host.sweep(nb.feedback_uid) if nb.feedback_uid not in (None, nb.uid) else 0)
                 except (OSError, EOFError, ProtocolError, ValueError):
                     pass
             renders.append(reporter.submit(self.report, nb, result,
@@ -387,7 +411,8 @@ class NotebookTests:
     def fresh(self, upto: int) -> None:
         """A new test process and namespace, with every cell before `upto` (no tests) applied."""
         self._drop_session()
-        self.pid, sock = self.host.spawn("tests", self.nb.uid, self.judge.setup_for(self.host, self.nb, {}))
+        self.pid, sock = self.host.spawn("tests", self.nb.uid, self.judge.setup_for(self.host, self.nb, {}),
+                                         hide=self.judge.others(self.host, self.nb, scratch=True))
         self.session = Session(sock, set(self.nb.judge["modules"]), self.judge.lib)
         module = types.ModuleType(NAMESPACE)  # a real module: a dataclass in a setup cell looks it up
         sys.modules[module.__name__] = module
@@ -495,6 +520,8 @@ class NotebookTests:
         self.ns["__name__"] = "__main__"
         self.property = None
         ok, message = False, ""
+        session = self.session
+        mark = session.callback_mark() if session is not None else 0
         try:
             self._timed(lambda: exec(compile(cell["source"], f"<test {cell['grade_id']}>", "exec"), self.ns),  # noqa: S102
                         self.timeout)
@@ -507,6 +534,8 @@ class NotebookTests:
             message = self.describe(e, cell)
         finally:
             self.ns["__name__"] = NAMESPACE
+            if session is not None:  # what this test handed the student's code can no longer be called
+                session.revoke(mark)
         return {"ok": ok, "message": clean_text(message), "seconds": round(time.perf_counter() - t0, 3)}
 
     def describe(self, e: BaseException, cell: dict) -> str:
@@ -651,7 +680,10 @@ class FeedbackRunner(threading.Thread):
     def one(self, nb: Notebook) -> dict:
         host = self.judge.ready(self.judge.host_for(nb.name))
         setup = self.judge.setup_for(host, nb, {"cells": nb.feedback, "timeout": self.judge.timeout})
-        pid, sock = host.spawn("feedback", nb.uid, setup)
+        # its own uid (as root) and no scratch folder: nothing the tests' run writes or hands over reaches
+        # the student's feedback, which a resubmitting student reads
+        pid, sock = host.spawn("feedback", nb.feedback_uid, setup, gid=nb.gid,
+                               hide=[self.judge.scratch_mount(nb), *self.judge.others(host, nb)])
         deadline = time.monotonic() + self.budget(nb)
         cells: dict[str, Any] = {}
         used, stopped = 0, ""

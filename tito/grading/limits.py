@@ -23,8 +23,11 @@ says it.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import queue
+import threading
 import shutil
 import signal
 import time
@@ -45,20 +48,61 @@ SCRATCH = "size limit of the scratch folder"
 _V1 = {"memory": MEMORY, "pids": PROCESSES, "cpu": CPU}
 
 
-def gaps() -> list[str]:
-    """The whole-sandbox protections this machine cannot give the current user (module doc).
+def gaps(cores_split: bool = False) -> list[str]:
+    """The whole-sandbox protections this machine cannot give the current user (module doc);
+    `cores_split`: the students graded at once each run on cores of their own (`cpu_split`), which
+    is their equal CPU share where no cgroup gives one.
 
     >>> set(gaps()) <= {MEMORY, PROCESSES, CPU, SCRATCH}
     True
     """
     if os.geteuid() != 0:
-        return [MEMORY, PROCESSES, CPU, SCRATCH]
+        return [MEMORY, PROCESSES] + ([] if cores_split else [CPU]) + [SCRATCH]
     if (CGROUP / "cgroup.controllers").is_file():  # v2
         have = set((CGROUP / "cgroup.controllers").read_text().split())
         if {"memory", "pids"} <= have:
             subtree = CGROUP / "cgroup.subtree_control"
             return [] if "cpu" in (subtree.read_text().split() if subtree.is_file() else []) else [CPU]
-    return [what for hierarchy, what in _V1.items() if not (CGROUP / hierarchy / "tasks").is_file()]
+    return [what for hierarchy, what in _V1.items() if not (CGROUP / hierarchy / "tasks").is_file()
+            and not (cores_split and what == CPU)]
+
+
+def cpu_split(jobs: int) -> list[list[int]] | None:
+    """The cores this process may use, split into `jobs` disjoint sets (one per student graded at
+    once: everything a student runs is pinned to its set, so a student with many busy processes
+    slows only themselves); None when there are fewer cores than `jobs` (no equal split).
+
+    >>> cpu_split(10 ** 6) is None
+    True
+    """
+    cores = sorted(os.sched_getaffinity(0))
+    if jobs < 1 or jobs > len(cores):
+        return None
+    return [cores[i::jobs] for i in range(jobs)]
+
+
+_SLOTS: dict[tuple, "queue.Queue"] = {}
+_SLOTS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def cpu_slot(split: list[list[int]] | None):
+    """One free set of `split` (`cpu_split`) for the student graded in this thread, given back at the
+    end; None when there is no split."""
+    if not split:
+        yield None
+        return
+    key = tuple(tuple(s) for s in split)
+    with _SLOTS_LOCK:
+        if key not in _SLOTS:
+            _SLOTS[key] = queue.Queue()
+            for s in split:
+                _SLOTS[key].put(set(s))
+    cpus = _SLOTS[key].get()
+    try:
+        yield cpus
+    finally:
+        _SLOTS[key].put(cpus)
 
 
 def sandbox_label(missing: list[str]) -> str:

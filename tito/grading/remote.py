@@ -227,6 +227,7 @@ class Session:
         self.types: dict[int, Any] = {}       # handle of a host class -> judge-made class (or the judge's own)
         self.callbacks: dict[int, Any] = {}   # id -> judge callable the host may call
         self._callback_ids: dict[int, int] = {}
+        self.revoked: set[int] = set()        # callbacks of tests that have ended (`revoke`)
         self.running = False  # encoding what in_student_process sends, or a callback's result (see `pickle`)
 
     # ---- calls ----------------------------------------------------------------------------------
@@ -255,6 +256,9 @@ class Session:
         """The host calls a judge callback."""
         if m.get("op") != "callback" or type(m.get("cb")) is not int or m["cb"] not in self.callbacks:
             raise ProtocolError(f"the host may only call back a judge callable, got op {m.get('op')!r}")
+        if m["cb"] in self.revoked:
+            return {"err": judge_error(RuntimeError(
+                f"the test's function #{m['cb']} belongs to a test that has ended: it can no longer be called"))}
         fn = self.callbacks[m["cb"]]
         args, kwargs = self.decode(m.get("args", [])), self.decode(m.get("kwargs", {"$d": []}))
         if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
@@ -427,6 +431,19 @@ class Session:
         if _is_callback(obj):
             return {"$cb": self._callback(obj)}
         return {"$pk": self.pickle(obj)}
+
+    def callback_mark(self) -> int:
+        """How many callbacks were handed out so far (`revoke(mark)` ends those handed out after)."""
+        return len(self.callbacks)
+
+    def revoke(self, mark: int) -> None:
+        """The callbacks handed out since `mark` (one test's) are ended: the host's call of one is
+        refused with a clear error, and the same function sent again later gets a new handle."""
+        for cid in range(mark + 1, len(self.callbacks) + 1):
+            self.revoked.add(cid)
+            fn = self.callbacks.get(cid)
+            if fn is not None and self._callback_ids.get(id(fn)) == cid:
+                del self._callback_ids[id(fn)]
 
     def _callback(self, fn) -> int:
         key = id(fn)

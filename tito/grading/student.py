@@ -209,14 +209,23 @@ JUDGE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN")   # the judge: hand each 
 def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], str, dict]:
     """Start the student's host sandbox(es) and the judge's sandbox, connected by control channels;
     wait for the judge; return its result frames, a note when it did not finish, and what the
-    whole-sandbox limits saw (peak memory, limits the machine could not apply)."""
+    whole-sandbox limits saw (peak memory, limits the machine could not apply). Where the class run
+    split the cores between the students graded at once (run["cpu_split"]: no cgroup gives a CPU
+    share), all of them run on this student's cores."""
+    with limits_mod.cpu_slot(job.run.get("cpu_split")) as cpus:
+        return _run_judge(job, work, names, cpus)
+
+
+def _run_judge(job: GradeJob, work: Path, names: list[str], cpus: set[int] | None) -> tuple[list[dict], str, dict]:
     run = job.run
     bwrap = run.get("bwrap")
     root = os.geteuid() == 0
-    # one zygote for all notebooks, each notebook's process under its own uid (as root); else (or when
-    # asked: run["per_notebook"]) one sandbox per notebook, so no notebook's code sees another's package
-    shared = bwrap is None or (root and not run.get("per_notebook"))
+    # one zygote for all notebooks, each notebook's process in namespaces of its own (tito.grading.host:
+    # as root under its own uid too), the other notebooks' packages covered; when asked
+    # (run["per_notebook"]) one sandbox per notebook instead
+    shared = bwrap is None or not run.get("per_notebook")
     uids = {n: sandbox.sandbox_uid() for n in names} if root and bwrap else {}
+    feedback_uids = {n: sandbox.sandbox_uid() for n in uids}  # each notebook's feedback run: a uid of its own
     for d in ("stage", "scratch"):
         (work / d).mkdir()
         (work / d).chmod(0o755)
@@ -247,7 +256,7 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
                                        private_tmp=bool(root and bwrap and shared))
             host_procs.append(sandbox.start(spec, bwrap, pass_fds=(host_end.fileno(),), stdout=log, stderr=log,
                                             uid=None if shared else uids.get(key),
-                                            cgroups=tuple(guard.groups) if guard else ()))
+                                            cgroups=tuple(guard.groups) if guard else (), cpus=cpus))
             host_end.close()
             judge_fds.append(judge_end)
             inside = {k: sandbox.inside_path(k, v, bwrap is not None) for k, v in mounts.items()}
@@ -259,10 +268,14 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
         cfg = {**{k: run[k] for k in ("reference", "cache", "lib", "bwrap", "preimport", "limits", "imports")},
                "seed": job.seed if job.seed is not None else run["seed"],
                "notebooks": names, "inputs": str(work / "judge"), "work": str(work), "timeout": job.timeout,
-               "results": str(work / "results.frames"), "hosts": hosts, "uids": uids}
+               "results": str(work / "results.frames"), "hosts": hosts, "uids": uids,
+               "feedback_uids": feedback_uids}
         plan_path = work / "judge" / "plan.json"
         plan_path.write_text(json.dumps(cfg), encoding="utf-8")
         budget = 120 + len(names) * (4 * job.timeout + 120)
+        # what one student may cost the class run (settings.ini student_seconds), however their code sleeps
+        capped = run.get("student_seconds") is not None and run["student_seconds"] < budget
+        budget = min(budget, run.get("student_seconds") or budget)
         reference = Path(run["reference"])
         spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "-m", "tito.grading.judge", str(plan_path)], {},
                                    {"PYTHONPATH": f"{run['judgelib']}{os.pathsep}{reference}", "MPLBACKEND": "Agg",
@@ -272,7 +285,7 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
                                    rw=[work, work / "scratch"],
                                    ro=[Path(run["judgelib"]), reference] + ([Path(run["cache"])] if run.get("cache") else []),
                                    caps=JUDGE_CAPS if root and bwrap else None)
-        judge = sandbox.start(spec, bwrap, pass_fds=tuple(s.fileno() for s in judge_fds))
+        judge = sandbox.start(spec, bwrap, pass_fds=tuple(s.fileno() for s in judge_fds), cpus=cpus)
         for s in judge_fds:
             s.close()
         judge_fds = []
@@ -289,7 +302,10 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
                 seen["host_peak_mb"] = round(peak, 1)
             if guard.unavailable:
                 seen["limits_not_applied"] = guard.unavailable
-            seen["missing"] = guard.missing + ([] if tmpfs else [limits_mod.SCRATCH])
+            seen["missing"] = [m for m in guard.missing if not (cpus and m == limits_mod.CPU)] + \
+                ([] if tmpfs else [limits_mod.SCRATCH])
+            if cpus:
+                seen["cpu_cores"] = sorted(cpus)
             guard.close()
         if tmpfs:
             limits_mod.unmount(work / "scratch")
@@ -302,7 +318,10 @@ def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], 
             frames = read_frames(f)
     except (OSError, ProtocolError) as e:
         note = f"the judge's results were unreadable: {e}"
-    if done.timed_out:
+    if done.timed_out and capped:
+        note = (f"not graded: this student's grading reached its time budget of {budget:.0f} s "
+                "(student_seconds in settings.ini) before this notebook was done")
+    elif done.timed_out:
         note = f"grading stopped: the student's whole run exceeded its limit of {budget:.0f} s"
     elif done.returncode != 0:
         note = f"the judge failed (exit {done.returncode}): {done.tail(3)}"
