@@ -36,6 +36,7 @@ from pathlib import Path
 
 from tito import nbgrader_glue
 from tito.config import TitoError
+from tito.notebooks.cells import cell_source, nbgrader_meta
 
 NAME = "nbgrader"
 TEMPLATE = "tito_formgrade"
@@ -109,18 +110,9 @@ def open_gradebook(course: Path):
             yield gb
 
 
-def _src(cell: dict) -> str:
-    s = cell.get("source", "")
-    return "".join(s) if isinstance(s, list) else str(s)
-
-
-def _meta(cell: dict) -> dict:
-    return (cell.get("metadata") or {}).get("nbgrader") or {}
-
-
 def is_written(cell: dict) -> bool:
     """A written answer: a markdown cell with nbgrader `grade` and `solution`."""
-    return cell.get("cell_type") == "markdown" and bool(_meta(cell).get("grade")) and bool(_meta(cell).get("solution"))
+    return cell.get("cell_type") == "markdown" and bool(nbgrader_meta(cell).get("grade")) and bool(nbgrader_meta(cell).get("solution"))
 
 
 def answer_keys(source_nb: dict) -> dict[str, str]:
@@ -129,8 +121,8 @@ def answer_keys(source_nb: dict) -> dict[str, str]:
     out = {}
     for c in source_nb.get("cells", []):
         if is_written(c):
-            lines = [l for l in _src(c).splitlines() if l.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")]
-            out[_meta(c).get("grade_id", "")] = "\n".join(lines).strip()
+            lines = [l for l in cell_source(c).splitlines() if l.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")]
+            out[nbgrader_meta(c).get("grade_id", "")] = "\n".join(lines).strip()
     return out
 
 
@@ -288,7 +280,7 @@ def _merge_one(gb, course: Path, out_dir: Path, assignment: str, r, released: di
         name = nb_names[snb.notebook_id]
         gid, kind = cells[g.cell_id]
         if kind == "markdown":
-            rel_ids = released_answers.setdefault(name, {_meta(c).get("grade_id"): _src(c) for c in
+            rel_ids = released_answers.setdefault(name, {nbgrader_meta(c).get("grade_id"): cell_source(c) for c in
                                                          released.get(name, {}).get("cells", []) if is_written(c)})
             text = written.get(name, {}).get(gid)
             answered = text is not None and gid in rel_ids and text.strip() != rel_ids[gid].strip()
@@ -337,8 +329,8 @@ def _copy_autograded(course: Path, src: Path, assignment: str, student: str, key
         nb = json.loads(p.read_text(encoding="utf-8"))
         for c in nb.get("cells", []):
             if isinstance(c, dict) and is_written(c):
-                gid = _meta(c).get("grade_id", "")
-                written.setdefault(p.stem, {})[gid] = _src(c)
+                gid = nbgrader_meta(c).get("grade_id", "")
+                written.setdefault(p.stem, {})[gid] = cell_source(c)
                 key = keys.get(p.stem, {}).get(gid)
                 if key:
                     c["metadata"]["tito"] = {"answer_key": key}

@@ -11,15 +11,7 @@ import json
 from pathlib import Path
 
 from tito.grading.sanitize import clean_text, sanitize_outputs
-
-
-def _meta(cell: dict) -> dict:
-    return (cell.get("metadata") or {}).get("nbgrader") or {}
-
-
-def _src(cell: dict) -> str:
-    s = cell.get("source", "")
-    return "".join(s) if isinstance(s, list) else str(s)
+from tito.notebooks.cells import cell_source, nbgrader_meta
 
 
 def num(x: float) -> str:
@@ -35,9 +27,9 @@ def first_line(text: str, limit: int = 200) -> str:
 
 def test_points(source: dict) -> dict[str, float]:
     """grade_id -> points of each graded test cell of the source notebook."""
-    return {_meta(c)["grade_id"]: float(_meta(c).get("points", 0) or 0) for c in source.get("cells", [])
-            if c.get("cell_type") == "code" and _meta(c).get("grade") and not _meta(c).get("solution")
-            and _meta(c).get("grade_id")}
+    return {nbgrader_meta(c)["grade_id"]: float(nbgrader_meta(c).get("points", 0) or 0) for c in source.get("cells", [])
+            if c.get("cell_type") == "code" and nbgrader_meta(c).get("grade") and not nbgrader_meta(c).get("solution")
+            and nbgrader_meta(c).get("grade_id")}
 
 
 def verdicts(source: dict, tests: dict) -> dict[str, dict]:
@@ -81,17 +73,17 @@ def autograded_notebook(student: dict, feedback: dict, verdicts: dict, released:
     nb["cells"] = [c if isinstance(c, dict) else {"cell_type": "markdown", "metadata": {}, "source": ""}
                    for c in nb.get("cells", [])]  # same indices as the feedback run's
     for i, cell in enumerate(nb["cells"]):
-        cell["source"] = _src(cell)
+        cell["source"] = cell_source(cell)
         if not isinstance(cell.get("metadata"), dict):
             cell["metadata"] = {}
         if cell.get("cell_type") != "code":
             cell.pop("outputs", None)
             cell.pop("execution_count", None)
             continue
-        gid = _meta(cell).get("grade_id")
+        gid = nbgrader_meta(cell).get("grade_id")
         if gid in verdicts:
             if gid in released:
-                cell["source"] = _src(released[gid])
+                cell["source"] = cell_source(released[gid])
             v = verdicts[gid]
             cell["outputs"] = [verdict_output(gid, v)]
             cell["execution_count"] = None
@@ -127,10 +119,10 @@ def verdict_output(gid: str, v: dict) -> dict:
 
 
 def cell_label(cell: dict, index: int) -> str:
-    meta = _meta(cell)
+    meta = nbgrader_meta(cell)
     if meta.get("grade_id"):
         return first_line(str(meta["grade_id"]), 80)
-    first = next((l.strip() for l in _src(cell).splitlines() if l.strip() and not l.strip().startswith("#|")), "")
+    first = next((l.strip() for l in cell_source(cell).splitlines() if l.strip() and not l.strip().startswith("#|")), "")
     return f"cell {index}" + (f" ({first[:40]!r})" if first else "")
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from tito import nbgrader_glue
 from tito.grading import course_dir
 from tito.grading.feedback import feedback_html, num
+from tito.notebooks.cells import nbgrader_meta
 
 TOTAL = "(total)"
 FIELDS = ["student", "notebook", "autograded", "hand_graded", "extra_credit", "pending", "regrade", "total",
@@ -156,9 +157,6 @@ def nbgrader_export(course: Path, dest: Path) -> Path:
 
 # ---- feedback with the hand-graded points ------------------------------------------------------------
 
-def _meta(cell: dict) -> dict:
-    return (cell.get("metadata") or {}).get("nbgrader") or {}
-
 
 def _note(text: str, n: int) -> dict:
     return {"cell_type": "markdown", "id": f"tito-grader-note-{n}", "metadata": {"tito": {"grader_note": True}},
@@ -176,7 +174,7 @@ def annotated(nb: dict, notebook: str, sub: Submission) -> dict:
         src = cell.get("source", "")
         cell = {**cell, "source": "".join(src) if isinstance(src, list) else str(src)}
         out.append(cell)
-        gid = _meta(cell).get("grade_id")
+        gid = nbgrader_meta(cell).get("grade_id")
         if not gid:
             continue
         comment = sub.comments.get((notebook, gid))

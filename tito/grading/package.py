@@ -36,19 +36,11 @@ from pathlib import Path
 
 from tito.config import TitoError
 from tito.nbgrader_named_stubs import replace_regions
+from tito.notebooks.cells import cell_source, nbgrader_meta
 
 _EXPORT = re.compile(r"^\s*#\|\s*export[si]?\b[ \t]*([\w.]*)", re.M)
 _DEFAULT_EXP = re.compile(r"^\s*#\|\s*default_exp\s+([\w.]+)", re.M)
 _STUB_HEAD = 'NotImplementedError("not yet implemented: '
-
-
-def _src(cell: dict) -> str:
-    s = cell.get("source", "")
-    return "".join(s) if isinstance(s, list) else s
-
-
-def _meta(cell: dict) -> dict:
-    return (cell.get("metadata") or {}).get("nbgrader") or {}
 
 
 def compiles(source: str) -> str | None:
@@ -66,24 +58,24 @@ def compiles(source: str) -> str | None:
 
 def merged_notebook(source_nb: dict, student_nb: dict) -> dict:
     """The source notebook with the student's solution cells (see module doc)."""
-    theirs = {_meta(c).get("grade_id"): c for c in student_nb.get("cells", []) if _meta(c).get("grade_id")}
+    theirs = {nbgrader_meta(c).get("grade_id"): c for c in student_nb.get("cells", []) if nbgrader_meta(c).get("grade_id")}
     out = copy.deepcopy(source_nb)
     for cell in out.get("cells", []):
-        meta = _meta(cell)
+        meta = nbgrader_meta(cell)
         if not meta.get("solution") or cell.get("cell_type") != "code":
             continue
         gid = meta.get("grade_id", "this cell")
         mine = theirs.get(gid)
         if mine is None:
-            cell["source"] = replace_regions(_src(cell), gid)[0]
+            cell["source"] = replace_regions(cell_source(cell), gid)[0]
             continue
-        text = with_directives_of(_src(cell), _src(mine))
+        text = with_directives_of(cell_source(cell), cell_source(mine))
         why = compiles(text)
         if why is None:
             cell["source"] = without_magics(text)
         else:
             msg = f"your code does not compile ({why}): "
-            cell["source"] = replace_regions(_src(cell), gid)[0].replace(
+            cell["source"] = replace_regions(cell_source(cell), gid)[0].replace(
                 _STUB_HEAD, 'SyntaxError("' + msg.replace('"', "'"))
     return out
 
@@ -167,7 +159,7 @@ def exported_module(cell_source: str, default_exp: str | None) -> str | None:
 
 def default_exp(nb: dict) -> str | None:
     for cell in nb.get("cells", []):
-        m = _DEFAULT_EXP.search(_src(cell)) if cell.get("cell_type") == "code" else None
+        m = _DEFAULT_EXP.search(cell_source(cell)) if cell.get("cell_type") == "code" else None
         if m:
             return m.group(1)
     return None
@@ -182,7 +174,7 @@ def prepare_cell_export_targets(nb_path: Path, lib: Path) -> list[Path]:
     nb_path, written = Path(nb_path), []
     nb = json.loads(nb_path.read_text(encoding="utf-8"))
     exp = default_exp(nb)
-    targets = {exported_module(_src(c), exp) for c in nb.get("cells", []) if c.get("cell_type") == "code"}
+    targets = {exported_module(cell_source(c), exp) for c in nb.get("cells", []) if c.get("cell_type") == "code"}
     for mod in sorted(t for t in targets if t and t != exp):
         f = Path(lib) / (mod.replace(".", "/") + ".py")
         head = f.read_text(encoding="utf-8").split("\n", 1)[0] if f.exists() else ""

@@ -25,18 +25,10 @@ import re
 from typing import Any
 
 from tito.grading.package import default_exp, exported_module
+from tito.notebooks.cells import cell_source, nbgrader_meta
 
 HIDDEN = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 _MAGIC = re.compile(r"^\s*[%!]")
-
-
-def _src(cell: dict) -> str:
-    s = cell.get("source", "")
-    return "".join(s) if isinstance(s, list) else s
-
-
-def _meta(cell: dict) -> dict:
-    return (cell.get("metadata") or {}).get("nbgrader") or {}
 
 
 def python_source(source: str) -> str:
@@ -51,7 +43,7 @@ def notebook_modules(nb: dict, lib: str) -> list[str]:
     for cell in nb.get("cells", []):
         if cell.get("cell_type") != "code":
             continue
-        mod = exported_module(_src(cell), exp)
+        mod = exported_module(cell_source(cell), exp)
         if mod and f"{lib}.{mod}" not in out:
             out.append(f"{lib}.{mod}")
     return out
@@ -139,7 +131,7 @@ def judge_plan(source_nb: dict, lib: str) -> dict:
     for i, cell in enumerate(source_nb.get("cells", [])):
         if cell.get("cell_type") != "code":
             continue
-        meta, src = _meta(cell), _src(cell)
+        meta, src = nbgrader_meta(cell), cell_source(cell)
         if meta.get("grade") and not meta.get("solution"):
             cells.append({"kind": "test", "index": i, "grade_id": meta.get("grade_id", f"cell-{i}"),
                           "points": float(meta.get("points", 0) or 0), "source": python_source(src),
@@ -159,21 +151,21 @@ def host_plan(source_nb: dict, merged_nb: dict, lib: str) -> list[dict]:
     """The cells the host's test process runs to build its namespace (module doc)."""
     modules_seen: set[str] = set()
     exp = default_exp(source_nb)
-    loose = any(_meta(c).get("solution") and c.get("cell_type") == "code" and not exported_module(_src(c), exp)
+    loose = any(nbgrader_meta(c).get("solution") and c.get("cell_type") == "code" and not exported_module(cell_source(c), exp)
                 for c in source_nb.get("cells", []))
     out: list[dict] = []
     for i, (cell, mine) in enumerate(zip(source_nb.get("cells", []), merged_nb.get("cells", []))):
-        if cell.get("cell_type") != "code" or (_meta(cell).get("grade") and not _meta(cell).get("solution")):
+        if cell.get("cell_type") != "code" or (nbgrader_meta(cell).get("grade") and not nbgrader_meta(cell).get("solution")):
             continue
-        mod = exported_module(_src(cell), exp)
+        mod = exported_module(cell_source(cell), exp)
         if mod:
             if f"{lib}.{mod}" not in modules_seen:
                 modules_seen.add(f"{lib}.{mod}")
                 out.append({"kind": "import", "module": f"{lib}.{mod}", "index": i})
-        elif _meta(cell).get("solution"):
-            out.append({"kind": "student", "source": _src(mine), "index": i})
+        elif nbgrader_meta(cell).get("solution"):
+            out.append({"kind": "student", "source": cell_source(mine), "index": i})
         elif loose:
-            out.append({"kind": "setup", "source": _src(cell), "index": i})
+            out.append({"kind": "setup", "source": cell_source(cell), "index": i})
     return out
 
 
@@ -183,8 +175,8 @@ def feedback_cells(student_nb: dict) -> list[dict]:
     for i, cell in enumerate(student_nb.get("cells", [])):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        meta = _meta(cell)
+        meta = nbgrader_meta(cell)
         if meta.get("grade") and not meta.get("solution"):
             continue
-        out.append({"index": i, "source": _src(cell)})
+        out.append({"index": i, "source": cell_source(cell)})
     return out

@@ -32,6 +32,7 @@ from tito.grading.protocol import ProtocolError, read_frames
 from tito.grading import feedback as fb
 from tito.grading.feedback import first_line, num
 from tito.grading.sanitize import clean_text
+from tito.notebooks.cells import cell_source, nbgrader_meta
 
 TOTAL = "(total)"
 SANDBOXED = "bubblewrap"
@@ -82,8 +83,6 @@ class StudentGrade:
         return cls(**{**d, "notebooks": nbs})
 
 
-
-
 @dataclass
 class GradeJob:
     """Everything one student's grading needs (picklable: a Dask task's argument).
@@ -132,8 +131,6 @@ def grade_one(job: GradeJob) -> tuple[dict, bytes]:
     finally:
         if not os.environ.get("TITO_GRADE_KEEP"):  # set it to look at a student's work folder afterwards
             shutil.rmtree(work, ignore_errors=True)
-
-
 
 
 def _copy_files(folder: Path, data_files: dict[str, str], dest: Path, wanted: set[str],
@@ -389,9 +386,9 @@ def notebook_grade(name: str, max_score: float, source: dict, student: dict, res
     (tito.grading.feedback.verdicts), pending or unanswered for the written answers."""
     tests = res.get("tests", {}) if isinstance(res.get("tests"), dict) else {}
     verdicts = fb.verdicts(source, tests)
-    written = {_meta(c)["grade_id"]: float(_meta(c).get("points", 0) or 0) for c in source.get("cells", [])
-               if c.get("cell_type") == "markdown" and _meta(c).get("grade") and _meta(c).get("solution")}
-    mine = {_meta(c).get("grade_id"): c for c in student.get("cells", []) if isinstance(c, dict) and _meta(c).get("grade_id")}
+    written = {nbgrader_meta(c)["grade_id"]: float(nbgrader_meta(c).get("points", 0) or 0) for c in source.get("cells", [])
+               if c.get("cell_type") == "markdown" and nbgrader_meta(c).get("grade") and nbgrader_meta(c).get("solution")}
+    mine = {nbgrader_meta(c).get("grade_id"): c for c in student.get("cells", []) if isinstance(c, dict) and nbgrader_meta(c).get("grade_id")}
     scores = {gid: v["points"] for gid, v in verdicts.items()}
     failed = [f"{gid} (0/{num(v['max'])}): {first_line(v['message'], 300)}" for gid, v in verdicts.items() if not v["ok"]]
     timed_out = any(not v["ok"] and (v["message"].startswith("timed out") or "took longer than" in v["message"])
@@ -399,7 +396,7 @@ def notebook_grade(name: str, max_score: float, source: dict, student: dict, res
     pending, unanswered = 0.0, []
     for gid, pts in written.items():
         cell, rel = mine.get(gid), released.get(gid)
-        answered = cell is not None and rel is not None and _src(cell).strip() != _src(rel).strip()
+        answered = cell is not None and rel is not None and cell_source(cell).strip() != cell_source(rel).strip()
         scores[gid] = gradebook.PENDING if answered else gradebook.UNANSWERED
         if answered:
             pending += pts
@@ -414,10 +411,3 @@ def notebook_grade(name: str, max_score: float, source: dict, student: dict, res
     return grade, scores
 
 
-def _meta(cell: dict) -> dict:
-    return (cell.get("metadata") or {}).get("nbgrader") or {}
-
-
-def _src(cell: dict) -> str:
-    s = cell.get("source", "")
-    return "".join(s) if isinstance(s, list) else str(s)

@@ -71,6 +71,7 @@ from tito.inline_runner import JOB_MARKER
 from tito.runners import StageResult, _env, parse_junit, print_table
 from tito.test_needs import test_modules
 from tito.workspace import layout
+from tito.notebooks.cells import cell_source
 
 KEY_VERSION = 2  # 2: executed_hash from per-function digests
 CACHE = "complete-cache.json"
@@ -83,10 +84,6 @@ _README_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`?([\w.-]+?)`?\s*\|")
 
 
 # ---- what a notebook is made of ---------------------------------------------------------------
-
-def _src(cell: dict) -> str:
-    s = cell.get("source", "")
-    return "".join(s) if isinstance(s, list) else s
 
 
 @dataclass
@@ -108,7 +105,7 @@ def notebook_tasks(nb: dict) -> list[Task]:
     for c in nb.get("cells", []):
         meta = (c.get("metadata") or {}).get("nbgrader") or {}
         if c.get("cell_type") == "code" and meta.get("grade") and meta.get("grade_id"):
-            out.append(Task(meta["grade_id"], float(meta.get("points") or 0), _TEST_DEF.findall(_src(c))))
+            out.append(Task(meta["grade_id"], float(meta.get("points") or 0), _TEST_DEF.findall(cell_source(c))))
     return out
 
 
@@ -131,7 +128,7 @@ def code_text(nb: dict, lib: str | None = None) -> str:
     for c in nb.get("cells", []):
         if c.get("cell_type") != "code":
             continue
-        src = python_source(_src(c))
+        src = python_source(cell_source(c))
         mod = exported_module(src, exp) if lib else None
         if mod:
             try:
