@@ -505,7 +505,7 @@ def measure_static(st: Student, data: dict) -> dict:
     import numpy as np
 
     from tinytorch.benchmarking.olympics import state_dict_sha256, state_tensor_bytes
-    from tito.olympics.scoring import flat_weights, layer_signatures
+    from tito.olympics.scoring import flat_weights, layer_signatures, row_signatures
 
     n = len(data["y"])
     out = {"correct": {}, "size_bytes": {}, "size_method": {}, "tensor_bytes": {}, "sha256": {}, "reported_sha256": st.reported_sha,
@@ -523,7 +523,7 @@ def measure_static(st: Student, data: dict) -> dict:
         try:
             out["sha256"][role] = state_dict_sha256(state)
             out["tensor_bytes"][role] = state_tensor_bytes(state)  # the submission's size definition
-            weights = (flat_weights(state), layer_signatures(state)) if role == "optimized" else None
+            weights = (flat_weights(state), layer_signatures(state), row_signatures(state)) if role == "optimized" else None
         except (RuntimeError, ValueError, TypeError) as e:
             raise StudentError(f"{what}: unusable weights ({type(e).__name__}: {str(e)[:200]})") from None
         out["size_bytes"][role], out["size_method"][role] = archive_bytes(st.measured[role])
@@ -840,7 +840,9 @@ def _save(state_path: Path, state: dict) -> None:
 
 def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_path) -> list[Student]:
     """Start every student's sandbox (`jobs` at a time) and take the measurements that need no clock."""
-    from tito.olympics.scoring import similar_models
+    from tinytorch.benchmarking.digits import default_digits_model
+    from tinytorch.benchmarking.results import model_state
+    from tito.olympics.scoring import row_signatures, similar_models
 
     arrays: dict[str, dict] = {}
 
@@ -867,7 +869,8 @@ def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_pat
     alive = [st for st in valid if st.name not in rejected]
     if arrays:
         state["pairs"] = similar_models({s: (state["static"][s]["sha256"]["optimized"], *a["weights"]) for s, a in arrays.items()},
-                                        {s: a["outputs"] for s, a in arrays.items()})
+                                        {s: a["outputs"] for s, a in arrays.items()},
+                                        reference=row_signatures(model_state(default_digits_model())))  # the course's, built here
     _save(state_path, state)
     return alive
 
