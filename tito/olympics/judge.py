@@ -215,8 +215,9 @@ def prepare_work(work: Path, data_file: Path | None = None) -> dict[str, Any]:
         f.chmod(0o444)
     out = {"X": X.numpy(), "y": y.numpy(), "classes": int(y.max()) + 1,
            "pkg": Path(sys.modules["tinytorch"].__file__).resolve().parent,
-           "source": f"the public digits test split ({len(y)} images): a model may have memorised it; "
-                     "judge with --data for an instructor's held-out set"}
+           "source": f"the public digits test split ({len(y)} images), which anyone can download: a model that "
+                     "memorised the public digits cannot be told from one that learned (only an instructor's held-out "
+                     "set, judge --data FILE, can)"}
     if data_file is not None:
         out["X"], out["y"] = load_private_data(data_file, out["classes"])
         out["source"] = f"the instructor's held-out set {Path(data_file).name} ({len(out['y'])} images)"
