@@ -84,7 +84,7 @@ def test_the_judge_ranks_the_honest_students_by_its_own_measurement(judged):
     assert judged["code"] == 0
     s = judged["students"]
     assert set(s) == {"alice", "bob", "carol", "dave", "frozen", "permuter", "speedy", "liar", "hoarder", "counter",
-                      "ownbase", "renamer", "lookup", "disguised"}, judged["rejected"]
+                      "ownbase", "renamer", "lookup", "disguised", "copycat"}, judged["rejected"]
     # memory_challenge: bob's int8 model is smaller than alice's pruned one (pruning keeps the zeros' bytes)
     assert s["bob"]["rank"] == 1 and s["alice"]["rank"] > 1, {n: r["rank"] for n, r in s.items()}
     assert s["bob"]["figures"]["score"]["value"] > 1.3 > 1.05 > s["alice"]["figures"]["score"]["value"]
@@ -143,9 +143,13 @@ def test_the_ways_a_red_team_found_are_closed(judged):
     ratio = _same_round_ratio(s, "speedy", "alice")
     assert 0.3 < ratio < 3, ratio
     # TorchScript with a memory: each round's images are new to it, and the weights it carries as a list count
+    # the verdict, not a timing floor: judged for a latency event, the hoarder (alice's model behind a cache that
+    # never hits, since each round's images are new) does not rank above alice (a fixed floor on the ratio, 0.7,
+    # failed beside a busy machine at 0.55: single requests' times, not the judge's decision)
     hoard = s["hoarder"]
-    ratio = _same_round_ratio(s, "hoarder", "alice")
-    assert ratio > 0.7, f"a cache answered the timed calls: {ratio:.2f} of alice's latency"
+    speed = {n: judged_figures(s[n]["measurements"], "latency_sprint")["score"] for n in ("alice", "hoarder")}
+    ranks = rank_judged(speed)
+    assert ranks["hoarder"] >= ranks["alice"], (ranks, _same_round_ratio(s, "hoarder", "alice"))
     assert hoard["static"]["size_bytes"]["optimized"] > 2 * s["alice"]["static"]["size_bytes"]["optimized"]
     # a consistent, invented compression claim, whatever its size method says
     assert any(f.startswith("claim contradicted: compression ratio claimed 50") for f in s["liar"]["flags"])
@@ -191,6 +195,9 @@ def test_the_third_red_teams_attacks_are_caught_or_judged_at_their_honest_figure
     # a copy with an extra element and a softmax on its outputs
     assert any(f.startswith("same model as") and "alice" in f for f in s["disguised"]["flags"]), s["disguised"]["flags"]
     assert not any("same model" in f and "bob" in f for f in s["alice"]["flags"]), "honest students stay apart"
+    # a copy with permuted channels and every weight scaled by 1 + 2% noise: the same weights, unit by unit
+    assert any(f.startswith("same model as") and "alice" in f for f in s["copycat"]["flags"]), s["copycat"]["flags"]
+    assert not any("same model" in f and "copycat" in f for f in s["bob"]["flags"] + s["ownbase"]["flags"])
     # a neighbour that spins between its requests is rejected before it can slow anyone's timed rounds
     assert "spinner" in r and "CPU outside its own requests" in r["spinner"], r.get("spinner")
 
@@ -570,6 +577,30 @@ def test_copies_are_found_through_disguises_and_honest_models_stay_apart():
     pairs = similar_models(weights, {"alice": outs["pruned"], "mask": soft, "bob": outs["int8"], "carl": outs["base"]})
     assert [p["students"] for p in pairs] == [["alice", "mask"]], pairs
     assert any("layer by layer" in w for w in pairs[0]["why"]) and any("order" in w for w in pairs[0]["why"])
+
+
+def test_a_copy_with_permuted_units_and_noise_is_found_and_the_course_models_stay_apart():
+    """Issue 32: a copy whose channels are permuted and whose every weight is scaled by 1 + 2% noise is flagged; the
+    course baseline, its int8 and its pruned versions are not (int8 is 0.8% from the baseline, closer than the copy:
+    the baseline-relative rule keeps them apart). Measured (docs: README's Olympics section): 2% copies 0.016-0.018,
+    4% 0.033; honest pairs 0.085 (30%-pruned vs int8) and up, independently trained models 0.18-0.21."""
+    from fixtures.olympics_class import _noisy, _permuted
+    from tito.olympics.scoring import UNIT_DISTANCE, row_signatures, unit_distance
+    from tinytorch.benchmarking.optimize import prune_magnitude
+
+    base = default_digits_model()
+    calib = [torch.randn(8, 1, 8, 8, generator=torch.Generator().manual_seed(i)) for i in range(4)]
+    models = {"base": base, "p30": prune_magnitude(base, 0.3), "p50": prune_magnitude(base, 0.5),
+              "int8": quantize_int8(base, "static", calibration_data=calib)}
+    models["copy"] = _noisy(_permuted(models["p50"]))
+    sig = {k: row_signatures(model_state(m)) for k, m in models.items()}
+    assert unit_distance(sig["p50"], row_signatures(model_state(_permuted(models["p50"])))) < 1e-6
+    assert unit_distance(sig["p50"], sig["copy"]) < UNIT_DISTANCE / 2
+    assert unit_distance(sig["p30"], sig["int8"]) > 1.5 * UNIT_DISTANCE
+    weights = {k: (k, np.zeros(0), [], sig[k]) for k in models}
+    pairs = similar_models(weights, reference=sig["base"])
+    assert [p["students"] for p in pairs] == [["copy", "p50"]], pairs
+    assert "hidden units' order" in pairs[0]["why"][0]
 
 
 def test_timed_answers_are_compared_with_the_accuracy_pass_by_the_one_rule():

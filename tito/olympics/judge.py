@@ -218,8 +218,9 @@ def prepare_work(work: Path, data_file: Path | None = None) -> dict[str, Any]:
         f.chmod(0o444)
     out = {"X": X.numpy(), "y": y.numpy(), "classes": int(y.max()) + 1,
            "pkg": Path(sys.modules["tinytorch"].__file__).resolve().parent,
-           "source": f"the public digits test split ({len(y)} images): a model may have memorised it; "
-                     "judge with --data for an instructor's held-out set"}
+           "source": f"the public digits test split ({len(y)} images), which anyone can download: a model that "
+                     "memorised the public digits cannot be told from one that learned (only an instructor's held-out "
+                     "set, judge --data FILE, can)"}
     if data_file is not None:
         out["X"], out["y"] = load_private_data(data_file, out["classes"])
         out["source"] = f"the instructor's held-out set {Path(data_file).name} ({len(out['y'])} images)"
@@ -511,7 +512,7 @@ def measure_static(st: Student, data: dict) -> dict:
     import numpy as np
 
     from tinytorch.benchmarking.olympics import state_dict_sha256, state_tensor_bytes
-    from tito.olympics.scoring import flat_weights, layer_signatures
+    from tito.olympics.scoring import flat_weights, layer_signatures, row_signatures
 
     n = len(data["y"])
     out = {"correct": {}, "size_bytes": {}, "size_method": {}, "tensor_bytes": {}, "sha256": {}, "reported_sha256": st.reported_sha,
@@ -529,7 +530,7 @@ def measure_static(st: Student, data: dict) -> dict:
         try:
             out["sha256"][role] = state_dict_sha256(state)
             out["tensor_bytes"][role] = state_tensor_bytes(state)  # the submission's size definition
-            weights = (flat_weights(state), layer_signatures(state)) if role == "optimized" else None
+            weights = (flat_weights(state), layer_signatures(state), row_signatures(state)) if role == "optimized" else None
         except (RuntimeError, ValueError, TypeError) as e:
             raise StudentError(f"{what}: unusable weights ({type(e).__name__}: {str(e)[:200]})") from None
         out["size_bytes"][role], out["size_method"][role] = archive_bytes(st.measured[role])
@@ -927,7 +928,9 @@ def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_pat
                       label: str = "") -> list[Student]:
     """Start every student's sandbox of a group (`jobs` at a time) and take the measurements that need no
     clock; `arrays` gathers the optimized models' weights and outputs across groups (the copy checks)."""
-    from tito.olympics.scoring import similar_models
+    from tinytorch.benchmarking.digits import default_digits_model
+    from tinytorch.benchmarking.results import model_state
+    from tito.olympics.scoring import row_signatures, similar_models
 
     arrays = {} if arrays is None else arrays
 
@@ -955,7 +958,8 @@ def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_pat
     if arrays:  # over every group measured in this run; a saved run's pairs of students not measured again stay
         state["pairs"] = [p for p in state["pairs"] if not set(p["students"]) & set(arrays)] + similar_models(
             {s: (state["static"][s]["sha256"]["optimized"], *a["weights"]) for s, a in arrays.items()},
-            {s: a["outputs"] for s, a in arrays.items()})
+            {s: a["outputs"] for s, a in arrays.items()},
+            reference=row_signatures(model_state(default_digits_model())))  # the course's, built here
     _save(state_path, state)
     return alive
 

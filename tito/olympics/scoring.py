@@ -243,6 +243,52 @@ def shared_weights(a: Sequence[np.ndarray], b: Sequence[np.ndarray], closeness: 
     return matched / total
 
 
+def row_signatures(state: Mapping[str, Any], smallest: int = 64) -> list[np.ndarray]:
+    """One per weight tensor of 2+ dimensions and at least `smallest` elements: a matrix of its output units
+    (rows: `t.reshape(t.shape[0], -1)`), each row's values sorted. Sorting a row undoes any reordering of the
+    layer's inputs (the previous layer's units permuted); `unit_distance` matches the rows themselves, which
+    undoes a reordering of the layer's own units. Weights only (quantized: dequantized); names and order of
+    the state dict do not matter."""
+    sigs = []
+    for key in sorted(state):
+        values = state[key] if isinstance(state[key], (tuple, list)) else [state[key]]
+        for t in values:
+            if (isinstance(t, torch.Tensor) and (t.is_quantized or t.is_floating_point()) and t.dim() >= 2
+                    and t.numel() >= smallest):
+                t = (t.dequantize() if t.is_quantized else t).detach().double()
+                sigs.append(np.sort(t.reshape(t.shape[0], -1).numpy(), axis=1))
+    return sigs
+
+
+def unit_distance(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
+    """How far apart two models' weights are whatever the order of their hidden units (`row_signatures`): for each
+    layer of the smaller model, the layer of the same shape in the other whose rows, paired one to one by an optimal
+    assignment (`scipy.optimize.linear_sum_assignment`), differ least: ||A - B_paired|| / max(||A||, ||B||); a layer
+    with no such partner counts 1. The mean over layers, weighted by their sizes: 0 for a copy with permuted units,
+    about s for a copy whose every weight is scaled by 1 + s * noise, 1 when no layer has a partner."""
+    from scipy.optimize import linear_sum_assignment
+
+    small, big = (a, b) if sum(x.size for x in a) <= sum(x.size for x in b) else (b, a)
+    total = sum(x.size for x in small)
+    if not total:
+        return 1.0
+    acc = 0.0
+    for x in small:
+        best = 1.0
+        for y in big:
+            if y.shape == x.shape:
+                cost = (x * x).sum(1)[:, None] + (y * y).sum(1)[None, :] - 2 * x @ y.T  # squared row distances
+                r, c = linear_sum_assignment(cost)
+                norm = max(float(np.linalg.norm(x)), float(np.linalg.norm(y)), 1e-300)
+                best = min(best, math.sqrt(max(float(cost[r, c].sum()), 0.0)) / norm)
+        acc += x.size * best
+    return acc / total
+
+
+UNIT_DISTANCE = 0.05  # unit-matched weight distance at or below which two students' weights are "the same up to noise"
+UNIT_BASELINE_RATIO = 3.0  # ... and only when each is at least this many times farther from the course's baseline
+
+
 def rank_agreement(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     """(share of rows with the same top class, share of discordant class pairs): for each row, each pair of
     classes that both models order strictly, the share ordered differently. A monotone transform of a model's
@@ -302,16 +348,20 @@ OUTPUT_CLOSENESS = 1e-3  # relative difference of two models' outputs at or belo
 
 
 def similar_models(weights: Mapping[str, tuple], outputs: Mapping[str, np.ndarray] | None = None,
-                   threshold: float = JUDGE_SIMILARITY, closeness: float = OUTPUT_CLOSENESS) -> list[dict[str, Any]]:
+                   threshold: float = JUDGE_SIMILARITY, closeness: float = OUTPUT_CLOSENESS,
+                   reference: Sequence[np.ndarray] | None = None) -> list[dict[str, Any]]:
     """Pairs of students whose models look the same: identical weights (hash), near-identical weights
     (cosine of the flattened weights >= `threshold`, same layout), the same weights layer by layer
     (`shared_weights` >= LAYER_SHARE: whatever else a copy carries, however its tensors are named, shaped
     or ordered), near-identical outputs on the test split (||a - b|| / ||a|| <= `closeness` after each row's
     scale and shift: a copy whose channels were permuted, or with noise added, computes the same function),
     or the same top class on every image with the class scores in the same order (`rank_agreement`: at most
-    RANK_DISCORDANCE of the pairs differ: a softmax or any other monotone transform of a copy's outputs).
-    `weights`: student -> (sha256, flat_weights(...)[, layer_signatures(...)]); `outputs`: student -> the
-    model's outputs on the test split. Honest, different optimisations of one baseline differ by a few
+    RANK_DISCORDANCE of the pairs differ: a softmax or any other monotone transform of a copy's outputs), or
+    the same weights up to the order of their hidden units and a small noise (`unit_distance` <= UNIT_DISTANCE,
+    and each of the two at least UNIT_BASELINE_RATIO times farther from `reference`, the course baseline's
+    `row_signatures`: what they share is not the course's starting point, which every student begins from).
+    `weights`: student -> (sha256, flat_weights(...)[, layer_signatures(...)[, row_signatures(...)]]);
+    `outputs`: student -> the model's outputs on the test split. Honest, different optimisations of one baseline differ by a few
     percent (pruned vs int8 digits CNN: about 5% of their outputs, 0.9% of class pairs ordered differently)."""
     names, pairs = sorted(weights), []
     for i, a in enumerate(names):
@@ -330,6 +380,12 @@ def similar_models(weights: Mapping[str, tuple], outputs: Mapping[str, np.ndarra
                 if share >= LAYER_SHARE:
                     why.append(f"the same weights layer by layer ({share:.0%} of the smaller model's weights match, "
                                f">= {LAYER_SHARE:.0%})")
+            if sha_a != sha_b and len(la) > 1 and len(lb) > 1 and la[1] and lb[1]:
+                d = unit_distance(la[1], lb[1])
+                far = min(unit_distance(la[1], reference), unit_distance(lb[1], reference)) if reference else 1.0
+                if d <= UNIT_DISTANCE and far >= UNIT_BASELINE_RATIO * d:
+                    why.append(f"the same weights up to the hidden units' order and noise (unit-matched distance "
+                               f"{d:.3f} <= {UNIT_DISTANCE}; {far:.3f} from the course baseline)")
             if outputs is not None and a in outputs and b in outputs and outputs[a].shape == outputs[b].shape:
                 oa, ob = (_standardized(outputs[k]) for k in (a, b))
                 rel = float(np.linalg.norm(oa - ob) / max(np.linalg.norm(oa), np.linalg.norm(ob), 1e-12))
