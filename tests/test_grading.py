@@ -30,8 +30,9 @@ from tito import nbgrader_glue
 from tito.commands import status as status_cmd
 from tito.notebooks.release import release
 from tito.config import Course, TitoError
-from tito.grading import classrun, sandbox
-from tito.grading import limits as limits_mod
+from tito.grading import classrun
+from tito.isolation import sandbox
+from tito.isolation import limits as limits_mod
 from tito.grading.student import TOTAL, UNSANDBOXED
 
 # what grades.csv's sandbox column says here: "bubblewrap" as root with cgroups, else which protections it lacks

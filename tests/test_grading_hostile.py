@@ -28,7 +28,8 @@ import pytest
 from fixtures import submissions as subs
 from tito.notebooks.release import release
 from tito.config import Course
-from tito.grading import classrun, sandbox, submission
+from tito.grading import classrun, submission
+from tito.isolation import sandbox
 
 CELL_TIMEOUT = 5
 MODULE = "01_stats"
@@ -337,7 +338,7 @@ def _cpu_seconds(pid: int) -> float:
 def test_a_student_with_many_busy_processes_gets_one_share():
     """Four busy processes in one student's group, one in another's: the one gets about as much CPU
     as the four together (without the groups: a quarter of it), whatever else loads the machine."""
-    from tito.grading import limits
+    from tito.isolation import limits
 
     if limits.CPU in limits.gaps():
         pytest.skip("this machine has no CPU controller tito can use")
@@ -389,7 +390,7 @@ import shutil; shutil.rmtree(base, ignore_errors=True)
 def test_a_normal_users_run_says_what_it_goes_without(root):
     """The honest and hog students graded by an unprivileged user: the honest one gets every point,
     no hog survives, and the console and grades.csv name every whole-sandbox protection it lacked."""
-    from tito.grading import limits
+    from tito.isolation import limits
 
     if subprocess.run(["id", NONROOT_USER], capture_output=True).returncode != 0:
         subprocess.run(["useradd", "-m", NONROOT_USER], check=True)
@@ -416,7 +417,7 @@ def test_a_normal_users_run_says_what_it_goes_without(root):
 
 def test_students_graded_at_once_get_cores_of_their_own():
     """Without a cgroup CPU share the cores are split by --jobs: disjoint sets, one held per student."""
-    from tito.grading import limits
+    from tito.isolation import limits
 
     cores = sorted(os.sched_getaffinity(0))
     assert limits.cpu_split(len(cores) + 1) is None

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 import torch
 
-from tito.grading import protocol
+from tito.isolation import protocol
 from tito.grading.host import Host
-from tito.grading.protocol import ProtocolError, decode, encode
+from tito.isolation.protocol import ProtocolError, decode, encode
 from tito.grading.remote import Remote, Session
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -277,7 +277,7 @@ def test_a_dead_renderer_process_does_not_cost_the_feedback_page(tmp_path):
     import nbformat
 
     from tito.grading.judge import Judge, Notebook
-    from tito.grading.protocol import read_frames
+    from tito.isolation.protocol import read_frames
 
     class DeadPool:
         def submit(self, *a, **k):
@@ -348,7 +348,7 @@ def test_a_tests_callbacks_end_with_it(session):
 
 
 def test_the_judge_refuses_to_send_code_or_objects_that_carry_data(session):
-    from tito.grading.protocol import NAMESPACE
+    from tito.isolation.protocol import NAMESPACE
     from tito.grading.remote import NotSendable
 
     secret, fake, proxy_fn = 81, _FakeCounter(), name(session, "mean")

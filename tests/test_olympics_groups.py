@@ -9,7 +9,7 @@ import shutil
 import pytest
 from fixtures.olympics_onnx import EVENT, make_onnx_class
 
-from tito.grading import sandbox
+from tito.isolation import sandbox
 
 
 def test_group_size_fits_the_budget_beside_the_judge():

@@ -23,7 +23,7 @@ from tinytorch.benchmarking.olympics import model_state, state_dict_sha256, weig
 from tito.olympics.scoring import check_claims, judged_figures, judged_leaderboard, leaderboard, rank_judged, similar_models
 from tinytorch.benchmarking.optimize import quantize_int8
 from tito.config import TitoError
-from tito.grading import sandbox
+from tito.isolation import sandbox
 
 ROUNDS = 12
 HELD_OUT = 300  # images of the instructor's held-out set the fixture class is judged on
@@ -407,7 +407,7 @@ def test_what_a_sandbox_answers_is_checked_before_it_is_decoded():
         with pytest.raises(StudentError, match="malformed answer"):
             decode_reply(hostile, STATE_TAGS, "weights")
     t = torch.arange(6.0).reshape(2, 3)
-    from tito.grading.protocol import encode
+    from tito.isolation.protocol import encode
     assert torch.equal(decode_reply(encode({"w": t}, refs=None), STATE_TAGS, "weights")["w"], t)
 
 

@@ -4,11 +4,12 @@ file (tests/fixtures/olympics_onnx.py) is its own author's line under "Rejected"
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from fixtures.olympics_onnx import EVENT, make_onnx_class
 
-from tito.grading import sandbox
+from tito.isolation import sandbox
 
 
 @pytest.fixture(scope="module")
@@ -53,3 +54,46 @@ def test_each_hostile_onnx_file_costs_only_its_author(judged):
     assert set(judged["students"]) == {"onnxok"}
     board = (judged["out"] / "leaderboard.md").read_text()
     assert all(f"- {name}:" in board for name in r)
+
+
+def _outside(t):
+    "Point tensor `t`'s data at a file outside the submission (external data), as a hostile model would."
+    from onnx import TensorProto
+
+    t.ClearField("raw_data")
+    t.ClearField("float_data")
+    t.ClearField("int64_data")
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "../../../../etc/passwd"), ("offset", "0"), ("length", "16")):
+        t.external_data.add(key=k, value=v)
+
+
+def test_external_data_is_refused_in_sparse_tensors_too(monkeypatch):
+    """Every place a tensor can sit is checked before onnx.checker (which would follow the path): a Constant's
+    sparse_value and a sparse initializer's indices as well as its values (a red-team lead: only dense
+    tensors and sparse values were checked)."""
+    import numpy as np
+    from fixtures.olympics_onnx import _linear_model
+    from onnx import helper, numpy_helper
+
+    import tito.isolation
+
+    monkeypatch.syspath_prepend(str(Path(tito.isolation.__file__).parent))  # server.py imports protocol staged beside it
+    from tito.olympics.server import CheckFailed, check_onnx
+
+    def sparse(name):
+        return helper.make_sparse_tensor(numpy_helper.from_array(np.ones(2, np.float32), name + "_v"),
+                                         numpy_helper.from_array(np.array([0, 3], np.int64), name + "_i"), [64])
+
+    check_onnx(_linear_model(["batch", 1, 8, 8]), [1, 8, 8], 10)  # the honest graph passes
+    by_attribute = _linear_model(["batch", 1, 8, 8])
+    s = sparse("c")
+    _outside(s.values)
+    by_attribute.graph.node.insert(0, helper.make_node("Constant", [], ["unused"], sparse_value=s))
+    by_indices = _linear_model(["batch", 1, 8, 8])
+    s = sparse("init")
+    _outside(s.indices)
+    by_indices.graph.sparse_initializer.append(s)
+    for model in (by_attribute, by_indices):
+        with pytest.raises(CheckFailed, match="external data"):
+            check_onnx(model, [1, 8, 8], 10)

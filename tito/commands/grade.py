@@ -4,7 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tito.config import Course
-from tito.grading import course_dir, sandbox
+from tito.grading import course_dir
+from tito.isolation import sandbox
 from tito.grading.classrun import default_output_dir, grade
 from tito.grading.student import num
 

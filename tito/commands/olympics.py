@@ -123,7 +123,7 @@ def olympics_verify(path, measurement_runs: int | None = None, *, model_path=Non
               "Linux, loads them in a sandbox)", file=sys.stderr)
         model_path = str(model_path)
     elif model_path is not None:
-        from tito.grading.sandbox import find_bwrap
+        from tito.isolation.sandbox import find_bwrap
         from tito.olympics.judge import verify_files
 
         if not no_sandbox and find_bwrap() is None:

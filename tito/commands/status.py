@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tito.grading import classrun, course_dir, final_grades
-from tito.commands.module import exported_files
+from tito.notebooks.exports import exported_files
 from tito.notebooks.release import release_data
 from tito.config import Course
 

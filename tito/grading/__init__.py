@@ -1,17 +1,14 @@
-"""Grading: student code runs in a sandboxed host, the tests run in a judge that never runs it.
+"""Grading: student code runs in a sandboxed host, the tests run in a judge that never runs it
+(the sandbox, its limits, the message protocol and the pool of jobs are tito.isolation's).
 
     classrun    the class: submissions, template, parallel/Dask pool, publishing, grades.csv
-    pool        N tasks at once here, or on a Dask cluster
     student     one student: files, the judge, the score, autograded notebooks and feedback
     judge       the trusted process: runs the tests (hidden ones too) against proxies and decides
     remote      the judge's proxies of the student's objects
     host        runs in the sandbox: the zygote, a test server and a feedback run per notebook
-    protocol    the one message format (length-prefixed JSON frames) and the one value encoding
     plan        what the judge, the host and the feedback run execute, read from the notebooks
     package     the student's export of a notebook's module over the byte-compiled reference
-    sandbox     bubblewrap: mounts, uids, limits
     gradebook   nbgrader glue: the run's assignment template
     course_dir  the class's nbgrader course directory (one gradebook, formgrader)
     final_grades  final grades: autograded + hand-graded points, feedback with comments
-    sanitize    outputs from the sandbox made safe to store
 """

@@ -45,17 +45,18 @@ from pathlib import Path
 
 from tito import nbgrader_glue, process
 from tito.config import Course, TitoError
-from tito.grading import course_dir, gradebook, package, sandbox, submission
-from tito.grading import limits as limits_mod
+from tito.grading import course_dir, gradebook, package, submission
+from tito.isolation import sandbox
+from tito.isolation import limits as limits_mod
 from tito.grading.judge import PREIMPORT
-from tito.grading.pool import default_workers, run_tasks
+from tito.isolation.pool import default_workers, run_tasks
 from tito.grading.student import (GRADING_ERROR, TOTAL, UNSANDBOXED, GradeJob, StudentGrade,
                                   first_line, grade_one, num)
 
 CSV_FIELDS = ["student", "notebook", "score", "max_score", "manual_pending", "status", "reason", "sandbox"]
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*$")
-HOST_FILES = ["__init__.py", "grading/__init__.py", "grading/protocol.py", "grading/host.py"]
+HOST_FILES = ["__init__.py", "isolation/__init__.py", "isolation/protocol.py", "grading/__init__.py", "grading/host.py"]
 
 
 # ---- submissions ----------------------------------------------------------------------------

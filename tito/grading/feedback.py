@@ -10,7 +10,7 @@ import copy
 import json
 from pathlib import Path
 
-from tito.grading.sanitize import clean_text, sanitize_outputs
+from tito.isolation.sanitize import clean_text, sanitize_outputs
 from tito.notebooks.cells import cell_source, nbgrader_meta
 
 

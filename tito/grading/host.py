@@ -44,7 +44,7 @@ import traceback
 import types
 from typing import Any
 
-from tito.grading.protocol import NAMESPACE, Endpoint, ProtocolError, decode, encode, send
+from tito.isolation.protocol import NAMESPACE, Endpoint, ProtocolError, decode, encode, send
 
 MAX_ITER = 1_000_000          # items one `iter` request may materialise
 MAX_TEXT = 20_000             # characters of a repr/str sent back
@@ -230,7 +230,7 @@ CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 16384, 1 << 18
 
 
-PRIVATE_TMP = "/tito-tmp"  # tito.grading.sandbox.PRIVATE_TMP: the sandbox's /tmp is writable by nobody
+PRIVATE_TMP = "/tito-tmp"  # tito.isolation.sandbox.PRIVATE_TMP: the sandbox's /tmp is writable by nobody
 
 
 def _hide(libc, check, hide: list[str]) -> None:

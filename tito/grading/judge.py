@@ -1,6 +1,6 @@
 """The judge: the trusted process that runs a student's tests and decides, one process per student.
 
-    python -m tito.grading.judge PLAN.json      # frames of results on stdout (tito.grading.protocol)
+    python -m tito.grading.judge PLAN.json      # frames of results on stdout (tito.isolation.protocol)
 
 It never imports the student's code. For each graded notebook it
 
@@ -44,9 +44,10 @@ from pathlib import Path
 from typing import Any
 
 from tito.grading import feedback, package, plan as plans
-from tito.grading.protocol import NAMESPACE, ChannelBroken, ProtocolError, recv, write_frame
+from tito.isolation.protocol import NAMESPACE, ChannelBroken, ProtocolError, recv, write_frame
 from tito.grading.remote import NotSendable, Session
-from tito.grading.sanitize import clean_text
+from tito.isolation.sanitize import clean_text
+from tito.notebooks.cells import cell_source
 
 PREIMPORT = ["numpy", "scipy", "scipy.stats", "pandas", "torch", "matplotlib", "matplotlib.pyplot", "sklearn",
              "sklearn.datasets", "IPython.core.interactiveshell", "IPython.utils.capture", "cloudpickle"]
@@ -226,7 +227,7 @@ class Judge:
                                   nbdev_root)
             own = plans.notebook_modules(source, self.lib)
             wanted = set(own) | {m for c in source.get("cells", []) if c.get("cell_type") == "code"
-                                 for m in package.imported_modules(plans.python_source(plans._src(c)), self.lib)}
+                                 for m in package.imported_modules(plans.python_source(cell_source(c)), self.lib)}
             # the reference of what this notebook imports, nothing more: no other module's byte code
             package.prune_package(stage / self.lib, package.needed_modules(self.cfg.get("imports", {}), wanted), own)
             scratch = self.root / "scratch" / name
@@ -633,7 +634,7 @@ def _student_traceback(tb: str, keep: int = 6) -> str:
     lines = [l for l in tb.splitlines() if l.strip()]
     out, skip = [], False
     for line in lines:
-        if line.startswith("  File ") and ("tito/grading/" in line):
+        if line.startswith("  File ") and ("tito/grading/" in line or "tito/isolation/" in line):
             skip = True
             continue
         if line.startswith("  File "):

@@ -33,7 +33,7 @@ import sys
 import types
 from typing import Any
 
-from tito.grading.protocol import NAMESPACE, Endpoint, ProtocolError, decode, encode
+from tito.isolation.protocol import NAMESPACE, Endpoint, ProtocolError, decode, encode
 
 RESERVED = "_tito_"
 # dunder attributes a proxy asks the host for; any other dunder is not forwarded (libraries probe

@@ -26,12 +26,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tito import process
-from tito.grading import gradebook, sandbox, submission
-from tito.grading import limits as limits_mod
-from tito.grading.protocol import ProtocolError, read_frames
+from tito.grading import gradebook, submission
+from tito.isolation import sandbox
+from tito.isolation import limits as limits_mod
+from tito.isolation.protocol import ProtocolError, read_frames
 from tito.grading import feedback as fb
 from tito.grading.feedback import first_line, num
-from tito.grading.sanitize import clean_text
+from tito.isolation.sanitize import clean_text
 from tito.notebooks.cells import cell_source, nbgrader_meta
 
 TOTAL = "(total)"

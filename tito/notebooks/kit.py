@@ -209,7 +209,7 @@ def _copy_tito(course: Course, dest: Path, tracked: set[Path] | None) -> None:
 def _reference_package(course: Course, module: str, dest: Path) -> list[str]:
     """DEST = the course package reduced to the files the prerequisites of `module` export (with
     the `__init__.py` of each folder and nbdev's index of those modules only); returns them."""
-    from tito.commands.module import exported_files
+    from tito.notebooks.exports import exported_files
 
     lib = course.lib_dir
     keep = {lib / "__init__.py"}

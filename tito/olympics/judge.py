@@ -10,7 +10,7 @@ What is trusted where:
 - a student's files are copied (never followed through a link) into a folder of their own and loaded
   only by `tito.olympics.server`, in a bubblewrap sandbox per student: no network, read-only system,
   no view of the other students, the submissions or the course repository, memory/process/CPU limits;
-- from the sandbox the judge takes data only (tito.grading.protocol: arrays and tensors as raw bytes,
+- from the sandbox the judge takes data only (tito.isolation.protocol: arrays and tensors as raw bytes,
   never pickle): the outputs on the test inputs (labels never leave the judge), the weights;
 - latency is timed by the judge around each request (k calls of one sample), so code in a file cannot
   touch the clock; every (student, model) pair runs once per round in a fresh random order, on images
@@ -48,10 +48,10 @@ from pathlib import Path
 from typing import Any
 
 from tito.config import TitoError
-from tito.grading import limits as limits_mod
-from tito.grading import protocol, sandbox
-from tito.grading.pool import progress_bar, run_tasks
-from tito.grading.sanitize import clean_text
+from tito.isolation import limits as limits_mod
+from tito.isolation import protocol, sandbox
+from tito.isolation.pool import progress_bar, run_tasks
+from tito.isolation.sanitize import clean_text
 
 MODEL_SUFFIXES = (".pt", ".pth", ".ts", ".pt2", ".onnx")
 MAX_FILE_MB = 512

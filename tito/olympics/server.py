@@ -11,7 +11,7 @@ Two modes, so that no Python code of a student's file ever runs in the process t
   server. What a pickled module's Python code does at call time (skip work when timed, look answers
   up, patch this server) is not in its trace.
 
-Requests and answers over the stream socket FD, one frame each (tito.grading.protocol, data only):
+Requests and answers over the stream socket FD, one frame each (tito.isolation.protocol, data only):
 
     {"op": "ready", "cpu": n or null}       -> {"ok": true}            (imports done, on any core; then every
                                                                          thread moves to core n; no student file read yet)
@@ -41,7 +41,7 @@ import warnings
 import numpy as np
 import torch
 
-from protocol import decode, encode, recv, send  # staged beside this file (tito.grading.protocol)
+from protocol import decode, encode, recv, send  # staged beside this file (tito.isolation.protocol)
 from tinytorch.benchmarking.results import model_state  # imported before "ready": a student's time starts after
 
 BATCH = 1  # one image a call, as timed: TorchScript specialises on the shapes it sees first (batch 128
@@ -91,12 +91,15 @@ def check_onnx(model, sample: list[int], classes: int) -> None:
             raise CheckFailed(f"it imports the operator domain {op.domain[:60]!r}: only the standard ONNX operators "
                              "are run (no custom operators)")
     for g in _graphs(model.graph):
-        tensors = list(g.initializer) + [s.values for s in g.sparse_initializer]
+        tensors, sparse = list(g.initializer), list(g.sparse_initializer)
         for node in g.node:
             if node.domain not in ONNX_DOMAINS:
                 raise CheckFailed(f"node {node.name[:60]!r} uses the custom operator {node.domain[:60]}.{node.op_type[:60]}: "
                                  "only the standard ONNX operators are run")
             tensors += [a.t for a in node.attribute if a.HasField("t")] + [t for a in node.attribute for t in a.tensors]
+            sparse += [a.sparse_tensor for a in node.attribute if a.HasField("sparse_tensor")]
+            sparse += [t for a in node.attribute for t in a.sparse_tensors]
+        tensors += [t for st in sparse for t in (st.values, st.indices)]  # a sparse tensor's two parts
         for t in tensors:
             if t.data_location == TensorProto.EXTERNAL or t.external_data:
                 raise CheckFailed(f"tensor {t.name[:60]!r} keeps its data outside the file (external data): submit one "

@@ -1,6 +1,6 @@
 """Limits on one student's whole sandbox, where the kernel can enforce them (tito as root).
 
-Per-process limits (address space, file size, CPU: tito.grading.sandbox.Limits) do not stop many
+Per-process limits (address space, file size, CPU: tito.isolation.sandbox.Limits) do not stop many
 processes from filling the machine together. As root, tito adds:
 
 - a control group (v2, or v1's memory and pids hierarchies) holding all of a student's host

@@ -259,7 +259,7 @@ def start(spec: SandboxSpec, bwrap: str | None, pass_fds: tuple[int, ...] = (), 
     """Start `spec` (in bwrap when `bwrap` is a path, else directly with the same limits); returns
     the Popen of a process group that dies with tito. `pass_fds` stay open inside; as root without
     `caps`, the command runs as `uid` (default: a fresh one); it starts inside `cgroups` (folders of
-    control groups: tito.grading.limits), so everything it runs counts there; `cpus`: the cores it
+    control groups: tito.isolation.limits), so everything it runs counts there; `cpus`: the cores it
     (and everything it starts) may run on."""
     import subprocess
 
