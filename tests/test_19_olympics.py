@@ -438,7 +438,10 @@ def _inflate_speedup(path: Path, factor: float) -> None:
 
     doc = json.loads(path.read_text())
     lat = doc["measurements"]["optimized"]["latency"]
-    lat["values"] = [v / factor for v in lat["values"]]
+    # every claimed sample at the median / factor: a tight false claim (a spread-out one is checked at its
+    # interval's lower end, which one interruption in a 6-sample submission can pull below the judged figure)
+    med = float(np.median(lat["values"]))
+    lat["values"] = [med / factor] * len(lat["values"])
     doc["measurements"]["optimized"]["latency"] = BenchmarkResult.from_dict(lat).to_dict()
     doc["improvements"] = imp = _improvements(doc["measurements"]["baseline"], doc["measurements"]["optimized"],
                                               doc["improvements"]["seed"])

@@ -19,7 +19,7 @@ NS = "lesson_hardware_ns"
 # a dict() call, a try/except for the intensity, the verdict by >=, the larger time by a conditional
 MY_ROOFLINE = '''
 if not (macs or bytes_moved):
-    raise ValueError(f"no work: macs={macs!r} and bytes_moved={bytes_moved!r} are both zero")
+    raise ValueError(f"macs, bytes_moved: no work, macs={macs!r} and bytes_moved={bytes_moved!r} are both zero")
 t_compute, t_memory = 1000.0 * macs / peak, 1000.0 * bytes_moved / bandwidth
 try:
     ai = macs / bytes_moved
@@ -120,7 +120,7 @@ WRONG = [
      "got ZeroDivisionError"),
     # no-work accepted
     ("hardware-roofline", MY_ROOFLINE.replace("if not (macs or bytes_moved):", "if False:"),
-     "expected a ValueError (no work at all)"),
+     "expected a ValueError naming 'macs', got none"),
     # a batch exactly at the limit rejected
     ("hardware-profile-auto-batch", MY_BATCH.replace("<= limit", "< limit"), "a batch at the limit fits"),
     # one sample too big: returns 1 instead of raising
