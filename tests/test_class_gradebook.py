@@ -230,6 +230,7 @@ def test_grading_a_written_answer_in_a_real_browser(klass, template, tmp_path, r
     course_dir.prepare(out, template, MODULE, "tinytorch")
     opts = webdriver.ChromeOptions()
     opts.binary_location = found[0]
+    opts.page_load_strategy = "eager"  # the page's own DOM, not its CDN scripts (MathJax; no network here)
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
                  f"--user-data-dir={tmp_path / 'chrome-profile'}", "--window-size=1280,1600"):
@@ -242,7 +243,7 @@ def test_grading_a_written_answer_in_a_real_browser(klass, template, tmp_path, r
         try:
             browser.get(fg.url)  # the URL `tito formgrader` prints: logs in (a cookie for the whole server)
             browser.get(f"{fg.base}/formgrader/submissions/{sid}/")
-            wait = WebDriverWait(browser, 60)
+            wait = WebDriverWait(browser, 240)  # a full parallel test run slowed the page past 60 s twice
             score = wait.until(lambda b: b.find_element(By.ID, ANSWER))
             wait.until(lambda b: "Answer key and rubric" in b.page_source)
             browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", score)
