@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from fixtures import gradebook_class as gc  # noqa: E402
-from tito import nbgrader_glue  # noqa: E402
+from tito.notebooks import nbgrader_glue  # noqa: E402
 from tito.notebooks.release import data_files  # noqa: E402
 from tito.config import Course  # noqa: E402
 from tito.grading import course_dir, final_grades, gradebook  # noqa: E402

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fixtures import gradebook_class as gc
-from tito import nbgrader_glue
+from tito.notebooks import nbgrader_glue
 from tito.notebooks.release import data_files
 from tito.grading import course_dir, final_grades, gradebook
 from tito.grading.formgrader import Formgrader

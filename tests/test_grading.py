@@ -26,19 +26,19 @@ from pathlib import Path
 import pytest
 from fixtures import submissions as subs
 
-from tito import nbgrader_glue
+from tito.notebooks import nbgrader_glue
 from tito.commands import status as status_cmd
 from tito.notebooks.release import release
 from tito.config import Course, TitoError
 from tito.grading import classrun
 from tito.isolation import sandbox
 from tito.isolation import limits as limits_mod
-from tito.grading.student import TOTAL, UNSANDBOXED
+from tito.grading.per_student import TOTAL, UNSANDBOXED
 
 # what grades.csv's sandbox column says here: "bubblewrap" as root with cgroups, else which protections it lacks
 # the label of graded_class's run (--jobs 2): without a cgroup CPU share, cores split by --jobs stand for one
 THIS_SANDBOX = limits_mod.sandbox_label(limits_mod.gaps(cores_split=limits_mod.cpu_split(2) is not None))
-from tito.nbgrader_named_stubs import enclosing_qualname, replace_regions
+from tito.notebooks.named_stubs import enclosing_qualname, replace_regions
 
 CELL_TIMEOUT = 5  # per-cell (and per-test) limit in the class run: each infinite loop costs this much
 MODULE = "01_stats"

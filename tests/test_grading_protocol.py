@@ -74,10 +74,10 @@ import dataclasses as _dc
 @_dc.dataclass
 class Notebook:                          # claims to be a dataclass of the judge's own
     name: str = "x"
-Notebook.__module__ = "tito.grading.judge"
+Notebook.__module__ = "tito.grading.autograder"
 
 class TestTimeout(Exception):            # claims the judge's own time-limit exception
-    __module__ = "tito.grading.judge"
+    __module__ = "tito.grading.autograder"
 
 def spoof(): return Spoof()
 def fake_notebook(): return Notebook()
@@ -142,7 +142,7 @@ def test_an_object_equal_to_everything_is_not_equal_to_a_value_and_is_no_int(ses
 def test_a_class_that_claims_a_judge_class_is_not_one(session):
     """The red team's spoofs: a class naming a built-in through a path of module attributes, a dataclass
     naming one of the judge's own, exceptions naming the judge's time limit or a BaseException."""
-    import tito.grading.judge as judge
+    import tito.grading.autograder as judge
 
     assert not isinstance(name(session, "spoof")(), float)
     fake = name(session, "fake_notebook")()
@@ -277,7 +277,7 @@ def test_a_dead_renderer_process_does_not_cost_the_feedback_page(tmp_path):
 
     import nbformat
 
-    from tito.grading.judge import Judge, Notebook
+    from tito.grading.autograder import Judge, Notebook
     from tito.isolation.protocol import read_frames
 
     class DeadPool:
@@ -399,7 +399,7 @@ def test_a_student_context_manager_cannot_swallow_or_read_a_failed_assert(sessio
 def _verdict(src: str, student_error: BaseException | None = None) -> str:
     """The judge's message for the failure of a test cell `src` (its hidden region as the plan marks it)."""
     from tito.grading import plan
-    from tito.grading.judge import NotebookTests
+    from tito.grading.autograder import NotebookTests
 
     cell = {"grade_id": "g", "source": src, "hidden": plan.hidden_ranges(src)}
     t = object.__new__(NotebookTests)

@@ -209,7 +209,7 @@ WRONG_TIMER = MY_TIMER.replace("return False  # never swallow", "return True  # 
 def _student_cells(nb_path: Path) -> list[dict]:
     """The code cells of a solution notebook as the release has them: each solution region
     replaced by its named stub (the transformation `tito release` applies)."""
-    from tito.nbgrader_named_stubs import replace_regions
+    from tito.notebooks.named_stubs import replace_regions
 
     nb = json.loads(nb_path.read_text(encoding="utf-8"))
     cells = []

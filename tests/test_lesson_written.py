@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tito import nbgrader_glue
+from tito.notebooks import nbgrader_glue
 from tito.grading import classrun
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -172,7 +172,7 @@ def test_the_student_side_runs_where_linux_calls_are_missing(tmp_path, monkeypat
     parent-death signal, and `olympics verify` of a participant's own file measures it in-process."""
     import torch
 
-    from tito import process
+    from tito.isolation import process
     from tito.commands.olympics import olympics_submit, olympics_verify
     from tinytorch.benchmarking.digits import default_digits_model
 

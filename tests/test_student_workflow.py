@@ -434,29 +434,29 @@ def test_executed_hash_changes_only_with_what_ran(tmp_path):
 
 def test_which_started_programs_could_run_the_packages_code():
     "A test that starts one of these keeps its record of what it executed (None) or falls back to can-reach."
-    from tito.inline_runner import _spawns_code
+    from tito.testing.inline_runner import spawns_code
 
     hog = [sys.executable, "-c", "while True: pass"]
-    assert _spawns_code("subprocess.Popen", (None, hog, None, None)) is None
-    assert _spawns_code("subprocess.Popen", (None, ["uname", "-m"], None, None)) is None
+    assert spawns_code("subprocess.Popen", (None, hog, None, None)) is None
+    assert spawns_code("subprocess.Popen", (None, ["uname", "-m"], None, None)) is None
     for wrapped in (["setsid", "-f", *hog], ["nohup", *hog], ["setsid", "-w", "nohup", *hog]):
-        assert _spawns_code("subprocess.Popen", (None, wrapped, None, None)) is None, wrapped
-    assert _spawns_code("os.spawn", (os.P_NOWAIT, hog[0], hog, None)) is None
+        assert spawns_code("subprocess.Popen", (None, wrapped, None, None)) is None, wrapped
+    assert spawns_code("os.spawn", (os.P_NOWAIT, hog[0], hog, None)) is None
     for code in ([sys.executable, "-c", "pass"], ["setsid", "-f", sys.executable, "-c", "import tinytorch"],
                  ["nohup", "/bin/sh", "-c", "while true; do :; done"], ["setsid"], [sys.executable, "-m", "tito"]):
-        assert _spawns_code("subprocess.Popen", (None, code, None, None)) is not None, code
-    assert _spawns_code("os.fork", ()) == "os.fork"
-    assert _spawns_code("subprocess.Popen", (None, ["openssl", "sha512", "header.i"], None, None)) is None
+        assert spawns_code("subprocess.Popen", (None, code, None, None)) is not None, code
+    assert spawns_code("os.fork", ()) == "os.fork"
+    assert spawns_code("subprocess.Popen", (None, ["openssl", "sha512", "header.i"], None, None)) is None
 
 
 def test_torch_compiles_probe_keeps_the_record():
     "torch.compile (inductor) starts a Python that only dlopens a library it built: that Python runs none of ours."
     from torch._inductor.cpu_vec_isa import VecISA
 
-    from tito.inline_runner import _spawns_code
+    from tito.testing.inline_runner import spawns_code
 
     def python(code):
-        return _spawns_code("subprocess.Popen", (None, [sys.executable, "-c", code], None, None))
+        return spawns_code("subprocess.Popen", (None, [sys.executable, "-c", code], None, None))
 
     probe = VecISA._avx_py_load
     assert python(probe.replace("__lib_path__", "/tmp/torchinductor_root/73/c73e.so")) is None

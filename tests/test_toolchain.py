@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tito import nbgrader_glue
+from tito.notebooks import nbgrader_glue
 from tito.commands import export as export_cmd
 from tito.notebooks.release import release
 from tito.config import TitoError
-from tito.inline_runner import parse_output
+from tito.testing.inline_runner import parse_output
 
 TINY_SRC = '''\
 # %% [markdown]
@@ -124,7 +124,7 @@ def test_cell_ids_stable(tiny_course):
 # ---- inline runner ----------------------------------------------------------------------
 
 def _run_inline(path: Path) -> tuple[int, dict]:
-    p = subprocess.run([sys.executable, "-m", "tito.inline_runner", str(path)], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "tito.testing.inline_runner", str(path)], capture_output=True, text=True)
     return p.returncode, parse_output(p.stdout)
 
 
@@ -168,7 +168,7 @@ def test_inline_runner_reports(tmp_path):
 def test_parallel_stages_report_what_serial_ones_do(tmp_path, monkeypatch):
     """tito test's stages with jobs=2: the same counts and failures, in the files' order, as one after another;
     pytest gets xdist's workers with each file in one worker."""
-    from tito import runners
+    from tito.testing import runners
 
     files = []
     for i, body in enumerate(["def test_unit_a():\n    pass\n", "def test_unit_b():\n    assert 1 == 2, 'one is not two'\n",
@@ -207,8 +207,8 @@ def test_each_parallel_test_process_gets_its_share_of_the_cores(tmp_path, monkey
     user set is kept; the environment is as it was afterwards."""
     import os
 
-    from tito import runners
-    from tito.inline_runner import THREAD_VARS, threads_per_job
+    from tito.testing import runners
+    from tito.testing.inline_runner import THREAD_VARS, threads_per_job
 
     probe = tmp_path / "m_dev.py"
     probe.write_text("import os, torch\ndef test_unit_threads():\n"

@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="in a workspace: only these integration test files (e.g. test_19_benchmark.py)")
     c.add_argument("--no-cache", action="store_true",
                    help="in a workspace: run every notebook and test file again, changed or not")
-    c.set_defaults(func=lazy("student", "run_complete"))
+    c.set_defaults(func=lazy("workspace", "run_complete"))
     c = msub.add_parser("start", help="copy a module's student release into your workspace",
                         description="Copy the student release of a module (running `tito release` first if "
                                     "it is missing) into WORKSPACE/NN_name/. Never overwrites existing work "
@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--workspace", default=None, metavar="DIR",
                    help="workspace folder (default: settings.ini workspace_dir)")
     c.add_argument("--force", action="store_true", help="replace existing work (the old folder is backed up)")
-    c.set_defaults(func=lazy("student", "run_start"))
+    c.set_defaults(func=lazy("workspace", "run_start"))
 
     s = sub.add_parser("release", help="nbgrader student release into release/NN_name/, with a leak check",
                        description="Generate the student version (nbgrader generate_assignment; solutions "

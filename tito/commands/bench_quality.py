@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from tito import process
+from tito.isolation import process
 from tito.config import Course
 
 

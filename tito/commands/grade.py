@@ -7,7 +7,7 @@ from tito.config import Course
 from tito.grading import course_dir
 from tito.isolation import sandbox
 from tito.grading.classrun import default_output_dir, grade
-from tito.grading.student import num
+from tito.grading.per_student import num
 
 
 def run(args) -> int:

@@ -6,7 +6,7 @@ from pathlib import Path
 from tito.commands import export as export_cmd
 from tito.notebooks.exports import exported_files
 from tito.config import Course, TitoError
-from tito.runners import StageResult, print_table, run_inline, run_pytest
+from tito.testing.runners import StageResult, print_table, run_inline, run_pytest
 
 def complete(course: Course, module: str, src_dir: Path | None = None, lib_dir: Path | None = None,
              tests_dir: Path | None = None) -> int:

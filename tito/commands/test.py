@@ -6,8 +6,8 @@ from pathlib import Path
 
 from tito.commands import export as export_cmd
 from tito.config import Course
-from tito.inline_runner import threads_per_job
-from tito.runners import StageResult, default_jobs, print_table, run_inline, run_notebooks, run_pytest
+from tito.testing.inline_runner import threads_per_job
+from tito.testing.runners import StageResult, default_jobs, print_table, run_inline, run_notebooks, run_pytest
 
 
 def module_test_files(course: Course, module: str) -> list[Path]:

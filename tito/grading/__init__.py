@@ -2,8 +2,8 @@
 (the sandbox, its limits, the message protocol and the pool of jobs are tito.isolation's).
 
     classrun    the class: submissions, template, parallel/Dask pool, publishing, grades.csv
-    student     one student: files, the judge, the score, autograded notebooks and feedback
-    judge       the trusted process: runs the tests (hidden ones too) against proxies and decides
+    per_student  one student: files, the judge, the score, autograded notebooks and feedback
+    autograder  the judge, a trusted process: runs the tests (hidden ones too) against proxies and decides
     remote      the judge's proxies of the student's objects
     host        runs in the sandbox: the zygote, a test server and a feedback run per notebook
     plan        what the judge, the host and the feedback run execute, read from the notebooks

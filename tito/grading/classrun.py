@@ -11,7 +11,7 @@ never a crash, a stall or a read.
 Once per run: the nbgrader template (release version of every cell, gradebook.db), the course's
 reference package as byte code only, the host's code for the sandbox, a read-only cache warmed by
 trusted code (the digits model, trained once) and the seed of the hidden tests. Then one task per
-student (tito.grading.student.grade_one; N at once with --jobs, or on a Dask cluster with
+student (tito.grading.per_student.grade_one; N at once with --jobs, or on a Dask cluster with
 --scheduler). The parent publishes each result as it arrives: OUTPUT/students/<student>/ swapped in
 whole, then grades.csv rewritten atomically. `--resume` skips students whose result is published.
 
@@ -43,14 +43,15 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tito import nbgrader_glue, process
+from tito.isolation import process
+from tito.notebooks import nbgrader_glue
 from tito.config import Course, TitoError
 from tito.grading import course_dir, gradebook, package, submission
 from tito.isolation import sandbox
 from tito.isolation import limits as limits_mod
-from tito.grading.judge import PREIMPORT
+from tito.grading.autograder import PREIMPORT
 from tito.isolation.pool import default_workers, run_tasks
-from tito.grading.student import (GRADING_ERROR, TOTAL, UNSANDBOXED, GradeJob, StudentGrade,
+from tito.grading.per_student import (GRADING_ERROR, TOTAL, UNSANDBOXED, GradeJob, StudentGrade,
                                   first_line, grade_one, num)
 
 CSV_FIELDS = ["student", "notebook", "score", "max_score", "manual_pending", "status", "reason", "sandbox"]
@@ -173,7 +174,7 @@ def warm_cache(course: Course, cache_dir: Path) -> float:
     sandbox (the digits model: trained once per run); returns the seconds it took."""
     t0 = time.perf_counter()
     cache_dir.mkdir(parents=True, exist_ok=True)
-    env = {**nbgrader_glue._nbgrader_env(), "TINYTORCH_CACHE": str(cache_dir),
+    env = {**nbgrader_glue.nbgrader_env(), "TINYTORCH_CACHE": str(cache_dir),
            "PYTHONPATH": str(course.lib_dir.parent)}
     for rel, code in WARMUPS.items():
         if not (course.lib_dir / rel).is_file():

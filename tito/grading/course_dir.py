@@ -34,7 +34,7 @@ import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
-from tito import nbgrader_glue
+from tito.notebooks import nbgrader_glue
 from tito.config import TitoError
 from tito.notebooks.cells import cell_source, nbgrader_meta
 
@@ -232,7 +232,7 @@ def _answer_hash(text: str) -> str:
 
 
 def merge(out_dir: Path, assignment: str, results: list, only_new: bool = False) -> dict[str, list[str]]:
-    """Bring each published student's result (tito.grading.student.StudentGrade, their files in
+    """Bring each published student's result (tito.grading.per_student.StudentGrade, their files in
     OUTPUT/students/<id>/) into the class gradebook and autograded/ folder.
 
     Autograded cells get the judge's points; a written answer is pending (needs a manual grade) when

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tito import nbgrader_glue
+from tito.notebooks import nbgrader_glue
 from tito.grading import course_dir
 from tito.grading.feedback import feedback_html, num
 from tito.notebooks.cells import nbgrader_meta

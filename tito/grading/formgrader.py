@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tito import process
+from tito.isolation import process
 from tito.config import TitoError
 
 # the only server extension started: nbgrader's others (assignment list, course list, validation) are for
@@ -73,9 +73,9 @@ class Formgrader:
         (home / "runtime").chmod(0o700)
         (home / "config" / "jupyter_server_config.json").write_text(
             json.dumps({"ServerApp": {"jpserver_extensions": EXTENSIONS}}, indent=1) + "\n", encoding="utf-8")
-        from tito.nbgrader_glue import _nbgrader_env
+        from tito.nbgrader_glue import nbgrader_env
 
-        env = {**_nbgrader_env(), "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_DATA_DIR": str(home / "data"),
+        env = {**nbgrader_env(), "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_DATA_DIR": str(home / "data"),
                "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "JUPYTER_PLATFORM_DIRS": "1"}
         self.log.parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log, "wb")

@@ -12,7 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
-from tito import nbgrader_glue
+from tito.notebooks import nbgrader_glue
 
 # a written answer (a markdown cell with `grade`, `solution` and `points`): written and awaiting the
 # instructor, or left as released (0, nobody needs to look)

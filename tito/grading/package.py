@@ -35,7 +35,7 @@ import shutil
 from pathlib import Path
 
 from tito.config import TitoError
-from tito.nbgrader_named_stubs import replace_regions
+from tito.notebooks.named_stubs import replace_regions
 from tito.notebooks.cells import cell_source, nbgrader_meta
 
 _EXPORT = re.compile(r"^\s*#\|\s*export[si]?\b[ \t]*([\w.]*)", re.M)

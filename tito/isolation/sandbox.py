@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tito import process
+from tito.isolation import process
 from tito.config import TitoError
 
 INSIDE = "/grading"          # mounts appear at /grading/<name> inside the sandbox

@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tito import nbgrader_glue
+from tito.notebooks import nbgrader_glue
 from tito.config import Course, TitoError
 from tito.notebooks.release import release
 

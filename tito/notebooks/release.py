@@ -8,7 +8,7 @@ from __future__ import annotations
 import configparser
 from pathlib import Path
 
-from tito import nbgrader_glue
+from tito.notebooks import nbgrader_glue
 from tito.config import Course, TitoError
 
 DATA_SECTION = "release_data"

@@ -325,7 +325,7 @@ def stop(st: Student) -> None:
         st.sock.close()
         st.sock = None
     if st.proc is not None:
-        from tito import process
+        from tito.isolation import process
 
         process.kill_group(st.proc)
         st.proc.wait()

@@ -13,7 +13,7 @@ Workspace layout (WORKSPACE defaults to settings.ini workspace_dir, or --workspa
     WORKSPACE/.tito/                      scratch (converted scripts, integration test copies)
 
 `module complete` (tito.workspace.complete) runs: [1] the export into WORKSPACE/tinytorch, [2] the inline
-tests of each notebook changed since it last passed (tito.inline_runner; `import tinytorch` is the
+tests of each notebook changed since it last passed (tito.testing.inline_runner; `import tinytorch` is the
 student's package), [3] the integration tests (tests/test_NN_*.py copied from the course, run with
 WORKSPACE first on sys.path and cwd = WORKSPACE; a conftest checks that) of every notebook that
 passed, then a report per notebook and task. WORKSPACE/.tito/complete-cache.json holds the cache.

@@ -9,12 +9,12 @@
    the last run's is not executed again; its result comes from the cache. The others are
    converted to scripts (`code_text`: each exported cell becomes an import of what it defines from
    your export, so the tests call the exported code, as grading does, and an import that only an
-   unexported cell makes fails the notebook that wrote it) and run by `tito.inline_runner` in a job server that imports torch and
+   unexported cell makes fails the notebook that wrote it) and run by `tito.testing.inline_runner` in a job server that imports torch and
    the other heavy libraries once and forks a fresh process per notebook, two at a time (the
    longest first, by the last run's times).
 3. **Integration tests of every notebook that passed.** A tests/test_NN_*.py file *exercises*
    the notebooks that export the tinytorch modules it names (imports, or a string naming a
-   module); each of its tests, those that export what the test itself uses (tito.test_needs:
+   module); each of its tests, those that export what the test itself uses (tito.testing.needs:
    its names, helpers and fixtures, a facade's names followed to the module defining them). Once
    those notebooks have run, the file runs, in the same server (one pytest per file), with the
    tests whose notebooks passed (the others listed as not run yet, naming the notebooks they
@@ -39,7 +39,7 @@ runner and of this file, Python's version and those of torch, numpy, pandas, sci
 scikit-learn and onnxruntime. A test file's key: the file, the conftest tito writes, the modules
 it can reach (with those tito's own sources name when it imports tito), tito's sources and the
 environment, and the data. A test file that passed also keeps a second key, by what its run
-*executed* (tito.inline_runner.record_executed): each module of the package its tests imported,
+*executed* (tito.testing.inline_runner.record_executed): each module of the package its tests imported,
 with the bodies of the functions they never called cut out (executed_hash), and the package's
 module names; a later run uses the cached result when either key matches, so an edit to code the
 file's tests never ran does not run it again. A run that started another process (whose calls
@@ -63,13 +63,14 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from tito import nbgrader_glue, process
+from tito.isolation import process
+from tito.notebooks import nbgrader_glue
 from tito.config import Course, TitoError
 from tito.grading.package import default_exp, exported_module
 from tito.grading.plan import notebook_modules, python_source, split_exported
-from tito.inline_runner import JOB_MARKER
-from tito.runners import StageResult, _env, parse_junit, print_table
-from tito.test_needs import test_modules
+from tito.testing.inline_runner import JOB_MARKER
+from tito.testing.runners import StageResult, parse_junit, print_table
+from tito.testing.needs import test_modules
 from tito.workspace import layout
 from tito.notebooks.cells import cell_source
 
@@ -230,7 +231,7 @@ def _sha(data: bytes | str) -> str:
 def environment() -> dict:
     """What every key depends on besides the code: versions of the scheme, course, tito's runner, libraries."""
     env = {"key_version": KEY_VERSION, "python": sys.version,
-           "runner": _sha((TITO_PKG / "inline_runner.py").read_bytes() + Path(__file__).read_bytes())}
+           "runner": _sha((TITO_PKG / "testing" / "inline_runner.py").read_bytes() + Path(__file__).read_bytes())}
     for dist in ("torch", "numpy", "pandas", "scipy", "scikit-learn", "onnxruntime"):
         try:
             env[dist] = metadata.version(dist)
@@ -316,7 +317,7 @@ def key_of(kind: str, own: str, modules: set[str], hashes: dict[str, str], extra
 
 
 def _executed_modules(executed: dict | None, files: dict[str, Path]) -> dict[str, list[str]] | None:
-    """tito.inline_runner.record_executed's {file: qualnames} as {module: qualnames}; None where it
+    """tito.testing.inline_runner.record_executed's {file: qualnames} as {module: qualnames}; None where it
     is None or names a file that is not a module of the package (nothing then to key it by)."""
     if executed is None:
         return None
@@ -342,12 +343,12 @@ def executed_key(own: str, executed: dict[str, list[str]], files: dict[str, Path
 # ---- the job server ---------------------------------------------------------------------------
 
 class JobServer:
-    """`python -m tito.inline_runner --serve JOBS` (see serve there), fed over stdin."""
+    """`python -m tito.testing.inline_runner --serve JOBS` (see serve there), fed over stdin."""
 
     def __init__(self, cwd: Path, env: dict, jobs: int, log: Path, preload: list[str] | None = None):
         self.log = log
         self._err = open(log, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        cmd = [sys.executable, "-m", "tito.inline_runner", "--serve", str(jobs)]
+        cmd = [sys.executable, "-m", "tito.testing.inline_runner", "--serve", str(jobs)]
         if preload is not None:
             cmd.append(",".join(preload) or "-")
         self.p = process.start(cmd, cwd=cwd, env=env,
@@ -408,7 +409,7 @@ class NotebookRun:
     tasks: list[Task]
     code: str = ""                 # the script its inline tests run from
     cached: bool = False
-    result: dict | None = None     # tito.inline_runner's summary
+    result: dict | None = None     # tito.testing.inline_runner's summary
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     report: list[TaskReport] = field(default_factory=list)
@@ -516,7 +517,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                        use_cache: bool = True, jobs: int = 2, preload: list[str] | None = None) -> int:
     """Export, inline tests (changed notebooks only), integration tests, report; 0 when complete.
     `jobs` processes at a time; `preload`: the libraries the job server imports once (None:
-    tito.inline_runner.PRELOAD).
+    tito.testing.inline_runner.PRELOAD).
 
     >>> complete_workspace(Course.load(), "19_benchmarking", Path("ws/19_benchmarking"))  # doctest: +SKIP
     """
@@ -536,7 +537,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
     cache_path = scratch / CACHE
     cache = _load_cache(cache_path)
     tito_root = TITO_PKG.parent
-    env = _env()
+    env = process.child_env()
     env["PYTHONPATH"] = os.pathsep.join([str(ws_root), str(tito_root)]
                                         + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     # started before the export, so its imports of torch & co overlap it

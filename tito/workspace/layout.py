@@ -10,7 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
-from tito import nbgrader_glue
+from tito.notebooks import nbgrader_glue
 from tito.config import Course, TitoError
 
 MARKER = ".tito-workspace.json"
@@ -90,7 +90,7 @@ del _Path, _find, _real
 def write_launcher(mod_dir: Path) -> Path:
     """MOD_DIR/tito/__init__.py: a package that forwards `tito` to this tito's folder (its __path__),
     so `python3 -m tito ...` works from the student's module folder with any python3, and processes
-    tito starts there (`python -m tito.inline_runner`) import the real modules too."""
+    tito starts there (`python -m tito.testing.inline_runner`) import the real modules too."""
     real = Path(__file__).resolve().parent.parent
     pkg = Path(mod_dir) / LAUNCHER
     pkg.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from tito import nbgrader_glue
+from tito.notebooks import nbgrader_glue
 from tito.config import Course, TitoError
 from tito.workspace.layout import (MARKER, SCRATCH, build_student_package, now, started_modules, write_json,
                                    write_launcher)

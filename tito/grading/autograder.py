@@ -1,6 +1,6 @@
 """The judge: the trusted process that runs a student's tests and decides, one process per student.
 
-    python -m tito.grading.judge PLAN.json      # frames of results on stdout (tito.isolation.protocol)
+    python -m tito.grading.autograder PLAN.json      # frames of results on stdout (tito.isolation.protocol)
 
 It never imports the student's code. For each graded notebook it
 
@@ -54,7 +54,7 @@ PREIMPORT = ["numpy", "scipy", "scipy.stats", "pandas", "torch", "matplotlib", "
 FEEDBACK_BYTES = 8 << 20      # outputs kept from one notebook's feedback run
 SETUP_SECONDS = 120           # the zygote's imports, a test process's imports
 HOOK = "in_student_process"
-STUB = re.compile(r"not yet implemented: [\w.<>-]{1,200}")  # the release's stubs (tito.nbgrader_named_stubs)
+STUB = re.compile(r"not yet implemented: [\w.<>-]{1,200}")  # the release's stubs (tito.notebooks.named_stubs)
 PROPERTY = "hidden_property"  # a test cell's hidden cases say what they check (NotebookTests.describe)
 
 
@@ -159,7 +159,7 @@ class Notebook:
 
 class Judge:
     """One student's notebooks, judged (module doc). `cfg` is the plan tito wrote (see
-    tito.grading.student): paths, limits, the seed and the control channels to the host."""
+    tito.grading.per_student): paths, limits, the seed and the control channels to the host."""
 
     def __init__(self, cfg: dict, out):
         self.cfg, self.out = cfg, out
@@ -720,7 +720,7 @@ class FeedbackRunner(threading.Thread):
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m tito.grading.judge PLAN.json", file=sys.stderr)
+        print("usage: python -m tito.grading.autograder PLAN.json", file=sys.stderr)
         return 2
     cfg = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
     out = open(cfg["results"], "ab")  # frames, one per notebook as it is done

@@ -14,10 +14,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tito import process
+from tito.isolation import process
 from tito.config import TitoError
 
-# the stub of a region outside any function; regions inside one name it (nbgrader_named_stubs)
+# the stub of a region outside any function; regions inside one name it (named_stubs)
 CODE_STUB = 'raise NotImplementedError("not yet implemented")'
 REGIONS = [("### BEGIN SOLUTION", "### END SOLUTION"), ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")]
 TRIVIAL = {"pass", "return", ")", "]", "}", "),", "],", "},", "else:", "try:", "finally:", '"""', "'''"}
@@ -35,7 +35,7 @@ c.Execute.kernel_name = "python3"
 # solutions become `raise NotImplementedError("not yet implemented: <function>")`
 from nbgrader.converters.generate_assignment import GenerateAssignment as _GA
 from nbgrader.preprocessors import ClearSolutions as _CS
-from tito.nbgrader_clear_solutions import NamedClearSolutions as _NCS
+from tito.notebooks.clear_solutions import NamedClearSolutions as _NCS
 c.GenerateAssignment.preprocessors = [_NCS if _p is _CS else _p
                                       for _p in _GA.class_traits()["preprocessors"].default()]
 '''
@@ -73,13 +73,12 @@ def atomic_write_csv(path: Path, fields: list[str], rows: list[dict]) -> Path:
     return Path(path)
 
 
-def _nbgrader_env() -> dict:
+def nbgrader_env() -> dict:
     """The runners' environment plus tito's own folder on PYTHONPATH (the generated
-    nbgrader_config.py imports tito.nbgrader_named_stubs)."""
-    from tito.runners import _env  # venv bin on PATH: nbgrader runs the `alembic` script
+    nbgrader_config.py imports tito.notebooks.named_stubs)."""
 
-    env = _env()
-    here = str(Path(__file__).resolve().parent.parent)
+    env = process.child_env()
+    here = str(Path(__file__).resolve().parents[2])  # the folder holding tito/
     parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     if here not in parts:
         env["PYTHONPATH"] = os.pathsep.join(parts + [here])
@@ -88,7 +87,7 @@ def _nbgrader_env() -> dict:
 
 def run_nbgrader(course_dir: Path, *args: str, timeout: float = 1800) -> process.Finished:
     """`python -m nbgrader ARGS` in `course_dir`; raises TitoError with its log on failure."""
-    p = process.run([sys.executable, "-m", "nbgrader", *args], cwd=course_dir, timeout=timeout, env=_nbgrader_env())
+    p = process.run([sys.executable, "-m", "nbgrader", *args], cwd=course_dir, timeout=timeout, env=nbgrader_env())
     if p.timed_out:
         raise TitoError(f"nbgrader {' '.join(args)} did not finish within {timeout:.0f} s")
     if p.returncode != 0:

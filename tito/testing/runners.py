@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tito import process
-from tito.inline_runner import parse_output
+from tito.isolation import process
+from tito.testing.inline_runner import parse_output
 
 
 @dataclass
@@ -46,16 +46,6 @@ class StageResult:
                 self.failures.append(failure)
 
 
-def _env() -> dict:
-    env = dict(os.environ)
-    env.pop("IN_TEST", None)
-    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
-    env["MPLBACKEND"] = "Agg"
-    bindir = str(Path(sys.executable).parent)
-    if not env.get("PATH", "").startswith(bindir):
-        env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
-    return env
-
 
 def default_jobs() -> int:
     """How many test processes `tito test` runs at once: $TITO_JOBS, else the machine's cores, at most 4
@@ -79,7 +69,7 @@ def _ordered_map(fn: Callable[[Any], Any], items: list, jobs: int, pool: type = 
 
 def run_inline(files: list[Path], timeout: float = 900, verbose: bool = False,
                stage: StageResult | None = None, root: Path | None = None, jobs: int = 1) -> StageResult:
-    """Run each source file's inline tests in a fresh `python -m tito.inline_runner FILE`, `jobs` files
+    """Run each source file's inline tests in a fresh `python -m tito.testing.inline_runner FILE`, `jobs` files
     at a time; `seconds` is the stage's wall time.
 
     One test function = one counted test. A file that fails to load, holds no tests, or
@@ -87,8 +77,8 @@ def run_inline(files: list[Path], timeout: float = 900, verbose: bool = False,
     """
     st = stage or StageResult("inline tests")
     t0 = time.perf_counter()
-    runs = _ordered_map(lambda f: process.run([sys.executable, "-m", "tito.inline_runner", str(f)], timeout=timeout,
-                                              env=_env(), cwd=str(root or Path.cwd())), files, jobs)
+    runs = _ordered_map(lambda f: process.run([sys.executable, "-m", "tito.testing.inline_runner", str(f)], timeout=timeout,
+                                              env=process.child_env(), cwd=str(root or Path.cwd())), files, jobs)
     st.seconds += time.perf_counter() - t0
     for f, p in zip(files, runs):
         rel = _rel(f, root)
@@ -124,7 +114,7 @@ def run_notebook(path: Path, timeout: int = 300) -> tuple[bool, str | None, floa
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
     old = dict(os.environ)
-    os.environ.update(_env())
+    os.environ.update(process.child_env())
     kernel_err = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
     try:
         # the kernel's own stderr (ipykernel's transport warning, crashes) goes to a file,
@@ -180,7 +170,7 @@ def run_pytest(targets: list[Path], root: Path, extra: list[str] | None = None,
         xml = Path(tmp) / "report.xml"
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}", *parallel,
                *(extra or []), *[str(t) for t in targets]]
-        p = process.run(cmd, cwd=root, env=_env(), timeout=timeout)
+        p = process.run(cmd, cwd=root, env=process.child_env(), timeout=timeout)
         out, rc = p.output, p.returncode
         if p.timed_out:
             out, rc = f"pytest timed out after {timeout:.0f} s", -1

@@ -49,7 +49,7 @@ def tail(text: str, n: int = 6) -> str:
     return "\n".join(lines[-n:])
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Linux: the kernel kills this process when its parent dies (PR_SET_PDEATHSIG). Elsewhere (macOS,
     where a student runs `module complete`) there is no such call: the process-group kill still ends it."""
     if not sys.platform.startswith("linux"):
@@ -64,7 +64,7 @@ def start(cmd: Sequence[str | os.PathLike], *, cwd: str | Path | None = None, en
           pass_fds: Sequence[int] = (), preexec: Callable[[], None] | None = None) -> subprocess.Popen:
     """Start `cmd` as the leader of a new process group that dies with this process."""
     def setup() -> None:
-        _die_with_parent()
+        die_with_parent()
         if preexec is not None:
             preexec()
 
@@ -132,3 +132,15 @@ def run(cmd: Sequence[str | os.PathLike], *, timeout: float | None, cwd: str | P
     t0 = time.perf_counter()
     p = start(cmd, cwd=cwd, env=env, pass_fds=pass_fds, preexec=preexec, stdin=stdin)
     return finish(p, timeout, cap, t0)
+
+def child_env() -> dict:
+    """This environment for a tool tito starts: the venv's bin first on PATH (scripts like nbgrader's
+    `alembic`), no IN_TEST, no bytecode files, matplotlib without a display."""
+    env = dict(os.environ)
+    env.pop("IN_TEST", None)
+    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    env["MPLBACKEND"] = "Agg"
+    bindir = str(Path(sys.executable).parent)
+    if not env.get("PATH", "").startswith(bindir):
+        env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    return env

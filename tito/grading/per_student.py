@@ -2,7 +2,7 @@
 
 1. a private work folder gets a copy of the student's files (their notebooks, the assignment's data
    files over anything of the same name) and the judge's plan; the submitted files are only read;
-2. the judge (tito.grading.judge, a process of its own) builds the student's packages, runs the
+2. the judge (tito.grading.autograder, a process of its own) builds the student's packages, runs the
    host in its sandbox, runs the tests and the feedback, and sends back one result per notebook;
 3. here the score is computed by tito's rule: a graded cell earns its points when the judge says
    it passed, nothing else. Written answers (markdown cells with points) are graded by hand:
@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tito import process
+from tito.isolation import process
 from tito.grading import gradebook, submission
 from tito.isolation import sandbox
 from tito.isolation import limits as limits_mod
@@ -275,7 +275,7 @@ def _run_judge(job: GradeJob, work: Path, names: list[str], cpus: set[int] | Non
         capped = run.get("student_seconds") is not None and run["student_seconds"] < budget
         budget = min(budget, run.get("student_seconds") or budget)
         reference = Path(run["reference"])
-        spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "-m", "tito.grading.judge", str(plan_path)], {},
+        spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "-m", "tito.grading.autograder", str(plan_path)], {},
                                    {"PYTHONPATH": f"{run['judgelib']}{os.pathsep}{reference}", "MPLBACKEND": "Agg",
                                     "TINYTORCH_CACHE": str(run.get("cache") or ""), "PYTHONDONTWRITEBYTECODE": "1"},
                                    cwd=str(work), limits=sandbox.Limits(**{**run["limits"], "file_mb": 1024}),

@@ -1,7 +1,7 @@
 """Run a module source's inline tests in this process and report them as JSON.
 
-    python -m tito.inline_runner FILE
-    python -m tito.inline_runner --serve [JOBS [PRELOAD,...]]   (a job server: see serve)
+    python -m tito.testing.inline_runner FILE
+    python -m tito.testing.inline_runner --serve [JOBS [PRELOAD,...]]   (a job server: see serve)
 
 Executes FILE's code with `__name__ = "__tito_inline__"` (so `if __name__ == "__main__":`
 blocks do not fire), then calls, in definition order, every top-level function named
@@ -197,7 +197,7 @@ def _safe_python_program(code: Any) -> bool:
             and re.fullmatch(r'[^"\\\n]*', code[len(head):len(code) - len(tail)]) is not None)
 
 
-def _spawns_code(event: str, args: tuple) -> str | None:
+def spawns_code(event: str, args: tuple) -> str | None:
     """The program an audit event starts, where it might run Python: None for a SAFE_PROGRAMS one, or a Python
     whose `-c` program `_safe_python_program` accepts, either of them run directly or through WRAPPERS."""
     if event in ("os.fork", "os.forkpty", "os.system"):
@@ -294,13 +294,13 @@ def record_executed(root: str | os.PathLike):
             return spec
 
     def audit(event, args):
-        if not spawned and event.startswith(("os.", "subprocess.")) and (what := _spawns_code(event, args)):
+        if not spawned and event.startswith(("os.", "subprocess.")) and (what := spawns_code(event, args)):
             spawned.append(what)
 
     fork_exec = _posixsubprocess.fork_exec  # multiprocessing's spawn calls it without an audit event
 
     def fork_exec_spy(*a, **kw):
-        if not spawned and (what := _spawns_code("os.exec", (a[0] if a else "?",))):
+        if not spawned and (what := spawns_code("os.exec", (a[0] if a else "?",))):
             spawned.append(what.replace("os.exec", "_posixsubprocess.fork_exec"))
         return fork_exec(*a, **kw)
 
@@ -324,9 +324,9 @@ def _child(job: dict) -> None:
     code = 70
     try:
         os.setpgid(0, 0)  # a group of its own, so a timeout kills whatever the job started
-        from tito.process import _die_with_parent
+        from tito.isolation.process import die_with_parent
 
-        _die_with_parent()
+        die_with_parent()
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # the job queue is the server's, not the job's
         fd = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(fd, 1)
@@ -454,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         pre = None if len(argv) < 3 else [m for m in argv[2].split(",") if m and m != "-"]
         return serve(int(argv[1]) if len(argv) > 1 else 2, pre)
     if len(argv) != 1:
-        print("usage: python -m tito.inline_runner FILE | --serve [JOBS [PRELOAD,...]]", file=sys.stderr)
+        print("usage: python -m tito.testing.inline_runner FILE | --serve [JOBS [PRELOAD,...]]", file=sys.stderr)
         return 2
     real_stdout = sys.stdout
     sys.stdout = sys.stderr  # the tests' prints must not mix with the summary line

@@ -12,7 +12,7 @@ feedback all say which function is still missing. A region outside any function 
 named by its cell's grade_id.
 
 This module is pure (no nbgrader import: nbgrader takes seconds to import, and the grading
-judge uses `replace_regions`); the preprocessor itself is tito.nbgrader_clear_solutions.
+judge uses `replace_regions`); the preprocessor itself is tito.notebooks.clear_solutions.
 """
 from __future__ import annotations
 

@@ -1,14 +1,14 @@
-"""nbgrader's ClearSolutions with named stubs (tito.nbgrader_named_stubs), registered by tito's generated
+"""nbgrader's ClearSolutions with named stubs (tito.notebooks.named_stubs), registered by tito's generated
 nbgrader_config.py for `generate_assignment`."""
 from __future__ import annotations
 
 from nbgrader.preprocessors import ClearSolutions
 
-from tito.nbgrader_named_stubs import replace_regions
+from tito.notebooks.named_stubs import replace_regions
 
 
 class NamedClearSolutions(ClearSolutions):
-    """ClearSolutions whose code stub names the enclosing function (see tito.nbgrader_named_stubs)."""
+    """ClearSolutions whose code stub names the enclosing function (see tito.notebooks.named_stubs)."""
 
     def _replace_solution_region(self, cell, language):  # noqa: ANN001 - nbgrader's signature
         if cell.cell_type != "code" or language != "python":
