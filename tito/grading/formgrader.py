@@ -73,7 +73,7 @@ class Formgrader:
         (home / "runtime").chmod(0o700)
         (home / "config" / "jupyter_server_config.json").write_text(
             json.dumps({"ServerApp": {"jpserver_extensions": EXTENSIONS}}, indent=1) + "\n", encoding="utf-8")
-        from tito.nbgrader_glue import nbgrader_env
+        from tito.notebooks.nbgrader_glue import nbgrader_env
 
         env = {**nbgrader_env(), "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_DATA_DIR": str(home / "data"),
                "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "JUPYTER_PLATFORM_DIRS": "1"}
