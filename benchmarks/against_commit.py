@@ -10,7 +10,8 @@ virtual environment (a link to .venv): the same torch and libraries, so only the
 Workloads (each a command run in that tree's root, with that tree's own code and scripts):
     benchmark  `tito benchmark --quiet` (the README's main job: three models, 30 samples each)
     olympics   benchmarks/olympics_judge.py --rounds 10 (the fixture class judged end to end)
-    grading    benchmarks/class_gradebook.py --students 4 (a generated class graded, published)
+    grading    benchmarks/grading_hostile_memory.py honest (one student of the grading tests' course,
+               graded end to end: copy, judge, sandboxed host, feedback, scores)
     complete   benchmarks/module_complete.py --edit "" (first run, re-run, forced full run)
 
 For each it prints the median wall time and CPU time (user + system of the whole process tree)
@@ -35,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = {
     "benchmark": lambda tmp: [sys.executable, "-m", "tito", "benchmark", "--quiet", "--output-dir", str(tmp / "bench")],
     "olympics": lambda tmp: [sys.executable, "benchmarks/olympics_judge.py", "--rounds", "10"],
-    "grading": lambda tmp: [sys.executable, "benchmarks/class_gradebook.py", "--students", "4"],
+    "grading": lambda tmp: [sys.executable, "benchmarks/grading_hostile_memory.py", "honest"],
     "complete": lambda tmp: [sys.executable, "benchmarks/module_complete.py", "--edit", ""],
 }
 
