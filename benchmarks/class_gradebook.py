@@ -32,10 +32,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from fixtures import gradebook_class as gc  # noqa: E402
 from tito.notebooks import nbgrader_glue  # noqa: E402
-from tito.notebooks.release import data_files  # noqa: E402
+from tito.notebooks.student_release import data_files  # noqa: E402
 from tito.config import Course  # noqa: E402
 from tito.grading import course_dir, final_grades, gradebook  # noqa: E402
-from tito.grading.formgrader import Formgrader  # noqa: E402
+from tito.grading.formgrader_server import Formgrader  # noqa: E402
 
 MODULE = "19_benchmarking"
 NB = "systems_thinking_dev"

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
 
 from fixtures import submissions as subs  # noqa: E402
-from tito.notebooks.release import release  # noqa: E402
+from tito.notebooks.student_release import release  # noqa: E402
 from tito.config import Course  # noqa: E402
 from tito.grading import classrun  # noqa: E402
 

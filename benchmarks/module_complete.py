@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from tito.workspace import layout  # noqa: E402
 from tito.workspace.start import start  # noqa: E402
-from tito.notebooks.release import release  # noqa: E402
+from tito.notebooks.student_release import release  # noqa: E402
 from tito.config import Course  # noqa: E402
 
 

@@ -19,9 +19,9 @@ import pytest
 
 from fixtures import gradebook_class as gc
 from tito.notebooks import nbgrader_glue
-from tito.notebooks.release import data_files
+from tito.notebooks.student_release import data_files
 from tito.grading import course_dir, final_grades, gradebook
-from tito.grading.formgrader import Formgrader
+from tito.grading.formgrader_server import Formgrader
 
 MODULE = "19_benchmarking"
 STUDENTS = ["ann", "bob", "cat"]  # cat (every third) leaves the written answers as released

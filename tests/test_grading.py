@@ -28,7 +28,7 @@ from fixtures import submissions as subs
 
 from tito.notebooks import nbgrader_glue
 from tito.commands import status as status_cmd
-from tito.notebooks.release import release
+from tito.notebooks.student_release import release
 from tito.config import Course, TitoError
 from tito.grading import classrun
 from tito.isolation import sandbox

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from fixtures import submissions as subs
-from tito.notebooks.release import release
+from tito.notebooks.student_release import release
 from tito.config import Course
 from tito.grading import classrun, submission
 from tito.isolation import sandbox

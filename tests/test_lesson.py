@@ -81,7 +81,7 @@ def _has_solution_regions(nb) -> bool:
 
 def make_release(course, module: str, tmp_path_factory) -> Path:
     "`tito release` of `module` into a temporary folder; the release must leak nothing."
-    from tito.notebooks.release import release
+    from tito.notebooks.student_release import release
 
     tmp = tmp_path_factory.mktemp(f"lesson-release-{module}")
     res = release(course, module, release_dir=tmp / "release", course_dir=tmp / "nbgrader")

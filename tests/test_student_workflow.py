@@ -18,7 +18,7 @@ from fixtures import submissions as subs
 from tito.workspace import layout
 from tito.workspace.complete import complete_workspace
 from tito.workspace.start import start
-from tito.notebooks.release import release
+from tito.notebooks.student_release import release
 from tito.config import TitoError
 
 MODULE = "19_benchmarking"

@@ -6,7 +6,7 @@ import time
 from tito.commands.grades import locate
 from tito.config import Course
 from tito.grading import course_dir
-from tito.grading.formgrader import Formgrader
+from tito.grading.formgrader_server import Formgrader
 
 
 def run(args) -> int:

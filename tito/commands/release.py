@@ -1,4 +1,4 @@
-"""`tito release MODULE`: arguments in, words out; the release is tito.notebooks.release, the
+"""`tito release MODULE`: arguments in, words out; the release is tito.notebooks.student_release, the
 student kit (`--student-kit DIR`) tito.notebooks.kit."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tito.config import Course, TitoError
 from tito.notebooks.kit import build_student_kit
-from tito.notebooks.release import release
+from tito.notebooks.student_release import release
 
 
 def run(args) -> int:

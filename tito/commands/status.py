@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tito.grading import classrun, course_dir, final_grades
 from tito.notebooks.exports import exported_files
-from tito.notebooks.release import release_data
+from tito.notebooks.student_release import release_data
 from tito.config import Course
 
 

@@ -10,5 +10,6 @@
     package     the student's export of a notebook's module over the byte-compiled reference
     gradebook   nbgrader glue: the run's assignment template
     course_dir  the class's nbgrader course directory (one gradebook, formgrader)
+    formgrader_server  nbgrader's formgrader on that directory: a private Jupyter server
     final_grades  final grades: autograded + hand-graded points, feedback with comments
 """

@@ -394,7 +394,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     csv_path = out_dir / "grades.csv"
     csv_rows = read_csv(csv_path)
     results: list[StudentGrade] = []
-    from tito.notebooks.release import data_files
+    from tito.notebooks.student_release import data_files
     data = data_files(course, module)
     previous = _read_json(out_dir / "run.json")
     if seed is None and resume and isinstance(previous.get("seed"), int):

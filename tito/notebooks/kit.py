@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tito.notebooks import nbgrader_glue
 from tito.config import Course, TitoError
-from tito.notebooks.release import release
+from tito.notebooks.student_release import release
 
 KIT_README = """\
 # {title}: student kit

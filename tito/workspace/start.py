@@ -24,7 +24,7 @@ def start(course: Course, module: str, workspace: Path | None = None, force: boo
     (`write_launcher`). In a kit the workspace is the kit folder itself: the notebooks, the inline
     and the integration tests all import the package `module complete` builds in KIT/tinytorch.
     """
-    from tito.notebooks.release import reading_readme, release
+    from tito.notebooks.student_release import reading_readme, release
 
     ws = Path(workspace or course.workspace_dir).resolve()
     if course.kit and ws != course.root.resolve():
