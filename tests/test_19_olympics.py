@@ -19,7 +19,7 @@ from tinytorch.benchmarking.olympics import (
     rank_with_ties, speedup_check, validate_submission, verify_submission, weights_sha256,
 )
 from tinytorch.benchmarking.optimize import prune_magnitude, quantize_int8
-from tito.olympics.scoring import leaderboard
+from tito.olympics.leaderboard import leaderboard
 
 
 @pytest.fixture(scope="module")
