@@ -19,7 +19,7 @@ from tinytorch.benchmarking.olympics import (
     rank_with_ties, speedup_check, validate_submission, verify_submission, weights_sha256,
 )
 from tinytorch.benchmarking.optimize import prune_magnitude, quantize_int8
-from tito.olympics.scoring import leaderboard
+from tito.olympics.leaderboard import leaderboard
 
 
 @pytest.fixture(scope="module")
@@ -278,6 +278,36 @@ def test_speedup_check_is_the_interval_against_the_claim():
     assert got["ci_lower"] <= got["measured"] <= got["ci_upper"] and got["measured"] == float(np.median(ratios)), got
     with pytest.raises(ValueError, match="ratios"):
         speedup_check(2.0, [2.0], tolerance=0.5)
+
+
+def test_one_claim_check_is_one_sided_for_verify_and_the_judge(submission, models, digits, tmp_path):
+    "claim_check: only a claim better than the re-measurement by the tolerance fails; verify and the judge use it."
+    from tinytorch.benchmarking.olympics import claim_check
+    assert claim_check(0.99, 0.90, tolerance=0.01, relative=False), "9 points over: contradicted"
+    assert not claim_check(0.50, 0.90, tolerance=0.01, relative=False), "an under-claim is never contradicted"
+    assert not claim_check(0.905, 0.90, tolerance=0.01, relative=False), "within the tolerance"
+    assert claim_check(100, 200, tolerance=0.01, higher_is_better=False), "half the bytes measured: contradicted"
+    assert not claim_check(300, 200, tolerance=0.01, higher_is_better=False), "more bytes than measured: an under-claim"
+    assert not claim_check(3.0, 2.0, tolerance=0.1, interval=(1.5, 3.5)), "inside the measurement's interval"
+    assert claim_check(4.0, 2.0, tolerance=0.1, interval=(1.5, 3.5))
+    with pytest.raises(ValueError, match="measured"):
+        claim_check(2.0, 0.0, tolerance=0.1)
+    path, _ = submission
+    doc = json.loads(path.read_text())
+    doc["measurements"]["optimized"]["accuracy"]["accuracy"] = 0.5  # far below what it measures: honest, not flagged
+    doc["measurements"]["optimized"]["model_size"]["bytes"] *= 2
+    (tmp_path / "under.json").write_text(json.dumps(doc))
+    by = {c["claim"]: c for c in verify_submission(tmp_path / "under.json", models[1], digits, measurement_runs=4)["checks"]}
+    assert by["optimized accuracy"]["holds"] and by["optimized model size (bytes)"]["holds"], by
+    # the judge reads a submission's claims with the same function
+    import inspect
+
+    from tito.olympics import claims
+    assert "claim_check(" in inspect.getsource(claims.check_claims)
+    for f in Path(claims.__file__).parent.glob("*.py"):
+        text = f.read_text()
+        assert not any(rule in text for rule in ("is_significant(", "decide(", "compare_samples(")), \
+            f"{f.name}: the Olympics' decisions are the library's (claim_check, score_separable, rank_judged)"
 
 
 def test_cli_submits_the_participants_model(models, tmp_path, capsys):

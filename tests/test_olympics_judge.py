@@ -19,8 +19,10 @@ import torch
 
 from fixtures.olympics_class import EVENT, PWNED, WEIRD_NAME, make_class
 from tinytorch.benchmarking.digits import default_digits_model
-from tinytorch.benchmarking.olympics import model_state, state_dict_sha256, weights_sha256
-from tito.olympics.scoring import check_claims, judged_figures, judged_leaderboard, leaderboard, rank_judged, similar_models
+from tinytorch.benchmarking.olympics import judged_figures, model_state, rank_judged, state_dict_sha256, weights_sha256
+from tito.olympics.claims import check_claims
+from tito.olympics.copies import similar_models
+from tito.olympics.leaderboard import judged_leaderboard, leaderboard
 from tinytorch.benchmarking.optimize import quantize_int8
 from tito.config import TitoError
 from tito.isolation import sandbox
@@ -547,7 +549,7 @@ def test_copies_are_found_through_disguises_and_honest_models_stay_apart():
     same model (per-layer weights; class-score order); pruned, int8 and the baseline are told apart."""
     from fixtures.olympics_class import _permuted
     from tinytorch.benchmarking.digits import load_digits_split
-    from tito.olympics.scoring import RANK_DISCORDANCE, flat_weights, layer_signatures, rank_agreement, shared_weights
+    from tito.olympics.copies import RANK_DISCORDANCE, flat_weights, layer_signatures, rank_agreement, shared_weights
     from tinytorch.benchmarking.optimize import prune_magnitude
 
     base = default_digits_model()
@@ -585,7 +587,7 @@ def test_a_copy_with_permuted_units_and_noise_is_found_and_the_course_models_sta
     the baseline-relative rule keeps them apart). Measured (docs: README's Olympics section): 2% copies 0.016-0.018,
     4% 0.033; honest pairs 0.085 (30%-pruned vs int8) and up, independently trained models 0.18-0.21."""
     from fixtures.olympics_class import _noisy, _permuted
-    from tito.olympics.scoring import UNIT_DISTANCE, row_signatures, unit_distance
+    from tito.olympics.copies import UNIT_DISTANCE, row_signatures, unit_distance
     from tinytorch.benchmarking.optimize import prune_magnitude
 
     base = default_digits_model()
@@ -604,7 +606,7 @@ def test_a_copy_with_permuted_units_and_noise_is_found_and_the_course_models_sta
 
 
 def test_timed_answers_are_compared_with_the_accuracy_pass_by_the_one_rule():
-    from tito.olympics.scoring import timed_consistency
+    from tito.olympics.claims import timed_consistency
 
     honest = timed_consistency([1750, 6, 5, 39])  # a few noise flips each way
     assert not honest["differs"] and abs(honest["timed"] - honest["pass"]) < 0.01

@@ -19,8 +19,9 @@ from torch import nn
 
 from .harness import Benchmark, OlympicEvent
 from .digits import default_digits_model, load_digits_split
-from .results import (ALPHA, STATISTICS, BenchmarkResult, Comparison, CountResult, MiB, ProportionResult,
-                                            bootstrap_interval, compare_results, decide, is_significant, model_state,
+from .results import (ALPHA, MIN_EFFECT, STATISTICS, BenchmarkResult, Comparison, CountResult, MiB,
+                                            ProportionResult, bootstrap_interval, compare_results, compare_samples, decide,
+                                            is_significant, model_state,
                                             onnx_state, state_dict_tensor_bytes,
                                             write_atomic, write_json)
 from .pareto import pareto_front_with_ties
@@ -60,10 +61,11 @@ def get_event(event: OlympicEvent | str) -> OlympicEvent:
 
 # %% auto #0
 __all__ = ['SUBMISSION_SCHEMA', 'SUBMISSION_VERSION', 'EVENT_RULES', 'DEFAULT_TOLERANCE', 'DEFAULT_TECHNIQUES', 'SAVE_RECIPE',
-           'SIZE_METHOD', 'EventRules', 'get_event', 'check_constraints', 'state_tensor_bytes', 'speedup_check',
-           'median_interval', 'state_dict_sha256', 'is_onnx_file', 'onnx_file_state', 'weights_sha256',
-           'default_olympics_models', 'generate_submission', 'validate_submission', 'verify_submission',
-           'rank_with_ties', 'compare_optimization_techniques']
+           'SIZE_METHOD', 'JUDGE_TOLERANCE', 'EventRules', 'get_event', 'check_constraints', 'state_tensor_bytes',
+           'claim_check', 'speedup_check', 'median_interval', 'state_dict_sha256', 'is_onnx_file', 'onnx_file_state',
+           'weights_sha256', 'default_olympics_models', 'generate_submission', 'validate_submission',
+           'verify_submission', 'rank_with_ties', 'judged_figures', 'score_separable', 'rank_judged',
+           'compare_optimization_techniques']
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #076264e1
 def check_constraints(event: OlympicEvent | str, measured: Mapping[str, float | None],
@@ -103,12 +105,24 @@ def state_tensor_bytes(model: nn.Module | Mapping[str, Any]) -> int:
     return state_dict_tensor_bytes(model)
 
 
+def claim_check(claimed: float, measured: float, *, tolerance: float, relative: bool = True, higher_is_better: bool = True,
+                interval: Sequence[float] | None = None, alpha: float = ALPHA) -> bool:
+    """The one check of a claim against a re-measurement (`verify_submission`, the judge's `check_claims`), one-sided:
+    contradicted when the claim is *better* than `measured` (beyond its `interval`, if any: `decide`) by at least
+    `tolerance` (the `is_significant` floor on claimed / measured - 1, or claimed - measured unless `relative`); an
+    under-claim never is. `claim_check(0.99, 0.90, tolerance=0.01, relative=False)` is True."""
+    if relative and not measured > 0:
+        raise ValueError(f"measured: a relative claim needs a positive measurement, got {measured!r}")
+    beyond = decide(measured if interval is None else tuple(interval), "<" if higher_is_better else ">", claimed) == "pass"
+    return beyond and is_significant(None, claimed / measured - 1 if relative else claimed - measured, alpha, tolerance)
+
+
 def speedup_check(claimed: float, ratios: Sequence[float], *, claimed_lower: float | None = None, tolerance: float,
                   alpha: float = ALPHA, seed: int = 0) -> dict[str, Any]:
     """A speed-up claim against `ratios` re-measured in interleaved rounds (baseline / optimised time of each
-    round: load slows both sides alike): the claim (or its interval's lower end `claimed_lower`) is contradicted
-    above the median ratio's bootstrap interval (p < `alpha`) and more than `tolerance` above the median (the
-    `is_significant` floor: another machine is legitimately faster or slower); an under-claim never is.
+    round: load slows both sides alike), by `claim_check`: the claim (or its interval's lower end `claimed_lower`)
+    is contradicted above the median ratio's bootstrap interval and more than `tolerance` above the median
+    (another machine is legitimately faster or slower); an under-claim never is.
     `speedup_check(10.0, [2.0, 2.1, 1.9, 2.0, 2.2, 1.8], tolerance=0.5)["contradicted"]` is True."""
     r = np.asarray(ratios, dtype=float)
     if r.ndim != 1 or r.size < 2 or not np.all(np.isfinite(r) & (r > 0)):
@@ -116,7 +130,7 @@ def speedup_check(claimed: float, ratios: Sequence[float], *, claimed_lower: flo
     med, (lo, hi) = float(np.median(r)), median_interval(r, seed, alpha)
     c = claimed if claimed_lower is None else min(claimed, claimed_lower)
     return {"claimed": claimed, "measured": med, "ci_lower": lo, "ci_upper": hi, "rounds": int(r.size),
-            "contradicted": bool(c > hi and is_significant(None, c / med - 1, alpha, tolerance)),
+            "contradicted": claim_check(c, med, tolerance=tolerance, interval=(lo, hi), alpha=alpha),
             "method": f"median of per-round baseline / optimised times, {1 - alpha:.0%} bootstrap interval; contradicted "
                       f"when the claim{'' if claimed_lower is None else ' (its lower end)'} is above the interval and "
                       f"more than {tolerance:.0%} above the median"}
@@ -415,7 +429,8 @@ def verify_submission(path: str | Path, model: nn.Module, dataset: Any = None, *
                       measurement_runs: int | None = None, tolerance: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Re-measure a submission's optimised `model` (and `baseline_model`, for the speed-up) here with
     its protocol: `{"verified": bool, "checks", "validation", "reasons", "system_info"}`; each check
-    says whether it `holds` within the tolerance (the speed-up: `speedup_check`) and whether it `counts`."""
+    says whether it `holds` (`claim_check`: not more than the tolerance better than measured here; the speed-up:
+    `speedup_check`) and whether it `counts`."""
     report = validate_submission(path)
     doc = report["submission"]
     if doc is None or "models" not in doc:
@@ -432,12 +447,13 @@ def verify_submission(path: str | Path, model: nn.Module, dataset: Any = None, *
                              proto.get("seed", 0))
     claimed, mine = doc["measurements"]["optimized"], raw["optimized"]
 
-    def check(claim: str, c: float, m: float, tol_key: str, counts: bool = True, **note: str) -> dict[str, Any]:
-        t = tol[tol_key]  # accuracy: absolute points; everything else relative to the claim
-        return {"claim": claim, "claimed": c, "measured": m, "tolerance": t, "counts": counts, **note,
-                "holds": abs(m - c) <= (t if tol_key == "accuracy_abs" else t * c)}
+    def check(claim: str, c: float, m: float, tol_key: str, counts: bool = True, higher: bool = True, **note: str) -> dict[str, Any]:
+        t = tol[tol_key]  # accuracy: absolute points; everything else relative to the measurement (`claim_check`)
+        return {"claim": claim, "claimed": c, "measured": m, "tolerance": t, "counts": counts, **note, "holds": not claim_check(
+                c, m, tolerance=t, relative=tol_key != "accuracy_abs", higher_is_better=higher)}
     checks += [check("optimized accuracy", claimed["accuracy"]["accuracy"], mine["accuracy"]["accuracy"], "accuracy_abs"),
-               check("optimized model size (bytes)", claimed["model_size"]["bytes"], mine["model_size"]["bytes"], "size_rel")]
+               check("optimized model size (bytes)", claimed["model_size"]["bytes"], mine["model_size"]["bytes"], "size_rel",
+                     higher=False)]
     if baseline_model is not None:
         ratios = np.divide(raw["baseline"]["latency"]["values"], mine["latency"]["values"])  # round i of each pairs
         claim = doc["improvements"]["speedup"]  # its interval's lower end: a claim from a busy machine is uncertain too
@@ -449,7 +465,7 @@ def verify_submission(path: str | Path, model: nn.Module, dataset: Any = None, *
                          raw["baseline"]["model_size"]["bytes"] / mine["model_size"]["bytes"], "size_rel")]
     else:
         checks.append(check("optimized median latency (ms)", claimed["latency"]["median"], mine["latency"]["median"],
-                            "latency_rel", False, note="absolute latency depends on the machine; "
+                            "latency_rel", False, False, note="absolute latency depends on the machine; "
                                                        "pass baseline_model to check the speedup instead"))
     reasons = [f"{c['claim']}: claimed {c['claimed']}, measured {c['measured']}" for c in checks
                if not c["holds"] and c["counts"]] + [f"validation: {r}" for r in report["reasons"]]
@@ -462,6 +478,79 @@ def rank_with_ties(intervals: Sequence[tuple[float, float]]) -> list[int]:
     ### BEGIN SOLUTION
     return [1 + sum(decide(iv, ">", hi_i) == "pass" for iv in intervals) for _, hi_i in intervals]
     ### END SOLUTION
+
+# %% ../../nbs/19_benchmarking/olympics_dev.ipynb #cd68bb02
+JUDGE_TOLERANCE = {"latency_rel": 3.0}  # the judge's: a speed-up claim is contradicted when over 4x the judged one
+
+
+def judged_figures(record: Mapping[str, Any], event: OlympicEvent | str, seed: int = 0) -> dict[str, Any]:
+    """A student's figures from the judge's own measurements. `record` holds, per role ("baseline",
+    "optimized"): `round_mean_ms` (one per round, paired by index), `correct` (0/1 per test sample, same order),
+    `size_bytes` (int) and optionally `tensor_bytes` (the weights' bytes, what a claim's sizes are compared with).
+    The score's interval: the bootstrap interval of the median of the per-round scores (all-around: the test
+    images resampled too, in pairs), Wilson (accuracy), or none (exact sizes)."""
+    ev = get_event(event)
+    lat, correct, size = record["round_mean_ms"], record["correct"], record["size_bytes"]
+    base_t, opt_t = (np.asarray(lat[r], dtype=float) for r in ("baseline", "optimized"))
+    if base_t.shape != opt_t.shape or base_t.size < 2 or not (np.all(base_t > 0) and np.all(opt_t > 0)):
+        raise ValueError(f"record: expected two equal-length lists of at least 2 positive latencies, "
+                         f"got {base_t.size} and {opt_t.size}")
+    speedups, compression = base_t / opt_t, size["baseline"] / size["optimized"]
+    tensors = record.get("tensor_bytes") or {}
+    tensor_ratio = tensors["baseline"] / tensors["optimized"] if tensors.get("baseline") and tensors.get("optimized") else None
+    acc = {r: ProportionResult("accuracy", list(correct[r])) for r in ("baseline", "optimized")}
+    a_base, a_opt = acc["baseline"].mean, acc["optimized"].mean
+    retention = a_opt / a_base if a_base else None
+    with_interval = lambda x: (float(np.median(x)), *median_interval(x, seed))  # noqa: E731
+    sp, rule = with_interval(speedups), EVENT_RULES[ev].score
+    if rule == "compression_ratio":
+        samples, kind, (v, lo, hi) = [compression], "exact", (compression,) * 3
+    elif rule == "accuracy":
+        samples, kind = list(correct["optimized"]), "proportion"
+        v, lo, hi = a_opt, acc["optimized"].ci_lower, acc["optimized"].ci_upper
+    else:
+        per_round = {"speedup": speedups, "speedup_x_compression": speedups * compression,
+                     "all_around": np.cbrt(speedups * compression * max(retention or 0.0, 0.0))}[rule]
+        samples, kind, (v, lo, hi) = per_round.tolist(), "rounds", with_interval(per_round)
+        if rule == "all_around" and a_base:  # one resample of rounds and of image indices (paired), as a submission's
+            cb, co = (np.asarray(correct[r], dtype=float) for r in ("baseline", "optimized"))
+            lo, hi = bootstrap_interval(lambda s, i: np.median(np.cbrt(s * compression * (
+                co[i.astype(int)].mean(1) / cb[i.astype(int)].mean(1))[:, None]), axis=1), [speedups, np.arange(cb.size)], seed=seed)
+    return {"speedup": {"value": sp[0], "ci_lower": sp[1], "ci_upper": sp[2],
+                        "method": "median over rounds of baseline / optimised time in the same round; bootstrap interval"},
+            "compression_ratio": {"value": compression, "tensor_ratio": tensor_ratio,
+                                  "method": "baseline / optimised size (`size_bytes`: the judge's TorchScript archives; exact)"},
+            "accuracy": {"value": a_opt, "ci_lower": acc["optimized"].ci_lower, "ci_upper": acc["optimized"].ci_upper,
+                         "baseline": a_base, "correct": acc["optimized"].correct, "count": acc["optimized"].count},
+            "accuracy_retention": {"value": retention},
+            "latency_median_ms": {"baseline": float(np.median(base_t)), "optimized": float(np.median(opt_t)),
+                                  "optimized_ci": list(median_interval(opt_t, seed))},
+            "speedup_rounds": speedups.tolist(),
+            "score": {"rule": rule, "description": EVENT_RULES[ev].description, "value": float(v), "ci_lower": lo,
+                      "ci_upper": hi, "kind": kind, "samples": samples}}
+
+
+def score_separable(a: Mapping[str, Any], b: Mapping[str, Any], *, alpha: float = ALPHA, min_effect: float = MIN_EFFECT,
+                    seed: int = 0) -> bool:
+    """Whether the one significance rule tells two judged scores (`judged_figures(...)["score"]`) apart:
+    Mann-Whitney U over per-round scores, McNemar over the same test samples, the effect floor alone for exact values."""
+    if a["kind"] != b["kind"]:
+        raise ValueError(f"b: scores of different kinds ({a['kind']} and {b['kind']}) cannot be compared")
+    if a["kind"] == "exact":
+        return is_significant(None, b["value"] / a["value"] - 1, alpha, min_effect)
+    if a["kind"] == "proportion":
+        return compare_results(ProportionResult("accuracy", a["samples"]), ProportionResult("accuracy", b["samples"]),
+                               alpha=alpha, min_effect=min_effect, seed=seed).significant
+    return compare_samples(a["samples"], b["samples"], higher_is_better=True, better="higher", alpha=alpha,
+                           min_effect=min_effect, seed=seed).significant
+
+
+def rank_judged(scores: Mapping[str, Mapping[str, Any]], **rule: Any) -> dict[str, int]:
+    """Ranks (1 = best): 1 + the number of students whose score is higher *and* separable by `score_separable`
+    (its `alpha`, `min_effect`); students the rule cannot separate share ranks."""
+    names = list(scores)
+    return {i: 1 + sum(1 for j in names if j != i and scores[j]["value"] > scores[i]["value"]
+                       and score_separable(scores[i], scores[j], **rule)) for i in names}
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #95d14d6c
 _USE_CASES = {  # key: (the improvement it ranks by, the situation)

@@ -244,7 +244,7 @@ def judge(args) -> int:
 
 def leaderboard(args) -> int:
     _olympics()
-    from tito.olympics.scoring import leaderboard as claims_leaderboard
+    from tito.olympics.leaderboard import leaderboard as claims_leaderboard
 
     try:
         board = claims_leaderboard(args.submissions_dir, args.event, output_path=args.output)

@@ -16,7 +16,7 @@ What is trusted where:
   touch the clock; every (student, model) pair runs once per round in a fresh random order, on images
   with a noise of the round's own (its seed drawn secretly per run);
 - what is timed is what is judged: every timed call's output is read back afterwards and paired with the
-  accuracy pass's answer on the same image (`timed_answers`, `scoring.timed_consistency`);
+  accuracy pass's answer on the same image (`timed_answers`, `claims.timed_consistency`);
 - the course's baseline, measured here, is every student's denominator (a student's own is checked by its
   weights and reported apart); sizes count the records the TorchScript loader reads, found by key, or
   an .onnx file's bytes (`archive_bytes`); an .onnx file runs in ONNX Runtime in the measuring sandbox
@@ -26,7 +26,8 @@ What is trusted where:
   before the next starts; the course baseline is timed in every sandbox of every round;
 - a sandbox may use CPU only while its own request runs (`idle_cpu_check`): one that works between its
   requests is rejected and the round it may have slowed is measured again.
-Scores, ranks, claims and same-model pairs: `tito.olympics.scoring`, on the library's one significance rule.
+Scores, ranks and the claim check: the library's rules (`tinytorch.benchmarking.olympics`: `judged_figures`,
+`rank_judged`, `claim_check`); same-model pairs: `copies`; the submission's claims: `claims`; the boards: `leaderboard`.
 """
 from __future__ import annotations
 
@@ -512,7 +513,7 @@ def measure_static(st: Student, data: dict) -> dict:
     import numpy as np
 
     from tinytorch.benchmarking.olympics import state_dict_sha256, state_tensor_bytes
-    from tito.olympics.scoring import flat_weights, layer_signatures, row_signatures
+    from tito.olympics.copies import flat_weights, layer_signatures, row_signatures
 
     n = len(data["y"])
     out = {"correct": {}, "size_bytes": {}, "size_method": {}, "tensor_bytes": {}, "sha256": {}, "reported_sha256": st.reported_sha,
@@ -576,7 +577,7 @@ def timed_answers(st: Student, role: str, data: dict, pass_correct: list[int], t
     t = tally.setdefault(role, [0, 0, 0, 0])
     for i, (a, b) in enumerate(((True, True), (True, False), (False, True), (False, False))):
         t[i] += int(np.sum((pass_ok == a) & (timed_ok == b)))
-    # per image, for the judged accuracy (scoring.timed_correct): what the timed calls answered on it
+    # per image, for the judged accuracy (claims.timed_correct): what the timed calls answered on it
     right = tally.setdefault(f"{role}:right", [0] * len(data["y"]))
     seen = tally.setdefault(f"{role}:seen", [0] * len(data["y"]))
     for i, ok in zip(index.tolist(), timed_ok.tolist()):
@@ -812,7 +813,7 @@ def run_judge(valid: list[Student], rejected: dict[str, str], ev, out: Path, bwr
               rounds: int, resume: bool, target_ms: float, seed: int, timeouts: dict[str, float] | None,
               tolerance: dict[str, float] | None = None, data_file=None, memory_mb: float = MEMORY_MB) -> dict[str, Any]:
     """Stage, load, measure and time the students whose files were found, in groups that fit `memory_mb`
-    (`_groups`); write the report into `out` (claims checked with `tolerance`, default JUDGE_TOLERANCE)."""
+    (`_groups`); write the report into `out` (claims checked with `tolerance`, default the library's JUDGE_TOLERANCE)."""
     from tinytorch.benchmarking import olympics as o
 
     out.mkdir(parents=True, exist_ok=True)
@@ -930,7 +931,7 @@ def _load_and_measure(valid, work, data, bwrap, jobs, state, rejected, state_pat
     clock; `arrays` gathers the optimized models' weights and outputs across groups (the copy checks)."""
     from tinytorch.benchmarking.digits import default_digits_model
     from tinytorch.benchmarking.results import model_state
-    from tito.olympics.scoring import row_signatures, similar_models
+    from tito.olympics.copies import row_signatures, similar_models
 
     arrays = {} if arrays is None else arrays
 
@@ -1081,18 +1082,18 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, seed: int, state
 def _report(o, ev, judged: list[Student], state: dict, rejected: dict, out: Path,
             tolerance: dict[str, float] | None = None, source: str = "") -> dict[str, Any]:
     """Figures, claims, flags and the leaderboard from the measurements; everything written atomically."""
-    from tito.olympics import scoring
     from tinytorch.benchmarking.results import write_atomic, write_json
+    from tito.olympics.leaderboard import judged_leaderboard
 
     entries, records = {}, {}
     same = _same_model_flags(state["pairs"])
     for st in judged:
         try:
-            entries[st.name], records[st.name] = _student_report(o, scoring, ev, st, state, same.get(st.name, []),
-                                                                 tolerance or JUDGE_TOLERANCE)
+            entries[st.name], records[st.name] = _student_report(o, ev, st, state, same.get(st.name, []),
+                                                                 tolerance or o.JUDGE_TOLERANCE)
         except Exception as e:  # noqa: BLE001 - a submission's content, never the judge's crash
             rejected[st.name] = f"its submission could not be checked ({type(e).__name__}: {str(e)[:200]})"
-    board = scoring.judged_leaderboard(entries, ev, rejected, source=source)
+    board = judged_leaderboard(entries, ev, rejected, source=source)
     write_atomic(out / "leaderboard.md", board["markdown"])
     write_atomic(out / "leaderboard.csv", board["csv"])
     (out / "students").mkdir(exist_ok=True)
@@ -1114,23 +1115,20 @@ def _same_model_flags(pairs: list[dict]) -> dict[str, list[str]]:
     return {s: [f"same model as {', '.join(sorted(others))} ({why})" for why, others in k.items()] for s, k in kinds.items()}
 
 
-JUDGE_TOLERANCE = {"latency_rel": 3.0}  # judge_class: a speed-up claim is contradicted when over 4x the judged one
-
-
-def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str],
-                    tolerance: dict[str, float]) -> tuple[dict, dict]:
+def _student_report(o, ev, st: Student, state: dict, same: list[str], tolerance: dict[str, float]) -> tuple[dict, dict]:
     """One student's figures, claims and flags: (leaderboard entry, per-student record)."""
+    from tito.olympics.claims import check_claims, timed_consistency, timed_correct
+
     static = state["static"][st.name]
     rounds = [r[st.name] for r in state["rounds"] if st.name in r and len(r[st.name]) == 2]
     tally = state.get("timed", {}).get(st.name, {})
     # the judged accuracy is the timed calls' (the timed work is the judged work): per image, the answer most
     # of its timed calls gave; the accuracy pass stands for an image no timed call saw
-    correct = {**static["correct"], **{role: scoring.timed_correct(static["correct"][role], tally.get(f"{role}:right"),
-                                                                   tally.get(f"{role}:seen"))
-                                       for role in ("baseline", "optimized")}}
+    correct = {**static["correct"], **{role: timed_correct(static["correct"][role], tally.get(f"{role}:right"),
+                                                           tally.get(f"{role}:seen")) for role in ("baseline", "optimized")}}
     record = {"round_mean_ms": {role: [r[role] for r in rounds] for role in ("baseline", "optimized")},
               "correct": correct, "size_bytes": static["size_bytes"], "tensor_bytes": static.get("tensor_bytes")}
-    figures = scoring.judged_figures(record, ev)
+    figures = o.judged_figures(record, ev)
     # a pickled module's hash comes from its own code (the trace has other keys): it checks the file, not a score
     hashes = {role: static.get("reported_sha256", {}).get(role) or static["sha256"][role] for role in static["sha256"]}
     own = "own_baseline" in static["sha256"]
@@ -1139,7 +1137,7 @@ def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str],
     # student's machine: a class judged on another machine keeps JUDGE_TOLERANCE's floor (before submit timed
     # TorchScript, an honest int8 claim was 2.1x the judged speed-up); `verify` passes the submission's own
     # tolerance. Either way the claim's interval, not its point, must lie above the judged interval
-    claims = scoring.check_claims(st.doc, figures, hashes, tolerance=tolerance)
+    claims = check_claims(st.doc, figures, hashes, tolerance=tolerance)
     validation = o.validate_submission(st.submission)
     flags = [f"claim contradicted: {c['claim']} claimed {_fmt(c['claimed'])}, judged {_fmt(c['judged'])}"
              for c in claims if c["contradicted"]]
@@ -1157,7 +1155,7 @@ def _student_report(o, scoring, ev, st: Student, state: dict, same: list[str],
               f"{c['threshold']} (judged {_fmt(c['measured'])}; {c.get('basis') or c.get('reason')})" for c in checks if not c["passed"]]
     flags += same
     eligible = all(c["passed"] for c in checks)
-    consistency = scoring.timed_consistency(tally.get("optimized"))
+    consistency = timed_consistency(tally.get("optimized"))
     if consistency is not None:
         figures["accuracy"]["timed"] = consistency
         if consistency["differs"]:
