@@ -11,6 +11,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                      'tinytorch/benchmarking/defaults.py'),
                                                  'tinytorch.benchmarking.defaults.digits_misfit': ( '19_benchmarking/defaults_dev.html#digits_misfit',
                                                                                                     'tinytorch/benchmarking/defaults.py'),
+                                                 'tinytorch.benchmarking.defaults.hardware_model': ( '19_benchmarking/defaults_dev.html#hardware_model',
+                                                                                                     'tinytorch/benchmarking/defaults.py'),
                                                  'tinytorch.benchmarking.defaults.parse_runtimes': ( '19_benchmarking/defaults_dev.html#parse_runtimes',
                                                                                                      'tinytorch/benchmarking/defaults.py'),
                                                  'tinytorch.benchmarking.defaults.run_default_benchmark': ( '19_benchmarking/defaults_dev.html#run_default_benchmark',
