@@ -339,9 +339,13 @@ def evaluate_accuracy(model: nn.Module, loader: Iterable, device: str | torch.de
     return accuracy_result(model, loader, device, precision, calibration_data=calibration_data).mean
 
 
-def measure_latency(model: Any, input_tensor: Any, runs: int = 100, warmup: int = 10) -> float:
-    "Mean latency (ms) of one forward pass over `runs` samples: the original course code's float view of `latency_result(...).mean`."
+def latency_mean_ms(model: Any, input_tensor: Any, runs: int = 100, warmup: int = 10) -> float:
+    """Mean latency (ms) of one forward pass over `runs` samples, the float view of `latency_result(...).mean`;
+    `measure_latency`, the original course code's name, is this function (its mean; `Profiler.measure_latency` is a median)."""
     return latency_result(model, input_tensor, repeats=runs, warmup=warmup).mean
+
+
+measure_latency = latency_mean_ms  # the original course code's name (results.SEED_ALIASES): the mean
 
 
 def latency_result(model: Any, input_tensor: Any, repeats: int = 30, runs: int = 1, warmup: int = 10) -> BenchmarkResult:
