@@ -1125,7 +1125,7 @@ METRICS: dict[str, MetricInfo] = {
     "latency": MetricInfo("ms", "min", "faster"),
     "accuracy": MetricInfo("fraction", "max", "more accurate"),
     "memory": MetricInfo("bytes", "min", "smaller in peak memory"),  # integer bytes; reports render MiB
-    "model_size": MetricInfo("bytes", "min", "smaller"),
+    "model_size": MetricInfo("bytes", "min", "smaller"),  # the model file's bytes (`serialized_bytes`; an .onnx file's)
     "parameter_memory": MetricInfo("bytes", "min", "smaller in parameter memory"),
     "energy": MetricInfo("J", "min", "more energy-efficient"),  # per inference; metadata carries mJ
 }
@@ -1939,10 +1939,10 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## Model size: two quantities, two names
 #
-# "How big is the model?" has two honest answers: **`state_dict_tensor_bytes`**, the bytes of
-# every tensor the model holds at their real element sizes (what must fit in a device's memory),
-# and **`serialized_bytes`**, the size of the saved file: tensors plus the container's overhead,
-# which dominates for tiny models (the download or Flash size).
+# "How big is the model?" has two honest answers, each with its own name: the **model size** (the original
+# course code's "Model Size (MB)", the model file's size: `serialized_bytes`, the `model_size` metric), tensors
+# plus the container's overhead, which dominates for tiny models; and **`state_dict_tensor_bytes`**, every tensor
+# at its real element size (what must fit in a device's memory: `memory_result`, `model_memory_mb`).
 #
 # The tensor count has a trap. An int8 `Linear` keeps its weight *packed*: the state dict holds
 # a tuple `(quantized weight, bias)`, and a quantized tensor stores int8 integers **plus** its
@@ -2044,7 +2044,7 @@ def state_dict_tensor_bytes(model: torch.nn.Module | Mapping[str, Any]) -> int:
 
 
 def serialized_bytes(model: Any) -> tuple[int, str]:
-    """`(bytes, method)`: the size of the saved model: `torch.jit.save` for TorchScript,
+    """`(bytes, method)`: the model size, the bytes of the saved model: `torch.jit.save` for TorchScript,
     `torch.save(state_dict())` for other modules, `numpy.savez(parameters)` for TinyTorch-style objects."""
     buf = io.BytesIO()
     if isinstance(model, torch.jit.ScriptModule):

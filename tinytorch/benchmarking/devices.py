@@ -23,8 +23,8 @@ from .hardware import (
     save_hardware_artifacts, summarize_hardware, sweep)
 from .hardware_profile import (
     KB, HardwareProfile, build_hardware_profile_table, write_hardware_profile_artifacts)
-from .metrics import PRECISIONS, check_precision, evaluate_accuracy, model_memory_mb
-from .results import serialized_bytes, state_dict_tensor_bytes, write_atomic, write_json
+from .metrics import PRECISIONS, check_precision, evaluate_accuracy
+from .results import MiB, serialized_bytes, state_dict_tensor_bytes, write_atomic, write_json
 from ..profiling.profiler import Profiler
 from ..profiling.timing import adapt, machine_load, machine_state, machine_warning, system_info, time_callable, time_model
 
@@ -301,7 +301,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
         base_latency_ms = float(base.latency_median_ms)
         latency_source = f"sweep: {base.precision}, batch {int(base.batch_size)}, median latency (measured)"
         rows = [{"model": f"{name} {r.precision} (batch {int(r.batch_size)})", "accuracy": r.accuracy,
-                 "latency_median_ms": r.latency_median_ms, "model_size_mb": r.memory_mb,
+                 "latency_median_ms": r.latency_median_ms, "model_size_mb": r.model_size_bytes / MiB,
                  "references": "measured here (median latency): tinytorch.benchmarking.hardware.sweep"}
                 for r in sweep_df.itertuples()]
     else:
@@ -312,7 +312,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
         base_latency_ms = time_model(model, shape, samples=repeats).median_ms
         latency_source = f"time_model: fp32, input {shape}, median latency (measured); precision sweep {reason}"
         rows = [{"model": f"{name} fp32 (batch {shape[0]})", "accuracy": None, "latency_median_ms": base_latency_ms,
-                 "model_size_mb": model_memory_mb(model),
+                 "model_size_mb": serialized_bytes(model)[0] / MiB,
                  "references": f"measured here (median latency): time_model; accuracy and precision sweep {reason}"}]
     platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"
     layers = estimate_layerwise_stats(model, shape[0], shape[1:])

@@ -401,7 +401,7 @@ METRICS: dict[str, MetricInfo] = {
     "latency": MetricInfo("ms", "min", "faster"),
     "accuracy": MetricInfo("fraction", "max", "more accurate"),
     "memory": MetricInfo("bytes", "min", "smaller in peak memory"),  # integer bytes; reports render MiB
-    "model_size": MetricInfo("bytes", "min", "smaller"),
+    "model_size": MetricInfo("bytes", "min", "smaller"),  # the model file's bytes (`serialized_bytes`; an .onnx file's)
     "parameter_memory": MetricInfo("bytes", "min", "smaller in parameter memory"),
     "energy": MetricInfo("J", "min", "more energy-efficient"),  # per inference; metadata carries mJ
 }
@@ -844,7 +844,7 @@ def state_dict_tensor_bytes(model: torch.nn.Module | Mapping[str, Any]) -> int:
 
 
 def serialized_bytes(model: Any) -> tuple[int, str]:
-    """`(bytes, method)`: the size of the saved model: `torch.jit.save` for TorchScript,
+    """`(bytes, method)`: the model size, the bytes of the saved model: `torch.jit.save` for TorchScript,
     `torch.save(state_dict())` for other modules, `numpy.savez(parameters)` for TinyTorch-style objects."""
     buf = io.BytesIO()
     if isinstance(model, torch.jit.ScriptModule):
