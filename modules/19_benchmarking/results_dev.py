@@ -50,7 +50,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -2193,6 +2193,18 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
 def write_json(path: str | Path, obj: Any, indent: int = 2) -> Path:
     "Write `obj`, made JSON-native, to `path` atomically; NaN and infinity are refused."
     return write_atomic(path, json.dumps(json_native(obj), indent=indent, allow_nan=False) + "\n")
+
+
+def results_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, console: bool = False,
+                  missing: str = "—") -> list[str]:
+    """The one results-table renderer: Markdown lines (`|` escaped) or, with `console`, plain text, each column as wide as
+    its widest cell; a cell is `str(value)`, newlines as spaces, None `missing`: `results_table(["a"], [[None]])[2]`: '| — |'."""
+    t = [[missing if v is None else str(v).replace("\n", " ") for v in r] for r in [header, *rows]]
+    if console:
+        w = [max(map(len, col)) for col in zip(*t)]
+        return ["  ".join(c.ljust(n) for c, n in zip(r, w)) for r in [t[0], ["-" * n for n in w], *t[1:]]]
+    lines = ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in t]
+    return [lines[0], "|" + "---|" * len(header), *lines[1:]]
 
 # %% nbgrader={"grade": true, "grade_id": "test-results-writing", "locked": true, "points": 5, "schema_version": 3}
 def test_unit_writing():

@@ -247,25 +247,21 @@ def run_default_benchmark(
 
 
 def hardware_model(model_path: str | Path, model: Any = None) -> torch.nn.Module:
-    """The torch module the hardware analysis of `model_path` runs on: `model` (what `load_model_file(model_path)`
-    returned) or the file loaded now. ONNX and TorchScript are refused: layer statistics need forward hooks."""
+    "`model` (loaded from `model_path`; None: load it now) if the hardware analysis can hook its layers, else a ValueError."
     model = load_model_file(model_path) if model is None else model
-    if isinstance(model, Path):
-        raise ValueError(f"model_path: the hardware analysis needs a PyTorch model (layer statistics come from forward "
-                         f"hooks on torch modules); {str(model)!r} is an ONNX file. Benchmark it without --hardware")
-    if isinstance(model, torch.jit.ScriptModule):
-        raise ValueError(f"model_path: {str(model_path)!r} is TorchScript, and TorchScript modules take no forward "
-                         "hooks, which the layer statistics need; save the module with torch.save(model) instead")
+    if isinstance(model, (Path, torch.jit.ScriptModule)):  # ONNX (a path: ONNX Runtime runs it), TorchScript: no hooks
+        kind = ("an ONNX file. Benchmark it without --hardware" if isinstance(model, Path) else
+                "TorchScript; save the module with torch.save(model) instead")
+        raise ValueError(f"model_path: the hardware analysis needs forward hooks on torch modules; {str(model_path)!r} is {kind}")
     return model
 
 
 def write_hardware_artifacts(output_dir: str | Path, model_path: str | Path | None = None,
                              input_shape: Sequence[int] | None = None, *, power_watts: float | None = None,
                              repeats: int = 20, model: torch.nn.Module | None = None) -> dict[str, Path]:
-    """The hardware report (`devices.write_hardware_report`: layers, roofline, precision sweep, device
-    fit) of the bundled digits CNN, or of the saved model in `model_path` on `input_shape` (`model`: what
-    `hardware_model(model_path)` returned, if the caller has it); its precision sweep runs where the digits data
-    fits the model, else it is unavailable with the reason.
+    """The hardware report (`devices.write_hardware_report`: layers, roofline, precision sweep, device fit) of the bundled
+    digits CNN, or of the saved model in `model_path` (`model`: `hardware_model(model_path)`, if the caller has it) on
+    `input_shape`; its precision sweep runs where the digits data fits the model, else it is unavailable with the reason.
 
     >>> sorted(write_hardware_artifacts("/tmp/hw"))[:2]  # doctest: +SKIP
     ['device_fit', 'hardware_summary']

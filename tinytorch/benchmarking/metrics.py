@@ -171,12 +171,8 @@ def evaluate_accuracy(model: nn.Module, loader: Iterable, device: str | torch.de
 
 
 def latency_mean_ms(model: Any, input_tensor: Any, runs: int = 100, warmup: int = 10) -> float:
-    """Mean latency (ms) of one forward pass over `runs` samples, the float view of `latency_result(...).mean`;
-    `measure_latency`, the original course code's name, is this function (its mean; `Profiler.measure_latency` is a median)."""
+    "Mean ms of one forward pass over `runs` samples, `latency_result(...).mean`; the seed's `measure_latency` is this function."
     return latency_result(model, input_tensor, repeats=runs, warmup=warmup).mean
-
-
-measure_latency = latency_mean_ms  # the original course code's name (results.SEED_ALIASES): the mean
 
 
 def latency_result(model: Any, input_tensor: Any, repeats: int = 30, runs: int = 1, warmup: int = 10) -> BenchmarkResult:
@@ -205,6 +201,9 @@ def measure_latency_distribution(model: Any, input_tensor: Any, repeats: int = 3
     """
     r = latency_result(model, input_tensor, repeats, runs, warmup)
     return r.mean, r.std, r.p95
+
+
+measure_latency = latency_mean_ms  # the original course code's name (results.SEED_ALIASES): the mean
 
 # %% ../../nbs/19_benchmarking/metrics_dev.ipynb #a3d0ff21
 @dataclass

@@ -27,10 +27,8 @@ __all__ = ['INT8_MODES', 'INT8_BACKENDS_ONNX', 'ONNX_OPSET', 'PRUNE_SCOPES', 'PR
 
 # %% ../../nbs/19_benchmarking/optimize_dev.ipynb #e3901070
 def model_size_bytes(model: nn.Module) -> int:
-    """The model's size: integer bytes of its saved file, `results.serialized_bytes(model)[0]`, whatever the format (not
-    the state's tensor bytes, `results.state_dict_tensor_bytes`): `model_size_bytes(nn.Linear(4, 2))` counts the file's overhead."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    """The model size: integer bytes of its saved file, `results.serialized_bytes(model)[0]`, whatever the format (not the
+    state's tensor bytes, `results.state_dict_tensor_bytes`): `model_size_bytes(nn.Linear(4, 2))` counts the file's overhead."""
     return serialized_bytes(model)[0]
 
 
