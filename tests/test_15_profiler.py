@@ -292,6 +292,8 @@ def test_latency_scales_with_work(profiler):
     eight = profiler.measure_latency(_matmul_chain(8), x, warmup=3, iterations=10, threads=1)
     assert 4 < eight / one < 14, f"8 matmuls vs 1: measured {eight / one:.1f}x"
     assert profiler.last_timing.threads == 1 and len(profiler.last_timing.per_call_ns) == 10
+    assert eight == profiler.last_timing.median_ms, "the Profiler's latency is the median of its samples"
+    assert type(profiler).measure_latency is type(profiler).latency_median_ms, "the seed's name is the alias of the median"
 
 
 def test_latency_of_numpy_and_callable_models(profiler):

@@ -144,6 +144,9 @@ def test_sweep_with_real_runs():
     assert not by.loc["fp32", "accepted"] and by.loc["fp32", "violations"] == "max_memory_mb"
     assert by.loc["fp16", "accepted"] and by.loc["int8", "accepted"]
     assert math.isclose(by.loc["fp16", "memory_mb"] * 2, by.loc["fp32", "memory_mb"])
+    from tinytorch.benchmarking.results import serialized_bytes
+    assert by.loc["fp32", "model_size_bytes"] == serialized_bytes(model)[0], "the model size: the saved file's bytes"
+    assert by.loc["int8", "model_size_bytes"] < 0.6 * by.loc["fp32", "model_size_bytes"]
     assert abs(by.loc["int8", "accuracy"] - by.loc["fp32", "accuracy"]) <= 0.03
     t = precision_tradeoff_table(df)
     assert df.latency_ms.tolist() == df.latency_mean_ms.tolist(), "the original course code's latency_ms is the alias of the mean"

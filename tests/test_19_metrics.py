@@ -106,10 +106,15 @@ def test_no_energy_without_counter_or_power():
     assert m.energy_j is None and m.reasons["energy_j"]
 
 
-def test_latency_helpers():
+def test_latency_helpers(monkeypatch):
     lin = nn.Linear(32, 32)
     x = torch.randn(4, 32)
     assert measure_latency(lin, x, runs=5, warmup=1) > 0
+    from tinytorch.benchmarking import metrics
+    from tinytorch.benchmarking.results import BenchmarkResult
+    assert metrics.measure_latency is metrics.latency_mean_ms, "the seed's name is the alias of the function naming its statistic"
+    monkeypatch.setattr(metrics, "latency_result", lambda *a, **k: BenchmarkResult("latency", [1.0, 2.0, 6.0], unit="ms"))
+    assert measure_latency(lin, x) == metrics.latency_mean_ms(lin, x) == 3.0, "the mean (median 2.0), as the seed documents"
     mean, std, p95 = measure_latency_distribution(lin, x, repeats=8)
     assert mean > 0 and std >= 0 and p95 > 0
 

@@ -9,7 +9,7 @@ from torch import nn
 from tinytorch.benchmarking.digits import DigitsCNN, accuracy_on, default_digits_model, load_digits_split
 from tinytorch.benchmarking.optimize import (
     ABLATION_ORDERS, PRECISIONS, ablate_order, cast_precision, int8_sparsity, prune_int8, prune_magnitude, quantize_int8,
-    sparsity, state_dict_bytes,
+    sparsity, model_size_bytes,
 )
 from tinytorch.profiling.timing import time_model
 
@@ -41,7 +41,7 @@ def test_static_int8_digits_accuracy_and_size(digits):
     assert q.tinytorch_quantization["path"].startswith("torch.ao.quantization")
     assert q.tinytorch_quantization["backend"] in torch.backends.quantized.supported_engines
     # 6090 float32 weights = 24,360 B of data; int8 data is 6,090 B plus scales and framing
-    assert state_dict_bytes(q) < 0.6 * state_dict_bytes(base)
+    assert model_size_bytes(q) < 0.6 * model_size_bytes(base)
     # the int8 model runs through the shared timing core like any other model
     s = time_model(q, (1, 1, 8, 8), samples=3)
     assert s.median_ms > 0
@@ -51,10 +51,10 @@ def test_dynamic_int8_is_about_4x_smaller_on_a_linear_model():
     torch.manual_seed(0)
     mlp = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
     n_params = sum(p.numel() for p in mlp.parameters())
-    fp32 = state_dict_bytes(mlp)
+    fp32 = model_size_bytes(mlp)
     assert fp32 >= 4 * n_params  # independent reference: 4 bytes per float32 parameter
     q = quantize_int8(mlp, "dynamic")
-    ratio = fp32 / state_dict_bytes(q)
+    ratio = fp32 / model_size_bytes(q)
     assert 3.5 <= ratio <= 4.2, ratio
     assert q.tinytorch_quantization == {"path": "torch.ao.quantization.quantize_dynamic", "mode": "dynamic",
                                         "backend": q.tinytorch_quantization["backend"]}
@@ -199,7 +199,7 @@ def test_ablate_order_on_digits(digits):
         assert isinstance(res["accuracy"][o], ProportionResult) and res["accuracy"][o].count == len(y)
         assert res["accuracy"][o].mean == pytest.approx(accuracy_on(r["models"][o], X, y))
         assert isinstance(res["model_size"][o], CountResult)
-        assert res["model_size"][o].mean == state_dict_bytes(r["models"][o])
+        assert res["model_size"][o].mean == model_size_bytes(r["models"][o])
         assert res["model_size"][o].unit == "bytes" and isinstance(res["model_size"][o].values[0], int)
         assert type(res["latency"][o]) is BenchmarkResult and res["latency"][o].count == 10
     for metric, c in r["comparisons"].items():
@@ -213,7 +213,7 @@ def test_ablate_order_on_digits(digits):
 
 
 def test_state_dict_bytes_is_the_one_serialized_size_in_every_format(digits):
-    """`state_dict_bytes` is `results.serialized_bytes`: integer bytes equal to an independent count of the saved file,
+    """`model_size_bytes` is `results.serialized_bytes`: integer bytes equal to an independent count of the saved file,
     for an eager, an int8 and a TorchScript model (not the state's tensor bytes, which leave out the file's overhead)."""
     import io
 
@@ -223,10 +223,10 @@ def test_state_dict_bytes_is_the_one_serialized_size_in_every_format(digits):
     for m in (base, int8):
         buf = io.BytesIO()
         torch.save(m.state_dict(), buf)
-        assert state_dict_bytes(m) == len(buf.getvalue()) == serialized_bytes(m)[0]
+        assert model_size_bytes(m) == len(buf.getvalue()) == serialized_bytes(m)[0]
     scripted = torch.jit.trace(copy.deepcopy(base).eval(), X[:1])
     buf = io.BytesIO()
     torch.jit.save(scripted, buf)
-    assert state_dict_bytes(scripted) == len(buf.getvalue()) and isinstance(state_dict_bytes(scripted), int)
+    assert model_size_bytes(scripted) == len(buf.getvalue()) and isinstance(model_size_bytes(scripted), int)
     tensors = sum(t.numel() * t.element_size() for t in base.state_dict().values())
-    assert state_dict_tensor_bytes(base) == tensors < state_dict_bytes(base)
+    assert state_dict_tensor_bytes(base) == tensors < model_size_bytes(base)

@@ -252,3 +252,16 @@ def test_a_distribution_with_one_interruption_is_drawn_on_a_log_axis(tmp_path):
                "results": {"latency": {"a": {"values": quiet + [84.0]}, "b": {"values": [0.02, 0.021, 0.019]}}}}
     png = plot_distribution(payload, "latency", tmp_path)
     assert png.name == "latency_distribution.png" and imread(png).shape[0] > 100
+
+
+def test_one_table_renderer_for_markdown_and_the_console():
+    "`results.results_table` renders every results table: Markdown (pipes escaped, None as —) and console widths."
+    from tinytorch.benchmarking.results import results_table
+    assert results_table(["model", "note"], [["a", None], ["b", "x | y\nz"]]) == [
+        "| model | note |", "|---|---|", "| a | — |", "| b | x \\| y z |"]
+    assert results_table(["m", "latency (ms)"], [["long_name", 1.5]], console=True) == [
+        "m          latency (ms)", "---------  ------------", "long_name  1.5         "]
+    from tito.default_benchmark import console_table
+    payload = {"models": ["a"], "metrics": {"model_size": {"unit": "bytes"}},
+               "table": [{"model": "a", "metric": "model_size", "status": "measured", "median": 2 * 2**20}]}
+    assert console_table(payload).splitlines() == ["model  model_size (MiB)", "-----  ----------------", "a      2               "]

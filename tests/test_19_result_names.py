@@ -132,7 +132,8 @@ def test_every_float_returning_seed_function_is_a_view_of_a_result(view, result_
 
 
 def test_no_other_public_metrics_function_returns_a_bare_float(model, loader):
-    "The metrics module's measuring functions: a float comes only from a registered seed view."
+    """The metrics module's measuring functions: a float comes only from a registered seed view, or a function
+    named for its statistic (`latency_mean_ms`, of which the seed's `measure_latency` is the alias)."""
     views = {k.split(".", 1)[1] for k in SEED_ALIASES if k.startswith("metrics.")}
     x = loader[0][0][:1]
     calls = {"latency_result": (model, x), "accuracy_result": (model, loader), "memory_result": (model,),

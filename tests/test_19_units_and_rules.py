@@ -198,12 +198,12 @@ def _independent_sizes(model, tmp_path):
 @pytest.mark.parametrize("kind", ["eager", "pickled", "torchscript"])
 def test_sizes_are_integer_bytes_equal_to_an_independent_count(kind, tmp_path):
     from tinytorch.benchmarking.devices import measure_watch_metrics
-    from tinytorch.benchmarking.optimize import state_dict_bytes
+    from tinytorch.benchmarking.optimize import model_size_bytes
     from tinytorch.benchmarking.results import MiB, serialized_bytes, state_dict_tensor_bytes
     model = _models(tmp_path)[kind]
     tensors, on_disk = _independent_sizes(model, tmp_path)
     assert tensors > 4 * sum(p.numel() for p in model.parameters()), "the buffers (running stats) count too"
-    assert state_dict_tensor_bytes(model) == tensors and serialized_bytes(model)[0] == on_disk == state_dict_bytes(model)
+    assert state_dict_tensor_bytes(model) == tensors and serialized_bytes(model)[0] == on_disk == model_size_bytes(model)
     X, y = torch.randn(8, 1, 8, 8), torch.arange(8) % 10
     b = Benchmark({kind: model}, [(X, y)], measurement_runs=2, warmup_runs=1)
     b.run_memory_benchmark()

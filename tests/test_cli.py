@@ -124,15 +124,31 @@ def test_benchmark_runtimes_and_onnx_model(tmp_path, capsys):
     assert "--hardware needs a PyTorch model" in capsys.readouterr().err
 
 
-def test_benchmark_user_model_hardware(tmp_path):
+def test_benchmark_user_model_hardware(tmp_path, monkeypatch, capsys):
     import pandas as pd
     import torch
+    from tinytorch.benchmarking import defaults, suite
     path = tmp_path / "seq.pt"
     torch.save(torch.nn.Sequential(torch.nn.Conv1d(2, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
                                    torch.nn.Linear(4 * 14, 3)), path)
+    loads, load = [], suite.load_model_file
+
+    def counted(p):
+        loads.append(str(p))
+        return load(p)
+    for module in (suite, defaults):  # tito takes it from suite, the library's walk from defaults
+        monkeypatch.setattr(module, "load_model_file", counted)
     out = tmp_path / "o"
     assert main(["benchmark", "--model", str(path), "--input-shape", "1,2,16", "--hardware", "--runs", "2",
                  "--quiet", "--output-dir", str(out)]) == 0
+    assert loads == [str(path)], f"the --model file is loaded once for the benchmark and the hardware report, got {loads}"
+    ts = tmp_path / "ts.pt"
+    torch.jit.save(torch.jit.script(torch.nn.Linear(4, 2)), str(ts))
+    assert main(["benchmark", "--model", str(ts), "--input-shape", "1,4", "--hardware", "--output-dir",
+                 str(tmp_path / "ts")]) == 2
+    err = capsys.readouterr().err
+    assert "--hardware needs a PyTorch model" in err and "is TorchScript" in err, err
+    assert not (tmp_path / "ts").exists(), "a model the hardware report refuses is refused before the benchmark runs"
     layers = pd.read_csv(out / "hardware" / "layerwise_breakdown.csv")
     assert int(layers["macs"].sum()) == 4 * 2 * 3 * 14 + 4 * 14 * 3, "MACs counted for the user's input shape"
     summary = pd.read_csv(out / "hardware" / "hardware_summary.csv").iloc[0]

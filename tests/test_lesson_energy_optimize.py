@@ -110,7 +110,7 @@ one_sample = data.first_samples(1)
 results = {"accuracy": {}, "model_size": {}, "latency": {}}
 for name, m in models.items():
     results["accuracy"][name] = ProportionResult("accuracy", top1_correct(m, data))
-    results["model_size"][name] = CountResult("model_size", [state_dict_bytes(m)], unit="B")
+    results["model_size"][name] = CountResult("model_size", [model_size_bytes(m)], unit="B")
     results["latency"][name] = BenchmarkResult("latency", time_model(m, one_sample, samples=samples).per_call_ms, unit="ms")
 comparisons = {}
 for metric, by_order in results.items():
@@ -139,7 +139,7 @@ models = {first: quantize_int8(prune_magnitude(model, amount), "static", calibra
 timed = time_interleaved(models, data.first_samples(1), samples=samples, rounds=rounds)
 results = {
     "accuracy": {n: ProportionResult("accuracy", top1_correct(m, data)) for n, m in models.items()},
-    "model_size": {n: CountResult("model_size", [state_dict_bytes(m)], unit="B") for n, m in models.items()},
+    "model_size": {n: CountResult("model_size", [model_size_bytes(m)], unit="B") for n, m in models.items()},
     "latency": {n: BenchmarkResult("latency", timed[n][0], unit="ms") for n in models},
 }
 comparisons = {k: compare_results(r[first], r[second], names=(first, second)) for k, r in results.items()}

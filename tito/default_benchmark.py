@@ -13,20 +13,20 @@ from typing import Any, Sequence
 
 from tinytorch.benchmarking.defaults import run_default_benchmark as run_library_benchmark
 from tinytorch.benchmarking.report import CSV_FILE, JSON_FILE, REPORT_FILE
-from tinytorch.benchmarking.results import MiB
+from tinytorch.benchmarking.results import MiB, results_table
 from tinytorch.profiling.timing import machine_warnings
 
 __all__ = ["console_table", "print_summary", "run_default_benchmark"]
 
 
 def console_table(payload: dict[str, Any]) -> str:
-    "A plain-text comparison table of a results payload (one line per model), for printing."
+    "A plain-text comparison table of a results payload (one line per model, `results.results_table`), for printing."
     table = payload.get("table", [])
     present = {r["metric"] for r in table}
     metrics = [m for m in ("accuracy", "latency", "throughput_bs32", "memory", "model_size", "energy") if m in present]
     units = {m: payload["metrics"].get(m, {}).get("unit", "") for m in metrics}
     scale = {m: MiB if u == "bytes" else 1 for m, u in units.items()}  # integer bytes are shown in MiB
-    rows = [["model"] + [f"{m} ({'MiB' if scale[m] != 1 else units[m]})" for m in metrics]]
+    header, rows = ["model"] + [f"{m} ({'MiB' if scale[m] != 1 else units[m]})" for m in metrics], []
     for model in payload["models"]:
         cells = [model]
         for m in metrics:
@@ -37,9 +37,7 @@ def console_table(payload: dict[str, Any]) -> str:
                 cells.append(f"{r['median']:.2%}" if m == "accuracy" else
                              f"{r['median'] / scale[m]:.4g}" + (" (est.)" if r["status"] == "estimated" else ""))
         rows.append(cells)
-    widths = [max(len(str(x)) for x in col) for col in zip(*rows)]
-    rows.insert(1, ["-" * w for w in widths])
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(cells, widths)) for cells in rows)
+    return "\n".join(results_table(header, rows, console=True))
 
 
 def print_summary(out: dict[str, Any], quiet: bool = False) -> str:

@@ -45,7 +45,7 @@ from torch import nn
 
 from tinytorch.benchmarking.metrics import (
     PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision)
-from tinytorch.benchmarking.results import BenchmarkResult, MiB, decide, write_atomic, write_json
+from tinytorch.benchmarking.results import BenchmarkResult, MiB, decide, serialized_bytes, write_atomic, write_json
 from tinytorch.profiling.profiler import Profiler
 from tinytorch.profiling.timing import _check_shape, _positive_int, system_info, time_callable
 
@@ -86,8 +86,8 @@ from tinytorch.benchmarking.hardware import (
     save_hardware_artifacts, summarize_hardware, sweep)
 from tinytorch.benchmarking.hardware_profile import (
     KB, HardwareProfile, build_hardware_profile_table, write_hardware_profile_artifacts)
-from tinytorch.benchmarking.metrics import PRECISIONS, check_precision, evaluate_accuracy, model_memory_mb
-from tinytorch.benchmarking.results import serialized_bytes, state_dict_tensor_bytes, write_atomic, write_json
+from tinytorch.benchmarking.metrics import PRECISIONS, check_precision, evaluate_accuracy
+from tinytorch.benchmarking.results import MiB, results_table, serialized_bytes, state_dict_tensor_bytes, write_atomic, write_json
 from tinytorch.profiling.profiler import Profiler
 from tinytorch.profiling.timing import adapt, machine_load, machine_state, machine_warning, system_info, time_callable, time_model
 
@@ -524,7 +524,7 @@ CONSTRAINTS = {"min_accuracy": ("accuracy", ">="), "max_latency_mean_ms": ("late
 # The original course code's sweep `latency_ms` is an alias of `latency_mean_ms`, and its table's `latency_ms_mean` of `latency_mean_ms_mean`
 SWEEP_COLUMNS = ("precision", "batch_size", "accuracy", "latency_ms", "latency_median_ms", "latency_std_ms",
                  "latency_p95_ms", "throughput_sps", "memory_mb", "latency_mean_ms", "energy_proxy_j", "energy_method",
-                 "latency_scaled_by", "accepted", "violations")
+                 "latency_scaled_by", "accepted", "violations", "model_size_bytes")  # the model file's bytes (serialized)
 TRADEOFF_INPUT_COLUMNS = ("precision", "accuracy", "latency_ms", "memory_mb", "energy_proxy_j", "accepted")
 TRADEOFF_COLUMNS = ("precision", "accuracy_mean", "latency_ms_mean", "latency_mean_ms_mean", "memory_mb_mean",
                     "energy_proxy_j_mean", "accepted_ratio")
@@ -582,7 +582,8 @@ def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
                                 batch_size=b)
             row = {"precision": precision, "batch_size": b, **{c: getattr(m, c) for c in SWEEP_COLUMNS[2:9]},
                    "latency_mean_ms": m.latency_ms, "energy_proxy_j": m.energy_j, "latency_scaled_by": m.latency_scaled_by,
-                   "energy_method": m.methods.get("energy_j") or f"none: {m.reasons.get('energy_j')}"}
+                   "energy_method": m.methods.get("energy_j") or f"none: {m.reasons.get('energy_j')}",
+                   "model_size_bytes": serialized_bytes(converted)[0]}
             lat, k = m.results["latency"], m.latency_scaled_by  # decide the capped mean on its t-interval
             ci = {} if lat.ci_lower is None else {"latency_mean_ms": (lat.ci_lower * k, lat.ci_upper * k)}
             failed = _violations(row, constraints, {"accuracy": m.results["accuracy"], **ci})
@@ -1286,28 +1287,20 @@ if __name__ == "__main__":
 BENCHMARK_TABLE_FIELDS = ("model", "task", "accuracy", "latency_median_ms", "model_size_mb", "platform", "references")
 
 
-def _cell(value: Any, kind: str = "text") -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if kind == "percent":
-        return f"{100 * float(value):.1f}%"
-    return f"{float(value):.4g}" if kind == "number" else str(value).replace("|", "\\|").replace("\n", " ")
-
-
 def benchmark_table_markdown(rows: Iterable[dict[str, Any]]) -> str:
-    """Rows (`BENCHMARK_TABLE_FIELDS`) as the benchmark table in Markdown: accuracy, a fraction 0..1, printed as %,
-    the median under the original course code's "Latency (ms)", size in MiB, a missing figure as n/a,
-    e.g. `| m | t | 90.0% | 1.5 | 0.02 | x86 CPU | - |`."""
-    lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MiB)** | **Platform** "
-             "| **References** |", "|" + "|".join(["---"] * 7) + "|"]
-    kinds = ("text", "text", "percent", "number", "number", "text", "text")
+    """Rows (`BENCHMARK_TABLE_FIELDS`) as the original course code's benchmark table (`results.results_table`; the suite's
+    report renders it here too): accuracy, a fraction, as %, the median under "Latency (ms)", the model size (the file's
+    bytes) in MiB, n/a for a missing figure, text (a figure its caller formatted) as is: `| m | t | 90.0% | 1.5 | 0.02 | x | - |`."""
+    number, cells = {"accuracy": "{:.1%}", "latency_median_ms": "{:.4g}", "model_size_mb": "{:.4g}"}, []
     for i, r in enumerate(rows):
         if missing := [k for k in BENCHMARK_TABLE_FIELDS if k not in r]:
             raise ValueError(f"rows[{i}]: missing {missing}; expected keys {list(BENCHMARK_TABLE_FIELDS)}")
-        if r["accuracy"] is not None and not 0 <= float(r["accuracy"]) <= 1:
+        if r["accuracy"] is not None and not isinstance(r["accuracy"], str) and not 0 <= float(r["accuracy"]) <= 1:
             raise ValueError(f"rows[{i}]: accuracy is a fraction in [0, 1], got {r['accuracy']!r}")
-        lines.append("| " + " | ".join(_cell(r[k], kind) for k, kind in zip(BENCHMARK_TABLE_FIELDS, kinds)) + " |")
-    return "\n".join(lines) + "\n"
+        cells.append([None if v is None or (isinstance(v, float) and math.isnan(v)) else number[k].format(float(v))
+                      if k in number and not isinstance(v, str) else v for k, v in ((k, r[k]) for k in BENCHMARK_TABLE_FIELDS)])
+    header = ("Model", "Task", "Accuracy", "Latency (ms)", "Model Size (MiB)", "Platform", "References")
+    return "\n".join(results_table([f"**{h}**" for h in header], cells, missing="n/a")) + "\n"
 
 
 def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Sequence[int], output_dir: str | Path, *,
@@ -1332,7 +1325,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
         base_latency_ms = float(base.latency_median_ms)
         latency_source = f"sweep: {base.precision}, batch {int(base.batch_size)}, median latency (measured)"
         rows = [{"model": f"{name} {r.precision} (batch {int(r.batch_size)})", "accuracy": r.accuracy,
-                 "latency_median_ms": r.latency_median_ms, "model_size_mb": r.memory_mb,
+                 "latency_median_ms": r.latency_median_ms, "model_size_mb": r.model_size_bytes / MiB,
                  "references": "measured here (median latency): tinytorch.benchmarking.hardware.sweep"}
                 for r in sweep_df.itertuples()]
     else:
@@ -1343,7 +1336,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
         base_latency_ms = time_model(model, shape, samples=repeats).median_ms
         latency_source = f"time_model: fp32, input {shape}, median latency (measured); precision sweep {reason}"
         rows = [{"model": f"{name} fp32 (batch {shape[0]})", "accuracy": None, "latency_median_ms": base_latency_ms,
-                 "model_size_mb": model_memory_mb(model),
+                 "model_size_mb": serialized_bytes(model)[0] / MiB,
                  "references": f"measured here (median latency): time_model; accuracy and precision sweep {reason}"}]
     platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"
     layers = estimate_layerwise_stats(model, shape[0], shape[1:])

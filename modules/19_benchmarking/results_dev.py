@@ -50,7 +50,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -1125,7 +1125,7 @@ METRICS: dict[str, MetricInfo] = {
     "latency": MetricInfo("ms", "min", "faster"),
     "accuracy": MetricInfo("fraction", "max", "more accurate"),
     "memory": MetricInfo("bytes", "min", "smaller in peak memory"),  # integer bytes; reports render MiB
-    "model_size": MetricInfo("bytes", "min", "smaller"),
+    "model_size": MetricInfo("bytes", "min", "smaller"),  # the model file's bytes (`serialized_bytes`; an .onnx file's)
     "parameter_memory": MetricInfo("bytes", "min", "smaller in parameter memory"),
     "energy": MetricInfo("J", "min", "more energy-efficient"),  # per inference; metadata carries mJ
 }
@@ -1939,10 +1939,10 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## Model size: two quantities, two names
 #
-# "How big is the model?" has two honest answers: **`state_dict_tensor_bytes`**, the bytes of
-# every tensor the model holds at their real element sizes (what must fit in a device's memory),
-# and **`serialized_bytes`**, the size of the saved file: tensors plus the container's overhead,
-# which dominates for tiny models (the download or Flash size).
+# "How big is the model?" has two honest answers, each with its own name: the **model size** (the original
+# course code's "Model Size (MB)", the model file's size: `serialized_bytes`, the `model_size` metric), tensors
+# plus the container's overhead, which dominates for tiny models; and **`state_dict_tensor_bytes`**, every tensor
+# at its real element size (what must fit in a device's memory: `memory_result`, `model_memory_mb`).
 #
 # The tensor count has a trap. An int8 `Linear` keeps its weight *packed*: the state dict holds
 # a tuple `(quantized weight, bias)`, and a quantized tensor stores int8 integers **plus** its
@@ -2044,7 +2044,7 @@ def state_dict_tensor_bytes(model: torch.nn.Module | Mapping[str, Any]) -> int:
 
 
 def serialized_bytes(model: Any) -> tuple[int, str]:
-    """`(bytes, method)`: the size of the saved model: `torch.jit.save` for TorchScript,
+    """`(bytes, method)`: the model size, the bytes of the saved model: `torch.jit.save` for TorchScript,
     `torch.save(state_dict())` for other modules, `numpy.savez(parameters)` for TinyTorch-style objects."""
     buf = io.BytesIO()
     if isinstance(model, torch.jit.ScriptModule):
@@ -2193,6 +2193,18 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
 def write_json(path: str | Path, obj: Any, indent: int = 2) -> Path:
     "Write `obj`, made JSON-native, to `path` atomically; NaN and infinity are refused."
     return write_atomic(path, json.dumps(json_native(obj), indent=indent, allow_nan=False) + "\n")
+
+
+def results_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, console: bool = False,
+                  missing: str = "—") -> list[str]:
+    """The one results-table renderer: Markdown lines (`|` escaped) or, with `console`, plain text, each column as wide as
+    its widest cell; a cell is `str(value)`, newlines as spaces, None `missing`: `results_table(["a"], [[None]])[2]`: '| — |'."""
+    t = [[missing if v is None else str(v).replace("\n", " ") for v in r] for r in [header, *rows]]
+    if console:
+        w = [max(map(len, col)) for col in zip(*t)]
+        return ["  ".join(c.ljust(n) for c, n in zip(r, w)) for r in [t[0], ["-" * n for n in w], *t[1:]]]
+    lines = ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in t]
+    return [lines[0], "|" + "---|" * len(header), *lines[1:]]
 
 # %% nbgrader={"grade": true, "grade_id": "test-results-writing", "locked": true, "points": 5, "schema_version": 3}
 def test_unit_writing():

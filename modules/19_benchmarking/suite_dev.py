@@ -98,8 +98,9 @@ from typing import Any, Sequence
 import numpy as np
 
 # the one atomic writer and the one JSON writer live with the result types; re-exported here
+from tinytorch.benchmarking.devices import benchmark_table_markdown
 from tinytorch.benchmarking.pareto import pareto_front_with_ties
-from tinytorch.benchmarking.results import BenchmarkResult, MiB, write_atomic, write_json
+from tinytorch.benchmarking.results import BenchmarkResult, MiB, results_table, write_atomic, write_json
 from tinytorch.profiling.timing import machine_warnings
 
 _all_ = ["write_atomic", "write_json"]
@@ -186,48 +187,40 @@ def _platform(payload: dict[str, Any]) -> str:
 
 
 def _benchmark_table(payload: dict[str, Any]) -> list[str]:
-    k = _unit_scale(payload, "model_size")[0]  # sizes in MiB, whether stored as bytes or (older files) MiB
-    lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MiB)** | **Platform** | **References** |",
-             "|---|---|---|---|---|---|---|"]
-    platform = payload.get("platform") or _platform(payload)
+    k, rows = _unit_scale(payload, "model_size")[0], []  # sizes in MiB, whether stored as bytes or (older files) MiB
     for m in payload["models"]:
-        info = payload.get("model_info", {}).get(m, {})
-        acc, lat = _row(payload, m, "accuracy"), _row(payload, m, "latency")
-        acc_text = (f"{acc['median']:.2%} [{acc['ci_lower']:.2%}, {acc['ci_upper']:.2%}]"
-                    if acc and acc["status"] == "measured" else f"n/a ({acc['status'] if acc else 'not run'})")
-        p90 = payload.get("results", {}).get("latency", {}).get(m, {}).get("p90")
-        lat_text = (f"{lat['median']:.4g} (p90 {_fmt(p90)})" if lat and lat["status"] == "measured"
-                    else f"n/a ({lat['status'] if lat else 'not run'})")
-        size = _metric_value(payload, m, "model_size")
-        lines.append(f"| {m} | {info.get('task', '—')} | {acc_text} | {lat_text} | "
-                     f"{_fmt(size / k, 4) if size is not None else 'n/a'} | {platform} | {info.get('reference', '—')} |")
-    return lines
+        info, acc, lat = payload.get("model_info", {}).get(m, {}), _row(payload, m, "accuracy"), _row(payload, m, "latency")
+        p90, size = payload.get("results", {}).get("latency", {}).get(m, {}).get("p90"), _metric_value(payload, m, "model_size")
+        rows.append({"model": m, "task": info.get("task", "—"), "platform": payload.get("platform") or _platform(payload),
+                     "accuracy": f"{acc['median']:.2%} [{acc['ci_lower']:.2%}, {acc['ci_upper']:.2%}]"
+                     if acc and acc["status"] == "measured" else f"n/a ({acc['status'] if acc else 'not run'})",
+                     "latency_median_ms": f"{lat['median']:.4g} (p90 {_fmt(p90)})" if lat and lat["status"] == "measured"
+                     else f"n/a ({lat['status'] if lat else 'not run'})",
+                     "model_size_mb": None if size is None else size / k, "references": info.get("reference", "—")})
+    return benchmark_table_markdown(rows).splitlines()
 
 
 def _metric_table(payload: dict[str, Any], metric: str) -> list[str]:
     info, (k, unit) = payload.get("metrics", {}).get(metric, {}), _unit_scale(payload, metric)
     direction = {"min": "lower is better", "max": "higher is better"}.get(info.get("direction"), "")
-    lines = [f"### {metric} ({unit}; {direction})", "",
-             "| model | status | median | 95% CI of the median | mean ± std | 95% CI | n | method / note |",
-             "|---|---|---|---|---|---|---|---|"]
-    for m in payload["models"]:
-        r = _row(payload, m, metric)
-        if r is None:
-            continue
+    rows = []
+    for r in filter(None, (_row(payload, m, metric) for m in payload["models"])):
         if r["status"] in ("measured", "estimated"):
             r = {**r, **{c: r.get(c) / k for c in ("median", "mean", "std", "ci_lower", "ci_upper", "median_ci_lower",
                                                     "median_ci_upper") if r.get(c) is not None}}
             ci = f"[{_fmt(r['ci_lower'])}, {_fmt(r['ci_upper'])}]{' †' * (r['ci_lower'] < 0)}" if r["ci_lower"] is not None else "—"
             mci = (f"[{_fmt(r['median_ci_lower'])}, {_fmt(r['median_ci_upper'])}]"
                    if r.get("median_ci_lower") is not None else "—")
-            lines.append(f"| {m} | {r['status']} | {_fmt(r['median'])} | {mci} | {_fmt(r['mean'])} ± {_fmt(r['std'], 2)} | "
-                         f"{ci} | {r['count']} | {r['method'] or ''} |")
+            rows.append([r["model"], r["status"], _fmt(r["median"]), mci, f"{_fmt(r['mean'])} ± {_fmt(r['std'], 2)}", ci,
+                         r["count"], r["method"] or ""])
         else:
-            lines.append(f"| {m} | {r['status']} | — | — | — | — | — | {r['note'] or ''} |")
-    return lines + ["", "95% CI: for repeated samples, the Student-t interval of the mean, and the median's interval "
-                    "from order statistics (the one to read for skewed timings); for an accuracy (k of n), the Wilson "
-                    "interval; for exact counts (bytes), a zero-width interval. †: the t-interval of the mean reaches below 0, "
-                    "which the quantity cannot: too few or too skewed samples for it; read the median's interval."]
+            rows.append([r["model"], r["status"], "—", "—", "—", "—", "—", r["note"] or ""])
+    return [f"### {metric} ({unit}; {direction})", "", *results_table(
+        ["model", "status", "median", "95% CI of the median", "mean ± std", "95% CI", "n", "method / note"], rows),
+        "", "95% CI: for repeated samples, the Student-t interval of the mean, and the median's interval "
+        "from order statistics (the one to read for skewed timings); for an accuracy (k of n), the Wilson "
+        "interval; for exact counts (bytes), a zero-width interval. †: the t-interval of the mean reaches below 0, "
+        "which the quantity cannot: too few or too skewed samples for it; read the median's interval."]
 
 
 def _best(payload: dict[str, Any], metric: str, vals: dict[str, float]) -> list[str]:
@@ -278,8 +271,8 @@ def render_markdown(payload: dict[str, Any]) -> str:
     out = ["# Benchmark Report", "", f"Created {payload.get('created', '—')}. Models: "
            + ", ".join(payload["models"]) + ".", *[f"\n> **{w}**" for w in machine_warnings(payload.get("machine_state"))]]
     for title, fields in (("System Information", payload.get("system_info", {})), ("Protocol", payload.get("protocol", {}))):
-        out += ["", f"## {title}", "", "| field | value |" if title.startswith("System") else "| setting | value |", "|---|---|"]
-        out += [f"| {k} | {_fmt(v)} |" for k, v in fields.items()]
+        out += ["", f"## {title}", "", *results_table(["field" if title.startswith("System") else "setting", "value"],
+                                                        [[k, _fmt(v)] for k, v in fields.items()])]
     out += ["", "## Benchmark table", "", *_benchmark_table(payload), "",
             "Accuracy: top-1 with its Wilson 95% interval. Latency: median (p90) of the timed samples.", "",
             "## Results per metric", ""]
@@ -288,9 +281,9 @@ def render_markdown(payload: dict[str, Any]) -> str:
     for title, key, last in (("Failures", "failures", "error"), ("Not available", "unavailable", "reason")):
         entries = payload.get(key, {})
         if any(entries.values()):
-            out += [f"## {title}", "", f"| metric | model | {last} |", "|---|---|---|"]
-            out += [f"| {metric} | {m} | " + (f"{v['error_type']}: {v['message']}" if key == "failures" else v) + " |"
-                    for metric, by in entries.items() for m, v in by.items()] + [""]
+            out += [f"## {title}", "", *results_table(["metric", "model", last], [
+                [metric, m, f"{v['error_type']}: {v['message']}" if key == "failures" else v]
+                for metric, by in entries.items() for m, v in by.items()]), ""]
     if pareto := payload.get("pareto"):
         out += ["## Pareto set", "", f"Metrics: {', '.join(f'{m} ({d})' for m, d in pareto['directions'].items())}. "
                 f"Non-dominated: **{', '.join(pareto['front']) or 'none'}**."]
@@ -298,11 +291,9 @@ def render_markdown(payload: dict[str, Any]) -> str:
             out.append("Left out (missing a metric): " + "; ".join(f"{m}: {r}" for m, r in pareto["excluded"].items()) + ".")
         out.append("")
     if comps := payload.get("comparisons", []):
-        out += ["## Comparisons", "", "| metric | a | b | ratio b/a | 95% CI | test | p | verdict |",
-                "|---|---|---|---|---|---|---|---|"]
-        out += [f"| {c['metric']} | {c['model_a']} | {c['model_b']} | {_fmt(c['ratio'])} | "
-                + (f"[{_fmt(c['ci_lower'])}, {_fmt(c['ci_upper'])}]" if c["ci_lower"] is not None else "—")
-                + f" | {c['test']} | {_fmt(c['p_value'], 3)} | {c['verdict']} |" for c in comps] + [""]
+        out += ["## Comparisons", "", *results_table(["metric", "a", "b", "ratio b/a", "95% CI", "test", "p", "verdict"], [
+            [c["metric"], c["model_a"], c["model_b"], _fmt(c["ratio"]), f"[{_fmt(c['ci_lower'])}, {_fmt(c['ci_upper'])}]"
+             if c["ci_lower"] is not None else "—", c["test"], _fmt(c["p_value"], 3), c["verdict"]] for c in comps]), ""]
     out += ["## Recommendations", "", *_recommendations(payload), ""]
     if payload.get("plots"):
         out += ["## Plots", ""] + [f"![{Path(p).stem}]({Path(p).name})" for p in payload["plots"]] + [""]

@@ -17,7 +17,8 @@ from ..profiling.timing import RUNTIMES, ModelAdapter, adapt, check_device
 
 # %% auto #0
 __all__ = ['DEFAULT_MODEL_NAMES', 'CALIBRATION_SPLIT', 'calibration_batches', 'default_models', 'digits_misfit', 'parse_runtimes',
-           'runtime_models', 'cross_runtime_comparisons', 'run_default_benchmark', 'write_hardware_artifacts']
+           'runtime_models', 'cross_runtime_comparisons', 'run_default_benchmark', 'hardware_model',
+           'write_hardware_artifacts']
 
 # %% ../../nbs/19_benchmarking/defaults_dev.ipynb #6042700a
 DEFAULT_MODEL_NAMES = ("digits_cnn", "digits_cnn_int8", "digits_cnn_pruned50")
@@ -152,6 +153,7 @@ def run_default_benchmark(
     device: str | torch.device = "cpu",
     compile_options: dict[str, Any] | None = None,
     log: Callable[[str], Any] | None = None,
+    model: Any = None,
 ) -> dict[str, Any]:
     """Benchmark the bundled digits models (or the model in `model_path`: TorchScript, a pickled
     `nn.Module` or an ONNX file, run on `input_shape`) and write the report and plots into `output_dir`.
@@ -162,7 +164,7 @@ def run_default_benchmark(
     a second intra-op thread, and a busy second core makes torch's pool wait (None: torch's count;
     recorded either way). `log` receives progress lines (None: silent; the suite's step lines then
     stay off too). Accuracy is measured where the digits data fits the model, else it is unavailable
-    with the reason.
+    with the reason. `model`: what `load_model_file(model_path)` returned, for a caller that loaded it already.
 
     Returns `{"output_dir", "report", "json", "csv", "plots", "models", "runtimes", "results",
     "comparisons", "runtime_comparisons", "unavailable_models", "compile_seconds", "suite"}` (results as
@@ -197,7 +199,7 @@ def run_default_benchmark(
         shape = tuple(int(d) for d in input_shape)
         if not shape or any(d < 1 for d in shape):
             raise ValueError(f"input_shape: expected positive ints such as (1, 1, 8, 8), got {input_shape!r}")
-        model, name = load_model_file(model_path), Path(model_path).stem
+        model, name = load_model_file(model_path) if model is None else model, Path(model_path).stem
         if isinstance(model, Path):  # an ONNX file: ONNX Runtime runs it (eager and compile need a torch module)
             if set(runtimes) - {"eager", "onnxruntime"}:
                 raise ValueError(f"runtimes: an .onnx file runs under onnxruntime only, got {','.join(runtimes)}")
@@ -244,13 +246,22 @@ def run_default_benchmark(
             "compile_seconds": compile_seconds, "suite": suite}
 
 
+def hardware_model(model_path: str | Path, model: Any = None) -> torch.nn.Module:
+    "`model` (loaded from `model_path`; None: load it now) if the hardware analysis can hook its layers, else a ValueError."
+    model = load_model_file(model_path) if model is None else model
+    if isinstance(model, (Path, torch.jit.ScriptModule)):  # ONNX (a path: ONNX Runtime runs it), TorchScript: no hooks
+        kind = ("an ONNX file. Benchmark it without --hardware" if isinstance(model, Path) else
+                "TorchScript; save the module with torch.save(model) instead")
+        raise ValueError(f"model_path: the hardware analysis needs forward hooks on torch modules; {str(model_path)!r} is {kind}")
+    return model
+
+
 def write_hardware_artifacts(output_dir: str | Path, model_path: str | Path | None = None,
                              input_shape: Sequence[int] | None = None, *, power_watts: float | None = None,
-                             repeats: int = 20) -> dict[str, Path]:
-    """The hardware report (`devices.write_hardware_report`: layers, roofline, precision sweep, device
-    fit) of the bundled digits CNN, or of the saved model in `model_path` on `input_shape`; its
-    precision sweep runs where the digits data fits the model, else it is unavailable with the reason.
-    ONNX and TorchScript files are refused: layer statistics need forward hooks on torch modules.
+                             repeats: int = 20, model: torch.nn.Module | None = None) -> dict[str, Path]:
+    """The hardware report (`devices.write_hardware_report`: layers, roofline, precision sweep, device fit) of the bundled
+    digits CNN, or of the saved model in `model_path` (`model`: `hardware_model(model_path)`, if the caller has it) on
+    `input_shape`; its precision sweep runs where the digits data fits the model, else it is unavailable with the reason.
 
     >>> sorted(write_hardware_artifacts("/tmp/hw"))[:2]  # doctest: +SKIP
     ['device_fit', 'hardware_summary']
@@ -262,13 +273,7 @@ def write_hardware_artifacts(output_dir: str | Path, model_path: str | Path | No
     if input_shape is None:
         raise ValueError("input_shape: required with model_path, e.g. (1, 1, 8, 8)")
     shape = tuple(int(d) for d in input_shape)
-    model = load_model_file(model_path)
-    if isinstance(model, Path):
-        raise ValueError(f"model_path: the hardware analysis needs a PyTorch model (layer statistics come from forward "
-                         f"hooks on torch modules); {str(model)!r} is an ONNX file. Benchmark it without --hardware")
-    if isinstance(model, torch.jit.ScriptModule):
-        raise ValueError(f"model_path: {str(model_path)!r} is TorchScript, and TorchScript modules take no forward "
-                         "hooks, which the layer statistics need; save the module with torch.save(model) instead")
+    model = (hardware_model(model_path) if model is None else model).cpu()  # on the CPU, wherever a benchmark put it
     reason = digits_misfit(model, shape)
     fits = reason is None
     return write_hardware_report(

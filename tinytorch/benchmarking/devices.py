@@ -23,8 +23,8 @@ from .hardware import (
     save_hardware_artifacts, summarize_hardware, sweep)
 from .hardware_profile import (
     KB, HardwareProfile, build_hardware_profile_table, write_hardware_profile_artifacts)
-from .metrics import PRECISIONS, check_precision, evaluate_accuracy, model_memory_mb
-from .results import serialized_bytes, state_dict_tensor_bytes, write_atomic, write_json
+from .metrics import PRECISIONS, check_precision, evaluate_accuracy
+from .results import MiB, results_table, serialized_bytes, state_dict_tensor_bytes, write_atomic, write_json
 from ..profiling.profiler import Profiler
 from ..profiling.timing import adapt, machine_load, machine_state, machine_warning, system_info, time_callable, time_model
 
@@ -255,28 +255,20 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
 BENCHMARK_TABLE_FIELDS = ("model", "task", "accuracy", "latency_median_ms", "model_size_mb", "platform", "references")
 
 
-def _cell(value: Any, kind: str = "text") -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if kind == "percent":
-        return f"{100 * float(value):.1f}%"
-    return f"{float(value):.4g}" if kind == "number" else str(value).replace("|", "\\|").replace("\n", " ")
-
-
 def benchmark_table_markdown(rows: Iterable[dict[str, Any]]) -> str:
-    """Rows (`BENCHMARK_TABLE_FIELDS`) as the benchmark table in Markdown: accuracy, a fraction 0..1, printed as %,
-    the median under the original course code's "Latency (ms)", size in MiB, a missing figure as n/a,
-    e.g. `| m | t | 90.0% | 1.5 | 0.02 | x86 CPU | - |`."""
-    lines = ["| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MiB)** | **Platform** "
-             "| **References** |", "|" + "|".join(["---"] * 7) + "|"]
-    kinds = ("text", "text", "percent", "number", "number", "text", "text")
+    """Rows (`BENCHMARK_TABLE_FIELDS`) as the original course code's benchmark table (`results.results_table`; the suite's
+    report renders it here too): accuracy, a fraction, as %, the median under "Latency (ms)", the model size (the file's
+    bytes) in MiB, n/a for a missing figure, text (a figure its caller formatted) as is: `| m | t | 90.0% | 1.5 | 0.02 | x | - |`."""
+    number, cells = {"accuracy": "{:.1%}", "latency_median_ms": "{:.4g}", "model_size_mb": "{:.4g}"}, []
     for i, r in enumerate(rows):
         if missing := [k for k in BENCHMARK_TABLE_FIELDS if k not in r]:
             raise ValueError(f"rows[{i}]: missing {missing}; expected keys {list(BENCHMARK_TABLE_FIELDS)}")
-        if r["accuracy"] is not None and not 0 <= float(r["accuracy"]) <= 1:
+        if r["accuracy"] is not None and not isinstance(r["accuracy"], str) and not 0 <= float(r["accuracy"]) <= 1:
             raise ValueError(f"rows[{i}]: accuracy is a fraction in [0, 1], got {r['accuracy']!r}")
-        lines.append("| " + " | ".join(_cell(r[k], kind) for k, kind in zip(BENCHMARK_TABLE_FIELDS, kinds)) + " |")
-    return "\n".join(lines) + "\n"
+        cells.append([None if v is None or (isinstance(v, float) and math.isnan(v)) else number[k].format(float(v))
+                      if k in number and not isinstance(v, str) else v for k, v in ((k, r[k]) for k in BENCHMARK_TABLE_FIELDS)])
+    header = ("Model", "Task", "Accuracy", "Latency (ms)", "Model Size (MiB)", "Platform", "References")
+    return "\n".join(results_table([f"**{h}**" for h in header], cells, missing="n/a")) + "\n"
 
 
 def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Sequence[int], output_dir: str | Path, *,
@@ -301,7 +293,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
         base_latency_ms = float(base.latency_median_ms)
         latency_source = f"sweep: {base.precision}, batch {int(base.batch_size)}, median latency (measured)"
         rows = [{"model": f"{name} {r.precision} (batch {int(r.batch_size)})", "accuracy": r.accuracy,
-                 "latency_median_ms": r.latency_median_ms, "model_size_mb": r.memory_mb,
+                 "latency_median_ms": r.latency_median_ms, "model_size_mb": r.model_size_bytes / MiB,
                  "references": "measured here (median latency): tinytorch.benchmarking.hardware.sweep"}
                 for r in sweep_df.itertuples()]
     else:
@@ -312,7 +304,7 @@ def write_hardware_report(model: nn.Module, loader: Any | None, input_shape: Seq
         base_latency_ms = time_model(model, shape, samples=repeats).median_ms
         latency_source = f"time_model: fp32, input {shape}, median latency (measured); precision sweep {reason}"
         rows = [{"model": f"{name} fp32 (batch {shape[0]})", "accuracy": None, "latency_median_ms": base_latency_ms,
-                 "model_size_mb": model_memory_mb(model),
+                 "model_size_mb": serialized_bytes(model)[0] / MiB,
                  "references": f"measured here (median latency): time_model; accuracy and precision sweep {reason}"}]
     platform = f"{system_info().get('cpu_model') or 'CPU'} ({torch.get_num_threads()} threads)"
     layers = estimate_layerwise_stats(model, shape[0], shape[1:])

@@ -16,7 +16,7 @@ from torch import nn
 
 from .metrics import (
     PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision)
-from .results import BenchmarkResult, MiB, decide, write_atomic, write_json
+from .results import BenchmarkResult, MiB, decide, serialized_bytes, write_atomic, write_json
 from ..profiling.profiler import Profiler
 from ..profiling.timing import _check_shape, _positive_int, system_info, time_callable
 
@@ -197,7 +197,7 @@ CONSTRAINTS = {"min_accuracy": ("accuracy", ">="), "max_latency_mean_ms": ("late
 # The original course code's sweep `latency_ms` is an alias of `latency_mean_ms`, and its table's `latency_ms_mean` of `latency_mean_ms_mean`
 SWEEP_COLUMNS = ("precision", "batch_size", "accuracy", "latency_ms", "latency_median_ms", "latency_std_ms",
                  "latency_p95_ms", "throughput_sps", "memory_mb", "latency_mean_ms", "energy_proxy_j", "energy_method",
-                 "latency_scaled_by", "accepted", "violations")
+                 "latency_scaled_by", "accepted", "violations", "model_size_bytes")  # the model file's bytes (serialized)
 TRADEOFF_INPUT_COLUMNS = ("precision", "accuracy", "latency_ms", "memory_mb", "energy_proxy_j", "accepted")
 TRADEOFF_COLUMNS = ("precision", "accuracy_mean", "latency_ms_mean", "latency_mean_ms_mean", "memory_mb_mean",
                     "energy_proxy_j_mean", "accepted_ratio")
@@ -255,7 +255,8 @@ def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
                                 batch_size=b)
             row = {"precision": precision, "batch_size": b, **{c: getattr(m, c) for c in SWEEP_COLUMNS[2:9]},
                    "latency_mean_ms": m.latency_ms, "energy_proxy_j": m.energy_j, "latency_scaled_by": m.latency_scaled_by,
-                   "energy_method": m.methods.get("energy_j") or f"none: {m.reasons.get('energy_j')}"}
+                   "energy_method": m.methods.get("energy_j") or f"none: {m.reasons.get('energy_j')}",
+                   "model_size_bytes": serialized_bytes(converted)[0]}
             lat, k = m.results["latency"], m.latency_scaled_by  # decide the capped mean on its t-interval
             ci = {} if lat.ci_lower is None else {"latency_mean_ms": (lat.ci_lower * k, lat.ci_upper * k)}
             failed = _violations(row, constraints, {"accuracy": m.results["accuracy"], **ci})

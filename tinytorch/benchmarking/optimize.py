@@ -21,16 +21,14 @@ from .results import (ALPHA, MIN_EFFECT, BenchmarkResult, CountResult, EvalData,
 from ..profiling.timing import RUNTIMES, ModelAdapter, adapt, onnx_session, time_interleaved
 
 # %% auto #0
-__all__ = ['INT8_MODES', 'INT8_BACKENDS_ONNX', 'ONNX_OPSET', 'PRUNE_SCOPES', 'PRECISIONS', 'ABLATION_ORDERS', 'state_dict_bytes',
+__all__ = ['INT8_MODES', 'INT8_BACKENDS_ONNX', 'ONNX_OPSET', 'PRUNE_SCOPES', 'PRECISIONS', 'ABLATION_ORDERS', 'model_size_bytes',
            'quantize_int8', 'to_onnx', 'RuntimeUnavailableError', 'to_runtime', 'sparsity', 'prune_magnitude',
            'cast_precision', 'int8_sparsity', 'prune_int8', 'ablate_order']
 
 # %% ../../nbs/19_benchmarking/optimize_dev.ipynb #e3901070
-def state_dict_bytes(model: nn.Module) -> int:
-    """Integer bytes on disk: `results.serialized_bytes(model)[0]`, the one definition, whatever the format (not the state's
-    tensor bytes, `results.state_dict_tensor_bytes`): `state_dict_bytes(nn.Linear(4, 2))` counts the file's overhead too."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+def model_size_bytes(model: nn.Module) -> int:
+    """The model size: integer bytes of its saved file, `results.serialized_bytes(model)[0]`, whatever the format (not the
+    state's tensor bytes, `results.state_dict_tensor_bytes`): `model_size_bytes(nn.Linear(4, 2))` counts the file's overhead."""
     return serialized_bytes(model)[0]
 
 
@@ -425,7 +423,7 @@ def ablate_order(model: nn.Module, amount: float, calibration: Any, eval_data: A
     """Does the order of magnitude pruning and static int8 quantization matter for `model`? Measured.
 
     "prune->int8" and "int8->prune" (`prune_int8`) each get top-1 accuracy on `eval_data`, size on disk
-    (integer bytes, `state_dict_bytes`) and one-sample latency (ms, interleaved); the order matters when any `compare_results` is
+    (integer bytes, `model_size_bytes`) and one-sample latency (ms, interleaved); the order matters when any `compare_results` is
     significant. Returns `{"amount", "models", "sparsity", "results": {metric: {order: result}},
     "comparisons": {metric: Comparison}, "order_matters", "verdict", "method"}`.
     """
@@ -440,7 +438,7 @@ def ablate_order(model: nn.Module, amount: float, calibration: Any, eval_data: A
         raise failure
     results = {
         "accuracy": {n: ProportionResult("accuracy", top1_correct(m, data), unit="fraction") for n, m in models.items()},
-        "model_size": {n: CountResult("model_size", [state_dict_bytes(m)], unit="bytes") for n, m in models.items()},
+        "model_size": {n: CountResult("model_size", [model_size_bytes(m)], unit="bytes") for n, m in models.items()},
         "latency": {n: BenchmarkResult("latency", timed[n][0], unit="ms", metadata=timed[n][1]) for n in models},
     }
     comparisons = {metric: compare_results(r[first], r[second], names=ABLATION_ORDERS, alpha=alpha,

@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -26,7 +26,7 @@ __all__ = ['STATISTICS', 'ALPHA', 'MIN_EFFECT', 'MiB', 'SEED_ALIASES', 'METRICS'
            'Comparison', 'compare_samples', 'mcnemar_exact', 'MetricInfo', 'metric_info', 'ProportionResult',
            'CountResult', 'compare_results', 'as_tensor', 'EvalData', 'as_eval_sets', 'checked_output', 'top1_correct',
            'model_state', 'onnx_state', 'state_tensors', 'state_dict_tensor_bytes', 'serialized_bytes', 'json_native',
-           'write_atomic', 'write_json']
+           'write_atomic', 'write_json', 'results_table']
 
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #f5a68f0c
 @dataclass
@@ -401,7 +401,7 @@ METRICS: dict[str, MetricInfo] = {
     "latency": MetricInfo("ms", "min", "faster"),
     "accuracy": MetricInfo("fraction", "max", "more accurate"),
     "memory": MetricInfo("bytes", "min", "smaller in peak memory"),  # integer bytes; reports render MiB
-    "model_size": MetricInfo("bytes", "min", "smaller"),
+    "model_size": MetricInfo("bytes", "min", "smaller"),  # the model file's bytes (`serialized_bytes`; an .onnx file's)
     "parameter_memory": MetricInfo("bytes", "min", "smaller in parameter memory"),
     "energy": MetricInfo("J", "min", "more energy-efficient"),  # per inference; metadata carries mJ
 }
@@ -844,7 +844,7 @@ def state_dict_tensor_bytes(model: torch.nn.Module | Mapping[str, Any]) -> int:
 
 
 def serialized_bytes(model: Any) -> tuple[int, str]:
-    """`(bytes, method)`: the size of the saved model: `torch.jit.save` for TorchScript,
+    """`(bytes, method)`: the model size, the bytes of the saved model: `torch.jit.save` for TorchScript,
     `torch.save(state_dict())` for other modules, `numpy.savez(parameters)` for TinyTorch-style objects."""
     buf = io.BytesIO()
     if isinstance(model, torch.jit.ScriptModule):
@@ -904,3 +904,15 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
 def write_json(path: str | Path, obj: Any, indent: int = 2) -> Path:
     "Write `obj`, made JSON-native, to `path` atomically; NaN and infinity are refused."
     return write_atomic(path, json.dumps(json_native(obj), indent=indent, allow_nan=False) + "\n")
+
+
+def results_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, console: bool = False,
+                  missing: str = "—") -> list[str]:
+    """The one results-table renderer: Markdown lines (`|` escaped) or, with `console`, plain text, each column as wide as
+    its widest cell; a cell is `str(value)`, newlines as spaces, None `missing`: `results_table(["a"], [[None]])[2]`: '| — |'."""
+    t = [[missing if v is None else str(v).replace("\n", " ") for v in r] for r in [header, *rows]]
+    if console:
+        w = [max(map(len, col)) for col in zip(*t)]
+        return ["  ".join(c.ljust(n) for c, n in zip(r, w)) for r in [t[0], ["-" * n for n in w], *t[1:]]]
+    lines = ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in t]
+    return [lines[0], "|" + "---|" * len(header), *lines[1:]]

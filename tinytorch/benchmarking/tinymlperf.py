@@ -18,7 +18,7 @@ from torch import nn
 from .digits import default_digits_model, load_digits_split
 from .results import (BenchmarkResult, EvalData, ProportionResult, as_tensor, bootstrap_interval,
                                             checked_output, decide, top1_correct)
-from .results import write_atomic, write_json
+from .results import results_table, write_atomic, write_json
 from ..profiling.timing import (TimingSamples, _positive_int, adapt, machine_load, machine_state, machine_warnings,
                                        model_name, system_info, time_callable)
 
@@ -449,10 +449,10 @@ def _write_compliance_report(results: Mapping[str, Any], output_path: str | Path
     rows = []
     for name, r in results.items():
         task, comp, lat, q = r["task"], r["compliance"], r.get("latency", {}), r.get("quality", {})
-        rows.append(f"| {name} | {r['model']} | {task['quality_metric']} ≥ {task['quality_target']} | "
-                    f"{_fmt(q.get('value'))} | {comp['quality']} | {_fmt(task.get('latency_budget_ms'), 'g')} | "
-                    + " | ".join(_fmt(lat.get(k), ".3f") for k in ("latency_p90_ms", "latency_median_ms", "latency_from_throughput_ms"))
-                    + f" | {comp['overall']}" + (f" ({r['error']})" if r["status"] != "ok" else "") + " |")
+        rows.append([name, r["model"], f"{task['quality_metric']} ≥ {task['quality_target']}", _fmt(q.get("value")),
+                     comp["quality"], _fmt(task.get("latency_budget_ms"), "g"), *(_fmt(lat.get(k), ".3f") for k in (
+                         "latency_p90_ms", "latency_median_ms", "latency_from_throughput_ms")),
+                     comp["overall"] + (f" ({r['error']})" if r["status"] != "ok" else "")])
     flags = {name: r["compliant"] if "compliant" in r else {"pass": True, "fail": False}.get(r["compliance"]["overall"])
              for name, r in results.items()}
     judged = [n for n, f in flags.items() if f is not None]
@@ -474,8 +474,8 @@ def _write_compliance_report(results: Mapping[str, Any], output_path: str | Path
     text = "\n".join([
         "# TinyMLPerf Compliance Report", "", f"Model: {models}", "", rate_line, "",
         *[f"> **{w}**\n" for w in machine_warnings({n: r.get("machine_state") for n, r in results.items()})],
-        "| benchmark | model | quality target | measured | quality | latency budget ms | p90 ms | median ms "
-        "| latency ms (1 / median throughput) | overall |", "|---|---|---|---|---|---|---|---|---|---|", *rows, "",
+        *results_table(["benchmark", "model", "quality target", "measured", "quality", "latency budget ms", "p90 ms",
+                         "median ms", "latency ms (1 / median throughput)", "overall"], rows), "",
         "Quality is evaluated only on a real labelled dataset, and passes (or fails) only when its whole 95% "
         "interval lies above (or below) the target. Latency budgets are the course's deployment requirements "
         "(MLPerf Tiny reports latency and sets none); the single-stream median is compared with them.", "",

@@ -39,6 +39,23 @@ def _library():
     return run_default_benchmark, write_hardware_artifacts
 
 
+def _loaded_model(args) -> tuple[object, object]:
+    """The `--model` file loaded once (None without one), and with `--hardware` the module its analysis runs on,
+    refused (exit 2) before any benchmark runs when it is ONNX or TorchScript (the library's one check)."""
+    if not args.model:
+        return None, None
+    from tinytorch.benchmarking.defaults import hardware_model
+    from tinytorch.benchmarking.suite import load_model_file
+    try:
+        model = load_model_file(args.model)
+    except (ValueError, TypeError, FileNotFoundError, OSError) as e:  # bad file, named by the library
+        raise TitoError(str(e), code=2) from e
+    try:
+        return model, hardware_model(args.model, model) if args.hardware else None
+    except ValueError as e:
+        raise TitoError(f"--hardware needs a PyTorch model: {e}", code=2) from e
+
+
 def _checked_device_and_runtimes(args) -> tuple[str, tuple[str, ...]]:
     "Check --device and --runtimes before anything is built; exit 2 naming what is wrong."
     from tinytorch.benchmarking.defaults import parse_runtimes
@@ -67,15 +84,13 @@ def run(args) -> int:
         raise TitoError("--model needs --input-shape (e.g. --input-shape 1,1,8,8)", code=2)
     shape = parse_shape(args.input_shape) if args.input_shape else None
     device, runtimes = _checked_device_and_runtimes(args)
-    if args.hardware and args.model and Path(args.model).suffix.lower() == ".onnx":
-        raise TitoError("--hardware needs a PyTorch model: layer statistics come from forward hooks on torch modules, "
-                        "and an .onnx file has none; leave out --hardware to benchmark it", code=2)
+    model, hw_model = _loaded_model(args)
     out_dir = Path(args.output_dir) if args.output_dir else course.root / "benchmark_results"
     from tinytorch.benchmarking.optimize import RuntimeUnavailableError
     try:
         out = run_default_benchmark(out_dir, measurement_runs=args.runs, quiet=args.quiet,
                                     model_path=args.model, input_shape=shape, threads=args.threads,
-                                    power_watts=args.power_watts, runtimes=runtimes, device=device)
+                                    power_watts=args.power_watts, runtimes=runtimes, device=device, model=model)
     except (ValueError, TypeError, FileNotFoundError, OSError, RuntimeUnavailableError) as e:  # bad input, named by the library
         raise TitoError(str(e), code=2) from e
     written = [out["report"], out["json"], out["csv"], *out["plots"]]
@@ -85,8 +100,8 @@ def run(args) -> int:
             print(f"writing hardware artifacts for {'the default model' if not args.model else args.model} "
                   f"to {hw_dir} (on the CPU) ...", flush=True)
         try:
-            hw = write_hardware(hw_dir, args.model, shape, power_watts=args.power_watts)
-        except (ValueError, TypeError) as e:  # e.g. a TorchScript file: no forward hooks
+            hw = write_hardware(hw_dir, args.model, shape, power_watts=args.power_watts, model=hw_model)
+        except (ValueError, TypeError) as e:  # e.g. an input shape the model cannot take
             raise TitoError(str(e), code=2) from e
         written += list(hw.values())
         from tinytorch.profiling.timing import machine_warning
