@@ -305,6 +305,55 @@ def test_a_sandbox_imports_on_every_core_and_is_timed_on_one(tmp_path):
         stop(st)
 
 
+class _Reader(torch.nn.Module):
+    """A model that reads a file's bytes as it runs (red team s38: weights borrowed from the course baseline's
+    file, or from uncounted records of its own file, made a 2 KB model the memory challenge's winner)."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+        self.head = torch.nn.Linear(64, 10)
+
+    def forward(self, x):
+        borrowed = torch.from_file(self.path, shared=False, size=64, dtype=torch.uint8).float()
+        return self.head(x.flatten(1) + borrowed[:64] * 0)
+
+
+@pytest.mark.parametrize("target", ["course baseline", "own file", "control"])
+def test_a_measured_model_can_read_no_model_file(tmp_path, target):
+    from tito.olympics.judge import (TIMEOUTS, Student, StudentError, call, find_files, load, prepare_work, stage, start,
+                                     stop, wait_ready)
+
+    bwrap = sandbox.find_bwrap()
+    if bwrap is None:
+        pytest.skip("needs bubblewrap: without a sandbox every file is the judge's to read")
+    work = tmp_path / "work"
+    work.mkdir()
+    data = {**prepare_work(work), "timeouts": TIMEOUTS, "noise_seed": 0}  # as run_judge completes it
+    folder = tmp_path / "reader"
+    folder.mkdir()
+    (folder / "submission.json").write_text(json.dumps({"models": {}}))
+    st = Student("reader", folder)
+    st.stage = work / "students" / "s0000"  # where stage() puts it: the path the model is built to read
+    inside = {"course baseline": sandbox.inside_path("course", work / "course", True) + "/baseline.pt",
+              "own file": sandbox.inside_path("files", st.stage, True) + "/optimized.pt",
+              "control": sandbox.inside_path("lib", work / "lib", True) + "/server.py"}[target]
+    torch.jit.script(_Reader(inside)).save(str(folder / "mine.pt"))
+    find_files(st)
+    stage(st, work, 0)
+    start(st, work, data, bwrap)
+    try:
+        wait_ready(st)
+        load(st, work, data, bwrap)
+        if target == "control":  # the same model reading a file its sandbox does hold (tito's server code): it runs
+            assert call(st, {"op": "predict", "role": "optimized"}, 120, "predicting")["outputs"]
+        else:
+            with pytest.raises(StudentError, match="TorchScript interpreter"):  # from_file: no such file
+                call(st, {"op": "predict", "role": "optimized"}, 120, "predicting")
+    finally:
+        stop(st)
+
+
 def test_files_the_judge_will_not_read(tmp_path):
     from tito.olympics.judge import Student, StudentError, find_files
 

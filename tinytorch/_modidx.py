@@ -293,6 +293,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                         'tinytorch/benchmarking/olympics.py'),
                                                  'tinytorch.benchmarking.olympics.state_tensor_bytes': ( '19_benchmarking/olympics_dev.html#state_tensor_bytes',
                                                                                                          'tinytorch/benchmarking/olympics.py'),
+                                                 'tinytorch.benchmarking.olympics.submission_tolerance': ( '19_benchmarking/olympics_dev.html#submission_tolerance',
+                                                                                                           'tinytorch/benchmarking/olympics.py'),
                                                  'tinytorch.benchmarking.olympics.validate_submission': ( '19_benchmarking/olympics_dev.html#validate_submission',
                                                                                                           'tinytorch/benchmarking/olympics.py'),
                                                  'tinytorch.benchmarking.olympics.verify_submission': ( '19_benchmarking/olympics_dev.html#verify_submission',

@@ -152,7 +152,8 @@ def find_files(st: Student) -> None:
 
 
 def stage(st: Student, work: Path, index: int) -> None:
-    """Copy the student's model files into a folder of their own (what their sandbox sees)."""
+    """Copy the student's model files into a folder of their own (what the judge sends their measuring sandbox,
+    and what a converting sandbox reads)."""
     st.stage = work / "students" / f"s{index:04d}"
     st.stage.mkdir(parents=True)
     h = hashlib.sha256()
@@ -235,7 +236,10 @@ def start(st: Student, work: Path, data: dict, bwrap: str | None, converting: bo
     with the thread that started it (bwrap --die-with-parent): start the long-lived one from the main
     thread, a converter from the thread that also stops it."""
     judge_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    mounts = {"lib": work / "lib", "tinytorch": data["pkg"], "files": st.stage, "course": work / "course"}
+    # the measuring sandbox sees no model file: the judge sends the bytes (`send_files`), so a model cannot read
+    # weights it does not hold (the course baseline's, or its own file's uncounted records) while it runs; only
+    # the converter, which runs no timing, reads the student's files where they are staged
+    mounts = {"lib": work / "lib", "tinytorch": data["pkg"], **({"files": st.stage} if converting else {})}
     env = {"PYTHONPATH": "{lib}" + os.pathsep + "{tinytorch}/..", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "{lib}/server.py", str(server_end.fileno())]
@@ -269,15 +273,15 @@ def wait_ready(st: Student) -> None:
 def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
     """Have the student's measuring server (started, `wait_ready`) load both models (baseline: theirs or the
     course's). A file that needs its own code is first converted to TorchScript by a converting sandbox of its own."""
-    sandboxed = bwrap is not None
-    files, course = (sandbox.inside_path(n, d, sandboxed) for n, d in (("files", st.stage), ("course", work / "course")))
+    files = sandbox.inside_path("files", st.stage, bwrap is not None)  # where the converter finds them
     # the course's baseline is every student's denominator; a student's own baseline is loaded beside it, to
     # be checked against it (by weights) and reported apart
     models = {OWN.get(role, role): f"{files}/{role}{p.suffix.lower()}" for role, p in st.files.items()}
-    models["baseline"] = f"{course}/baseline.pt"
     st.measured = {OWN.get(role, role): st.stage / f"{role}{p.suffix.lower()}" for role, p in st.files.items()}
     st.measured["baseline"] = work / "course" / "baseline.pt"
-    reply = call(st, {"op": "load", "models": models, "sample": list(data["X"].shape[1:]), "classes": data["classes"]},
+    send_files(st, st.measured, data)
+    reply = call(st, {"op": "load", "models": {r: p.name for r, p in st.measured.items()},
+                      "sample": list(data["X"].shape[1:]), "classes": data["classes"]},
                  data["timeouts"]["load"], "loading the model files")
     st.kinds = dict(reply["kinds"])
     needs = [r for r in reply.get("needs_code", []) if r in models]
@@ -296,7 +300,7 @@ def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
                 traced = st.stage / f"{role}.traced.pt"
                 traced.write_bytes(archive)
                 traced.chmod(0o444)
-                st.measured[role], models[role] = traced, f"{files}/{traced.name}"
+                st.measured[role] = traced
                 sha, kind = got.get("sha256"), got.get("kind")
                 if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha):  # reported by the file's own code
                     st.reported_sha[role] = sha
@@ -304,7 +308,8 @@ def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
                                   ("state dict of DigitsCNN", "pickled module") else "converted to TorchScript")
         finally:
             stop(conv)
-        reply = call(st, {"op": "load", "models": {r: models[r] for r in needs}}, data["timeouts"]["load"],
+        send_files(st, {r: st.measured[r] for r in needs}, data)
+        reply = call(st, {"op": "load", "models": {r: st.measured[r].name for r in needs}}, data["timeouts"]["load"],
                      "loading the converted models")
         if reply.get("needs_code"):
             raise StudentError("its converted TorchScript did not load")
@@ -314,6 +319,17 @@ def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
 
 
 OWN = {"baseline": "own_baseline"}  # a student's baseline file: checked against the course's, never a denominator
+
+FILE_PART = 32 * 2**20  # bytes of a model file per message (base64 makes it 4/3 of that, under protocol.MAX_FRAME)
+
+
+def send_files(st: Student, paths: dict[str, Path], data: dict) -> None:
+    """Send each model file's bytes to the student's measuring server, in parts, for it to load from memory."""
+    for role, path in paths.items():
+        raw = path.read_bytes()
+        for i in range(0, max(len(raw), 1), FILE_PART):
+            call(st, {"op": "file", "role": role, "data": protocol.encode(raw[i:i + FILE_PART], refs=None)},
+                 data["timeouts"]["load"], f"sending the {role.replace('_', ' ')} model file")
 
 
 def stop(st: Student) -> None:
@@ -795,9 +811,9 @@ def verify_files(submission, model_path, baseline_path=None, *, rounds: int = 20
     except ValueError as e:
         return {"verified": False, "claims": [], "record": None, "reasons": [str(e)]}
     with tempfile.TemporaryDirectory(prefix="tito-verify-") as out:
-        # the submission's own tolerance: `submit` measured as the judge does (TorchScript, one thread,
-        # interleaved rounds), so on the participant's machine only the load differs, which rounds absorb
-        tol = {**o.DEFAULT_TOLERANCE, **(st.doc.get("tolerance") if isinstance(st.doc.get("tolerance"), dict) else {})}
+        # the default tolerance (the file's may only tighten it): `submit` measured as the judge does (TorchScript,
+        # one thread, interleaved rounds), so on the participant's machine only the load differs, which rounds absorb
+        tol = o.submission_tolerance(st.doc)
         result = run_judge([st], {}, ev, Path(out), bwrap, jobs=1, rounds=rounds, resume=False, target_ms=10.0,
                            seed=0, timeouts=timeouts, tolerance=tol)
     if st.name in result["rejected"]:

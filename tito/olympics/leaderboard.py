@@ -14,6 +14,12 @@ from tinytorch.benchmarking.olympics import EVENT_RULES, get_event, rank_judged,
 from tinytorch.benchmarking.results import write_atomic
 
 
+def md_text(text: Any) -> str:
+    """A student's text as one Markdown table cell: control characters (newlines too) as spaces, `|` escaped,
+    no HTML: a name cannot add a row or a column to a leaderboard."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f]+", " ", str(text)).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def judged_leaderboard(entries: Mapping[str, Mapping[str, Any]], event: OlympicEvent | str,
                        rejected: Mapping[str, str] | None = None, source: str = "", **rule: Any) -> dict[str, Any]:
     """The class's leaderboard from the judge's figures. `entries`: student -> {"figures":
@@ -39,7 +45,6 @@ def judged_leaderboard(entries: Mapping[str, Mapping[str, Any]], event: OlympicE
         table = (table.assign(_unranked=table["rank"].isna()).sort_values(["_unranked", "rank", "score"], ascending=[True, True, False])
                  .drop(columns="_unranked").reset_index(drop=True))
     fmt = lambda v, f: "—" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, f)  # noqa: E731
-    md_text = lambda t: re.sub(r"[\x00-\x1f\x7f-\x9f]+", " ", str(t)).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")  # noqa: E731
     md = [f"# TorchPerf Olympics: {ev.value}, judged", "",
           f"Score: {EVENT_RULES[ev].description}. Every model was measured by the judge on one machine in one run "
           "(sizes: the uncompressed bytes of the records the TorchScript loader reads for each model); students tie when the significance rule "
@@ -97,11 +102,11 @@ def leaderboard(submissions_dir: Any, event: OlympicEvent | str, output_path: An
           "Ranked by self-reported claims, each measured on its author's machine; use `python3 -m tito olympics "
           "judge` to measure every model on one machine.", "",
           "| rank | participant | score | 95% interval | accuracy | techniques |", "|---|---|---|---|---|---|"]
-    md += [f"| {row['rank']}{' (tied)' if row['tied'] else ''} | {row['participant']} | {row['score']:.4g} | "
-           f"[{row['ci_lower']:.4g}, {row['ci_upper']:.4g}] | {row['accuracy']:.2%} | {row['techniques']} |"
+    md += [f"| {row['rank']}{' (tied)' if row['tied'] else ''} | {md_text(row['participant'])} | {row['score']:.4g} | "
+           f"[{row['ci_lower']:.4g}, {row['ci_upper']:.4g}] | {row['accuracy']:.2%} | {md_text(row['techniques'])} |"
            for _, row in table.iterrows()] or [f"| — | no valid submission for {ev.value} | | | | |"]
     if invalid:
-        md += ["", "## Rejected submissions", ""] + [f"- {i['path']}: {'; '.join(i['reasons'])}" for i in invalid]
+        md += ["", "## Rejected submissions", ""] + [f"- {md_text(i['path'])}: {md_text('; '.join(i['reasons']))}" for i in invalid]
     out = {"table": table, "markdown": "\n".join(md) + "\n", "csv": table.to_csv(index=False), "invalid": invalid}
     if output_path is not None:
         for ext, key in ((".md", "markdown"), (".csv", "csv")):

@@ -15,8 +15,12 @@ Requests and answers over the stream socket FD, one frame each (tito.isolation.p
 
     {"op": "ready", "cpu": n or null}       -> {"ok": true}            (imports done, on any core; then every
                                                                          thread moves to core n; no student file read yet)
-    {"op": "load", "models": {role: path}, "sample": [1, 8, 8], "classes": 10}
+    {"op": "file", "role": r, "data": bytes} -> {"ok": true}           (the next part of a model file: the measuring
+                                                                         sandbox has no model file to read, so a model
+                                                                         cannot borrow weights from one as it runs)
+    {"op": "load", "models": {role: file name}, "sample": [1, 8, 8], "classes": 10}
                                             -> {"ok": true, "kinds": {role: how}, "needs_code": [role, ...]}
+                                               (from the bytes sent; the name's suffix says ONNX or not)
     {"op": "data", "X": array}              -> {"ok": true}            (the test inputs; never the labels)
     {"op": "state", "role": r}              -> {"ok": true, "state": {name: tensor or tuple of them}}
     {"op": "predict", "role": r}            -> {"ok": true, "outputs": array (N, classes)}
@@ -33,6 +37,7 @@ A failure is {"ok": false, "error": "Type: message"}; the judge decides what it 
 """
 from __future__ import annotations
 
+import io
 import os
 import socket
 import sys
@@ -48,13 +53,13 @@ BATCH = 1  # one image a call, as timed: TorchScript specialises on the shapes i
            # first made its batch-1 calls 2.3x slower)
 
 
-def load_code_free(path: str) -> tuple[torch.nn.Module, str] | None:
-    """A TorchScript model from `path` (loading it runs no Python code); None for anything else: the
-    converting sandbox turns a state dict or a pickled module into TorchScript first."""
+def load_code_free(source: str | bytes) -> tuple[torch.nn.Module, str] | None:
+    """A TorchScript model from a path or the file's bytes (loading it runs no Python code); None for anything
+    else: the converting sandbox turns a state dict or a pickled module into TorchScript first."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return torch.jit.load(path, map_location="cpu").eval(), "TorchScript"
+            return torch.jit.load(io.BytesIO(source) if isinstance(source, bytes) else source, map_location="cpu").eval(), "TorchScript"
     except Exception:  # not a TorchScript archive
         return None
 
@@ -128,14 +133,12 @@ class OnnxModel:
     """An .onnx file run by ONNX Runtime on one thread (no Python code from the file runs): called with one
     image batch (a tensor), it answers the scores as an array; `state`: its weights (`onnx_state`)."""
 
-    def __init__(self, path: str, sample: list[int], classes: int) -> None:
+    def __init__(self, data: bytes, sample: list[int], classes: int) -> None:
         import onnx
         import onnxruntime
 
         from tinytorch.benchmarking.results import onnx_state
 
-        with open(path, "rb") as f:
-            data = f.read()
         try:
             model = onnx.load_from_string(data)
             if not model.graph.node:
@@ -211,6 +214,7 @@ class Server:
         self.X: torch.Tensor | None = None
         self.converting = converting
         self.timed: list[tuple[int, object]] = []  # (image index, output) of every timed call, until fetched
+        self.files: dict[str, bytearray] = {}  # a model file's bytes, sent by the judge in parts, until loaded
 
     def handle(self, msg: dict) -> dict:
         op = msg.get("op")
@@ -218,17 +222,24 @@ class Server:
             if msg.get("cpu") is not None:
                 pin_threads(int(msg["cpu"]))
             return {}
+        if op == "file":  # part of a model file: the measuring sandbox holds no file a model could read at run time
+            part = decode(msg["data"], refs=None)
+            if not isinstance(part, bytes):
+                raise ValueError("a file part must be bytes")
+            self.files.setdefault(str(msg["role"]), bytearray()).extend(part)
+            return {}
         if op == "load":
             kinds, needs = {}, []
-            for role, path in msg["models"].items():
-                if path.endswith(".onnx"):
+            for role, name in msg["models"].items():
+                data = bytes(self.files.pop(role, b""))
+                if name.endswith(".onnx"):
                     try:
-                        self.models[role] = OnnxModel(path, msg["sample"], msg["classes"])
+                        self.models[role] = OnnxModel(data, msg["sample"], msg["classes"])
                     except Exception as e:  # the file's fault: said with its role
                         raise ValueError(f"{role} model (ONNX): {e}") from None
                     kinds[role] = "ONNX, run by ONNX Runtime (one thread)"
                     continue
-                got = load_code_free(path)
+                got = load_code_free(data)
                 if got is None:
                     needs.append(role)
                 else:
