@@ -11,6 +11,7 @@ import shutil
 import socket
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -530,6 +531,15 @@ def test_the_size_is_what_the_loader_reads_found_by_key(tmp_path):
     with zipfile.ZipFile(again) as z:
         assert b"___torch_mangle_" in z.read(next(n for n in z.namelist() if n.endswith("/data.pkl")))
     assert abs(model_file_bytes(again)[0] - size) < 0.005 * size, (model_file_bytes(again), size)
+    # the prefix hides nothing: digits after it count, and a record named twice gets no discount at all
+    for name, body, extra in (("digits.py", b"___torch_mangle_123" * 1000, 3000), ("twice.py", b"___torch_mangle_" * 1000, 16_000)):
+        padded = tmp_path / name.replace(".py", ".pt")
+        shutil.copyfile(plain, padded)
+        with zipfile.ZipFile(padded, "a") as z, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # zipfile's "Duplicate name"
+            for _ in range(1 + (name == "twice.py")):
+                z.writestr(f"base/code/__torch__/{name}", body)
+        assert model_file_bytes(padded)[0] == size + extra, (name, model_file_bytes(padded), size)
     keys = 6  # each key grew by len(".debug_pkl") in data.pkl: the only change, and it only adds
     assert model_file_bytes(renamed)[0] == size + keys * len(".debug_pkl")
     # an extra record nothing refers to, a debug record, a traced input: not read by the loader, not counted

@@ -216,7 +216,7 @@ SAVE_RECIPE = ("save it as TorchScript, which carries its code with its weights:
 SIZE_METHOD = ("model file bytes: the model file the judge runs, as its loader reads it (`model_file_bytes`): a "
                "TorchScript archive's pickled structure, the tensor records it refers to and its code, less the "
                "'___torch_mangle_' prefixes of class names (every record when its pickle cannot be walked); an .onnx file's bytes")
-MANGLE = b"___torch_mangle_"  # TorchScript names a class compiled again in one process <name>.___torch_mangle_<n>
+MANGLE_PREFIX = b"___torch_mangle_"  # TorchScript names a class compiled again in one process <name>.___torch_mangle_<n>
 PICKLE_WALK_MB = 64  # a model's pickled structure larger than this is not walked: every record of its archive counts
 
 
@@ -278,7 +278,7 @@ def model_file_bytes(model_file: str | Path | bytes) -> tuple[int, str]:
     the loader reads: its pickled structure (`data.pkl`, `constants.pkl`), every record those pickles refer to,
     found by the key stored in them (whatever the record's name looks like), and the code (`code/**.py`);
     debug information, traced inputs and format metadata do not count, a record named twice counts at its
-    larger size. The `MANGLE` prefix does not count in the pickles and code (the history of the process that
+    larger size. `MANGLE_PREFIX` does not count in the pickles and code (the history of the process that
     saved the file, not the model: 16 bytes a name, which tracing a model again adds); its digits do.
     An .onnx file: all its bytes (ONNX Runtime reads them all; external data is refused)."""
     import zipfile
@@ -311,13 +311,13 @@ def model_file_bytes(model_file: str | Path | bytes) -> tuple[int, str]:
                     counted.add(prefix + pkl)
                     data = z.read(prefix + pkl)
                     counted |= {prefix + folder + k for k in pickle_storage_keys(data)}
-                    mangled += data.count(MANGLE) if prefix + pkl in once else 0
+                    mangled += data.count(MANGLE_PREFIX) if prefix + pkl in once else 0
             code = {n for n in names if n.startswith(prefix + "code/") and n.endswith(".py")}
-            mangled += sum(z.read(n).count(MANGLE) for n in code & once)
+            mangled += sum(z.read(n).count(MANGLE_PREFIX) for n in code & once)
         except (ValueError, IndexError, KeyError, EOFError, zipfile.BadZipFile) as e:  # cannot follow: every byte counts
             return (sum(sizes.values()), f"uncompressed bytes of every record of the archive (its pickle could not "
                                          f"be read: {type(e).__name__})")
-        return (sum(sizes[n] for n in counted | code if n in sizes) - len(MANGLE) * mangled,
+        return (sum(sizes[n] for n in counted | code if n in sizes) - len(MANGLE_PREFIX) * mangled,
                 "uncompressed bytes of the records the TorchScript loader reads (the pickled structure, every "
                 "tensor record it refers to by key, the code; no debug information; no '___torch_mangle_' prefix)")
 
