@@ -6,6 +6,7 @@ this checks that they agree, so no stack quietly defines a quantity its own way.
 """
 from __future__ import annotations
 
+import io
 import statistics
 
 import pytest
@@ -14,7 +15,7 @@ import torch
 from tinytorch.benchmarking.benchmark import Benchmark, ProportionResult, TinyMLPerf
 from tinytorch.benchmarking.digits import default_digits_model, digits_loader, load_digits_split
 from tinytorch.benchmarking.metrics import collect_metrics
-from tinytorch.benchmarking.olympics import generate_submission
+from tinytorch.benchmarking.olympics import generate_submission, model_file_bytes
 from tinytorch.benchmarking.optimize import prune_magnitude
 from tinytorch.benchmarking.results import (MiB, compare_results, serialized_bytes, state_dict_tensor_bytes,
                                             top1_correct)
@@ -68,7 +69,13 @@ def test_sizes_have_one_definition_each(setup):
     assert state_dict_tensor_bytes(model) == sum(p.numel() * p.element_size() for p in model.parameters())
     assert bench.results["parameter_memory"]["cnn"].metadata["bytes"] == state_dict_tensor_bytes(model)
     sub = generate_submission(model, prune_magnitude(model, 0.3), "memory_challenge", (X, y), measurement_runs=6)
-    assert sub["measurements"]["baseline"]["model_size"]["bytes"] == state_dict_tensor_bytes(model)  # the Olympics: state tensor bytes
+    # the Olympics: the bytes of the TorchScript file the judge runs, as its loader reads them (`model_file_bytes`)
+    buf = io.BytesIO()
+    with torch.no_grad():
+        torch.jit.save(torch.jit.trace(model, X[:1], check_trace=False), buf)
+    size = sub["measurements"]["baseline"]["model_size"]["bytes"]
+    assert abs(size - model_file_bytes(buf.getvalue())[0]) < 0.005 * size  # traced twice here: class names' digits
+    assert state_dict_tensor_bytes(model) < size < serialized_bytes(model)[0] + 4_000, "tensors, structure and code"
 
 
 ROUNDS = 7

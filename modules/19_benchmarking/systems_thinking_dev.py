@@ -612,8 +612,8 @@ if __name__ == "__main__":
 # python3 -m tito olympics submit --model mine.pt --event memory_challenge --participant YOUR_NAME [--baseline base.pt]
 # python3 -m tito olympics verify submission.json --model mine.pt   # does the claim hold here?
 # ```
-# Both models are timed as TorchScript on one thread in interleaved rounds and sized by one definition (state tensor
-# bytes) whatever the file. Below: the digits CNN pruned to 50%, static int8, saved as above and submitted.
+# Both models are timed as TorchScript on one thread in interleaved rounds and sized by the judge's one definition (the
+# model file's bytes as its loader reads them, `model_file_bytes`). Below: the digits CNN pruned to 50%, static int8, saved as above and submitted.
 
 # %%
 if __name__ == "__main__":

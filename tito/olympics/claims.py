@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-from tinytorch.benchmarking.olympics import DEFAULT_TOLERANCE, claim_check, speedup_check
+from tinytorch.benchmarking.olympics import DEFAULT_TOLERANCE, SIZE_METHOD, claim_check, speedup_check
 from tinytorch.benchmarking.results import ALPHA, ProportionResult, compare_results
 
 
@@ -32,8 +32,8 @@ def check_claims(doc: Mapping[str, Any], judged: Mapping[str, Any], hashes: Mapp
     """Each claim of a submission `doc` against the judge's figures: `{"claim", "claimed", "judged",
     "contradicted", "how"}`, each decided as `verify_submission` decides it, by the library's one-sided
     `claim_check`: contradicted when *more* than the judge measured (an honest student who under-claims is
-    not flagged) by the tolerance: accuracy (same model, same split) and compression (exact) against the
-    judged figure; the speed-up, which another machine legitimately changes, by `speedup_check` (the
+    not flagged) by the tolerance: accuracy (same model, same split) and compression (exact, both of the one
+    size definition, `SIZE_METHOD`; a claim of other sizes is not checked) against the judged figure; the speed-up, which another machine legitimately changes, by `speedup_check` (the
     claim against the interval of the per-round speed-ups). Weights: the hashes must match. A claim that
     is not a number is contradicted ("unreadable")."""
     tol = {**DEFAULT_TOLERANCE, **(tolerance or {})}
@@ -60,19 +60,19 @@ def check_claims(doc: Mapping[str, Any], judged: Mapping[str, Any], hashes: Mapp
     claim("optimized accuracy", _at(doc, "measurements", "optimized", "accuracy", "accuracy"), acc,
           lambda c: claim_check(c, acc, tolerance=tol["accuracy_abs"], relative=False, alpha=alpha),
           f"same model, same test split: at most {tol['accuracy_abs']} above the judged figure")
-    # a claim's sizes are its files' (weights plus some overhead, which only lowers a compressed model's
-    # ratio): it is compared with the ratio of the weights' bytes where the judge has it
-    cr = judged["compression_ratio"].get("tensor_ratio") or judged["compression_ratio"]["value"]
+    # a claim's sizes and the judged ones are one definition (`model_file_bytes` of each model's file)
+    cr = judged["compression_ratio"]["value"]
     methods = [_at(doc, "measurements", role, "model_size", "method") for role in ("baseline", "optimized")]
     raw = _at(doc, "improvements", "compression_ratio", "value")
-    if raw is not None and (methods[0] != methods[1] or not isinstance(methods[0], str)):
+    if raw is not None and (methods[0] != methods[1] or methods[0] != SIZE_METHOD):
+        why = (f"divides sizes of two definitions ({str(methods[0])[:60]!r} / {str(methods[1])[:60]!r})" if methods[0] != methods[1]
+               else f"divides sizes that are not the model files' bytes ({str(methods[0])[:60]!r}; submission format "
+                    f"version {str(_at(doc, 'version'))[:10]}): re-run `tito olympics submit`")
         out.append({"claim": "compression ratio", "claimed": _num(raw), "judged": cr, "contradicted": False,
-                    "unchecked": True, "how": f"not checked: the claim divides sizes of two definitions "
-                                              f"({str(methods[0])[:60]!r} / {str(methods[1])[:60]!r})"})
+                    "unchecked": True, "how": f"not checked: the claim {why}"})
     else:
         claim("compression ratio", raw, cr, lambda c: claim_check(c, cr, tolerance=tol["size_rel"], alpha=alpha),
-              f"at most {tol['size_rel']:.0%} above the judged ratio of the weights' bytes (a file's other bytes "
-              "only lower a claim)")
+              f"at most {tol['size_rel']:.0%} above the judged ratio of the model files' bytes")
     # the speed-up: the library's rule (`speedup_check`): the claimed value against the interval of the judged
     # per-round ratios, contradicted beyond the tolerance
     sp, rounds = judged["speedup"]["value"], [r for r in judged.get("speedup_rounds") or [] if r > 0]

@@ -18,8 +18,9 @@ What is trusted where:
 - what is timed is what is judged: every timed call's output is read back afterwards and paired with the
   accuracy pass's answer on the same image (`timed_answers`, `claims.timed_consistency`);
 - the course's baseline, measured here, is every student's denominator (a student's own is checked by its
-  weights and reported apart); sizes count the records the TorchScript loader reads, found by key, or
-  an .onnx file's bytes (`archive_bytes`); an .onnx file runs in ONNX Runtime in the measuring sandbox
+  weights and reported apart); a model's size is the library's one definition, `model_file_bytes` of the
+  file the sandbox ran (the records the TorchScript loader reads, found by key; an .onnx file's bytes), the same
+  figure a submission records, its claims and the size constraint are read against; an .onnx file runs in ONNX Runtime in the measuring sandbox
   (server.OnnxModel: external data, custom operators, odd or huge shapes refused there); accuracy is on
   the public test split or the instructor's `--data` (`load_private_data`);
 - a class larger than the memory budget is judged in groups (`_groups`), each group's sandboxes closed
@@ -432,107 +433,16 @@ def decode_reply(value: Any, allowed: set[str], what: str) -> Any:
         raise StudentError(f"{what}: a malformed answer ({type(e).__name__}: {str(e)[:200]})") from None
 
 
-def pickle_storage_keys(data: bytes) -> set[str]:
-    """The storage keys a TorchScript pickle (`data.pkl`, `constants.pkl`) refers to, read by walking its
-    opcodes with their stack effects (nothing is unpickled, no code runs): each persistent id
-    `("storage", type, key, device, numel)` names the record `<folder>/<key>` the loader reads."""
-    import pickletools
-
-    marks, stack, memo, keys = [], [], {}, set()  # marks: where each open MARK sits on the stack
-
-    def pop_mark() -> list:
-        # by position, never by searching the stack: a long list of tuples would make the walk quadratic
-        # (a 300,000-tuple attribute held the judge's own process for 13 minutes)
-        if not marks:
-            raise ValueError("a pickle that pops a MARK it never pushed")
-        i = marks.pop()
-        items = stack[i:]
-        del stack[i:]
-        return items
-
-    for op, arg, _ in pickletools.genops(data):
-        name = op.name
-        if name == "MARK":
-            marks.append(len(stack))
-        elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
-            memo[arg] = stack[-1]
-        elif name == "MEMOIZE":
-            memo[len(memo)] = stack[-1]
-        elif name in ("GET", "BINGET", "LONG_BINGET"):
-            stack.append(memo.get(arg))
-        elif name == "TUPLE":
-            stack.append(tuple(pop_mark()))
-        elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
-            n = int(name[-1])
-            items = stack[-n:]
-            del stack[-n:]
-            stack.append(tuple(items))
-        elif name == "BINPERSID":
-            pid = stack.pop()
-            if not (isinstance(pid, tuple) and len(pid) >= 3 and pid[0] == "storage" and isinstance(pid[2], str)):
-                raise ValueError("a persistent id whose storage key the walk cannot read")
-            keys.add(pid[2])
-            stack.append(None)
-        else:  # any other opcode: its documented stack effect, values unknown (pushes of a literal keep it)
-            before, after = op.stack_before, op.stack_after
-            if pickletools.markobject in before:
-                pop_mark()
-                before = before[:before.index(pickletools.markobject)]
-            if before:
-                del stack[-len(before):]
-            stack.extend([arg] if not before and len(after) == 1 else [None] * len(after))
-    return keys
-
-
-PICKLE_WALK_MB = 64  # a model's pickled structure larger than this is not walked: every record of its archive counts
-
-
-def archive_bytes(path: Path) -> tuple[int, str]:
-    """The size of a model as the judge measures it, read from its TorchScript archive (nothing is unpickled):
-    the uncompressed bytes of every record the loader reads for the model: its pickled structure (`data.pkl`,
-    `constants.pkl`, attributes included), every record those pickles refer to, found by the key stored in
-    them (whatever the record's name looks like), and the code (`code/**.py`). Debug information, traced
-    inputs and format metadata are not read to run the model and do not count. Every model, the baseline
-    included, is such an archive. A record named twice counts at its larger size."""
-    import zipfile
-
-    if Path(path).suffix.lower() == ".onnx":  # one protobuf, all of which ONNX Runtime reads (the server refused external data)
-        return Path(path).stat().st_size, "the .onnx file's bytes (one self-contained file: external data is refused)"
-    if not zipfile.is_zipfile(path):
-        return path.stat().st_size, "the file's bytes (not a zip archive)"
-    with zipfile.ZipFile(path) as z:
-        sizes: dict[str, int] = {}
-        for i in z.infolist():
-            sizes[i.filename] = max(i.file_size, sizes.get(i.filename, 0))
-        names = list(sizes)
-        prefix = names[0].split("/", 1)[0] + "/" if names and "/" in names[0] else ""  # as torch's reader finds it
-        counted = set()
-        try:
-            for pkl, folder in (("data.pkl", "data/"), ("constants.pkl", "constants/")):
-                if sizes.get(prefix + pkl, 0) > PICKLE_WALK_MB * 2**20:  # not walked (the judge's time): all counts
-                    raise ValueError(f"{pkl} is over {PICKLE_WALK_MB} MiB")
-                if prefix + pkl in sizes:
-                    counted.add(prefix + pkl)
-                    counted |= {prefix + folder + k for k in pickle_storage_keys(z.read(prefix + pkl))}
-        except (ValueError, IndexError, KeyError, EOFError) as e:  # a pickle the walk cannot follow: every byte counts
-            return (sum(sizes.values()), f"uncompressed bytes of every record of the archive (its pickle could not "
-                                         f"be read: {type(e).__name__})")
-        counted |= {n for n in names if n.startswith(prefix + "code/") and n.endswith(".py")}
-        return (sum(sizes[n] for n in counted if n in sizes),
-                "uncompressed bytes of the records the TorchScript loader reads (the pickled structure, every "
-                "tensor record it refers to by key, the code; no debug information)")
-
-
 def measure_static(st: Student, data: dict) -> dict:
     """Outputs on the test inputs (accuracy here, from labels the sandbox never sees), the weights
     (hash, flattened for the similarity check) and the size of both models."""
     import numpy as np
 
-    from tinytorch.benchmarking.olympics import state_dict_sha256, state_tensor_bytes
+    from tinytorch.benchmarking.olympics import model_file_bytes, state_dict_sha256
     from tito.olympics.copies import flat_weights, layer_signatures, row_signatures
 
     n = len(data["y"])
-    out = {"correct": {}, "size_bytes": {}, "size_method": {}, "tensor_bytes": {}, "sha256": {}, "reported_sha256": st.reported_sha,
+    out = {"correct": {}, "size_bytes": {}, "size_method": {}, "sha256": {}, "reported_sha256": st.reported_sha,
            "kinds": st.kinds}
     arrays = {}
     for role in ("baseline", "optimized") + (("own_baseline",) if "own_baseline" in st.measured else ()):
@@ -546,11 +456,10 @@ def measure_static(st: Student, data: dict) -> dict:
             raise StudentError(f"{what}: its state dict is not a mapping of names")
         try:
             out["sha256"][role] = state_dict_sha256(state)
-            out["tensor_bytes"][role] = state_tensor_bytes(state)  # the submission's size definition
             weights = (flat_weights(state), layer_signatures(state), row_signatures(state)) if role == "optimized" else None
         except (RuntimeError, ValueError, TypeError) as e:
             raise StudentError(f"{what}: unusable weights ({type(e).__name__}: {str(e)[:200]})") from None
-        out["size_bytes"][role], out["size_method"][role] = archive_bytes(st.measured[role])
+        out["size_bytes"][role], out["size_method"][role] = model_file_bytes(st.measured[role])
         if role == "optimized":
             arrays["weights"], arrays["outputs"] = weights, y_hat.astype(np.float64)
     return out, arrays
@@ -805,7 +714,9 @@ def verify_files(submission, model_path, baseline_path=None, *, rounds: int = 20
         return {"verified": False, "claims": [], "record": None, "reasons": [f"not valid JSON: {e}"]}
     except StudentError as e:
         return {"verified": False, "claims": [], "record": None, "reasons": [str(e)]}
-    event = st.doc.get("event") if isinstance(st.doc, dict) else None
+    if (problem := o.submission_format_error(st.doc)) is not None:  # e.g. version 2: sizes of another definition
+        return {"verified": False, "claims": [], "record": None, "reasons": [problem]}
+    event = st.doc.get("event")
     try:
         ev = o.get_event(event)
     except ValueError as e:
@@ -1143,7 +1054,7 @@ def _student_report(o, ev, st: Student, state: dict, same: list[str], tolerance:
     correct = {**static["correct"], **{role: timed_correct(static["correct"][role], tally.get(f"{role}:right"),
                                                            tally.get(f"{role}:seen")) for role in ("baseline", "optimized")}}
     record = {"round_mean_ms": {role: [r[role] for r in rounds] for role in ("baseline", "optimized")},
-              "correct": correct, "size_bytes": static["size_bytes"], "tensor_bytes": static.get("tensor_bytes")}
+              "correct": correct, "size_bytes": static["size_bytes"]}
     figures = o.judged_figures(record, ev)
     # a pickled module's hash comes from its own code (the trace has other keys): it checks the file, not a score
     hashes = {role: static.get("reported_sha256", {}).get(role) or static["sha256"][role] for role in static["sha256"]}

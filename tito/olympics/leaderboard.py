@@ -47,7 +47,8 @@ def judged_leaderboard(entries: Mapping[str, Mapping[str, Any]], event: OlympicE
     fmt = lambda v, f: "—" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, f)  # noqa: E731
     md = [f"# TorchPerf Olympics: {ev.value}, judged", "",
           f"Score: {EVENT_RULES[ev].description}. Every model was measured by the judge on one machine in one run "
-          "(sizes: the uncompressed bytes of the records the TorchScript loader reads for each model); students tie when the significance rule "
+          "(sizes: each model file's bytes as its loader reads them, `model_file_bytes`: a TorchScript archive's records "
+          "the loader reads, an .onnx file's bytes; the figure a submission records); students tie when the significance rule "
           "cannot separate their scores." + (f" Accuracy was measured on {source}." if source else ""), "",
           "| rank | participant | score | 95% interval | accuracy | latency median (ms) | size (bytes) | techniques | flags |",
           "|---|---|---|---|---|---|---|---|---|"]
