@@ -73,12 +73,14 @@ def check_claims(doc: Mapping[str, Any], judged: Mapping[str, Any], hashes: Mapp
     else:
         claim("compression ratio", raw, cr, lambda c: claim_check(c, cr, tolerance=tol["size_rel"], alpha=alpha),
               f"at most {tol['size_rel']:.0%} above the judged ratio of the model files' bytes")
-    # the speed-up: the library's rule (`speedup_check`): the claimed value against the interval of the judged
-    # per-round ratios, contradicted beyond the tolerance
+    # the speed-up: the library's rule (`speedup_check`): the claim (its interval's lower end, which may excuse
+    # no more than the tolerance) against the interval of the judged per-round ratios, contradicted beyond it
     sp, rounds = judged["speedup"]["value"], [r for r in judged.get("speedup_rounds") or [] if r > 0]
     raw = _at(doc, "improvements", "speedup", "value")
     if _num(raw) and _num(raw) > 0 and len(rounds) >= 2:
-        check = speedup_check(_num(raw), rounds, tolerance=tol["latency_rel"], alpha=alpha)
+        lower = _num(_at(doc, "improvements", "speedup", "ci_lower"))
+        check = speedup_check(_num(raw), rounds, claimed_lower=lower if lower and lower > 0 else None,
+                              tolerance=tol["latency_rel"], alpha=alpha)
         claim("speedup", raw, check["measured"], lambda c: check["contradicted"], check["method"],
               interval=[check["ci_lower"], check["ci_upper"]])
     else:
