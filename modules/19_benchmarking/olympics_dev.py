@@ -207,7 +207,9 @@ if __name__ == "__main__":
 # accuracy the difference in points. A model's fingerprint, `weights_sha256`, hashes what its weights *are*.
 # %%
 #| export
-DEFAULT_TOLERANCE = {"accuracy_abs": 0.01, "latency_rel": 0.5, "size_rel": 0.01}  # what verify_submission allows
+# what verify_submission allows; a speed-up re-measured on the same machine under other load fell 1.7-1.8x below
+# an honest claim (ONNX, 4.04x -> 2.33x, 4.85x -> 2.65x beside the parallel test suite), hence 100%
+DEFAULT_TOLERANCE = {"accuracy_abs": 0.01, "latency_rel": 1.0, "size_rel": 0.01}
 DEFAULT_TECHNIQUES = ("magnitude pruning 50% (global)", "int8 static quantization (calibrated on 256 training images)")
 SAVE_RECIPE = ("save it as TorchScript, which carries its code with its weights: torch.jit.trace(model.eval(), "
                "example_input).save('mine.pt') or torch.jit.script(model).save('mine.pt') (torch.save(model) stores "
