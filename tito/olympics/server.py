@@ -53,13 +53,13 @@ BATCH = 1  # one image a call, as timed: TorchScript specialises on the shapes i
            # first made its batch-1 calls 2.3x slower)
 
 
-def load_code_free(source: str | bytes) -> tuple[torch.nn.Module, str] | None:
-    """A TorchScript model from a path or the file's bytes (loading it runs no Python code); None for anything
-    else: the converting sandbox turns a state dict or a pickled module into TorchScript first."""
+def load_code_free(data: bytes) -> tuple[torch.nn.Module, str] | None:
+    """A TorchScript model from a file's bytes (loading it runs no Python code); None for anything else: the
+    converting sandbox turns a state dict or a pickled module into TorchScript first."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return torch.jit.load(io.BytesIO(source) if isinstance(source, bytes) else source, map_location="cpu").eval(), "TorchScript"
+            return torch.jit.load(io.BytesIO(data), map_location="cpu").eval(), "TorchScript"
     except Exception:  # not a TorchScript archive
         return None
 
