@@ -66,3 +66,68 @@ def clean_text(text: str, limit: int = 4000) -> str:
     'ok fake line'
     """
     return _CONTROL.sub("", _ANSI.sub("", str(text)))[:limit]
+
+
+# One escaping helper per output format, called where the output is written (STYLE: escape at the edge).
+# Every byte a student controls that reaches a file an instructor opens passes through one of these.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_LINE_BREAKS = re.compile(r"[\r\n\t\x0b\x0c\u0085\u2028\u2029]+")
+CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def plain_text(text: object, limit: int = 4000) -> str:
+    """`text` as inert text: lone surrogates (which no UTF-8 file can hold) as U+FFFD, terminal escapes and
+    control characters removed (newlines and tabs kept), cut to `limit` characters with a note.
+
+    >>> plain_text("a\\ud800b\\x1b[2Kc")
+    'a\\ufffdbc'
+    >>> plain_text("x" * 10, limit=4)
+    'xxxx… (10 characters, cut)'
+    """
+    s = clean_text(_SURROGATE.sub("\ufffd", str(text)), limit=max(len(str(text)), 1))
+    return s if len(s) <= limit else f"{s[:limit]}… ({len(s):,} characters, cut)"
+
+
+def console_line(text: object, limit: int = 300) -> str:
+    """`text` as one console line: `plain_text` with every line break and tab as one space.
+
+    >>> console_line("full\\nfake row")
+    'full fake row'
+    """
+    return _LINE_BREAKS.sub(" ", plain_text(text, limit)).strip()
+
+
+def csv_cell(value: object, limit: int = 4000) -> object:
+    """A value for a CSV cell a spreadsheet will open: numbers and None as they are; text as `plain_text`,
+    prefixed with `'` when it begins with a character a spreadsheet reads as a formula (OWASP's rule:
+    `=`, `+`, `-`, `@`, tab, CR), so a student's text is never a formula.
+
+    >>> csv_cell('=HYPERLINK("http://x")'), csv_cell(-1.5), csv_cell("ok")
+    ('\\'=HYPERLINK("http://x")', -1.5, 'ok')
+    """
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    s = plain_text(value, limit)
+    return "'" + s if s.startswith(CSV_FORMULA_START) else s
+
+
+def md_cell(text: object, limit: int = 300) -> str:
+    """A student's text as one Markdown table cell or list item: one line, `|` escaped, no HTML, no link or
+    image syntax that a renderer would fetch: a name cannot add a row, a column or a beacon to a board.
+
+    >>> md_cell("a|b\\n<img src=x>![t](http://x)")
+    'a\\\\|b &lt;img src=x&gt;\\\\!\\\\[t\\\\](http://x)'
+    """
+    s = console_line(text, limit).replace("\\", "\\\\").replace("|", "\\|")
+    return s.replace("<", "&lt;").replace(">", "&gt;").replace("!", "\\!").replace("[", "\\[").replace("]", "\\]")
+
+
+def html_text(text: object, limit: int = 4000) -> str:
+    """A student's text inside HTML, as text: `plain_text`, then every markup character escaped.
+
+    >>> html_text('x"><img src=x onerror=alert(1)>')
+    'x&quot;&gt;&lt;img src=x onerror=alert(1)&gt;'
+    """
+    import html
+
+    return html.escape(plain_text(text, limit), quote=True)

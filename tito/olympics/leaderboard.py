@@ -12,12 +12,7 @@ import pandas as pd
 from tinytorch.benchmarking.benchmark import OlympicEvent
 from tinytorch.benchmarking.olympics import EVENT_RULES, get_event, rank_judged, rank_with_ties, validate_submission
 from tinytorch.benchmarking.results import write_atomic
-
-
-def md_text(text: Any) -> str:
-    """A student's text as one Markdown table cell: control characters (newlines too) as spaces, `|` escaped,
-    no HTML: a name cannot add a row or a column to a leaderboard."""
-    return re.sub(r"[\x00-\x1f\x7f-\x9f]+", " ", str(text)).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+from tito.isolation.sanitize import md_cell
 
 
 def judged_leaderboard(entries: Mapping[str, Mapping[str, Any]], event: OlympicEvent | str,
@@ -54,13 +49,13 @@ def judged_leaderboard(entries: Mapping[str, Mapping[str, Any]], event: OlympicE
           "|---|---|---|---|---|---|---|---|---|"]
     for _, row in table.iterrows():
         rank = "—" if pd.isna(row["rank"]) else f"{int(row['rank'])}{' (tied)' if row['tied'] else ''}"
-        md.append(f"| {rank} | {md_text(row['participant'])} | {fmt(row['score'], '.4g')} | [{fmt(row['ci_lower'], '.4g')}, "
+        md.append(f"| {rank} | {md_cell(row['participant'])} | {fmt(row['score'], '.4g')} | [{fmt(row['ci_lower'], '.4g')}, "
                   f"{fmt(row['ci_upper'], '.4g')}] | {row['accuracy']:.2%} | {fmt(row['latency_median_ms'], '.4g')} | "
-                  f"{fmt(row['size_bytes'], ',')} | {md_text(row['techniques'])} | {md_text(row['flags'])} |")
+                  f"{fmt(row['size_bytes'], ',')} | {md_cell(row['techniques'])} | {md_cell(row['flags'])} |")
     if not rows:
         md.append(f"| — | no model could be judged for {ev.value} | | | | | | | |")
     if rejected:
-        md += ["", "## Rejected", ""] + [f"- {md_text(s)}: {md_text(why)}" for s, why in sorted(rejected.items())]
+        md += ["", "## Rejected", ""] + [f"- {md_cell(s)}: {md_cell(why)}" for s, why in sorted(rejected.items())]
     clean = table.copy()
     for col in ("participant", "techniques", "flags"):
         clean[col] = clean[col].map(lambda t: re.sub(r"[\x00-\x1f\x7f-\x9f]+", " ", str(t)))
@@ -103,11 +98,11 @@ def leaderboard(submissions_dir: Any, event: OlympicEvent | str, output_path: An
           "Ranked by self-reported claims, each measured on its author's machine; use `python3 -m tito olympics "
           "judge` to measure every model on one machine.", "",
           "| rank | participant | score | 95% interval | accuracy | techniques |", "|---|---|---|---|---|---|"]
-    md += [f"| {row['rank']}{' (tied)' if row['tied'] else ''} | {md_text(row['participant'])} | {row['score']:.4g} | "
-           f"[{row['ci_lower']:.4g}, {row['ci_upper']:.4g}] | {row['accuracy']:.2%} | {md_text(row['techniques'])} |"
+    md += [f"| {row['rank']}{' (tied)' if row['tied'] else ''} | {md_cell(row['participant'])} | {row['score']:.4g} | "
+           f"[{row['ci_lower']:.4g}, {row['ci_upper']:.4g}] | {row['accuracy']:.2%} | {md_cell(row['techniques'])} |"
            for _, row in table.iterrows()] or [f"| — | no valid submission for {ev.value} | | | | |"]
     if invalid:
-        md += ["", "## Rejected submissions", ""] + [f"- {md_text(i['path'])}: {md_text('; '.join(i['reasons']))}" for i in invalid]
+        md += ["", "## Rejected submissions", ""] + [f"- {md_cell(i['path'])}: {md_cell('; '.join(i['reasons']))}" for i in invalid]
     out = {"table": table, "markdown": "\n".join(md) + "\n", "csv": table.to_csv(index=False), "invalid": invalid}
     if output_path is not None:
         for ext, key in ((".md", "markdown"), (".csv", "csv")):
