@@ -51,7 +51,7 @@ from tito.isolation import sandbox
 from tito.isolation import limits as limits_mod
 from tito.grading.autograder import PREIMPORT
 from tito.isolation.pool import default_workers, run_tasks
-from tito.grading.per_student import (GRADING_ERROR, TOTAL, UNSANDBOXED, GradeJob, StudentGrade,
+from tito.grading.per_student import (GRADING_ERROR, HOST_CAPS, TOTAL, UNSANDBOXED, GradeJob, StudentGrade,
                                   first_line, grade_one, num)
 
 CSV_FIELDS = ["student", "notebook", "score", "max_score", "manual_pending", "status", "reason", "sandbox"]
@@ -371,7 +371,15 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
         [StudentGrade(student='ann', score=74.0, ...), ...]
     """
     bwrap = sandbox.require_sandbox(no_sandbox)
-    limits = limits or sandbox.Limits()
+    workers = jobs or (1 if scheduler else default_workers())
+    # the limits this process is given (ulimit, a cgroup, a container) bound what a sandbox may ask for:
+    # clamped here and said once, or the run refused before it starts (a Dask worker clamps its own)
+    fitted = limits_mod.fit(limits or sandbox.Limits(), 1 if scheduler else workers, bwrap,
+                            tuple(course.grading_preimport or PREIMPORT),
+                            caps=HOST_CAPS if bwrap and os.geteuid() == 0 else None)
+    if fitted.refusal:
+        raise TitoError(fitted.refusal, code=2)
+    limits = fitted.limits
     timeout = int(timeout or course.cell_timeout)
     out_dir = Path(output_dir or default_output_dir(course, module)).resolve()
     nbs = notebooks or nbgrader_glue.module_assignment_notebooks(course.nbs_dir, module)
@@ -422,11 +430,12 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     if bwrap is None:
         progress("!" * 78 + "\n!! NOT SANDBOXED (--no-sandbox): student code runs with your permissions and can "
                  "read the solutions;\n!! grades.csv records this in its sandbox column.\n" + "!" * 78)
-    workers = jobs or (1 if scheduler else default_workers())
     # no cgroup CPU share (a normal user): the students graded at once get cores of their own instead
     split = limits_mod.cpu_split(workers) if bwrap and not scheduler and limits_mod.CPU in limits_mod.gaps() else None
     missing = limits_mod.gaps(cores_split=split is not None)
-    label = limits_mod.sandbox_label(missing) if bwrap else UNSANDBOXED
+    label = limits_mod.sandbox_label(missing, fitted.note()) if bwrap else UNSANDBOXED
+    if fitted.clamped:
+        progress("sandbox limits " + fitted.note())
     if bwrap and missing:
         progress("!" * 78 + f"\n!! As this user (uid {os.geteuid()}) the sandbox goes WITHOUT: "
                  + ", ".join(missing) + ";\n!! each process keeps its own limits (memory, CPU time, "
@@ -456,11 +465,11 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
                "limits": asdict(limits), "seed": seed, "notebooks": [str(Path(p).resolve()) for p in nbs],
                "preimport": course.grading_preimport or PREIMPORT, "per_notebook": per_notebook,
                "notebook_mb": course.submission_notebook_mb, "folder_mb": course.submission_folder_mb,
-               "student_seconds": course.student_seconds, "cpu_split": split, "work_root": str(work_root()), "imports": package.module_imports(course.lib_dir),
+               "student_seconds": course.student_seconds, "cpu_split": split, "sandbox_note": fitted.note(), "work_root": str(work_root()), "imports": package.module_imports(course.lib_dir),
                "data_files": {rel: str(Path(src).resolve()) for rel, src in data.items()}}
         nbgrader_glue.atomic_write(out_dir / "run.json", json.dumps(
             {"module": module, "seed": seed, "timeout": timeout, "sandbox": label,
-             "limits": asdict(limits), "notebooks": [Path(p).name for p in nbs]}, indent=1) + "\n")
+             "limits": asdict(limits), "clamped": fitted.clamped, "notebooks": [Path(p).name for p in nbs]}, indent=1) + "\n")
         todo = [GradeJob(module, s, str(folder), course.course_id, timeout, run, inputs[s],
                          student_seed(seed, s, content[s])) for s, folder in found.items()]
         guard = tree_hash(template)

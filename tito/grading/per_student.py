@@ -375,7 +375,8 @@ def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, ma
         reasons.append("no graded notebook submitted")
     result = StudentGrade(job.student, score, mx, worst, " | ".join(reasons), notebooks, feedback,
                           round(time.perf_counter() - t0, 1),
-                          limits_mod.sandbox_label(timing.get("missing", limits_mod.gaps())) if run.get("bwrap") else UNSANDBOXED,
+                          limits_mod.sandbox_label(timing.get("missing", limits_mod.gaps()), run.get("sandbox_note", ""))
+                          if run.get("bwrap") else UNSANDBOXED,
                           sum(n.manual_pending for n in notebooks), job.seed, timing, job.inputs)
     (staged / "result.json").write_text(json.dumps(asdict(result), indent=1) + "\n", encoding="utf-8")
     return result

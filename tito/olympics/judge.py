@@ -244,7 +244,8 @@ def start(st: Student, work: Path, data: dict, bwrap: str | None, converting: bo
     env = {"PYTHONPATH": "{lib}" + os.pathsep + "{tinytorch}/..", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "{lib}/server.py", str(server_end.fileno())]
-                               + (["--trace"] if converting else []), mounts, env, limits=sandbox.Limits(**LIMITS))
+                               + (["--trace"] if converting else []), mounts, env,
+                               limits=data.get("limits") or sandbox.Limits(**LIMITS))
     st.log = st.stage.parent / f"{st.stage.name}.log"
     name = f"tito-olympics-{os.getpid()}-{st.stage.name}{'-trace' if converting else ''}"
     st.guard = limits_mod.Guard(name, 3072, 64, cpus=1.0) if bwrap else None
@@ -667,6 +668,14 @@ def judge_class(submissions_dir, event: str, output_dir, *, jobs: int = 1, round
     bwrap = _check_settings(jobs, rounds, target_ms, no_sandbox)
     if isinstance(memory_mb, bool) or not isinstance(memory_mb, (int, float)) or not memory_mb > 0:
         raise TitoError(f"memory_mb: expected a positive number of MiB, got {memory_mb!r}", code=2)
+    # the limits this process is given (ulimit, a cgroup, a container): clamped and said, or refused before any sandbox
+    fitted = limits_mod.fit(sandbox.Limits(**LIMITS), 1, bwrap, ("torch",), what="tito olympics judge")
+    if fitted.refusal:
+        raise TitoError(fitted.refusal, code=2)
+    memory_mb, budget_note = limits_mod.memory_budget(memory_mb)
+    for note in [fitted.note(), budget_note]:
+        if note:
+            print(f"sandbox limits {note}", file=sys.stderr)
     if data_file is not None:
         load_private_data(data_file)  # a bad file is the instructor's error, told before any sandbox starts
     folders = [p for p in sorted(folder.iterdir()) if p.is_dir() and not p.name.startswith(".")]
@@ -689,7 +698,8 @@ def judge_class(submissions_dir, event: str, output_dir, *, jobs: int = 1, round
         except Exception as e:  # noqa: BLE001 - whatever a submission holds, it is that student's line
             rejected[st.name] = f"unreadable submission ({type(e).__name__}: {str(e)[:200]})"
     return run_judge(valid, rejected, ev, Path(output_dir), bwrap, jobs=jobs, rounds=rounds, resume=resume,
-                     target_ms=target_ms, seed=seed, timeouts=timeouts, data_file=data_file, memory_mb=memory_mb)
+                     target_ms=target_ms, seed=seed, timeouts=timeouts, data_file=data_file, memory_mb=memory_mb,
+                     limits=fitted.limits)
 
 
 def verify_files(submission, model_path, baseline_path=None, *, rounds: int = 20, no_sandbox: bool = False,
@@ -738,9 +748,11 @@ def verify_files(submission, model_path, baseline_path=None, *, rounds: int = 20
 
 def run_judge(valid: list[Student], rejected: dict[str, str], ev, out: Path, bwrap: str | None, *, jobs: int,
               rounds: int, resume: bool, target_ms: float, seed: int, timeouts: dict[str, float] | None,
-              tolerance: dict[str, float] | None = None, data_file=None, memory_mb: float = MEMORY_MB) -> dict[str, Any]:
+              tolerance: dict[str, float] | None = None, data_file=None, memory_mb: float = MEMORY_MB,
+              limits: sandbox.Limits | None = None) -> dict[str, Any]:
     """Stage, load, measure and time the students whose files were found, in groups that fit `memory_mb`
-    (`_groups`); write the report into `out` (claims checked with `tolerance`, default the library's JUDGE_TOLERANCE)."""
+    (`_groups`), each sandbox with `limits` (default LIMITS); write the report into `out` (claims checked with
+    `tolerance`, default the library's JUDGE_TOLERANCE)."""
     from tinytorch.benchmarking import olympics as o
 
     out.mkdir(parents=True, exist_ok=True)
@@ -750,6 +762,7 @@ def run_judge(valid: list[Student], rejected: dict[str, str], ev, out: Path, bwr
     try:
         data = prepare_work(work, data_file)
         data["timeouts"] = {**TIMEOUTS, **(timeouts or {})}
+        data["limits"] = limits
         for i, st in enumerate(valid):
             stage(st, work, i)
         key = _key(valid, ev.value, rounds, target_ms, seed, data)
