@@ -269,7 +269,7 @@ _RLIMITS = [("address space per process", resource.RLIMIT_AS, "-v", 1024, "memor
             ("processes and threads", resource.RLIMIT_NPROC, "-u", None, "processes", 1),
             ("file size", resource.RLIMIT_FSIZE, "-f", 1024, "file_mb", 1 << 20),
             ("CPU time per process", resource.RLIMIT_CPU, "-t", None, "cpu_seconds", 1)]
-_UNIT = {"memory_mb": "MiB", "file_mb": "MiB", "processes": "", "cpu_seconds": "s"}
+_UNIT = {"memory_mb": " MiB", "file_mb": " MiB", "processes": "", "cpu_seconds": " s"}
 
 
 def _limit(value: int) -> int | None:
@@ -396,11 +396,11 @@ def fit(limits: "Limits", jobs: int, bwrap: str | None, imports: tuple[str, ...]
         need = {"memory_mb": NEED_ADDRESS_MB, "processes": NEED_PROCESSES, "file_mb": NEED_FILE_MB, "cpu_seconds": NEED_CPU_SECONDS}[field_]
         need = min(need, new[field_])  # a caller asking for less (the Olympics' 8 MiB files) needs no more
         if per < need:
-            refuse.append(f"{name}: {per} {_UNIT[field_]} per sandbox ({why}), below the {need} {_UNIT[field_]} "
+            refuse.append(f"{name}: {per}{_UNIT[field_]} per sandbox ({why}), below the {need}{_UNIT[field_]} "
                           f"one student needs: raise it (`ulimit {flag} unlimited`"
                           + (", or fewer students at once with --jobs" if field_ == "processes" and not root else "") + ")")
         elif per < new[field_]:
-            clamped.append(f"{name} {new[field_]} -> {per} {_UNIT[field_]}".rstrip() + f" ({why})")
+            clamped.append(f"{name} {new[field_]} -> {per}{_UNIT[field_]} ({why})")
             new[field_] = per
     soft, hard = got.open_files
     if soft is not None and soft < NEED_OPEN_FILES:
