@@ -41,5 +41,14 @@ LONGEST_FIRST = {"test_grading.py": 270, "test_lesson.py": 140, "test_olympics_j
                  "test_olympics_cli.py": 30, "test_class_gradebook.py": 120}
 
 
+@pytest.fixture(scope="session")
+def release_19(course, tmp_path_factory):
+    """Module 19's student release (tito release: nbgrader, the leak check), built once per test run for every
+    worker (tests/shared_fixtures.py); read it, never write into it."""
+    from shared_fixtures import release_once
+
+    return release_once(course, "19_benchmarking", tmp_path_factory)
+
+
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: -LONGEST_FIRST.get(item.path.name, 0))  # stable: a file's tests keep their order

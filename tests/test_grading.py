@@ -559,13 +559,13 @@ def test_sandbox_hides_the_host_and_the_network(bwrap, root, tmp_path):
 # ---- end to end on the real module 19 ------------------------------------------------------------
 
 @pytest.mark.slow
-def test_the_instructors_solutions_get_every_point_of_module_19_on_a_loaded_machine(course, tmp_path, bwrap):
+def test_the_instructors_solutions_get_every_point_of_module_19_on_a_loaded_machine(course, tmp_path, bwrap, release_19):
     """The solution notebooks score every autograded point (written answers pending for the instructor)
     with a CPU hog beside the run; the release scores 0, each test naming what is missing; a written
     answer is pending manual grading, an unanswered one says so, neither is a failure."""
     module = "19_benchmarking"
     graded = nbgrader_glue.module_assignment_notebooks(course.nbs_dir, module)
-    rel = release(course, module, release_dir=tmp_path / "release", course_dir=tmp_path / "nbg")
+    rel = release_19  # read only: built once per test run (tests/shared_fixtures.py)
     assert not rel.leaks
     expected = manual = 0.0
     for nb in graded:

@@ -104,8 +104,9 @@ def run_release_notebook(path: Path) -> tuple[Any, list]:
 
 
 @pytest.fixture(scope="module")
-def student_release(course, tmp_path_factory):
-    return make_release(course, MODULE, tmp_path_factory)
+def student_release(release_19):
+    assert not release_19.leaks, "\n".join(map(str, release_19.leaks))
+    return release_19.release_dir
 
 
 @pytest.mark.lesson

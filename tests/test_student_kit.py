@@ -30,8 +30,11 @@ REGIONS = {"### BEGIN SOLUTION": ("### END SOLUTION", "solution"),
 
 @pytest.fixture(scope="module")
 def kits(course, tmp_path_factory):
+    from shared_fixtures import kit_copy
+
     base = tmp_path_factory.mktemp("kits")
-    return {m: rel.build_student_kit(course, m, base / m) for m in ("15_profiling", MODULE)}
+    return {"15_profiling": rel.build_student_kit(course, "15_profiling", base / "15_profiling"),
+            MODULE: kit_copy(course, MODULE, tmp_path_factory, base / MODULE)}
 
 
 def _env(kit: Path) -> dict:

@@ -28,11 +28,9 @@ TESTS = ["test_19_optimize.py"]
 
 
 @pytest.fixture(scope="module")
-def released(course, tmp_path_factory):
-    base = tmp_path_factory.mktemp("student")
-    res = release(course, MODULE, release_dir=base / "release", course_dir=base / "nbg")
-    assert not res.leaks
-    return base / "release"
+def released(release_19):
+    assert not release_19.leaks
+    return release_19.release_dir
 
 
 def _progress(mod_dir: Path) -> dict:
