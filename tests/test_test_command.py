@@ -22,6 +22,6 @@ def test_one_slow_test_fails_alone_with_progress_and_the_slowest_listed(tmp_path
     assert st.seconds < 40  # the 60 s sleep was cut at its own 4 s limit, not the stage's
     assert report.is_file() and "test_sleeps_a_second" in report.read_text()
     assert [t.split("::")[-1] for t, _ in st.slowest[:2]] == ["test_hangs", "test_sleeps_a_second"]
-    assert st.slowest[0][1] >= 4 and len(st.slowest) == 5
+    assert st.slowest[0][1] >= 3.5 and len(st.slowest) == 5  # cut at its limit (JUnit rounds it: 3.998 s once)
     assert lines and lines[-1].startswith("pytest 5/5 done, 2 failed"), lines
     assert any("test_hangs" in line and line.startswith("pytest") and "failed" in line for line in lines)

@@ -8,9 +8,10 @@ sees every worker's reports; the workers print nothing.
 from __future__ import annotations
 
 import os
+import threading
 import time
 
-EVERY_S = 20.0  # at most one line this often (and one on every failure)
+EVERY_S = 20.0  # one line this often while it runs (and one on every failure)
 
 
 class Progress:
@@ -22,6 +23,14 @@ class Progress:
         self.seconds: dict[str, float] = {}
         self.t0 = time.monotonic()
         self.last = 0.0
+        self.lock = threading.Lock()
+        # a line also while no test ends (a long fixture, a slow test): from a thread that only says
+        threading.Thread(target=self._heartbeat, daemon=True).start()
+
+    def _heartbeat(self) -> None:
+        while True:
+            time.sleep(EVERY_S)
+            self.say()
 
     def line(self) -> str:
         spent = int(time.monotonic() - self.t0)
@@ -30,12 +39,14 @@ class Progress:
                 f"{spent // 60}m{spent % 60:02d}s" + (f"; slowest so far {slow[1]:.1f} s {slow[0]}" if slow else ""))
 
     def say(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if force or now - self.last >= EVERY_S:
+        with self.lock:
+            now = time.monotonic()
+            if not (force or now - self.last >= EVERY_S):
+                return
             self.last = now
             try:
                 self.out.write(self.line() + "\n")
-            except OSError:  # tito stopped reading: the run goes on
+            except (OSError, ValueError):  # tito stopped reading: the run goes on
                 pass
 
     # -- hooks --
@@ -47,12 +58,13 @@ class Progress:
         self.total = len(ids)  # each worker collects every test
 
     def pytest_runtest_logreport(self, report) -> None:
-        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
-        bad = report.failed and report.nodeid not in self.failed
-        if report.failed:
-            self.failed.add(report.nodeid)
-        if report.when == "teardown":
-            self.done += 1
+        with self.lock:  # the heartbeat thread reads these
+            self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+            bad = report.failed and report.nodeid not in self.failed
+            if report.failed:
+                self.failed.add(report.nodeid)
+            if report.when == "teardown":
+                self.done += 1
         self.say(force=bad)
 
     def pytest_sessionfinish(self) -> None:
