@@ -87,17 +87,19 @@ def run(args) -> int:
     hdr = ("module", "exported", "released", "graded")
     table = []
     for r in rows:
-        exp = (f"{r.exported_present}/{r.exported_files} files, {r.public_names} public names "
-               f"({r.notebooks} notebooks from {r.sources} sources)") if r.exported_files else (
-            f"no ({r.sources} sources, {r.notebooks} notebooks)")
-        rel = (f"yes: {r.release_notebooks} notebooks, {r.release_data_files} data files"
+        p = classrun.plural
+        exp = (f"{r.exported_present}/{p(r.exported_files, 'file')}, {p(r.public_names, 'public name')} "
+               f"({p(r.notebooks, 'notebook')} from {p(r.sources, 'source')})") if r.exported_files else (
+            f"no ({p(r.sources, 'source')}, {p(r.notebooks, 'notebook')})")
+        rel = (f"yes: {p(r.release_notebooks, 'notebook')}, {p(r.release_data_files, 'data file')}"
                if r.released else "no")
-        gr = (f"{r.graded_students} students, mean {classrun.num(r.mean_score)}/{classrun.num(r.max_score)}"
+        gr = (f"{classrun.plural(r.graded_students, 'student')}, mean {classrun.num(r.mean_score)}/{classrun.num(r.max_score)}"
               if r.graded_students else "no (looked in " + ", ".join(r.looked_in or []) + ")")
         if r.final_mean is not None:
             gr += (f"; with hand-graded points mean {classrun.num(r.final_mean)}/{classrun.num(r.max_score)}, "
-                   + (f"{classrun.num(r.hand_pending)} points of written answers to grade ({r.hand_pending_students} "
-                      "students)" if r.hand_pending else "every written answer graded"))
+                   + (f"{classrun.plural(r.hand_pending, 'point')} of written answers to grade "
+                      f"({classrun.plural(r.hand_pending_students, 'student')})" if r.hand_pending
+                      else "every written answer graded"))
         table.append((r.module, exp, rel, gr))
     w = [max(len(t[i]) for t in table + [hdr]) for i in range(len(hdr))]
     print("  ".join(h.ljust(w[i]) for i, h in enumerate(hdr)))
