@@ -381,8 +381,11 @@ def test_submit_and_the_judge_measure_the_course_baseline_alike(tmp_path):
     judge = ("import sys; from pathlib import Path; from tito.olympics.judge import prepare_work\n"
              "from tinytorch.benchmarking.olympics import model_file_bytes\n"
              "prepare_work(Path(sys.argv[1])); print(model_file_bytes(Path(sys.argv[1]) / 'course' / 'baseline.pt')[0])")
-    got = [subprocess.run([sys.executable, "-c", code, str(tmp_path / "work")], capture_output=True, text=True, timeout=300,
-                          check=True).stdout.split()[-1] for code in (submit, judge)]
+    runs = [subprocess.run([sys.executable, "-c", code, str(tmp_path / "work")], capture_output=True, text=True,
+                           timeout=300) for code in (submit, judge)]
+    for r in runs:  # a failure says what failed (its stderr), not only its exit status
+        assert r.returncode == 0, r.stderr[-3000:]
+    got = [r.stdout.split()[-1] for r in runs]
     assert got[0] == got[1], got
 
 

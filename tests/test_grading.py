@@ -362,7 +362,7 @@ def test_submitted_layout(tmp_path):
 def test_cli_grade_and_status_help(root):
     p = subprocess.run([sys.executable, "-m", "tito", "grade", "19", str(root / "no_such_dir")], cwd=root,
                        capture_output=True, text=True)
-    assert p.returncode == 1 and "does not exist" in p.stderr
+    assert p.returncode == 2 and "does not exist" in p.stderr  # refused before grading: 2 (README, exit codes)
     p = subprocess.run([sys.executable, "-m", "tito", "status"], cwd=root, capture_output=True, text=True)
     assert p.returncode == 0 and "19_benchmarking" in p.stdout and "public names" in p.stdout
 

@@ -526,3 +526,19 @@ def test_complete_runs_the_tests_whose_notebooks_passed(mini, tmp_path, capsys, 
                                 "not pass"), mixed
     assert "integration test_07_mixed.py: 1 of 1 passed" in out and "they need zeta_dev.ipynb" in out
     assert any("ran only the tests whose notebooks passed" in p for p in last["partial"])
+
+
+def test_code_a_test_runs_in_a_subprocess_counts_as_what_it_needs(root):
+    """A test that imports the student's code only inside `python -c CODE` (test_19_olympics's submit-and-judge
+    test) needs the notebooks that code imports, as an import of its own would: `module complete` says "not run yet"
+    until they pass instead of running it early (issue 44)."""
+    from tito.testing.needs import test_modules
+
+    files = cmpl.module_files(root / "tinytorch")
+    src = ("import subprocess, sys\n\ndef test_in_a_child():\n    code = ('from tinytorch.benchmarking.olympics import x\\n'"
+           " 'print(x)')\n    subprocess.run([sys.executable, '-c', code], check=True)\n\n"
+           "def test_plain():\n    assert 'from nowhere' != 'import'\n")
+    needs = test_modules(src, files)
+    assert "tinytorch.benchmarking.olympics" in needs["test_in_a_child"] and needs["test_plain"] == set(), needs
+    real = test_modules((root / "tests" / "test_19_olympics.py").read_text(), files)
+    assert "tinytorch.benchmarking.olympics" in real["test_submit_and_the_judge_measure_the_course_baseline_alike"]

@@ -217,7 +217,7 @@ def _kit_refusal(args) -> str | None:
     hint = (f"; `python3 -m tito module complete {num}` exports your notebooks and runs your tests"
             if args.command in ("export", "test", "status") else "")
     return (f"`tito {name}` is an instructor command and this is the student kit of {kit}; here: "
-            f"module start, module complete, olympics submit/verify/validate, benchmark{hint}")
+            f"module start, module complete, module submit, olympics submit/verify/validate, benchmark{hint}")
 
 
 def _kit_module() -> str | None:
@@ -231,13 +231,15 @@ def _kit_module() -> str | None:
 def hide_kit_refused(parser: argparse.ArgumentParser) -> None:
     """In a student kit, `--help` lists only the commands that work there (the others still answer with the
     kit's refusal, not argparse's "invalid choice")."""
-    from tito.notebooks.kit import KIT_REFUSED
+    from tito.notebooks.kit import KIT_HELP, KIT_REFUSED
 
     def walk(p: argparse.ArgumentParser, prefix: str) -> None:
         for action in p._actions:
             if isinstance(action, argparse._SubParsersAction):
                 action._choices_actions = [a for a in action._choices_actions
                                            if f"{prefix}{a.dest}".strip() not in KIT_REFUSED]
+                for a in action._choices_actions:
+                    a.help = KIT_HELP.get(f"{prefix}{a.dest}".strip(), a.help)
                 for name, sp in action.choices.items():
                     walk(sp, f"{prefix}{name} ")
 
