@@ -218,7 +218,11 @@ def test_instructor_commands_refuse_in_the_kit(kits):
     assert "module complete 19" in _tito(kit, kit, "export", timeout=120).stderr
     h = _tito(kit, kit, "--help", timeout=120)  # the kit's help lists only what works in the kit
     assert h.returncode == 0 and "module" in h.stdout and "olympics" in h.stdout, h.stdout
-    assert not {"formgrader", "autograde", "bench-quality", "grades"} & set(re.findall(r"[\w-]+", h.stdout)), h.stdout
+    assert not {"formgrader", "autograde", "bench-quality", "grades", "leaderboard", "judge"} & set(
+        re.findall(r"[\w-]+", h.stdout)), h.stdout
+    o = _tito(kit, kit, "olympics", "--help", timeout=120)
+    assert o.returncode == 0 and "verify" in o.stdout and not re.search(r"\b(judge|leaderboard)\b", o.stdout), o.stdout
+    assert "submit" in _tito(kit, kit, "module", "--help", timeout=120).stdout
     p = _tito(kit, kit, "module", "start", "19", "--workspace", str(kit / "elsewhere"), timeout=120)
     assert p.returncode == 1 and "workspace is the kit folder" in p.stderr, p.stderr
 
@@ -264,6 +268,7 @@ def test_student_path_in_the_kit(course, kits):
     assert made.returncode == 0, made.stderr[-2000:]
     sub = _tito(kit, mod_dir, "olympics", "submit", "--model", "mine.pt", "--runs", "5", timeout=600)
     assert sub.returncode == 0, sub.stdout[-2000:] + sub.stderr[-3000:]
+    assert "deprecat" not in sub.stderr.lower() and "gpuGetDeviceCount" not in sub.stderr, sub.stderr[-2000:]
     data = json.loads((mod_dir / "submission.json").read_text())  # written where the student is
     assert any("mine.pt" in t for t in data["techniques"]), data["techniques"]
 

@@ -190,8 +190,10 @@ def torch_install(py, build: str, log) -> list[list[str]]:
     elif build == "cuda":
         say(f"tito: torch {TORCH_VERSION} from PyPI, the CUDA build ({SETUP_CUDA}; {TORCH_ENV}=cpu chooses the "
             "CPU build)", log)
-    # a CPU build installed before satisfies the pin too: it goes first when another build is chosen
-    drop = [[py, "-m", "pip", "uninstall", "-y", "torch"]] if _installed_torch(py).endswith("+cpu") else []
+    # a CPU build installed before satisfies the pin too: it goes first when another build is chosen (and stays
+    # when it is the one wanted and only its index is out of reach)
+    drop = [[py, "-m", "pip", "uninstall", "-y", "torch"]] if build != "cpu" and _installed_torch(py).endswith("+cpu") \
+        else []
     return [*drop, [*base, TORCH_PIN]]
 
 

@@ -45,6 +45,10 @@ notebook and says whether any cell fails; nbgrader's instructor tools (formgrade
 the course and assignment lists) are switched off in this kit.
 Every command tito prints works as printed from the folder it names; model paths are relative to
 the folder you run in. `python3 -m tito --help` lists the commands of this kit.
+
+Points are all or nothing per task: a task's graded test earns its points when every check in it
+passes (your instructor's grading adds hidden checks of the same work); `module complete` shows each
+task's points that way.
 {capstone}
 ## Hand in
 

@@ -858,8 +858,8 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
     total = sum(t.points for r in runs for t in r.tasks)
     earned = sum(t.earned for r in runs for t in r.report)
     if runs:
-        print(f"points from your inline tests: {layout.points(earned)} of {layout.points(total)} "
-              "(your instructor's grading runs hidden tests too)")
+        print(f"points from your inline tests: {layout.points(earned)} of {layout.points(total)} (a task's points "
+              "are all or nothing: every check of its test must pass; your instructor's grading runs hidden tests too)")
     answers = nbgrader_glue.written_answers([r.path for r in runs] or sorted(mod_dir.glob("*.ipynb")))
     if answers:
         print(f"written answers: {sum(a.answered for a in answers)} of {len(answers)} written "
