@@ -206,3 +206,22 @@ def test_counts_read_in_the_plural_they_take():
     assert plural(1.5, "point") == "1.5 points" and plural(1.0, "point") == "1 point"
     one = StudentGrade("ann", 3, 3, "passed", "")
     assert closing_line([one]) == "1 student: 1 graded (1 passed every test, 0 with failed tests)"
+
+
+def test_olympics_judge_exits_1_only_for_judging_that_failed(tmp_path, monkeypatch, capsys):
+    """A model the judge rejects is the student's line (exit 0); a sandbox that never came up is the judge's failure
+    (exit 1, named in the closing line); both counted apart (issue 43 item 3). judge_class is replaced by its
+    result: what is tested is the command's reading of it."""
+    import tito.olympics.judge as judge_mod
+    from tito.commands import olympics as cmd
+
+    (tmp_path / "subs" / "ann").mkdir(parents=True)
+    result = {"board": {"markdown": "| board |"}, "students": {"ann": {}, "bob": {}},
+              "rejected": {"bob": "its model returned NaN"}}
+    monkeypatch.setattr(judge_mod, "judge_class", lambda *a, **k: result)
+    args = ["olympics", "judge", str(tmp_path / "subs"), "--output-dir", str(tmp_path / "out")]
+    assert main(args) == 0
+    assert "2 students: 1 judged, 1 rejected (their files)" in capsys.readouterr().out
+    result["rejected"]["cy"] = f"starting the sandbox timed out ({cmd.JUDGE_SIDE}: the machine may be overloaded)"
+    assert main(args) == 1
+    assert "judging FAILED for 1 student (cy)" in capsys.readouterr().out

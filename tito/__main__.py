@@ -184,9 +184,9 @@ def torch_install(py, build: str, log) -> list[list[str]]:
                 f"chooses the CUDA build)", log)
             return [[*base, "--extra-index-url", index, f"torch=={TORCH_VERSION}+cpu"]]
         say(f"tito: PyTorch's CPU-only index {index} cannot be reached ({why}): installing torch {TORCH_VERSION} "
-            f"from PyPI instead, which on Linux x86_64 is the CUDA build ({SETUP_CUDA} instead of {SETUP_CPU}). "
-            f"Set {TORCH_INDEX_ENV} to a mirror of that index, or run again when it can be reached "
-            "(delete .venv first)", log)
+            f"from PyPI instead (or the index or wheel folder your pip is set to use), which on Linux x86_64 is the "
+            f"CUDA build ({SETUP_CUDA} instead of {SETUP_CPU}). Set {TORCH_INDEX_ENV} to a mirror of that index, or "
+            "run again when it can be reached (delete .venv first)", log)
     elif build == "cuda":
         say(f"tito: torch {TORCH_VERSION} from PyPI, the CUDA build ({SETUP_CUDA}; {TORCH_ENV}=cpu chooses the "
             "CPU build)", log)
@@ -269,6 +269,8 @@ def setup_venv() -> None:
             # torch first and pinned, of the chosen build: an unpinned resolve pulls a multi-GB CUDA build
             for cmd in torch_install(py, build, log):
                 _run_logged(cmd, log)
+            got = _installed_torch(py)
+            say(f"tito: torch {got} installed ({'the CPU build' if got.endswith('+cpu') else 'not the CPU build'})", log)
             # compat mode: a .pth puts the repo root on sys.path, so packages exported after
             # set-up (tinytorch/ on a fresh course) are importable from notebooks' kernels too
             lock = ["-c", str(LOCK)] if LOCK.exists() else []

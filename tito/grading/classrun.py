@@ -505,8 +505,8 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
         progress("!" * 78 + f"\n!! As this user (uid {os.geteuid()}) the sandbox goes WITHOUT: "
                  + ", ".join(missing) + ";\n!! each process keeps its own limits (memory, CPU time, "
                  "file size). Grade as root for all of them; grades.csv says so in its sandbox column.\n" + "!" * 78)
-    progress(f"grading {module}: {len(found)} student(s)" + (f" ({len(results)} already graded)" if resume else "")
-             + f", {len(nbs)} graded notebook(s), per-cell timeout {timeout} s, "
+    progress(f"grading {module}: {plural(len(found), 'student')}" + (f" ({len(results)} already graded)" if resume else "")
+             + f", {plural(len(nbs), 'graded notebook')}, per-cell timeout {timeout} s, "
              + (f"Dask scheduler {scheduler}" if scheduler else f"{workers} at once")
              + f", sandbox: {label}")
     if not found:

@@ -464,7 +464,7 @@ def collect(source: Path, out_dir: Path, wanted: set[str] | None, capstone: bool
     (archives, an LMS's layout, or a bulk download's zip): OUTPUT/handins/<student>/ rebuilt, holding the
     notebooks named in `wanted` (or, with `capstone`, submission.json and its model files), and
     OUTPUT/handins.json; each problem is a line of the result."""
-    source = Path(source)
+    source = given = Path(source)
     if not source.exists():
         raise TitoError(f"SUBMISSIONS: {source} does not exist", code=2)
     if not needs_collecting(source):
@@ -547,7 +547,7 @@ def collect(source: Path, out_dir: Path, wanted: set[str] | None, capstone: bool
             os.replace(final, old)
         os.replace(staged, final)
         nbgrader_glue.atomic_write(out_dir / INDEX, json.dumps(
-            {"source": str(Path(source).resolve()), "layout": result.layout, "students": result.sources,
+            {"source": str(given.resolve()), "layout": result.layout, "students": result.sources,
              "problems": problems}, indent=1) + "\n")
         result.problems = problems
         return result
