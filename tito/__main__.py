@@ -17,8 +17,8 @@ A stamp file in .venv holds a hash of pyproject.toml's dependency list, the lock
 version and the torch build; when it matches, set-up is skipped, so later runs start at once.
 
 Which torch build (`torch_build`): on Linux x86_64 PyPI's torch is the CUDA build (with the nvidia
-wheels, about 5.5 GB of .venv); a machine without an NVIDIA GPU gets the CPU build by default, from
-PyTorch's CPU-only wheel index (TORCH_CPU_INDEX, or $TITO_TORCH_INDEX: a mirror of it), about 1.7 GB
+wheels, about 5.9 GB of .venv); a machine without an NVIDIA GPU gets the CPU build by default, from
+PyTorch's CPU-only wheel index (TORCH_CPU_INDEX, or $TITO_TORCH_INDEX: a mirror of it), about 1.8 GB
 in all. TITO_TORCH=cuda (or cpu) chooses. When that index cannot be reached, set-up says so and
 installs PyPI's build instead. Elsewhere (macOS, Linux on ARM) PyPI's torch is already CPU-only.
 
@@ -48,9 +48,10 @@ EDITABLE_MODE = "editable_mode=compat"
 SUPPORTED_PYTHON = ((3, 11, 2), (3, 15))
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 TORCH_ENV, TORCH_INDEX_ENV = "TITO_TORCH", "TITO_TORCH_INDEX"
-# what set-up said about sizes and times (measured: docs/performance.md, "Set-up")
-SETUP_CPU = "~2 min, ~1.7 GB"
-SETUP_CUDA = "~5 min, ~5.5 GB"
+# the set-up's size and time as measured (docs/performance.md, "Set-up": a normal user, no pip configuration, empty
+# pip cache, downloading from PyPI on a busy 2-core machine; ~80 s from a local package cache on a quiet one)
+SETUP_CPU = "~1.8 GB, 2-8 min"
+SETUP_CUDA = "~5.9 GB, 8 min or more"
 
 
 def python_problem(version=None, executable=None):
@@ -253,8 +254,8 @@ def setup_venv() -> None:
     first = not _venv_python().exists()
     build = torch_build()
     size = SETUP_CUDA if build == "cuda" else SETUP_CPU
-    print(f"tito: setting up .venv (first run, {size} with a local package cache; more to download on a slow "
-          "network)..." if first else "tito: dependencies changed, updating .venv...", file=sys.stderr, flush=True)
+    print(f"tito: setting up .venv (first run: {size}, the time mostly downloads)..." if first
+          else "tito: dependencies changed, updating .venv...", file=sys.stderr, flush=True)
     if first:
         problem = venv_problem()
         if problem:
