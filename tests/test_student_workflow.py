@@ -529,8 +529,8 @@ def test_complete_runs_the_tests_whose_notebooks_passed(mini, tmp_path, capsys, 
 
 
 def test_code_a_test_runs_in_a_subprocess_counts_as_what_it_needs(root):
-    """A test that imports the student's code only inside `python -c CODE` (test_19_olympics's submit-and-judge
-    test) needs the notebooks that code imports, as an import of its own would: `module complete` says "not run yet"
+    """A test that imports the student's code only inside `python -c CODE` (the submit-and-judge size test, now in
+    test_olympics_cli.py) needs the notebooks that code imports, as an import of its own would: `module complete` says "not run yet"
     until they pass instead of running it early (issue 44)."""
     from tito.testing.needs import test_modules
 
@@ -540,5 +540,5 @@ def test_code_a_test_runs_in_a_subprocess_counts_as_what_it_needs(root):
            "def test_plain():\n    assert 'from nowhere' != 'import'\n")
     needs = test_modules(src, files)
     assert "tinytorch.benchmarking.olympics" in needs["test_in_a_child"] and needs["test_plain"] == set(), needs
-    real = test_modules((root / "tests" / "test_19_olympics.py").read_text(), files)
+    real = test_modules((root / "tests" / "test_olympics_cli.py").read_text(), files)
     assert "tinytorch.benchmarking.olympics" in real["test_submit_and_the_judge_measure_the_course_baseline_alike"]
