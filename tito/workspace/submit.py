@@ -167,8 +167,8 @@ def submit(course: Course, module: str, mod_dir: Path, student: str | None, outp
     print(f"\nhand-in written: {dest} ({plural(len(names) - len(capstone), 'notebook')}"
           + (f", the capstone's {', '.join(capstone)}" if capstone else ", no capstone submission.json")
           + f"; {dest.stat().st_size / 1024:.0f} KB)")
-    print("upload this one file to your course's assignment (Canvas, Moodle, or as your instructor says), unpacked "
-          "and unrenamed; hand in again by running this again and uploading the new file.")
+    print("upload this one file, as it is (do not unpack or rename it), to your course's assignment (Canvas, Moodle, "
+          "or as your instructor says); to hand in again, run this again and upload the new file.")
     if found.problems:
         print(f"note: the checks above found {plural(found.problems, 'thing')} to look at first; the file is written "
               "anyway (what you hand in is graded as it is).")
