@@ -409,7 +409,7 @@ def _sort(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda row: (row["student"], row["notebook"] == TOTAL, row["notebook"]))
 
 
-def _pending_from_gradebook(out_dir: Path, module: str, r: StudentGrade) -> None:
+def pending_from_gradebook(out_dir: Path, module: str, r: StudentGrade) -> None:
     """Set `r`'s manual_pending (per notebook and in total) to what the class gradebook still needs graded by
     hand, answers graded in formgrader before this regrade excluded, and publish result.json again with it."""
     left = final_grades.hand_pending(course_dir.path(out_dir), module, r.student)
@@ -556,7 +556,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
             for gid in course_dir.merge(out_dir, module, [r]).get(r.student, []):
                 progress(f"  {r.student}: written answer {gid} changed since it was graded by hand: flagged for regrading")
             if r.notebooks:  # what is left to grade by hand is the class gradebook's (a regrade keeps hand grades)
-                _pending_from_gradebook(out_dir, module, r)
+                pending_from_gradebook(out_dir, module, r)
             csv_rows = _sort([row for row in csv_rows if row["student"] != r.student] + r.rows())
             write_csv(csv_path, csv_rows)  # after each student: an interrupted run keeps what it graded
             results.append(r)
