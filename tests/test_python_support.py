@@ -279,3 +279,12 @@ def test_a_kits_jupyterlab_has_no_instructor_extensions_but_validate(tmp_path):
     lab = listed("jupyterlab.labextensions")
     disabled = set(re.findall(r"^\s+(@jupyter/nbgrader:[\w-]+)$", lab.split("Disabled extensions:")[-1], re.M))
     assert disabled == set(launcher.KIT_DISABLED_LAB) and "validate-assignment" not in lab.split("Disabled")[-1], lab
+
+
+def test_the_kit_states_the_set_up_the_launcher_states():
+    from tito.notebooks import kit
+
+    assert (kit.SETUP_CPU, kit.SETUP_CUDA) == (launcher.SETUP_CPU, launcher.SETUP_CUDA)
+    readme = (ROOT / "README.md").read_text()
+    assert "`.venv` **1.8 GB**" in readme and "`.venv` **5.9 GB**" in readme
+    assert launcher.SETUP_CPU.startswith("~1.8 GB") and launcher.SETUP_CUDA.startswith("~5.9 GB")
