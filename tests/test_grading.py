@@ -552,7 +552,7 @@ def test_grading_that_fails_is_tito_s_failure_and_exits_1(graded_class, tmp_path
     monkeypatch.setattr(sandbox, "start", start)
     course = graded_class["course"]
     monkeypatch.setattr(Course, "load", classmethod(lambda cls, *a, **k: course))
-    out = tmp_path / "out"
+    out = tmp_path / "runs" / MODULE
     args = argparse.Namespace(module=MODULE, submissions=str(tmp_path / "subs"), output_dir=str(out), student=None,
                               timeout=None, jobs=2, scheduler=None, resume=False, no_sandbox=False, memory_limit=6144,
                               process_limit=256, seed=None)
@@ -566,6 +566,8 @@ def test_grading_that_fails_is_tito_s_failure_and_exits_1(graded_class, tmp_path
     assert ("2 students: 1 graded (1 passed every test, 0 with failed tests); grading FAILED for 1 student (empty)"
             in text), text
     assert "--resume" in text
+    st = status_cmd.module_status(course, MODULE, tmp_path / "runs")  # no grade is not a 0 in the class's mean
+    assert (st.graded_students, st.grading_failed, st.mean_score) == (1, 1, subs.FULL), st
     assert grades_cmd.run(argparse.Namespace(module=MODULE, output_dir=str(out), feedback=False)) == 1
     assert "grading itself FAILED for 1 student of the run (empty)" in capsys.readouterr().out
     monkeypatch.setattr(sandbox, "start", real)

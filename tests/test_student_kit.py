@@ -316,8 +316,8 @@ def test_hand_in_walk_from_the_kit_to_the_grade(course, kits, tmp_path):
     from tito.grading import classrun, handin
 
     kit = tmp_path / "kit"
-    shutil.copytree(kits[MODULE].dest, kit, symlinks=True)
-    assert _tito(kit, kit, "module", "start", "19", timeout=300).returncode == 0
+    shutil.copytree(kits[MODULE].dest, kit, symlinks=True)  # --force: another test may have started the shared kit
+    assert _tito(kit, kit, "module", "start", "19", "--force", timeout=300).returncode == 0
     mod_dir = kit / MODULE
     for nb in course.notebooks(MODULE):  # a student who has finished
         shutil.copy2(nb, mod_dir / nb.name)
