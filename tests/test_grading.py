@@ -529,7 +529,7 @@ def test_without_bwrap_grade_refuses(root, tmp_path):
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # no /usr/bin: no bwrap
     p = subprocess.run([sys.executable, "-m", "tito", "grade", "19", str(tmp_path)], cwd=root, env=env,
                        capture_output=True, text=True)
-    assert p.returncode == 1, p
+    assert p.returncode == 2, p  # refused before grading (README: exit codes)
     assert "bubblewrap" in p.stderr and "--no-sandbox" in p.stderr, p.stderr
 
 
