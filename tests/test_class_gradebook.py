@@ -8,6 +8,7 @@ is flagged; the final table, the per-question table and nbgrader's export; feedb
 points; formgrader over HTTP, and in headless Chromium (skipped, saying why, where none is installed).
 """
 import csv
+import copy
 import json
 import os
 import shutil
@@ -129,6 +130,17 @@ def test_hand_graded_scores_survive_a_regrade_and_a_changed_answer_is_flagged(kl
     assert rows[("bob", NB)]["status"] == "regrade"
     assert float(rows[("bob", NB)]["regrade"]) == _written_points(template)[ANSWER]
     assert float(rows[("ann", final_grades.TOTAL)]["hand_graded"]) == 2.0
+    # what the regrade reports as left to grade by hand is the gradebook's: ann's graded answer is not pending
+    # (her new result counted every written answer), bob's changed one is (issue 44: the console and grades.csv said 13)
+    written = sum(_written_points(template).values())
+    assert ann.manual_pending == written
+    classrun.pending_from_gradebook(out, MODULE, ann)
+    assert ann.manual_pending == written - _written_points(template)[ANSWER] == float(rows[("ann", final_grades.TOTAL)]["pending"])
+    assert json.loads((out / "students" / "ann" / "result.json").read_text())["manual_pending"] == ann.manual_pending
+    bob = copy.deepcopy(klass["results"]["bob"])
+    classrun.pending_from_gradebook(out, MODULE, bob)
+    assert bob.manual_pending == written - _written_points(template)[other]  # `other` graded; ANSWER to grade again
+    assert {n.notebook: n.manual_pending for n in bob.notebooks}[NB] == bob.manual_pending
     # --resume-like merge of students already in the gradebook changes nothing
     assert course_dir.merge(out, MODULE, [ann], only_new=True) == {}
 

@@ -200,7 +200,7 @@ def test_every_student_gets_exactly_what_their_honest_work_earns(graded_class):
         "corrupt": subs.POINTS["extra-double"], "linker": 0.0}
     assert {name: r[name].score for name in want} == want, {n: (r[n].score, r[n].reason[:300]) for n in want}
     assert all(x.max_score == subs.FULL and x.sandbox == THIS_SANDBOX for x in r.values())
-    assert (r["full"].status, r["full"].reason) == ("graded", "")
+    assert (r["full"].status, r["full"].reason) == ("passed", "")
 
 
 def _tests(result, notebook: str) -> dict:
@@ -222,9 +222,9 @@ def test_failed_tests_say_what_was_expected(graded_class):
         "a hidden case failed (hidden cases check the same work on other inputs)")
     # a function that reads the test's fake (the callbacks it was handed) instead of measuring finds nothing
     assert not _tests(r["peeker"], "stats_dev")["test-stats-time-it"]["ok"]
-    assert r["syntax"].status == "errors" and "does not compile" in r["syntax"].reason
+    assert r["syntax"].status == "tests failed" and "does not compile" in r["syntax"].reason
     assert r["loop"].status == "timeout" and f"longer than {CELL_TIMEOUT} s" in r["loop"].reason
-    assert r["corrupt"].status == "failed" and "unreadable notebook" in r["corrupt"].reason
+    assert r["corrupt"].status == "refused" and "unreadable notebook" in r["corrupt"].reason
     # the always-equal values arrive as their data: a float that says it equals everything is its value
     eq = _tests(r["always_equal"], "stats_dev")["test-stats-mean"]["message"]
     assert "should be 2.0, got 0.0" in eq, eq
@@ -362,7 +362,7 @@ def test_submitted_layout(tmp_path):
 def test_cli_grade_and_status_help(root):
     p = subprocess.run([sys.executable, "-m", "tito", "grade", "19", str(root / "no_such_dir")], cwd=root,
                        capture_output=True, text=True)
-    assert p.returncode == 1 and "does not exist" in p.stderr
+    assert p.returncode == 2 and "does not exist" in p.stderr  # refused before grading: 2 (README, exit codes)
     p = subprocess.run([sys.executable, "-m", "tito", "status"], cwd=root, capture_output=True, text=True)
     assert p.returncode == 0 and "19_benchmarking" in p.stdout and "public names" in p.stdout
 
@@ -529,8 +529,53 @@ def test_without_bwrap_grade_refuses(root, tmp_path):
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # no /usr/bin: no bwrap
     p = subprocess.run([sys.executable, "-m", "tito", "grade", "19", str(tmp_path)], cwd=root, env=env,
                        capture_output=True, text=True)
-    assert p.returncode == 1, p
+    assert p.returncode == 2, p  # refused before grading (README: exit codes)
     assert "bubblewrap" in p.stderr and "--no-sandbox" in p.stderr, p.stderr
+
+
+def test_grading_that_fails_is_tito_s_failure_and_exits_1(graded_class, tmp_path, monkeypatch, capsys):
+    """A sandbox that cannot start (as under an inherited limit, or without user namespaces) is tito's failure, not the
+    student's: status "grading failed" in the console, grades.csv and the closing line, `tito grade` and `tito grades`
+    exit 1 and say whom; the student graded beside it is "passed" with every point; `--resume` grades only the
+    failed one again (issue 43 item 3, issue 44)."""
+    import argparse
+
+    from tito.commands import grade as grade_cmd, grades as grades_cmd
+
+    real = sandbox.start
+
+    def start(spec, *a, **k):
+        if "tito-grade-empty-" in str(spec.mounts.get("files", "")):
+            raise OSError("bwrap: setting up uid map: Permission denied")
+        return real(spec, *a, **k)
+
+    monkeypatch.setattr(sandbox, "start", start)
+    course = graded_class["course"]
+    monkeypatch.setattr(Course, "load", classmethod(lambda cls, *a, **k: course))
+    out = tmp_path / "runs" / MODULE
+    args = argparse.Namespace(module=MODULE, submissions=str(tmp_path / "subs"), output_dir=str(out), student=None,
+                              timeout=None, jobs=2, scheduler=None, resume=False, no_sandbox=False, memory_limit=6144,
+                              process_limit=256, seed=None)
+    shutil.copytree(graded_class["subs"] / "full", tmp_path / "subs" / "full")
+    shutil.copytree(graded_class["subs"] / "empty", tmp_path / "subs" / "empty")
+    assert grade_cmd.run(args) == 1
+    text = capsys.readouterr().out
+    rows = {(r["student"], r["notebook"]): r for r in csv.DictReader(open(out / "grades.csv", newline=""))}
+    assert rows[("empty", TOTAL)]["status"] == "grading failed" and "uid map" in rows[("empty", TOTAL)]["reason"]
+    assert rows[("full", TOTAL)]["status"] == "passed" and rows[("full", TOTAL)]["score"] == f"{subs.FULL:g}"
+    assert ("2 students: 1 graded (1 passed every test, 0 with failed tests); grading FAILED for 1 student (empty)"
+            in text), text
+    assert "--resume" in text
+    st = status_cmd.module_status(course, MODULE, tmp_path / "runs")  # no grade is not a 0 in the class's mean
+    assert (st.graded_students, st.grading_failed, st.mean_score) == (1, 1, subs.FULL), st
+    assert grades_cmd.run(argparse.Namespace(module=MODULE, output_dir=str(out), feedback=False)) == 1
+    assert "grading itself FAILED for 1 student of the run (empty)" in capsys.readouterr().out
+    monkeypatch.setattr(sandbox, "start", real)
+    args.resume = True
+    assert grade_cmd.run(args) == 0  # the failed student graded now; full kept from the run before
+    text = capsys.readouterr().out
+    assert "(1 already graded)" in text and "grading FAILED" not in text, text
+    assert "2 students: 2 graded (1 passed every test, 1 with failed tests)" in text, text
 
 
 def test_no_sandbox_says_so(graded_class, tmp_path):
@@ -609,7 +654,7 @@ def test_the_instructors_solutions_get_every_point_of_module_19_on_a_loaded_mach
     rows = {(r["student"], r["notebook"]): r for r in csv.DictReader(open(tmp_path / "out" / "grades.csv", newline=""))}
     assert rows[("solution", TOTAL)]["manual_pending"] == f"{manual:g}"
     assert rows[("one", "systems_thinking_dev")]["manual_pending"] == f"{written['systems-thinking-answer-a'][1]:g}"
-    assert rows[("one", "systems_thinking_dev")]["status"] != "failed", rows[("one", "systems_thinking_dev")]
+    assert rows[("one", "systems_thinking_dev")]["status"] == "passed", rows[("one", "systems_thinking_dev")]
     assert (tmp_path / "out" / "students" / "blank" / "feedback" / "results_dev.html").is_file()
     reader = _tests(res["reader"], "energy_dev")  # the fake stays in the judge: nothing to read there
     assert not reader["test-energy-counter"]["ok"] and reader["test-energy-rapl-zones"]["ok"], reader

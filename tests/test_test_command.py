@@ -1,7 +1,6 @@
 """`tito test`'s pytest stage (tito.testing.runners.run_pytest): a time limit per test, not per stage, so one
 slow test fails alone and every other result counts; progress while it runs; the slowest tests and the JUnit
 XML kept afterwards. On a suite of five small tests (two files, two xdist workers)."""
-from pathlib import Path
 
 from tito.testing import runners
 

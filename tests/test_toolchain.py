@@ -10,7 +10,6 @@ import pytest
 
 from tito.notebooks import nbgrader_glue
 from tito.commands import export as export_cmd
-from tito.notebooks.student_release import release
 from tito.config import TitoError
 from tito.testing.inline_runner import parse_output
 

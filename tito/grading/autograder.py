@@ -338,7 +338,8 @@ class Judge:
     def failed(self, nb: Notebook, why: str) -> dict:
         tests = {c["grade_id"]: {"ok": False, "message": why, "seconds": 0.0}
                  for c in nb.judge["cells"] if c["kind"] == "test"}
-        return {"notebook": nb.name, "tests": tests, "setup_errors": [why], "feedback": {"cells": {}, "stopped": why}}
+        return {"notebook": nb.name, "tests": tests, "setup_errors": [why], "feedback": {"cells": {}, "stopped": why},
+                "grading_failed": True}  # tito's failure, not the student's (per_student: GRADING_FAILED)
 
     # tests
     def run_tests(self, host: HostProcess, nb: Notebook) -> dict:

@@ -46,17 +46,32 @@ from pathlib import Path
 from tito.isolation import process
 from tito.notebooks import nbgrader_glue
 from tito.config import Course, TitoError
-from tito.grading import course_dir, gradebook, package, submission
+from tito.grading import course_dir, final_grades, gradebook, package, submission
 from tito.isolation import sandbox
 from tito.isolation import limits as limits_mod
 from tito.grading.autograder import PREIMPORT
 from tito.isolation.pool import default_workers, run_tasks
-from tito.grading.per_student import (GRADING_ERROR, HOST_CAPS, TOTAL, UNSANDBOXED, GradeJob, StudentGrade,
-                                  first_line, grade_one, num)
+from tito.grading.per_student import (GRADING_ERROR, GRADING_FAILED, HOST_CAPS, TOTAL, UNSANDBOXED, GradeJob,
+                                      StudentGrade, first_line, grade_one, num)
 
 CSV_FIELDS = ["student", "notebook", "score", "max_score", "manual_pending", "status", "reason", "sandbox"]
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*$")
+STUDENT_ID_MAX = 64
+
+
+def student_id_problem(name: str) -> str | None:
+    r"""Why `name` cannot be a student id, or None: grading's rule (letters, digits, _ . @ + -, starting with a
+    letter or digit, at most STUDENT_ID_MAX characters, the whole name).
+
+    >>> student_id_problem("ann.lee@uni"), student_id_problem("ann\n") is not None, student_id_problem("../x") is not None
+    (None, True, True)
+    """
+    if len(name) > STUDENT_ID_MAX:
+        return f"longer than {STUDENT_ID_MAX} characters"
+    if not _STUDENT_ID.fullmatch(name):
+        return "not a usable student id (letters, digits, _ . @ + - only, starting with a letter or digit)"
+    return None
 HOST_FILES = ["__init__.py", "isolation/__init__.py", "isolation/protocol.py", "grading/__init__.py", "grading/host.py"]
 
 
@@ -273,16 +288,60 @@ def student_seed(run_seed: int, student: str, submission: str) -> int:
 
 
 def published(out_dir: Path) -> dict[str, StudentGrade]:
-    """Students whose result is in OUTPUT/students/<id>/result.json (grading errors excluded)."""
+    """Students whose result is in OUTPUT/students/<id>/result.json (those whose grading failed excluded)."""
     out = {}
     for f in sorted((out_dir / "students").glob("*/result.json")):
         try:
             r = StudentGrade.from_dict(json.loads(f.read_text(encoding="utf-8")))
         except (ValueError, TypeError, KeyError):
             continue
-        if not r.reason.startswith(GRADING_ERROR):
+        if not r.reason.startswith(GRADING_ERROR) and not grading_failed(r):
             out[r.student] = r
     return out
+
+
+def grading_failed(r: StudentGrade) -> bool:
+    """Whether tito failed to grade some of `r` (the sandbox did not start, the judge crashed or reported nothing):
+    no grade there, as opposed to the student's own failures (tests failed, timeout, refused, missing)."""
+    return r.status == GRADING_FAILED or any(n.status == GRADING_FAILED for n in r.notebooks)
+
+
+def outcome(r: StudentGrade) -> str:
+    """One word for the console and the progress bar: "grading failed" (tito's), else "passed" or the student's
+    own "tests failed" (a failed test, a raised cell, a timeout, a refused or missing notebook)."""
+    if grading_failed(r):
+        return GRADING_FAILED
+    return "passed" if r.status == "passed" else "tests failed"
+
+
+def plural(n: int | float, word: str, many: str | None = None) -> str:
+    """`n word` with the word in the plural where n is not 1.
+
+    >>> plural(1, "student"), plural(3, "student"), plural(0, "file"), plural(2, "match", "matches")
+    ('1 student', '3 students', '0 files', '2 matches')
+    """
+    return f"{num(n) if isinstance(n, float) else n} {word if n == 1 else (many or word + 's')}"
+
+
+def closing_line(results: list[StudentGrade], not_graded: int = 0) -> str:
+    """The run's last line: how many students were graded, how many of those passed every test, how many
+    failed some (theirs), and for how many grading itself failed (tito's; `tito grade` then exits 1).
+
+    >>> ok = StudentGrade("a", 1, 1, "passed", ""); bad = StudentGrade("b", 0, 1, "grading failed", "")
+    >>> closing_line([ok, bad], not_graded=1)
+    '2 students: 1 graded (1 passed every test, 0 with failed tests); grading FAILED for 1 student (b); 1 line in problems.txt (not graded)'
+    """
+    kinds = [outcome(r) for r in results]
+    failed = [r.student for r, k in zip(results, kinds) if k == GRADING_FAILED]
+    graded = len(results) - len(failed)
+    line = (f"{plural(len(results), 'student')}: {graded} graded ({kinds.count('passed')} passed every test, "
+            f"{kinds.count('tests failed')} with failed tests)")
+    if failed:
+        shown = ", ".join(failed[:10]) + (", ..." if len(failed) > 10 else "")
+        line += f"; grading FAILED for {plural(len(failed), 'student')} ({shown})"
+    if not_graded:
+        line += f"; {plural(not_graded, 'line')} in problems.txt (not graded)"
+    return line
 
 
 def extract_plain(tar: tarfile.TarFile, dest: Path) -> None:
@@ -350,12 +409,25 @@ def _sort(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda row: (row["student"], row["notebook"] == TOTAL, row["notebook"]))
 
 
+def pending_from_gradebook(out_dir: Path, module: str, r: StudentGrade) -> None:
+    """Set `r`'s manual_pending (per notebook and in total) to what the class gradebook still needs graded by
+    hand, answers graded in formgrader before this regrade excluded, and publish result.json again with it."""
+    left = final_grades.hand_pending(course_dir.path(out_dir), module, r.student)
+    if not left:
+        return
+    for n in r.notebooks:
+        n.manual_pending = left.get(n.notebook, 0.0)
+    r.manual_pending = left.get(TOTAL, sum(n.manual_pending for n in r.notebooks))
+    nbgrader_glue.atomic_write(out_dir / "students" / r.student / "result.json", json.dumps(asdict(r), indent=1) + "\n")
+
+
 def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path | None = None,
           students: list[str] | None = None, timeout: int | None = None,
           notebooks: list[Path] | None = None, progress=print, jobs: int | None = None,
           scheduler: str | None = None, no_sandbox: bool = False, resume: bool = False,
           show_progress: bool = False, limits: sandbox.Limits | None = None,
-          seed: int | None = None, per_notebook: bool = False) -> list[StudentGrade]:
+          seed: int | None = None, per_notebook: bool = False,
+          extra_problems: list[str] | None = None) -> list[StudentGrade]:
     """Grade every student in `submissions_dir` (or only `students`); returns their grades.
 
     notebooks: the graded notebooks (default: the module's notebooks with nbgrader cells).
@@ -365,7 +437,8 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     seed: the run's secret seed of the hidden tests (default: drawn for this run, recorded in run.json
     only); each student's hidden inputs come from it, their id and their submission's content
     (student_seed, recorded in their result.json), so a changed submission gets fresh ones.
-    per_notebook: a sandbox per notebook (slower: each imports torch again).
+    per_notebook: a sandbox per notebook (slower: each imports torch again). extra_problems: lines for
+    problems.txt found before (tito.grading.handin: hand-ins that could not be unpacked).
 
         >>> grade(Course.load(), "19", "subs", jobs=2)      # doctest: +SKIP
         [StudentGrade(student='ann', score=74.0, ...), ...]
@@ -387,6 +460,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
         raise TitoError(f"module {module} has no graded notebooks in {course.nbs_dir / module}")
     scan = scan_submissions(Path(submissions_dir), module, assignment_files(course, module, nbs),
                             course.submission_notebook_mb, course.submission_folder_mb)
+    scan.problems[:0] = extra_problems or []
     found = scan.found
     if students:
         unknown = [s for s in students if s not in found]
@@ -440,8 +514,8 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
         progress("!" * 78 + f"\n!! As this user (uid {os.geteuid()}) the sandbox goes WITHOUT: "
                  + ", ".join(missing) + ";\n!! each process keeps its own limits (memory, CPU time, "
                  "file size). Grade as root for all of them; grades.csv says so in its sandbox column.\n" + "!" * 78)
-    progress(f"grading {module}: {len(found)} student(s)" + (f" ({len(results)} already graded)" if resume else "")
-             + f", {len(nbs)} graded notebook(s), per-cell timeout {timeout} s, "
+    progress(f"grading {module}: {plural(len(found), 'student')}" + (f" ({len(results)} already graded)" if resume else "")
+             + f", {plural(len(nbs), 'graded notebook')}, per-cell timeout {timeout} s, "
              + (f"Dask scheduler {scheduler}" if scheduler else f"{workers} at once")
              + f", sandbox: {label}")
     if not found:
@@ -477,7 +551,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
         def on_done(job: GradeJob, res) -> bool:
             nonlocal csv_rows
             if isinstance(res, BaseException):  # the task itself was lost (a Dask worker died)
-                res = (asdict(StudentGrade(job.student, 0.0, 0.0, "failed",
+                res = (asdict(StudentGrade(job.student, 0.0, 0.0, GRADING_FAILED,
                                            f"{GRADING_ERROR}: {type(res).__name__}: {first_line(str(res))}",
                                            sandbox=label)), b"")
             r = StudentGrade.from_dict(res[0])
@@ -490,14 +564,16 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
             publish(out_dir, r, res[1])
             for gid in course_dir.merge(out_dir, module, [r]).get(r.student, []):
                 progress(f"  {r.student}: written answer {gid} changed since it was graded by hand: flagged for regrading")
+            if r.notebooks:  # what is left to grade by hand is the class gradebook's (a regrade keeps hand grades)
+                pending_from_gradebook(out_dir, module, r)
             csv_rows = _sort([row for row in csv_rows if row["student"] != r.student] + r.rows())
             write_csv(csv_path, csv_rows)  # after each student: an interrupted run keeps what it graded
             results.append(r)
             progress(f"  {r.student}: {num(r.score)}/{num(r.max_score)} {r.status} ({r.seconds:.0f} s)"
-                     + (f", {num(r.manual_pending)} point(s) of written answers to grade by hand"
+                     + (f", {plural(r.manual_pending, 'point')} of written answers to grade by hand"
                         if r.manual_pending else "")
                      + (f"\n      {r.reason[:300]}" if r.reason else ""))
-            return r.status == "failed"
+            return outcome(r)
 
         run_tasks(grade_one, todo, on_done, workers=workers, scheduler=scheduler, show_progress=show_progress)
     finally:

@@ -47,8 +47,8 @@ class Submission:
     comments: dict[tuple[str, str], str] = field(default_factory=dict)  # (notebook, cell) -> grader's comment
 
 
-def read(course: Path, assignment: str) -> list[Submission]:
-    """Every student's graded cells and comments in COURSE/gradebook.db, students sorted."""
+def read(course: Path, assignment: str, students: list[str] | None = None) -> list[Submission]:
+    """Every student's (or only `students`') graded cells and comments in COURSE/gradebook.db, students sorted."""
     from nbgrader.api import (Assignment, BaseCell, Comment, Grade, GradeCell, Notebook, SubmittedAssignment,
                               SubmittedNotebook)
 
@@ -60,6 +60,8 @@ def read(course: Path, assignment: str) -> list[Submission]:
                 .join(Assignment, Assignment.id == SubmittedAssignment.assignment_id)
                 .join(Notebook, Notebook.id == SubmittedNotebook.notebook_id)
                 .filter(Assignment.name == assignment))
+        if students is not None:
+            base = base.filter(SubmittedAssignment.student_id.in_(list(students)))
         nbs = {sid: (student, name) for sid, student, name in base}
         for student, _ in nbs.values():
             out.setdefault(student, Submission(student))
@@ -78,6 +80,13 @@ def read(course: Path, assignment: str) -> list[Submission]:
                 student, notebook = nbs[c.notebook_id]
                 out[student].comments[(notebook, names[c.cell_id])] = text
     return [out[s] for s in sorted(out)]
+
+
+def hand_pending(course: Path, assignment: str, student: str) -> dict[str, float]:
+    """notebook -> points of `student`'s written answers the class gradebook still needs graded by hand (pending,
+    or to grade again: the answer changed since), as `tito grades` counts them; {} for a student not in it."""
+    rows = table(read(course, assignment, [student]))
+    return {r["notebook"]: float(r["pending"]) + float(r["regrade"]) for r in rows}
 
 
 def _row(student: str, notebook: str, cells: list[Cell]) -> dict:

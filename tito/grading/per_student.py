@@ -39,7 +39,13 @@ TOTAL = "(total)"
 SANDBOXED = "bubblewrap"
 UNSANDBOXED = "NONE (--no-sandbox): student code ran unsandboxed"
 GRADING_ERROR = "grading error"
-STATUS_ORDER = ["failed", "timeout", "errors", "missing", "graded"]  # worst first
+# A status says whose it is. The student's: passed (every graded test passed, no cell of theirs raised), tests
+# failed (a graded test failed or a cell of theirs raised), timeout (their code ran past a time limit), refused (a
+# file tito will not read as a notebook), missing (not submitted). tito's: grading failed (the sandbox did not
+# start, the judge crashed or reported nothing, the task was lost): no grade, and `tito grade` exits 1.
+PASSED, TESTS_FAILED, TIMEOUT, REFUSED, MISSING = "passed", "tests failed", "timeout", "refused", "missing"
+GRADING_FAILED = "grading failed"
+STATUS_ORDER = [GRADING_FAILED, TIMEOUT, TESTS_FAILED, REFUSED, MISSING, PASSED]  # worst first
 
 
 @dataclass
@@ -47,7 +53,7 @@ class NotebookGrade:
     notebook: str
     score: float
     max_score: float
-    status: str          # graded | errors | timeout | missing | failed
+    status: str          # one of STATUS_ORDER
     reason: str = ""     # empty when every graded test passed and no cell raised
     manual_pending: float = 0.0  # points of written answers awaiting manual grading (in max_score)
     tests: dict = field(default_factory=dict)  # grade_id -> {"ok", "points", "message", "seconds"}
@@ -105,7 +111,7 @@ def grade_one(job: GradeJob) -> tuple[dict, bytes]:
     """Grade one student; returns (StudentGrade as a dict, tar.gz of their output folder).
 
     Never raises for a problem of the submission; an infrastructure failure is returned as a
-    "failed" result whose reason starts with GRADING_ERROR, so the class run goes on and `--resume`
+    GRADING_FAILED result whose reason starts with GRADING_ERROR, so the class run goes on and `--resume`
     grades that student again.
     """
     t0 = time.perf_counter()
@@ -127,7 +133,7 @@ def grade_one(job: GradeJob) -> tuple[dict, bytes]:
             shutil.rmtree(staged, ignore_errors=True)
     except Exception as e:  # noqa: BLE001 - one student's infrastructure failure must not stop the class
         why = f"{GRADING_ERROR}: {type(e).__name__}: {first_line(str(e), 300)}"
-        r = StudentGrade(job.student, 0.0, 0.0, "failed", why, [], [], round(time.perf_counter() - t0, 1), sandbox)
+        r = StudentGrade(job.student, 0.0, 0.0, GRADING_FAILED, why, [], [], round(time.perf_counter() - t0, 1), sandbox)
         return asdict(r), b""
     finally:
         if not os.environ.get("TITO_GRADE_KEEP"):  # set it to look at a student's work folder afterwards
@@ -316,6 +322,7 @@ def _run_judge(job: GradeJob, work: Path, names: list[str], cpus: set[int] | Non
             frames = read_frames(f)
     except (OSError, ProtocolError) as e:
         note = f"the judge's results were unreadable: {e}"
+    seen["budget_reached"] = bool(done.timed_out)  # the student's code used their time: theirs, not the judge's
     if done.timed_out and capped:
         note = (f"not graded: this student's grading reached its time budget of {budget:.0f} s "
                 "(student_seconds in settings.ini) before this notebook was done")
@@ -347,14 +354,16 @@ def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, ma
     for name in sorted(maxima):
         mx = maxima[name]
         if name in unreadable:
-            notebooks.append(NotebookGrade(name, 0.0, mx, "failed", unreadable[name]))
+            notebooks.append(NotebookGrade(name, 0.0, mx, REFUSED, unreadable[name]))
             continue
         if name in missing:
-            notebooks.append(NotebookGrade(name, 0.0, mx, "missing", "notebook not submitted"))
+            notebooks.append(NotebookGrade(name, 0.0, mx, MISSING, "notebook not submitted"))
             continue
         res = by_name.get(name)
         if res is None:
-            notebooks.append(NotebookGrade(name, 0.0, mx, "failed", judge_note or "the judge reported nothing"))
+            # the student's time budget ran out (their code), or the judge itself failed (tito's)
+            notebooks.append(NotebookGrade(name, 0.0, mx, TIMEOUT if timing.get("budget_reached") else GRADING_FAILED,
+                                           judge_note or "the judge reported nothing"))
             continue
         source = json.loads(Path(next(p for p in run["notebooks"] if Path(p).stem == name)).read_text(encoding="utf-8"))
         grade, scores = notebook_grade(name, mx, source, submitted[name], res,
@@ -366,9 +375,9 @@ def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, ma
     timing["compose"] = round(time.perf_counter() - t_compose, 3)
     score = sum(n.score for n in notebooks)
     mx = sum(n.max_score for n in notebooks)
-    worst = min((n.status for n in notebooks), key=STATUS_ORDER.index, default="missing")
-    reasons = [f"{n.notebook}: {n.reason}" for n in notebooks if n.reason and n.status != "missing"]
-    gone = [n.notebook for n in notebooks if n.status == "missing"]
+    worst = min((n.status for n in notebooks), key=STATUS_ORDER.index, default=MISSING)
+    reasons = [f"{n.notebook}: {n.reason}" for n in notebooks if n.reason and n.status != MISSING]
+    gone = [n.notebook for n in notebooks if n.status == MISSING]
     if gone and len(gone) < len(notebooks):
         reasons.append("not submitted: " + ", ".join(gone))
     elif gone:
@@ -406,7 +415,12 @@ def notebook_grade(name: str, max_score: float, source: dict, student: dict, res
             unanswered.append(f"{gid} (0/{num(pts)}): no written answer")
     other = [clean_text(e, 300) for e in res.get("cell_errors", []) if isinstance(e, str)][:20]
     setup = [clean_text(f"setup: {e}", 300) for e in res.get("setup_errors", [])[:3] if isinstance(e, str)]
-    status = "timeout" if (timed_out or res.get("feedback_timed_out") is True) else ("errors" if other or setup else "graded")
+    if res.get("grading_failed") is True:  # the judge could not run this notebook (the sandbox did not start)
+        status = GRADING_FAILED
+    elif timed_out or res.get("feedback_timed_out") is True:
+        status = TIMEOUT
+    else:
+        status = TESTS_FAILED if other or setup or failed else PASSED
     grade = NotebookGrade(name, sum(v["points"] for v in verdicts.values()), max_score, status,
                           "; ".join(other + setup + failed + unanswered), pending,
                           {gid: {k: v[k] for k in ("ok", "points", "message", "seconds")} for gid, v in verdicts.items()})

@@ -117,7 +117,7 @@ def require_sandbox(no_sandbox: bool) -> str | None:
         return None
     path = find_bwrap()
     if path is None:
-        raise TitoError("tito grade refuses to run student code unsandboxed: " + INSTALL_HINT)
+        raise TitoError("tito grade refuses to run student code unsandboxed: " + INSTALL_HINT, code=2)  # refused: 2
     return path
 
 
