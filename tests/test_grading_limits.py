@@ -55,7 +55,7 @@ def test_inherited_ulimits_are_clamped_and_the_class_graded_in_full(small_class)
     out = small_class["base"] / "clamped"
     rows = {(r["student"], r["notebook"]): r for r in csv.DictReader(open(out / "grades.csv", encoding="utf-8"))}
     assert (rows["honest", "(total)"]["score"], rows["honest", "(total)"]["max_score"]) == ("10", "10")
-    assert rows["honest", "(total)"]["status"] == "graded" and rows["blank", "(total)"]["score"] == "0"
+    assert rows["honest", "(total)"]["status"] == "passed" and rows["blank", "(total)"]["score"] == "0"
     clamps = json.loads((out / "run.json").read_text())["clamped"]
     said = {c.split(" -> ")[0]: c for c in clamps}
     assert said["address space per process 6144"].startswith("address space per process 6144 -> 5859 MiB")
