@@ -7,10 +7,12 @@ Reads OUTPUT/nbgrader/gradebook.db of the module's latest grading run (or --outp
                                 are part of their cell's score), then the total
     OUTPUT/nbgrader_export.csv  nbgrader's own export columns (its CsvExportPlugin)
 and with --feedback the students' feedback pages with the hand-graded points and the graders' comments,
-OUTPUT/nbgrader/feedback/<student>/<module>/<notebook>.html.
+OUTPUT/nbgrader/feedback/<student>/<module>/<notebook>.html: a student whose page cannot be made is named
+on stderr and the command exits 1, after every other student's pages are written.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from tito.config import Course, TitoError
@@ -55,7 +57,13 @@ def run(args) -> int:
     print(f"\nfinal grades: {shown}/final_grades.csv; per question: {shown}/questions.csv; "
           f"nbgrader's columns: {shown}/nbgrader_export.csv")
     if args.feedback:
-        pages = final_grades.write_feedback(out, module, subs)
+        failed: dict[str, str] = {}
+        pages = final_grades.write_feedback(out, module, subs, failed)
         print(f"feedback with the hand-graded points and comments: {len(pages)} page(s) in "
               f"{shown}/{course_dir.NAME}/feedback/<student>/{module}/")
+        if failed:  # every other student's pages are written; these students' are not
+            print(f"feedback not written for {len(failed)} student(s): " + ", ".join(sorted(failed)), file=sys.stderr)
+            for student, why in sorted(failed.items()):
+                print(f"  {student}: {why}", file=sys.stderr)
+            return 1
     return 0

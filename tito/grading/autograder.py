@@ -46,7 +46,7 @@ from typing import Any
 from tito.grading import feedback, package, plan as plans
 from tito.isolation.protocol import NAMESPACE, ChannelBroken, ProtocolError, recv, write_frame
 from tito.grading.remote import NotSendable, Session
-from tito.isolation.sanitize import clean_text
+from tito.isolation.sanitize import plain_text
 from tito.notebooks.cells import cell_source
 
 PREIMPORT = ["numpy", "scipy", "scipy.stats", "pandas", "torch", "matplotlib", "matplotlib.pyplot", "sklearn",
@@ -152,8 +152,8 @@ class Notebook:
     gid: int | None
     n_code: int
     source: dict              # the instructor's notebook (the tests' points)
-    student: dict             # the student's notebook (their feedback)
-    released: dict            # grade_id -> the cell as released
+    student: dict             # the student's notebook (tito.grading.submission.essentials: their feedback)
+    release: dict             # the notebook as released: what the autograded notebook is rebuilt from
     feedback_uid: int | None = None  # the feedback run's own uid (group gid: it reads the package, not the scratch)
 
 
@@ -199,12 +199,10 @@ class Judge:
         inputs = Path(self.cfg["inputs"])
         out = []
         for name in self.cfg["notebooks"]:
-            release = json.loads((inputs / "release" / f"{name}.ipynb").read_text(encoding="utf-8"))
             out.append({"name": name,
                         "source": json.loads((inputs / "sources" / f"{name}.ipynb").read_text(encoding="utf-8")),
                         "student": json.loads((inputs / "submitted" / f"{name}.ipynb").read_text(encoding="utf-8")),
-                        "released": {c["metadata"]["nbgrader"]["grade_id"]: c for c in release.get("cells", [])
-                                     if (c.get("metadata") or {}).get("nbgrader", {}).get("grade_id")}})
+                        "release": json.loads((inputs / "release" / f"{name}.ipynb").read_text(encoding="utf-8"))})
         self.nbdev_config = (inputs / "pyproject.toml").read_text(encoding="utf-8")
         shutil.rmtree(inputs / "sources", ignore_errors=True)
         return out
@@ -242,7 +240,7 @@ class Judge:
             out.append(Notebook(name, plans.judge_plan(source, self.lib), plans.host_plan(source, merged, self.lib),
                                 plans.feedback_cells(student), stage, scratch, uid, gid,
                                 sum(1 for c in student.get("cells", []) if isinstance(c, dict) and c.get("cell_type") == "code"),
-                                source, student, entry["released"], fb_uid))
+                                source, student, entry["release"], fb_uid))
         self.timing["prepare"] = time.perf_counter() - t0
         return out
 
@@ -317,7 +315,7 @@ class Judge:
         t0 = time.perf_counter()
         v = feedback.verdicts(nb.source, result.get("tests", {}))
         score, most = sum(x["points"] for x in v.values()), sum(x["max"] for x in v.values())
-        args = (self.root / "out", nb.name, nb.student, fb_result, v, nb.released,
+        args = (self.root / "out", nb.name, nb.release, nb.student, fb_result, v,
                 f"{nb.name}: {feedback.num(score)} of {feedback.num(most)} autograded points")
         try:
             info = self.renderer.submit(feedback.render, *args).result()
@@ -336,8 +334,7 @@ class Judge:
             write_frame(self.out, result)
 
     def failed(self, nb: Notebook, why: str) -> dict:
-        tests = {c["grade_id"]: {"ok": False, "message": why, "seconds": 0.0}
-                 for c in nb.judge["cells"] if c["kind"] == "test"}
+        tests = {c["grade_id"]: {"ok": False, "message": why} for c in nb.judge["cells"] if c["kind"] == "test"}
         return {"notebook": nb.name, "tests": tests, "setup_errors": [why], "feedback": {"cells": {}, "stopped": why}}
 
     # tests
@@ -368,6 +365,29 @@ class Judge:
         self.timing["tests"] = self.timing.get("tests", 0.0) + time.perf_counter() - t0
         return {"notebook": nb.name, "tests": tests, "setup_errors": run.setup_errors,
                 "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def _empty(folder: Path) -> None:
+    """Remove everything in `folder`, never following a link out of it (folders the student's code made
+    unwritable made writable first); raises OSError when something is left."""
+    if not os.path.isdir(folder):
+        return
+    for top, _, _ in os.walk(folder):
+        try:
+            os.chmod(top, 0o700)
+        except OSError:
+            pass
+    for entry in list(os.scandir(folder)):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                pass
+    left = os.listdir(folder)
+    if left:
+        raise OSError(f"the folder the tests share could not be emptied ({len(left)} entries left)")
 
 
 def _import_all(names: list[str]) -> None:
@@ -410,8 +430,10 @@ class NotebookTests:
         self.session = self.pid = None
 
     def fresh(self, upto: int) -> None:
-        """A new test process and namespace, with every cell before `upto` (no tests) applied."""
+        """A new test process and namespace, with every cell before `upto` (no tests) applied, and an empty
+        scratch folder (the one folder a test process shares with the next)."""
         self._drop_session()
+        _empty(self.nb.scratch)
         self.pid, sock = self.host.spawn("tests", self.nb.uid, self.judge.setup_for(self.host, self.nb, {}),
                                          hide=self.judge.others(self.host, self.nb, scratch=True))
         self.session = Session(sock, set(self.nb.judge["modules"]), self.judge.lib)
@@ -496,14 +518,16 @@ class NotebookTests:
             why = "your code's test process did not start: " + (
                 f"importing your code took longer than {self.timeout:.0f} s" if isinstance(e, TestTimeout)
                 else f"{type(e).__name__}: {e}")
-            return {c["grade_id"]: {"ok": False, "message": why, "seconds": 0.0}
+            return {c["grade_id"]: {"ok": False, "message": why}
                     for c in self.nb.judge["cells"] if c["kind"] == "test"}
+        used = False  # whether the test process has run a test: each test gets one that has not
         for cell in self.nb.judge["cells"]:
             if cell["kind"] != "test":
                 self.apply(cell)
                 continue
-            tests[cell["grade_id"]] = self.run_test(cell)
-            if self.session is None or self.session.endpoint.broken:
+            if used or self.session is None or self.session.endpoint.broken:
+                # a fresh process and namespace: nothing a test handed the student's code (a hidden case's
+                # inputs, kept in a global or a file) reaches a later test, or its message
                 try:
                     self.fresh(cell["index"])
                 except (Exception, TestTimeout) as e:  # noqa: BLE001
@@ -512,12 +536,13 @@ class NotebookTests:
                         else f"{type(e).__name__}: {e}")
                     for c in self.nb.judge["cells"]:
                         if c["kind"] == "test" and c["grade_id"] not in tests:
-                            tests[c["grade_id"]] = {"ok": False, "message": why, "seconds": 0.0}
+                            tests[c["grade_id"]] = {"ok": False, "message": why}
                     return tests
+            tests[cell["grade_id"]] = self.run_test(cell)
+            used = True
         return tests
 
     def run_test(self, cell: dict) -> dict:
-        t0 = time.perf_counter()
         self.ns["__name__"] = "__main__"
         self.property = None
         ok, message = False, ""
@@ -537,7 +562,7 @@ class NotebookTests:
             self.ns["__name__"] = NAMESPACE
             if session is not None:  # what this test handed the student's code can no longer be called
                 session.revoke(mark)
-        return {"ok": ok, "message": clean_text(message), "seconds": round(time.perf_counter() - t0, 3)}
+        return {"ok": ok, "message": plain_text(message)}  # no time: a hidden case's time tells its size
 
     def describe(self, e: BaseException, cell: dict) -> str:
         """What went wrong, for the student: never a line of a hidden test."""
@@ -617,14 +642,16 @@ class Missing:
 
 
 def _failing_line(e: BaseException, cell: dict) -> tuple[str, bool]:
-    """(source line of the test where `e` arose, whether that line is in a hidden region)."""
+    """(source line of the test where `e` arose, whether that line is in or after a hidden region)."""
     lineno = None
     for frame, n in traceback.walk_tb(e.__traceback__):
         if frame.f_code.co_filename == f"<test {cell['grade_id']}>":
             lineno = n
     if lineno is None:
         return "", False
-    hidden = any(a <= lineno <= b for a, b in cell.get("hidden", []))
+    # from the first hidden region on, a line is hidden: what a hidden case handed the student's code may
+    # come back in a later visible assertion of the same cell
+    hidden = any(a <= lineno for a, _ in cell.get("hidden", []))
     lines = cell["source"].split("\n")
     return (lines[lineno - 1].strip()[:200] if 0 < lineno <= len(lines) else ""), hidden
 
