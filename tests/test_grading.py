@@ -286,7 +286,7 @@ def test_grade_outputs(graded_class):
     assert _hashes(graded_class["subs"]) == graded_class["before"]
     # the notebook process of "full" saw its own folder and the sandbox's inputs, nothing of the course
     ag = json.loads((out / "students" / "full" / "autograded" / "stats_dev.ipynb").read_text())
-    seen = [o for c in ag["cells"] if c.get("id") == "peek" for o in c["outputs"]]
+    seen = [o for c in subs.added_cells(ag, "print('SEEN'") for o in c["outputs"]]
     assert seen and "SEEN [False, False, False, False, False] ['cache', 'files', 'hostlib', 'stage']" in "".join(
         seen[0]["text"]), seen
     # graded cells show the test as released and the judge's verdict; no hidden test line
@@ -314,7 +314,8 @@ def test_no_solution_text_in_the_sandbox_or_the_feedback(graded_class):
     no file handed back to students holds a line of a solution region or a hidden test."""
     out = graded_class["out"]
     ag = json.loads((out / "students" / "probe" / "autograded" / "stats_dev.ipynb").read_text())
-    probe = "".join(o.get("text", "") for c in ag["cells"] if c.get("id") == "probe" for o in c["outputs"])
+    probe = "".join(o.get("text", "") for c in subs.added_cells(ag, "for root, dirs, files in os.walk('/')")
+                    for o in c["outputs"])
     assert "PROBE []" in probe, probe[:2000]
     course = graded_class["course"]
     secrets = nbgrader_glue.secret_lines(course.notebooks(MODULE))
@@ -377,7 +378,7 @@ def test_adversaries_change_nothing_outside_their_sandbox(graded_class):
     rows = list(csv.DictReader(open(out / "grades.csv", newline="")))
     assert [row for row in rows if row["student"] == "writer" and row["notebook"] == TOTAL][0]["score"] == "2"
     ag = json.loads((out / "students" / "writer" / "autograded" / "stats_dev.ipynb").read_text())
-    wrote = [o for c in ag["cells"] if c.get("id") == "writer" for o in c["outputs"]]
+    wrote = [o for c in subs.added_cells(ag, "found = known + glob.glob(") for o in c["outputs"]]
     assert "WROTE []" in "".join(wrote[0]["text"]), wrote
     # 1 GB of prints: capped in the graded notebook; the class run went on
     assert (out / "students" / "printer" / "autograded" / "stats_dev.ipynb").stat().st_size < 2_000_000
