@@ -245,7 +245,8 @@ def test_what_a_submission_holds_cannot_reach_the_instructor(graded_class):
     assert "somebody_else" in r["ansi"].reason and "\x1b" not in r["ansi"].reason and "\x07" not in r["ansi"].reason
     assert "\x1b" not in (out / "grades.csv").read_text()
     page = (out / "students" / "xss" / "feedback" / "stats_dev.html").read_text()
-    assert "<b>shown</b>" in page and "My notes" in page
+    # cells the student added: shown as text, outputs as text (the HTML object's text/plain)
+    assert "IPython.core.display.HTML object" in page and "My notes &lt;img src=x onerror" in page
     assert "<script>alert(" not in page, "a student's script reached the feedback page"
     assert not re.search(r"<img[^>]*onerror", page), "a student's event handler reached the feedback page"
     assert r["magic"].score == subs.FULL and r["magic"].reason == ""

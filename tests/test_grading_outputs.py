@@ -145,7 +145,8 @@ def test_the_autograded_notebook_is_the_release_with_the_students_answers_and_ou
          "metadata": {"nbgrader": {"grade_id": "answer-a", "grade": True, "solution": True}}},
         {"cell_type": "markdown", "source": "```\n<img src=x onerror=alert(1)>\n```"}]})
     ran = {"1": {"outputs": [{"output_type": "stream", "name": "stdout", "text": "imported"}], "execution_count": 1},
-           "3": {"outputs": [{"output_type": "display_data", "data": {"text/html": "<b>f</b>"}}], "execution_count": 3},
+           "3": {"outputs": [{"output_type": "display_data", "data": {"text/html": "<b>f</b><script>x()</script>"}}],
+                 "execution_count": 3},
            "2": {"outputs": [{"output_type": "error", "ename": "ValueError", "evalue": "x\ud800", "traceback": []}]}}
     verdicts = {"test-f": {"ok": False, "points": 0.0, "max": 2.0, "message": "expected 1, got 0"}}
     nb, errors, _ = feedback.autograded_notebook(RELEASE, student, {"cells": ran, "stopped": ""}, verdicts)
@@ -154,7 +155,7 @@ def test_the_autograded_notebook_is_the_release_with_the_students_answers_and_ou
     assert [(c["id"], c["metadata"]) for c in nb["cells"][:n]] == [(c["id"], c["metadata"]) for c in RELEASE["cells"]]
     cells = {c["id"]: c for c in nb["cells"]}
     assert cells["intro"]["source"] == "# Intro" and cells["imports"]["outputs"][0]["text"] == "imported"
-    assert cells["sol"]["source"] == "def f():\n    return 1" and cells["sol"]["outputs"][0]["data"] == {"text/html": "<b>f</b>"}
+    assert cells["sol"]["source"] == "def f():\n    return 1" and "<b>f</b>" in cells["sol"]["outputs"][0]["data"]["text/html"]
     assert cells["test"]["source"] == "assert f() == 1" and "expected 1, got 0" in cells["test"]["outputs"][0]["evalue"]
     assert cells["answer"]["source"] == "<span id='test-f'></span>My ```answer```"  # text; the page sanitizes it
     added = nb["cells"][n:]
@@ -167,6 +168,7 @@ def test_the_autograded_notebook_is_the_release_with_the_students_answers_and_ou
     page = feedback.feedback_html(nb, "t")
     assert "My <code>answer</code>" in page and "id='test-f'" not in page and 'id="test-f"' not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<b>rewritten</b>" not in page
+    assert "<b>f</b>" in page and "<script>x()" not in page  # an answer cell's HTML output: sanitized, shown
 
 
 def test_the_autograded_notebook_is_bounded_whatever_the_submission():
