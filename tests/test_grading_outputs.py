@@ -184,3 +184,23 @@ def test_the_autograded_notebook_is_bounded_whatever_the_submission():
     shown = [c for c in nb["cells"] if c["id"].startswith(f"{feedback.ADDED}-") and c["id"][11:].isdigit()]
     assert len(shown) == feedback.ADDED_SHOWN and nb["cells"][-1]["source"] == "… 400 more added cells not shown"
     assert len(json.dumps(nb)) < feedback.NOTEBOOK_OUTPUT_BYTES + 2 * feedback.CODE_CHARS + 200_000
+
+
+def test_a_failure_after_a_cells_first_hidden_region_is_a_hidden_cases():
+    """What a hidden case handed the student's code could come back in a later visible assertion of the same
+    cell: from the first hidden region on, a failing line counts as hidden (its message is not shown)."""
+    from tito.grading import autograder
+
+    src = ("def t():\n    assert True\n    ### BEGIN HIDDEN TESTS\n    x = 1\n    ### END HIDDEN TESTS\n"
+           "    assert False, 'visible, after the hidden region'\nt()\n")
+    cell = {"grade_id": "test-x", "source": src, "hidden": [(3, 5)]}
+    try:
+        exec(compile(src, "<test test-x>", "exec"), {})
+    except AssertionError as e:
+        line, hidden = autograder._failing_line(e, cell)
+    assert line == "assert False, 'visible, after the hidden region'" and hidden
+    before = src.replace("assert True", "assert False, 'visible'")
+    try:
+        exec(compile(before, "<test test-x>", "exec"), {})
+    except AssertionError as e:
+        assert autograder._failing_line(e, {**cell, "source": before}) == ("assert False, 'visible'", False)
