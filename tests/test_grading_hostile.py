@@ -487,6 +487,54 @@ def test_no_state_crosses_between_graded_cells(hostile):
         assert all(set(t) == {"ok", "points", "message"} for t in tests), f
 
 
+def test_a_student_whose_result_cannot_be_published_fails_alone_and_resume_grades_them_again(hostile, tmp_path,
+                                                                                                monkeypatch):
+    """The hostile class's output, with a-honest and k-state to be graded again (their folders gone): k-state's
+    result cannot be published (a disk error, say). The run goes on: a-honest is published, k-state is
+    "failed" with their name and a sentence in grades.csv, nothing half-made is left; `--resume` then grades
+    k-state alone, and publishes them."""
+    import io
+    import tarfile
+    from dataclasses import asdict
+
+    out = tmp_path / "out"
+    shutil.copytree(hostile["out"], out)
+    canned = {}
+    for s in ("a-honest", "k-state"):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            for f in sorted((out / "students" / s).iterdir()):
+                if f.name != "result.json":
+                    tar.add(f, arcname=f.name)
+        canned[s] = (asdict(hostile["results"][s]), buf.getvalue())
+        shutil.rmtree(out / "students" / s)
+    graded = []
+    monkeypatch.setattr(classrun, "grade_one", lambda job: graded.append(job.student) or canned[job.student])
+    real = classrun.publish
+
+    def publish(out_dir, result, files):
+        if result.student == "k-state":
+            raise OSError(28, "No space left on device")
+        return real(out_dir, result, files)
+    monkeypatch.setattr(classrun, "publish", publish)
+    lines = []
+    res = {r.student: r for r in classrun.grade(hostile["course"], MODULE, hostile["sub"], out, progress=lines.append,
+                                                jobs=2, resume=True)}
+    assert sorted(graded) == ["a-honest", "k-state"]
+    assert res["a-honest"].score == subs.FULL and (out / "students" / "a-honest" / "result.json").is_file()
+    assert res["k-state"].status == "failed" and not (out / "students" / "k-state").exists()
+    row = _rows(out)[("k-state", "(total)")]
+    assert row["status"] == "failed" and row["reason"] == ("grading error: k-state: their files could not be "
+                                                           "published (OSError: [Errno 28] No space left on device)")
+    assert not [p.name for p in (out / "students").iterdir() if p.name.startswith(".")]  # no temporary folder
+    monkeypatch.setattr(classrun, "publish", real)
+    graded.clear()
+    res = {r.student: r for r in classrun.grade(hostile["course"], MODULE, hostile["sub"], out,
+                                                progress=lambda *a, **k: None, jobs=2, resume=True)}
+    assert graded == ["k-state"] and res["k-state"].score == subs.FULL
+    assert _rows(out)[("k-state", "(total)")]["status"] == "graded" and (out / "students" / "k-state").is_dir()
+
+
 def test_nothing_hostile_reaches_the_output(hostile):
     # the 1.5 MB notebook was never read, so no copy of it is published
     sizes = [p.stat().st_size for p in (hostile["out"] / "students" / "e-big").rglob("*") if p.is_file()]

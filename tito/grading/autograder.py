@@ -52,6 +52,7 @@ from tito.notebooks.cells import cell_source
 PREIMPORT = ["numpy", "scipy", "scipy.stats", "pandas", "torch", "matplotlib", "matplotlib.pyplot", "sklearn",
              "sklearn.datasets", "IPython.core.interactiveshell", "IPython.utils.capture", "cloudpickle"]
 FEEDBACK_BYTES = 8 << 20      # outputs kept from one notebook's feedback run
+RENDER_MB = 2048              # address space of the process rendering the student's pages (theirs: bounded)
 SETUP_SECONDS = 120           # the zygote's imports, a test process's imports
 HOOK = "in_student_process"
 STUB = re.compile(r"not yet implemented: [\w.<>-]{1,200}")  # the release's stubs (tito.notebooks.named_stubs)
@@ -271,7 +272,8 @@ class Judge:
         # the pages are rendered in a process of their own (nbconvert is seconds of CPU a notebook, which
         # must not hold the tests' interpreter), driven by one thread that sends each result in turn
         reporter, renders = ThreadPoolExecutor(1, thread_name_prefix="report"), []
-        self.renderer = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        self.renderer = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                            initializer=_bound_memory, initargs=(RENDER_MB,))
         if self.shared:
             fb = FeedbackRunner(self, notebooks)
             fb.start()
@@ -365,6 +367,16 @@ class Judge:
         self.timing["tests"] = self.timing.get("tests", 0.0) + time.perf_counter() - t0
         return {"notebook": nb.name, "tests": tests, "setup_errors": run.setup_errors,
                 "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def _bound_memory(mb: int) -> None:
+    """This process's address space at most `mb` MiB (the page renderer: what a student's notebook makes it
+    build is bounded already; this bounds it again)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = mb << 20 if hard == resource.RLIM_INFINITY else min(mb << 20, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 def _empty(folder: Path) -> None:
