@@ -481,9 +481,11 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     if resume:
         have = published(out_dir)
         in_csv = {row["student"] for row in csv_rows}
+        # a student whose regrade could not be published keeps their earlier result: their rows say so again
+        stale = {row["student"] for row in csv_rows if row["notebook"] == TOTAL and row["reason"].startswith(GRADING_ERROR)}
         for s in [s for s in found if s in have and have[s].inputs == inputs[s]]:
-            if s not in in_csv:  # published but the run stopped before grades.csv: recover the rows
-                csv_rows = _sort(csv_rows + as_written(have[s].rows()))
+            if s not in in_csv or s in stale:  # published but the run stopped before grades.csv: recover the rows
+                csv_rows = _sort([row for row in csv_rows if row["student"] != s] + as_written(have[s].rows()))
             results.append(have[s])
             del found[s]
         write_csv(csv_path, csv_rows)
