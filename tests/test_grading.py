@@ -245,7 +245,8 @@ def test_what_a_submission_holds_cannot_reach_the_instructor(graded_class):
     assert "somebody_else" in r["ansi"].reason and "\x1b" not in r["ansi"].reason and "\x07" not in r["ansi"].reason
     assert "\x1b" not in (out / "grades.csv").read_text()
     page = (out / "students" / "xss" / "feedback" / "stats_dev.html").read_text()
-    assert "<b>shown</b>" in page and "My notes" in page
+    # cells the student added: shown as text, outputs as text (the HTML object's text/plain)
+    assert "IPython.core.display.HTML object" in page and "My notes &lt;img src=x onerror" in page
     assert "<script>alert(" not in page, "a student's script reached the feedback page"
     assert not re.search(r"<img[^>]*onerror", page), "a student's event handler reached the feedback page"
     assert r["magic"].score == subs.FULL and r["magic"].reason == ""
@@ -286,7 +287,7 @@ def test_grade_outputs(graded_class):
     assert _hashes(graded_class["subs"]) == graded_class["before"]
     # the notebook process of "full" saw its own folder and the sandbox's inputs, nothing of the course
     ag = json.loads((out / "students" / "full" / "autograded" / "stats_dev.ipynb").read_text())
-    seen = [o for c in ag["cells"] if c.get("id") == "peek" for o in c["outputs"]]
+    seen = [o for c in subs.added_cells(ag, "print('SEEN'") for o in c["outputs"]]
     assert seen and "SEEN [False, False, False, False, False] ['cache', 'files', 'hostlib', 'stage']" in "".join(
         seen[0]["text"]), seen
     # graded cells show the test as released and the judge's verdict; no hidden test line
@@ -295,7 +296,7 @@ def test_grade_outputs(graded_class):
     assert verdict.startswith("test-stats-mean: passed (2 of 2 points)")
     # bad input is a line in the report, not a crash
     problems = (out / "problems.txt").read_text()
-    assert "'bad name!': folder name is not a usable student id" in problems
+    assert "'bad name!': as a student id, the folder name is not usable" in problems
     assert "partial: notes.txt is not a notebook; ignored" in problems
     assert "nobody-home: no notebooks" in problems
     # one class gradebook (nbgrader's layout) with every graded student and the judge's points
@@ -314,7 +315,8 @@ def test_no_solution_text_in_the_sandbox_or_the_feedback(graded_class):
     no file handed back to students holds a line of a solution region or a hidden test."""
     out = graded_class["out"]
     ag = json.loads((out / "students" / "probe" / "autograded" / "stats_dev.ipynb").read_text())
-    probe = "".join(o.get("text", "") for c in ag["cells"] if c.get("id") == "probe" for o in c["outputs"])
+    probe = "".join(o.get("text", "") for c in subs.added_cells(ag, "for root, dirs, files in os.walk('/')")
+                    for o in c["outputs"])
     assert "PROBE []" in probe, probe[:2000]
     course = graded_class["course"]
     secrets = nbgrader_glue.secret_lines(course.notebooks(MODULE))
@@ -377,7 +379,7 @@ def test_adversaries_change_nothing_outside_their_sandbox(graded_class):
     rows = list(csv.DictReader(open(out / "grades.csv", newline="")))
     assert [row for row in rows if row["student"] == "writer" and row["notebook"] == TOTAL][0]["score"] == "2"
     ag = json.loads((out / "students" / "writer" / "autograded" / "stats_dev.ipynb").read_text())
-    wrote = [o for c in ag["cells"] if c.get("id") == "writer" for o in c["outputs"]]
+    wrote = [o for c in subs.added_cells(ag, "found = known + glob.glob(") for o in c["outputs"]]
     assert "WROTE []" in "".join(wrote[0]["text"]), wrote
     # 1 GB of prints: capped in the graded notebook; the class run went on
     assert (out / "students" / "printer" / "autograded" / "stats_dev.ipynb").stat().st_size < 2_000_000
@@ -684,5 +686,6 @@ def test_a_students_exception_name_or_cell_id_cannot_forge_a_report_line():
     error = {"output_type": "error", "ename": forged, "evalue": "boom", "traceback": []}
     feedback = {"cells": {"0": {"outputs": [error], "execution_count": 1},
                           "1": {"outputs": [{**error, "ename": "ZeroDivisionError"}], "execution_count": 2}}}
-    _, other, _ = autograded_notebook(nb, feedback, {}, {})
+    release = {"cells": [{"cell_type": "code", "id": "c0", "metadata": {}, "source": "x = 1", "outputs": []}]}
+    _, other, _ = autograded_notebook(release, nb, feedback, {})
     assert len(other) == 2 and all("\n" not in line and "235/235" not in line for line in other), other

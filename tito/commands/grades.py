@@ -7,14 +7,16 @@ Reads OUTPUT/nbgrader/gradebook.db of the module's latest grading run (or --outp
                                 are part of their cell's score), then the total
     OUTPUT/nbgrader_export.csv  nbgrader's own export columns (its CsvExportPlugin)
 and with --feedback the students' feedback pages with the hand-graded points and the graders' comments,
-OUTPUT/nbgrader/feedback/<student>/<module>/<notebook>.html.
+OUTPUT/nbgrader/feedback/<student>/<module>/<notebook>.html: a student whose page cannot be made is named
+on stderr, after every other student's pages are written.
 
-Exit codes: 0 the final grades are written; 1 they are written, but grading itself failed for some students of the
-run (their rows in OUTPUT/grades.csv say "grading failed": no grade to finish; re-run `tito grade ... --resume`);
-2 no class gradebook to read.
+Exit codes: 0 the final grades (and pages) are written; 1 they are written, but grading itself failed for some
+students of the run (their rows in OUTPUT/grades.csv say "grading failed": no grade to finish; re-run
+`tito grade ... --resume`) or some students' feedback pages could not be made; 2 no class gradebook to read.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from tito.config import Course, TitoError
@@ -60,12 +62,18 @@ def run(args) -> int:
     print(f"\nfinal grades: {shown}/final_grades.csv; per question: {shown}/questions.csv; "
           f"nbgrader's columns: {shown}/nbgrader_export.csv")
     if args.feedback:
-        pages = final_grades.write_feedback(out, module, subs)
+        unwritten: dict[str, str] = {}
+        pages = final_grades.write_feedback(out, module, subs, unwritten)
         print(f"feedback with the hand-graded points and comments: {classrun.plural(len(pages), 'page')} in "
               f"{shown}/{course_dir.NAME}/feedback/<student>/{module}/")
+        if unwritten:  # every other student's pages are written; these students' are not
+            print(f"feedback not written for {classrun.plural(len(unwritten), 'student')}: "
+                  + ", ".join(sorted(unwritten)), file=sys.stderr)
+            for student, why in sorted(unwritten.items()):
+                print(f"  {student}: {why}", file=sys.stderr)
     failed = sorted({r["student"] for r in classrun.read_csv(out / "grades.csv") if r["status"] == GRADING_FAILED})
     print(f"{classrun.plural(len(totals), 'student')} in the class gradebook, {len(pending)} with written answers left "
           f"to grade by hand" + (f"; grading itself FAILED for {classrun.plural(len(failed), 'student')} of the run "
                                  f"({', '.join(failed[:10])}{', ...' if len(failed) > 10 else ''}): they have no "
                                  "grade; re-run `tito grade ... --resume` (exit 1)" if failed else ""))
-    return 1 if failed else 0
+    return 1 if failed or (args.feedback and unwritten) else 0

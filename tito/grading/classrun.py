@@ -51,13 +51,14 @@ from tito.isolation import sandbox
 from tito.isolation import limits as limits_mod
 from tito.grading.autograder import PREIMPORT
 from tito.isolation.pool import default_workers, run_tasks
+from tito.isolation.sanitize import console_line
 from tito.grading.per_student import (GRADING_ERROR, GRADING_FAILED, HOST_CAPS, TOTAL, UNSANDBOXED, GradeJob,
                                       StudentGrade, first_line, grade_one, num)
 
 CSV_FIELDS = ["student", "notebook", "score", "max_score", "manual_pending", "status", "reason", "sandbox"]
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*$")
-STUDENT_ID_MAX = 64
+_STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]*")  # matched whole (fullmatch: no newline at its end)
+STUDENT_ID_MAX = 64  # characters of a student id: a folder name, with room for tito's own prefixes, well below NAME_MAX
 
 
 def student_id_problem(name: str) -> str | None:
@@ -68,9 +69,9 @@ def student_id_problem(name: str) -> str | None:
     (None, True, True)
     """
     if len(name) > STUDENT_ID_MAX:
-        return f"longer than {STUDENT_ID_MAX} characters"
+        return f"{len(name)} characters long, above the limit of {STUDENT_ID_MAX}"
     if not _STUDENT_ID.fullmatch(name):
-        return "not a usable student id (letters, digits, _ . @ + - only, starting with a letter or digit)"
+        return "not usable (letters, digits, _ . @ + - only, starting with a letter or digit)"
     return None
 HOST_FILES = ["__init__.py", "isolation/__init__.py", "isolation/protocol.py", "grading/__init__.py", "grading/host.py"]
 
@@ -116,9 +117,9 @@ def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | 
         if not any(folder.glob("*.ipynb")):
             problems.append(f"{shown(d.name)}: no notebooks in {shown(str(folder))}; not graded")
             continue
-        if not _STUDENT_ID.match(d.name):
-            problems.append(f"{d.name!r}: folder name is not a usable student id (letters, digits, _ . @ + - "
-                            "only); not graded")
+        why = student_id_problem(d.name)
+        if why:
+            problems.append(f"{d.name!r}: as a student id, the folder name is {why}; not graded")
             continue
         found[d.name] = folder
         seen = submission.survey(folder, notebook_mb, folder_mb)
@@ -135,7 +136,26 @@ def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | 
                 problems.append(f"{d.name}: {shown(f)} is not a notebook; ignored")
             elif wanted is not None and f not in wanted:
                 problems.append(f"{d.name}: {shown(f)} is not part of {assignment}; ignored")
+    for name, others in same_ids(found).items():  # neither can be told to be the one a grade is for
+        problems.append(f"{name}: the same student id as {', '.join(others)} but for case or Unicode form (a "
+                        "spreadsheet, a file system or a person would take them for one student); not graded: "
+                        "rename the folders")
+        del found[name]
     return Scan(found, problems)
+
+
+def same_ids(names) -> dict[str, list[str]]:
+    """name -> the other names of `names` equal to it once Unicode-normalized (NFKC) and case-folded.
+
+    >>> same_ids(["ann", "Ann", "bob"])
+    {'Ann': ['ann'], 'ann': ['Ann']}
+    """
+    import unicodedata
+
+    groups: dict[str, list[str]] = {}
+    for n in sorted(names):
+        groups.setdefault(unicodedata.normalize("NFKC", n).casefold(), []).append(n)
+    return {n: [o for o in g if o != n] for g in groups.values() if len(g) > 1 for n in g}
 
 
 def assignment_files(course: Course, module: str, graded: list[Path]) -> set[str]:
@@ -387,9 +407,42 @@ def publish(out_dir: Path, result: StudentGrade, files: bytes) -> Path:
         raise
     if dest.exists():
         os.replace(dest, old)
-    os.replace(new, dest)
+    try:
+        os.replace(new, dest)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        if old.exists():
+            os.replace(old, dest)  # the earlier result stays published
+        raise
     shutil.rmtree(old, ignore_errors=True)
     return dest
+
+
+def publish_one(out_dir: Path, module: str, job: GradeJob, res: tuple, label: str) -> tuple[StudentGrade, list[str]]:
+    """Publish one student's result (their folder, then the class gradebook): (the result, the written answers
+    flagged for regrading). Anything that fails on this student's files is this student's failure: the result
+    becomes GRADING_FAILED with a GRADING_ERROR reason naming what failed (so `--resume` grades them again), nothing
+    of theirs stays half-published, and the class run goes on."""
+    try:
+        r = StudentGrade.from_dict(res[0])
+    except (TypeError, KeyError, ValueError) as e:
+        return StudentGrade(job.student, 0.0, 0.0, GRADING_FAILED, f"{GRADING_ERROR}: their result could not be read "
+                            f"({type(e).__name__})", sandbox=label), []
+    try:
+        publish(out_dir, r, res[1])
+    except Exception as e:  # noqa: BLE001 - this student's files could not be published: theirs, not the class's
+        return _failed(r, f"their files could not be published ({type(e).__name__}: {first_line(str(e))})"), []
+    try:
+        return r, course_dir.merge(out_dir, module, [r]).get(r.student, [])
+    except Exception as e:  # noqa: BLE001 - as above, for the class gradebook; their published folder is withdrawn
+        shutil.rmtree(out_dir / "students" / r.student, ignore_errors=True)
+        return _failed(r, f"their result could not be added to the class gradebook ({type(e).__name__}: "
+                          f"{first_line(str(e))})"), []
+
+
+def _failed(r: StudentGrade, why: str) -> StudentGrade:
+    return StudentGrade(r.student, 0.0, r.max_score, GRADING_FAILED, f"{GRADING_ERROR}: {r.student}: {why}",
+                        sandbox=r.sandbox, seed=r.seed, inputs=r.inputs)
 
 
 def read_csv(path: Path) -> list[dict]:
@@ -402,7 +455,13 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
+    """grades.csv: `rows` escaped for a spreadsheet (nbgrader_glue.atomic_write_csv), written atomically."""
     nbgrader_glue.atomic_write_csv(path, CSV_FIELDS, rows)
+
+
+def as_written(rows: list[dict]) -> list[dict]:
+    """`rows` as grades.csv holds them once written (`read_csv` reads the same back)."""
+    return nbgrader_glue.csv_rows_as_written(CSV_FIELDS, rows)
 
 
 def _sort(rows: list[dict]) -> list[dict]:
@@ -461,7 +520,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     scan = scan_submissions(Path(submissions_dir), module, assignment_files(course, module, nbs),
                             course.submission_notebook_mb, course.submission_folder_mb)
     scan.problems[:0] = extra_problems or []
-    found = scan.found
+    found = dict(scan.found)
     if students:
         unknown = [s for s in students if s not in found]
         if unknown:
@@ -489,9 +548,11 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     if resume:
         have = published(out_dir)
         in_csv = {row["student"] for row in csv_rows}
+        # a student whose regrade could not be published keeps their earlier result: their rows say so again
+        stale = {row["student"] for row in csv_rows if row["notebook"] == TOTAL and row["reason"].startswith(GRADING_ERROR)}
         for s in [s for s in found if s in have and have[s].inputs == inputs[s]]:
-            if s not in in_csv:  # published but the run stopped before grades.csv: recover the rows
-                csv_rows = _sort(csv_rows + have[s].rows())
+            if s not in in_csv or s in stale:  # published but the run stopped before grades.csv: recover the rows
+                csv_rows = _sort([row for row in csv_rows if row["student"] != s] + as_written(have[s].rows()))
             results.append(have[s])
             del found[s]
         write_csv(csv_path, csv_rows)
@@ -527,7 +588,14 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     try:
         template = gradebook.build_template(run_dir / "course", module, nbs, course.course_id, timeout, data)
         course_dir.prepare(out_dir, template, module, course.course_id, timeout)  # the class gradebook
-        course_dir.merge(out_dir, module, list(published(out_dir).values()), only_new=True)
+        unmerged: dict[str, str] = {}
+        course_dir.merge(out_dir, module, list(published(out_dir).values()), only_new=True, errors=unmerged)
+        for s, why in unmerged.items():  # withdrawn, as a failed publication is, and graded again
+            progress(f"  {s}: could not be added to the class gradebook ({console_line(why, 200)}); graded again")
+            shutil.rmtree(out_dir / "students" / s, ignore_errors=True)
+            if s in scan.found and s not in found and (not students or s in students):
+                found[s] = scan.found[s]
+                results[:] = [r for r in results if r.student != s]
         warm = warm_cache(course, run_dir / "cache")
         if warm > 1:
             progress(f"  warmed the read-only cache once for all students in {warm:.1f} s")
@@ -554,25 +622,24 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
                 res = (asdict(StudentGrade(job.student, 0.0, 0.0, GRADING_FAILED,
                                            f"{GRADING_ERROR}: {type(res).__name__}: {first_line(str(res))}",
                                            sandbox=label)), b"")
-            r = StudentGrade.from_dict(res[0])
             changed = [str(template)] if tree_hash(template) != guard else []
             if read_csv(csv_path) != csv_rows:
                 changed.append(str(csv_path))
             if changed:
                 raise TitoError(f"grading stopped: {', '.join(changed)} changed while {job.student}'s code ran; "
                                 f"inspect {job.folder} before trusting any grade")
-            publish(out_dir, r, res[1])
-            for gid in course_dir.merge(out_dir, module, [r]).get(r.student, []):
+            r, flagged = publish_one(out_dir, module, job, res, label)
+            for gid in flagged:
                 progress(f"  {r.student}: written answer {gid} changed since it was graded by hand: flagged for regrading")
             if r.notebooks:  # what is left to grade by hand is the class gradebook's (a regrade keeps hand grades)
                 pending_from_gradebook(out_dir, module, r)
-            csv_rows = _sort([row for row in csv_rows if row["student"] != r.student] + r.rows())
+            csv_rows = _sort([row for row in csv_rows if row["student"] != r.student] + as_written(r.rows()))
             write_csv(csv_path, csv_rows)  # after each student: an interrupted run keeps what it graded
             results.append(r)
             progress(f"  {r.student}: {num(r.score)}/{num(r.max_score)} {r.status} ({r.seconds:.0f} s)"
                      + (f", {plural(r.manual_pending, 'point')} of written answers to grade by hand"
                         if r.manual_pending else "")
-                     + (f"\n      {r.reason[:300]}" if r.reason else ""))
+                     + (f"\n      {console_line(r.reason, 300)}" if r.reason else ""))
             return outcome(r)
 
         run_tasks(grade_one, todo, on_done, workers=workers, scheduler=scheduler, show_progress=show_progress)

@@ -37,14 +37,13 @@ import stat
 import struct
 import tarfile
 import tempfile
-import unicodedata
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tito.config import Course, TitoError
 from tito.grading import submission
-from tito.grading.classrun import plural, student_id_problem
+from tito.grading.classrun import plural, same_ids, student_id_problem
 from tito.notebooks import nbgrader_glue
 
 HANDIN_FILES = 1_000          # files in one student's hand-in, every archive of it together
@@ -113,18 +112,6 @@ def identify(name: str, is_dir: bool) -> tuple[str, str, str] | None:
     if suffix and len(name) > len(suffix):
         return "archive", name[:-len(suffix)], name
     return None
-
-
-def same_student(a: str, b: str) -> bool:
-    """Whether two ids name one student to a person (or a case-insensitive file system): equal after Unicode
-    compatibility normalisation and case folding.
-
-    >>> same_student("Ann", "ann"), same_student("ann", "ａｎｎ"), same_student("ann", "anne")
-    (True, True, False)
-    """
-    def key(s: str) -> str:
-        return unicodedata.normalize("NFKC", s).casefold()
-    return key(a) == key(b)
 
 
 # ---- opening archives ------------------------------------------------------------------------
@@ -510,11 +497,10 @@ def collect(source: Path, out_dir: Path, wanted: set[str] | None, capstone: bool
             groups.setdefault(sid, []).append((p, own or p.name))
         result = HandIns(out_dir / FOLDER, "+".join(sorted(layouts)) or "empty")
         ids = sorted(groups)
-        clash = {a for a in ids for b in ids if a != b and same_student(a, b)}
+        clash = same_ids(ids)
         for sid in sorted(clash):
             problems.append(f"{sid}: another hand-in's id differs only in case or Unicode form "
-                            f"({', '.join(b for b in sorted(clash) if b != sid and same_student(sid, b))}); neither "
-                            "is graded: rename one")
+                            f"({', '.join(clash[sid])}); neither is graded: rename one")
         staged = work / FOLDER
         staged.mkdir()
         for sid in ids:
