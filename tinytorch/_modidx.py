@@ -267,6 +267,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                   'tinytorch/benchmarking/olympics.py'),
                                                  'tinytorch.benchmarking.olympics.compare_optimization_techniques': ( '19_benchmarking/olympics_dev.html#compare_optimization_techniques',
                                                                                                                       'tinytorch/benchmarking/olympics.py'),
+                                                 'tinytorch.benchmarking.olympics.counted_records': ( '19_benchmarking/olympics_dev.html#counted_records',
+                                                                                                      'tinytorch/benchmarking/olympics.py'),
                                                  'tinytorch.benchmarking.olympics.default_olympics_models': ( '19_benchmarking/olympics_dev.html#default_olympics_models',
                                                                                                               'tinytorch/benchmarking/olympics.py'),
                                                  'tinytorch.benchmarking.olympics.generate_submission': ( '19_benchmarking/olympics_dev.html#generate_submission',
