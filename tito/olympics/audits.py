@@ -1,0 +1,71 @@
+"""The judge's audits, after MLPerf Inference's compliance tests (mlcommons/inference, compliance/): each is run on
+every student, automatically, and its figures are on the leaderboard.
+
+- `no_caching` (TEST04, turned round). TEST04 issues one sample again and again and requires the run not to be
+  faster than the normal run. Here every model gets, in secret rounds, requests of images it has never been sent
+  in this run (the audit pool) beside requests of the same size of images it has met (with new noise, as every
+  timed request is); its calls on new images must not be slower, by the library's rule (`compare_samples`: Mann-
+  Whitney, p below ALPHA shared out over the class's students (Bonferroni: the chance that any honest student is
+  flagged stays under ALPHA), and at least MIN_EFFECT). A model that is, answers repeated inputs from what it kept
+  of earlier ones: flagged "faster on repeated inputs" and judged on the new-input figure (every timed call scaled
+  by its new / repeated ratio).
+- `test01` (TEST01). TEST01 logs a random sample of the outputs in performance mode and requires them to match an
+  accuracy-mode run. Here a secret sample of each model's timed calls keeps its full output (every class score, not
+  only the top one); after the rounds a fresh instance of the model, loaded again from the same counted bytes,
+  answers the same inputs; each output must match (relative difference at most TEST01_TOLERANCE). A mismatch means
+  the timed calls answered something other than what the model computes on that input (a cache answering a
+  near-repeat with a stored answer, a state that drifts): flagged, and not ranked. A model must be deterministic.
+- Secret seeds (TEST05): every draw of a run comes from one seed drawn with `secrets` per run (`inputs.Plan`).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from tinytorch.benchmarking.results import ALPHA, MIN_EFFECT, compare_samples
+
+TEST01_TOLERANCE = 1e-3  # relative difference of a timed output and the fresh instance's (honest models here: 0)
+
+
+def no_caching(new_ms: Sequence[float], repeat_ms: Sequence[float], students: int = 1) -> dict[str, Any] | None:
+    """The no-caching audit of one model: per-call milliseconds of its requests on new inputs and on repeated ones
+    (the same number of calls each), decided by the library's rule at ALPHA / `students` (None: too few requests).
+
+        >>> no_caching([2.0, 2.1, 1.9, 2.0, 2.2, 2.0], [1.0, 1.1, 0.9, 1.0, 1.05, 1.0])["faster_on_repeats"]
+        True
+    """
+    new, rep = [float(v) for v in new_ms if v > 0], [float(v) for v in repeat_ms if v > 0]
+    if len(new) < 2 or len(rep) < 2:
+        return None
+    alpha = ALPHA / max(int(students), 1)
+    c = compare_samples(rep, new, names=("repeated inputs", "new inputs"), alpha=alpha, min_effect=MIN_EFFECT)
+    ratio = float(np.median(new) / np.median(rep))
+    return {"new_ms": float(np.median(new)), "repeat_ms": float(np.median(rep)), "ratio": ratio,
+            "p_value": c.p_value, "alpha": alpha, "requests": [len(new), len(rep)],
+            "faster_on_repeats": bool(c.significant and ratio > 1),
+            "method": "per-call time of requests of inputs never sent before against requests of the same size of "
+                      "inputs met before (new noise), in the same rounds; Mann-Whitney, p < ALPHA / students "
+                      f"(Bonferroni) and at least {MIN_EFFECT:.0%} slower (MLPerf TEST04, turned round)"}
+
+
+def output_distance(timed: np.ndarray, fresh: np.ndarray) -> np.ndarray:
+    "Per row: ||timed - fresh|| / ||fresh|| (rows of class scores; a zero row compared absolutely)."
+    t, f = np.asarray(timed, dtype=np.float64), np.asarray(fresh, dtype=np.float64)
+    return np.linalg.norm(t - f, axis=1) / np.maximum(np.linalg.norm(f, axis=1), 1e-12)
+
+
+def test01(timed: np.ndarray, fresh: np.ndarray) -> dict[str, Any] | None:
+    """TEST01 of one model: its sampled timed outputs against a fresh instance's on the same inputs.
+
+        >>> test01(np.eye(3), np.eye(3))["passed"], test01(np.eye(3), np.eye(3) * 1.5)["mismatched"]
+        (True, 3)
+    """
+    if len(timed) == 0 or np.shape(timed) != np.shape(fresh):
+        return None
+    d = output_distance(timed, fresh)
+    bad = int(np.sum(~(d <= TEST01_TOLERANCE)))
+    return {"sampled": int(len(d)), "mismatched": bad, "max_distance": float(np.max(d)), "passed": bad == 0,
+            "tolerance": TEST01_TOLERANCE,
+            "method": "a secret sample of timed calls, every class score, against a fresh instance of the model "
+                      "(loaded again from the same bytes) on the same inputs (MLPerf TEST01)"}
