@@ -264,7 +264,7 @@ def judge(args) -> int:
                          resume=args.resume, no_sandbox=args.no_sandbox,
                          timeouts={"load": args.timeout, "predict": args.timeout, "time": args.timeout},
                          data_file=args.data, memory_mb=course.olympics_memory_mb,
-                         student_seconds=course.olympics_student_seconds)
+                         student_seconds=args.student_seconds or course.olympics_student_seconds)
     print(result["board"]["markdown"])
     out = Path(args.output_dir)
     print(f"wrote {out / 'leaderboard.md'}, {out / 'leaderboard.csv'}, {out / 'class.png'} and {out / 'students'}/")
@@ -339,6 +339,9 @@ def add_parser(sub, lazy) -> None:
     c.add_argument("--timeout", type=float, default=300.0,
                    help="seconds a student's sandbox may take to answer one request: load the files, run "
                         "the test split, a timed request (default 300)")
+    c.add_argument("--student-seconds", type=float, default=None, metavar="S",
+                   help="CPU seconds one student's sandboxes may use in all (default: settings.ini's "
+                        "olympics_student_seconds): a model slower once timed is stopped there and rejected")
     c.add_argument("--no-sandbox", action="store_true",
                    help="load the model files WITHOUT a sandbox (their code runs with your permissions)")
     c.set_defaults(func=lazy("olympics", "judge"))

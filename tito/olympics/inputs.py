@@ -23,6 +23,7 @@ import numpy as np
 NOISE = 0.08  # of the images' spread: digits' pixels sit on a 1/16 grid; 0.08 x 0.37 = 0.03, half a grid step
 PROBE_NOISE = 0.7  # the copy checks' probe: strong enough that models depart from the course baseline on 1-5% of images
 PROBE_INPUTS = 1800  # about this many probe inputs (the set's images, several draws of noise each), at most 4x the set
+PROBE_SECONDS, MIN_PROBE = 2.0, 200  # a slow model's probe: the first inputs its calls answer in about 2 s, at least 200
 AUDIT_REQUESTS = 10  # new-input requests per model in the no-caching audit (and as many repeated-input ones)
 AUDIT_CALLS = 16  # calls per audit request, at most (fewer when the set is small: a third of it is the pool)
 TEST01_SAMPLES = 32  # timed calls per model whose full outputs are checked against a fresh instance (`audits.test01`)

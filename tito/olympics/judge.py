@@ -378,11 +378,19 @@ def checked_outputs(value: Any, n: int, classes: int, what: str, row: str):
     return y_hat
 
 
-def predict(st: Student, role: str, images, data: dict, doing: str, row: str = "test image"):
-    "The model's outputs on `images`, one call each (untimed), checked."
-    stage_images(st, role, images)
-    got = call(st, role, {"op": "predict", "role": role}, data["timeouts"]["predict"], doing)
-    return checked_outputs(got.get("outputs"), len(images), data["classes"], f"{role.replace('_', ' ')} model", row)
+def predict(st: Student, role: str, images, data: dict, doing: str, row: str = "test image", chunk: int | None = None):
+    """The model's outputs on `images`, one call each (untimed), checked; in requests of `chunk` calls (a slow model's
+    probe in requests as short as its timed ones: each within the timeout, all of it within its budget)."""
+    import numpy as np
+
+    chunk = max(int(chunk or len(images)), 1)
+    outs = []
+    for i in range(0, max(len(images), 1), chunk):
+        part = images[i:i + chunk]
+        stage_images(st, role, part)
+        got = call(st, role, {"op": "predict", "role": role}, data["timeouts"]["predict"], doing)
+        outs.append(checked_outputs(got.get("outputs"), len(part), data["classes"], f"{role.replace('_', ' ')} model", row))
+    return np.concatenate(outs)
 
 
 ROLES = ("baseline", "optimized")
@@ -422,11 +430,15 @@ def timed_answers(st: Student, role: str, data: dict, index, pass_correct: list[
     and paired with the accuracy pass's answer on the same image: `tally[role]` counts [both right, only the
     accuracy pass right, only the timed call right, neither] (the timed work is the judged work: a model that
     changes what it computes once timed shows here; an image of the audit pool, which the accuracy pass did not
-    see, is only counted per image). Returns the outputs (TEST01 keeps a sample of them whole)."""
+    see, is only counted per image). Returns the outputs (TEST01 keeps a sample of them whole) and each call's time
+    as the server read it around the call (the no-caching audit compares calls one by one)."""
     import numpy as np
 
     got = call(st, role, {"op": "outputs"}, 60, f"reading the {role} model's timed answers")
     y_hat = checked_outputs(got.get("outputs"), len(index), data["classes"], f"{role} model (timed calls)", "timed call")
+    call_ns = decode_reply(got.get("call_ns"), ARRAY_TAGS, f"the {role} model's call times")
+    if not (isinstance(call_ns, np.ndarray) and call_ns.shape == (len(index),) and call_ns.dtype.kind == "i"):
+        raise StudentError(f"{role} model: its calls' times came back malformed")
     timed_ok = y_hat.argmax(axis=1) == data["y"][index]
     if pass_correct is not None:
         pass_ok = np.asarray(pass_correct, dtype=bool)[index]
@@ -439,7 +451,7 @@ def timed_answers(st: Student, role: str, data: dict, index, pass_correct: list[
     for i, ok in zip(np.asarray(index).tolist(), timed_ok.tolist()):
         seen[i] += 1
         right[i] += int(ok)
-    return y_hat
+    return y_hat, call_ns
 
 
 # ---- timing -----------------------------------------------------------------------------------
@@ -828,6 +840,7 @@ def _calibrate_all(alive: list[Student], target_s: float, timeout: float, state:
             slowest = max(g[1] for g in got.values())
             st.k = max(1, min(k, int(SLOWEST_REQUEST * target_s / max(slowest, 1e-9))))
             state.setdefault("calls", {})[st.name] = st.k
+            state.setdefault("call_s", {})[st.name] = slowest
             state["overhead_s"][st.name] = ipc_overhead_s(st)
         except StudentError as e:
             reject(st, str(e))
@@ -897,7 +910,7 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, state: dict, rej
                 requests += [(st, role, kind, s) for s in slots if s not in done_slots
                              for role in ROLES for kind in ("new", "repeat")]
             this: dict[str, dict[str, float]] = {}
-            tally: dict[str, dict] = {}  # this round's answers: kept only with the round
+            tally: dict[str, dict] = {}  # this round's answers
             audited: dict[str, dict] = {}  # this round's audit figures: kept only with the round
             images: dict[str, tuple] = {}
             sampled = plan.rng(inputs.SAMPLE, attempt)
@@ -917,18 +930,18 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, state: dict, rej
                         picks = []
                     seconds = timed(st, role, imgs, timeout)
                     pass_correct = state["static"][st.name]["correct"][role] if kind != "new" else None
-                    y_hat = timed_answers(st, role, data, idx, pass_correct, tally.setdefault(st.name, {}))
+                    y_hat, call_ns = timed_answers(st, role, data, idx, pass_correct, tally.setdefault(st.name, {}))
                     rows = samples.setdefault(st.name, {}).setdefault(role, [])
                     for c in picks if len(rows) < 4 * inputs.TEST01_SAMPLES else ():  # (image, attempt, call, output)
                         rows.append([int(idx[c]), attempt, c, y_hat[c].astype(float).tolist()])
                 except StudentError as e:
                     reject(st, str(e))
                     continue
-                ms = 1000 * seconds / len(imgs)
                 if kind == "main":
-                    this.setdefault(st.name, {})[role] = ms
-                else:
-                    audited.setdefault(st.name, {}).setdefault(role, {}).setdefault(kind, []).append(ms)
+                    this.setdefault(st.name, {})[role] = 1000 * seconds / len(imgs)
+                else:  # the audit compares calls: each one's time, in microseconds
+                    audited.setdefault(st.name, {}).setdefault(role, {}).setdefault(kind, []).extend(
+                        (call_ns / 1000).round(3).tolist())
             wall = time.perf_counter() - t0
             noisy = [(st, why) for st in alive if st.name not in rejected and (why := idle_cpu_check(st, wall))]
             for st, why in noisy:
@@ -936,6 +949,10 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, state: dict, rej
             alive[:] = [st for st in alive if st.name not in rejected]
             for st in alive:  # the audit's images were sent: its slots are used, kept or not
                 audit[st.name]["slots"] = sorted(set(audit[st.name]["slots"]) | set(slots))
+            for name, roles in tally.items():  # answers are answers, whatever the round's timing: kept
+                for role, counts in roles.items():
+                    t = tallies.setdefault(name, {}).setdefault(role, [0] * len(counts))
+                    t[:] = [a + b for a, b in zip(t, counts)]
             if noisy:  # it may have slowed everyone's timed calls in this round: the round is measured again
                 _save(state_path, state)
                 continue
@@ -944,13 +961,6 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, state: dict, rej
                 for role, kinds in roles.items():
                     for kind, values in kinds.items():
                         audit[name].setdefault(role, {}).setdefault(kind, []).extend(values)
-            for name, roles in tally.items():
-                for role, counts in roles.items():
-                    if ":" in role:
-                        t = tallies.setdefault(name, {}).setdefault(role, [0] * len(counts))
-                    else:
-                        t = tallies.setdefault(name, {}).setdefault(role, [0, 0, 0, 0])
-                    t[:] = [a + b for a, b in zip(t, counts)]
             _save(state_path, state)
             if bar is not None:
                 bar.update(task, completed=len(state["rounds"]) - first, failed=len(rejected))
@@ -990,11 +1000,15 @@ def _after_rounds(alive: list[Student], state: dict, rejected: dict, data: dict,
                 if picked:
                     k = state["calls"][st.name]  # the exact inputs, drawn again from the secret seed
                     images = np.concatenate([plan.stream(X, attempt * k + c, 1)[1] for attempt, c, _ in picked])
-                    fresh_out = predict(st, fresh, images, data, f"running the {role} model again (TEST01)", "sampled call")
+                    fresh_out = predict(st, fresh, images, data, f"running the {role} model again (TEST01)", "sampled call",
+                                        chunk=k)
                     result[role] = audits.test01(np.asarray([r for _, _, r in picked]), fresh_out)
-                if role == "optimized":
+                if role == "optimized":  # as many probe images as PROBE_SECONDS of its calls allow (at least MIN_PROBE)
                     _, probe = plan.probe(X)
-                    answers = predict(st, fresh, probe, data, "running the probe").argmax(axis=1)
+                    per_call = state.get("call_s", {}).get(st.name) or 0.0
+                    n = int(min(len(probe), max(inputs.MIN_PROBE, inputs.PROBE_SECONDS / max(per_call, 1e-9))))
+                    answers = predict(st, fresh, probe[:n], data, "running the probe",
+                                      chunk=state["calls"][st.name]).argmax(axis=1)
                     path = copies_dir / f"{st.name}.json"
                     material = _load_copy_material(path) or {}
                     _save_copy_material(path, {**material, "probe": answers.astype(int).tolist()})

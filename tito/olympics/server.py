@@ -30,7 +30,9 @@ with "nbytes" is followed by that many raw bytes, read straight into memory this
     {"op": "predict", "role": r}             -> {"ok": true, "outputs": array (k, classes)}  (one call per staged tensor)
     {"op": "time", "role": r}                -> {"ok": true}   (one call per staged tensor: the judge times the
                                                   request from outside; each call's output is kept, untouched)
-    {"op": "outputs"}                        -> {"ok": true, "outputs": array (calls, classes)}  (of the last timed request)
+    {"op": "outputs"}                        -> {"ok": true, "outputs": array (calls, classes), "call_ns": array (calls,)}
+                                                 (of the last timed request; each call's own time, read here around
+                                                 it: the no-caching audit compares calls, the ranks use the judge's clock)
     {"op": "hash", "role": r}                -> {"ok": true, "sha256": hash of its weights (`model_state`)}
     {"op": "trace", "path": p}  (--trace)    -> {"ok": true, "torchscript": bytes, "sha256": hash of its weights}
     {"op": "bye"}
@@ -44,6 +46,7 @@ import io
 import os
 import socket
 import sys
+import time
 import warnings
 
 import numpy as np
@@ -215,8 +218,9 @@ class OutputFlood(RuntimeError):
 
 
 class CappedOutput(io.TextIOBase):
-    """sys.stdout / sys.stderr of a measuring process: a model's output (TorchScript's `print` writes here)
-    is counted and dropped; past `cap` characters in all, the write raises and the model's call fails."""
+    """sys.stdout / sys.stderr of a measuring process: a model's output (TorchScript's `print` writes here) is
+    counted and dropped; a call after which more than `cap` characters were written in all fails (`check`),
+    saying how much the model wrote."""
 
     def __init__(self, server: "Server", cap: int = OUTPUT_CHARS) -> None:
         self.server, self.cap, self.chars = server, cap, 0
@@ -226,13 +230,15 @@ class CappedOutput(io.TextIOBase):
 
     def write(self, s: str) -> int:
         self.chars += len(s)
+        return len(s)
+
+    def check(self) -> None:
         if self.chars > self.cap:
             calls = max(self.server.calls, 1)
-            self.server.flood = (f"the model wrote {self.chars:,} characters of output in {calls:,} calls (about "
-                                 f"{self.chars // calls:,} per call); a model's output is capped at {self.cap:,} "
-                                 "characters in all")
+            self.server.flood = (f"the model wrote {self.chars:,} characters of output in {calls:,} "
+                                 f"call{'s' if calls > 1 else ''} ({self.chars // calls:,} per call); a model's "
+                                 f"output is capped at {self.cap:,} characters in all")
             raise OutputFlood(self.server.flood)
-        return len(s)
 
 
 def recv_into(sock: socket.socket, view: memoryview) -> None:
@@ -262,8 +268,10 @@ class Server:
         self.staged: list[torch.Tensor] = []   # the next request's inputs: one newly allocated tensor per call
         self.sample: list[int] | None = None
         self.timed: list[object] = []          # the outputs of the last timed request, until fetched
+        self.call_ns: list[int] = []           # how long each of its calls took, timed here call by call
         self.files: dict[str, bytearray] = {}  # a model file's bytes, sent by the judge in parts, until loaded
         self.calls, self.flood = 0, None       # model calls so far; why the output cap stopped a call
+        self.output = CappedOutput(self)
 
     def _raw(self, n: int) -> bytearray:
         buf = bytearray(n)
@@ -325,7 +333,8 @@ class Server:
         if op == "outputs":  # not timed: the judge checks the timed calls' answers after timing them
             timed, self.timed = self.timed, []
             outs = [as_array(out) for out in timed]
-            return {"outputs": encode(np.concatenate(outs) if outs else np.zeros((0, 0), np.float32), refs=None)}
+            return {"outputs": encode(np.concatenate(outs) if outs else np.zeros((0, 0), np.float32), refs=None),
+                    "call_ns": encode(np.asarray(self.call_ns, dtype=np.int64), refs=None)}
         model = self.models[msg["role"]]
         staged, self.staged = self.staged, []
         with torch.inference_mode():
@@ -334,12 +343,18 @@ class Server:
                 for x in staged:
                     self.calls += 1
                     outs.append(as_array(model(x)))
+                    self.output.check()
                 return {"outputs": encode(np.concatenate(outs) if outs else np.zeros((0, 0), np.float32), refs=None)}
             if op == "time":
                 kept = self.timed = []
+                ns = self.call_ns = []
+                clock = time.perf_counter_ns
                 for x in staged:  # judged later: the timed work is the judged work
                     self.calls += 1
+                    t0 = clock()
                     kept.append(model(x))
+                    ns.append(clock() - t0)
+                self.output.check()  # after the request: its time is the model's own, counting is not
                 return {}
         raise ValueError(f"unknown request {op!r}")
 
@@ -347,7 +362,7 @@ class Server:
 def serve(sock: socket.socket, converting: bool) -> None:
     server = Server(sock, converting)
     if not converting:  # a model's printed output is counted and capped, never a flood in a log
-        sys.stdout = sys.stderr = CappedOutput(server)
+        sys.stdout = sys.stderr = server.output
     while True:
         try:
             msg = recv(sock)
