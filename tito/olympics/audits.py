@@ -6,9 +6,9 @@ every student, automatically, and its figures are on the leaderboard.
   in this run (the audit pool) beside requests of the same size of images it has met (with new noise, as every
   timed request is); its calls on new images must not be slower, by the library's rule (`compare_samples`: Mann-
   Whitney, p below ALPHA shared out over the class's students (Bonferroni: the chance that any honest student is
-  flagged stays under ALPHA), and at least MIN_EFFECT). The calls are compared one by one, each timed by the judge's
-  server in the model's process (which runs no student Python: TorchScript and ONNX cannot reach its clock): a
-  request of a few calls timed from outside is mostly the channel's time on a busy machine. A model that is slower
+  flagged stays under ALPHA), and at least MIN_EFFECT). Each request counts by the median of its calls, each call
+  timed by the judge's server in the model's process (which runs no student Python: TorchScript and ONNX cannot
+  reach its clock): a request of a few calls timed from outside is mostly the channel's time on a busy machine. A model that is slower
   on new inputs answers repeated ones from what it kept of earlier ones: flagged "faster on repeated inputs" and
   judged on the new-input figure (every timed call, as the judge timed it, scaled by the new / repeated ratio).
 - `test01` (TEST01). TEST01 logs a random sample of the outputs in performance mode and requires them to match an
@@ -28,30 +28,31 @@ import numpy as np
 from tinytorch.benchmarking.results import ALPHA, MIN_EFFECT, compare_samples
 
 TEST01_TOLERANCE = 1e-3  # relative difference of a timed output and the fresh instance's (honest models here: 0)
-MIN_CALLS = 10  # calls of each kind the no-caching audit needs to decide anything
+MIN_REQUESTS = 5  # requests of each kind the no-caching audit needs to decide anything
 
 
 def no_caching(new_us: Sequence[float], repeat_us: Sequence[float], students: int = 1) -> dict[str, Any] | None:
-    """The no-caching audit of one model: the time of each of its calls on new inputs and on repeated ones
-    (microseconds, read by the judge's server around each call), decided by the library's rule at ALPHA / `students`
-    (None: fewer than MIN_CALLS calls of either kind).
+    """The no-caching audit of one model: per request, the median time of its calls (microseconds, each call timed
+    by the judge's server around it), on new inputs and on repeated ones; decided by the library's rule at ALPHA /
+    `students` (None: fewer than MIN_REQUESTS requests of either kind). A request is one sample: its calls share
+    its moment of the machine's load (all of them, as samples, made an honest model "significantly" slower).
 
         >>> no_caching([40.0, 42, 39, 41, 40, 43, 38, 40, 41, 42], [10.0, 11, 9, 10, 12, 10, 11, 9, 10, 10])["faster_on_repeats"]
         True
     """
     new, rep = [float(v) for v in new_us if v > 0], [float(v) for v in repeat_us if v > 0]
-    if len(new) < MIN_CALLS or len(rep) < MIN_CALLS:
+    if len(new) < MIN_REQUESTS or len(rep) < MIN_REQUESTS:
         return None
     alpha = ALPHA / max(int(students), 1)
     c = compare_samples(rep, new, names=("repeated inputs", "new inputs"), alpha=alpha, min_effect=MIN_EFFECT)
     ratio = float(np.median(new) / np.median(rep))
     return {"new_ms": float(np.median(new)) / 1000, "repeat_ms": float(np.median(rep)) / 1000, "ratio": ratio,
-            "p_value": c.p_value, "alpha": alpha, "calls": [len(new), len(rep)],
+            "p_value": c.p_value, "alpha": alpha, "requests": [len(new), len(rep)],
             "faster_on_repeats": bool(c.significant and ratio > 1),
-            "method": "each call's time on inputs never sent before against calls on inputs met before (new noise), in "
-                      "requests of one size side by side in the same rounds, timed call by call by the judge's server in "
-                      "the model's process; Mann-Whitney, p < ALPHA / students (Bonferroni) and at least "
-                      f"{MIN_EFFECT:.0%} slower (MLPerf TEST04, turned round)"}
+            "method": "per request, the median time of its calls (each timed by the judge's server in the model's "
+                      "process), on inputs never sent before against inputs met before (new noise), requests of one "
+                      "size side by side in the same rounds; Mann-Whitney, p < ALPHA / students (Bonferroni) and at "
+                      f"least {MIN_EFFECT:.0%} slower (MLPerf TEST04, turned round)"}
 
 
 def output_distance(timed: np.ndarray, fresh: np.ndarray) -> np.ndarray:

@@ -253,7 +253,7 @@ def load(st: Student, work: Path, data: dict, bwrap: str | None) -> None:
             send_file(st, role, st.sent[role], timeout)
             reply = call(st, role, {"op": "load", "models": {role: st.sent[role].name}, "sample": sample,
                                     "classes": classes}, timeout, f"loading the {role.replace('_', ' ')} model file")
-            st.kinds.update(reply.get("kinds", {}))
+            st.kinds.update({r: k for r, k in reply.get("kinds", {}).items() if r not in st.kinds})  # a trace keeps its how
             st.tensors[role] = _tensors(reply.get("tensors", {}).get(role))
             if role in reply.get("needs_code", []):
                 failed.append(role)
@@ -871,6 +871,8 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, state: dict, rej
     is never repeated with the same inputs). `done`: the rounds this group has already finished."""
     import time
 
+    import numpy as np
+
     X, timeout = data["X"], data["timeouts"]["time"]
     tallies = state.setdefault("timed", {})
     audit = state.setdefault("audit", {})
@@ -897,7 +899,6 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, state: dict, rej
     if bar is not None:
         bar.start()
         task = bar.add_task("timing rounds", total=rounds, completed=done, failed=len(rejected))
-    p_sample = inputs.TEST01_SAMPLES / max(rounds * max((st.k for st in alive), default=1), 1) * 2
     try:
         while len(state["rounds"]) - first < rounds and alive:
             t0 = time.perf_counter()
@@ -922,6 +923,8 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, state: dict, rej
                     if kind == "main":
                         if st.name not in images:  # both models of a student: the same images, drawn once a round
                             idx, imgs = plan.stream(X, attempt * st.k, st.k)
+                            # about twice TEST01_SAMPLES of its calls over the rounds, whatever its k
+                            p_sample = 2 * inputs.TEST01_SAMPLES / max(rounds * st.k, 1)
                             picks = [c for c in range(st.k) if sampled.random() < p_sample]
                             images[st.name] = (idx, imgs, picks)
                         idx, imgs, picks = images[st.name]
@@ -939,9 +942,10 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, state: dict, rej
                     continue
                 if kind == "main":
                     this.setdefault(st.name, {})[role] = 1000 * seconds / len(imgs)
-                else:  # the audit compares calls: each one's time, in microseconds
-                    audited.setdefault(st.name, {}).setdefault(role, {}).setdefault(kind, []).extend(
-                        (call_ns / 1000).round(3).tolist())
+                else:  # the audit compares requests by their calls: the median call's time, in microseconds (the
+                    # calls of one request share its moment of the machine's load: they are one sample, not ten)
+                    audited.setdefault(st.name, {}).setdefault(role, {}).setdefault(kind, []).append(
+                        round(float(np.median(call_ns)) / 1000, 3))
             wall = time.perf_counter() - t0
             noisy = [(st, why) for st in alive if st.name not in rejected and (why := idle_cpu_check(st, wall))]
             for st, why in noisy:
