@@ -233,7 +233,7 @@ def test_a_round_sends_each_model_fresh_tensors_in_a_secret_order():
     again, _ = a.stream(X, 0, len(a.judged))
     assert np.array_equal(idx, again), "one seed, one draw (a resumed run sees the same images)"
     assert not np.array_equal(idx, b.stream(X, 0, len(b.judged))[0]) and not np.array_equal(a.audit_pool, b.audit_pool)
-    new = np.concatenate([a.audit_new(X, s)[0] for s in range(10)])
+    new = np.concatenate([a.audit_new(X, s)[0] for s in range(16)])
     assert len(set(new.tolist())) == len(new) and set(new.tolist()) <= set(a.audit_pool.tolist())
 
 

@@ -24,7 +24,8 @@ NOISE = 0.08  # of the images' spread: digits' pixels sit on a 1/16 grid; 0.08 x
 PROBE_NOISE = 0.7  # the copy checks' probe: strong enough that models depart from the course baseline on 1-5% of images
 PROBE_INPUTS = 1800  # about this many probe inputs (the set's images, several draws of noise each), at most 4x the set
 PROBE_SECONDS, MIN_PROBE = 2.0, 200  # a slow model's probe: the first inputs its calls answer in about 2 s, at least 200
-AUDIT_REQUESTS = 10  # new-input requests per model in the no-caching audit (and as many repeated-input ones)
+AUDIT_REQUESTS = 16  # new-input requests per model in the no-caching audit (and as many repeated-input ones): with
+                     # 16 a side, Mann-Whitney still decides at p < 0.05 / 300 students with a few requests overlapping
 AUDIT_CALLS = 16  # calls per audit request, at most (fewer when the set is small: a third of it is the pool)
 TEST01_SAMPLES = 32  # timed calls per model whose full outputs are checked against a fresh instance (`audits.test01`)
 
@@ -44,7 +45,7 @@ class Plan:
 
         >>> p = Plan(450, secret=1234, rounds=12)
         >>> len(p.audit_pool), len(p.judged), p.audit_calls, len(p.audit_rounds)
-        (150, 300, 15, 10)
+        (150, 300, 9, 16)
     """
     n: int
     secret: int

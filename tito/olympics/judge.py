@@ -1195,6 +1195,8 @@ def _student_report(o, ev, st: Student, state: dict, same: list[str], tolerance:
            "same_model": [p for p in state["pairs"] if st.name in p["students"]],
            "timing": {"rounds": len(rounds), "ipc_overhead_ms": 1000 * state["overhead_s"].get(st.name, 0.0),
                       "calls_per_request": state.get("calls", {}).get(st.name), "images_judged": len(images),
+                      "requests_before_an_image_returns": (len(static.get("passed") or []) // state["calls"][st.name]
+                                                           if state.get("calls", {}).get(st.name) else None),
                       "method": "the judge times each request of k single-image calls from outside the sandbox, "
                                 "in a process where no code of the student's files runs; ms per call = request time / k"},
            "files": {role: p.name for role, p in st.files.items()}}

@@ -80,8 +80,9 @@ _AUDIT_TEXT = ("Run on every student, after MLPerf Inference's compliance tests.
                "difference at most 1e-3), else not ranked. *Secret seeds* (TEST05): the split, every request's images "
                "and noise, each round's order and the audits' places came from one seed drawn secretly for this run. "
                "Each timed request gets its own images, each a newly allocated tensor, drawn without replacement from "
-               "the {judged_images} judged images (noise {noise} of their spread each time). The judge's own process "
-               "peaked at {judge_peak}.")
+               "the {judged_images} judged images (noise {noise} of their spread each time): a model with k calls a "
+               "request meets an image again only after {judged_images}/k of its requests (its k and that count are "
+               "in its record). The judge's own process peaked at {judge_peak}.")
 
 
 def _audit_words(run: Mapping[str, Any] | None) -> dict[str, Any]:
