@@ -271,6 +271,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                       'tinytorch/benchmarking/olympics.py'),
                                                  'tinytorch.benchmarking.olympics.default_olympics_models': ( '19_benchmarking/olympics_dev.html#default_olympics_models',
                                                                                                               'tinytorch/benchmarking/olympics.py'),
+                                                 'tinytorch.benchmarking.olympics.faster_on_repeats': ( '19_benchmarking/olympics_dev.html#faster_on_repeats',
+                                                                                                        'tinytorch/benchmarking/olympics.py'),
                                                  'tinytorch.benchmarking.olympics.generate_submission': ( '19_benchmarking/olympics_dev.html#generate_submission',
                                                                                                           'tinytorch/benchmarking/olympics.py'),
                                                  'tinytorch.benchmarking.olympics.get_event': ( '19_benchmarking/olympics_dev.html#get_event',

@@ -4,13 +4,14 @@ every student, automatically, and its figures are on the leaderboard.
 - `no_caching` (TEST04, turned round). TEST04 issues one sample again and again and requires the run not to be
   faster than the normal run. Here every model gets, in secret rounds, requests of images it has never been sent
   in this run (the audit pool) beside requests of the same size of images it has met (with new noise, as every
-  timed request is); its calls on new images must not be slower, by the library's rule (`compare_samples`: Mann-
-  Whitney, p below ALPHA shared out over the class's students (Bonferroni: the chance that any honest student is
-  flagged stays under ALPHA), and at least MIN_EFFECT). Each request counts by the median of its calls, each call
+  timed request is); its calls on new images must not be slower, by the library's rule (`faster_on_repeats`:
+  Mann-Whitney, p below ALPHA shared out over the class's students (Bonferroni: the chance that any honest student
+  is flagged stays under ALPHA), and at least MIN_EFFECT). Each request counts by the median of its calls, each call
   timed by the judge's server in the model's process (which runs no student Python: TorchScript and ONNX cannot
-  reach its clock): a request of a few calls timed from outside is mostly the channel's time on a busy machine. A model that is slower
-  on new inputs answers repeated ones from what it kept of earlier ones: flagged "faster on repeated inputs" and
-  judged on the new-input figure (every timed call, as the judge timed it, scaled by the new / repeated ratio).
+  reach its clock): a request of a few calls timed from outside is mostly the channel's time on a busy machine.
+  A model that is slower on new inputs answers repeated ones from what it kept of earlier ones: flagged "faster on
+  repeated inputs" and judged on the new-input figure (every timed call, as the judge timed it, scaled by the
+  new / repeated ratio).
 - `test01` (TEST01). TEST01 logs a random sample of the outputs in performance mode and requires them to match an
   accuracy-mode run. Here a secret sample of each model's timed calls keeps its full output (every class score, not
   only the top one); after the rounds a fresh instance of the model, loaded again from the same counted bytes,
@@ -25,7 +26,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tinytorch.benchmarking.results import ALPHA, MIN_EFFECT, compare_samples
+from tinytorch.benchmarking.olympics import faster_on_repeats
+from tinytorch.benchmarking.results import MIN_EFFECT
 
 TEST01_TOLERANCE = 1e-3  # relative difference of a timed output and the fresh instance's (honest models here: 0)
 MIN_REQUESTS = 5  # requests of each kind the no-caching audit needs to decide anything
@@ -43,12 +45,10 @@ def no_caching(new_us: Sequence[float], repeat_us: Sequence[float], students: in
     new, rep = [float(v) for v in new_us if v > 0], [float(v) for v in repeat_us if v > 0]
     if len(new) < MIN_REQUESTS or len(rep) < MIN_REQUESTS:
         return None
-    alpha = ALPHA / max(int(students), 1)
-    c = compare_samples(rep, new, names=("repeated inputs", "new inputs"), alpha=alpha, min_effect=MIN_EFFECT)
-    ratio = float(np.median(new) / np.median(rep))
-    return {"new_ms": float(np.median(new)) / 1000, "repeat_ms": float(np.median(rep)) / 1000, "ratio": ratio,
-            "p_value": c.p_value, "alpha": alpha, "requests": [len(new), len(rep)],
-            "faster_on_repeats": bool(c.significant and ratio > 1),
+    rule = faster_on_repeats(new, rep, comparisons=max(int(students), 1))  # the library's rule
+    return {"new_ms": float(np.median(new)) / 1000, "repeat_ms": float(np.median(rep)) / 1000, "ratio": rule["ratio"],
+            "p_value": rule["p_value"], "alpha": rule["alpha"], "requests": [len(new), len(rep)],
+            "faster_on_repeats": rule["faster_on_repeats"],
             "method": "per request, the median time of its calls (each timed by the judge's server in the model's "
                       "process), on inputs never sent before against inputs met before (new noise), requests of one "
                       "size side by side in the same rounds; Mann-Whitney, p < ALPHA / students (Bonferroni) and at "
