@@ -233,8 +233,12 @@ def test_a_round_sends_each_model_fresh_tensors_in_a_secret_order():
     again, _ = a.stream(X, 0, len(a.judged))
     assert np.array_equal(idx, again), "one seed, one draw (a resumed run sees the same images)"
     assert not np.array_equal(idx, b.stream(X, 0, len(b.judged))[0]) and not np.array_equal(a.audit_pool, b.audit_pool)
-    new = np.concatenate([a.audit_new(X, s)[0] for s in range(16)])
+    new = np.concatenate([a.audit_new(X, s)[0] for s in range(len(a.audit_rounds))])
     assert len(set(new.tolist())) == len(new) and set(new.tolist()) <= set(a.audit_pool.tolist())
+    assert len(set(a.audit_rounds)) == len(a.audit_rounds) == 12, "one audit round each, among the 12"
+    places = a.audit_places(0, 200)
+    assert len(places) == a.audit_calls and len(set(places.tolist())) == len(places) and places.max() < 200
+    assert len(a.audit_places(0, 8)) == 4, "at most half of a request's calls"
 
 
 def test_every_tensor_of_the_counted_records_is_read(tmp_path):

@@ -2,16 +2,17 @@
 every student, automatically, and its figures are on the leaderboard.
 
 - `no_caching` (TEST04, turned round). TEST04 issues one sample again and again and requires the run not to be
-  faster than the normal run. Here every model gets, in secret rounds, requests of images it has never been sent
-  in this run (the audit pool) beside requests of the same size of images it has met (with new noise, as every
-  timed request is); its calls on new images must not be slower, by the library's rule (`faster_on_repeats`:
-  Mann-Whitney, p below ALPHA shared out over the class's students (Bonferroni: the chance that any honest student
-  is flagged stays under ALPHA), and at least MIN_EFFECT). Each request counts by the median of its calls, each call
-  timed by the judge's server in the model's process (which runs no student Python: TorchScript and ONNX cannot
-  reach its clock): a request of a few calls timed from outside is mostly the channel's time on a busy machine.
-  A model that is slower on new inputs answers repeated ones from what it kept of earlier ones: flagged "faster on
-  repeated inputs" and judged on the new-input figure (every timed call, as the judge timed it, scaled by the
-  new / repeated ratio).
+  faster than the normal run. Here, in secret rounds, a timed request of the usual size holds, at secret places,
+  images no model has been sent in this run (the audit pool) among images the model has met (with new noise, as
+  every timed request's are); the calls on new images must not be slower than the request's other calls, by the
+  library's rule (`faster_on_repeats`: Mann-Whitney over the requests, p below ALPHA shared out over the class's
+  students (Bonferroni: the chance that any honest student is flagged stays under ALPHA), and at least
+  MIN_EFFECT). A request gives one sample of each kind, the median of its calls of that kind, each call timed by the
+  judge's server in the model's process (which runs no student Python: TorchScript and ONNX cannot reach its
+  clock; from outside, a few calls are mostly the channel's time on a busy machine). The new images sit in requests
+  like every other, so a model cannot tell the audit by a request's size. A model slower on new inputs answers
+  repeated ones from what it kept of earlier ones: flagged "faster on repeated inputs" and judged on the new-input
+  figure (every timed call, as the judge timed it, scaled by the new / met ratio).
 - `test01` (TEST01). TEST01 logs a random sample of the outputs in performance mode and requires them to match an
   accuracy-mode run. Here a secret sample of each model's timed calls keeps its full output (every class score, not
   only the top one); after the rounds a fresh instance of the model, loaded again from the same counted bytes,

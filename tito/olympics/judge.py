@@ -425,12 +425,12 @@ def measure_static(st: Student, data: dict, plan: inputs.Plan) -> tuple[dict, di
     return out, copy
 
 
-def timed_answers(st: Student, role: str, data: dict, index, pass_correct: list[int] | None, tally: dict):
+def timed_answers(st: Student, role: str, data: dict, index, pass_correct: list[int] | None, tally: dict, known=None):
     """The outputs of the request just timed (read after it, not timed), each checked as the accuracy pass's are
     and paired with the accuracy pass's answer on the same image: `tally[role]` counts [both right, only the
     accuracy pass right, only the timed call right, neither] (the timed work is the judged work: a model that
     changes what it computes once timed shows here; an image of the audit pool, which the accuracy pass did not
-    see, is only counted per image). Returns the outputs (TEST01 keeps a sample of them whole) and each call's time
+    see, `known` False, is only counted per image). Returns the outputs (TEST01 keeps a sample of them whole) and each call's time
     as the server read it around the call (the no-caching audit compares calls one by one)."""
     import numpy as np
 
@@ -442,9 +442,10 @@ def timed_answers(st: Student, role: str, data: dict, index, pass_correct: list[
     timed_ok = y_hat.argmax(axis=1) == data["y"][index]
     if pass_correct is not None:
         pass_ok = np.asarray(pass_correct, dtype=bool)[index]
+        known = np.ones(len(index), bool) if known is None else np.asarray(known, bool)
         t = tally.setdefault(role, [0, 0, 0, 0])
         for i, (a, b) in enumerate(((True, True), (True, False), (False, True), (False, False))):
-            t[i] += int(np.sum((pass_ok == a) & (timed_ok == b)))
+            t[i] += int(np.sum(known & (pass_ok == a) & (timed_ok == b)))
     # per image, for the judged accuracy (claims.timed_correct): what the timed calls answered on it
     right = tally.setdefault(f"{role}:right", [0] * len(data["y"]))
     seen = tally.setdefault(f"{role}:seen", [0] * len(data["y"]))
@@ -864,8 +865,8 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, state: dict, rej
             data: dict, plan: inputs.Plan, done: int = 0, label: str = "") -> None:
     """Interleaved rounds: each (student, model) pair once per round, in a fresh secret order, both models of a
     student on the same k images of the round (`inputs.Plan.stream`: without replacement from the judged images,
-    a noise of their own); in the rounds the plan names, the no-caching audit's requests (new images, then as many
-    repeated ones) join the round's order. Every timed call's answer is read back and paired with the accuracy
+    a noise of their own); in the rounds the plan names, the no-caching audit puts new images (the audit pool's) at
+    secret places among a request's images, and compares the calls on them with the request's other calls. Every timed call's answer is read back and paired with the accuracy
     pass's (`timed_answers`); a secret sample keeps full outputs for TEST01. A sandbox that uses CPU outside its
     own requests is rejected and the round it may have slowed is measured again, on images of its own (a round
     is never repeated with the same inputs). `done`: the rounds this group has already finished."""
@@ -904,48 +905,50 @@ def _rounds(alive: list[Student], rounds: int, target_s: float, state: dict, rej
             t0 = time.perf_counter()
             number, attempt = len(state["rounds"]) - first, state["attempts"]
             state["attempts"] = attempt + 1  # a round measured again gets new images: its inputs never repeat
-            slots = [s for s, r in enumerate(plan.audit_rounds) if r == number]
-            requests = [(st, role, "main", None) for st in alive for role in ROLES]
-            for st in alive:
-                done_slots = audit.setdefault(st.name, {}).setdefault("slots", [])
-                requests += [(st, role, kind, s) for s in slots if s not in done_slots
-                             for role in ROLES for kind in ("new", "repeat")]
+            slots = [s for s, r in enumerate(plan.audit_rounds) if r == number]  # at most one (Plan)
+            requests = [(st, role) for st in alive for role in ROLES]
             this: dict[str, dict[str, float]] = {}
             tally: dict[str, dict] = {}  # this round's answers
             audited: dict[str, dict] = {}  # this round's audit figures: kept only with the round
             images: dict[str, tuple] = {}
             sampled = plan.rng(inputs.SAMPLE, attempt)
             for i in plan.rng(inputs.ORDER, attempt).permutation(len(requests)):
-                st, role, kind, slot = requests[i]
+                st, role = requests[i]
                 if st.name in rejected:
                     continue
                 try:
-                    if kind == "main":
-                        if st.name not in images:  # both models of a student: the same images, drawn once a round
-                            idx, imgs = plan.stream(X, attempt * st.k, st.k)
-                            # about twice TEST01_SAMPLES of its calls over the rounds, whatever its k
-                            p_sample = 2 * inputs.TEST01_SAMPLES / max(rounds * st.k, 1)
-                            picks = [c for c in range(st.k) if sampled.random() < p_sample]
-                            images[st.name] = (idx, imgs, picks)
-                        idx, imgs, picks = images[st.name]
-                    else:
-                        idx, imgs = (plan.audit_new if kind == "new" else plan.audit_repeat)(X, slot)
-                        picks = []
+                    if st.name not in images:  # both models of a student: the same images, drawn once a round
+                        idx, imgs = plan.stream(X, attempt * st.k, st.k)
+                        places = np.zeros(0, int)
+                        used = audit.setdefault(st.name, {}).setdefault("slots", [])
+                        for slot in (s_ for s_ in slots if s_ not in used):  # the audit: new images at secret places
+                            places = plan.audit_places(slot, st.k)
+                            new_idx, new_imgs = plan.audit_new(X, slot)
+                            idx, imgs = idx.copy(), imgs.copy()
+                            idx[places], imgs[places] = new_idx[:len(places)], new_imgs[:len(places)]
+                        # about twice TEST01_SAMPLES of its calls over the rounds, whatever its k
+                        p_sample = 2 * inputs.TEST01_SAMPLES / max(rounds * st.k, 1)
+                        picks = [c for c in range(st.k) if sampled.random() < p_sample and c not in set(places.tolist())]
+                        images[st.name] = (idx, imgs, picks, places)
+                    idx, imgs, picks, places = images[st.name]
                     seconds = timed(st, role, imgs, timeout)
-                    pass_correct = state["static"][st.name]["correct"][role] if kind != "new" else None
-                    y_hat, call_ns = timed_answers(st, role, data, idx, pass_correct, tally.setdefault(st.name, {}))
+                    known = np.ones(len(idx), bool)
+                    known[places] = False  # an image of the audit pool has no accuracy-pass answer to pair with
+                    y_hat, call_ns = timed_answers(st, role, data, idx, state["static"][st.name]["correct"][role],
+                                                   tally.setdefault(st.name, {}), known)
                     rows = samples.setdefault(st.name, {}).setdefault(role, [])
                     for c in picks if len(rows) < 4 * inputs.TEST01_SAMPLES else ():  # (image, attempt, call, output)
                         rows.append([int(idx[c]), attempt, c, y_hat[c].astype(float).tolist()])
                 except StudentError as e:
                     reject(st, str(e))
                     continue
-                if kind == "main":
-                    this.setdefault(st.name, {})[role] = 1000 * seconds / len(imgs)
-                else:  # the audit compares requests by their calls: the median call's time, in microseconds (the
-                    # calls of one request share its moment of the machine's load: they are one sample, not ten)
-                    audited.setdefault(st.name, {}).setdefault(role, {}).setdefault(kind, []).append(
-                        round(float(np.median(call_ns)) / 1000, 3))
+                this.setdefault(st.name, {})[role] = 1000 * seconds / len(imgs)
+                if len(places):  # the audit compares the request's calls on new images with its other calls, each
+                    # side by the median call's time in microseconds (one request is one sample of each: its calls
+                    # share its moment of the machine's load)
+                    mine_ = audited.setdefault(st.name, {}).setdefault(role, {})
+                    mine_.setdefault("new", []).append(round(float(np.median(call_ns[places])) / 1000, 3))
+                    mine_.setdefault("repeat", []).append(round(float(np.median(np.delete(call_ns, places))) / 1000, 3))
             wall = time.perf_counter() - t0
             noisy = [(st, why) for st in alive if st.name not in rejected and (why := idle_cpu_check(st, wall))]
             for st, why in noisy:

@@ -58,7 +58,7 @@ def judged_leaderboard(entries: Mapping[str, Mapping[str, Any]], event: OlympicE
         md.append(f"| — | no model could be judged for {ev.value} | | | | | | | |")
     if rows:
         md += ["", "## Audits", "", _AUDIT_TEXT.format(**_audit_words(run)), "",
-               "| participant | new / repeated inputs, per call | TEST01: sampled timed outputs = a fresh run | "
+               "| participant | new / met inputs, median call | TEST01: sampled timed outputs = a fresh run | "
                "timed answers = accuracy pass | cost (CPU s, wall s) |", "|---|---|---|---|---|"]
         md += [f"| {md_cell(row['participant'])} | {_audit_cells(entries[row['participant']]['figures'])} |"
                for _, row in table.iterrows()]
@@ -72,10 +72,11 @@ def judged_leaderboard(entries: Mapping[str, Mapping[str, Any]], event: OlympicE
 
 
 _AUDIT_TEXT = ("Run on every student, after MLPerf Inference's compliance tests. *No caching* (TEST04, turned round): "
-               "in {audit_requests} secret rounds each model was also timed on requests of {audit_calls} images it had "
-               "never been sent ({audit_pool} images held back for this) and on as many images it had met; its calls "
-               "on new images, each timed by the judge's server, must not be slower (Mann-Whitney, p < 0.05 shared out "
-               "over the class, and 2%), else it is judged on the new-input figure. *TEST01*: a secret sample of each model's timed calls, every class "
+               "in {audit_requests} secret rounds, up to {audit_calls} of a timed request's images were images no model "
+               "had been sent ({audit_pool} held back for this), at secret places among images it had met; per request, "
+               "its calls on the new images, each timed by the judge's server, must not be slower than its other calls "
+               "(Mann-Whitney over the requests, p < 0.05 shared out over the class, and 2%), else it is judged on the "
+               "new-input figure. *TEST01*: a secret sample of each model's timed calls, every class "
                "score, against a fresh instance of the model loaded from the same bytes on the same inputs (relative "
                "difference at most 1e-3), else not ranked. *Secret seeds* (TEST05): the split, every request's images "
                "and noise, each round's order and the audits' places came from one seed drawn secretly for this run. "
