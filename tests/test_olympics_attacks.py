@@ -72,15 +72,23 @@ def test_every_attacker_is_judged_flagged_or_rejected_and_the_honest_keep_their_
         assert name in s and [f for f in s[name]["flags"] if f != "same model as ghostcopy (the same weights layer by layer)"] \
             == [], (name, s[name]["flags"])
         assert s[name]["rank"] is not None and s[name]["figures"]["accuracy"]["value"] > 0.9
-    # their ranks are what they are among themselves: nobody who cheated outranks them (the attackers that compute
-    # the course CNN as it is, at its true speed, may tie with them; a copy of alice is flagged as one)
+    # their ranks: among themselves as in a class of their own; and whoever ranks above one of them is honest, a
+    # flagged copy of them, or an attacker whose every audit passed: one judged at the work it does (the course CNN
+    # computed at its own speed, as nearcache, poison and fatstate do), never one ranked for work it does not do
     honest = rank_judged({n: s[n]["figures"]["score"] for n in HONEST})
-    above = {n for n in s if s[n]["rank"] is not None and n not in HONEST
-             and any(s[n]["figures"]["score"]["value"] > s[h]["figures"]["score"]["value"] and s[n]["rank"] < s[h]["rank"]
-                     for h in HONEST)}
-    assert all(any("same model as" in f for f in _flags(attacked, n)) for n in above), above
+    assert (s["alice"]["rank"] < s["bob"]["rank"]) == (honest["alice"] < honest["bob"]), (s["alice"]["rank"], s["bob"]["rank"], honest)
+    assert (s["alice"]["rank"] == s["bob"]["rank"]) == (honest["alice"] == honest["bob"])
+
+    def judged_at_its_work(n: str) -> bool:
+        a = s[n]["figures"]["audits"]
+        return (not a["no_caching"]["optimized"]["faster_on_repeats"] and a["test01"]["optimized"]["passed"]
+                and a["test01"]["baseline"]["passed"] and not s[n]["figures"]["accuracy"]["timed"]["differs"])
+
     for h in HONEST:
-        assert s[h]["rank"] == honest[h] + sum(1 for n in above if s[n]["rank"] < s[h]["rank"]), (h, s[h]["rank"], honest)
+        above = [n for n in s if n not in HONEST and s[n]["rank"] is not None and s[n]["rank"] < s[h]["rank"]]
+        for n in above:
+            assert judged_at_its_work(n) or any("same model as" in f and h in f for f in _flags(attacked, n)), (h, n)
+        assert not {"nncache", "nnonehot", "prefetch", "heapghost", "combo", "latepoke", "printflood", "mdreject"} & set(above)
 
 
 def test_caches_are_caught_by_the_audits(attacked):

@@ -97,8 +97,10 @@ def test_the_judge_ranks_the_honest_students_by_its_own_measurement(judged):
         rec = s[name]
         assert rec["timing"]["rounds"] == ROUNDS and len(rec["measurements"]["round_mean_ms"]["optimized"]) == ROUNDS
         assert not [f for f in rec["flags"] if "contradicted" in f], rec["claims"]
-        assert rec["figures"]["accuracy"]["value"] > 0.9 and rec["figures"]["accuracy"]["count"] == HELD_OUT, \
-            "every image judged: the accuracy pass's, and the audit pool's through the timed calls that met them first"
+        count = rec["figures"]["accuracy"]["count"]  # the accuracy pass's images, and the audit pool's that timed
+        # calls met first (a request of k calls holds at most k / 2 of them: with a small k some are never sent)
+        assert rec["figures"]["accuracy"]["value"] > 0.9 and PASSED < count <= HELD_OUT, count
+        assert count == rec["timing"]["images_judged"]
     # sizes by one definition whatever the format: bob's TorchScript holds its int8 weights where the
     # state dict does not look; the judge counts them
     assert s["bob"]["static"]["kinds"]["optimized"] == "TorchScript"
