@@ -42,6 +42,8 @@ UPATH="$H/nobwrap" step "kit: module complete 19 with one notebook ($FIRST) done
   "cd ~/kit/19_benchmarking && cp $SOL/$FIRST.ipynb . && { $PY -m tito module complete 19 > ~/one.log 2>&1; test \$? = 1; } && grep -E '^ *[0-9]+[.] $FIRST[.]ipynb: passed' ~/one.log"
 UPATH="$H/nobwrap" step "kit: module complete 19 with every notebook done, olympics submit and verify" \
   "cd ~/kit/19_benchmarking && cp $SOL/*.ipynb . && $PY -m tito module complete 19 && $PY -m tito olympics submit --runs 3 && $PY -m tito olympics verify submission.json --runs 6"
-step "grade 19: a two-student class (full, partial)" \
-  "cd ~/course && .venv/bin/python tests/fixtures/submissions.py 19 ~/subs > ~/expected.txt && rm -rf ~/subs/broken && $PY -m tito grade 19 ~/subs --jobs 2 --output-dir ~/grades && .venv/bin/python .ci/check_grades.py ~/expected.txt ~/grades/grades.csv full partial"
+UPATH="$H/nobwrap" step "kit: module submit 19 (the hand-in archive)" \
+  "cd ~/kit/19_benchmarking && $PY -m tito module submit 19 --student smoke && test -s ~/kit/19_benchmarking-smoke.zip"
+step "grade 19: a three-student class (full, partial, and the kit's hand-in archive)" \
+  "cd ~/course && .venv/bin/python tests/fixtures/submissions.py 19 ~/subs > ~/expected.txt && rm -rf ~/subs/broken && cp ~/kit/19_benchmarking-smoke.zip ~/subs/ && $PY -m tito grade 19 ~/subs --jobs 2 --output-dir ~/grades && .venv/bin/python .ci/check_grades.py ~/expected.txt ~/grades/grades.csv full partial && grep -q '^smoke,(total),222,' ~/grades/grades.csv"
 echo "smoke: all steps passed as $U with $($PY --version)"

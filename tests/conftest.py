@@ -35,10 +35,23 @@ def agg_backend(monkeypatch):
 
 # `tito test` runs pytest through pytest-xdist with each file in one worker (`--dist loadfile
 # --no-loadscope-reorder`), handing files out in collection order: the longest go first, so that no
-# worker is left with one of them at the end while the other idles (seconds, 2 cores, quiet, 2026-11-27).
-LONGEST_FIRST = {"test_grading.py": 270, "test_lesson.py": 140, "test_olympics_judge.py": 110,
-                 "test_student_kit.py": 60, "test_student_workflow.py": 50, "test_19_olympics.py": 12,
-                 "test_olympics_cli.py": 30, "test_class_gradebook.py": 120}
+# worker is left with one of them at the end while the other idles (sum of each file's test seconds,
+# 2 workers, busy machine, 2026-11-29; the order is what matters)
+LONGEST_FIRST = {"test_grading.py": 857, "test_olympics_judge.py": 487, "test_grading_hostile.py": 358,
+                 "test_olympics_attacks.py": 210,  # issue 42's attack class (2 judge runs), 2026-11-29
+                 "test_python_support.py": 290, "test_lesson.py": 289, "test_student_kit.py": 250,
+                 "test_olympics_cli.py": 187, "test_lesson_mutations.py": 173, "test_student_workflow.py": 171,
+                 "test_grading_limits.py": 124, "test_class_gradebook.py": 119, "test_olympics_groups.py": 102,
+                 "test_lesson_timing.py": 99, "test_toolchain.py": 65, "test_cli.py": 58}
+
+
+@pytest.fixture(scope="session")
+def release_19(course, tmp_path_factory):
+    """Module 19's student release (tito release: nbgrader, the leak check), built once per test run for every
+    worker (tests/shared_fixtures.py); read it, never write into it."""
+    from shared_fixtures import release_once
+
+    return release_once(course, "19_benchmarking", tmp_path_factory)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -8,6 +8,7 @@ is flagged; the final table, the per-question table and nbgrader's export; feedb
 points; formgrader over HTTP, and in headless Chromium (skipped, saying why, where none is installed).
 """
 import csv
+import copy
 import json
 import os
 import shutil
@@ -50,6 +51,43 @@ def _copy(klass, tmp_path) -> Path:
     shutil.copytree(klass["out"], out)
     (course_dir.path(out) / "nbgrader_config.py").unlink()  # it names the original course root
     return out
+
+
+def _with_mallory(out: Path, template: Path):
+    """mallory (tests/fixtures/gradebook_class.hostile_result: her written answer attacks formgrader) published
+    and merged into the copy of the class at `out`, as `tito grade` does; returns her result."""
+    from tito.grading import classrun
+
+    r, files = gc.hostile_result(template, MODULE, "mallory", NB, ANSWER)
+    classrun.publish(out, r, files)
+    assert course_dir.merge(out, MODULE, [r]) == {"mallory": []}
+    return r
+
+
+def _markup(page: str) -> list[tuple[str, dict]]:
+    """Every element of an HTML page: (tag, attributes)."""
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append((tag, {k: v or "" for k, v in attrs}))
+
+    Tags().feed(page)
+    return found
+
+
+def _all_grades(out: Path) -> dict:
+    """(student, notebook, cell) -> (hand-graded score, extra credit) of the whole class gradebook."""
+    from nbgrader.api import Grade, GradeCell, Notebook, SubmittedAssignment, SubmittedNotebook
+
+    with course_dir.open_gradebook(course_dir.path(out)) as gb:
+        q = (gb.db.query(SubmittedAssignment.student_id, Notebook.name, GradeCell.name, Grade.manual_score, Grade.extra_credit)
+             .join(SubmittedNotebook, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
+             .join(Notebook, Notebook.id == SubmittedNotebook.notebook_id)
+             .join(Grade, Grade.notebook_id == SubmittedNotebook.id).join(GradeCell, GradeCell.id == Grade.cell_id))
+        return {(s, n, c): (m, e) for s, n, c, m, e in q}
 
 
 def _written_points(template) -> dict[str, float]:
@@ -129,6 +167,17 @@ def test_hand_graded_scores_survive_a_regrade_and_a_changed_answer_is_flagged(kl
     assert rows[("bob", NB)]["status"] == "regrade"
     assert float(rows[("bob", NB)]["regrade"]) == _written_points(template)[ANSWER]
     assert float(rows[("ann", final_grades.TOTAL)]["hand_graded"]) == 2.0
+    # what the regrade reports as left to grade by hand is the gradebook's: ann's graded answer is not pending
+    # (her new result counted every written answer), bob's changed one is (issue 44: the console and grades.csv said 13)
+    written = sum(_written_points(template).values())
+    assert ann.manual_pending == written
+    classrun.pending_from_gradebook(out, MODULE, ann)
+    assert ann.manual_pending == written - _written_points(template)[ANSWER] == float(rows[("ann", final_grades.TOTAL)]["pending"])
+    assert json.loads((out / "students" / "ann" / "result.json").read_text())["manual_pending"] == ann.manual_pending
+    bob = copy.deepcopy(klass["results"]["bob"])
+    classrun.pending_from_gradebook(out, MODULE, bob)
+    assert bob.manual_pending == written - _written_points(template)[other]  # `other` graded; ANSWER to grade again
+    assert {n.notebook: n.manual_pending for n in bob.notebooks}[NB] == bob.manual_pending
     # --resume-like merge of students already in the gradebook changes nothing
     assert course_dir.merge(out, MODULE, [ann], only_new=True) == {}
 
@@ -137,9 +186,16 @@ def test_grades_command_tables_and_feedback(klass, template, tmp_path, root):
     out = _copy(klass, tmp_path)
     course_dir.prepare(out, template, MODULE, "tinytorch")
     _set_manual(out, "ann", ANSWER, 2.0, "Good reading of your own figures.")
+    # one of cat's notebooks cannot be read: cat's failure only, named; everyone else gets their pages
+    (out / "students" / "cat" / "autograded" / f"{NB}.ipynb").write_text('{"cells": [', encoding="utf-8")
     p = subprocess.run([sys.executable, "-m", "tito", "grades", "19", "--output-dir", str(out), "--feedback"],
                        cwd=root, capture_output=True, text=True, env={**os.environ, "TITO_NO_BOOTSTRAP": "1"})
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 1 and "feedback not written for 1 student(s): cat" in p.stderr, p.stderr
+    assert f"cat: {NB}.ipynb: its feedback page could not be made (JSONDecodeError" in p.stderr, p.stderr
+    pages = {f.relative_to(course_dir.path(out) / "feedback").as_posix() for f in
+             (course_dir.path(out) / "feedback").rglob("*.html")}
+    n = len(list((template / "release" / MODULE).glob("*.ipynb")))
+    assert len(pages) == 3 * n - 1 and f"cat/{MODULE}/{NB}.html" not in pages
     r = klass["results"]["ann"]
     line = next(l for l in p.stdout.splitlines() if l.startswith("ann "))
     assert f"{r.score + 2:g}/{r.max_score:g}" in line and "pending" in line, line
@@ -192,16 +248,36 @@ def test_formgrader_lists_and_shows_a_written_answer_with_its_answer_key(klass, 
     cell = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == ANSWER)
     cell["source"] = "My answer <script>alert('xss')</script><img src=x onerror=alert(1)>"
     path.write_text(json.dumps(nb), encoding="utf-8")
+    _with_mallory(out, template)
     with Formgrader(course_dir.path(out)) as fg:
         listed = json.loads(fg.get(f"/formgrader/api/submitted_notebooks/{MODULE}/{NB}"))
-        assert sorted(x["student"] for x in listed) == STUDENTS
-        assert {x["student"]: x["needs_manual_grade"] for x in listed} == {"ann": True, "bob": True, "cat": False}
+        assert sorted(x["student"] for x in listed) == STUDENTS + ["mallory"]
+        assert {x["student"]: x["needs_manual_grade"] for x in listed} == {"ann": True, "bob": True, "cat": False,
+                                                                            "mallory": True}
         ids = {x["student"]: x["id"] for x in listed}
         page = fg.get(f"/formgrader/submissions/{ids['ann']}/").decode()
         assert gc.answer("ann", ANSWER).replace("'", "&#39;") in page or gc.answer("ann", ANSWER) in page
         assert "Answer key and rubric" in page and "Rubric (3 points)" in page
         bob = fg.get(f"/formgrader/submissions/{ids['bob']}/").decode()
         assert "My answer" in bob and "<script>alert" not in bob and "<img src=x onerror" not in bob  # shown as text
+        # mallory's page: her answer's text, no element of hers with an id, a class, a handler or a resource; one
+        # answer key box per written answer (the source's), every score box the release's
+        page = fg.get(f"/formgrader/submissions/{ids['mallory']}/").decode()
+        tags = _markup(page)
+        written = _written_points(template)
+        assert "My answer." in page and page.count("tito-answer-key") == len(written) == 4
+        boxes = [a["id"] for t, a in tags if t == "input" and "score" in a.get("class", "").split()]
+        assert sorted(boxes) == sorted(c["metadata"]["nbgrader"]["grade_id"] for c in json.loads(
+            (course_dir.path(out) / "release" / MODULE / f"{NB}.ipynb").read_text())["cells"]
+            if c["metadata"].get("nbgrader", {}).get("grade"))
+        ids_ = [a["id"] for t, a in tags if "id" in a]
+        twice = {i for i in ids_ if ids_.count(i) > 1}
+        assert twice <= {"notebook", "notebook-container"}, twice  # formgrader's template's own; no score box's
+        handlers = [v for t, a in tags for k, v in a.items() if k.startswith("on")]
+        assert handlers and all(v.startswith("toggle_name(") for v in handlers), handlers  # formgrader's own only
+        assert not [a for t, a in tags if "alert" in a.get("class", "").split()]
+        assert not [a for t, a in tags if t == "img" and not a.get("src", "data:").startswith("data:")]
+        assert gc.PWNED not in page and "onerror" not in page
     assert fg.proc is None
 
 
@@ -216,7 +292,11 @@ def _chrome():
 
 def test_grading_a_written_answer_in_a_real_browser(klass, template, tmp_path, root):
     """Headless Chromium opens ann's written answer in formgrader, enters a score and a comment; `tito grades`
-    then shows the new total. The page is kept as a PNG ($TITO_SCREENSHOT_DIR too, when set: docs/)."""
+    then shows the new total. The page is kept as a PNG ($TITO_SCREENSHOT_DIR too, when set: docs/).
+    Then mallory's page (tests/fixtures/gradebook_class.hostile_result: her answer holds elements named after the
+    other score boxes, a look-alike answer key box, scripts, a pixel; a forged grade_id and answer key; broken
+    notebook metadata): "Full credit" on her answer changes that grade only, no script of hers ran, and the page
+    shows one answer key box per written answer."""
     found, why = _chrome()
     if not found:
         pytest.skip(why)
@@ -228,6 +308,7 @@ def test_grading_a_written_answer_in_a_real_browser(klass, template, tmp_path, r
 
     out = _copy(klass, tmp_path)
     course_dir.prepare(out, template, MODULE, "tinytorch")
+    _with_mallory(out, template)
     opts = webdriver.ChromeOptions()
     opts.binary_location = found[0]
     opts.page_load_strategy = "eager"  # the page's own DOM, not its CDN scripts (MathJax; no network here)
@@ -262,8 +343,34 @@ def test_grading_a_written_answer_in_a_real_browser(klass, template, tmp_path, r
                                    "arguments[0].closest('.nbgrader_cell').scrollIntoView({block: 'center'});", score)
             shot = tmp_path / "formgrader_written_answer.png"
             browser.save_screenshot(str(shot))
+            # mallory's page: press "Full credit" on her written answer
+            before = _all_grades(out)
+            mid = next(x["id"] for x in listed if x["student"] == "mallory")
+            browser.get(f"{fg.base}/formgrader/submissions/{mid}/")
+            box = wait.until(lambda b: b.find_element(By.ID, ANSWER))
+            wait.until(lambda b: b.execute_script("return typeof jQuery !== 'undefined' && jQuery.isReady"))
+            panel = box.find_element(By.XPATH, "./ancestor::div[contains(concat(' ', @class, ' '), ' nbgrader_cell ')]")
+            button = panel.find_element(By.CSS_SELECTOR, "button.full-credit")
+            browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
+            button.click()
+            points = _written_points(template)[ANSWER]
+
+            def full(_):
+                with course_dir.open_gradebook(course_dir.path(out)) as gb:
+                    return gb.find_grade(ANSWER, NB, MODULE, "mallory").manual_score == points
+            wait.until(full)
+            wait.until(lambda b: b.execute_script("return jQuery.active") == 0)  # every save it sent has returned
+            pwned = browser.execute_script(f"return typeof {gc.PWNED}")
+            keys = len(browser.find_elements(By.CSS_SELECTOR, ".tito-answer-key"))
+            alerts = len(browser.find_elements(By.CSS_SELECTOR, ".alert-warning"))
+            ids = {gid: len(browser.find_elements(By.ID, gid)) for gid in _written_points(template)}
         finally:
             browser.quit()
+    after = _all_grades(out)
+    changed = {k: (before[k], after[k]) for k in after if after[k] != before.get(k)}
+    assert changed == {("mallory", NB, ANSWER): ((None, None), (points, None))}, changed
+    assert pwned == "undefined" and alerts == 0  # no script of hers ran; no look-alike box
+    assert keys == 4 and set(ids.values()) == {1}, (keys, ids)  # one answer key box and one score box per answer
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if os.environ.get("TITO_SCREENSHOT_DIR"):
         shutil.copy2(shot, Path(os.environ["TITO_SCREENSHOT_DIR"]) / shot.name)

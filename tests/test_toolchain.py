@@ -10,7 +10,6 @@ import pytest
 
 from tito.notebooks import nbgrader_glue
 from tito.commands import export as export_cmd
-from tito.notebooks.student_release import release
 from tito.config import TitoError
 from tito.testing.inline_runner import parse_output
 
@@ -265,8 +264,8 @@ def test_import_runs_no_tests(root):
 
 # ---- release and grading ------------------------------------------------------------------
 
-def test_release_19_has_no_solutions(course, tmp_path):
-    res = release(course, "19_benchmarking", release_dir=tmp_path / "release", course_dir=tmp_path / "nbg")
+def test_release_19_has_no_solutions(course, release_19):
+    res = release_19
     assert not res.leaks, "\n".join(map(str, res.leaks))
     assert res.notebooks and all(p.exists() for p in res.notebooks)
     secrets = nbgrader_glue.secret_lines(course.notebooks("19_benchmarking"))

@@ -13,8 +13,18 @@ if that fails); otherwise a notice says how to install it (`tito grade` refuses 
 A student kit needs neither root nor bubblewrap, so there the check is skipped.
 
 Every transitive dependency is pinned too: requirements.lock is passed to pip as constraints.
-A stamp file in .venv holds a hash of pyproject.toml's dependency list, the lock file and the
-Python version; when it matches, set-up is skipped, so later runs start at once.
+A stamp file in .venv holds a hash of pyproject.toml's dependency list, the lock file, the Python
+version and the torch build; when it matches, set-up is skipped, so later runs start at once.
+
+Which torch build (`torch_build`): on Linux x86_64 PyPI's torch is the CUDA build (with the nvidia
+wheels, about 5.9 GB of .venv); a machine without an NVIDIA GPU gets the CPU build by default, from
+PyTorch's CPU-only wheel index (TORCH_CPU_INDEX, or $TITO_TORCH_INDEX: a mirror of it), about 1.8 GB
+in all. TITO_TORCH=cuda (or cpu) chooses. When that index cannot be reached, set-up says so and
+installs PyPI's build instead. Elsewhere (macOS, Linux on ARM) PyPI's torch is already CPU-only.
+
+In a student kit, nbgrader's instructor extensions (formgrader, create assignment, the course and
+assignment lists and its menu) are switched off in the venv's JupyterLab; Validate stays
+(`kit_jupyter_config`).
 """
 import configparser
 import hashlib
@@ -29,12 +39,19 @@ VENV = REPO / ".venv"
 STAMP = VENV / "tito-setup.stamp"
 LOG = VENV / "tito-setup.log"
 LOCK = REPO / "requirements.lock"
-TORCH_PIN = "torch==2.13.0"
+TORCH_VERSION = "2.13.0"
+TORCH_PIN = f"torch=={TORCH_VERSION}"
 EDITABLE_MODE = "editable_mode=compat"
 # [floor, ceiling): torch 2.13.0 and onnxruntime 1.32.0 publish CPython wheels for 3.11 to 3.14;
 # soupsieve's pin is split at 3.11.5 in the lock; Debian 12's system Python (3.11.2) is the floor
 # checked end to end (.ci/run); pyproject.toml's requires-python says the same.
 SUPPORTED_PYTHON = ((3, 11, 2), (3, 15))
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+TORCH_ENV, TORCH_INDEX_ENV = "TITO_TORCH", "TITO_TORCH_INDEX"
+# the set-up's size and time as measured (docs/performance.md, "Set-up": a normal user, no pip configuration, empty
+# pip cache, downloading from PyPI on a busy 2-core machine; ~80 s from a local package cache on a quiet one)
+SETUP_CPU = "~1.8 GB, 2-8 min"
+SETUP_CUDA = "~5.9 GB, 8 min or more"
 
 
 def python_problem(version=None, executable=None):
@@ -95,9 +112,131 @@ def deps_hash() -> str:
         *sorted(f"{k}={v}" for k, v in proj.get("scripts", {}).items()),
         repr(data.get("build-system", {})),
         EDITABLE_MODE,
+        f"torch-build={torch_build()}",
+        f"kit-jupyter={KIT_DISABLED_LAB + KIT_DISABLED_SERVER if is_student_kit() else ''}",
         LOCK.read_text(encoding="utf-8") if LOCK.exists() else "",
     ])
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+def has_nvidia_gpu() -> bool:
+    """Whether this machine has an NVIDIA GPU with its driver loaded (the kernel module's /proc entry, a
+    /dev/nvidiaN device, or nvidia-smi): what a CUDA build of torch could use."""
+    return (os.path.exists("/proc/driver/nvidia/version") or any(Path("/dev").glob("nvidia[0-9]*"))
+            or shutil.which("nvidia-smi") is not None)
+
+
+def torch_build(env=None, system=None, machine=None, gpu=None) -> str:
+    """"cpu" (PyTorch's CPU-only index), "cuda" (PyPI's build, CUDA on Linux x86_64) or "pypi" (PyPI's, which is
+    CPU-only there anyway: macOS, Windows, Linux on ARM). $TITO_TORCH=cpu|cuda chooses; by default a Linux x86_64
+    machine without an NVIDIA GPU gets "cpu".
+
+        >>> torch_build({}, "Linux", "x86_64", gpu=False), torch_build({}, "Linux", "x86_64", gpu=True)
+        ('cpu', 'cuda')
+        >>> torch_build({"TITO_TORCH": "cuda"}, "Linux", "x86_64", gpu=False), torch_build({}, "Darwin", "arm64")
+        ('cuda', 'pypi')
+    """
+    import platform
+
+    env = os.environ if env is None else env
+    system = system or platform.system()
+    machine = (machine or platform.machine()).lower()
+    wanted = env.get(TORCH_ENV, "").strip().lower()
+    if wanted not in ("", "cpu", "cuda"):
+        print(f"tito: {TORCH_ENV}={env.get(TORCH_ENV)!r} is not a torch build: expected cpu or cuda; using the default",
+              file=sys.stderr)
+        wanted = ""
+    if system != "Linux" or machine not in ("x86_64", "amd64"):
+        return "pypi"
+    if wanted:
+        return wanted
+    return "cuda" if (has_nvidia_gpu() if gpu is None else gpu) else "cpu"
+
+
+def index_reachable(url: str, timeout: float = 15.0) -> str | None:
+    """None when `url` (a pip index) answers, else why not in a few words."""
+    import urllib.error
+    import urllib.request
+
+    if url.startswith("file:"):
+        from urllib.parse import urlparse
+        from urllib.request import url2pathname
+
+        return None if Path(url2pathname(urlparse(url).path)).is_dir() else "no such folder"
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/torch/", timeout=timeout) as r:  # noqa: S310 - an https index
+            r.read(1)
+        return None
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        return str(getattr(e, "reason", e))[:200]
+
+
+def torch_install(py, build: str, log) -> list[list[str]]:
+    """The pip commands that install the pinned torch of `build`, saying on stderr (and in the log) what it chose;
+    the CPU index falls back to PyPI, loudly, when it cannot be reached."""
+    lock = ["-c", str(LOCK)] if LOCK.exists() else []
+    base = [py, "-m", "pip", "install", "--disable-pip-version-check", *lock]
+    if build == "cpu":
+        index = os.environ.get(TORCH_INDEX_ENV, "").strip() or TORCH_CPU_INDEX
+        why = index_reachable(index)
+        if why is None:
+            # +cpu: only that index has it, so pip cannot pick PyPI's CUDA build of the same version
+            say(f"tito: torch {TORCH_VERSION}, CPU build, from {index} (no NVIDIA GPU here; {TORCH_ENV}=cuda "
+                f"chooses the CUDA build)", log)
+            return [[*base, "--extra-index-url", index, f"torch=={TORCH_VERSION}+cpu"]]
+        say(f"tito: PyTorch's CPU-only index {index} cannot be reached ({why}): installing torch {TORCH_VERSION} "
+            f"from PyPI instead (or the index or wheel folder your pip is set to use), which on Linux x86_64 is the "
+            f"CUDA build ({SETUP_CUDA} instead of {SETUP_CPU}). Set {TORCH_INDEX_ENV} to a mirror of that index, or "
+            "run again when it can be reached (delete .venv first)", log)
+    elif build == "cuda":
+        say(f"tito: torch {TORCH_VERSION} from PyPI, the CUDA build ({SETUP_CUDA}; {TORCH_ENV}=cpu chooses the "
+            "CPU build)", log)
+    # a CPU build installed before satisfies the pin too: it goes first when another build is chosen (and stays
+    # when it is the one wanted and only its index is out of reach)
+    drop = [[py, "-m", "pip", "uninstall", "-y", "torch"]] if build != "cpu" and _installed_torch(py).endswith("+cpu") \
+        else []
+    return [*drop, [*base, TORCH_PIN]]
+
+
+def _installed_torch(py) -> str:
+    "The torch version installed in the venv (`2.13.0+cpu`), \"\" when none."
+    r = subprocess.run([str(py), "-c", "import importlib.metadata as m; print(m.version('torch'))"],
+                       capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else ""
+
+
+def say(text: str, log=None) -> None:
+    print(text, file=sys.stderr, flush=True)
+    if log is not None:
+        log.write(text + "\n")
+        log.flush()
+
+
+# nbgrader's JupyterLab plugins and server extensions a student has no use for (they are the instructor's:
+# making assignments, the formgrader, the exchange's course and assignment lists); Validate stays
+KIT_DISABLED_LAB = ["@jupyter/nbgrader:menu", "@jupyter/nbgrader:create-assignment", "@jupyter/nbgrader:formgrader",
+                    "@jupyter/nbgrader:course-list", "@jupyter/nbgrader:assignment-list"]
+KIT_DISABLED_SERVER = ["nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list",
+                       "nbgrader.server_extensions.assignment_list"]
+
+
+def kit_jupyter_config(prefix: Path) -> list[Path]:
+    """In PREFIX/etc/jupyter (the venv's), switch nbgrader's instructor extensions off for JupyterLab (a
+    labconfig/page_config.json and a server config read after nbgrader's own); returns the files written."""
+    import json
+
+    etc = Path(prefix) / "etc" / "jupyter"
+    page = etc / "labconfig" / "page_config.json"
+    server = etc / "jupyter_server_config.d" / "zz-tito-student-kit.json"  # read after nbgrader.json
+    try:
+        have = json.loads(page.read_text(encoding="utf-8")) if page.exists() else {}
+    except ValueError:
+        have = {}
+    have.setdefault("disabledExtensions", {}).update({k: True for k in KIT_DISABLED_LAB})
+    for path, data in ((page, have), (server, {"ServerApp": {"jpserver_extensions": {k: False for k in KIT_DISABLED_SERVER}}})):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return [page, server]
 
 
 def _run_logged(cmd, log) -> None:
@@ -113,7 +252,9 @@ def setup_venv() -> None:
     if STAMP.exists() and STAMP.read_text().strip() == want and _venv_python().exists():
         return
     first = not _venv_python().exists()
-    print("tito: setting up .venv (first run, ~2 min)..." if first
+    build = torch_build()
+    size = SETUP_CUDA if build == "cuda" else SETUP_CPU
+    print(f"tito: setting up .venv (first run: {size}, the time mostly downloads)..." if first
           else "tito: dependencies changed, updating .venv...", file=sys.stderr, flush=True)
     if first:
         problem = venv_problem()
@@ -126,13 +267,18 @@ def setup_venv() -> None:
     py = _venv_python()
     try:
         with open(LOG, "w", encoding="utf-8") as log:
-            # torch first and pinned: an unpinned resolve pulls a multi-GB CUDA build
-            _run_logged([py, "-m", "pip", "install", "--disable-pip-version-check", TORCH_PIN], log)
+            # torch first and pinned, of the chosen build: an unpinned resolve pulls a multi-GB CUDA build
+            for cmd in torch_install(py, build, log):
+                _run_logged(cmd, log)
+            got = _installed_torch(py)
+            say(f"tito: torch {got} installed ({'the CPU build' if got.endswith('+cpu') else 'not the CPU build'})", log)
             # compat mode: a .pth puts the repo root on sys.path, so packages exported after
             # set-up (tinytorch/ on a fresh course) are importable from notebooks' kernels too
             lock = ["-c", str(LOCK)] if LOCK.exists() else []
             _run_logged([py, "-m", "pip", "install", "--disable-pip-version-check", *lock, "-e", ".",
                          "--config-settings", EDITABLE_MODE], log)
+            if is_student_kit():
+                kit_jupyter_config(VENV)
     except (RuntimeError, OSError) as e:
         print(f"tito: set-up failed: {e}", file=sys.stderr)
         try:

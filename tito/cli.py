@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "1: one after another)")
     s.set_defaults(func=lazy("test"))
 
-    s = sub.add_parser("module", help="student workflow: `module complete N`, `module start N`",
+    s = sub.add_parser("module", help="student workflow: `module start N`, `module complete N`, `module submit N`",
                        description="Student workflow commands for one module.")
     msub = s.add_subparsers(dest="module_command", metavar="ACTION", required=True)
     c = msub.add_parser("complete", help="inline tests -> export -> integration tests, with a summary",
@@ -81,6 +81,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="workspace folder (default: settings.ini workspace_dir)")
     c.add_argument("--force", action="store_true", help="replace existing work (the old folder is backed up)")
     c.set_defaults(func=lazy("workspace", "run_start"))
+    c = msub.add_parser("submit", help="check your work and write the one archive to hand in",
+                        description="Check the module's notebooks quickly (each reads and compiles; stubs left; "
+                                    "written answers; what the last `module complete` said and what changed since), "
+                                    "then write WORKSPACE/NN_name-<student>.zip: the notebooks and, when present, "
+                                    "the capstone's submission.json and the model files it names. Upload that "
+                                    "file to your course's assignment.")
+    c.add_argument("module", metavar="MODULE", help=mh)
+    c.add_argument("--student", default=None, metavar="ID",
+                   help="your student id, as your instructor asked (remembered for the next hand-in)")
+    c.add_argument("--complete", action="store_true", help="run `module complete` first (every test), then hand in")
+    c.add_argument("--workspace", default=None, metavar="DIR", help="student workspace (as for `module complete`)")
+    c.add_argument("--output", default=None, metavar="DIR", help="where to write the archive (default: the workspace)")
+    c.set_defaults(func=lazy("workspace", "run_submit"))
 
     s = sub.add_parser("release", help="nbgrader student release into release/NN_name/, with a leak check",
                        description="Generate the student version (nbgrader generate_assignment; solutions "
@@ -204,7 +217,7 @@ def _kit_refusal(args) -> str | None:
     hint = (f"; `python3 -m tito module complete {num}` exports your notebooks and runs your tests"
             if args.command in ("export", "test", "status") else "")
     return (f"`tito {name}` is an instructor command and this is the student kit of {kit}; here: "
-            f"module start, module complete, olympics submit/verify/validate, benchmark{hint}")
+            f"module start, module complete, module submit, olympics submit/verify/validate, benchmark{hint}")
 
 
 def _kit_module() -> str | None:
@@ -218,20 +231,33 @@ def _kit_module() -> str | None:
 def hide_kit_refused(parser: argparse.ArgumentParser) -> None:
     """In a student kit, `--help` lists only the commands that work there (the others still answer with the
     kit's refusal, not argparse's "invalid choice")."""
-    from tito.notebooks.kit import KIT_REFUSED
+    from tito.notebooks.kit import KIT_HELP, KIT_REFUSED
 
     def walk(p: argparse.ArgumentParser, prefix: str) -> None:
         for action in p._actions:
             if isinstance(action, argparse._SubParsersAction):
                 action._choices_actions = [a for a in action._choices_actions
                                            if f"{prefix}{a.dest}".strip() not in KIT_REFUSED]
+                for a in action._choices_actions:
+                    a.help = KIT_HELP.get(f"{prefix}{a.dest}".strip(), a.help)
                 for name, sp in action.choices.items():
                     walk(sp, f"{prefix}{name} ")
 
     walk(parser, "")
 
 
+def line_buffered() -> None:
+    """Each line of tito's output reaches a log or a pipe when it is printed (nohup, CI, `> log`), not in one block
+    when a buffer fills or the run ends: stdout is line-buffered, as it is on a terminal."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(line_buffering=True)
+        except (AttributeError, ValueError):  # replaced by a test's capture, or detached
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    line_buffered()
     parser = build_parser()
     if _kit_module():
         hide_kit_refused(parser)

@@ -813,10 +813,12 @@ if __name__ == "__main__":
 #| export
 @contextlib.contextmanager
 def _kineto_lines_hidden() -> Iterator[None]:
-    """Hide the profiler's native start/stop log lines ("USDT:... profiler_start") on fd 2.
+    """Hide the profiler's native start/stop log lines ("USDT:... profiler_start") on fd 2, and with a CUDA
+    build of torch on a machine without a GPU driver its "ERROR: ... gpuGetDeviceCount failed with code 35"
+    (it lists the GPUs even for the CPU-only profile taken here, and finds none).
 
-    The C++ profiler writes them straight to file descriptor 2, past Python's sys.stderr, and no
-    setting turns them off. Everything else written there meanwhile is passed on to stderr."""
+    The C++ profiler writes them straight to file descriptor 2, past Python's sys.stderr. Everything
+    else written there meanwhile is passed on to stderr."""
     import tempfile
 
     sys.stderr.flush()
@@ -831,7 +833,7 @@ def _kineto_lines_hidden() -> Iterator[None]:
             os.close(saved)
             captured.seek(0)
             for line in captured.read().decode(errors="replace").splitlines(keepends=True):
-                if not line.startswith(("USDT:", "INFO:")):
+                if not line.startswith(("USDT:", "INFO:")) and "gpuGetDeviceCount failed" not in line:
                     sys.stderr.write(line)
 
 

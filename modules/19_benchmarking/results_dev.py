@@ -282,12 +282,11 @@ def test_unit_benchmark_result():
     assert r.cv is not None and abs(r.cv - statistics.stdev(values) / 3.0) < 1e-12, \
         f"cv: expected std / mean = {statistics.stdev(values) / 3.0:.6f}, got {r.cv}"
     # Student-t, not z = 1.96: t(0.975, 4) = 2.776
-    half = 2.7764451051977987 * statistics.stdev(values) / math.sqrt(5)
-    z_half = 1.959963984540054 * statistics.stdev(values) / math.sqrt(5)
+    half, z_half, n_half = (q * statistics.stdev(values) / math.sqrt(5) for q in (2.7764451051977987, 1.959963984540054, 2.5705818356))
+    wrong = {3 - z_half: "z = 1.96, the normal quantile; with 5 samples t(0.975, 4) = 2.776", 3 - n_half: "t with n = 5 degrees of freedom; the mean's interval has n - 1 = 4"}
     assert r.ci_lower is not None and abs(r.ci_lower - (3 - half)) < 1e-9, (
         f"ci_lower: expected {3 - half:.4f} from Student's t with 4 degrees of freedom, got {r.ci_lower}"
-        + (" -- that is z = 1.96, the normal quantile; with 5 samples t(0.975, 4) = 2.776"
-           if r.ci_lower is not None and abs(r.ci_lower - (3 - z_half)) < 1e-3 else ""))
+        + next((f" -- that is {why}" for lo, why in wrong.items() if r.ci_lower is not None and abs(r.ci_lower - lo) < 1e-3), ""))
     assert abs(r.ci_upper - (3 + half)) < 1e-9, f"ci_upper: expected {3 + half:.4f}, got {r.ci_upper}"
     spiky = BenchmarkResult("x", [1, 1.1, 1.2, 1.1, 1.0, 9.0])
     assert spiky.outliers == 1, f"outliers: 9.0 lies beyond p75 + 1.5 IQR of the others, expected 1, got {spiky.outliers}"

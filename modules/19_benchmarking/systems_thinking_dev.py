@@ -132,9 +132,10 @@ def test_unit_ci_half_width():
     got = ci_half_width(values)
     expected = 1.9632431614775607  # t(0.975, 4) = 2.7764 times stdev 1.5811 over sqrt(5)
     assert isinstance(got, float), f"ci_half_width should return a float, got {type(got).__name__}"
-    z, pop = 1.3859038352815105, 1.7559780628827926  # the same with z = 1.96, and with the population std
+    z, pop, dof = 1.3859038352815105, 1.7559780628827926, 1.8176758475734012  # z = 1.96; population std; t(0.975, 5)
     why = ("; that is z = 1.96 instead of Student's t" if abs(got - z) < 1e-5 else "; that is the population std "
-           "(it divides by n; the sample std by n - 1)" if abs(got - pop) < 1e-5 else "")
+           "(it divides by n; the sample std by n - 1)" if abs(got - pop) < 1e-5 else "; that is t with n = 5 degrees "
+           "of freedom: the mean's interval has n - 1 = 4" if abs(got - dof) < 1e-5 else "")
     assert abs(got - expected) < 1e-9, \
         f"ci_half_width([1, 2, 3, 4, 5]): expected {expected:.6f} = t(0.975, 4) * stdev / sqrt(5), got {got}{why}"
     # at 90%: half of scipy.stats.t.interval(0.9, n - 1, loc=mean, scale=sem)'s width

@@ -7,14 +7,21 @@ Reads OUTPUT/nbgrader/gradebook.db of the module's latest grading run (or --outp
                                 are part of their cell's score), then the total
     OUTPUT/nbgrader_export.csv  nbgrader's own export columns (its CsvExportPlugin)
 and with --feedback the students' feedback pages with the hand-graded points and the graders' comments,
-OUTPUT/nbgrader/feedback/<student>/<module>/<notebook>.html.
+OUTPUT/nbgrader/feedback/<student>/<module>/<notebook>.html: a student whose page cannot be made is named
+on stderr, after every other student's pages are written.
+
+Exit codes: 0 the final grades (and pages) are written; 1 they are written, but grading itself failed for some
+students of the run (their rows in OUTPUT/grades.csv say "grading failed": no grade to finish; re-run
+`tito grade ... --resume`) or some students' feedback pages could not be made; 2 no class gradebook to read.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from tito.config import Course, TitoError
 from tito.grading import classrun, course_dir, final_grades
+from tito.grading.per_student import GRADING_FAILED
 
 
 def locate(course: Course, module: str, output_dir: str | None) -> Path:
@@ -27,7 +34,7 @@ def locate(course: Course, module: str, output_dir: str | None) -> Path:
     if out is None or not (course_dir.path(out) / "gradebook.db").is_file():
         where = ", ".join(str(course_dir.path(p) / "gradebook.db") for p in looked)
         raise TitoError(f"no class gradebook for {module} (looked for {where}): run `python3 -m tito grade "
-                        f"{module} SUBMISSIONS` first (or give --output-dir)")
+                        f"{module} SUBMISSIONS` first (or give --output-dir)", code=2)
     return out
 
 
@@ -49,13 +56,24 @@ def run(args) -> int:
               f"{r['total'] + '/' + r['max_score']:>12}  {r['status']}")
     pending = [r for r in totals if r["status"] != "complete"]
     if pending:
-        print(f"\n{len(pending)} student(s) with written answers still to grade by hand (pending) or to grade again "
-              f"(regrade: the answer changed since): `python3 -m tito formgrader {module.split('_', 1)[0]}`")
+        print(f"\n{classrun.plural(len(pending), 'student')} with written answers still to grade by hand (pending) or "
+              f"to grade again (regrade: the answer changed since): `python3 -m tito formgrader {module.split('_', 1)[0]}`")
     shown = course.shown(out)
     print(f"\nfinal grades: {shown}/final_grades.csv; per question: {shown}/questions.csv; "
           f"nbgrader's columns: {shown}/nbgrader_export.csv")
     if args.feedback:
-        pages = final_grades.write_feedback(out, module, subs)
-        print(f"feedback with the hand-graded points and comments: {len(pages)} page(s) in "
+        unwritten: dict[str, str] = {}
+        pages = final_grades.write_feedback(out, module, subs, unwritten)
+        print(f"feedback with the hand-graded points and comments: {classrun.plural(len(pages), 'page')} in "
               f"{shown}/{course_dir.NAME}/feedback/<student>/{module}/")
-    return 0
+        if unwritten:  # every other student's pages are written; these students' are not
+            print(f"feedback not written for {classrun.plural(len(unwritten), 'student')}: "
+                  + ", ".join(sorted(unwritten)), file=sys.stderr)
+            for student, why in sorted(unwritten.items()):
+                print(f"  {student}: {why}", file=sys.stderr)
+    failed = sorted({r["student"] for r in classrun.read_csv(out / "grades.csv") if r["status"] == GRADING_FAILED})
+    print(f"{classrun.plural(len(totals), 'student')} in the class gradebook, {len(pending)} with written answers left "
+          f"to grade by hand" + (f"; grading itself FAILED for {classrun.plural(len(failed), 'student')} of the run "
+                                 f"({', '.join(failed[:10])}{', ...' if len(failed) > 10 else ''}): they have no "
+                                 "grade; re-run `tito grade ... --resume` (exit 1)" if failed else ""))
+    return 1 if failed or (args.feedback and unwritten) else 0

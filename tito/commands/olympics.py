@@ -255,20 +255,41 @@ def verify(args) -> int:
     return 1
 
 
+# a rejection that is the judge's, not the student's: their sandbox did not come up (tito.olympics.judge.wait_ready)
+JUDGE_SIDE = "before reading any of the student's files"
+
+
 def judge(args) -> int:
+    """Exit codes: 0 every student judged (a rejected model is the student's line on the board); 1 judging itself
+    failed for some (their sandbox did not start: no figure; run again with --resume); 2 refused before starting."""
     from tito.config import Course
+    from tito.grading import handin
+    from tito.grading.classrun import plural
     from tito.olympics.judge import judge_class
 
     course = Course.load()
-    result = judge_class(args.submissions_dir, args.event, args.output_dir, jobs=args.jobs, rounds=args.rounds,
+    out = Path(args.output_dir)
+    got = handin.collect(Path(args.submissions_dir), out, None, capstone=True, folder_mb=course.submission_folder_mb)
+    if got.layout != "folders":
+        print(f"hand-ins ({got.layout}): {plural(len(got.sources), 'student')} unpacked into {got.folder}")
+    for line in got.problems:
+        print(f"  not judged: {console_line(line, 500)}")
+    result = judge_class(got.folder, args.event, args.output_dir, jobs=args.jobs, rounds=args.rounds,
                          resume=args.resume, no_sandbox=args.no_sandbox,
                          timeouts={"load": args.timeout, "predict": args.timeout, "time": args.timeout},
                          data_file=args.data, memory_mb=course.olympics_memory_mb,
                          student_seconds=args.student_seconds or course.olympics_student_seconds)
     print(result["board"]["markdown"])
-    out = Path(args.output_dir)
     print(f"wrote {out / 'leaderboard.md'}, {out / 'leaderboard.csv'}, {out / 'class.png'} and {out / 'students'}/")
-    return 0
+    ours = sorted(n for n, why in result["rejected"].items() if JUDGE_SIDE in str(why))
+    theirs = len(result["rejected"]) - len(ours)
+    judged = sum(1 for n in result["students"] if n not in result["rejected"])
+    line = (f"{plural(judged + theirs + len(ours), 'student')}: {judged} judged, {theirs} rejected (their files)"
+            + (f"; judging FAILED for {plural(len(ours), 'student')} ({', '.join(ours[:10])}): run again with "
+               "--resume (exit 1)" if ours else "")
+            + (f"; {plural(len(got.problems), 'hand-in')} not judged" if got.problems else ""))
+    print(line)
+    return 1 if ours else 0
 
 
 def leaderboard(args) -> int:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tito.grading import classrun, course_dir, final_grades
+from tito.grading.per_student import GRADING_FAILED
 from tito.notebooks.exports import exported_files
 from tito.notebooks.student_release import release_data
 from tito.config import Course
@@ -38,6 +39,7 @@ class ModuleStatus:
     final_mean: float | None = None        # autograded + hand-graded, from the class gradebook
     hand_pending: float | None = None      # points of written answers not yet graded by hand (all students)
     hand_pending_students: int | None = None
+    grading_failed: int = 0                # students of the run whose grading failed (tito's failure: no grade)
 
 
 def module_status(course: Course, module: str, grades_dir: Path | None = None) -> ModuleStatus:
@@ -50,7 +52,8 @@ def module_status(course: Course, module: str, grades_dir: Path | None = None) -
         gdir, looked = Path(grades_dir) / module, [Path(grades_dir) / module]
     else:
         gdir, looked = course_dir.find_run(course.root, module, classrun.default_output_dir(course, module))
-    totals = [r for r in classrun.read_csv(gdir / "grades.csv") if r.get("notebook") == classrun.TOTAL] if gdir else []
+    rows = [r for r in classrun.read_csv(gdir / "grades.csv") if r.get("notebook") == classrun.TOTAL] if gdir else []
+    totals = [r for r in rows if r.get("status") != GRADING_FAILED]  # no grade: not a 0 in the mean
     final = _final(gdir, module) if gdir else None
     scores = [float(r["score"]) for r in totals]
     maxima = sorted({float(r["max_score"]) for r in totals})
@@ -61,7 +64,7 @@ def module_status(course: Course, module: str, grades_dir: Path | None = None) -
         released=rel.is_dir() and bool(rel_nbs), release_notebooks=len(rel_nbs), release_data_files=len(rel_data),
         graded_students=len(totals), mean_score=round(sum(scores) / len(scores), 2) if scores else None,
         max_score=maxima[-1] if maxima else None, grades_dir=str(gdir) if gdir else None,
-        looked_in=[str(p) for p in looked], **(final or {}))
+        looked_in=[str(p) for p in looked], grading_failed=len(rows) - len(totals), **(final or {}))
 
 
 def _final(out_dir: Path, module: str) -> dict | None:
@@ -87,17 +90,21 @@ def run(args) -> int:
     hdr = ("module", "exported", "released", "graded")
     table = []
     for r in rows:
-        exp = (f"{r.exported_present}/{r.exported_files} files, {r.public_names} public names "
-               f"({r.notebooks} notebooks from {r.sources} sources)") if r.exported_files else (
-            f"no ({r.sources} sources, {r.notebooks} notebooks)")
-        rel = (f"yes: {r.release_notebooks} notebooks, {r.release_data_files} data files"
+        p = classrun.plural
+        exp = (f"{r.exported_present}/{p(r.exported_files, 'file')}, {p(r.public_names, 'public name')} "
+               f"({p(r.notebooks, 'notebook')} from {p(r.sources, 'source')})") if r.exported_files else (
+            f"no ({p(r.sources, 'source')}, {p(r.notebooks, 'notebook')})")
+        rel = (f"yes: {p(r.release_notebooks, 'notebook')}, {p(r.release_data_files, 'data file')}"
                if r.released else "no")
-        gr = (f"{r.graded_students} students, mean {classrun.num(r.mean_score)}/{classrun.num(r.max_score)}"
+        gr = (f"{classrun.plural(r.graded_students, 'student')}, mean {classrun.num(r.mean_score)}/{classrun.num(r.max_score)}"
               if r.graded_students else "no (looked in " + ", ".join(r.looked_in or []) + ")")
+        if r.grading_failed:
+            gr += f"; grading FAILED for {classrun.plural(r.grading_failed, 'student')} (not in the mean)"
         if r.final_mean is not None:
             gr += (f"; with hand-graded points mean {classrun.num(r.final_mean)}/{classrun.num(r.max_score)}, "
-                   + (f"{classrun.num(r.hand_pending)} points of written answers to grade ({r.hand_pending_students} "
-                      "students)" if r.hand_pending else "every written answer graded"))
+                   + (f"{classrun.plural(r.hand_pending, 'point')} of written answers to grade "
+                      f"({classrun.plural(r.hand_pending_students, 'student')})" if r.hand_pending
+                      else "every written answer graded"))
         table.append((r.module, exp, rel, gr))
     w = [max(len(t[i]) for t in table + [hdr]) for i in range(len(hdr))]
     print("  ".join(h.ljust(w[i]) for i, h in enumerate(hdr)))

@@ -10,6 +10,9 @@ from tito.testing.inline_runner import threads_per_job
 from tito.testing.runners import StageResult, default_jobs, print_table, run_inline, run_notebooks, run_pytest
 
 
+REPORT = Path("build") / "test-reports" / "pytest.xml"  # the pytest stage's JUnit XML, kept after the run
+
+
 def module_test_files(course: Course, module: str) -> list[Path]:
     """pytest files for `module`: tests/**/test_NN_*.py and files naming the module."""
     tests = course.root / "tests"
@@ -72,21 +75,29 @@ def _run_stages(course: Course, modules: list[str] | None, verbose: bool, jobs: 
     stages.append(nbst)
 
     print("[4/4] pytest ...", flush=True)
+    report = course.root / REPORT
+    say = lambda line: print(f"  {line}", flush=True)  # noqa: E731 - tests done of the total, the slowest so far
     if limited:
         targets = sorted({p for m in mods for p in module_test_files(course, m)})
         if targets:
-            stages.append(run_pytest(targets, course.root, jobs=jobs))
+            stages.append(run_pytest(targets, course.root, jobs=jobs, report=report, progress=say))
         else:
             s = StageResult("pytest")
             s.skipped_reason = "no test files for " + ", ".join(mods)
             stages.append(s)
     else:
-        stages.append(run_pytest([course.root / "tests"], course.root, jobs=jobs))
+        stages.append(run_pytest([course.root / "tests"], course.root, jobs=jobs, report=report, progress=say))
     if verbose:
         for s in stages:
             for d in s.details:
                 if "output" in d:
                     print(d["output"])
+    slowest = stages[-1].slowest
+    if slowest:
+        print("\nthe ten slowest tests (seconds: setup + call + teardown; JUnit XML: "
+              f"{course.shown(report)}):")
+        for test, secs in slowest:
+            print(f"  {secs:8.1f}  {test}")
     _, failed = print_table(stages, "tito test" + (" " + " ".join(mods) if limited else ""))
     return 1 if failed or not all(s.ok for s in stages) else 0
 

@@ -1,5 +1,5 @@
-"""`tito module start N` and `tito module complete N`: arguments in, words out; the work is in
-tito.workspace (start.py, complete.py) and, outside a workspace, tito.commands.module."""
+"""`tito module start N`, `tito module complete N` and `tito module submit N`: arguments in, words out; the work is
+in tito.workspace (start.py, complete.py, submit.py) and, outside a workspace, tito.commands.module."""
 from __future__ import annotations
 
 import sys
@@ -55,3 +55,23 @@ def run_complete(args) -> int:
 
     return complete_workspace(course, module, mod_dir, getattr(args, "tests", None),
                               use_cache=not getattr(args, "no_cache", False))
+
+
+def run_submit(args) -> int:
+    """`tito module submit N`: in a student workspace, check and write the hand-in (tito.workspace.submit)."""
+    course = Course.load()
+    (module,) = course.resolve([args.module])
+    ws = Path(args.workspace) if args.workspace else None
+    mod_dir = find_workspace(module, ws)
+    if mod_dir is None:
+        raise TitoError(f"no workspace of {module} here (no {MARKER} in this folder or above"
+                        + (f" or in {ws}" if ws else "") + f"): run `python3 -m tito module start "
+                        f"{module.split('_', 1)[0]}` first, then hand in from its folder", code=2)
+    from tito.workspace.submit import submit
+
+    if args.complete:
+        from tito.workspace.complete import complete_workspace
+
+        complete_workspace(course, module, mod_dir)
+        print()
+    return submit(course, module, mod_dir, args.student, Path(args.output) if args.output else None)

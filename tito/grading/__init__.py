@@ -1,7 +1,8 @@
 """Grading: student code runs in a sandboxed host, the tests run in a judge that never runs it
 (the sandbox, its limits, the message protocol and the pool of jobs are tito.isolation's).
 
-    classrun    the class: submissions, template, parallel/Dask pool, publishing, grades.csv
+    classrun    the class: submissions, template, parallel/Dask pool, publishing, grades.csv, statuses
+    handin      the students' hand-ins (module submit's archives, Canvas and Moodle downloads) unpacked as hostile
     per_student  one student: files, the judge, the score, autograded notebooks and feedback
     autograder  the judge, a trusted process: runs the tests (hidden ones too) against proxies and decides
     remote      the judge's proxies of the student's objects

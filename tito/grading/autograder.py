@@ -46,12 +46,13 @@ from typing import Any
 from tito.grading import feedback, package, plan as plans
 from tito.isolation.protocol import NAMESPACE, ChannelBroken, ProtocolError, recv, write_frame
 from tito.grading.remote import NotSendable, Session
-from tito.isolation.sanitize import clean_text
+from tito.isolation.sanitize import plain_text
 from tito.notebooks.cells import cell_source
 
 PREIMPORT = ["numpy", "scipy", "scipy.stats", "pandas", "torch", "matplotlib", "matplotlib.pyplot", "sklearn",
              "sklearn.datasets", "IPython.core.interactiveshell", "IPython.utils.capture", "cloudpickle"]
 FEEDBACK_BYTES = 8 << 20      # outputs kept from one notebook's feedback run
+RENDER_MB = 2048              # address space of the process rendering the student's pages (theirs: bounded)
 SETUP_SECONDS = 120           # the zygote's imports, a test process's imports
 HOOK = "in_student_process"
 STUB = re.compile(r"not yet implemented: [\w.<>-]{1,200}")  # the release's stubs (tito.notebooks.named_stubs)
@@ -152,8 +153,8 @@ class Notebook:
     gid: int | None
     n_code: int
     source: dict              # the instructor's notebook (the tests' points)
-    student: dict             # the student's notebook (their feedback)
-    released: dict            # grade_id -> the cell as released
+    student: dict             # the student's notebook (tito.grading.submission.essentials: their feedback)
+    release: dict             # the notebook as released: what the autograded notebook is rebuilt from
     feedback_uid: int | None = None  # the feedback run's own uid (group gid: it reads the package, not the scratch)
 
 
@@ -199,12 +200,10 @@ class Judge:
         inputs = Path(self.cfg["inputs"])
         out = []
         for name in self.cfg["notebooks"]:
-            release = json.loads((inputs / "release" / f"{name}.ipynb").read_text(encoding="utf-8"))
             out.append({"name": name,
                         "source": json.loads((inputs / "sources" / f"{name}.ipynb").read_text(encoding="utf-8")),
                         "student": json.loads((inputs / "submitted" / f"{name}.ipynb").read_text(encoding="utf-8")),
-                        "released": {c["metadata"]["nbgrader"]["grade_id"]: c for c in release.get("cells", [])
-                                     if (c.get("metadata") or {}).get("nbgrader", {}).get("grade_id")}})
+                        "release": json.loads((inputs / "release" / f"{name}.ipynb").read_text(encoding="utf-8"))})
         self.nbdev_config = (inputs / "pyproject.toml").read_text(encoding="utf-8")
         shutil.rmtree(inputs / "sources", ignore_errors=True)
         return out
@@ -242,7 +241,7 @@ class Judge:
             out.append(Notebook(name, plans.judge_plan(source, self.lib), plans.host_plan(source, merged, self.lib),
                                 plans.feedback_cells(student), stage, scratch, uid, gid,
                                 sum(1 for c in student.get("cells", []) if isinstance(c, dict) and c.get("cell_type") == "code"),
-                                source, student, entry["released"], fb_uid))
+                                source, student, entry["release"], fb_uid))
         self.timing["prepare"] = time.perf_counter() - t0
         return out
 
@@ -273,7 +272,8 @@ class Judge:
         # the pages are rendered in a process of their own (nbconvert is seconds of CPU a notebook, which
         # must not hold the tests' interpreter), driven by one thread that sends each result in turn
         reporter, renders = ThreadPoolExecutor(1, thread_name_prefix="report"), []
-        self.renderer = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        self.renderer = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                            initializer=_bound_memory, initargs=(RENDER_MB,))
         if self.shared:
             fb = FeedbackRunner(self, notebooks)
             fb.start()
@@ -317,7 +317,7 @@ class Judge:
         t0 = time.perf_counter()
         v = feedback.verdicts(nb.source, result.get("tests", {}))
         score, most = sum(x["points"] for x in v.values()), sum(x["max"] for x in v.values())
-        args = (self.root / "out", nb.name, nb.student, fb_result, v, nb.released,
+        args = (self.root / "out", nb.name, nb.release, nb.student, fb_result, v,
                 f"{nb.name}: {feedback.num(score)} of {feedback.num(most)} autograded points")
         try:
             info = self.renderer.submit(feedback.render, *args).result()
@@ -336,9 +336,9 @@ class Judge:
             write_frame(self.out, result)
 
     def failed(self, nb: Notebook, why: str) -> dict:
-        tests = {c["grade_id"]: {"ok": False, "message": why, "seconds": 0.0}
-                 for c in nb.judge["cells"] if c["kind"] == "test"}
-        return {"notebook": nb.name, "tests": tests, "setup_errors": [why], "feedback": {"cells": {}, "stopped": why}}
+        tests = {c["grade_id"]: {"ok": False, "message": why} for c in nb.judge["cells"] if c["kind"] == "test"}
+        return {"notebook": nb.name, "tests": tests, "setup_errors": [why], "feedback": {"cells": {}, "stopped": why},
+                "grading_failed": True}  # tito's failure, not the student's (per_student: GRADING_FAILED)
 
     # tests
     def run_tests(self, host: HostProcess, nb: Notebook) -> dict:
@@ -366,8 +366,41 @@ class Judge:
             os.environ.update(env_before)
             run.close()
         self.timing["tests"] = self.timing.get("tests", 0.0) + time.perf_counter() - t0
-        return {"notebook": nb.name, "tests": tests, "setup_errors": run.setup_errors,
+        return {"notebook": nb.name, "tests": tests, "setup_errors": list(dict.fromkeys(run.setup_errors)),
                 "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def _bound_memory(mb: int) -> None:
+    """This process's address space at most `mb` MiB (the page renderer: what a student's notebook makes it
+    build is bounded already; this bounds it again)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = mb << 20 if hard == resource.RLIM_INFINITY else min(mb << 20, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _empty(folder: Path) -> None:
+    """Remove everything in `folder`, never following a link out of it (folders the student's code made
+    unwritable made writable first); raises OSError when something is left."""
+    if not os.path.isdir(folder):
+        return
+    for top, _, _ in os.walk(folder):
+        try:
+            os.chmod(top, 0o700)
+        except OSError:
+            pass
+    for entry in list(os.scandir(folder)):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                pass
+    left = os.listdir(folder)
+    if left:
+        raise OSError(f"the folder the tests share could not be emptied ({len(left)} entries left)")
 
 
 def _import_all(names: list[str]) -> None:
@@ -409,9 +442,13 @@ class NotebookTests:
                 pass
         self.session = self.pid = None
 
-    def fresh(self, upto: int) -> None:
-        """A new test process and namespace, with every cell before `upto` (no tests) applied."""
+    def fresh(self, upto: int, limit: float | None = None) -> None:
+        """A new test process and namespace, with every cell before `upto` (no tests) applied, and an empty
+        scratch folder (the one folder a test process shares with the next); `limit`: seconds for importing the
+        student's code and for each of those cells (default: the per-test timeout)."""
+        limit = limit or self.timeout
         self._drop_session()
+        _empty(self.nb.scratch)
         self.pid, sock = self.host.spawn("tests", self.nb.uid, self.judge.setup_for(self.host, self.nb, {}),
                                          hide=self.judge.others(self.host, self.nb, scratch=True))
         self.session = Session(sock, set(self.nb.judge["modules"]), self.judge.lib)
@@ -420,14 +457,14 @@ class NotebookTests:
         self.ns = module.__dict__
         self.ns["__builtins__"] = builtins
         self._hook()
-        self.host_errors = self._timed(lambda: self.session.request("setup", cells=self.nb.host), self.timeout) or []
+        self.host_errors = self._timed(lambda: self.session.request("setup", cells=self.nb.host), limit) or []
         if not isinstance(self.host_errors, list):
             self.host_errors = []
         for cell in self.nb.judge["cells"]:
             if cell["index"] >= upto:
                 break
             if cell["kind"] != "test":
-                self.apply(cell)
+                self.apply(cell, limit)
 
     def _hook(self) -> None:
         session = self.session
@@ -465,25 +502,26 @@ class NotebookTests:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
 
-    def apply(self, cell: dict) -> None:
+    def apply(self, cell: dict, limit: float | None = None) -> None:
         kind = cell["kind"]
+        limit = limit or self.timeout
         try:
             if kind in ("setup", "imports"):
                 self._timed(lambda: exec(compile(cell["source"], f"<cell {cell['index']}>", "exec"), self.ns),  # noqa: S102
-                            self.timeout)
+                            limit)
                 if kind == "setup":
                     self._hook()
             elif kind == "names":
                 for name in cell["names"]:
-                    self.ns[name] = self._lookup(name)
+                    self.ns[name] = self._lookup(name, limit)
         except TestTimeout:
-            self.setup_errors.append(f"cell {cell['index']}: timed out after {self.timeout:.0f} s")
+            self.setup_errors.append(f"cell {cell['index']}: timed out after {limit:.0f} s")
         except Exception as e:  # noqa: BLE001 - a failing setup cell shows up in the tests that use it
             self.setup_errors.append(f"cell {cell['index']}: {type(e).__name__}: {str(e)[:300]}")
 
-    def _lookup(self, name: str) -> Any:
+    def _lookup(self, name: str, limit: float | None = None) -> Any:
         try:
-            return self._timed(lambda: self.session.request("name", name=name), self.timeout)
+            return self._timed(lambda: self.session.request("name", name=name), limit or self.timeout)
         except NameError as e:
             why = "; ".join(f"{err['where']}: {err['error']}" for err in self.host_errors if err.get("kind") == "import")
             return Missing(name, why or str(e))
@@ -496,28 +534,34 @@ class NotebookTests:
             why = "your code's test process did not start: " + (
                 f"importing your code took longer than {self.timeout:.0f} s" if isinstance(e, TestTimeout)
                 else f"{type(e).__name__}: {e}")
-            return {c["grade_id"]: {"ok": False, "message": why, "seconds": 0.0}
+            return {c["grade_id"]: {"ok": False, "message": why}
                     for c in self.nb.judge["cells"] if c["kind"] == "test"}
+        used = False  # whether the test process has run a test: each test gets one that has not
         for cell in self.nb.judge["cells"]:
             if cell["kind"] != "test":
                 self.apply(cell)
                 continue
-            tests[cell["grade_id"]] = self.run_test(cell)
-            if self.session is None or self.session.endpoint.broken:
+            if used or self.session is None or self.session.endpoint.broken:
+                # a fresh process and namespace: nothing a test handed the student's code (a hidden case's
+                # inputs, kept in a global or a file) reaches a later test, or its message. Its set-up has the
+                # time a set-up may take (the first import of their code had the test's): on a loaded machine
+                # a restart must not cost an honest student a test (it costs any student their budget only)
+                limit = max(self.timeout, SETUP_SECONDS)
                 try:
-                    self.fresh(cell["index"])
+                    self.fresh(cell["index"], limit)
                 except (Exception, TestTimeout) as e:  # noqa: BLE001
                     why = "your code's test process could not be restarted: " + (
-                        f"importing your code took longer than {self.timeout:.0f} s" if isinstance(e, TestTimeout)
+                        f"importing your code took longer than {limit:.0f} s" if isinstance(e, TestTimeout)
                         else f"{type(e).__name__}: {e}")
                     for c in self.nb.judge["cells"]:
                         if c["kind"] == "test" and c["grade_id"] not in tests:
-                            tests[c["grade_id"]] = {"ok": False, "message": why, "seconds": 0.0}
+                            tests[c["grade_id"]] = {"ok": False, "message": why}
                     return tests
+            tests[cell["grade_id"]] = self.run_test(cell)
+            used = True
         return tests
 
     def run_test(self, cell: dict) -> dict:
-        t0 = time.perf_counter()
         self.ns["__name__"] = "__main__"
         self.property = None
         ok, message = False, ""
@@ -537,7 +581,7 @@ class NotebookTests:
             self.ns["__name__"] = NAMESPACE
             if session is not None:  # what this test handed the student's code can no longer be called
                 session.revoke(mark)
-        return {"ok": ok, "message": clean_text(message), "seconds": round(time.perf_counter() - t0, 3)}
+        return {"ok": ok, "message": plain_text(message)}  # no time: a hidden case's time tells its size
 
     def describe(self, e: BaseException, cell: dict) -> str:
         """What went wrong, for the student: never a line of a hidden test."""
@@ -617,14 +661,16 @@ class Missing:
 
 
 def _failing_line(e: BaseException, cell: dict) -> tuple[str, bool]:
-    """(source line of the test where `e` arose, whether that line is in a hidden region)."""
+    """(source line of the test where `e` arose, whether that line is in or after a hidden region)."""
     lineno = None
     for frame, n in traceback.walk_tb(e.__traceback__):
         if frame.f_code.co_filename == f"<test {cell['grade_id']}>":
             lineno = n
     if lineno is None:
         return "", False
-    hidden = any(a <= lineno <= b for a, b in cell.get("hidden", []))
+    # from the first hidden region on, a line is hidden: what a hidden case handed the student's code may
+    # come back in a later visible assertion of the same cell
+    hidden = any(a <= lineno for a, _ in cell.get("hidden", []))
     lines = cell["source"].split("\n")
     return (lines[lineno - 1].strip()[:200] if 0 < lineno <= len(lines) else ""), hidden
 

@@ -46,17 +46,33 @@ from pathlib import Path
 from tito.isolation import process
 from tito.notebooks import nbgrader_glue
 from tito.config import Course, TitoError
-from tito.grading import course_dir, gradebook, package, submission
+from tito.grading import course_dir, final_grades, gradebook, package, submission
 from tito.isolation import sandbox
 from tito.isolation import limits as limits_mod
 from tito.grading.autograder import PREIMPORT
 from tito.isolation.pool import default_workers, run_tasks
-from tito.grading.per_student import (GRADING_ERROR, TOTAL, UNSANDBOXED, GradeJob, StudentGrade,
-                                  first_line, grade_one, num)
+from tito.isolation.sanitize import console_line
+from tito.grading.per_student import (GRADING_ERROR, GRADING_FAILED, HOST_CAPS, TOTAL, UNSANDBOXED, GradeJob,
+                                      StudentGrade, first_line, grade_one, num)
 
 CSV_FIELDS = ["student", "notebook", "score", "max_score", "manual_pending", "status", "reason", "sandbox"]
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*$")
+_STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]*")  # matched whole (fullmatch: no newline at its end)
+STUDENT_ID_MAX = 64  # characters of a student id: a folder name, with room for tito's own prefixes, well below NAME_MAX
+
+
+def student_id_problem(name: str) -> str | None:
+    r"""Why `name` cannot be a student id, or None: grading's rule (letters, digits, _ . @ + -, starting with a
+    letter or digit, at most STUDENT_ID_MAX characters, the whole name).
+
+    >>> student_id_problem("ann.lee@uni"), student_id_problem("ann\n") is not None, student_id_problem("../x") is not None
+    (None, True, True)
+    """
+    if len(name) > STUDENT_ID_MAX:
+        return f"{len(name)} characters long, above the limit of {STUDENT_ID_MAX}"
+    if not _STUDENT_ID.fullmatch(name):
+        return "not usable (letters, digits, _ . @ + - only, starting with a letter or digit)"
+    return None
 HOST_FILES = ["__init__.py", "isolation/__init__.py", "isolation/protocol.py", "grading/__init__.py", "grading/host.py"]
 
 
@@ -101,9 +117,9 @@ def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | 
         if not any(folder.glob("*.ipynb")):
             problems.append(f"{shown(d.name)}: no notebooks in {shown(str(folder))}; not graded")
             continue
-        if not _STUDENT_ID.match(d.name):
-            problems.append(f"{d.name!r}: folder name is not a usable student id (letters, digits, _ . @ + - "
-                            "only); not graded")
+        why = student_id_problem(d.name)
+        if why:
+            problems.append(f"{d.name!r}: as a student id, the folder name is {why}; not graded")
             continue
         found[d.name] = folder
         seen = submission.survey(folder, notebook_mb, folder_mb)
@@ -120,7 +136,26 @@ def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | 
                 problems.append(f"{d.name}: {shown(f)} is not a notebook; ignored")
             elif wanted is not None and f not in wanted:
                 problems.append(f"{d.name}: {shown(f)} is not part of {assignment}; ignored")
+    for name, others in same_ids(found).items():  # neither can be told to be the one a grade is for
+        problems.append(f"{name}: the same student id as {', '.join(others)} but for case or Unicode form (a "
+                        "spreadsheet, a file system or a person would take them for one student); not graded: "
+                        "rename the folders")
+        del found[name]
     return Scan(found, problems)
+
+
+def same_ids(names) -> dict[str, list[str]]:
+    """name -> the other names of `names` equal to it once Unicode-normalized (NFKC) and case-folded.
+
+    >>> same_ids(["ann", "Ann", "bob"])
+    {'Ann': ['ann'], 'ann': ['Ann']}
+    """
+    import unicodedata
+
+    groups: dict[str, list[str]] = {}
+    for n in sorted(names):
+        groups.setdefault(unicodedata.normalize("NFKC", n).casefold(), []).append(n)
+    return {n: [o for o in g if o != n] for g in groups.values() if len(g) > 1 for n in g}
 
 
 def assignment_files(course: Course, module: str, graded: list[Path]) -> set[str]:
@@ -273,16 +308,60 @@ def student_seed(run_seed: int, student: str, submission: str) -> int:
 
 
 def published(out_dir: Path) -> dict[str, StudentGrade]:
-    """Students whose result is in OUTPUT/students/<id>/result.json (grading errors excluded)."""
+    """Students whose result is in OUTPUT/students/<id>/result.json (those whose grading failed excluded)."""
     out = {}
     for f in sorted((out_dir / "students").glob("*/result.json")):
         try:
             r = StudentGrade.from_dict(json.loads(f.read_text(encoding="utf-8")))
         except (ValueError, TypeError, KeyError):
             continue
-        if not r.reason.startswith(GRADING_ERROR):
+        if not r.reason.startswith(GRADING_ERROR) and not grading_failed(r):
             out[r.student] = r
     return out
+
+
+def grading_failed(r: StudentGrade) -> bool:
+    """Whether tito failed to grade some of `r` (the sandbox did not start, the judge crashed or reported nothing):
+    no grade there, as opposed to the student's own failures (tests failed, timeout, refused, missing)."""
+    return r.status == GRADING_FAILED or any(n.status == GRADING_FAILED for n in r.notebooks)
+
+
+def outcome(r: StudentGrade) -> str:
+    """One word for the console and the progress bar: "grading failed" (tito's), else "passed" or the student's
+    own "tests failed" (a failed test, a raised cell, a timeout, a refused or missing notebook)."""
+    if grading_failed(r):
+        return GRADING_FAILED
+    return "passed" if r.status == "passed" else "tests failed"
+
+
+def plural(n: int | float, word: str, many: str | None = None) -> str:
+    """`n word` with the word in the plural where n is not 1.
+
+    >>> plural(1, "student"), plural(3, "student"), plural(0, "file"), plural(2, "match", "matches")
+    ('1 student', '3 students', '0 files', '2 matches')
+    """
+    return f"{num(n) if isinstance(n, float) else n} {word if n == 1 else (many or word + 's')}"
+
+
+def closing_line(results: list[StudentGrade], not_graded: int = 0) -> str:
+    """The run's last line: how many students were graded, how many of those passed every test, how many
+    failed some (theirs), and for how many grading itself failed (tito's; `tito grade` then exits 1).
+
+    >>> ok = StudentGrade("a", 1, 1, "passed", ""); bad = StudentGrade("b", 0, 1, "grading failed", "")
+    >>> closing_line([ok, bad], not_graded=1)
+    '2 students: 1 graded (1 passed every test, 0 with failed tests); grading FAILED for 1 student (b); 1 line in problems.txt (not graded)'
+    """
+    kinds = [outcome(r) for r in results]
+    failed = [r.student for r, k in zip(results, kinds) if k == GRADING_FAILED]
+    graded = len(results) - len(failed)
+    line = (f"{plural(len(results), 'student')}: {graded} graded ({kinds.count('passed')} passed every test, "
+            f"{kinds.count('tests failed')} with failed tests)")
+    if failed:
+        shown = ", ".join(failed[:10]) + (", ..." if len(failed) > 10 else "")
+        line += f"; grading FAILED for {plural(len(failed), 'student')} ({shown})"
+    if not_graded:
+        line += f"; {plural(not_graded, 'line')} in problems.txt (not graded)"
+    return line
 
 
 def extract_plain(tar: tarfile.TarFile, dest: Path) -> None:
@@ -328,9 +407,42 @@ def publish(out_dir: Path, result: StudentGrade, files: bytes) -> Path:
         raise
     if dest.exists():
         os.replace(dest, old)
-    os.replace(new, dest)
+    try:
+        os.replace(new, dest)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        if old.exists():
+            os.replace(old, dest)  # the earlier result stays published
+        raise
     shutil.rmtree(old, ignore_errors=True)
     return dest
+
+
+def publish_one(out_dir: Path, module: str, job: GradeJob, res: tuple, label: str) -> tuple[StudentGrade, list[str]]:
+    """Publish one student's result (their folder, then the class gradebook): (the result, the written answers
+    flagged for regrading). Anything that fails on this student's files is this student's failure: the result
+    becomes GRADING_FAILED with a GRADING_ERROR reason naming what failed (so `--resume` grades them again), nothing
+    of theirs stays half-published, and the class run goes on."""
+    try:
+        r = StudentGrade.from_dict(res[0])
+    except (TypeError, KeyError, ValueError) as e:
+        return StudentGrade(job.student, 0.0, 0.0, GRADING_FAILED, f"{GRADING_ERROR}: their result could not be read "
+                            f"({type(e).__name__})", sandbox=label), []
+    try:
+        publish(out_dir, r, res[1])
+    except Exception as e:  # noqa: BLE001 - this student's files could not be published: theirs, not the class's
+        return _failed(r, f"their files could not be published ({type(e).__name__}: {first_line(str(e))})"), []
+    try:
+        return r, course_dir.merge(out_dir, module, [r]).get(r.student, [])
+    except Exception as e:  # noqa: BLE001 - as above, for the class gradebook; their published folder is withdrawn
+        shutil.rmtree(out_dir / "students" / r.student, ignore_errors=True)
+        return _failed(r, f"their result could not be added to the class gradebook ({type(e).__name__}: "
+                          f"{first_line(str(e))})"), []
+
+
+def _failed(r: StudentGrade, why: str) -> StudentGrade:
+    return StudentGrade(r.student, 0.0, r.max_score, GRADING_FAILED, f"{GRADING_ERROR}: {r.student}: {why}",
+                        sandbox=r.sandbox, seed=r.seed, inputs=r.inputs)
 
 
 def read_csv(path: Path) -> list[dict]:
@@ -343,11 +455,29 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
+    """grades.csv: `rows` escaped for a spreadsheet (nbgrader_glue.atomic_write_csv), written atomically."""
     nbgrader_glue.atomic_write_csv(path, CSV_FIELDS, rows)
+
+
+def as_written(rows: list[dict]) -> list[dict]:
+    """`rows` as grades.csv holds them once written (`read_csv` reads the same back)."""
+    return nbgrader_glue.csv_rows_as_written(CSV_FIELDS, rows)
 
 
 def _sort(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda row: (row["student"], row["notebook"] == TOTAL, row["notebook"]))
+
+
+def pending_from_gradebook(out_dir: Path, module: str, r: StudentGrade) -> None:
+    """Set `r`'s manual_pending (per notebook and in total) to what the class gradebook still needs graded by
+    hand, answers graded in formgrader before this regrade excluded, and publish result.json again with it."""
+    left = final_grades.hand_pending(course_dir.path(out_dir), module, r.student)
+    if not left:
+        return
+    for n in r.notebooks:
+        n.manual_pending = left.get(n.notebook, 0.0)
+    r.manual_pending = left.get(TOTAL, sum(n.manual_pending for n in r.notebooks))
+    nbgrader_glue.atomic_write(out_dir / "students" / r.student / "result.json", json.dumps(asdict(r), indent=1) + "\n")
 
 
 def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path | None = None,
@@ -355,7 +485,8 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
           notebooks: list[Path] | None = None, progress=print, jobs: int | None = None,
           scheduler: str | None = None, no_sandbox: bool = False, resume: bool = False,
           show_progress: bool = False, limits: sandbox.Limits | None = None,
-          seed: int | None = None, per_notebook: bool = False) -> list[StudentGrade]:
+          seed: int | None = None, per_notebook: bool = False,
+          extra_problems: list[str] | None = None) -> list[StudentGrade]:
     """Grade every student in `submissions_dir` (or only `students`); returns their grades.
 
     notebooks: the graded notebooks (default: the module's notebooks with nbgrader cells).
@@ -365,13 +496,22 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     seed: the run's secret seed of the hidden tests (default: drawn for this run, recorded in run.json
     only); each student's hidden inputs come from it, their id and their submission's content
     (student_seed, recorded in their result.json), so a changed submission gets fresh ones.
-    per_notebook: a sandbox per notebook (slower: each imports torch again).
+    per_notebook: a sandbox per notebook (slower: each imports torch again). extra_problems: lines for
+    problems.txt found before (tito.grading.handin: hand-ins that could not be unpacked).
 
         >>> grade(Course.load(), "19", "subs", jobs=2)      # doctest: +SKIP
         [StudentGrade(student='ann', score=74.0, ...), ...]
     """
     bwrap = sandbox.require_sandbox(no_sandbox)
-    limits = limits or sandbox.Limits()
+    workers = jobs or (1 if scheduler else default_workers())
+    # the limits this process is given (ulimit, a cgroup, a container) bound what a sandbox may ask for:
+    # clamped here and said once, or the run refused before it starts (a Dask worker clamps its own)
+    fitted = limits_mod.fit(limits or sandbox.Limits(), 1 if scheduler else workers, bwrap,
+                            tuple(course.grading_preimport or PREIMPORT),
+                            caps=HOST_CAPS if bwrap and os.geteuid() == 0 else None)
+    if fitted.refusal:
+        raise TitoError(fitted.refusal, code=2)
+    limits = fitted.limits
     timeout = int(timeout or course.cell_timeout)
     out_dir = Path(output_dir or default_output_dir(course, module)).resolve()
     nbs = notebooks or nbgrader_glue.module_assignment_notebooks(course.nbs_dir, module)
@@ -379,7 +519,8 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
         raise TitoError(f"module {module} has no graded notebooks in {course.nbs_dir / module}")
     scan = scan_submissions(Path(submissions_dir), module, assignment_files(course, module, nbs),
                             course.submission_notebook_mb, course.submission_folder_mb)
-    found = scan.found
+    scan.problems[:0] = extra_problems or []
+    found = dict(scan.found)
     if students:
         unknown = [s for s in students if s not in found]
         if unknown:
@@ -407,9 +548,11 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     if resume:
         have = published(out_dir)
         in_csv = {row["student"] for row in csv_rows}
+        # a student whose regrade could not be published keeps their earlier result: their rows say so again
+        stale = {row["student"] for row in csv_rows if row["notebook"] == TOTAL and row["reason"].startswith(GRADING_ERROR)}
         for s in [s for s in found if s in have and have[s].inputs == inputs[s]]:
-            if s not in in_csv:  # published but the run stopped before grades.csv: recover the rows
-                csv_rows = _sort(csv_rows + have[s].rows())
+            if s not in in_csv or s in stale:  # published but the run stopped before grades.csv: recover the rows
+                csv_rows = _sort([row for row in csv_rows if row["student"] != s] + as_written(have[s].rows()))
             results.append(have[s])
             del found[s]
         write_csv(csv_path, csv_rows)
@@ -422,17 +565,18 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     if bwrap is None:
         progress("!" * 78 + "\n!! NOT SANDBOXED (--no-sandbox): student code runs with your permissions and can "
                  "read the solutions;\n!! grades.csv records this in its sandbox column.\n" + "!" * 78)
-    workers = jobs or (1 if scheduler else default_workers())
     # no cgroup CPU share (a normal user): the students graded at once get cores of their own instead
     split = limits_mod.cpu_split(workers) if bwrap and not scheduler and limits_mod.CPU in limits_mod.gaps() else None
     missing = limits_mod.gaps(cores_split=split is not None)
-    label = limits_mod.sandbox_label(missing) if bwrap else UNSANDBOXED
+    label = limits_mod.sandbox_label(missing, fitted.note()) if bwrap else UNSANDBOXED
+    if fitted.clamped:
+        progress("sandbox limits " + fitted.note())
     if bwrap and missing:
         progress("!" * 78 + f"\n!! As this user (uid {os.geteuid()}) the sandbox goes WITHOUT: "
                  + ", ".join(missing) + ";\n!! each process keeps its own limits (memory, CPU time, "
                  "file size). Grade as root for all of them; grades.csv says so in its sandbox column.\n" + "!" * 78)
-    progress(f"grading {module}: {len(found)} student(s)" + (f" ({len(results)} already graded)" if resume else "")
-             + f", {len(nbs)} graded notebook(s), per-cell timeout {timeout} s, "
+    progress(f"grading {module}: {plural(len(found), 'student')}" + (f" ({len(results)} already graded)" if resume else "")
+             + f", {plural(len(nbs), 'graded notebook')}, per-cell timeout {timeout} s, "
              + (f"Dask scheduler {scheduler}" if scheduler else f"{workers} at once")
              + f", sandbox: {label}")
     if not found:
@@ -444,7 +588,14 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     try:
         template = gradebook.build_template(run_dir / "course", module, nbs, course.course_id, timeout, data)
         course_dir.prepare(out_dir, template, module, course.course_id, timeout)  # the class gradebook
-        course_dir.merge(out_dir, module, list(published(out_dir).values()), only_new=True)
+        unmerged: dict[str, str] = {}
+        course_dir.merge(out_dir, module, list(published(out_dir).values()), only_new=True, errors=unmerged)
+        for s, why in unmerged.items():  # withdrawn, as a failed publication is, and graded again
+            progress(f"  {s}: could not be added to the class gradebook ({console_line(why, 200)}); graded again")
+            shutil.rmtree(out_dir / "students" / s, ignore_errors=True)
+            if s in scan.found and s not in found and (not students or s in students):
+                found[s] = scan.found[s]
+                results[:] = [r for r in results if r.student != s]
         warm = warm_cache(course, run_dir / "cache")
         if warm > 1:
             progress(f"  warmed the read-only cache once for all students in {warm:.1f} s")
@@ -456,11 +607,11 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
                "limits": asdict(limits), "seed": seed, "notebooks": [str(Path(p).resolve()) for p in nbs],
                "preimport": course.grading_preimport or PREIMPORT, "per_notebook": per_notebook,
                "notebook_mb": course.submission_notebook_mb, "folder_mb": course.submission_folder_mb,
-               "student_seconds": course.student_seconds, "cpu_split": split, "work_root": str(work_root()), "imports": package.module_imports(course.lib_dir),
+               "student_seconds": course.student_seconds, "cpu_split": split, "sandbox_note": fitted.note(), "work_root": str(work_root()), "imports": package.module_imports(course.lib_dir),
                "data_files": {rel: str(Path(src).resolve()) for rel, src in data.items()}}
         nbgrader_glue.atomic_write(out_dir / "run.json", json.dumps(
             {"module": module, "seed": seed, "timeout": timeout, "sandbox": label,
-             "limits": asdict(limits), "notebooks": [Path(p).name for p in nbs]}, indent=1) + "\n")
+             "limits": asdict(limits), "clamped": fitted.clamped, "notebooks": [Path(p).name for p in nbs]}, indent=1) + "\n")
         todo = [GradeJob(module, s, str(folder), course.course_id, timeout, run, inputs[s],
                          student_seed(seed, s, content[s])) for s, folder in found.items()]
         guard = tree_hash(template)
@@ -468,27 +619,28 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
         def on_done(job: GradeJob, res) -> bool:
             nonlocal csv_rows
             if isinstance(res, BaseException):  # the task itself was lost (a Dask worker died)
-                res = (asdict(StudentGrade(job.student, 0.0, 0.0, "failed",
+                res = (asdict(StudentGrade(job.student, 0.0, 0.0, GRADING_FAILED,
                                            f"{GRADING_ERROR}: {type(res).__name__}: {first_line(str(res))}",
                                            sandbox=label)), b"")
-            r = StudentGrade.from_dict(res[0])
             changed = [str(template)] if tree_hash(template) != guard else []
             if read_csv(csv_path) != csv_rows:
                 changed.append(str(csv_path))
             if changed:
                 raise TitoError(f"grading stopped: {', '.join(changed)} changed while {job.student}'s code ran; "
                                 f"inspect {job.folder} before trusting any grade")
-            publish(out_dir, r, res[1])
-            for gid in course_dir.merge(out_dir, module, [r]).get(r.student, []):
+            r, flagged = publish_one(out_dir, module, job, res, label)
+            for gid in flagged:
                 progress(f"  {r.student}: written answer {gid} changed since it was graded by hand: flagged for regrading")
-            csv_rows = _sort([row for row in csv_rows if row["student"] != r.student] + r.rows())
+            if r.notebooks:  # what is left to grade by hand is the class gradebook's (a regrade keeps hand grades)
+                pending_from_gradebook(out_dir, module, r)
+            csv_rows = _sort([row for row in csv_rows if row["student"] != r.student] + as_written(r.rows()))
             write_csv(csv_path, csv_rows)  # after each student: an interrupted run keeps what it graded
             results.append(r)
             progress(f"  {r.student}: {num(r.score)}/{num(r.max_score)} {r.status} ({r.seconds:.0f} s)"
-                     + (f", {num(r.manual_pending)} point(s) of written answers to grade by hand"
+                     + (f", {plural(r.manual_pending, 'point')} of written answers to grade by hand"
                         if r.manual_pending else "")
-                     + (f"\n      {r.reason[:300]}" if r.reason else ""))
-            return r.status == "failed"
+                     + (f"\n      {console_line(r.reason, 300)}" if r.reason else ""))
+            return outcome(r)
 
         run_tasks(grade_one, todo, on_done, workers=workers, scheduler=scheduler, show_progress=show_progress)
     finally:

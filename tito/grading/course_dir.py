@@ -83,7 +83,7 @@ c.HTMLExporter.template_name = {template!r}
 c.HTMLExporter.extra_template_basedirs = [_fg.template_path, {templates!r}]
 c.HTMLExporter.extra_template_paths = [_fg.template_path]
 c.HTMLExporter.sanitize_html = True
-c.HTMLExporter.filters = {{"clean_html": "tito.grading.feedback.clean_html"}}  # formatting tags kept, scripts gone
+c.HTMLExporter.filters = {{"clean_html": "tito.isolation.sanitize.clean_html"}}  # tito's one HTML sanitizer
 c.Exchange.root = {exchange!r}  # nbgrader's exchange (assignments handed out through JupyterHub): unused by tito
 '''
 
@@ -231,7 +231,8 @@ def _answer_hash(text: str) -> str:
     return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()
 
 
-def merge(out_dir: Path, assignment: str, results: list, only_new: bool = False) -> dict[str, list[str]]:
+def merge(out_dir: Path, assignment: str, results: list, only_new: bool = False,
+          errors: dict[str, str] | None = None) -> dict[str, list[str]]:
     """Bring each published student's result (tito.grading.per_student.StudentGrade, their files in
     OUTPUT/students/<id>/) into the class gradebook and autograded/ folder.
 
@@ -239,7 +240,8 @@ def merge(out_dir: Path, assignment: str, results: list, only_new: bool = False)
     written, 0 when left as released; a hand-graded score already entered is never touched, but when its
     answer changed since the last merge the answer needs grading again and its notebook is flagged.
     only_new: skip students already in the gradebook. Returns student -> the "notebook/grade_id" of each
-    answer flagged for regrading."""
+    answer flagged for regrading. `errors`: when given, a student whose merge fails is left out (their
+    gradebook changes rolled back) and recorded there (student -> what failed) instead of raising."""
     course = path(out_dir)
     flagged: dict[str, list[str]] = {}
     if not results:
@@ -253,7 +255,13 @@ def merge(out_dir: Path, assignment: str, results: list, only_new: bool = False)
         for r in results:
             if r.student in known:
                 continue
-            flagged[r.student] = _merge_one(gb, course, Path(out_dir), assignment, r, released, keys)
+            try:
+                flagged[r.student] = _merge_one(gb, course, Path(out_dir), assignment, r, released, keys)
+            except Exception as e:  # noqa: BLE001 - one student's files: that student's failure (the caller's)
+                if errors is None:
+                    raise
+                gb.db.rollback()
+                errors[r.student] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
     return flagged
 
 
@@ -317,24 +325,33 @@ def _read_json(p: Path) -> dict:
 
 
 def _copy_autograded(course: Path, src: Path, assignment: str, student: str, keys: dict) -> dict[str, dict[str, str]]:
-    """COURSE/autograded/STUDENT/ASSIGNMENT/ = the student's autograded notebooks, each written answer's cell
-    with its answer key in metadata; swapped in whole. Returns notebook -> grade_id -> written answer."""
+    """COURSE/autograded/STUDENT/ASSIGNMENT/ = the student's autograded notebooks (tito's, rebuilt from the
+    release: tito.grading.feedback.autograded_notebook), each written answer's cell with its answer key from
+    the source in metadata `tito.answer_key` (any other `tito` metadata dropped: formgrader's page shows an
+    answer key box only for tito's own); swapped in whole. Returns notebook -> grade_id -> written answer."""
     dest = course / "autograded" / student / assignment
     tmp = dest.with_name(f".{assignment}.new-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     written: dict[str, dict[str, str]] = {}
-    for p in sorted(Path(src).glob("*.ipynb")) if Path(src).is_dir() else []:
-        nb = json.loads(p.read_text(encoding="utf-8"))
-        for c in nb.get("cells", []):
-            if isinstance(c, dict) and is_written(c):
-                gid = nbgrader_meta(c).get("grade_id", "")
-                written.setdefault(p.stem, {})[gid] = cell_source(c)
-                key = keys.get(p.stem, {}).get(gid)
-                if key:
-                    c["metadata"]["tito"] = {"answer_key": key}
-        (tmp / p.name).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    try:
+        for p in sorted(Path(src).glob("*.ipynb")) if Path(src).is_dir() else []:
+            nb = json.loads(p.read_text(encoding="utf-8"))
+            for c in nb.get("cells", []):
+                if not isinstance(c, dict) or not isinstance(c.get("metadata"), dict):
+                    continue
+                c["metadata"].pop("tito", None)
+                if is_written(c):
+                    gid = nbgrader_meta(c).get("grade_id", "")
+                    written.setdefault(p.stem, {})[gid] = cell_source(c)
+                    key = keys.get(p.stem, {}).get(gid)
+                    if key:
+                        c["metadata"]["tito"] = {"answer_key": key}
+            (tmp / p.name).write_text(json.dumps(nb, indent=1, ensure_ascii=True) + "\n", encoding="utf-8")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # nothing half-made beside the published notebooks
+        raise
     old = dest.with_name(f".{assignment}.old-{os.getpid()}")
     if dest.exists():
         os.replace(dest, old)

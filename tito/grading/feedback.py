@@ -1,16 +1,20 @@
-"""What the student gets back for a notebook: their cells with their own outputs, and each graded
-cell as released with the judge's verdict; the same as one HTML page.
+"""What the student gets back for a notebook, and what formgrader shows the instructor: the notebook rebuilt
+from the instructor's release, with the student's answers and outputs in their cells and each graded cell as
+released with the judge's verdict (`autograded_notebook`); the same as one HTML page.
 
-Rendered in the judge's process as each notebook finishes (many students' pages are rendered at
-once, one per judge, not in tito's own process).
+Rendered in the student's judge process as each notebook finishes (its time is the student's budget; many
+students' pages are rendered at once, one per judge, not in tito's own process).
 """
 from __future__ import annotations
 
 import copy
 import json
+import os
+import re
 from pathlib import Path
 
-from tito.isolation.sanitize import clean_text, sanitize_outputs
+from tito.isolation.sanitize import (CELL_OUTPUT_BYTES, bounded_text, clean_html, console_line, plain_text,
+                                     sanitize_outputs)
 from tito.notebooks.cells import cell_source, nbgrader_meta
 
 
@@ -33,80 +37,172 @@ def test_points(source: dict) -> dict[str, float]:
 
 
 def verdicts(source: dict, tests: dict) -> dict[str, dict]:
-    """grade_id -> {"ok", "points", "max", "message", "seconds"}: tito's rule, a graded cell earns its
-    points when the judge says its test passed, nothing else."""
+    """grade_id -> {"ok", "points", "max", "message"}: tito's rule, a graded cell earns its points when the
+    judge says its test passed, nothing else. No test's time is kept: a hidden case's time would tell its size."""
     out = {}
     for gid, pts in test_points(source).items():
         t = tests.get(gid) if isinstance(tests.get(gid), dict) else {"ok": False, "message": "the judge did not run this test"}
         ok = t.get("ok") is True
-        out[gid] = {"ok": ok, "points": pts if ok else 0.0, "max": pts, "message": clean_text(t.get("message", "")),
-                    "seconds": t.get("seconds", 0.0) if type(t.get("seconds")) in (int, float) else 0.0}
+        out[gid] = {"ok": ok, "points": pts if ok else 0.0, "max": pts,
+                    "message": plain_text(t.get("message", "") if isinstance(t.get("message"), str) else "")}
     return out
 
 
-def render(folder: Path, name: str, student: dict, feedback: dict, verdicts: dict, released: dict[str, dict],
+def render(folder: Path, name: str, release: dict, student: dict, feedback: dict, verdicts: dict,
            title: str) -> dict:
-    """FOLDER/autograded/NAME.ipynb and FOLDER/feedback/NAME.html; returns {"cell_errors": [...],
-    "timed_out": bool} about the student's own cells."""
-    nb, other, timed_out = autograded_notebook(student, feedback, verdicts, released)
+    """FOLDER/autograded/NAME.ipynb and FOLDER/feedback/NAME.html, each written whole or not at all; returns
+    {"cell_errors": [...], "timed_out": bool} about the student's own cells."""
+    nb, other, timed_out = autograded_notebook(release, student, feedback, verdicts)
     for sub in ("autograded", "feedback"):
         (Path(folder) / sub).mkdir(parents=True, exist_ok=True)
-    (Path(folder) / "autograded" / f"{name}.ipynb").write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n",
-                                                                encoding="utf-8")
+    write_whole(Path(folder) / "autograded" / f"{name}.ipynb", json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
     try:
         html = feedback_html(nb, title)
     except Exception as e:  # noqa: BLE001 - the grade stands without its page
         html = f"<p>feedback could not be rendered: {type(e).__name__}</p>"
-    (Path(folder) / "feedback" / f"{name}.html").write_text(html, encoding="utf-8")
+    write_whole(Path(folder) / "feedback" / f"{name}.html", html)
     return {"cell_errors": other, "timed_out": timed_out}
 
 
-def autograded_notebook(student: dict, feedback: dict, verdicts: dict, released: dict[str, dict]):
-    """The student's notebook with their feedback outputs; each graded cell as released, with the
-    judge's verdict as its output. Returns (notebook, errors of other cells, whether a cell timed out)."""
-    nb = copy.deepcopy(student)
-    nb.setdefault("metadata", {})
-    nb["nbformat"], nb["nbformat_minor"] = 4, max(int(nb.get("nbformat_minor", 5) or 5), 5)
-    cells = feedback.get("cells", {}) if isinstance(feedback.get("cells"), dict) else {}
+def write_whole(path: Path, text: str) -> None:
+    """`text` at `path` through a temporary file and a rename: never a half-written or empty file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# what one autograded notebook shows of a student's files (each beyond: its first lines and a note)
+CODE_CHARS, CODE_LINES = 60_000, 1_500           # one code cell (Module 19's longest solution: 21,011 characters)
+TEXT_CHARS, TEXT_LINES = 20_000, 400             # one written answer or other text cell
+NOTEBOOK_TEXT_CHARS = 2_000_000                  # all the student's text of one notebook
+NOTEBOOK_OUTPUT_BYTES = 4_000_000                # all outputs of one notebook (each cell: CELL_OUTPUT_BYTES)
+ADDED_SHOWN = 100                                # cells the student added, shown as text (the rest counted)
+ADDED = "tito-added"                             # the id of the block of added cells (and the prefix of its cells')
+
+
+def autograded_notebook(release: dict, student: dict, feedback: dict, verdicts: dict):
+    """The autograded notebook, rebuilt from the instructor's release (`release`: the notebook as handed out,
+    made from the source): every cell, id, metadata and graded cell is the release's, and the notebook's
+    metadata too. From the submission (`student`, tito.grading.submission.essentials) only the text of its
+    answer cells (solution cells, found by their grade_id) and the outputs of its feedback run
+    (`feedback`: student cell index -> outputs) pass, bounded, into the matching cells; an instructor's cell
+    gets the outputs of the student's copy when that copy is unchanged. Every other cell of the submission
+    (added, duplicated or changed) is shown as text in one labelled block at the end, outputs as text only.
+    Each graded test cell shows the test as released and the judge's verdict (`verdicts`, by grade_id).
+
+    Returns (notebook, one line per student cell that raised, whether a cell timed out).
+    """
+    mine = [c for c in student.get("cells", []) if isinstance(c, dict)]
+    ran = feedback.get("cells", {}) if isinstance(feedback.get("cells"), dict) else {}
     stopped = str(feedback.get("stopped", "") or "")
-    other, timed_out, first_missing = [], "time limit" in stopped, True
-    nb["cells"] = [c if isinstance(c, dict) else {"cell_type": "markdown", "metadata": {}, "source": ""}
-                   for c in nb.get("cells", [])]  # same indices as the feedback run's
-    for i, cell in enumerate(nb["cells"]):
-        cell["source"] = cell_source(cell)
-        if not isinstance(cell.get("metadata"), dict):
-            cell["metadata"] = {}
-        if cell.get("cell_type") != "code":
-            cell.pop("outputs", None)
-            cell.pop("execution_count", None)
-            continue
-        gid = nbgrader_meta(cell).get("grade_id")
-        if gid in verdicts:
-            if gid in released:
-                cell["source"] = cell_source(released[gid])
-            v = verdicts[gid]
-            cell["outputs"] = [verdict_output(gid, v)]
-            cell["execution_count"] = None
-            continue
-        got = cells.get(str(i))
+    by_gid: dict[str, int] = {}
+    by_id: dict[str, int] = {}
+    for i, c in enumerate(mine):
+        gid = nbgrader_meta(c).get("grade_id")
+        if isinstance(gid, str):
+            by_gid[gid] = i  # the last copy, as the judge exports it (tito.grading.package.merged_notebook)
+        if isinstance(c.get("id"), str):
+            by_id.setdefault(c["id"], i)
+    runnable = [i for i, c in enumerate(mine) if c.get("cell_type") == "code"
+                and not (nbgrader_meta(c).get("grade") and not nbgrader_meta(c).get("solution"))]
+    not_run = next((i for i in runnable if str(i) not in ran), None) if (stopped or ran) else None
+    state = {"text": NOTEBOOK_TEXT_CHARS, "outputs": NOTEBOOK_OUTPUT_BYTES, "timed_out": "time limit" in stopped}
+    other: list[str] = []
+
+    def text(i: int, code: bool) -> str:
+        src = cell_source(mine[i])
+        limit, lines = (CODE_CHARS, CODE_LINES) if code else (TEXT_CHARS, TEXT_LINES)
+        shown = bounded_text(src, min(limit, max(state["text"], 0)), lines) if state["text"] > 0 else \
+            f"… ({len(src):,} characters not shown: this notebook's text is above {NOTEBOOK_TEXT_CHARS:,} characters)"
+        state["text"] -= len(shown)
+        return shown
+
+    def attach(cell: dict, i: int, label: str, text_only: bool = False) -> None:
+        got = ran.get(str(i))
+        cell["outputs"], cell["execution_count"] = [], None
         if isinstance(got, dict):
-            cell["outputs"] = sanitize_outputs(got.get("outputs"))
+            cell["outputs"] = sanitize_outputs(got.get("outputs"), min(CELL_OUTPUT_BYTES, max(state["outputs"], 0)),
+                                               text_only)
+            state["outputs"] -= len(json.dumps(cell["outputs"]))
             count = got.get("execution_count")
             cell["execution_count"] = count if type(count) is int else None
             errs = [o for o in cell["outputs"] if o.get("output_type") == "error"]
             if errs:
-                timed_out = timed_out or errs[-1].get("ename") == "CellTimeoutError"
-                other.append(clean_text(f"{cell_label(cell, i)}: {first_line(str(errs[-1].get('ename')), 80)}: "
-                                        f"{first_line(errs[-1].get('evalue', ''))}", 300))
+                state["timed_out"] = state["timed_out"] or errs[-1].get("ename") == "CellTimeoutError"
+                other.append(console_line(f"{label}: {first_line(str(errs[-1].get('ename')), 80)}: "
+                                          f"{first_line(errs[-1].get('evalue', ''))}", 300))
+        elif i == not_run:
+            why = f"not run: {stopped or 'the notebook stopped before this cell'}"
+            cell["outputs"] = [{"output_type": "error", "ename": "NotRun", "evalue": plain_text(why, 500),
+                                "traceback": [plain_text(why, 500)]}]
+
+    used: set[int] = set()
+    cells = []
+    for k, rc in enumerate(c for c in release.get("cells", []) if isinstance(c, dict)):
+        kind = rc.get("cell_type") if rc.get("cell_type") in ("code", "markdown", "raw") else "raw"
+        cell = {"cell_type": kind, "id": rc["id"] if isinstance(rc.get("id"), str) else f"cell-{k}",
+                "metadata": copy.deepcopy(rc.get("metadata") if isinstance(rc.get("metadata"), dict) else {}),
+                "source": cell_source(rc)}
+        if kind == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+        meta = nbgrader_meta(rc)
+        gid = meta.get("grade_id")
+        if gid in verdicts and kind == "code":  # a graded test: as released, with the judge's verdict
+            cell["outputs"] = [verdict_output(gid, verdicts[gid])]
+            used.add(by_gid.get(gid, -1))
+        elif gid and meta.get("solution"):  # an answer cell: the student's text and outputs
+            i = by_gid.get(gid)
+            if i is not None:
+                used.add(i)
+                cell["source"] = text(i, kind == "code")
+                if kind == "code":
+                    attach(cell, i, gid)
+        else:  # the instructor's cell: the student's outputs when their copy of it is unchanged
+            i = by_gid.get(gid) if gid else by_id.get(cell["id"])
+            if i is not None and i not in used and mine[i].get("cell_type") == kind and \
+                    cell_source(mine[i]).strip() == cell["source"].strip():
+                used.add(i)
+                if kind == "code":
+                    attach(cell, i, gid or f"cell {k + 1}")
+        cells.append(cell)
+    added = [i for i in range(len(mine)) if i not in used]
+    if added:
+        cells.append({"cell_type": "markdown", "id": ADDED, "metadata": {},
+                      "source": f"## Cells added or changed by the student ({len(added)})\n\nShown as text, with "
+                                "their outputs as text, as they ran in the student's notebook."})
+    for n, i in enumerate(added, 1):
+        first = next((l.strip() for l in cell_source(mine[i]).splitlines() if l.strip()), "")
+        label = f"added cell {n}" + (f" ({first[:40]!r})" if first else "")
+        if n > ADDED_SHOWN:  # not shown; its errors still count
+            attach({}, i, label, text_only=True)
+            continue
+        if mine[i].get("cell_type") == "code":
+            cell = {"cell_type": "code", "id": f"{ADDED}-{n}", "metadata": {}, "source": text(i, True)}
+            attach(cell, i, label, text_only=True)
         else:
-            cell["outputs"] = []
-            cell["execution_count"] = None
-            if first_missing and (stopped or cells):
-                cell["outputs"] = [{"output_type": "error", "ename": "NotRun",
-                                    "evalue": f"not run: {stopped or 'the notebook stopped before this cell'}",
-                                    "traceback": [f"not run: {stopped or 'the notebook stopped before this cell'}"]}]
-                first_missing = False
-    return nb, other, timed_out
+            cell = {"cell_type": "markdown", "id": f"{ADDED}-{n}", "metadata": {}, "source": as_code_block(text(i, False))}
+        cells.append(cell)
+    if len(added) > ADDED_SHOWN:
+        cells.append({"cell_type": "markdown", "id": f"{ADDED}-more", "metadata": {},
+                      "source": f"… {len(added) - ADDED_SHOWN} more added cells not shown"})
+    meta = release.get("metadata") if isinstance(release.get("metadata"), dict) else {}
+    nb = {"nbformat": 4, "nbformat_minor": max(int(release.get("nbformat_minor", 5) or 5), 5),
+          "metadata": copy.deepcopy(meta), "cells": cells}
+    return nb, other, state["timed_out"]
+
+
+def as_code_block(text: str) -> str:
+    """`text` as a Markdown code block (a fence longer than any run of backticks in it): shown as typed, never
+    read as Markdown or HTML.
+
+    >>> as_code_block("a ``` <b>")
+    '````text\\na ``` <b>\\n````'
+    """
+    fence = "`" * max(3, max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence}text\n{text}\n{fence}"
 
 
 def verdict_output(gid: str, v: dict) -> dict:
@@ -116,14 +212,6 @@ def verdict_output(gid: str, v: dict) -> dict:
     msg = v["message"] or "failed"
     return {"output_type": "error", "ename": f"{gid} failed (0 of {num(v['max'])} points)", "evalue": msg,
             "traceback": [f"{gid} failed (0 of {num(v['max'])} points)", *msg.splitlines()]}
-
-
-def cell_label(cell: dict, index: int) -> str:
-    meta = nbgrader_meta(cell)
-    if meta.get("grade_id"):
-        return first_line(str(meta["grade_id"]), 80)
-    first = next((l.strip() for l in cell_source(cell).splitlines() if l.strip() and not l.strip().startswith("#|")), "")
-    return f"cell {index}" + (f" ({first[:40]!r})" if first else "")
 
 
 def feedback_html(nb: dict, title: str) -> str:
@@ -154,6 +242,7 @@ def _exporter():
     class Exporter(HTMLExporter):
         def from_notebook_node(self, nb, resources=None, **kw):
             info = nb.metadata.get("language_info", {})
+            info = info if isinstance(info, dict) else {}
             lexer = info.get("pygments_lexer", info.get("name", None))
             highlight = self.filters.get("highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self))
             resources = self._init_resources(resources)
@@ -162,26 +251,6 @@ def _exporter():
                 notebook_metadata=self._nb_metadata, parent=self, resources=resources))
             return TemplateExporter.from_notebook_node(self, nb, resources, **kw)
 
+    # sanitize_html with tito's one sanitizer (tito.isolation.sanitize.clean_html): every student HTML of the page
     _EXPORTERS.append(Exporter(template_name="lab", sanitize_html=True, filters={"clean_html": clean_html}))
     return _EXPORTERS[0]
-
-
-SAFE_TAGS = {"a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
-             "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "span",
-             "strong", "sub", "summary", "sup", "table", "tbody", "td", "th", "thead", "tr", "ul"}
-SAFE_ATTRIBUTES = {"*": {"class", "id", "title"}, "a": {"href"}, "img": {"src", "alt", "width", "height"},
-                   "td": {"align", "colspan", "rowspan"}, "th": {"align", "colspan", "rowspan"}}
-
-
-def clean_html(element) -> str:
-    """HTML from a student's notebook with only formatting tags and harmless attributes (nh3): no
-    script, no event handler, no style, links to http(s) and mailto only.
-
-    >>> clean_html('<p onclick="x()">hi<script>alert(1)</script></p>')
-    '<p>hi</p>'
-    """
-    import nh3
-
-    text = element.decode() if isinstance(element, bytes) else str(element)
-    return nh3.clean(text, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES, url_schemes={"http", "https", "mailto"},
-                     link_rel=None)

@@ -14,6 +14,7 @@ from pathlib import Path
 from tito.notebooks import nbgrader_glue
 from tito.grading import course_dir
 from tito.grading.feedback import feedback_html, num
+from tito.isolation.sanitize import console_line
 from tito.notebooks.cells import nbgrader_meta
 
 TOTAL = "(total)"
@@ -47,8 +48,8 @@ class Submission:
     comments: dict[tuple[str, str], str] = field(default_factory=dict)  # (notebook, cell) -> grader's comment
 
 
-def read(course: Path, assignment: str) -> list[Submission]:
-    """Every student's graded cells and comments in COURSE/gradebook.db, students sorted."""
+def read(course: Path, assignment: str, students: list[str] | None = None) -> list[Submission]:
+    """Every student's (or only `students`') graded cells and comments in COURSE/gradebook.db, students sorted."""
     from nbgrader.api import (Assignment, BaseCell, Comment, Grade, GradeCell, Notebook, SubmittedAssignment,
                               SubmittedNotebook)
 
@@ -60,6 +61,8 @@ def read(course: Path, assignment: str) -> list[Submission]:
                 .join(Assignment, Assignment.id == SubmittedAssignment.assignment_id)
                 .join(Notebook, Notebook.id == SubmittedNotebook.notebook_id)
                 .filter(Assignment.name == assignment))
+        if students is not None:
+            base = base.filter(SubmittedAssignment.student_id.in_(list(students)))
         nbs = {sid: (student, name) for sid, student, name in base}
         for student, _ in nbs.values():
             out.setdefault(student, Submission(student))
@@ -78,6 +81,13 @@ def read(course: Path, assignment: str) -> list[Submission]:
                 student, notebook = nbs[c.notebook_id]
                 out[student].comments[(notebook, names[c.cell_id])] = text
     return [out[s] for s in sorted(out)]
+
+
+def hand_pending(course: Path, assignment: str, student: str) -> dict[str, float]:
+    """notebook -> points of `student`'s written answers the class gradebook still needs graded by hand (pending,
+    or to grade again: the answer changed since), as `tito grades` counts them; {} for a student not in it."""
+    rows = table(read(course, assignment, [student]))
+    return {r["notebook"]: float(r["pending"]) + float(r["regrade"]) for r in rows}
 
 
 def _row(student: str, notebook: str, cells: list[Cell]) -> dict:
@@ -143,16 +153,34 @@ def write_csv(path: Path, fields: list[str], rows: list[dict]) -> Path:
     return nbgrader_glue.atomic_write_csv(path, fields, rows)
 
 
-def nbgrader_export(course: Path, dest: Path) -> Path:
-    """DEST in nbgrader's own export columns (nbgrader's CsvExportPlugin: assignment, duedate, timestamp,
-    student_id, last_name, first_name, email, raw_score, late_submission_penalty, score, max_score)."""
-    from nbgrader.plugins import CsvExportPlugin
+EXPORT_FIELDS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
+                 "raw_score", "late_submission_penalty", "score", "max_score"]
 
-    tmp = dest.with_name(f".{dest.name}.tmp")
+
+def nbgrader_export(course: Path, dest: Path) -> Path:
+    """DEST in nbgrader's own export columns and rows (its CsvExportPlugin's: EXPORT_FIELDS, one row per
+    assignment and student, 0 for a student without a submission), written as every tito CSV is: each cell
+    quoted where needed and escaped for a spreadsheet (nbgrader's plugin joins the values with commas as
+    they are, so a comma or a line break in a value would add a column or a row)."""
+    from nbgrader.api import MissingEntry
+
+    rows = []
     with course_dir.open_gradebook(course) as gb:
-        CsvExportPlugin(to=str(tmp)).export(gb)
-    tmp.replace(dest)
-    return dest
+        for a in gb.assignments:
+            for st in gb.students:
+                row = {"assignment": a.name, "duedate": a.duedate, "student_id": st.id, "last_name": st.last_name,
+                       "first_name": st.first_name, "email": st.email, "max_score": a.max_score}
+                try:
+                    sub = gb.find_submission(a.name, st.id)
+                except MissingEntry:
+                    row.update(timestamp="", raw_score=0.0, late_submission_penalty=0.0, score=0.0)
+                else:
+                    penalty = sub.late_submission_penalty
+                    row.update(timestamp=sub.timestamp, raw_score=sub.score, late_submission_penalty=penalty,
+                               score=max(0.0, sub.score - (penalty or 0.0)))
+                rows.append({k: "" if v is None else v if isinstance(v, (int, float)) else str(v)
+                             for k, v in row.items()})
+    return nbgrader_glue.atomic_write_csv(dest, EXPORT_FIELDS, rows)
 
 
 # ---- feedback with the hand-graded points ------------------------------------------------------------
@@ -200,19 +228,29 @@ def annotated(nb: dict, notebook: str, sub: Submission) -> dict:
     return {**nb, "cells": [_note(head, 0), *out]}
 
 
-def write_feedback(out_dir: Path, assignment: str, subs: list[Submission]) -> list[Path]:
+def write_feedback(out_dir: Path, assignment: str, subs: list[Submission],
+                   failed: dict[str, str] | None = None) -> list[Path]:
     """OUTPUT/nbgrader/feedback/<student>/<assignment>/<notebook>.html for every submission, made from the
     student's autograded notebooks (OUTPUT/students/<student>/autograded/, never the instructor's copy with the
-    answer keys) with the hand-graded points and comments."""
+    answer keys) with the hand-graded points and comments. A page that cannot be made is that student's
+    failure: with `failed` given it is recorded there (student -> a sentence) and every other page is still
+    written (each page whole or not at all); without it, it raises."""
     course = course_dir.path(out_dir)
     written = []
     for sub in subs:
         src = Path(out_dir) / "students" / sub.student / "autograded"
         dest = course / "feedback" / sub.student / assignment
         for p in sorted(src.glob("*.ipynb")) if src.is_dir() else []:
-            nb = annotated(json.loads(p.read_text(encoding="utf-8")), p.stem, sub)
-            html = feedback_html(nb, f"{assignment} / {p.stem} — {sub.student}")
-            dest.mkdir(parents=True, exist_ok=True)
-            nbgrader_glue.atomic_write(dest / f"{p.stem}.html", html)
+            try:
+                nb = annotated(json.loads(p.read_text(encoding="utf-8")), p.stem, sub)
+                html = feedback_html(nb, f"{assignment} / {p.stem} — {sub.student}")
+                dest.mkdir(parents=True, exist_ok=True)
+                nbgrader_glue.atomic_write(dest / f"{p.stem}.html", html)
+            except Exception as e:  # noqa: BLE001 - this student's notebook: their failure, not the class's
+                if failed is None:
+                    raise
+                failed[sub.student] = (f"{p.name}: its feedback page could not be made ({type(e).__name__}: "
+                                       f"{console_line(str(e), 200)})")
+                continue
             written.append(dest / f"{p.stem}.html")
     return written

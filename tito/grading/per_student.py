@@ -32,14 +32,21 @@ from tito.isolation import limits as limits_mod
 from tito.isolation.protocol import ProtocolError, read_frames
 from tito.grading import feedback as fb
 from tito.grading.feedback import first_line, num
-from tito.isolation.sanitize import clean_text
+from tito.isolation.sanitize import console_line
 from tito.notebooks.cells import cell_source, nbgrader_meta
 
 TOTAL = "(total)"
 SANDBOXED = "bubblewrap"
 UNSANDBOXED = "NONE (--no-sandbox): student code ran unsandboxed"
 GRADING_ERROR = "grading error"
-STATUS_ORDER = ["failed", "timeout", "errors", "missing", "graded"]  # worst first
+# A status says whose it is. The student's: passed (every graded test passed, no cell of theirs raised), tests
+# failed (a graded test failed or a cell of theirs raised), timeout (their code ran past a time limit), refused (a
+# file tito will not read as a notebook), missing (not submitted). tito's: grading failed (the sandbox did not
+# start, the judge crashed or reported nothing, the task was lost): no grade, and `tito grade` exits 1.
+PASSED, TESTS_FAILED, TIMEOUT, REFUSED, MISSING = "passed", "tests failed", "timeout", "refused", "missing"
+GRADING_FAILED = "grading failed"
+STATUS_ORDER = [GRADING_FAILED, TIMEOUT, TESTS_FAILED, REFUSED, MISSING, PASSED]  # worst first
+REASON_CHARS = 2000  # of a reason in grades.csv
 
 
 @dataclass
@@ -47,10 +54,10 @@ class NotebookGrade:
     notebook: str
     score: float
     max_score: float
-    status: str          # graded | errors | timeout | missing | failed
+    status: str          # one of STATUS_ORDER
     reason: str = ""     # empty when every graded test passed and no cell raised
     manual_pending: float = 0.0  # points of written answers awaiting manual grading (in max_score)
-    tests: dict = field(default_factory=dict)  # grade_id -> {"ok", "points", "message", "seconds"}
+    tests: dict = field(default_factory=dict)  # grade_id -> {"ok", "points", "message"} (no time: see feedback.verdicts)
 
 
 @dataclass
@@ -70,12 +77,14 @@ class StudentGrade:
     inputs: str = ""              # hash of everything the grade depends on (classrun.student_key)
 
     def rows(self) -> list[dict]:
+        """grades.csv's rows of this student: one per notebook and a TOTAL row; each reason one line of at most
+        REASON_CHARS characters (tito.isolation.sanitize.console_line: what a student's code raised included)."""
         out = [{"student": self.student, "notebook": n.notebook, "score": num(n.score),
                 "max_score": num(n.max_score), "manual_pending": num(n.manual_pending), "status": n.status,
-                "reason": n.reason, "sandbox": self.sandbox} for n in self.notebooks]
+                "reason": console_line(n.reason, REASON_CHARS), "sandbox": self.sandbox} for n in self.notebooks]
         out.append({"student": self.student, "notebook": TOTAL, "score": num(self.score),
                     "max_score": num(self.max_score), "manual_pending": num(self.manual_pending),
-                    "status": self.status, "reason": self.reason, "sandbox": self.sandbox})
+                    "status": self.status, "reason": console_line(self.reason, REASON_CHARS), "sandbox": self.sandbox})
         return out
 
     @classmethod
@@ -105,7 +114,7 @@ def grade_one(job: GradeJob) -> tuple[dict, bytes]:
     """Grade one student; returns (StudentGrade as a dict, tar.gz of their output folder).
 
     Never raises for a problem of the submission; an infrastructure failure is returned as a
-    "failed" result whose reason starts with GRADING_ERROR, so the class run goes on and `--resume`
+    GRADING_FAILED result whose reason starts with GRADING_ERROR, so the class run goes on and `--resume`
     grades that student again.
     """
     t0 = time.perf_counter()
@@ -127,7 +136,7 @@ def grade_one(job: GradeJob) -> tuple[dict, bytes]:
             shutil.rmtree(staged, ignore_errors=True)
     except Exception as e:  # noqa: BLE001 - one student's infrastructure failure must not stop the class
         why = f"{GRADING_ERROR}: {type(e).__name__}: {first_line(str(e), 300)}"
-        r = StudentGrade(job.student, 0.0, 0.0, "failed", why, [], [], round(time.perf_counter() - t0, 1), sandbox)
+        r = StudentGrade(job.student, 0.0, 0.0, GRADING_FAILED, why, [], [], round(time.perf_counter() - t0, 1), sandbox)
         return asdict(r), b""
     finally:
         if not os.environ.get("TITO_GRADE_KEEP"):  # set it to look at a student's work folder afterwards
@@ -191,8 +200,8 @@ def grade_student(job: GradeJob, work: Path, staged: Path) -> StudentGrade:
     frames, judge_note = [], ""
     t_judge = time.perf_counter()
     seen: dict = {}
-    if names:
-        frames, judge_note, seen = run_judge(job, work, names)
+    if names:  # what reading and copying the student's files took counts in their budget too
+        frames, judge_note, seen = run_judge(job, work, names, spent=time.perf_counter() - t0)
     spent = {"prepare_files": round(t_judge - t0, 3), "judge_process": round(time.perf_counter() - t_judge, 3), **seen}
     return compose(job, staged, frames, judge_note, maxima, unreadable, missing, t0, spent, submitted, work / "out")
 
@@ -204,17 +213,19 @@ HOST_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL")
 JUDGE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN")   # the judge: hand each notebook's folders to its uid
 
 
-def run_judge(job: GradeJob, work: Path, names: list[str]) -> tuple[list[dict], str, dict]:
+def run_judge(job: GradeJob, work: Path, names: list[str], spent: float = 0.0) -> tuple[list[dict], str, dict]:
     """Start the student's host sandbox(es) and the judge's sandbox, connected by control channels;
     wait for the judge; return its result frames, a note when it did not finish, and what the
     whole-sandbox limits saw (peak memory, limits the machine could not apply). Where the class run
     split the cores between the students graded at once (run["cpu_split"]: no cgroup gives a CPU
-    share), all of them run on this student's cores."""
+    share), all of them run on this student's cores. `spent`: seconds of the student's budget
+    (student_seconds) already used on their files."""
     with limits_mod.cpu_slot(job.run.get("cpu_split")) as cpus:
-        return _run_judge(job, work, names, cpus)
+        return _run_judge(job, work, names, cpus, spent)
 
 
-def _run_judge(job: GradeJob, work: Path, names: list[str], cpus: set[int] | None) -> tuple[list[dict], str, dict]:
+def _run_judge(job: GradeJob, work: Path, names: list[str], cpus: set[int] | None,
+               spent: float = 0.0) -> tuple[list[dict], str, dict]:
     run = job.run
     bwrap = run.get("bwrap")
     root = os.geteuid() == 0
@@ -272,8 +283,9 @@ def _run_judge(job: GradeJob, work: Path, names: list[str], cpus: set[int] | Non
         plan_path.write_text(json.dumps(cfg), encoding="utf-8")
         budget = 120 + len(names) * (4 * job.timeout + 120)
         # what one student may cost the class run (settings.ini student_seconds), however their code sleeps
-        capped = run.get("student_seconds") is not None and run["student_seconds"] < budget
-        budget = min(budget, run.get("student_seconds") or budget)
+        left = run["student_seconds"] - spent if run.get("student_seconds") is not None else None
+        capped = left is not None and left < budget
+        budget = max(1.0, min(budget, left)) if left is not None else budget
         reference = Path(run["reference"])
         spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "-m", "tito.grading.autograder", str(plan_path)], {},
                                    {"PYTHONPATH": f"{run['judgelib']}{os.pathsep}{reference}", "MPLBACKEND": "Agg",
@@ -316,8 +328,9 @@ def _run_judge(job: GradeJob, work: Path, names: list[str], cpus: set[int] | Non
             frames = read_frames(f)
     except (OSError, ProtocolError) as e:
         note = f"the judge's results were unreadable: {e}"
+    seen["budget_reached"] = bool(done.timed_out)  # the student's code used their time: theirs, not the judge's
     if done.timed_out and capped:
-        note = (f"not graded: this student's grading reached its time budget of {budget:.0f} s "
+        note = (f"not graded: this student's grading reached its time budget of {run['student_seconds']:.0f} s "
                 "(student_seconds in settings.ini) before this notebook was done")
     elif done.timed_out:
         note = f"grading stopped: the student's whole run exceeded its limit of {budget:.0f} s"
@@ -347,14 +360,16 @@ def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, ma
     for name in sorted(maxima):
         mx = maxima[name]
         if name in unreadable:
-            notebooks.append(NotebookGrade(name, 0.0, mx, "failed", unreadable[name]))
+            notebooks.append(NotebookGrade(name, 0.0, mx, REFUSED, unreadable[name]))
             continue
         if name in missing:
-            notebooks.append(NotebookGrade(name, 0.0, mx, "missing", "notebook not submitted"))
+            notebooks.append(NotebookGrade(name, 0.0, mx, MISSING, "notebook not submitted"))
             continue
         res = by_name.get(name)
         if res is None:
-            notebooks.append(NotebookGrade(name, 0.0, mx, "failed", judge_note or "the judge reported nothing"))
+            # the student's time budget ran out (their code), or the judge itself failed (tito's)
+            notebooks.append(NotebookGrade(name, 0.0, mx, TIMEOUT if timing.get("budget_reached") else GRADING_FAILED,
+                                           judge_note or "the judge reported nothing"))
             continue
         source = json.loads(Path(next(p for p in run["notebooks"] if Path(p).stem == name)).read_text(encoding="utf-8"))
         grade, scores = notebook_grade(name, mx, source, submitted[name], res,
@@ -366,16 +381,17 @@ def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, ma
     timing["compose"] = round(time.perf_counter() - t_compose, 3)
     score = sum(n.score for n in notebooks)
     mx = sum(n.max_score for n in notebooks)
-    worst = min((n.status for n in notebooks), key=STATUS_ORDER.index, default="missing")
-    reasons = [f"{n.notebook}: {n.reason}" for n in notebooks if n.reason and n.status != "missing"]
-    gone = [n.notebook for n in notebooks if n.status == "missing"]
+    worst = min((n.status for n in notebooks), key=STATUS_ORDER.index, default=MISSING)
+    reasons = [f"{n.notebook}: {n.reason}" for n in notebooks if n.reason and n.status != MISSING]
+    gone = [n.notebook for n in notebooks if n.status == MISSING]
     if gone and len(gone) < len(notebooks):
         reasons.append("not submitted: " + ", ".join(gone))
     elif gone:
         reasons.append("no graded notebook submitted")
     result = StudentGrade(job.student, score, mx, worst, " | ".join(reasons), notebooks, feedback,
                           round(time.perf_counter() - t0, 1),
-                          limits_mod.sandbox_label(timing.get("missing", limits_mod.gaps())) if run.get("bwrap") else UNSANDBOXED,
+                          limits_mod.sandbox_label(timing.get("missing", limits_mod.gaps()), run.get("sandbox_note", ""))
+                          if run.get("bwrap") else UNSANDBOXED,
                           sum(n.manual_pending for n in notebooks), job.seed, timing, job.inputs)
     (staged / "result.json").write_text(json.dumps(asdict(result), indent=1) + "\n", encoding="utf-8")
     return result
@@ -391,7 +407,8 @@ def notebook_grade(name: str, max_score: float, source: dict, student: dict, res
                if c.get("cell_type") == "markdown" and nbgrader_meta(c).get("grade") and nbgrader_meta(c).get("solution")}
     mine = {nbgrader_meta(c).get("grade_id"): c for c in student.get("cells", []) if isinstance(c, dict) and nbgrader_meta(c).get("grade_id")}
     scores = {gid: v["points"] for gid, v in verdicts.items()}
-    failed = [f"{gid} (0/{num(v['max'])}): {first_line(v['message'], 300)}" for gid, v in verdicts.items() if not v["ok"]]
+    failed = [f"{gid} (0/{num(v['max'])}): {console_line(first_line(v['message'], 300), 300)}"
+              for gid, v in verdicts.items() if not v["ok"]]
     timed_out = any(not v["ok"] and (v["message"].startswith("timed out") or "took longer than" in v["message"])
                     for v in verdicts.values())
     pending, unanswered = 0.0, []
@@ -403,12 +420,17 @@ def notebook_grade(name: str, max_score: float, source: dict, student: dict, res
             pending += pts
         elif pts > 0:
             unanswered.append(f"{gid} (0/{num(pts)}): no written answer")
-    other = [clean_text(e, 300) for e in res.get("cell_errors", []) if isinstance(e, str)][:20]
-    setup = [clean_text(f"setup: {e}", 300) for e in res.get("setup_errors", [])[:3] if isinstance(e, str)]
-    status = "timeout" if (timed_out or res.get("feedback_timed_out") is True) else ("errors" if other or setup else "graded")
+    other = [console_line(e, 300) for e in res.get("cell_errors", []) if isinstance(e, str)][:20]
+    setup = [console_line(f"setup: {e}", 300) for e in res.get("setup_errors", [])[:3] if isinstance(e, str)]
+    if res.get("grading_failed") is True:  # the judge could not run this notebook (the sandbox did not start)
+        status = GRADING_FAILED
+    elif timed_out or res.get("feedback_timed_out") is True:
+        status = TIMEOUT
+    else:
+        status = TESTS_FAILED if other or setup or failed else PASSED
     grade = NotebookGrade(name, sum(v["points"] for v in verdicts.values()), max_score, status,
                           "; ".join(other + setup + failed + unanswered), pending,
-                          {gid: {k: v[k] for k in ("ok", "points", "message", "seconds")} for gid, v in verdicts.items()})
+                          {gid: {k: v[k] for k in ("ok", "points", "message")} for gid, v in verdicts.items()})
     return grade, scores
 
 

@@ -9,7 +9,12 @@ levels deep (Python's parser raises RecursionError). So, for every file tito rea
 - sizes are checked with `stat` before reading (`notebook_mb` per notebook, `folder_mb` for the whole
   folder, MAX_ENTRIES files and folders, MAX_FOLDER_DEPTH levels of folders), and a read never takes more than the cap (a file that grows
   while it is read is refused too);
-- a notebook is parsed with a nesting limit (MAX_DEPTH), so no later step recurses without bound.
+- a notebook is parsed with a nesting limit (MAX_DEPTH), so no later step recurses without bound, and only
+  after its JSON values are counted (MAX_VALUES, on the raw bytes) and before its cells are (MAX_CELLS): 16 MB of
+  `{}` would be four million dicts;
+- of a parsed notebook tito keeps only what grading reads (`essentials`): each cell's type, text, a cell id and
+  an nbgrader grade_id as lookup keys, and its grade/solution flags; no output and no other metadata of the
+  submission reaches a later step.
 
 Each problem is a reason (`Refused`) that costs that file only.
 
@@ -23,11 +28,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tito.notebooks.cells import cell_source, nbgrader_meta
+
 MAX_DEPTH = 64          # JSON nesting of a notebook (a real one: under 10)
+MAX_VALUES = 500_000    # JSON objects, arrays and list items of one notebook (Module 19's largest, run: ~10,000)
+MAX_CELLS = 2_000       # cells of one notebook (Module 19's largest: under 200)
 MAX_ENTRIES = 10_000    # files and folders in one student's folder
 MAX_FOLDER_DEPTH = 16   # folders within folders in it
 MB = 1 << 20
@@ -138,8 +148,27 @@ def json_depth(value) -> int:
     return deepest
 
 
+_JSON_STRING = re.compile(rb'"[^"]*"')
+
+
+def json_values(data: bytes) -> int:
+    """About how many values parsing `data` (JSON) would build: its objects, arrays and separators outside
+    strings, counted on the bytes in linear time (escaped quotes and backslashes dropped first, so a string
+    is one `"[^"]*"` match).
+
+    >>> json_values(b'{"cells": [{}, {}, {"a,{[": 1}]}')   # 4 objects, 1 array, 2 commas
+    7
+    """
+    bare = _JSON_STRING.sub(b"", data.replace(b"\\\\", b"").replace(b'\\"', b""))
+    return bare.count(b",") + bare.count(b"{") + bare.count(b"[")
+
+
 def parse_notebook(data: bytes) -> dict:
-    """A notebook's JSON (a dict with a list of cells, nested at most MAX_DEPTH levels); raises Refused."""
+    """A notebook's JSON (a dict with a list of cells, nested at most MAX_DEPTH levels, at most MAX_VALUES
+    values and MAX_CELLS cells); raises Refused. Counted before anything is built from it."""
+    values = json_values(data)
+    if values > MAX_VALUES:
+        raise Refused(f"unreadable notebook: about {values:,} JSON values, above the limit of {MAX_VALUES:,}")
     try:
         nb = json.loads(data.decode("utf-8"))
     except RecursionError:  # the C parser stops at the interpreter's recursion limit, safely
@@ -152,6 +181,8 @@ def parse_notebook(data: bytes) -> dict:
         raise Refused("unreadable notebook: ValueError: no cells")
     if not isinstance(nb.get("metadata", {}), dict):
         raise Refused("unreadable notebook: its metadata is not an object")
+    if len(nb["cells"]) > MAX_CELLS:
+        raise Refused(f"unreadable notebook: {len(nb['cells']):,} cells, above the limit of {MAX_CELLS:,}")
     for i, cell in enumerate(nb["cells"]):
         why = cell_problem(cell)
         if why:
@@ -191,8 +222,38 @@ def cell_problem(cell) -> str:
 
 
 def read_notebook(path: Path, notebook_mb: int = DEFAULT_NOTEBOOK_MB) -> dict:
-    """The notebook at `path`, read and parsed as the module doc says; raises Refused."""
-    return parse_notebook(read_regular(path, notebook_mb * MB))
+    """The notebook at `path`, read and parsed as the module doc says, as its `essentials`; raises Refused."""
+    return essentials(parse_notebook(read_regular(path, notebook_mb * MB)))
+
+
+_CELL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # nbformat 4.5's cell id pattern, at most 64 characters
+_GRADE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
+
+
+def essentials(nb: dict) -> dict:
+    """What grading reads of a parsed submission (`parse_notebook`'s), and nothing else: per cell its type
+    (code, markdown or raw), text, `id` (a lookup key, when it is one nbformat allows) and nbgrader `grade_id`
+    (a lookup key, when it could name a cell of the course), `grade` and `solution`. No outputs, no notebook or
+    cell metadata of the submission: everything the instructor's tools show of a cell, its identity included,
+    comes from the course's own notebooks (tito.grading.feedback.autograded_notebook).
+
+    >>> essentials({"metadata": {"widgets": {}}, "cells": [{"cell_type": "code", "id": "x'><b>", "source": ["a"],
+    ...     "outputs": [{}], "metadata": {"tito": {"answer_key": "fake"}, "nbgrader": {"grade_id": "t-1"}}}]})
+    {'nbformat': 4, 'nbformat_minor': 5, 'metadata': {}, 'cells': [{'cell_type': 'code', 'source': 'a', 'metadata': {'nbgrader': {'grade_id': 't-1'}}}]}
+    """
+    cells = []
+    for cell in nb.get("cells", []):
+        kind = cell.get("cell_type")
+        out = {"cell_type": kind if kind in ("code", "markdown", "raw") else "raw", "source": cell_source(cell)}
+        if isinstance(cell.get("id"), str) and _CELL_ID.fullmatch(cell["id"]):
+            out["id"] = cell["id"]
+        meta = nbgrader_meta(cell)
+        keep = {k: meta[k] for k in ("grade", "solution") if isinstance(meta.get(k), bool)}
+        if isinstance(meta.get("grade_id"), str) and _GRADE_ID.fullmatch(meta["grade_id"]):
+            keep["grade_id"] = meta["grade_id"]
+        out["metadata"] = {"nbgrader": keep} if keep else {}
+        cells.append(out)
+    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}
 
 
 @dataclass

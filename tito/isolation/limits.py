@@ -27,11 +27,17 @@ import contextlib
 import ctypes
 import os
 import queue
+import resource
 import threading
 import shutil
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tito.isolation.sandbox import Limits
 
 CGROUP = Path("/sys/fs/cgroup")
 
@@ -46,6 +52,18 @@ PROCESSES = "process cap of the whole sandbox"
 CPU = "equal CPU share"
 SCRATCH = "size limit of the scratch folder"
 _V1 = {"memory": MEMORY, "pids": PROCESSES, "cpu": CPU}
+CAP_SYS_ADMIN = 21
+
+
+def _has_cap(cap: int) -> bool:
+    """Whether this process holds capability `cap` (a container's root may lack CAP_SYS_ADMIN)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> cap & 1)
+    except (OSError, ValueError):
+        pass
+    return os.geteuid() == 0
 
 
 def gaps(cores_split: bool = False) -> list[str]:
@@ -58,6 +76,12 @@ def gaps(cores_split: bool = False) -> list[str]:
     """
     if os.geteuid() != 0:
         return [MEMORY, PROCESSES] + ([] if cores_split else [CPU]) + [SCRATCH]
+    if not _has_cap(CAP_SYS_ADMIN) or not os.access(CGROUP, os.W_OK):
+        # root in a container: no CAP_SYS_ADMIN to mount a tmpfs, a read-only /sys/fs/cgroup
+        scratch = [] if _has_cap(CAP_SYS_ADMIN) else [SCRATCH]
+        if not os.access(CGROUP, os.W_OK) and not os.access(CGROUP / "memory", os.W_OK):
+            return [MEMORY, PROCESSES] + ([] if cores_split else [CPU]) + scratch
+        return scratch
     if (CGROUP / "cgroup.controllers").is_file():  # v2
         have = set((CGROUP / "cgroup.controllers").read_text().split())
         if {"memory", "pids"} <= have:
@@ -105,13 +129,14 @@ def cpu_slot(split: list[list[int]] | None):
         _SLOTS[key].put(cpus)
 
 
-def sandbox_label(missing: list[str]) -> str:
-    """What grades.csv's `sandbox` column says: "bubblewrap", or which protections it went without.
+def sandbox_label(missing: list[str], note: str = "") -> str:
+    """What grades.csv's `sandbox` column says: "bubblewrap", or which protections it went without, and
+    `note`: which limits were clamped to what this process was given (`Fit.note`).
 
     >>> sandbox_label([CPU])
     'bubblewrap, WITHOUT: equal CPU share'
     """
-    return "bubblewrap" + (", WITHOUT: " + ", ".join(missing) if missing else "")
+    return "bubblewrap" + (", WITHOUT: " + ", ".join(missing) if missing else "") + (f"; {note}" if note else "")
 
 
 class Guard:
@@ -224,3 +249,206 @@ def unmount(path: Path) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.umount2(str(path).encode(), 2)  # MNT_DETACH
     shutil.rmtree(path, ignore_errors=True)
+
+
+# ---- limits this process is given: what grading may ask for, before it starts ------------------
+
+# what one student's grading needs at least (docs/performance.md, "Limits it is given"): below it, grading is
+# refused before it starts rather than failing for every student. Module 19 was graded in full (an honest
+# student, 235 of 235 points) under `ulimit -n 64 -u 64 -v 2000000 -f 30000` together (as root: the process
+# count is each sandbox's own uid's)
+NEED_MEMORY_MB = 1400    # a cgroup's share: a student's sandboxed processes peak at ~0.9 GB together, the judge ~0.5 GB
+NEED_ADDRESS_MB = 1024   # address space of one process: the sandbox's imports (torch and the rest) peak at 826 MiB
+NEED_PROCESSES = 64      # processes and threads of one student's sandbox
+NEED_OPEN_FILES = 64     # descriptors of one process
+NEED_FILE_MB = 24        # the largest file grading writes: a copy of a notebook (settings.ini submission_notebook_mb: 20)
+NEED_CPU_SECONDS = 600   # CPU seconds of one process (a student's judge grades all their notebooks)
+
+# name, resource, the shell's ulimit flag and its unit in bytes (None: a count), Limits' field and its unit
+_RLIMITS = [("address space per process", resource.RLIMIT_AS, "-v", 1024, "memory_mb", 1 << 20),
+            ("processes and threads", resource.RLIMIT_NPROC, "-u", None, "processes", 1),
+            ("file size", resource.RLIMIT_FSIZE, "-f", 1024, "file_mb", 1 << 20),
+            ("CPU time per process", resource.RLIMIT_CPU, "-t", None, "cpu_seconds", 1)]
+_UNIT = {"memory_mb": " MiB", "file_mb": " MiB", "processes": "", "cpu_seconds": " s"}
+
+
+def _limit(value: int) -> int | None:
+    return None if value == resource.RLIM_INFINITY else value
+
+
+def _cgroup_paths() -> dict[str, tuple[Path, tuple[str, str]]]:
+    """The cgroup folders this process is in, with the files of their limit and usage:
+    {"memory": (folder, (limit, usage)), "pids": ...} (v1's hierarchies, or v2's one)."""
+    out: dict[str, tuple[Path, tuple[str, str]]] = {}
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        rel = path.lstrip("/")
+        if controllers == "" and (CGROUP / "cgroup.controllers").is_file():  # v2: one hierarchy
+            out.setdefault("memory", (CGROUP / rel, ("memory.max", "memory.current")))
+            out.setdefault("pids", (CGROUP / rel, ("pids.max", "pids.current")))
+        for c in controllers.split(","):
+            if c == "memory" and (CGROUP / c).is_dir():
+                out[c] = (CGROUP / c / rel, ("memory.limit_in_bytes", "memory.usage_in_bytes"))
+            elif c == "pids" and (CGROUP / c).is_dir():
+                out[c] = (CGROUP / c / rel, ("pids.max", "pids.current"))
+    return out
+
+
+def _read_number(path: Path) -> int | None:
+    try:
+        text = path.read_text().split()[0]
+    except (OSError, IndexError):
+        return None
+    return int(text) if text.isdigit() else None   # "max": no limit
+
+
+def _tightest(folder: Path, files: tuple[str, str], unlimited: int = 1 << 60) -> tuple[int, int, Path] | None:
+    """(limit, current use, where) of the tightest of `folder` and its ancestors for `files` (limit, usage)."""
+    best = None
+    for d in [folder, *folder.parents]:
+        if not str(d).startswith(str(CGROUP)):
+            break
+        limit = _read_number(d / files[0])
+        if limit is not None and limit < unlimited and (best is None or limit - (_read_number(d / files[1]) or 0) < best[0] - best[1]):
+            best = (limit, _read_number(d / files[1]) or 0, d / files[0])
+    return best
+
+
+@dataclass
+class Inherited:
+    """The limits this process was started with: rlimits (name -> (soft, hard), None: unlimited), the
+    cgroup's memory limit and process limit (with what is in use and the file that says so), user tasks."""
+    rlimits: dict[str, tuple[int | None, int | None]]
+    open_files: tuple[int | None, int | None]
+    memory: tuple[int, int, Path] | None       # bytes: limit, in use, the file
+    pids: tuple[int, int, Path] | None         # count: limit, in use, the file
+    user_tasks: int
+
+
+def inherited() -> Inherited:
+    """Read the limits this process inherits (rlimits; cgroup v1 or v2 memory and pids limits).
+
+    >>> "address space per process" in inherited().rlimits
+    True
+    """
+    from tito.isolation.sandbox import user_tasks
+
+    groups = _cgroup_paths()
+    memory = _tightest(*groups["memory"]) if "memory" in groups else None
+    pids = _tightest(*groups["pids"]) if "pids" in groups else None
+    return Inherited({name: tuple(_limit(v) for v in resource.getrlimit(which)) for name, which, *_ in _RLIMITS},
+                     tuple(_limit(v) for v in resource.getrlimit(resource.RLIMIT_NOFILE)), memory, pids, user_tasks())
+
+
+@dataclass
+class Fit:
+    """What grading may ask for here (`fit`): the clamped `limits`, one line per clamp (`clamped`), and
+    `refusal`, the sentence saying why grading cannot be done safely and what to change (None: it can)."""
+    limits: "Limits"
+    clamped: list[str]
+    refusal: str | None = None
+
+    def note(self) -> str:
+        """The clamps as grades.csv's `sandbox` column and the console say them ("" when none)."""
+        return ("clamped to inherited limits: " + "; ".join(self.clamped)) if self.clamped else ""
+
+
+def _shell(flag: str, value: int, unit: int | None) -> str:
+    return f"`ulimit {flag} {value // unit if unit else value}`"
+
+
+def fit(limits: "Limits", jobs: int, bwrap: str | None, imports: tuple[str, ...] = (), caps: tuple[str, ...] | None = None,
+        what: str = "tito grade", probe: bool = True, given: Inherited | None = None) -> Fit:
+    """Clamp each of `limits` to what this process is given, dividing what `jobs` students graded at once
+    share (a cgroup's memory and processes; a normal user's process count), and say what was clamped;
+    refuse (Fit.refusal) where less is left than one student needs (NEED_*), or where no sandbox starts:
+    `probe` starts one with the clamped limits (and `caps`, as the caller's will) and imports `imports` in it.
+
+    >>> from tito.isolation.sandbox import Limits
+    >>> fit(Limits(), 1, None, probe=False).refusal is None   # doctest: +SKIP
+    True
+    """
+    from tito.isolation import sandbox
+
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs: expected a whole number >= 1, got {jobs!r}")
+    got = given or inherited()
+    new = {k: v for k, v in vars(limits).items()}
+    clamped: list[str] = []
+    refuse: list[str] = []
+    root = os.geteuid() == 0
+    for name, _, flag, unit, field_, scale in _RLIMITS:
+        soft, hard = got.rlimits[name]
+        cap = min((v for v in (soft, hard) if v is not None), default=None)
+        if cap is None:
+            continue
+        per = cap // scale
+        why = f"inherited {_shell(flag, cap, unit)}"
+        if field_ == "processes" and not root:
+            # a normal user's sandboxes share its uid: the limit counts every process of the user, those
+            # running now included, and the students graded at once divide what is left
+            per = max(0, cap - got.user_tasks) // jobs
+            why = f"inherited {_shell(flag, cap, unit)}, {got.user_tasks} in use, {jobs} student(s) at once"
+        need = {"memory_mb": NEED_ADDRESS_MB, "processes": NEED_PROCESSES, "file_mb": NEED_FILE_MB, "cpu_seconds": NEED_CPU_SECONDS}[field_]
+        need = min(need, new[field_])  # a caller asking for less (the Olympics' 8 MiB files) needs no more
+        if per < need:
+            refuse.append(f"{name}: {per}{_UNIT[field_]} per sandbox ({why}), below the {need}{_UNIT[field_]} "
+                          f"one student needs: raise it (`ulimit {flag} unlimited`"
+                          + (", or fewer students at once with --jobs" if field_ == "processes" and not root else "") + ")")
+        elif per < new[field_]:
+            clamped.append(f"{name} {new[field_]} -> {per}{_UNIT[field_]} ({why})")
+            new[field_] = per
+    soft, hard = got.open_files
+    if soft is not None and soft < NEED_OPEN_FILES:
+        if hard is None or hard >= NEED_OPEN_FILES:  # a soft limit any process may raise up to its hard one
+            raised = 16 * NEED_OPEN_FILES if hard is None else min(hard, 16 * NEED_OPEN_FILES)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, resource.RLIM_INFINITY if hard is None else hard))
+            clamped.append(f"open files: soft limit raised {soft} -> {raised} (the hard limit allows it)")
+        else:
+            refuse.append(f"open files: {hard} per process (inherited `ulimit -n {hard}`), below the {NEED_OPEN_FILES} "
+                          f"grading needs: raise it (`ulimit -n {NEED_OPEN_FILES}` or more)")
+    if got.memory is not None:
+        limit, used, where = got.memory
+        share = limit // jobs >> 20
+        why = f"{where} is {limit >> 20} MiB, {jobs} student(s) at once"
+        if share < NEED_MEMORY_MB:
+            refuse.append(f"memory: {share} MiB per student ({why}), below the {NEED_MEMORY_MB} MiB one student "
+                          f"needs: grade fewer at once (--jobs {max(1, limit // (NEED_MEMORY_MB << 20))}) or raise it")
+        elif share < new["memory_mb"]:
+            clamped.append(f"memory {new['memory_mb']} -> {share} MiB ({why})")
+            new["memory_mb"] = share
+    if got.pids is not None:
+        limit, used, where = got.pids
+        share = max(0, limit - used) // jobs
+        why = f"{where} is {limit}, {used} in use, {jobs} student(s) at once"
+        if share < NEED_PROCESSES:
+            refuse.append(f"processes: {share} per student ({why}), below the {NEED_PROCESSES} one student needs: "
+                          "grade fewer at once (--jobs) or raise it")
+        elif share < new["processes"]:
+            clamped.append(f"processes {new['processes']} -> {share} ({why})")
+            new["processes"] = share
+    fitted = sandbox.Limits(**new)
+    if not refuse and probe and bwrap is not None:
+        problem = sandbox.probe(bwrap, fitted, imports, caps)
+        if problem:
+            refuse.append(problem)
+    refusal = (f"{what} cannot grade safely here, so it grades nobody: " + "; ".join(refuse)) if refuse else None
+    return Fit(fitted, clamped, refusal)
+
+
+def memory_budget(memory_mb: float, given: Inherited | None = None) -> tuple[float, str | None]:
+    """`memory_mb` (a budget for everything a run keeps alive at once, e.g. the Olympics judge's groups) within
+    the memory the cgroup of this process allows: (the budget, what was clamped or None).
+
+    >>> memory_budget(1024, Inherited({}, (None, None), None, None, 0))
+    (1024, None)
+    """
+    got = given or inherited()
+    if got.memory is None or got.memory[0] >> 20 >= memory_mb:
+        return memory_mb, None
+    limit, _, where = got.memory
+    return limit >> 20, f"memory budget {memory_mb:.0f} -> {limit >> 20} MiB ({where} is {limit >> 20} MiB)"

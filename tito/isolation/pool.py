@@ -2,8 +2,8 @@
 
 `run_tasks(fn, jobs, ...)` calls `fn(job)` for each job and hands every (job, result) to
 `on_done` in the calling thread, as each finishes (so the caller writes each result at once).
-A task that raises is passed to `on_done` as the exception. A rich progress bar shows students
-done, failed and the estimated time left.
+A task that raises is passed to `on_done` as the exception. A rich progress bar shows the tasks
+done, each kind of failure `on_done` names (e.g. "tests failed 2, grading failed 1") and the time left.
 
     >>> run_tasks(lambda j: j * 2, [1, 2], lambda j, r: print(j, r), workers=1)
     1 2
@@ -27,39 +27,50 @@ def default_workers() -> int:
 
 
 def progress_bar(show: bool, label: str = "grading"):
-    """A rich progress bar (done / total, failed, time left); None when not `show`n."""
+    """A rich progress bar (done / total, the failures by kind, time left); None when not `show`n."""
     if not show:
         return None
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
     return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("failed {task.fields[failed]}"), TextColumn("eta"), TimeRemainingColumn(),
+                    TextColumn("{task.fields[failed]}"), TextColumn("eta"), TimeRemainingColumn(),
                     TimeElapsedColumn(), transient=False)
 
 
-def run_tasks(fn: Callable[[Any], Any], jobs: Iterable[Any], on_done: Callable[[Any, Any], bool | None],
+def tally_text(tally: dict[str, int]) -> str:
+    """The failures on the bar, by kind, in the order first seen: "failed 0" when none.
+
+    >>> tally_text({}), tally_text({"tests failed": 2, "grading failed": 1})
+    ('failed 0', 'tests failed 2, grading failed 1')
+    """
+    return ", ".join(f"{k} {n}" for k, n in tally.items()) or "failed 0"
+
+
+def run_tasks(fn: Callable[[Any], Any], jobs: Iterable[Any], on_done: Callable[[Any, Any], bool | str | None],
               workers: int = 1, scheduler: str | None = None, show_progress: bool = False,
               label: str = "grading") -> None:
     """`fn(job)` for every job: with `scheduler` (a Dask scheduler address) on that cluster, else in
     `workers` threads here (tito's tasks wait on subprocesses, so threads are enough).
-    `on_done(job, result_or_exception)` returns True for a failed student (counted on the bar)."""
+    `on_done(job, result_or_exception)` returns True for a failed task, or the kind of failure in words
+    ("tests failed", "grading failed"; "passed" or None: none), counted on the bar by kind."""
     jobs = list(jobs)
     if not isinstance(workers, int) or workers < 1:
         raise TitoError(f"--jobs: expected a positive number of parallel students, got {workers!r}")
     bar = progress_bar(show_progress, label)
-    failed = 0
+    tally: dict[str, int] = {}
     task = None
     if bar is not None:
         bar.start()
-        task = bar.add_task(label, total=len(jobs), failed=0)
+        task = bar.add_task(label, total=len(jobs), failed=tally_text(tally))
 
     def done(job, res) -> None:
-        nonlocal failed
-        if on_done(job, res):
-            failed += 1
+        kind = on_done(job, res)
+        kind = "failed" if kind is True else (None if kind in (False, "passed") else kind)
+        if kind:
+            tally[kind] = tally.get(kind, 0) + 1
         if bar is not None:
-            bar.update(task, advance=1, failed=failed)
+            bar.update(task, advance=1, failed=tally_text(tally))
 
     try:
         if scheduler:

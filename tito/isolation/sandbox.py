@@ -117,7 +117,7 @@ def require_sandbox(no_sandbox: bool) -> str | None:
         return None
     path = find_bwrap()
     if path is None:
-        raise TitoError("tito grade refuses to run student code unsandboxed: " + INSTALL_HINT)
+        raise TitoError("tito grade refuses to run student code unsandboxed: " + INSTALL_HINT, code=2)  # refused: 2
     return path
 
 
@@ -238,6 +238,25 @@ def user_tasks(uid: int | None = None) -> int:
     return n
 
 
+def within_inherited(rlimits: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """`rlimits` lowered to what this process has: asking above an inherited hard limit fails (and
+    `preexec_fn` with it, for every student), and an inherited soft limit is the instructor's choice
+    (`ulimit -v`); tito.isolation.limits.fit says beforehand what this clamps.
+
+    >>> within_inherited({resource.RLIMIT_CORE: (0, 0)})[resource.RLIMIT_CORE]
+    (0, 0)
+    """
+    out = {}
+    for which, (soft, hard) in rlimits.items():
+        have_soft, have_hard = resource.getrlimit(which)
+        if have_hard != resource.RLIM_INFINITY:
+            hard = min(hard, have_hard)
+        if have_soft != resource.RLIM_INFINITY:
+            hard = min(hard, max(have_soft, 0))
+        out[which] = (min(soft, hard), hard)
+    return out
+
+
 def _preexec(limits: Limits):
     rlimits = limits.rlimits()
     if os.geteuid() != 0:
@@ -247,6 +266,7 @@ def _preexec(limits: Limits):
         # other work has used up (bwrap: "Creating new namespace failed: Resource temporarily unavailable")
         extra = user_tasks() + limits.processes
         rlimits[resource.RLIMIT_NPROC] = (extra, extra)
+    rlimits = within_inherited(rlimits)
 
     def setup() -> None:
         for which, value in rlimits.items():
@@ -289,3 +309,73 @@ def run(spec: SandboxSpec, timeout: float, bwrap: str | None) -> SandboxResult:
     t0 = time.perf_counter()
     done = process.finish(start(spec, bwrap), timeout, cap=spec.limits.output_kb * 1024, t0=t0)
     return SandboxResult(done.returncode, done.stdout, done.stderr[-64 * 1024:], done.seconds, done.truncated)
+
+
+_PROBE = ("import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
+          "print('tito-probe-ok', flush=True)\n")
+_PROBED: dict[tuple, str | None] = {}
+# what bubblewrap says where the machine or a container forbids what it needs, and what to change
+CONTAINER_ADVICE = (
+    "in Docker, start the container with `--security-opt seccomp=unconfined --security-opt apparmor=unconfined "
+    "--security-opt systempaths=unconfined` (and `--cap-add SYS_ADMIN` to grade as root in it; Podman: "
+    "`--security-opt seccomp=unconfined --security-opt unmask=ALL`), or grade on the host; README: Grading in a container")
+USERNS_ADVICE = ("user namespaces are off for normal users on this machine: as root, `sysctl -w kernel.unprivileged_userns_clone=1` "
+                 "(Debian) or `sysctl -w user.max_user_namespaces=15000`, or Ubuntu 24.04's "
+                 "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; or grade as root")
+
+
+def in_container() -> bool:
+    """Whether this process runs in a container (Docker's /.dockerenv, Podman's /run/.containerenv, or
+    the `container` variable systemd-nspawn and Podman set)."""
+    return any(Path(p).exists() for p in ("/.dockerenv", "/run/.containerenv")) or bool(os.environ.get("container"))
+
+
+def _sysctl(name: str) -> str | None:
+    try:
+        return Path("/proc/sys", *name.split(".")).read_text().strip()
+    except OSError:
+        return None
+
+
+def sandbox_advice(stderr: str) -> str:
+    """What to change where a sandbox could not start, from bubblewrap's words and the machine's settings."""
+    if in_container():
+        return CONTAINER_ADVICE
+    if os.geteuid() != 0 and ("user namespace" in stderr or "uid map" in stderr or "No permissions to creat" in stderr
+                              or _sysctl("kernel.unprivileged_userns_clone") == "0"
+                              or _sysctl("user.max_user_namespaces") == "0"):
+        return USERNS_ADVICE
+    return ("bubblewrap could not set up its namespaces here (a seccomp filter or a security module forbids them, as "
+            "containers do): " + CONTAINER_ADVICE)
+
+
+def probe(bwrap: str, limits: Limits, imports: tuple[str, ...] | list[str] = (), caps: tuple[str, ...] | None = None,
+          timeout: float = 300) -> str | None:
+    """Start one sandbox as grading starts them (`limits`, `caps`) and import `imports` in it: None when it
+    works, else why, with what to change (remembered per process: the answer does not change within a run).
+
+    >>> probe(find_bwrap(), Limits(), ["json"])   # doctest: +SKIP
+    """
+    key = (bwrap, tuple(sorted(vars(limits).items())), tuple(imports), caps, tuple(resource.getrlimit(r) for r in
+           (resource.RLIMIT_AS, resource.RLIMIT_NPROC, resource.RLIMIT_FSIZE, resource.RLIMIT_NOFILE)))
+    if key in _PROBED:
+        return _PROBED[key]
+    spec = SandboxSpec(["{python}", "-s", "-c", _PROBE, *imports], {}, {"OMP_NUM_THREADS": "1"}, limits=limits, caps=caps)
+    try:
+        res = run(spec, timeout, bwrap)
+    except OSError as e:  # the launcher itself could not start (a preexec or exec failure)
+        res = SandboxResult(-1, "", f"{type(e).__name__}: {e}", 0.0)
+    problem = None
+    if res.timed_out:
+        problem = f"a sandbox did not start within {timeout:.0f} s"
+    elif "tito-probe-ok" not in res.stdout:
+        said = [line for line in res.stderr.strip().splitlines() if line.strip()]
+        bw = [line for line in said if line.startswith("bwrap:")]
+        if bw:
+            problem = f"no sandbox starts here ({bw[0].strip()[:300]}): {sandbox_advice(res.stderr)}"
+        else:
+            last = said[-1].strip()[:300] if said else f"exit {res.returncode}"
+            problem = (f"a sandbox with these limits cannot import {', '.join(imports) or 'Python'} ({last}): "
+                       "raise the inherited limits named above, or check that the course's virtual environment works")
+    _PROBED[key] = problem
+    return problem

@@ -1,5 +1,7 @@
-"""Outputs from the sandbox, made safe to store and render: only known output types and mime types,
-strings only, size-capped, so a student's notebook run cannot break or inflate the report.
+"""What a student wrote, made inert for the file an instructor opens: outputs from the sandbox (only known
+output types and mime types, strings only, size-capped, so a notebook run cannot break or inflate a report),
+one HTML sanitizer (`clean_html`) and one escaping helper per output format (`plain_text`, `console_line`,
+`csv_cell`, `md_cell`, `html_text`).
 """
 from __future__ import annotations
 
@@ -8,25 +10,32 @@ import re
 
 
 MIME_KEEP = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg", "image/svg+xml")
+MIME_TEXT_ONLY = ("text/plain", "image/png", "image/jpeg")  # a cell the student added: no markup at all
 CELL_OUTPUT_BYTES = 200_000
+_BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")  # half of a UTF-16 pair: no UTF-8 file can hold one alone
 
 
 def _text(v, limit: int = CELL_OUTPUT_BYTES) -> str:
-    v = "".join(v) if isinstance(v, list) else v
-    return v[:limit] if isinstance(v, str) else ""
+    v = "".join(x for x in v if isinstance(x, str)) if isinstance(v, list) else v
+    return _SURROGATE.sub("\ufffd", v[:limit]) if isinstance(v, str) else ""
 
 
-def sanitize_outputs(outputs) -> list:
-    """Outputs from the sandbox, rebuilt field by field (only known output types and mime types,
-    strings only, size-capped), so they cannot break or inflate the graded notebook.
+def sanitize_outputs(outputs, budget: int = CELL_OUTPUT_BYTES, text_only: bool = False) -> list:
+    """Outputs from the sandbox, rebuilt field by field (only known output types and mime types, strings
+    only, lone surrogates replaced, images only as base64, at most `budget` bytes of JSON), so they cannot
+    break or inflate the graded notebook. `text_only`: text and images, no HTML, Markdown, LaTeX or SVG.
 
     >>> sanitize_outputs([{"output_type": "stream", "name": "stdout", "text": "hi"}, {"output_type": "x"}])[0]["text"]
     'hi'
+    >>> sanitize_outputs([{"output_type": "display_data", "data": {"text/html": "<b>x</b>", "text/plain": "x"}}],
+    ...                  text_only=True)[0]["data"]
+    {'text/plain': 'x'}
     """
     from nbformat.v4 import new_output  # here: nbformat takes seconds to import, the judge needs none of it
 
     out: list = []
-    budget = CELL_OUTPUT_BYTES
+    keep = MIME_TEXT_ONLY if text_only else MIME_KEEP
     for o in outputs if isinstance(outputs, list) else []:
         if not isinstance(o, dict) or budget <= 0:
             continue
@@ -40,10 +49,12 @@ def sanitize_outputs(outputs) -> list:
                               evalue=_text(o.get("evalue", ""), 2000), traceback=tb)
         elif kind in ("display_data", "execute_result"):
             data = o.get("data") if isinstance(o.get("data"), dict) else {}
-            data = {k: _text(v, budget) for k, v in data.items() if k in MIME_KEEP and isinstance(v, (str, list))}
+            data = {k: _text(v, budget) for k, v in data.items() if k in keep and isinstance(v, (str, list))}
+            data = {k: v for k, v in data.items() if not k.startswith("image/png") and not k.startswith("image/jpeg")
+                    or _BASE64.fullmatch(v)}  # an image is base64 or nothing: no markup inside an attribute
             if kind == "execute_result":
                 count = o.get("execution_count")
-                node = new_output(kind, data=data, execution_count=count if isinstance(count, int) else None)
+                node = new_output(kind, data=data, execution_count=count if type(count) is int else None)
             else:
                 node = new_output(kind, data=data)
         else:
@@ -70,9 +81,9 @@ def clean_text(text: str, limit: int = 4000) -> str:
 
 # One escaping helper per output format, called where the output is written (STYLE: escape at the edge).
 # Every byte a student controls that reaches a file an instructor opens passes through one of these.
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _LINE_BREAKS = re.compile(r"[\r\n\t\x0b\x0c\u0085\u2028\u2029]+")
 CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 
 
 def plain_text(text: object, limit: int = 4000) -> str:
@@ -102,13 +113,15 @@ def csv_cell(value: object, limit: int = 4000) -> object:
     prefixed with `'` when it begins with a character a spreadsheet reads as a formula (OWASP's rule:
     `=`, `+`, `-`, `@`, tab, CR), so a student's text is never a formula.
 
-    >>> csv_cell('=HYPERLINK("http://x")'), csv_cell(-1.5), csv_cell("ok")
-    ('\\'=HYPERLINK("http://x")', -1.5, 'ok')
+    A number written as text (`-1.5`, tito's scores) stays a number: no formula starts that way.
+
+    >>> csv_cell('=HYPERLINK("http://x")'), csv_cell(-1.5), csv_cell("-1.5"), csv_cell("ok"), csv_cell("-1+A1")
+    ('\\'=HYPERLINK("http://x")', -1.5, '-1.5', 'ok', "'-1+A1")
     """
     if value is None or isinstance(value, (bool, int, float)):
         return value
     s = plain_text(value, limit)
-    return "'" + s if s.startswith(CSV_FORMULA_START) else s
+    return "'" + s if s.startswith(CSV_FORMULA_START) and not _NUMBER.fullmatch(s) else s
 
 
 def md_cell(text: object, limit: int = 300) -> str:
@@ -131,3 +144,79 @@ def html_text(text: object, limit: int = 4000) -> str:
     import html
 
     return html.escape(plain_text(text, limit), quote=True)
+
+
+# ---- the one HTML sanitizer: every student HTML a person opens (feedback pages, formgrader) ----------------
+
+HTML_CHARS = 1_000_000   # markup cleaned per call (a cell's text is bounded before it is rendered: bounded_text)
+SAFE_TAGS = {"a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
+             "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "span",
+             "strong", "sub", "summary", "sup", "table", "tbody", "td", "th", "thead", "tr", "ul"}
+# no id, name, class, style or event attribute on any tag: an id can bind formgrader's score boxes, a class
+# can dress text as the page's own boxes (bootstrap's alert, panel), a style can hide or overlay anything
+SAFE_ATTRIBUTES = {"a": {"href", "title"}, "abbr": {"title"}, "img": {"src", "alt", "width", "height"},
+                   "td": {"align", "colspan", "rowspan"}, "th": {"align", "colspan", "rowspan"}}
+_IMAGE_DATA = re.compile(r"data:image/(png|jpeg|gif);base64,[A-Za-z0-9+/=\s]*")
+
+
+def _highlight_classes() -> dict[str, set[str]]:
+    """The classes of code highlighted by nbconvert (pygments' token classes on `span`, its wrapper on `div`):
+    colours only, the one class a page needs from its cells."""
+    from pygments.token import STANDARD_TYPES
+
+    return {"span": {c for c in STANDARD_TYPES.values() if c},
+            "div": {"highlight", "hl-ipython3", "hl-ipython", "hl-python3", "hl-python"}}
+
+
+def _attribute(element: str, attribute: str, value: str) -> str | None:
+    """nh3's attribute filter: an image only from the page itself (a base64 PNG, JPEG or GIF): no tracking
+    pixel, no request to formgrader's API with the instructor's cookie."""
+    if element == "img" and attribute == "src":
+        return value if _IMAGE_DATA.fullmatch(value) else None
+    return value
+
+
+def clean_html(element, limit: int = HTML_CHARS) -> str:
+    """The one HTML sanitizer (nh3, an allow-list) for what a student's notebook puts on a page an instructor
+    or student opens: formatting tags only; no script, style, form, frame or event handler; no `id`, `name`,
+    `class` (but code highlighting's) or `style`; links to http(s) and mailto only, opened without a referrer;
+    images only as base64 data (no external resource of any kind); at most `limit` characters of markup
+    are cleaned (the rest is replaced by a note).
+
+    >>> clean_html('<p onclick="x()" id="grade-1" class="alert">hi<script>alert(1)</script></p>')
+    '<p>hi</p>'
+    >>> clean_html('<img src="http://tracker/pixel.gif" alt="x">')
+    '<img alt="x">'
+    """
+    import nh3
+
+    text = element.decode("utf-8", "replace") if isinstance(element, bytes) else str(element)
+    note = ""
+    if len(text) > limit:
+        note = f"<p>… ({len(text) - limit:,} more characters of this cell not shown)</p>"
+        text = text[:limit]
+    text = _SURROGATE.sub("\ufffd", text)
+    return nh3.clean(text, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES, attribute_filter=_attribute,
+                     allowed_classes=_highlight_classes(), url_schemes={"http", "https", "mailto", "data"},
+                     url_relative="deny", link_rel="noopener noreferrer nofollow") + note
+
+
+def bounded_text(text: object, limit: int, lines: int = 400) -> str:
+    """A student's cell text as a page shows it: lone surrogates replaced, and beyond `limit` characters or
+    `lines` lines its first lines and a note (a 3 MB code block would be a page of tens of MB).
+
+    >>> bounded_text("a\\nb\\nc", limit=100, lines=2)
+    'a\\nb\\n… (1 more line, 1 more character not shown)'
+    """
+    s = _SURROGATE.sub("\ufffd", str(text))
+    if len(s) <= limit and s.count("\n") < lines:
+        return s
+    head = s[:limit]
+    cut = head.split("\n")[:lines]
+    if len(head) == limit and len(cut) > 1 and len(cut) <= lines:
+        cut = cut[:-1]  # the last line is whole, or left out
+    shown = "\n".join(cut)
+    rest_lines = s.count("\n") - shown.count("\n")
+    more = len(s) - len(shown) - 1
+    return (f"{shown}\n… ({rest_lines:,} more line{'s' if rest_lines != 1 else ''}, {more:,} more "
+            f"character{'s' if more != 1 else ''} not shown)")

@@ -14,6 +14,10 @@ from pathlib import Path
 from tito.notebooks import nbgrader_glue
 from tito.config import Course, TitoError
 from tito.notebooks.student_release import release
+# the set-up's measured size and time, as the launcher (tito/__main__.py, standard library only, imported by nothing)
+# says them; tests/test_python_support.py holds the two equal
+SETUP_CPU = "~1.8 GB, 2-8 min"
+SETUP_CUDA = "~5.9 GB, 8 min or more"
 
 KIT_README = """\
 # {title}: student kit
@@ -25,31 +29,60 @@ integration tests `module complete` runs, and the reference package of the modul
 ## Set up and start (two commands)
 
 ```bash
-python3 -m tito module start {num}     # first run: creates .venv with the pinned dependencies (2-4 min, ~1.8 GB)
+python3 -m tito module start {num}     # first run: creates .venv with the pinned dependencies
 cd {module} && python3 -m tito module complete {num}
 ```
+
+The first run sets up `.venv`: on Linux without an NVIDIA GPU it installs PyTorch's CPU-only build
+({cpu}); with an NVIDIA GPU, or `TITO_TORCH=cuda python3 -m tito ...`, PyPI's CUDA build ({cuda}). Both figures are with the packages already downloaded; add the download on a slow network. If
+PyTorch's CPU index cannot be reached, tito says so and installs PyPI's build (then delete `.venv` and
+run again once it can, or set `TITO_TORCH_INDEX` to a mirror of https://download.pytorch.org/whl/cpu).
 
 The first command copies the notebooks into `{module}/` (its README.md gives the reading order) and
 prints what to run next; the second runs your inline tests, exports your code into `tinytorch/`
 (where the notebooks and the tests import it from), runs the integration tests and reports. Open the
 notebooks with `.venv/bin/jupyter lab {module}` (or any editor using the `.venv/bin/python` kernel);
 after you finish a notebook, run `module complete` so the next notebooks can import your code.
+In JupyterLab, a notebook's **Validate** button (nbgrader's, in the notebook's toolbar) runs the whole
+notebook and says whether any cell fails; nbgrader's instructor tools (formgrader, Create Assignment,
+the course and assignment lists) are switched off in this kit.
 Every command tito prints works as printed from the folder it names; model paths are relative to
 the folder you run in. `python3 -m tito --help` lists the commands of this kit.
-{capstone}"""
+
+Points are all or nothing per task: a task's graded test earns its points when every check in it
+passes (your instructor's grading adds hidden checks of the same work); `module complete` shows each
+task's points that way.
+{capstone}
+## Hand in
+
+```bash
+cd {module} && python3 -m tito module submit {num} --student YOUR_ID
+```
+
+`YOUR_ID` is the id your instructor asked for (letters, digits, `_ . @ + -`; remembered after the first
+time). It checks your notebooks quickly (each one reads and compiles, the stubs still to fill in, the
+written answers, what the last `module complete` said and whether a notebook changed since;
+`--complete` runs every test first), then writes **one file**, `{module}-YOUR_ID.zip`, in this folder:
+your notebooks{capstone_files}, and nothing else. Upload that file, unpacked and unrenamed, to the
+course's assignment (Canvas, Moodle, or as your instructor says). To hand in again, run it again and
+upload the new file.
+"""
 
 KIT_CAPSTONE = """
 ## The capstone
 
 In `{module}/`, save your optimized model as TorchScript (`torch.jit.script(model).save("mine.pt")`, or
 `torch.jit.trace`), then `python3 -m tito olympics submit --model mine.pt`, and
-`python3 -m tito olympics verify submission.json --model mine.pt` to re-measure the claim.
+`python3 -m tito olympics verify submission.json --model mine.pt` to re-measure the claim. Your
+`submission.json` and the model file it names go into your hand-in (below).
 """
 
 KIT_GITIGNORE = ".venv/\n__pycache__/\n*.py[cod]\n*.egg-info/\n.tito/\n.ipynb_checkpoints/\nbenchmark_results/\n"
 # commands and sub-commands a kit refuses (instructor machinery: solutions, grading, the course's sources)
 KIT_REFUSED = {"export", "test", "release", "grade", "grades", "formgrader", "status", "bench-quality",
                "olympics judge", "olympics leaderboard"}
+# a command's one-line help as a kit's `--help` shows it, where the course's names a refused sub-command
+KIT_HELP = {"olympics": "the capstone: submit your model, validate and verify a submission"}
 
 
 @dataclass
@@ -303,6 +336,7 @@ def build_student_kit(course: Course, module: str, dest: Path) -> KitResult:
         (stage / ".gitignore").write_text(KIT_GITIGNORE, encoding="utf-8")
         prereqs = prerequisites(course, module)
         num = module.split("_", 1)[0]
+        capstone = "olympics_dev" in course.reading_order(module)
         title = next((ln.lstrip("# ").split(" — ")[0].strip() for ln in
                       (course.modules_dir / module / "README.md").read_text(encoding="utf-8").splitlines()
                       if ln.startswith("# ")), f"Module {num}") if (course.modules_dir / module / "README.md").is_file() \
@@ -311,8 +345,9 @@ def build_student_kit(course: Course, module: str, dest: Path) -> KitResult:
             title=title, num=num, module=module,
             prereqs=("Module " + ", ".join(m.split("_", 1)[0] for m in prereqs) + ": `reference/`") if prereqs
             else "none for this module",
-            capstone=KIT_CAPSTONE.format(module=module) if "olympics_dev" in course.reading_order(module) else ""),
-            encoding="utf-8")
+            capstone=KIT_CAPSTONE.format(module=module) if capstone else "", cpu=SETUP_CPU, cuda=SETUP_CUDA,
+            capstone_files=" and, when you made them, the capstone's `submission.json` and model file" if capstone
+            else ""), encoding="utf-8")
         leaks = scan_kit(stage, forbidden_lines(course, module))
         if leaks:
             return KitResult(module, dest, leaks=leaks, warnings=warnings)

@@ -55,19 +55,42 @@ def atomic_write(path: Path, text: str) -> None:
     """Write `text` to `path` via a temporary file in the same folder and os.replace."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:  # a failed write leaves no temporary file
+        tmp.unlink(missing_ok=True)
+
+
+def csv_rows_as_written(fields: list[str], rows: list[dict]) -> list[dict]:
+    """`rows` as `atomic_write_csv` writes them and csv.DictReader reads them back: the columns `fields`, each
+    value text escaped for a spreadsheet (tito.isolation.sanitize.csv_cell: never a formula, no control
+    character or lone surrogate), "" for a missing or None value.
+
+    >>> csv_rows_as_written(["a", "b"], [{"a": "=1+1", "c": 3}])
+    [{'a': "'=1+1", 'b': ''}]
+    """
+    from tito.isolation.sanitize import csv_cell
+
+    out = []
+    for row in rows:
+        cells = {f: csv_cell(row.get(f)) for f in fields}
+        out.append({f: "" if v is None else str(v) for f, v in cells.items()})
+    return out
 
 
 def atomic_write_csv(path: Path, fields: list[str], rows: list[dict]) -> Path:
-    """`rows` as CSV with the columns `fields` (keys beyond them ignored), written atomically; returns `path`."""
+    """`rows` as CSV with the columns `fields` (keys beyond them ignored), every cell escaped for a spreadsheet
+    (`csv_rows_as_written`), written atomically; returns `path`."""
     import csv
     import io
 
+    from tito.isolation.sanitize import csv_cell
+
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
+    w = csv.DictWriter(buf, fieldnames=[str(csv_cell(f)) for f in fields], lineterminator="\n")
     w.writeheader()
-    w.writerows(rows)
+    w.writerows([dict(zip(w.fieldnames, r.values())) for r in csv_rows_as_written(fields, rows)])
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, buf.getvalue())
     return Path(path)

@@ -48,12 +48,13 @@ from pathlib import Path
 from typing import Any
 
 from tito.config import TitoError
+from tito.isolation import limits as limits_mod
 from tito.isolation import protocol, sandbox
 from tito.isolation.pool import progress_bar, run_tasks
 from tito.olympics import audits, inputs
 from tito.olympics.records import counted_archive, file_tensors, summarize
-from tito.olympics.sandboxes import (Student, StudentError, call, cost, idle_cpu_check, send_file, stage_images, start,
-                                     stop, tree_cpu_s, tree_pss_mb, wait_ready)
+from tito.olympics.sandboxes import (LIMITS, Student, StudentError, call, cost, idle_cpu_check, send_file, stage_images,
+                                     start, stop, tree_cpu_s, tree_pss_mb, wait_ready)
 
 __all__ = ["judge_class", "verify_files", "run_judge", "load_private_data", "prepare_work", "student_name", "find_files",
            "stage", "load", "group_size", "Student", "StudentError", "tree_pss_mb", "TIMEOUTS"]
@@ -551,6 +552,14 @@ def judge_class(submissions_dir, event: str, output_dir, *, jobs: int = 1, round
     for name, v in (("memory_mb", memory_mb), ("student_seconds", student_seconds)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
             raise TitoError(f"{name}: expected a positive number, got {v!r}", code=2)
+    # the limits this process is given (ulimit, a cgroup, a container): clamped and said, or refused before any sandbox
+    fitted = limits_mod.fit(sandbox.Limits(**LIMITS), 1, bwrap, ("torch",), what="tito olympics judge")
+    if fitted.refusal:
+        raise TitoError(fitted.refusal, code=2)
+    memory_mb, budget_note = limits_mod.memory_budget(memory_mb)
+    for note in [fitted.note(), budget_note]:
+        if note:
+            print(f"sandbox limits {note}", file=sys.stderr)
     if data_file is not None:
         load_private_data(data_file)  # a bad file is the instructor's error, told before any sandbox starts
     folders = [p for p in sorted(folder.iterdir()) if p.is_dir() and not p.name.startswith(".")]
@@ -574,7 +583,7 @@ def judge_class(submissions_dir, event: str, output_dir, *, jobs: int = 1, round
             rejected[st.name] = f"unreadable submission ({type(e).__name__}: {str(e)[:200]})"
     return run_judge(valid, rejected, ev, Path(output_dir), bwrap, jobs=jobs, rounds=rounds, resume=resume,
                      target_ms=target_ms, seed=seed, timeouts=timeouts, data_file=data_file, memory_mb=memory_mb,
-                     student_seconds=student_seconds)
+                     student_seconds=student_seconds, limits=fitted.limits)
 
 
 def verify_files(submission, model_path, baseline_path=None, *, rounds: int = 20, no_sandbox: bool = False,
@@ -624,10 +633,10 @@ def verify_files(submission, model_path, baseline_path=None, *, rounds: int = 20
 def run_judge(valid: list[Student], rejected: dict[str, str], ev, out: Path, bwrap: str | None, *, jobs: int,
               rounds: int, resume: bool, target_ms: float, seed: int, timeouts: dict[str, float] | None,
               tolerance: dict[str, float] | None = None, data_file=None, memory_mb: float = MEMORY_MB,
-              student_seconds: float = STUDENT_SECONDS) -> dict[str, Any]:
+              student_seconds: float = STUDENT_SECONDS, limits: sandbox.Limits | None = None) -> dict[str, Any]:
     """Stage, load, measure and time the students whose files were found, in groups that fit `memory_mb`
-    (`_groups`); audit them, find copies, and write the report into `out` (claims checked with `tolerance`,
-    default the library's JUDGE_TOLERANCE)."""
+    (`_groups`), each sandbox with `limits` (default LIMITS); audit them, find copies, and write the report into
+    `out` (claims checked with `tolerance`, default the library's JUDGE_TOLERANCE)."""
     from tinytorch.benchmarking import olympics as o
 
     out.mkdir(parents=True, exist_ok=True)
@@ -637,6 +646,7 @@ def run_judge(valid: list[Student], rejected: dict[str, str], ev, out: Path, bwr
     try:
         data = prepare_work(work, data_file)
         data["timeouts"] = {**TIMEOUTS, **(timeouts or {})}
+        data["limits"] = limits
         for i, st in enumerate(valid):
             stage(st, work, i)
             st.budget_s = float(student_seconds)

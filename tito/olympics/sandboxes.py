@@ -79,7 +79,7 @@ def start(st: Student, work: Path, data: dict, bwrap: str | None, roles: tuple[s
     args = (["--trace", str(pairs["convert"][1].fileno())] if converting
             else [f"{r}={pairs[r][1].fileno()}" for r in roles])
     spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "{lib}/server.py", *args], mounts, env,
-                               limits=sandbox.Limits(**LIMITS))
+                               limits=data.get("limits") or sandbox.Limits(**LIMITS))  # as fitted to this process's
     st.log = st.stage.parent / f"{st.stage.name}{'-trace' if converting else ''}.log"
     name = f"tito-olympics-{os.getpid()}-{st.stage.name}{'-trace' if converting else ''}"
     st.guard = limits_mod.Guard(name, 3072, 64, cpus=1.0) if bwrap else None

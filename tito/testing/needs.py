@@ -52,8 +52,31 @@ def defining_module(module: str, name: str, files: dict[str, Path], _seen: froze
     return module
 
 
+def _imports_in(code: str) -> set[str]:
+    """The modules a string of Python code imports, when the string is code (`python -c CODE` in a subprocess, which
+    runs the package's code where no import of the test's own shows it); empty for any other string.
+
+    >>> sorted(_imports_in("from p.a import f\\nimport q"))
+    ['p.a', 'p.a.f', 'q']
+    """
+    if "import" not in code:
+        return set()
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return set()
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module and not n.level:
+            out.update({n.module, *(f"{n.module}.{a.name}" for a in n.names)})
+        elif isinstance(n, ast.Import):
+            out.update(a.name for a in n.names)
+    return out
+
+
 def _names(nodes: list[ast.AST]) -> tuple[set[str], set[str], set[str]]:
-    """(names read, modules imported inside, string constants) anywhere under `nodes`."""
+    """(names read, modules imported inside, string constants) anywhere under `nodes`; a string that is Python code
+    counts by the modules it imports."""
     names, imports, strings = set(), set(), set()
     for top in nodes:
         for n in ast.walk(top):
@@ -68,6 +91,7 @@ def _names(nodes: list[ast.AST]) -> tuple[set[str], set[str], set[str]]:
                 imports.update(a.name for a in n.names)
             elif isinstance(n, ast.Constant) and isinstance(n.value, str):
                 strings.add(n.value)
+                imports |= _imports_in(n.value)
     return names, imports, strings
 
 

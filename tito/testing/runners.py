@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -31,6 +32,7 @@ class StageResult:
     failures: list[str] = field(default_factory=list)  # "where: what", first is the first failure
     skipped_reason: str | None = None
     details: list[dict] = field(default_factory=list)
+    slowest: list[tuple[str, float]] = field(default_factory=list)  # (test, seconds), slowest first
 
     @property
     def ok(self) -> bool:
@@ -156,10 +158,15 @@ def run_notebooks(paths: list[Path], timeout: int, root: Path | None = None,
 
 
 def run_pytest(targets: list[Path], root: Path, extra: list[str] | None = None,
-               name: str = "pytest", timeout: float = 1800, jobs: int = 1) -> StageResult:
-    """`python -m pytest -q TARGETS` in `root`; counts read from a JUnit XML report. With `jobs` > 1,
-    pytest-xdist runs the files in `jobs` workers, each file's tests in one worker (`--dist loadfile`:
-    a module's fixture is built once).
+               name: str = "pytest", timeout: float | None = None, jobs: int = 1, report: Path | None = None,
+               progress: Callable[[str], None] | None = None) -> StageResult:
+    """`python -m pytest -q TARGETS` in `root`; counts read from a JUnit XML report, kept at `report` (default: a
+    temporary file). With `jobs` > 1, pytest-xdist runs the files in `jobs` workers, each file's tests in one
+    worker (`--dist loadfile`: a module's fixture is built once). Each test has its own time limit
+    (pytest-timeout, `timeout` in pyproject.toml's pytest options), so one slow test fails alone; `timeout`
+    here bounds the whole stage only when given. `progress` gets a line now and then while it runs
+    (tests done of the total, the slowest so far: tito.testing.pytest_progress). `StageResult.slowest`: the ten
+    slowest tests (id, seconds: setup + call + teardown).
 
     Collection errors and 'no tests collected' (exit 5) are failures.
     """
@@ -167,17 +174,32 @@ def run_pytest(targets: list[Path], root: Path, extra: list[str] | None = None,
     parallel = (["-n", str(jobs), "--dist", "loadfile", "--no-loadscope-reorder"]  # tests/conftest.py orders the files
                 if jobs > 1 and importlib.util.find_spec("xdist") else [])
     with tempfile.TemporaryDirectory(prefix="tito-pytest-") as tmp:
-        xml = Path(tmp) / "report.xml"
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}", *parallel,
-               *(extra or []), *[str(t) for t in targets]]
-        p = process.run(cmd, cwd=root, env=process.child_env(), timeout=timeout)
+        xml = Path(report) if report else Path(tmp) / "report.xml"
+        xml.parent.mkdir(parents=True, exist_ok=True)
+        xml.unlink(missing_ok=True)
+        read_fd, write_fd = os.pipe()
+        reader = threading.Thread(target=_relay, args=(read_fd, progress), daemon=True)
+        reader.start()
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tito.testing.pytest_progress",
+               f"--junitxml={xml}", *parallel, *(extra or []), *[str(t) for t in targets]]
+        env = {**process.child_env(), "TITO_PROGRESS_FD": str(write_fd)}
+        if not (Path(root) / "tito").is_dir():  # the progress plugin is tito's: importable from any folder
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
+                                                              env.get("PYTHONPATH", "")]))
+        try:
+            p = process.run(cmd, cwd=root, env=env, timeout=timeout, pass_fds=(write_fd,))
+        finally:
+            os.close(write_fd)
+            reader.join(timeout=10)
         out, rc = p.output, p.returncode
         if p.timed_out:
             out, rc = f"pytest timed out after {timeout:.0f} s", -1
         st.seconds = p.seconds
-        for c in parse_junit(xml):
+        cases = parse_junit(xml)
+        for c in cases:
             st.add(c["ok"], None if c["ok"] else f"{c['id']}: {c['message']}")
-    st.details.append({"cmd": cmd, "exit": rc, "output": out})
+        st.slowest = sorted(((c["id"], c["seconds"]) for c in cases), key=lambda x: -x[1])[:10]
+    st.details.append({"cmd": cmd, "exit": rc, "output": out, **({"report": str(report)} if report else {})})
     if rc == 5:
         st.add(False, "pytest: no tests collected (exit 5)")
     elif rc not in (0, 1) or (rc == 1 and st.failed == 0):
@@ -185,8 +207,16 @@ def run_pytest(targets: list[Path], root: Path, extra: list[str] | None = None,
     return st
 
 
+def _relay(fd: int, progress: Callable[[str], None] | None) -> None:
+    """Hand each line written to `fd` to `progress` (or drop it), until every writer has closed it."""
+    with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if progress is not None and line.strip():
+                progress(line.rstrip("\n"))
+
+
 def parse_junit(xml: Path) -> list[dict]:
-    """One {"id", "ok", "message"} per test case of a JUnit XML report (skips left out)."""
+    """One {"id", "ok", "message", "seconds"} per test case of a JUnit XML report (skips left out)."""
     if not xml.exists():
         return []
     try:
@@ -199,8 +229,12 @@ def parse_junit(xml: Path) -> list[dict]:
         if c.find("skipped") is not None and bad is None:
             continue
         msg = ((bad.get("message") or "").strip().splitlines() or [""])[0] if bad is not None else None
+        try:
+            seconds = float(c.get("time") or 0.0)
+        except ValueError:
+            seconds = 0.0
         out.append({"id": f"{c.get('classname', '')}::{c.get('name', '')}".strip(":"), "ok": bad is None,
-                    "message": msg})
+                    "message": msg, "seconds": seconds})
     return out
 
 

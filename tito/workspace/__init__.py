@@ -1,4 +1,5 @@
-"""The student workspace: `tito module start N` (start.py) and `tito module complete N` (complete.py).
+"""The student workspace: `tito module start N` (start.py), `tito module complete N` (complete.py) and
+`tito module submit N` (submit.py: WORKSPACE/NN_name-<student>.zip, the hand-in).
 
 Workspace layout (WORKSPACE defaults to settings.ini workspace_dir, or --workspace DIR):
 

