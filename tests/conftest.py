@@ -38,6 +38,7 @@ def agg_backend(monkeypatch):
 # worker is left with one of them at the end while the other idles (sum of each file's test seconds,
 # 2 workers, busy machine, 2026-11-29; the order is what matters)
 LONGEST_FIRST = {"test_grading.py": 857, "test_olympics_judge.py": 487, "test_grading_hostile.py": 358,
+                 "test_olympics_attacks.py": 210,  # issue 42's attack class (2 judge runs), 2026-11-29
                  "test_python_support.py": 290, "test_lesson.py": 289, "test_student_kit.py": 250,
                  "test_olympics_cli.py": 187, "test_lesson_mutations.py": 173, "test_student_workflow.py": 171,
                  "test_grading_limits.py": 124, "test_class_gradebook.py": 119, "test_olympics_groups.py": 102,

@@ -23,7 +23,7 @@ from tinytorch.benchmarking.digits import default_digits_model
 from tinytorch.benchmarking.olympics import (SIZE_METHOD, judged_figures, model_state, rank_judged, state_dict_sha256,
                                              weights_sha256)
 from tito.olympics.claims import check_claims
-from tito.olympics.copies import similar_models
+from tito.olympics.copies import similar_models, state_summaries
 from tito.olympics.leaderboard import judged_leaderboard, leaderboard
 from tinytorch.benchmarking.optimize import quantize_int8
 from tito.config import TitoError
@@ -31,6 +31,7 @@ from tito.isolation import sandbox
 
 ROUNDS = 12
 HELD_OUT = 300  # images of the instructor's held-out set the fixture class is judged on
+PASSED = 200    # of them, the accuracy pass's (the other 100: the no-caching audit's pool, which timed calls meet first)
 
 
 class Listener:
@@ -96,7 +97,10 @@ def test_the_judge_ranks_the_honest_students_by_its_own_measurement(judged):
         rec = s[name]
         assert rec["timing"]["rounds"] == ROUNDS and len(rec["measurements"]["round_mean_ms"]["optimized"]) == ROUNDS
         assert not [f for f in rec["flags"] if "contradicted" in f], rec["claims"]
-        assert rec["figures"]["accuracy"]["value"] > 0.9 and rec["figures"]["accuracy"]["count"] == HELD_OUT
+        count = rec["figures"]["accuracy"]["count"]  # the accuracy pass's images, and the audit pool's that timed
+        # calls met first (a request of k calls holds at most k / 2 of them: with a small k some are never sent)
+        assert rec["figures"]["accuracy"]["value"] > 0.9 and PASSED < count <= HELD_OUT, count
+        assert count == rec["timing"]["images_judged"]
     # sizes by one definition whatever the format: bob's TorchScript holds its int8 weights where the
     # state dict does not look; the judge counts them
     assert s["bob"]["static"]["kinds"]["optimized"] == "TorchScript"
@@ -222,7 +226,7 @@ def test_each_bad_submission_has_a_clear_line(judged):
     assert "notamodel" in r and "loading the optimized model file" in r["notamodel"]
     assert "my model is broken" in r["raiser"]
     assert "non-finite output" in r["nan"] and "test image 0" in r["nan"]
-    assert f"expected ({HELD_OUT}, 10)" in r["wide"]
+    assert f"expected ({PASSED}, 10)" in r["wide"]
     assert "no answer within 20 s" in r["asleep"]
     board = (judged["out"] / "leaderboard.md").read_text()
     assert "## Rejected" in board and all(f"- {name}:" in board for name in r)
@@ -242,9 +246,9 @@ def test_an_interrupted_run_resumes_without_losing_its_rounds(judged, tmp_path):
                       timeouts={"load": 20, "predict": 20, "time": 20}, data_file=judged["root"] / "held_out.npz")
     after = json.loads((out / ".judge-state.json").read_text())
     assert after["rounds"][:ROUNDS - 2] == kept and len(after["rounds"]) == ROUNDS
-    # the rounds' noise comes from a seed drawn for the run (no student can compute a round's images ahead),
-    # kept for --resume so that the resumed rounds' images are the run's own
-    assert after["noise_seed"] == state["noise_seed"] and state["noise_seed"] not in (0, None)
+    # every draw comes from a seed drawn secretly for the run (no student can compute a round's images or order
+    # ahead), kept for --resume so that the resumed rounds' images are the run's own
+    assert after["secret"] == state["secret"] and state["secret"] not in (0, None)
     assert after["static"] == state["static"], "finished measurements are not taken again"
     assert res["board"]["ranks"]["bob"] == 1 and res["rejected"] == judged["rejected"]
     subs = tmp_path / "subs"  # two of the students: another class, another run
@@ -253,7 +257,7 @@ def test_an_interrupted_run_resumes_without_losing_its_rounds(judged, tmp_path):
     judge_class(subs, EVENT, out, rounds=6, resume=True)
     changed = json.loads((out / ".judge-state.json").read_text())
     assert len(changed["rounds"]) == 6 and set(changed["rounds"][0]) == {"alice", "bob"}
-    assert changed["noise_seed"] != state["noise_seed"], "a new run draws a new seed"
+    assert changed["secret"] != state["secret"], "a new run draws a new seed"
 
 
 def test_the_claims_leaderboard_says_what_it_ranks(judged):
@@ -286,9 +290,9 @@ def _tree_cores(pid: int) -> dict[str, set[int]]:
 
 def test_a_sandbox_imports_on_every_core_and_is_timed_on_one(tmp_path):
     """A class's sandboxes start at once: their imports may use every core (pinned to one from the start, 12
-    of them took 29.6 s beside a CPU hog); once ready, the server (and what it starts later) is on the judge's
-    measuring core only, and a student's time limits start then. bwrap's own processes only wait."""
-    from tito.olympics.judge import Student, prepare_work, start, stage, stop, wait_ready
+    of them took 29.6 s beside a CPU hog); once ready, each model's process (and what it starts later) is on the
+    judge's measuring core only, and a student's time limits start then. bwrap's own processes only wait."""
+    from tito.olympics.judge import Student, prepare_work, stage, start, stop, wait_ready
 
     mine = os.sched_getaffinity(0)
     if len(mine) < 2:
@@ -298,11 +302,13 @@ def test_a_sandbox_imports_on_every_core_and_is_timed_on_one(tmp_path):
     data = prepare_work(work)
     st = Student("solo", tmp_path)
     stage(st, work, 0)
-    start(st, work, data, sandbox.find_bwrap())
+    start(st, work, data, sandbox.find_bwrap(), roles=("baseline", "optimized"))
     try:
         assert st.cpu == max(mine) and set(map(frozenset, _tree_cores(st.proc.pid).values())) == {frozenset(mine)}
         wait_ready(st)
-        assert _tree_cores(st.proc.pid)["python"] == {max(mine)}
+        cores = _tree_cores(st.proc.pid)
+        assert cores["tito-baseline"] == cores["tito-optimized"] == {max(mine)}, cores
+        assert set(st.pids) == {"baseline", "optimized"}, "each model's process found from outside by its name"
     finally:
         stop(st)
 
@@ -323,15 +329,15 @@ class _Reader(torch.nn.Module):
 
 @pytest.mark.parametrize("target", ["course baseline", "own file", "control"])
 def test_a_measured_model_can_read_no_model_file(tmp_path, target):
-    from tito.olympics.judge import (TIMEOUTS, Student, StudentError, call, find_files, load, prepare_work, stage, start,
-                                     stop, wait_ready)
+    from tito.olympics.judge import (TIMEOUTS, Student, StudentError, find_files, load, predict, prepare_work, stage,
+                                     start, stop, wait_ready)
 
     bwrap = sandbox.find_bwrap()
     if bwrap is None:
         pytest.skip("needs bubblewrap: without a sandbox every file is the judge's to read")
     work = tmp_path / "work"
     work.mkdir()
-    data = {**prepare_work(work), "timeouts": TIMEOUTS, "noise_seed": 0}  # as run_judge completes it
+    data = {**prepare_work(work), "timeouts": TIMEOUTS}  # as run_judge completes it
     folder = tmp_path / "reader"
     folder.mkdir()
     (folder / "submission.json").write_text(json.dumps({"models": {}}))
@@ -343,15 +349,16 @@ def test_a_measured_model_can_read_no_model_file(tmp_path, target):
     torch.jit.script(_Reader(inside)).save(str(folder / "mine.pt"))
     find_files(st)
     stage(st, work, 0)
-    start(st, work, data, bwrap)
+    start(st, work, data, bwrap, roles=("baseline", "optimized"))
     try:
         wait_ready(st)
         load(st, work, data, bwrap)
+        images = data["X"][:3]
         if target == "control":  # the same model reading a file its sandbox does hold (tito's server code): it runs
-            assert call(st, {"op": "predict", "role": "optimized"}, 120, "predicting")["outputs"]
+            assert predict(st, "optimized", images, data, "predicting").shape == (3, 10)
         else:
-            with pytest.raises(StudentError, match="TorchScript interpreter"):  # from_file: no such file
-                call(st, {"op": "predict", "role": "optimized"}, 120, "predicting")
+            with pytest.raises(StudentError, match="No such file"):  # from_file: no such file
+                predict(st, "optimized", images, data, "predicting")
     finally:
         stop(st)
 
@@ -438,29 +445,38 @@ def test_judging_arithmetic():
     assert not claims["optimized accuracy"]["contradicted"] and not claims["optimized weights sha256"]["contradicted"]
     doc["improvements"]["speedup"]["value"] = 2.6  # another machine: 30% off the judge's figure is within tolerance
     assert not {c["claim"]: c for c in check_claims(doc, figs["a"], {})}["speedup"]["contradicted"]
-    w = np.arange(2000.0)  # a cosine needs enough weights to mean something
-    pairs = similar_models({"a": ("x", w), "b": ("x", w), "c": ("y", w + 1e-6), "d": ("z", -w)})
-    assert [p["students"] for p in pairs] == [["a", "b"], ["a", "c"], ["b", "c"]], pairs
+    t = [{"numel": 2000, "shape": [2000], "sig": np.linspace(-1, 1, 256).astype(np.float32)}]
+    other = [{"numel": 2000, "shape": [2000], "sig": np.linspace(0, 2, 256).astype(np.float32)}]
+    pairs = similar_models({"a": {"sha256": "x", "tensors": t}, "b": {"sha256": "x", "tensors": other},
+                            "c": {"sha256": "y", "tensors": t}, "d": {"sha256": "z", "tensors": other}})
+    assert [p["students"] for p in pairs] == [["a", "b"], ["a", "c"], ["b", "d"]], pairs
     board = judged_leaderboard({s: {"figures": f} for s, f in figs.items()}, "latency_sprint", {"e": "no model file"})
     assert list(board["table"]["participant"])[:2] == ["a", "b"] and "(tied)" in board["markdown"]
     assert "- e: no model file" in board["markdown"]
 
 
 def test_what_a_sandbox_answers_is_checked_before_it_is_decoded():
-    "Values that cost the judge time or memory, or carry no tensor, are refused as that student's error."
-    from tito.olympics.judge import STATE_TAGS, StudentError, decode_reply
+    "Values that cost the judge time or memory, or carry no signature, are refused or dropped as that student's."
+    import numpy as np
+
+    from tito.olympics.judge import SUMMARY_TAGS, StudentError, _tensors, decode_reply
+    from tito.olympics.records import MAX_ROWS, SIG_POINTS
 
     big = 2**61 - 1
     for hostile in ({"$s": [k * big for k in range(1000)]},               # ints with one hash: quadratic to build
                     {"a": {"$nt": {"name": "T", "fields": ["x"], "values": [1]}}},  # a class per name
                     {"$d": [[1, {"$pt": {}}]]},                             # keys that are not names
-                    {"a": [[[[[[[[[[1]]]]]]]]]]},                           # deeper than a state dict
-                    {"a": {"$pk": "gASVAAAAAAAAAAA="}}):                    # pickle
+                    {"a": [[[[[[[[[[1]]]]]]]]]]},                           # deeper than a summary is
+                    {"a": {"$pk": "gASVAAAAAAAAAAA="}},                     # pickle
+                    {"a": {"$pt": {"dtype": "float32", "shape": [1], "data": "AAAAAA==", "grad": False}}}):  # a tensor
         with pytest.raises(StudentError, match="malformed answer"):
-            decode_reply(hostile, STATE_TAGS, "weights")
-    t = torch.arange(6.0).reshape(2, 3)
+            decode_reply(hostile, SUMMARY_TAGS, "tensors")
     from tito.isolation.protocol import encode
-    assert torch.equal(decode_reply(encode({"w": t}, refs=None), STATE_TAGS, "weights")["w"], t)
+    good = {"numel": 100, "shape": [10, 10], "sig": np.ones(SIG_POINTS, np.float32), "rows": np.ones((10, 8), np.float32)}
+    oversized = [{**good, "sig": np.ones(SIG_POINTS + 1, np.float32)}, {**good, "rows": np.ones((MAX_ROWS + 1, 8), np.float32)},
+                 {**good, "sig": np.ones(SIG_POINTS, np.float64)}]
+    got = _tensors(encode([good] + oversized, refs=None))
+    assert len(got) == 2 and "rows" in got[0] and "rows" not in got[1], "a signature over the bounds is dropped"
 
 
 def test_a_submission_of_any_shape_is_that_students_line(tmp_path):
@@ -617,10 +633,10 @@ def test_the_size_is_what_the_loader_reads_found_by_key(tmp_path):
 
 def test_copies_are_found_through_disguises_and_honest_models_stay_apart():
     """Issue 32: a copy with an extra element, renamed and reordered tensors, and a softmax on its outputs is the
-    same model (per-layer weights; class-score order); pruned, int8 and the baseline are told apart."""
+    same model (per-tensor signatures; class-score order); pruned, int8 and the baseline are told apart."""
     from fixtures.olympics_class import _permuted
     from tinytorch.benchmarking.digits import load_digits_split
-    from tito.olympics.copies import RANK_DISCORDANCE, flat_weights, layer_signatures, rank_agreement, shared_weights
+    from tito.olympics.copies import RANK_DISCORDANCE, rank_agreement, shared_weights
     from tinytorch.benchmarking.optimize import prune_magnitude
 
     base = default_digits_model()
@@ -628,26 +644,25 @@ def test_copies_are_found_through_disguises_and_honest_models_stay_apart():
     calib = load_digits_split("train")[0][:256].split(64)
     models = {"base": base, "pruned": prune_magnitude(base, 0.5),
               "int8": torch.jit.trace(quantize_int8(base, "static", calibration_data=calib), torch.zeros(1, 1, 8, 8))}
-    states = {k: model_state(m) for k, m in models.items()}
-    pruned = states["pruned"]
+    sums = {k: state_summaries(model_state(m)) for k, m in models.items()}
     # the disguise: tensors renamed and reordered, one reshaped, one extra element, channels permuted
     disguised = {f"z{i}": v for i, (k, v) in enumerate(reversed(list(model_state(_permuted(models["pruned"])).items())))}
     disguised["z0"] = disguised["z0"].reshape(-1)
     disguised["extra"] = torch.ones(1)
-    assert shared_weights(layer_signatures(pruned), layer_signatures(disguised)) == 1.0
+    sums["mask"] = state_summaries(disguised)
+    assert shared_weights(sums["pruned"], sums["mask"]) == 1.0
     for a, b in (("pruned", "int8"), ("pruned", "base"), ("int8", "base")):
-        assert shared_weights(layer_signatures(states[a]), layer_signatures(states[b])) < 0.5, (a, b)
+        assert shared_weights(sums[a], sums[b]) < 0.5, (a, b)
     with torch.inference_mode():
         outs = {k: m(X).double().numpy() for k, m in models.items()}
     soft = torch.softmax(torch.from_numpy(outs["pruned"]), 1).numpy()
     assert rank_agreement(outs["pruned"], soft) == (1.0, 0.0)
     for a, b in (("pruned", "int8"), ("int8", "base")):  # int8 vs base: the closest honest pair, 5.5x the threshold
         assert rank_agreement(outs[a], outs[b])[1] > 5 * RANK_DISCORDANCE, (a, b)
-    weights = {"alice": ("a", flat_weights(pruned), layer_signatures(pruned)),
-               "mask": ("m", flat_weights(disguised), layer_signatures(disguised)),
-               "bob": ("b", flat_weights(states["int8"]), layer_signatures(states["int8"])),
-               "carl": ("c", flat_weights(states["base"]), layer_signatures(states["base"]))}
-    pairs = similar_models(weights, {"alice": outs["pruned"], "mask": soft, "bob": outs["int8"], "carl": outs["base"]})
+    models_ = {"alice": {"sha256": "a", "tensors": sums["pruned"]}, "mask": {"sha256": "m", "tensors": sums["mask"]},
+               "bob": {"sha256": "b", "tensors": sums["int8"]}, "carl": {"sha256": "c", "tensors": sums["base"]}}
+    pairs = similar_models(models_, {"alice": outs["pruned"], "mask": soft, "bob": outs["int8"], "carl": outs["base"]},
+                           reference={"tensors": sums["base"]})  # int8 is 0.008 from the course baseline: no copy
     assert [p["students"] for p in pairs] == [["alice", "mask"]], pairs
     assert any("layer by layer" in w for w in pairs[0]["why"]) and any("order" in w for w in pairs[0]["why"])
 
@@ -655,10 +670,11 @@ def test_copies_are_found_through_disguises_and_honest_models_stay_apart():
 def test_a_copy_with_permuted_units_and_noise_is_found_and_the_course_models_stay_apart():
     """Issue 32: a copy whose channels are permuted and whose every weight is scaled by 1 + 2% noise is flagged; the
     course baseline, its int8 and its pruned versions are not (int8 is 0.8% from the baseline, closer than the copy:
-    the baseline-relative rule keeps them apart). Measured (docs: README's Olympics section): 2% copies 0.016-0.018,
-    4% 0.033; honest pairs 0.085 (30%-pruned vs int8) and up, independently trained models 0.18-0.21."""
+    the baseline-relative rule keeps them apart). Measured on the bounded signatures the judge receives
+    (docs/performance.md, "Olympics judge"): 2% copies 0.018, 4% 0.033; honest pairs 0.080 (30%-pruned vs int8)
+    and up."""
     from fixtures.olympics_class import _noisy, _permuted
-    from tito.olympics.copies import UNIT_DISTANCE, row_signatures, unit_distance
+    from tito.olympics.copies import UNIT_DISTANCE, unit_distance
     from tinytorch.benchmarking.optimize import prune_magnitude
 
     base = default_digits_model()
@@ -666,12 +682,11 @@ def test_a_copy_with_permuted_units_and_noise_is_found_and_the_course_models_sta
     models = {"base": base, "p30": prune_magnitude(base, 0.3), "p50": prune_magnitude(base, 0.5),
               "int8": quantize_int8(base, "static", calibration_data=calib)}
     models["copy"] = _noisy(_permuted(models["p50"]))
-    sig = {k: row_signatures(model_state(m)) for k, m in models.items()}
-    assert unit_distance(sig["p50"], row_signatures(model_state(_permuted(models["p50"])))) < 1e-6
+    sig = {k: state_summaries(model_state(m)) for k, m in models.items()}
+    assert unit_distance(sig["p50"], state_summaries(model_state(_permuted(models["p50"])))) < 1e-6
     assert unit_distance(sig["p50"], sig["copy"]) < UNIT_DISTANCE / 2
     assert unit_distance(sig["p30"], sig["int8"]) > 1.5 * UNIT_DISTANCE
-    weights = {k: (k, np.zeros(0), [], sig[k]) for k in models}
-    pairs = similar_models(weights, reference=sig["base"])
+    pairs = similar_models({k: {"sha256": k, "tensors": sig[k]} for k in models}, reference={"tensors": sig["base"]})
     assert [p["students"] for p in pairs] == [["copy", "p50"]], pairs
     assert "hidden units' order" in pairs[0]["why"][0]
 
@@ -688,26 +703,28 @@ def test_timed_answers_are_compared_with_the_accuracy_pass_by_the_one_rule():
 
 
 def test_the_round_noise_defeats_a_lookup_table_and_keeps_honest_accuracy():
-    """Issue 32: rounding a round's images back to the 1/16 grid finds almost none of them in a table of the
+    """Issue 32: rounding a request's images back to the 1/16 grid finds almost none of them in a table of the
     public test split; the course's models keep their accuracy within a point."""
     from tinytorch.benchmarking.digits import load_digits_split
     from tinytorch.benchmarking.optimize import prune_magnitude
-    from tito.olympics.judge import fresh_inputs
+    from tito.olympics.inputs import Plan
 
     X, y = load_digits_split("test")
     Xn = X.numpy()
     table = {np.round(Xn[i] * 16).astype(np.int8).tobytes(): int(y[i]) for i in range(len(y))}
     base = default_digits_model()
     models = {"base": base, "pruned": prune_magnitude(base, 0.5)}
+    plan = Plan(len(y), secret=12345, rounds=12)
     with torch.inference_mode():
         clean = {k: float((m(X).argmax(1) == y).float().mean()) for k, m in models.items()}
-        for r in (1, 2, 3):
-            noisy = fresh_inputs(Xn, r, seed=12345)
-            hits = np.mean([table.get(np.round(noisy[i] * 16).astype(np.int8).tobytes()) == int(y[i]) for i in range(len(y))])
-            assert hits < 0.05, f"round {r}: the table still answers {hits:.0%} after rounding"
+        for start in (0, 300, 600):
+            idx, noisy = plan.stream(Xn, start, 300)
+            hits = np.mean([table.get(np.round(noisy[i] * 16).astype(np.int8).tobytes()) == int(y[j])
+                            for i, j in enumerate(idx)])
+            assert hits < 0.05, f"stream {start}: the table still answers {hits:.0%} after rounding"
             for k, m in models.items():
-                acc = float((m(torch.from_numpy(noisy)).argmax(1) == y).float().mean())
-                assert abs(acc - clean[k]) < 0.01, (k, r, acc, clean[k])
+                acc = float((m(torch.from_numpy(noisy)).argmax(1) == y[idx]).float().mean())
+                assert abs(acc - float((m(X[idx]).argmax(1) == y[idx]).float().mean())) < 0.015, (k, start, acc, clean[k])
 
 
 def test_private_data_is_checked_and_named(tmp_path):

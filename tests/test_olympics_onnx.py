@@ -78,7 +78,10 @@ def test_external_data_is_refused_in_sparse_tensors_too(monkeypatch):
 
     import tito.isolation
 
+    import tito.olympics
+
     monkeypatch.syspath_prepend(str(Path(tito.isolation.__file__).parent))  # server.py imports protocol staged beside it
+    monkeypatch.syspath_prepend(str(Path(tito.olympics.__file__).parent))  # ... and records
     from tito.olympics.server import CheckFailed, check_onnx
 
     def sparse(name):

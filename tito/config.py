@@ -49,6 +49,8 @@ class Course:
     submission_folder_mb: int = 200
     # `olympics judge`: the memory (MiB) its own process and the students' sandboxes alive at once may take
     olympics_memory_mb: int = 16384
+    # `olympics judge`: the CPU seconds one student's sandboxes may use in all (a model slow only when timed stops there)
+    olympics_student_seconds: int = 300
     # the most wall-clock seconds one student's grading may take (`tito grade`): the notebooks not
     # finished by then score 0, with the reason; bounds what a student whose code sleeps costs the class
     student_seconds: int = 900
@@ -80,6 +82,7 @@ class Course:
             submission_notebook_mb=_positive_int(get, "submission_notebook_mb", "20", ini),
             submission_folder_mb=_positive_int(get, "submission_folder_mb", "200", ini),
             olympics_memory_mb=_positive_int(get, "olympics_memory_mb", "16384", ini),
+            olympics_student_seconds=_positive_int(get, "olympics_student_seconds", "300", ini),
             student_seconds=_positive_int(get, "student_seconds", "900", ini),
             kit=get("kit", "") or None,
         )

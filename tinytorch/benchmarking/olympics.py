@@ -63,11 +63,11 @@ def get_event(event: OlympicEvent | str) -> OlympicEvent:
 # %% auto #0
 __all__ = ['SUBMISSION_SCHEMA', 'SUBMISSION_VERSION', 'EVENT_RULES', 'DEFAULT_TOLERANCE', 'DEFAULT_TECHNIQUES', 'SAVE_RECIPE',
            'SIZE_METHOD', 'MANGLE_PREFIX', 'PICKLE_WALK_MB', 'JUDGE_TOLERANCE', 'EventRules', 'get_event',
-           'check_constraints', 'pickle_storage_keys', 'model_file_bytes', 'claim_check', 'speedup_check',
-           'median_interval', 'state_dict_sha256', 'is_onnx_file', 'onnx_file_state', 'weights_sha256',
+           'check_constraints', 'pickle_storage_keys', 'counted_records', 'model_file_bytes', 'claim_check',
+           'speedup_check', 'median_interval', 'state_dict_sha256', 'is_onnx_file', 'onnx_file_state', 'weights_sha256',
            'default_olympics_models', 'generate_submission', 'submission_format_error', 'validate_submission',
-           'submission_tolerance', 'verify_submission', 'rank_with_ties', 'judged_figures', 'score_separable',
-           'rank_judged', 'compare_optimization_techniques']
+           'submission_tolerance', 'verify_submission', 'rank_with_ties', 'judged_figures', 'faster_on_repeats',
+           'score_separable', 'rank_judged', 'compare_optimization_techniques']
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #076264e1
 def check_constraints(event: OlympicEvent | str, measured: Mapping[str, float | None],
@@ -157,54 +157,76 @@ def pickle_storage_keys(data: bytes) -> set[str]:
     return keys
 
 
-def model_file_bytes(model_file: str | Path | bytes) -> tuple[int, str]:
-    """The Olympics' model size (`SIZE_METHOD`), read from the model file (a path, or a TorchScript archive's
-    bytes) without unpickling: (bytes, how). A TorchScript archive counts the uncompressed bytes of every record
-    the loader reads: its pickled structure (`data.pkl`, `constants.pkl`), every record those pickles refer to,
-    found by the key stored in them (whatever the record's name looks like), and the code (`code/**.py`);
-    debug information, traced inputs and format metadata do not count, a record named twice counts at its
-    larger size. `MANGLE_PREFIX` does not count in the pickles and code (the history of the process that
-    saved the file, not the model: 16 bytes a name, which tracing a model again adds); its digits do.
-    An .onnx file: all its bytes (ONNX Runtime reads them all; external data is refused)."""
+def counted_records(model_file: str | Path | bytes) -> tuple[dict[str, int] | None, str]:
+    """The records of a TorchScript archive that `model_file_bytes` counts, each with its uncompressed size (a
+    record named twice: its larger copy), read without unpickling: `(records, how)`. `records` is None for a file
+    that is not a zip archive, or an .onnx path (all of the file's bytes count). The judge sends a measured model
+    exactly these records (`tito.olympics.records.counted_archive`): what is not counted never reaches it."""
     import zipfile
 
     if isinstance(model_file, (bytes, bytearray)):
-        source = io.BytesIO(bytes(model_file))
-        total = len(model_file)
+        source: Any = io.BytesIO(bytes(model_file))
     else:
         source = Path(model_file)
-        total = source.stat().st_size
         if source.suffix.lower() == ".onnx":
-            return total, "the .onnx file's bytes (one self-contained file: external data is refused)"
+            return None, "the .onnx file's bytes (one self-contained file: external data is refused)"
     if not zipfile.is_zipfile(source):
-        return total, "the file's bytes (not a zip archive)"
+        return None, "the file's bytes (not a zip archive)"
     with zipfile.ZipFile(source) as z:
         sizes: dict[str, int] = {}
-        seen: dict[str, int] = {}
         for i in z.infolist():
             sizes[i.filename] = max(i.file_size, sizes.get(i.filename, 0))
-            seen[i.filename] = seen.get(i.filename, 0) + 1
-        # the prefix discount: only in a record named once and small enough to read (a name twice, a huge one: none)
-        names, once = list(sizes), {n for n, k in seen.items() if k == 1 and sizes[n] <= PICKLE_WALK_MB * 2**20}
+        names = list(sizes)
         prefix = names[0].split("/", 1)[0] + "/" if names and "/" in names[0] else ""  # as torch's reader finds it
-        counted, mangled = set(), 0
+        counted: set[str] = set()
         try:
             for pkl, folder in (("data.pkl", "data/"), ("constants.pkl", "constants/")):
                 if sizes.get(prefix + pkl, 0) > PICKLE_WALK_MB * 2**20:  # not walked (the judge's time): all counts
                     raise ValueError(f"{pkl} is over {PICKLE_WALK_MB} MiB")
                 if prefix + pkl in sizes:
                     counted.add(prefix + pkl)
-                    data = z.read(prefix + pkl)
-                    counted |= {prefix + folder + k for k in pickle_storage_keys(data)}
-                    mangled += data.count(MANGLE_PREFIX) if prefix + pkl in once else 0
-            code = {n for n in names if n.startswith(prefix + "code/") and n.endswith(".py")}
-            mangled += sum(z.read(n).count(MANGLE_PREFIX) for n in code & once)
+                    counted |= {prefix + folder + k for k in pickle_storage_keys(z.read(prefix + pkl))}
         except (ValueError, IndexError, KeyError, EOFError, zipfile.BadZipFile) as e:  # cannot follow: every byte counts
-            return (sum(sizes.values()), f"uncompressed bytes of every record of the archive (its pickle could not "
-                                         f"be read: {type(e).__name__})")
-        return (sum(sizes[n] for n in counted | code if n in sizes) - len(MANGLE_PREFIX) * mangled,
+            return dict(sizes), (f"uncompressed bytes of every record of the archive (its pickle could not be read: "
+                                 f"{type(e).__name__})")
+        counted |= {n for n in names if n.startswith(prefix + "code/") and n.endswith(".py")}
+        return ({n: sizes[n] for n in names if n in counted},
                 "uncompressed bytes of the records the TorchScript loader reads (the pickled structure, every "
                 "tensor record it refers to by key, the code; no debug information; no '___torch_mangle_' prefix)")
+
+
+def model_file_bytes(model_file: str | Path | bytes) -> tuple[int, str]:
+    """The Olympics' model size (`SIZE_METHOD`), read from the model file (a path, or a TorchScript archive's
+    bytes) without unpickling: (bytes, how). A TorchScript archive counts the uncompressed bytes of every record
+    the loader reads (`counted_records`): its pickled structure (`data.pkl`, `constants.pkl`), every record those
+    pickles refer to, found by the key stored in them (whatever the record's name looks like), and the code
+    (`code/**.py`); debug information, traced inputs and format metadata do not count, a record named twice counts
+    at its larger size. `MANGLE_PREFIX` does not count in the pickles and code (the history of the process that
+    saved the file, not the model: 16 bytes a name, which tracing a model again adds); its digits do.
+    An .onnx file: all its bytes (ONNX Runtime reads them all; external data is refused)."""
+    import zipfile
+
+    records, how = counted_records(model_file)
+    if records is None:
+        return (len(model_file) if isinstance(model_file, (bytes, bytearray)) else Path(model_file).stat().st_size), how
+    if how.startswith("uncompressed bytes of every record"):  # the walk failed: no discount either
+        return sum(records.values()), how
+    source = io.BytesIO(bytes(model_file)) if isinstance(model_file, (bytes, bytearray)) else Path(model_file)
+    with zipfile.ZipFile(source) as z:
+        # the prefix discount: only in a record named once and small enough to read (a name twice, a huge one: none)
+        seen: dict[str, int] = {}
+        for i in z.infolist():
+            seen[i.filename] = seen.get(i.filename, 0) + 1
+        names = list(seen)
+        prefix = names[0].split("/", 1)[0] + "/" if names and "/" in names[0] else ""
+        text = {prefix + "data.pkl", prefix + "constants.pkl"}  # the pickles and the code: where class names are
+        once = [n for n in records if seen.get(n) == 1 and records[n] <= PICKLE_WALK_MB * 2**20
+                and (n in text or (n.startswith(prefix + "code/") and n.endswith(".py")))]
+        try:
+            mangled = sum(z.read(n).count(MANGLE_PREFIX) for n in once)
+        except (zipfile.BadZipFile, EOFError, ValueError) as e:
+            return sum(records.values()), f"uncompressed bytes of every record of the archive ({type(e).__name__})"
+    return sum(records.values()) - len(MANGLE_PREFIX) * mangled, how
 
 
 def claim_check(claimed: float, measured: float, *, tolerance: float, relative: bool = True, higher_is_better: bool = True,
@@ -654,6 +676,20 @@ def judged_figures(record: Mapping[str, Any], event: OlympicEvent | str, seed: i
             "speedup_rounds": speedups.tolist(),
             "score": {"rule": rule, "description": EVENT_RULES[ev].description, "value": float(v), "ci_lower": lo,
                       "ci_upper": hi, "kind": kind, "samples": samples}}
+
+
+def faster_on_repeats(new: Sequence[float], repeated: Sequence[float], *, comparisons: int = 1, alpha: float = ALPHA,
+                      min_effect: float = MIN_EFFECT) -> dict[str, Any]:
+    """The judge's no-caching audit (MLPerf TEST04, turned round): is a model slower on inputs it never met (`new`,
+    one time per request) than on inputs it met (`repeated`)? The one rule (`compare_samples`: Mann-Whitney, the
+    effect floor) at `alpha` shared out over the class's `comparisons` students (Bonferroni: the chance that any
+    honest student is flagged stays under `alpha`): `{"ratio", "p_value", "alpha", "faster_on_repeats"}`.
+    `faster_on_repeats([3.0, 3.1, 2.9, 3.0, 3.2], [1.0, 1.1, 0.9, 1.0, 1.05])["faster_on_repeats"]` is True."""
+    if isinstance(comparisons, bool) or not isinstance(comparisons, int) or comparisons < 1:
+        raise ValueError(f"comparisons: expected a positive number of students, got {comparisons!r}")
+    a = alpha / comparisons
+    c = compare_samples(repeated, new, names=("repeated inputs", "new inputs"), alpha=a, min_effect=min_effect)
+    return {"ratio": c.ratio, "p_value": c.p_value, "alpha": a, "faster_on_repeats": bool(c.significant and c.ratio > 1)}
 
 
 def score_separable(a: Mapping[str, Any], b: Mapping[str, Any], *, alpha: float = ALPHA, min_effect: float = MIN_EFFECT,

@@ -8,10 +8,12 @@ From Python the same is `generate_submission(baseline, mine, event, ...)` and `v
 """
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 from tito.config import TitoError
+from tito.isolation.sanitize import console_line
 
 
 def _olympics():
@@ -150,12 +152,32 @@ def olympics_verify(path, measurement_runs: int | None = None, *, model_path=Non
 
 
 def _fmt(v) -> str:
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
+    "A figure for the console: a float to 4 digits, anything else (a claim a submission wrote) as one inert line."
+    return f"{v:.4g}" if isinstance(v, float) else console_line(v, 80)
 
 
 def _print_reasons(reasons) -> None:
-    for r in reasons:
-        print(f"  - {r}")
+    for r in reasons:  # reasons quote what a submission holds: one inert line each
+        print(f"  - {console_line(r, 500)}")
+
+
+# what a spreadsheet would run as a formula, or a Markdown renderer as markup, at the start of or inside a field
+_ACTIVE = re.compile(r"^[=+\-@\t\r]|[<>\[\]|`\x00-\x1f\x7f]|!\[|\]\(")
+
+
+def _active_fields(path) -> list[str]:
+    "The submission's text fields (participant, techniques) that hold formula or markup characters, by name."
+    import json
+
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return []
+    if not isinstance(doc, dict):
+        return []
+    fields = [("participant", doc.get("participant"))]
+    fields += [(f"techniques[{i}]", t) for i, t in enumerate(doc.get("techniques") or [] if isinstance(doc.get("techniques"), list) else [])]
+    return [name for name, v in fields if isinstance(v, str) and _ACTIVE.search(v)]
 
 
 def submit(args) -> int:
@@ -197,10 +219,15 @@ def validate(args) -> int:
         report = o.validate_submission(args.path)
     except (FileNotFoundError, ValueError) as e:
         raise TitoError(str(e), code=2) from e
+    shown = console_line(args.path, 200)
+    active = _active_fields(args.path)
+    if active:  # not invalid (a name may hold a bracket), but every board shows these fields escaped, as text
+        print(f"{shown}: note: {', '.join(active[:5])} hold characters a spreadsheet or Markdown would read as a "
+              "formula or markup; the leaderboards show them escaped, as plain text")
     if report["valid"]:
-        print(f"{args.path}: valid")
+        print(f"{shown}: valid")
         return 0
-    print(f"{args.path}: INVALID")
+    print(f"{shown}: INVALID")
     _print_reasons(report["reasons"])
     return 1
 
@@ -219,11 +246,11 @@ def verify(args) -> int:
     for c in report.get("claims", []):
         band = f" [{c['interval'][0]:.3g}, {c['interval'][1]:.3g}]" if c.get("interval") else ""
         print(f"  {c['claim']}: claimed {_fmt(c['claimed'])}, measured {_fmt(c['judged'])}{band}: "
-              f"{'CONTRADICTED' if c['contradicted'] else 'holds'} ({c['how']})")
+              f"{'CONTRADICTED' if c['contradicted'] else 'holds'} ({console_line(c['how'], 300)})")
     if report.get("verified"):
-        print(f"{args.path}: verified on this machine")
+        print(f"{console_line(args.path, 200)}: verified on this machine")
         return 0
-    print(f"{args.path}: NOT verified")
+    print(f"{console_line(args.path, 200)}: NOT verified")
     _print_reasons(report.get("reasons", []))
     return 1
 
@@ -246,11 +273,12 @@ def judge(args) -> int:
     if got.layout != "folders":
         print(f"hand-ins ({got.layout}): {plural(len(got.sources), 'student')} unpacked into {got.folder}")
     for line in got.problems:
-        print(f"  not judged: {line}")
+        print(f"  not judged: {console_line(line, 500)}")
     result = judge_class(got.folder, args.event, args.output_dir, jobs=args.jobs, rounds=args.rounds,
                          resume=args.resume, no_sandbox=args.no_sandbox,
                          timeouts={"load": args.timeout, "predict": args.timeout, "time": args.timeout},
-                         data_file=args.data, memory_mb=course.olympics_memory_mb)
+                         data_file=args.data, memory_mb=course.olympics_memory_mb,
+                         student_seconds=args.student_seconds or course.olympics_student_seconds)
     print(result["board"]["markdown"])
     print(f"wrote {out / 'leaderboard.md'}, {out / 'leaderboard.csv'}, {out / 'class.png'} and {out / 'students'}/")
     ours = sorted(n for n, why in result["rejected"].items() if JUDGE_SIDE in str(why))
@@ -332,6 +360,9 @@ def add_parser(sub, lazy) -> None:
     c.add_argument("--timeout", type=float, default=300.0,
                    help="seconds a student's sandbox may take to answer one request: load the files, run "
                         "the test split, a timed request (default 300)")
+    c.add_argument("--student-seconds", type=float, default=None, metavar="S",
+                   help="CPU seconds one student's sandboxes may use in all (default: settings.ini's "
+                        "olympics_student_seconds): a model slower once timed is stopped there and rejected")
     c.add_argument("--no-sandbox", action="store_true",
                    help="load the model files WITHOUT a sandbox (their code runs with your permissions)")
     c.set_defaults(func=lazy("olympics", "judge"))

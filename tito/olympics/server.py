@@ -1,39 +1,44 @@
-"""The model server: runs INSIDE one student's sandbox (`python -s -P server.py FD [--trace]`).
+"""The model server: runs INSIDE one student's sandbox (`python -s -P server.py ROLE=FD ...` or `server.py --trace FD`).
 
 Two modes, so that no Python code of a student's file ever runs in the process that is measured:
 
-- measuring (default): loads only TorchScript and ONNX (loading and calling either runs no Python code):
-  an .onnx file runs in ONNX Runtime on one thread (`OnnxModel`, after `check_onnx`), every other model as
-  TorchScript. Anything else is reported back as `needs_code`.
+- measuring (default): one process per model, each forked from the server once its imports are done and before
+  any model file arrives (`ROLE=FD`: the course baseline, the student's model, their own baseline): a model
+  shares its process with no other model's bytes, so it can neither read another model's weights (freed heap
+  included) nor disturb its calls. A process loads only TorchScript and ONNX (loading and calling either runs no
+  Python code): an .onnx file runs in ONNX Runtime on one thread (`OnnxModel`, after `check_onnx`), every other
+  model as TorchScript. A file that is neither is reported back as `needs_code`.
 - converting (`--trace`): a separate sandbox that loads a state dict (weights only, into the course's
   DigitsCNN) or unpickles a module (its code runs here, and only here), traces it into TorchScript
-  on one test image and sends the archive back as bytes; the judge gives the archive to a measuring
-  server. What a pickled module's Python code does at call time (skip work when timed, look answers
+  on one test image and sends the archive back as bytes; the judge gives the archive (its counted records only) to
+  a measuring server. What a pickled module's Python code does at call time (skip work when timed, look answers
   up, patch this server) is not in its trace.
 
-Requests and answers over the stream socket FD, one frame each (tito.isolation.protocol, data only):
+Requests and answers over a process's stream socket, one frame each (tito.isolation.protocol, data only); a request
+with "nbytes" is followed by that many raw bytes, read straight into memory this server allocated for them:
 
-    {"op": "ready", "cpu": n or null}       -> {"ok": true}            (imports done, on any core; then every
-                                                                         thread moves to core n; no student file read yet)
-    {"op": "file", "role": r, "data": bytes} -> {"ok": true}           (the next part of a model file: the measuring
-                                                                         sandbox has no model file to read, so a model
-                                                                         cannot borrow weights from one as it runs)
+    {"op": "ready", "cpu": n or null}        -> {"ok": true}   (imports done; every thread moves to core n)
+    {"op": "file", "role": r, "nbytes": n} + n bytes -> {"ok": true}   (the next part of a model file: the measuring
+                                                  sandbox has no model file, and receives only the records its size counts)
     {"op": "load", "models": {role: file name}, "sample": [1, 8, 8], "classes": 10}
-                                            -> {"ok": true, "kinds": {role: how}, "needs_code": [role, ...]}
-                                               (from the bytes sent; the name's suffix says ONNX or not)
-    {"op": "data", "X": array}              -> {"ok": true}            (the test inputs; never the labels)
-    {"op": "state", "role": r}              -> {"ok": true, "state": {name: tensor or tuple of them}}
-    {"op": "predict", "role": r}            -> {"ok": true, "outputs": array (N, classes)}
-    {"op": "time", "role": r, "start": i, "count": k} -> {"ok": true}  (k single-image calls; the judge
-                                                                         times the request from outside; each
-                                                                         call's output is kept, untouched)
-    {"op": "outputs"}                       -> {"ok": true, "outputs": array (calls, classes), "index": array}
-                                               (the outputs of every timed call since the last such request,
-                                                and the index of the image each was given; then forgotten)
-    {"op": "trace", "path": p}  (--trace)   -> {"ok": true, "torchscript": bytes, "sha256": hash of its weights}
+        -> {"ok": true, "kinds": {role: how}, "needs_code": [role, ...], "tensors": {role: summaries}}
+           (the bytes sent, loaded; `tensors`: bounded signatures of every tensor the bytes hold, taken before the
+           model is loaded: `records.summarize`)
+    {"op": "stage", "count": k, "nbytes": k * image bytes} + the images as float32
+                                             -> {"ok": true}   (k tensors, each newly allocated and filled from the
+                                                  socket: the next request's inputs, one per call, never a view of another)
+    {"op": "predict", "role": r}             -> {"ok": true, "outputs": array (k, classes)}  (one call per staged tensor)
+    {"op": "time", "role": r}                -> {"ok": true}   (one call per staged tensor: the judge times the
+                                                  request from outside; each call's output is kept, untouched)
+    {"op": "outputs"}                        -> {"ok": true, "outputs": array (calls, classes), "call_ns": array (calls,)}
+                                                 (of the last timed request; each call's own time, read here around
+                                                 it: the no-caching audit compares calls, the ranks use the judge's clock)
+    {"op": "hash", "role": r}                -> {"ok": true, "sha256": hash of its weights (`model_state`)}
+    {"op": "trace", "path": p}  (--trace)    -> {"ok": true, "torchscript": bytes, "sha256": hash of its weights}
     {"op": "bye"}
 
-A failure is {"ok": false, "error": "Type: message"}; the judge decides what it means.
+A failure is {"ok": false, "error": "Type: message"}; the judge decides what it means. A model's printed output is
+capped (OUTPUT_CHARS): past it, its call fails saying how much it wrote.
 """
 from __future__ import annotations
 
@@ -41,16 +46,18 @@ import io
 import os
 import socket
 import sys
+import time
 import warnings
 
 import numpy as np
 import torch
 
-from protocol import decode, encode, recv, send  # staged beside this file (tito.isolation.protocol)
-from tinytorch.benchmarking.results import model_state  # imported before "ready": a student's time starts after
+from protocol import encode, recv, send  # staged beside this file (tito.isolation.protocol)
+from records import file_tensors, summarize  # staged beside this file (tito.olympics.records)
+from tinytorch.benchmarking.olympics import state_dict_sha256  # imported before "ready": a student's time starts after
+from tinytorch.benchmarking.results import model_state
 
-BATCH = 1  # one image a call, as timed: TorchScript specialises on the shapes it sees first (batch 128
-           # first made its batch-1 calls 2.3x slower)
+OUTPUT_CHARS = 100_000  # what a model may print in all (its output goes to a log no one reads)
 
 
 def load_code_free(data: bytes) -> tuple[torch.nn.Module, str] | None:
@@ -167,8 +174,6 @@ def trace(path: str, x: torch.Tensor) -> tuple[bytes, str, str]:
     """The model in `path` as a TorchScript trace on `x` (archive bytes), the hash of its weights as
     loaded, and what the file was. A weights-only state dict is the course's DigitsCNN (no code of the
     file runs); anything else is unpickled (its code runs: in this converting sandbox only)."""
-    import io
-
     from tinytorch.benchmarking.olympics import weights_sha256
 
     try:
@@ -208,13 +213,70 @@ def pin_threads(cpu: int) -> None:
         os.sched_setaffinity(int(tid), {cpu})
 
 
+class OutputFlood(RuntimeError):
+    """A model printed more than OUTPUT_CHARS characters."""
+
+
+class CappedOutput(io.TextIOBase):
+    """sys.stdout / sys.stderr of a measuring process: a model's output (TorchScript's `print` writes here) is
+    counted and dropped; a call after which more than `cap` characters were written in all fails (`check`),
+    saying how much the model wrote."""
+
+    def __init__(self, server: "Server", cap: int = OUTPUT_CHARS) -> None:
+        self.server, self.cap, self.chars = server, cap, 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        self.chars += len(s)
+        return len(s)
+
+    def check(self) -> None:
+        if self.chars > self.cap:
+            calls = max(self.server.calls, 1)
+            self.server.flood = (f"the model wrote {self.chars:,} characters of output in {calls:,} "
+                                 f"call{'s' if calls > 1 else ''} ({self.chars // calls:,} per call); a model's "
+                                 f"output is capped at {self.cap:,} characters in all")
+            raise OutputFlood(self.server.flood)
+
+
+def recv_into(sock: socket.socket, view: memoryview) -> None:
+    """Fill `view` from the socket (the judge's raw bytes land where they are used, and nowhere else)."""
+    got = 0
+    while got < len(view):
+        n = sock.recv_into(view[got:])
+        if n == 0:
+            raise EOFError("the judge closed the channel")
+        got += n
+
+
+def reason(e: BaseException) -> str:
+    """An error as one line: TorchScript's own first line ("The following operation failed in the TorchScript
+    interpreter.") says nothing, so its last line, which names what failed, is taken instead."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    if lines and lines[0].startswith("The following operation failed") and len(lines) > 1:
+        return lines[-1][:300]
+    return f"{type(e).__name__}: {(lines or [''])[0][:300]}"
+
+
 class Server:
-    def __init__(self, converting: bool = False) -> None:
-        self.models: dict[str, torch.nn.Module] = {}
-        self.X: torch.Tensor | None = None
+    def __init__(self, sock: socket.socket, converting: bool = False) -> None:
+        self.sock = sock
+        self.models: dict[str, object] = {}
         self.converting = converting
-        self.timed: list[tuple[int, object]] = []  # (image index, output) of every timed call, until fetched
+        self.staged: list[torch.Tensor] = []   # the next request's inputs: one newly allocated tensor per call
+        self.sample: list[int] | None = None
+        self.timed: list[object] = []          # the outputs of the last timed request, until fetched
+        self.call_ns: list[int] = []           # how long each of its calls took, timed here call by call
         self.files: dict[str, bytearray] = {}  # a model file's bytes, sent by the judge in parts, until loaded
+        self.calls, self.flood = 0, None       # model calls so far; why the output cap stopped a call
+        self.output = CappedOutput(self)
+
+    def _raw(self, n: int) -> bytearray:
+        buf = bytearray(n)
+        recv_into(self.sock, memoryview(buf))
+        return buf
 
     def handle(self, msg: dict) -> dict:
         op = msg.get("op")
@@ -223,62 +285,84 @@ class Server:
                 pin_threads(int(msg["cpu"]))
             return {}
         if op == "file":  # part of a model file: the measuring sandbox holds no file a model could read at run time
-            part = decode(msg["data"], refs=None)
-            if not isinstance(part, bytes):
-                raise ValueError("a file part must be bytes")
-            self.files.setdefault(str(msg["role"]), bytearray()).extend(part)
+            self.files.setdefault(str(msg["role"]), bytearray()).extend(self._raw(int(msg["nbytes"])))
+            return {}
+        if op == "stage":
+            count, sample = int(msg["count"]), [int(d) for d in msg["sample"]]
+            per = 4 * int(np.prod(sample))
+            if int(msg["nbytes"]) != count * per:
+                raise ValueError("a staged request whose byte count does not match its images")
+            self.staged = []
+            for _ in range(count):  # each call's input its own allocation, filled straight from the socket
+                x = torch.empty([1, *sample], dtype=torch.float32)
+                recv_into(self.sock, memoryview(x.numpy()).cast("B"))
+                self.staged.append(x)
             return {}
         if op == "load":
-            kinds, needs = {}, []
+            kinds, needs, tensors = {}, [], {}
             for role, name in msg["models"].items():
                 data = bytes(self.files.pop(role, b""))
                 if name.endswith(".onnx"):
                     try:
-                        self.models[role] = OnnxModel(data, msg["sample"], msg["classes"])
+                        model = OnnxModel(data, msg["sample"], msg["classes"])
                     except Exception as e:  # the file's fault: said with its role
                         raise ValueError(f"{role} model (ONNX): {e}") from None
-                    kinds[role] = "ONNX, run by ONNX Runtime (one thread)"
+                    self.models[role], kinds[role] = model, "ONNX, run by ONNX Runtime (one thread)"
+                    tensors[role] = encode(summarize(list(model.state.items())), refs=None)
                     continue
+                try:  # what the bytes hold, read before any of the model's own code (its __setstate__) runs
+                    tensors[role] = encode(summarize(file_tensors(data)), refs=None)
+                except Exception:  # not an archive the walk can read: the model is still loaded and judged
+                    tensors[role] = encode([], refs=None)
                 got = load_code_free(data)
                 if got is None:
                     needs.append(role)
                 else:
                     self.models[role], kinds[role] = got
-            return {"kinds": kinds, "needs_code": needs}
-        if op == "data":
-            self.X = torch.from_numpy(np.ascontiguousarray(decode(msg["X"], refs=None)))
-            return {}
+            return {"kinds": kinds, "needs_code": needs, "tensors": tensors}
         if op == "trace":
             if not self.converting:
                 raise ValueError("this server measures: it does not load files that need their own code")
-            archive, sha, kind = trace(msg["path"], self.X[:1])
+            if not self.staged:
+                raise ValueError("no image staged to trace on")
+            archive, sha, kind = trace(msg["path"], self.staged[0])
             return {"torchscript": encode(archive, refs=None), "sha256": sha, "kind": kind}
-        if op == "state":
+        if op == "hash":
             model = self.models[msg["role"]]
-            state = model.state if isinstance(model, OnnxModel) else model_state(model)
-            return {"state": encode(state, refs=None)}
+            return {"sha256": state_dict_sha256(model.state if isinstance(model, OnnxModel) else model_state(model))}
         if op == "outputs":  # not timed: the judge checks the timed calls' answers after timing them
             timed, self.timed = self.timed, []
-            outs = [as_array(out) for _, out in timed]
+            outs = [as_array(out) for out in timed]
             return {"outputs": encode(np.concatenate(outs) if outs else np.zeros((0, 0), np.float32), refs=None),
-                    "index": encode(np.array([j for j, _ in timed], dtype=np.int64), refs=None)}
+                    "call_ns": encode(np.asarray(self.call_ns, dtype=np.int64), refs=None)}
         model = self.models[msg["role"]]
+        staged, self.staged = self.staged, []
         with torch.inference_mode():
             if op == "predict":
-                outs = [as_array(model(self.X[i:i + BATCH])) for i in range(0, len(self.X), BATCH)]
-                return {"outputs": encode(np.concatenate(outs), refs=None)}
+                outs = []
+                for x in staged:
+                    self.calls += 1
+                    outs.append(as_array(model(x)))
+                    self.output.check()
+                return {"outputs": encode(np.concatenate(outs) if outs else np.zeros((0, 0), np.float32), refs=None)}
             if op == "time":
-                n, kept = len(self.X), self.timed
-                for j in range(msg["start"], msg["start"] + msg["count"]):
-                    kept.append((j % n, model(self.X[j % n:j % n + 1])))  # judged later: the timed work is the judged work
+                kept = self.timed = []
+                ns = self.call_ns = []
+                clock = time.perf_counter_ns
+                for x in staged:  # judged later: the timed work is the judged work
+                    self.calls += 1
+                    t0 = clock()
+                    kept.append(model(x))
+                    ns.append(clock() - t0)
+                self.output.check()  # after the request: its time is the model's own, counting is not
                 return {}
         raise ValueError(f"unknown request {op!r}")
 
 
-def main(fd: int, converting: bool) -> None:
-    torch.set_num_threads(1)  # every model on one core: the judge compares models, not thread counts
-    sock = socket.socket(fileno=fd)
-    server = Server(converting)
+def serve(sock: socket.socket, converting: bool) -> None:
+    server = Server(sock, converting)
+    if not converting:  # a model's printed output is counted and capped, never a flood in a log
+        sys.stdout = sys.stderr = server.output
     while True:
         try:
             msg = recv(sock)
@@ -288,11 +372,41 @@ def main(fd: int, converting: bool) -> None:
             return
         try:
             reply = {"ok": True, **server.handle(msg)}
-        except Exception as e:  # the student's model failed: the judge reports it as that student's error
-            first = (str(e).strip().splitlines() or [""])[0]
-            reply = {"ok": False, "error": f"{type(e).__name__}: {first[:300]}"}
+        except BaseException as e:  # the student's model failed: the judge reports it as that student's error
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            reply = {"ok": False, "error": server.flood or reason(e)}
         send(sock, reply)
 
 
+def main(argv: list[str]) -> None:
+    torch.set_num_threads(1)  # every model on one core: the judge compares models, not thread counts
+    if argv[0] == "--trace":
+        serve(socket.socket(fileno=int(argv[1])), converting=True)
+        return
+    roles = dict(a.split("=", 1) for a in argv)
+    children = []
+    for role, fd in roles.items():  # one process per model, forked before any model's bytes arrive
+        pid = os.fork()
+        if pid == 0:
+            for other in roles.values():
+                if other != fd:
+                    os.close(int(other))
+            with open("/proc/self/comm", "w") as f:  # how the judge finds this model's process from outside
+                f.write(f"tito-{role}"[:15])
+            try:
+                serve(socket.socket(fileno=int(fd)), converting=False)
+            finally:
+                os._exit(0)
+        children.append(pid)
+    for fd in roles.values():
+        os.close(int(fd))
+    for _ in children:
+        try:
+            os.wait()
+        except ChildProcessError:
+            break
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]), "--trace" in sys.argv[2:])
+    main(sys.argv[1:])
