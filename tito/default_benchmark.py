@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from tinytorch.benchmarking.defaults import run_default_benchmark as run_library_benchmark
-from tinytorch.benchmarking.report import CSV_FILE, JSON_FILE, REPORT_FILE, sample_lines
+from tinytorch.benchmarking.report import CSV_FILE, JSON_FILE, REPORT_FILE
 from tinytorch.benchmarking.results import MiB, results_table
-from tinytorch.profiling.timing import machine_warnings
+from tinytorch.profiling.timing import interruption_lines, machine_warnings
 
 __all__ = ["console_table", "print_summary", "run_default_benchmark"]
 
@@ -53,7 +53,8 @@ def print_summary(out: dict[str, Any], quiet: bool = False) -> str:
     table = console_table(payload)
     say("")
     say(table)
-    say("\n".join(f"  {line[2:]}" for line in sample_lines(payload) if line.startswith("- latency")))
+    say("\n".join(f"  {line[2:]}" for line in interruption_lines(payload["results"], payload["protocol"].get("sequential"))
+                   if line.startswith("- latency")))
     say("\n".join(f"  {c.metric:>10}: {c.verdict}" for c in out["comparisons"]
                   if c.metric in ("latency", "accuracy", "model_size")))
     if out["runtime_comparisons"]:

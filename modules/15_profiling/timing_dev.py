@@ -866,9 +866,10 @@ class TimingSamples:
     `per_call_ns[i]` is block i's elapsed (wall) time divided by `calls_per_sample`: what a user
     waits. `cpu_per_call_ns[i]` is the timing thread's CPU time over the same block, per call: what the
     model costs, unaffected by time the process spent waiting for the CPU (None when not read:
-    see `interrupt_check`). `retaken` holds the per-call `(wall, cpu)` of each interrupted sample
-    that was taken again; `interrupted_kept` the indices of interrupted samples kept because no
-    re-take was left.
+    see `interrupt_check`; `cpu_comparable` is False when it does not stand for the latency: a model
+    that waits by design, whose typical sample is off the CPU). `retaken` holds the per-call
+    `(wall, cpu)` of each interrupted sample that was taken again; `interrupted_kept` the indices of
+    interrupted samples kept because no re-take was left.
     """
 
     per_call_ns: list[float]
@@ -885,6 +886,7 @@ class TimingSamples:
     retaken: list[tuple[float, float]] = field(default_factory=list)
     interrupted_kept: list[int] = field(default_factory=list)
     interrupt_check: str = "off: no CPU clock was read"
+    cpu_comparable: bool = False  # the CPU series stands for the latency (not a model that waits)
 
     @property
     def blocked(self) -> bool:
@@ -931,6 +933,7 @@ class TimingSamples:
                 "timed_ms": sum(walls) * k, "wall_lost_ms": lost,
                 "wall_lost_share": None if lost is None else lost / max(sum(walls) * k, 1e-12),
                 "cpu_per_call_ms": None if self.cpu_per_call_ns is None else [v / 1e6 for v in self.cpu_per_call_ns],
+                "cpu_comparable": self.cpu_comparable,
                 "retaken_per_call_ms": [[w / 1e6, c / 1e6] for w, c in self.retaken]}
 
 
@@ -1684,12 +1687,21 @@ def time_callable(
             calls = max(calls * 2, int(math.ceil(calls * grow * 1.2))) if grow > 2 else calls * 2
         ### END SOLUTION
         cpu, check = _cpu_clock_for(cpu_clock, custom_clock, n_threads, device, interrupt_tolerance)
+        tol, retakes = interrupt_tolerance or INTERRUPT_TOLERANCE, samples if cpu else 0
+        if cpu is not None and all((lambda w, c: w - c > tol * w)(*_block_sample(fn, calls, sync, clock, cpu))
+                                   for _ in range(2)):  # two probe blocks in a row off the CPU: re-takes would not help
+            retakes = 0
         timing_start = clock()
         taken = take_samples(lambda: _block_sample(fn, calls, sync, clock, cpu), calls,
                              lambda per_call: _stop_reason(per_call, samples, (clock() - timing_start) / 1e9,
                                                            min_seconds=min_seconds, max_seconds=max_seconds,
                                                            target_rel_ci=target_rel_ci),
-                             tolerance=interrupt_tolerance or INTERRUPT_TOLERANCE, max_retakes=samples if cpu else 0)
+                             tolerance=tol, max_retakes=retakes)
+        off = None if cpu is None else statistics.median(1 - c / w for w, c in zip(taken.per_call_ns, taken.cpu_per_call_ns))
+        if off is not None and off > tol:  # the typical sample, not a few, was off the CPU
+            check += (f"; but the typical sample was off the CPU for {off:.0%} of its wall time: the model waits (sleep, "
+                      "I/O, other threads) or the machine never let it run, so its CPU time is not its latency and "
+                      "comparisons use wall time")
     return TimingSamples(
         per_call_ns=taken.per_call_ns,
         calls_per_sample=calls,
@@ -1704,6 +1716,7 @@ def time_callable(
         retaken=taken.retaken,
         interrupted_kept=taken.interrupted_kept,
         interrupt_check=check,
+        cpu_comparable=cpu is not None and not off > tol,
     )
 
 # %% nbgrader={"grade": true, "grade_id": "test-timing-loop", "locked": true, "points": 12, "schema_version": 3}
@@ -1991,6 +2004,7 @@ def _merge_metadata(metas: list[dict[str, Any]], n_values: int, order_seed: Any 
         timed_ms=sum(m["timed_ms"] for m in metas), wall_lost_ms=None if None in lost else sum(lost),
         wall_lost_share=None if None in lost else sum(lost) / max(sum(m["timed_ms"] for m in metas), 1e-12),
         cpu_per_call_ms=cpu, retaken_per_call_ms=many("retaken_per_call_ms"),
+        cpu_comparable=all(m.get("cpu_comparable", False) for m in metas),
     )
     if order_seed is not None:
         merged.update(order_seed=order_seed, round_order="random: each round numpy.random.default_rng(order_seed)"
@@ -2250,6 +2264,21 @@ def interruption_text(meta: dict[str, Any]) -> str:
     return (f"{n} of {meta['samples_taken']} samples were interrupted and re-taken" if not kept else
             f"{n} of {meta['samples_taken']} samples were interrupted: {retaken} re-taken, {kept} kept and flagged "
             "(no re-take left)") + ("" if share is None else f" ({share:.1%} of the wall time lost to other programs)")
+
+
+def interruption_lines(results: dict[str, dict[str, Any]], looks: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """Report lines: per metric and model of `results[metric][model]` (a result's `to_dict()`, or anything
+    with its timing `metadata`) its `interruption_text`; per metric of `looks` (a `time_until_decided` record
+    with `alpha_per_look`) how a run until decided went.
+
+    >>> interruption_lines({"latency": {"m": {"metadata": {"interrupt_check": "off: a test"}}}})
+    ['- latency, m: interrupted samples not checked: a test.']
+    """
+    lines = [f"- {metric}, {m}: {interruption_text(r['metadata'])}." for metric, by_model in results.items()
+             for m, r in by_model.items() if "interrupt_check" in r.get("metadata", {})]
+    return lines + [f"- {metric}: sampled until decided, {rec['looks']} look(s) of {rec['samples_per_look']} samples per "
+                    f"model in {rec['spent_s']:.1f} of {rec['budget_s']:g} s, stopped: {rec['stop_reason']} (alpha "
+                    f"{rec['alpha_per_look']:g} per look)." for metric, rec in (looks or {}).items()]
 
 
 # %%

@@ -101,7 +101,7 @@ import numpy as np
 from tinytorch.benchmarking.devices import benchmark_table_markdown
 from tinytorch.benchmarking.pareto import pareto_front_with_ties
 from tinytorch.benchmarking.results import BenchmarkResult, MiB, compare_results, results_table, write_atomic, write_json
-from tinytorch.profiling.timing import interruption_text, machine_warnings
+from tinytorch.profiling.timing import interruption_lines, machine_warnings
 
 _all_ = ["write_atomic", "write_json"]
 SCHEMA = "tinytorch.benchmark.results/1"
@@ -225,20 +225,6 @@ def _metric_table(payload: dict[str, Any], metric: str) -> list[str]:
         "the median's interval."]
 
 
-def sample_lines(payload: dict[str, Any]) -> list[str]:
-    "Per timed metric and model: its interrupted samples (`interruption_text`), and a budgeted run's looks."
-    lines = []
-    for metric, by_model in payload.get("results", {}).items():
-        for m, r in by_model.items():
-            if "interrupt_check" in r.get("metadata", {}):
-                lines.append(f"- {metric}, {m}: {interruption_text(r['metadata'])}.")
-    for metric, rec in (payload.get("protocol", {}).get("sequential") or {}).items():
-        lines.append(f"- {metric}: sampled until decided, {rec['looks']} look(s) of {rec['samples_per_look']} samples "
-                     f"per model in {rec['spent_s']:.1f} of {rec['budget_s']:g} s, stopped: {rec['stop_reason']} "
-                     f"(alpha {rec['alpha_per_look']:g} per look).")
-    return lines
-
-
 def _best(payload: dict[str, Any], metric: str, vals: dict[str, float]) -> list[str]:
     "Models no other beats significantly on `metric` (Pareto set with ties of the raw values; else the extreme median)."
     raw = payload.get("results", {}).get(metric, {})
@@ -305,7 +291,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
             "## Results per metric", ""]
     for metric in _table_metrics(payload):
         out += [*_metric_table(payload, metric), ""]
-    if samples := sample_lines(payload):
+    if samples := interruption_lines(payload.get("results", {}), payload.get("protocol", {}).get("sequential")):
         out += ["## Samples", "", "A sample during which the operating system ran another program (wall time above "
                 "the timing thread's CPU time by more than 5%) is interrupted: re-taken, and counted here.", "",
                 *samples, ""]
@@ -866,7 +852,7 @@ class BenchmarkSuite:
 
     def __init__(self, models: Any, datasets: Any = None, output_dir: str | Path = "benchmark_results",
                  power_watts: float | None = None, *, warmup_runs: int = 5, measurement_runs: int = 10,
-                 names: Sequence[str] | None = None, threads: int | None = None,
+                 names: Sequence[str] | None = None, threads: int | None = 1,
                  input_shape: Sequence[int] | None = None, batch_sizes: Sequence[int] = (1, 8, 32),
                  energy_window_s: float = 1.0, energy_windows: int = 5, powercap_root: str | Path = "/sys/class/powercap",
                  tasks: dict[str, str] | None = None, references: dict[str, str] | None = None,

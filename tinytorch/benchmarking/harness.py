@@ -36,13 +36,10 @@ class OlympicEvent(Enum):
 # %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #81567a9e
 DEFAULT_INPUT_SHAPE = (1, 28, 28)  # the documented default, used only when no dataset has samples
 MAX_LOOKS = 5  # a budgeted run's looks, fixed in advance: ALPHA is spent evenly over them (ALPHA / MAX_LOOKS each)
-SEQUENTIAL_METHOD = (f"sampling until decided: up to {MAX_LOOKS} looks of measurement_runs samples per model, each a "
-                     f"run of interleaved rounds; after each look every model is compared with the first (the "
-                     f"baseline) at alpha = ALPHA / {MAX_LOOKS} (Bonferroni alpha spending: by the union bound the "
-                     f"chance that any look calls two identical models different stays at most ALPHA, whatever the "
-                     f"dependence between looks); it stops when every comparison is different or equivalent, after "
-                     f"{MAX_LOOKS} looks, or when another look would not fit in budget_s; the comparisons are "
-                     f"reported at the same per-look alpha")
+SEQUENTIAL_METHOD = (f"until decided: looks of measurement_runs samples per model, every model compared with the first "
+                     f"at alpha = ALPHA / {MAX_LOOKS} (Bonferroni alpha spending over {MAX_LOOKS} fixed looks: by the union "
+                     "bound at most ALPHA of identical models are ever called different); stops when every comparison "
+                     "is different or equivalent, after the last look, or at budget_s; reported at the same alpha")
 
 
 def _throughput_metric(batch_size: int) -> str:
@@ -60,8 +57,8 @@ class Benchmark:
     or callables (unique names from `names`, the keys, `.name` or the class); `datasets`: what
     `as_eval_sets` takes. `warmup_runs` untimed calls before each round; `measurement_runs` timed
     samples per model in `rounds` interleaved rounds (default `min(30, measurement_runs)`), each round
-    in a random order drawn from `seed`; `threads` fixed while timing (None: the current count; at one
-    thread interrupted samples are re-taken and timings carry CPU time, which comparisons use).
+    in a random order drawn from `seed`; `threads` fixed while timing (default 1: interrupted samples are
+    re-taken and timings carry CPU time, which comparisons use; None: torch's current count, unchecked above one).
 
     `budget_s` (seconds) samples until decided: timed benchmarks keep adding looks of `measurement_runs`
     samples until every model's comparison with the first is different or equivalent, by the method
@@ -75,7 +72,7 @@ class Benchmark:
     """
 
     def __init__(self, models: Any, datasets: Any = None, warmup_runs: int = 5, measurement_runs: int = 10,
-                 names: Sequence[str] | None = None, *, threads: int | None = None, rounds: int | None = None,
+                 names: Sequence[str] | None = None, *, threads: int | None = 1, rounds: int | None = None,
                  dataset_names: Sequence[str] | None = None, seed: int = 0, batch_size: int = 256,
                  budget_s: float | None = None):
         if isinstance(models, dict):

@@ -332,25 +332,18 @@ def _format_p(p: float | None) -> str:
     return "no test" if p is None else "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
-def _band(center: float, eps: float) -> str:
-    return f"± {eps * 100:.0f} points" if center == 0 else f"1 ± {eps:.0%}"
-
-
 def _outcome_why(c: Comparison, lo: float | None, hi: float | None, center: float = 1.0) -> str:
-    "Why `c.outcome` holds, in words, from the effect's interval `(lo, hi)` around `center` (1: a ratio, 0: a difference)."
-    eps, p, unit = c.min_effect, _format_p(c.p_value), (lambda v: f"{v * 100:+.1f} points") if center == 0 else (lambda v: f"{v:.4g}")
+    "Why `c.outcome` holds, from the effect's interval `(lo, hi)` around `center` (1: a ratio, 0: a difference)."
+    band, fmt = (f"± {c.min_effect * 100:.0f} points", lambda v: f"{v * 100:+.1f} points") if center == 0 else (
+        f"1 ± {c.min_effect:.0%}", lambda v: f"{v:.4g}")
     if c.outcome == "different":
-        return f"{p} below {c.alpha:g} and an effect of at least " + (f"{eps * 100:.0f} points" if center == 0 else f"{eps:.0%}")
+        return f"{_format_p(c.p_value)} below {c.alpha:g} and an effect beyond {band}"
     if lo is None or hi is None:
-        return f"one measurement each ({c.n_a} and {c.n_b} values): no interval, so nothing shows the two alike"
-    shown = f"interval [{unit(lo)}, {unit(hi)}]"
-    if c.outcome == "equivalent":
-        return f"the {shown} lies within {_band(center, eps)}"
-    if lo < center - eps and hi > center + eps:
-        return (f"the {shown} reaches past {_band(center, eps)} on both sides: too few samples for this much noise "
-                f"(n = {c.n_a} and {c.n_b}); more samples would decide")
-    return (f"the {shown} reaches past {_band(center, eps)} on one side, and the test ({p}) does not show a difference "
-            "that counts; more samples would decide")
+        return "one measurement each: no interval, so nothing shows the two alike"
+    shown, both = f"the interval [{fmt(lo)}, {fmt(hi)}]", lo < center - c.min_effect and hi > center + c.min_effect
+    return f"{shown} lies within {band}" if c.outcome == "equivalent" else f"{shown} reaches past {band} " + (
+        f"on both sides: too few samples for this much noise (n = {c.n_a} and {c.n_b})" if both else
+        f"on one side, and the test ({_format_p(c.p_value)}) shows no difference that counts") + "; more samples would decide"
 
 
 def _verdict_text(c: Comparison, better: str) -> str:
@@ -607,9 +600,10 @@ CPU_SERIES = ("the timing thread's CPU time per call (cpu_per_call_ms): a sample
 def cpu_series(a: BenchmarkResult, b: BenchmarkResult) -> tuple[BenchmarkResult, BenchmarkResult] | None:
     """Both timings' CPU-time series as results of their own, or None when either has none (then the wall
     times are compared): `metadata["cpu_values"]` (the result's quantity from CPU time), or for a result in
-    ms the timing core's `metadata["cpu_per_call_ms"]` (one per sample, read at one thread)."""
+    ms the timing core's `metadata["cpu_per_call_ms"]` (one per sample, read at one thread), where the timing
+    core found them comparable (`metadata["cpu_comparable"]`: not a model that waits by design)."""
     cpu = [r.metadata.get("cpu_values", r.metadata.get("cpu_per_call_ms") if r.unit == "ms" else None)
-           if type(r) is BenchmarkResult else None for r in (a, b)]
+           if type(r) is BenchmarkResult and r.metadata.get("cpu_comparable") else None for r in (a, b)]
     if any(not isinstance(v, list) or len(v) != r.count or r.count < 2 or None in v for v, r in zip(cpu, (a, b))):
         return None
     return tuple(BenchmarkResult(r.metric_name, v, unit=r.unit, metadata={"series": "cpu"}) for v, r in zip(cpu, (a, b)))
@@ -651,7 +645,7 @@ def compare_results(a: BenchmarkResult, b: BenchmarkResult, *, names: tuple[str,
                    higher_is_better=info.higher_is_better)
     c.outcome = comparison_outcome(significant, (ratio, ratio) if exact else None, min_effect)
     c.why = (_outcome_why(c, None, None) if not exact or c.outcome == "different" else
-             f"exact values: the ratio {ratio:.3f} is within {_band(1.0, min_effect)}")
+             f"exact values: the ratio {ratio:.3f} is within 1 ± {min_effect:.0%}")
     c.verdict = (_verdict_text(c, info.better).replace("(no test)", "(exact values)" if exact else "(single measurement each)")
                  if c.outcome == "different" else _verdict_text(c, info.better).replace(", no test)", ")"))
     return c

@@ -63,7 +63,7 @@ class BenchmarkSuite:
 
     def __init__(self, models: Any, datasets: Any = None, output_dir: str | Path = "benchmark_results",
                  power_watts: float | None = None, *, warmup_runs: int = 5, measurement_runs: int = 10,
-                 names: Sequence[str] | None = None, threads: int | None = None,
+                 names: Sequence[str] | None = None, threads: int | None = 1,
                  input_shape: Sequence[int] | None = None, batch_sizes: Sequence[int] = (1, 8, 32),
                  energy_window_s: float = 1.0, energy_windows: int = 5, powercap_root: str | Path = "/sys/class/powercap",
                  tasks: dict[str, str] | None = None, references: dict[str, str] | None = None,
