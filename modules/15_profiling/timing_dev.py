@@ -2261,6 +2261,10 @@ def interruption_text(meta: dict[str, Any]) -> str:
         return "interrupted samples not checked: " + "; ".join(str(c).removeprefix("off").lstrip(": ") for c in checks)
     n, retaken, kept = meta["interrupted_samples"], meta["retaken_samples"], len(meta["interrupted_kept"])
     share = meta.get("wall_lost_share")
+    if meta.get("cpu_comparable") is False:
+        return (f"{n} of {meta['samples_taken']} samples were off the CPU for more than the tolerance ({share:.0%} of "
+                "the wall time in all): the model waits by design (sleep, I/O, other threads) or the machine never let "
+                "it run; compared on wall time")
     return (f"{n} of {meta['samples_taken']} samples were interrupted and re-taken" if not kept else
             f"{n} of {meta['samples_taken']} samples were interrupted: {retaken} re-taken, {kept} kept and flagged "
             "(no re-take left)") + ("" if share is None else f" ({share:.1%} of the wall time lost to other programs)")
