@@ -1873,6 +1873,44 @@ if __name__ == "__main__":
 
 # %%
 #| export
+def interruption_text(meta: dict[str, Any]) -> str:
+    """One line from a timing's metadata: how many of its samples were interrupted and re-taken, and the
+    share of wall time lost to other programs, or why no sample was checked.
+
+    >>> interruption_text({"interrupted_samples": 3, "retaken_samples": 3, "samples_taken": 33, "interrupted_kept": [],
+    ...                    "wall_lost_share": 0.12, "interrupt_check": "on: ..."})
+    '3 of 33 samples were interrupted and re-taken (12.0% of the wall time lost to other programs)'
+    """
+    checks = meta.get("interrupt_check")
+    checks = checks if isinstance(checks, list) else [checks]
+    if not any(str(c).startswith("on") for c in checks):
+        return "interrupted samples not checked: " + "; ".join(str(c).removeprefix("off").lstrip(": ") for c in checks)
+    n, retaken, kept = meta["interrupted_samples"], meta["retaken_samples"], len(meta["interrupted_kept"])
+    share = meta.get("wall_lost_share")
+    if meta.get("cpu_comparable") is False:
+        return (f"{n} of {meta['samples_taken']} samples were off the CPU for more than the tolerance ({share:.0%} of "
+                "the wall time in all): the model waits by design (sleep, I/O, other threads) or the machine never let "
+                "it run; compared on wall time")
+    return (f"{n} of {meta['samples_taken']} samples were interrupted and re-taken" if not kept else
+            f"{n} of {meta['samples_taken']} samples were interrupted: {retaken} re-taken, {kept} kept and flagged "
+            "(no re-take left)") + ("" if share is None else f" ({share:.1%} of the wall time lost to other programs)")
+
+
+def interruption_lines(results: dict[str, dict[str, Any]], looks: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """Report lines: per metric and model of `results[metric][model]` (a result's `to_dict()`, or anything
+    with its timing `metadata`) its `interruption_text`; per metric of `looks` (a `time_until_decided` record
+    with `alpha_per_look`) how a run until decided went.
+
+    >>> interruption_lines({"latency": {"m": {"metadata": {"interrupt_check": "off: a test"}}}})
+    ['- latency, m: interrupted samples not checked: a test.']
+    """
+    lines = [f"- {metric}, {m}: {interruption_text(r['metadata'])}." for metric, by_model in results.items()
+             for m, r in by_model.items() if "interrupt_check" in r.get("metadata", {})]
+    return lines + [f"- {metric}: sampled until decided, {rec['looks']} look(s) of {rec['samples_per_look']} samples per "
+                    f"model in {rec['spent_s']:.1f} of {rec['budget_s']:g} s, stopped: {rec['stop_reason']} (alpha "
+                    f"{rec['alpha_per_look']:g} per look)." for metric, rec in (looks or {}).items()]
+
+
 def time_model(
     model: Any,
     input_or_shape: Any,
@@ -1933,9 +1971,10 @@ def time_model(
 # %%
 if __name__ == "__main__":
     mlp = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
-    s = time_model(mlp, (1, 64), samples=20)
-    print(f"MLP: median {s.median_ms * 1000:.1f} µs per call, {s.calls_per_sample} calls per block, "
-          f"{s.threads} threads, clock overhead {s.metadata()['timer_overhead_fraction']:.2%} of a block")
+    s = time_model(mlp, (1, 64), samples=20, threads=1)
+    print(f"MLP: median {s.median_ms * 1000:.1f} µs per call (CPU time {statistics.median(s.cpu_per_call_ns) / 1e3:.1f} µs), "
+          f"{s.calls_per_sample} calls per block, {s.threads} thread, clock overhead "
+          f"{s.metadata()['timer_overhead_fraction']:.2%} of a block; {interruption_text(s.metadata())}")
 
 # %% [markdown]
 # ### Several models, one protocol: interleaved rounds
@@ -2245,44 +2284,6 @@ def time_until_decided(models: dict[str, Any], input_or_shape: Any,
     record = {"looks": look, "max_looks": looks, "samples_per_look": samples, "order_seeds": seeds,
               "budget_s": budget_s, "spent_s": time.perf_counter() - start, "stop_reason": reason}
     return {n: merged[n] for n in models}, record
-
-
-def interruption_text(meta: dict[str, Any]) -> str:
-    """One line from a timing's metadata: how many of its samples were interrupted and re-taken, and the
-    share of wall time lost to other programs, or why no sample was checked.
-
-    >>> interruption_text({"interrupted_samples": 3, "retaken_samples": 3, "samples_taken": 33, "interrupted_kept": [],
-    ...                    "wall_lost_share": 0.12, "interrupt_check": "on: ..."})
-    '3 of 33 samples were interrupted and re-taken (12.0% of the wall time lost to other programs)'
-    """
-    checks = meta.get("interrupt_check")
-    checks = checks if isinstance(checks, list) else [checks]
-    if not any(str(c).startswith("on") for c in checks):
-        return "interrupted samples not checked: " + "; ".join(str(c).removeprefix("off").lstrip(": ") for c in checks)
-    n, retaken, kept = meta["interrupted_samples"], meta["retaken_samples"], len(meta["interrupted_kept"])
-    share = meta.get("wall_lost_share")
-    if meta.get("cpu_comparable") is False:
-        return (f"{n} of {meta['samples_taken']} samples were off the CPU for more than the tolerance ({share:.0%} of "
-                "the wall time in all): the model waits by design (sleep, I/O, other threads) or the machine never let "
-                "it run; compared on wall time")
-    return (f"{n} of {meta['samples_taken']} samples were interrupted and re-taken" if not kept else
-            f"{n} of {meta['samples_taken']} samples were interrupted: {retaken} re-taken, {kept} kept and flagged "
-            "(no re-take left)") + ("" if share is None else f" ({share:.1%} of the wall time lost to other programs)")
-
-
-def interruption_lines(results: dict[str, dict[str, Any]], looks: dict[str, dict[str, Any]] | None = None) -> list[str]:
-    """Report lines: per metric and model of `results[metric][model]` (a result's `to_dict()`, or anything
-    with its timing `metadata`) its `interruption_text`; per metric of `looks` (a `time_until_decided` record
-    with `alpha_per_look`) how a run until decided went.
-
-    >>> interruption_lines({"latency": {"m": {"metadata": {"interrupt_check": "off: a test"}}}})
-    ['- latency, m: interrupted samples not checked: a test.']
-    """
-    lines = [f"- {metric}, {m}: {interruption_text(r['metadata'])}." for metric, by_model in results.items()
-             for m, r in by_model.items() if "interrupt_check" in r.get("metadata", {})]
-    return lines + [f"- {metric}: sampled until decided, {rec['looks']} look(s) of {rec['samples_per_look']} samples per "
-                    f"model in {rec['spent_s']:.1f} of {rec['budget_s']:g} s, stopped: {rec['stop_reason']} (alpha "
-                    f"{rec['alpha_per_look']:g} per look)." for metric, rec in (looks or {}).items()]
 
 
 # %%
