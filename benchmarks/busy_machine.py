@@ -1,12 +1,14 @@
 """Measurement on a busy machine (issue 41): the three verdicts' error rates and the median's stability, at three loads.
 
-    python benchmarks/busy_machine.py [--pairs 200] [--block 10] [--runs 30] [--json FILE]
+    python benchmarks/busy_machine.py [--trials 100] [--block 10] [--runs 30] [--json FILE]
 
 Workload: the bundled digits CNN, one image, timed as a model of 10 forward passes ("base"). Beside it, in one
-`Benchmark`: the same object under another name ("same": the A/A pair), a model of 11 passes (+10% work) and one of
-30 passes (3x). Each trial is one `Benchmark(..., measurement_runs=--runs, threads=1, budget_s=3 s x 4 models)`:
-`tito benchmark`'s defaults (30 samples a look, one thread, 3 s per model), sampling until every comparison with
-base is decided or the budget is spent, then `compare(base, m)` for each m: the verdict a user reads.
+`Benchmark`: the same object under two other names ("same", "same2": two A/A pairs per trial, 200 pairs in 100
+trials), a model of 11 passes (+10% work) and one of 30 passes (3x). Each trial is one `Benchmark(...,
+measurement_runs=--runs, threads=1, budget_s=3 s x 5 models)`: `tito benchmark`'s defaults (30 samples a look, one
+thread, 3 s per model), sampling until every comparison with base is decided or the budget is spent, then
+`compare(base, m)` for each m: the verdict a user reads. (The two A/A pairs of a trial share base's samples, so
+they are not independent: the rate is still estimated without bias, with a little more spread.)
 
 Loads: quiet (nothing started by this script), 1 busy process per core and 4 per core (`python3 -c 'while True:
 pass'`, each killed by its PID), cycled in blocks of --block trials, so drift of the machine during the run falls on
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import sys
 import time
@@ -52,7 +55,7 @@ def models() -> dict:
             return out
         return f
     base = times(10)
-    return {"base": base, "same": base, "plus10": times(11), "x3": times(30)}
+    return {"base": base, "same": base, "same2": base, "plus10": times(11), "x3": times(30)}
 
 
 def trial(ms: dict, x: torch.Tensor, runs: int, seed: int) -> dict:
@@ -64,7 +67,7 @@ def trial(ms: dict, x: torch.Tensor, runs: int, seed: int) -> dict:
            "base_cpu_ms": statistics.median(meta["cpu_per_call_ms"]) / 10, "base_wall_ms": lat["base"].median / 10,
            "interrupted": sum(r.metadata["interrupted_samples"] for r in lat.values()),
            "taken": sum(r.metadata["samples_taken"] for r in lat.values())}
-    for m in ("same", "plus10", "x3"):
+    for m in ("same", "same2", "plus10", "x3"):
         c = b.compare("base", m)
         out[m] = {"outcome": c.outcome, "winner": c.winner, "ratio": c.ratio, "says_no_difference":
                   "no significant difference" in c.verdict or "no difference" in c.verdict}
@@ -74,12 +77,13 @@ def trial(ms: dict, x: torch.Tensor, runs: int, seed: int) -> dict:
 def summary(rows: list[dict], quiet: list[dict] | None) -> dict:
     n = len(rows)
     share = lambda key, pred: sum(pred(r[key]) for r in rows) / n  # noqa: E731
+    pairs = lambda pred: sum(pred(r[k]) for r in rows for k in ("same", "same2")) / (2 * n)  # noqa: E731
     cpu, wall = statistics.median(r["base_cpu_ms"] for r in rows), statistics.median(r["base_wall_ms"] for r in rows)
-    s = {"trials": n, "load_min": min(r["load"] for r in rows), "load_median": statistics.median(r["load"] for r in rows),
+    s = {"trials": n, "aa_pairs": 2 * n, "load_min": min(r["load"] for r in rows), "load_median": statistics.median(r["load"] for r in rows),
          "load_max": max(r["load"] for r in rows),
-         "aa_different": share("same", lambda c: c["outcome"] == "different"),
-         "aa_equivalent": share("same", lambda c: c["outcome"] == "equivalent"),
-         "aa_inconclusive": share("same", lambda c: c["outcome"] == "inconclusive"),
+         "aa_different": pairs(lambda c: c["outcome"] == "different"),
+         "aa_equivalent": pairs(lambda c: c["outcome"] == "equivalent"),
+         "aa_inconclusive": pairs(lambda c: c["outcome"] == "inconclusive"),
          "plus10_detected": share("plus10", lambda c: c["outcome"] == "different" and c["winner"] == "base"),
          "plus10_ratio": statistics.median(r["plus10"]["ratio"] for r in rows),
          "x3_equivalent": share("x3", lambda c: c["outcome"] == "equivalent"),
@@ -96,14 +100,14 @@ def summary(rows: list[dict], quiet: list[dict] | None) -> dict:
 
 
 def table(summaries: dict[str, dict]) -> str:
-    lines = ["| load (1-min load avg: min / median / max) | trials | A/A called different | A/A equivalent / "
+    lines = ["| load (1-min load avg: min / median / max) | trials (A/A pairs) | A/A called different | A/A equivalent / "
              "inconclusive | +10% detected | 3x: different / equivalent / 'no difference' | base median per pass, CPU "
              "(vs quiet) | wall (vs quiet) | samples interrupted | looks, s per trial |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for load, s in summaries.items():
         vs = lambda k: f" ({s[k]:.3f}x)" if k in s else ""  # noqa: E731
         lines.append(
-            f"| {load} ({s['load_min']:.1f} / {s['load_median']:.1f} / {s['load_max']:.1f}) | {s['trials']} | "
+            f"| {load} ({s['load_min']:.1f} / {s['load_median']:.1f} / {s['load_max']:.1f}) | {s['trials']} ({s['aa_pairs']}) | "
             f"{s['aa_different']:.1%} | {s['aa_equivalent']:.0%} / {s['aa_inconclusive']:.0%} | {s['plus10_detected']:.0%} "
             f"(ratio {s['plus10_ratio']:.3f}) | {s['x3_different']:.0%} / {s['x3_equivalent']:.0%} / "
             f"{s['x3_no_difference']:.0%} | {s['base_cpu_ms'] * 1e3:.1f} µs{vs('cpu_vs_quiet')} | "
@@ -114,20 +118,21 @@ def table(summaries: dict[str, dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pairs", type=int, default=200, help="trials (A/A pairs) per load (default 200)")
+    ap.add_argument("--trials", type=int, default=100, help="trials per load, two A/A pairs each (default 100)")
     ap.add_argument("--block", type=int, default=10, help="trials per load before switching to the next (default 10)")
     ap.add_argument("--runs", type=int, default=30, help="samples per model per look (default 30, tito's --runs)")
     ap.add_argument("--json", default=None, help="also write every trial and the summaries here")
     args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a kill still ends the busy processes (their `finally`)
     torch.set_num_threads(1)
     ms, x = models(), load_digits_split("test")[0][:1]
     rows: dict[str, list[dict]] = {load: [] for load in LOADS}
-    print(f"machine: {os.cpu_count()} CPUs; load at start {os.getloadavg()}; {args.pairs} trials per load in blocks "
-          f"of {args.block}; budget {BUDGET_PER_MODEL_S} s x 4 models", flush=True)
+    print(f"machine: {os.cpu_count()} CPUs; load at start {os.getloadavg()}; {args.trials} trials per load in blocks "
+          f"of {args.block}; budget {BUDGET_PER_MODEL_S} s x {len(ms)} models", flush=True)
     t0, seed = time.perf_counter(), 0
-    while any(len(r) < args.pairs for r in rows.values()):
+    while any(len(r) < args.trials for r in rows.values()):
         for load, per_core in LOADS.items():
-            todo = min(args.block, args.pairs - len(rows[load]))
+            todo = min(args.block, args.trials - len(rows[load]))
             if todo <= 0:
                 continue
             with busy_processes(per_core):
