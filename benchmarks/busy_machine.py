@@ -19,6 +19,13 @@ Per load it prints: the A/A false-positive rate (same called different; <= 7% wa
 between equivalent and inconclusive; detection of +10% work (called slower; >= 90% wanted); the 3x verdicts (never
 equivalent); the base's median per call, CPU time and wall time (median over trials) and their ratio to quiet
 (CPU time within 10% wanted); interrupted samples, looks and seconds per trial.
+
+    python benchmarks/busy_machine.py --module-complete 3 [--module 19]
+
+instead runs `tito module complete 19` with the instructor's solutions in a fresh student workspace (as
+benchmarks/module_complete.py makes it) three times, forced (`--no-cache`), beside 4 busy processes per core, and
+prints each run's exit code, time and load: a correct student must not be told they failed because the machine
+was busy.
 """
 from __future__ import annotations
 
@@ -34,6 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
 
@@ -116,14 +124,51 @@ def table(summaries: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def module_complete_busy(module: str, runs: int) -> int:
+    "`module complete` with the instructor's solutions, `runs` times (forced), beside 4 busy processes per core."
+    import shutil
+    import tempfile
+
+    from module_complete import timed_complete  # noqa: E402  (benchmarks/ is this script's folder)
+    from tito.config import Course
+    from tito.notebooks.student_release import release
+    from tito.workspace.start import start
+
+    course = Course.load(ROOT)
+    (name,) = course.resolve([module])
+    base = Path(tempfile.mkdtemp(prefix="tito-busy-complete-"))
+    failed = 0
+    try:
+        release(course, name, release_dir=base / "release", course_dir=base / "nbgrader")
+        mod_dir = start(course, name, base / "ws", force=True, release_dir=base / "release")
+        for nb in course.notebooks(name):
+            shutil.copy2(nb, mod_dir / nb.name)
+        with busy_processes(4) as pids:
+            print(f"{len(pids)} busy processes beside `module complete {module}`, load {os.getloadavg()[0]:.1f}", flush=True)
+            for i in range(runs):
+                r = timed_complete(mod_dir, name.split("_", 1)[0], "--no-cache")
+                failed += r["rc"] != 0
+                print(f"run {i + 1}: exit {r['rc']}, complete {r['complete']}, {r['seconds']:.0f} s (CPU {r['cpu']:.0f} s), "
+                      f"load {r['load'][0]:.1f} -> {r['load'][1]:.1f}" + (f"\n{r['tail']}" if r["rc"] else ""), flush=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"{runs - failed} of {runs} runs passed")
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=100, help="trials per load, two A/A pairs each (default 100)")
     ap.add_argument("--block", type=int, default=10, help="trials per load before switching to the next (default 10)")
     ap.add_argument("--runs", type=int, default=30, help="samples per model per look (default 30, tito's --runs)")
     ap.add_argument("--json", default=None, help="also write every trial and the summaries here")
+    ap.add_argument("--module-complete", type=int, default=0, metavar="RUNS",
+                    help="instead: RUNS forced `module complete` runs with the solutions beside 4 busy processes per core")
+    ap.add_argument("--module", default="19")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a kill still ends the busy processes (their `finally`)
+    if args.module_complete:
+        return module_complete_busy(args.module, args.module_complete)
     torch.set_num_threads(1)
     ms, x = models(), load_digits_split("test")[0][:1]
     rows: dict[str, list[dict]] = {load: [] for load in LOADS}

@@ -1302,9 +1302,9 @@ if __name__ == "__main__":
 # ```
 #
 # Why the thread's and not the whole process's (`time.process_time_ns()`)? The process has other
-# threads: after a region that used two threads, torch's OpenMP pool keeps its idle thread
-# spinning for a while, and that thread's CPU time lands in every block. Measured here: a block of
-# 0.45 ms wall time showed 2.4 ms of process CPU time, so an interruption in it could never show.
+# threads: after a region that used two threads, torch's OpenMP pool may keep its idle thread
+# spinning for a while, and that thread's CPU time lands in every block, so an interruption could
+# hide behind it. The cell after the test below measures both on this machine.
 #
 # A sample whose wall time exceeds its CPU time by more than `tolerance` (5%, `INTERRUPT_TOLERANCE`)
 # of its wall time was **interrupted**. It is not a measurement of the model, so it is taken again,
@@ -1527,6 +1527,19 @@ def test_unit_take_samples():
 
 if __name__ == "__main__":
     test_unit_take_samples()
+
+# %%
+if __name__ == "__main__":  # the process's CPU time counts every thread; the thread's only the one that timed
+    _w = torch.randn(256, 256)
+    with fixed_threads(2), torch.inference_mode():
+        _w @ _w  # a region that used two threads: the pool's second thread may keep spinning for a while
+    with fixed_threads(1), torch.inference_mode():
+        _c, _p, _t = time.thread_time_ns(), time.process_time_ns(), time.perf_counter_ns()
+        for _ in range(20):
+            _w @ _w
+        _t, _c, _p = time.perf_counter_ns() - _t, time.thread_time_ns() - _c, time.process_time_ns() - _p
+    print(f"20 matmuls right after a two-thread one: wall {_t / 1e6:.2f} ms, this thread's CPU time {_c / 1e6:.2f} ms, "
+          f"the process's {_p / 1e6:.2f} ms")
 
 # %% [markdown]
 # ### The timing loop
