@@ -66,9 +66,10 @@ def models() -> dict:
     return {"base": base, "same": base, "same2": base, "plus10": times(11), "x3": times(30)}
 
 
-def trial(ms: dict, x: torch.Tensor, runs: int, seed: int) -> dict:
+def trial(ms: dict, x: torch.Tensor, runs: int, seed: int, rounds: int | None = None, budget_s: float | None = None) -> dict:
     t0 = time.perf_counter()
-    b = Benchmark(ms, measurement_runs=runs, threads=1, seed=seed, budget_s=BUDGET_PER_MODEL_S * len(ms))
+    b = Benchmark(ms, measurement_runs=runs, threads=1, seed=seed, rounds=rounds,
+                  budget_s=BUDGET_PER_MODEL_S * len(ms) if budget_s is None else budget_s)
     lat = b.run_latency_benchmark(input_shape=tuple(x.shape))
     meta = lat["base"].metadata
     out = {"seconds": time.perf_counter() - t0, "load": os.getloadavg()[0], "looks": b.sequential["latency"]["looks"],
@@ -165,29 +166,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--module-complete", type=int, default=0, metavar="RUNS",
                     help="instead: RUNS forced `module complete` runs with the solutions beside 4 busy processes per core")
     ap.add_argument("--module", default="19")
+    ap.add_argument("--rounds", type=int, default=None, help="rounds per look (default: Benchmark's)")
+    ap.add_argument("--budget", type=float, default=None, help="seconds per trial (default: 3 per model, tito's)")
+    ap.add_argument("--loads", default=",".join(LOADS), help="which loads, comma-separated (default: all three)")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a kill still ends the busy processes (their `finally`)
     if args.module_complete:
         return module_complete_busy(args.module, args.module_complete)
     torch.set_num_threads(1)
     ms, x = models(), load_digits_split("test")[0][:1]
-    rows: dict[str, list[dict]] = {load: [] for load in LOADS}
+    loads = {k: v for k, v in LOADS.items() if k in args.loads.split(",")}
+    rows: dict[str, list[dict]] = {load: [] for load in loads}
     print(f"machine: {os.cpu_count()} CPUs; load at start {os.getloadavg()}; {args.trials} trials per load in blocks "
           f"of {args.block}; budget {BUDGET_PER_MODEL_S} s x {len(ms)} models", flush=True)
     t0, seed = time.perf_counter(), 0
     while any(len(r) < args.trials for r in rows.values()):
-        for load, per_core in LOADS.items():
+        for load, per_core in loads.items():
             todo = min(args.block, args.trials - len(rows[load]))
             if todo <= 0:
                 continue
             with busy_processes(per_core):
                 time.sleep(1.0 if per_core else 0.0)  # let the hogs take their share before timing
                 for _ in range(todo):
-                    rows[load].append(trial(ms, x, args.runs, seed))
+                    rows[load].append(trial(ms, x, args.runs, seed, args.rounds, args.budget))
                     seed += 1
         done = {k: len(v) for k, v in rows.items()}
         print(f"  {time.perf_counter() - t0:7.0f} s: {done}, load {os.getloadavg()[0]:.1f}", flush=True)
-    summaries = {load: summary(r, rows["quiet"] if load != "quiet" else None) for load, r in rows.items()}
+    summaries = {load: summary(r, rows.get("quiet") if load != "quiet" else None) for load, r in rows.items()}
     print("\n" + table(summaries))
     if args.json:
         Path(args.json).write_text(json.dumps({"summaries": summaries, "trials": rows}, indent=1))

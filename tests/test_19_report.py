@@ -127,7 +127,11 @@ def test_default_benchmark_end_to_end(tmp_path, capsys):
         assert name in printed
         assert out["results"]["accuracy"][name].count == 450
         assert out["results"]["accuracy"][name].median > 0.9, "trained digits models are > 90% accurate"
-        assert out["results"]["latency"][name].count == 4
+        looks = out["suite"].benchmark.sequential["latency"]
+        assert out["results"]["latency"][name].count == 4 * looks["looks"], looks  # sampled until decided, looks of 4
+        assert 1 <= looks["looks"] <= 5 and looks["stop_reason"] in ("decided", "looks", "budget_s"), looks
+        assert out["results"]["latency"][name].metadata["interrupt_check"], "every timing says what its check did"
+    assert "interrupted" in printed and ("inconclusive" in printed or "equivalent" in printed or "faster" in printed)
     sizes = {n: out["results"]["model_size"][n].metadata["bytes"] for n in DEFAULT_MODEL_NAMES}
     assert sizes["digits_cnn_int8"] < 0.7 * sizes["digits_cnn"], "int8 weights take less space on disk"
     for key in ("report", "json", "csv"):

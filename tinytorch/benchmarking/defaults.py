@@ -23,7 +23,7 @@ __all__ = ['DEFAULT_MODEL_NAMES', 'CALIBRATION_SPLIT', 'BUDGET_PER_MODEL_S', 'ca
 # %% ../../nbs/19_benchmarking/defaults_dev.ipynb #6042700a
 DEFAULT_MODEL_NAMES = ("digits_cnn", "digits_cnn_int8", "digits_cnn_pruned50")
 CALIBRATION_SPLIT = "digits train split (first 256 images, 4 batches of 64)"
-BUDGET_PER_MODEL_S = 3.0  # the default run samples each timed benchmark until decided, within 3 s per model row
+BUDGET_PER_MODEL_S = 3.0  # the default run samples latency until decided, within 3 s per model row
 
 
 def calibration_batches() -> list[torch.Tensor]:
@@ -167,7 +167,7 @@ def run_default_benchmark(
     recorded either way). `log` receives progress lines (None: silent; the suite's step lines then
     stay off too). Accuracy is measured where the digits data fits the model, else it is unavailable
     with the reason. `model`: what `load_model_file(model_path)` returned, for a caller that loaded it already.
-    `budget_s`: each timed benchmark samples until every row's comparison with the first is decided, within
+    `budget_s`: the latency benchmark samples until every row's comparison with the first is decided, within
     that many seconds (`Benchmark`'s `budget_s`; None: `BUDGET_PER_MODEL_S` per row).
 
     Returns `{"output_dir", "report", "json", "csv", "plots", "models", "runtimes", "results",

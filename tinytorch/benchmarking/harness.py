@@ -60,10 +60,10 @@ class Benchmark:
     in a random order drawn from `seed`; `threads` fixed while timing (default 1: interrupted samples are
     re-taken and timings carry CPU time, which comparisons use; None: torch's current count, unchecked above one).
 
-    `budget_s` (seconds) samples until decided: timed benchmarks keep adding looks of `measurement_runs`
-    samples until every model's comparison with the first is different or equivalent, by the method
-    in `SEQUENTIAL_METHOD` (a fixed number of looks, `MAX_LOOKS`, with Bonferroni alpha spending);
-    `sequential[metric]` records the looks. Figures: `results[metric][model]`, else
+    `budget_s` (seconds) samples the latency until decided: looks of `measurement_runs` samples are added
+    until every model's latency comparison with the first is different or equivalent, by the method in
+    `SEQUENTIAL_METHOD` (a fixed number of looks, `MAX_LOOKS`, with Bonferroni alpha spending);
+    `sequential["latency"]` records the looks (throughput is timed in one look). Figures: `results[metric][model]`, else
     `unavailable[metric][model] -> reason` or `failures[metric][model] -> {"error_type", "message"}`.
 
     >>> b = Benchmark({"lin": torch.nn.Linear(4, 3)}, (torch.randn(32, 4), torch.randint(0, 3, (32,))))
@@ -154,12 +154,12 @@ class Benchmark:
         self.input_shape, self.input_source = tuple(x.shape), source
         return x
 
-    def _timed_rounds(self, metric: str, x: torch.Tensor, result: Any) -> dict[str, BenchmarkResult]:
+    def _timed_rounds(self, metric: str, x: torch.Tensor, result: Any, looks: bool = False) -> dict[str, BenchmarkResult]:
         """Time every model on `x` in interleaved rounds (a model that raises is recorded, naming the input), with
-        `budget_s` until decided; judge the machine. `result(ms, meta)` makes a model's result from its samples."""
+        `looks` and a `budget_s` until decided; judge the machine. `result(ms, meta)` makes a model's result."""
         before, options = machine_state(), dict(samples=self.measurement_runs, rounds=self.rounds,
                                                  warmup=self.warmup_runs, seed=self.seed, threads=self.threads)
-        if self.budget_s is None:
+        if self.budget_s is None or not looks:
             out = time_interleaved(self.adapters, x, **options)
         else:
             alpha, base = ALPHA / MAX_LOOKS, self.names[0]
@@ -186,7 +186,7 @@ class Benchmark:
             return BenchmarkResult("latency", ms, unit="ms", metadata=dict(
                 meta, input_shape=list(x.shape), input_source=self.input_source,
                 method="measured: time_model (perf_counter_ns, calibrated blocks, interleaved rounds in random order)"))
-        for name, r in self._timed_rounds("latency", x, result).items():
+        for name, r in self._timed_rounds("latency", x, result, looks=True).items():
             self._store("latency", name, r)
         return dict(self.results.get("latency", {}))
 

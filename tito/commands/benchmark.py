@@ -137,7 +137,7 @@ def add_parser(sub, lazy) -> None:
     s.add_argument("--output-dir", default=None, help="where result files go (default: benchmark_results/)")
     s.add_argument("--runs", type=int, default=30, help="timed samples per model in each look (default: 30)")
     s.add_argument("--budget", type=parse_budget, default=None, metavar="SECONDS",
-                   help="sample each timed benchmark until every comparison with the baseline is decided (faster, "
+                   help="sample latency until every comparison with the baseline is decided (faster, "
                         "slower or equivalent), in looks of --runs samples, within SECONDS (default: 3 per model)")
     s.add_argument("--threads", type=int, default=1,
                    help="torch threads while timing (default 1: these models are tiny and a shared "
