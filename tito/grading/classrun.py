@@ -73,6 +73,8 @@ def student_id_problem(name: str) -> str | None:
     if not _STUDENT_ID.fullmatch(name):
         return "not usable (letters, digits, _ . @ + - only, starting with a letter or digit)"
     return None
+
+
 HOST_FILES = ["__init__.py", "isolation/__init__.py", "isolation/protocol.py", "grading/__init__.py", "grading/host.py"]
 
 
