@@ -18,8 +18,9 @@ from tito.isolation import sandbox, seccomp
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# inside the sandbox (no braces: the spec's argv is a format string): each keyring call as the C library makes it, the x32 and i386 (int 0x80) forms of add_key on
-# x86_64, and an ordinary call; prints "name result errno" per line
+# inside the sandbox (no braces: the spec's argv is a format string): each keyring call as the C library
+# makes it, the x32 and i386 (int 0x80) forms of add_key on x86_64, and an ordinary call; prints
+# "name result errno" per line
 PROBE = r'''
 import ctypes, mmap, os, platform
 libc = ctypes.CDLL(None, use_errno=True)
@@ -121,7 +122,7 @@ def test_sandbox_uids_are_distinct_within_a_run_and_between_runs(monkeypatch):
     """20,000 uids drawn from 4 threads are distinct and valid (24 random bits, as on main, repeat one with
     near certainty: ~12 pairs expected); a block used up is followed by another; a second tito process whose
     random start is the same as ours still gets a block of its own."""
-    monkeypatch.setattr(sandbox, "_uids", {"pid": None, "next": 0, "end": 0, "claims": []})
+    monkeypatch.setattr(sandbox, "_uids", {"next": 0, "end": 0, "claims": []})
     drawn: list[list[int]] = [[] for _ in range(4)]
 
     def draw(out: list[int]) -> None:
@@ -135,7 +136,7 @@ def test_sandbox_uids_are_distinct_within_a_run_and_between_runs(monkeypatch):
     assert len(set(uids)) == len(uids) == 20_000
     assert all(sandbox.UID_FIRST <= u < 0xFFFF_FFFF for u in uids)
 
-    monkeypatch.setattr(sandbox, "_uids", {"pid": None, "next": 0, "end": 0, "claims": []})
+    monkeypatch.setattr(sandbox, "_uids", {"next": 0, "end": 0, "claims": []})
     monkeypatch.setattr(sandbox, "UID_BLOCK", 10)
     monkeypatch.setattr(os, "urandom", lambda n: bytes(n))          # every start at block 0
     small = [sandbox.sandbox_uid() for _ in range(25)]
@@ -150,3 +151,14 @@ def test_sandbox_uids_are_distinct_within_a_run_and_between_runs(monkeypatch):
     assert p.returncode == 0, p.stderr
     theirs = {(int(u) - sandbox.UID_FIRST) // 10 for u in p.stdout.split()}
     assert len(theirs) == 3 and not theirs & mine, (mine, theirs)
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a forked child (a Dask or multiprocessing worker) draws from a block of its own
+        os.write(w, str(sandbox.sandbox_uid()).encode())
+        os._exit(0)
+    os.close(w)
+    forked = int(os.read(r, 64))
+    os.waitpid(pid, 0)
+    os.close(r)
+    assert (forked - sandbox.UID_FIRST) // sandbox.UID_BLOCK not in mine   # (the subprocess freed its blocks)

@@ -159,8 +159,17 @@ _DROP = ("import os, sys; u = int(sys.argv[1]); os.setgroups([]); os.setgid(u); 
 # the kernel frees when the process ends: two runs at once on this machine never claim the same block.
 UID_FIRST, UID_BLOCK = 1 << 20, 1 << 20     # above every account's uid and the usual subuid ranges
 UID_BLOCKS = (0xFFFF_FFFE - UID_FIRST) // UID_BLOCK     # 4094 blocks; (uid_t)-1 stays out of reach
-_uids: dict = {"pid": None, "next": 0, "end": 0, "claims": []}
+_uids: dict = {"next": 0, "end": 0, "claims": []}
 _uids_lock = threading.Lock()
+
+
+def _forget_uids() -> None:
+    """In a forked child: its parent's block stays its parent's (and a lock held by a parent's thread is gone)."""
+    global _uids, _uids_lock
+    _uids, _uids_lock = {"next": 0, "end": 0, "claims": []}, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_uids)
 
 
 def _claim_uid_block() -> int:
@@ -189,8 +198,6 @@ def sandbox_uid() -> int:
     True
     """
     with _uids_lock:
-        if _uids["pid"] != os.getpid():  # a forked child: its parent's block is its parent's
-            _uids.update(pid=os.getpid(), next=0, end=0, claims=[])
         if _uids["next"] >= _uids["end"]:
             _uids["next"] = _claim_uid_block()
             _uids["end"] = _uids["next"] + UID_BLOCK
