@@ -26,12 +26,15 @@ from __future__ import annotations
 import os
 import resource
 import shutil
+import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tito.isolation import process
+from tito.isolation.seccomp import keyring_filter
 from tito.config import TitoError
 
 INSIDE = "/grading"          # mounts appear at /grading/<name> inside the sandbox
@@ -150,15 +153,64 @@ _DROP = ("import os, sys; u = int(sys.argv[1]); os.setgroups([]); os.setgid(u); 
          "os.execv(sys.argv[2], sys.argv[2:])")
 
 
+# Sandbox uids: each process of tito hands out the uids of a block of its own, in order, so no two sandboxes of
+# a run share a uid (keyrings, RLIMIT_NPROC and kill_uid's sweep are per uid; 24 random bits drew a shared uid
+# about once per 300-student run). A block is claimed by binding an abstract socket named after it, which
+# the kernel frees when the process ends: two runs at once on this machine never claim the same block.
+UID_FIRST, UID_BLOCK = 1 << 20, 1 << 20     # above every account's uid and the usual subuid ranges
+UID_BLOCKS = (0xFFFF_FFFE - UID_FIRST) // UID_BLOCK     # 4094 blocks; (uid_t)-1 stays out of reach
+_uids: dict = {"next": 0, "end": 0, "claims": []}
+_uids_lock = threading.Lock()
+
+
+def _forget_uids() -> None:
+    """In a forked child: its parent's block stays its parent's (and a lock held by a parent's thread is gone)."""
+    global _uids, _uids_lock
+    _uids, _uids_lock = {"next": 0, "end": 0, "claims": []}, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_uids)
+
+
+def _claim_uid_block() -> int:
+    """The first uid of a block no other process on this machine holds (its socket kept in _uids)."""
+    start = int.from_bytes(os.urandom(2), "big") % UID_BLOCKS
+    for i in range(UID_BLOCKS):
+        block = (start + i) % UID_BLOCKS
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.bind(f"\0tito-sandbox-uids-{block}")
+        except OSError:  # another tito process holds it (or this one, an earlier block)
+            s.close()
+            continue
+        _uids["claims"].append(s)
+        return UID_FIRST + block * UID_BLOCK
+    raise TitoError(f"no sandbox uids left: all {UID_BLOCKS} blocks of {UID_BLOCK} uids are held by tito processes")
+
+
 def sandbox_uid() -> int:
-    """A fresh unprivileged uid for one sandbox (no account needs to exist for it)."""
-    return 200_000 + int.from_bytes(os.urandom(3), "big")
+    """A fresh unprivileged uid for one sandbox (no account needs to exist for it): never one this process
+    handed out before, nor one another tito process on this machine holds (thread-safe; a forked child claims
+    a block of its own).
+
+    >>> a, b = sandbox_uid(), sandbox_uid()
+    >>> b == a + 1 and a >= UID_FIRST
+    True
+    """
+    with _uids_lock:
+        if _uids["next"] >= _uids["end"]:
+            _uids["next"] = _claim_uid_block()
+            _uids["end"] = _uids["next"] + UID_BLOCK
+        uid = _uids["next"]
+        _uids["next"] += 1
+        return uid
 
 
-def command(spec: SandboxSpec, bwrap: str | None, uid: int | None = None) -> list[str]:
+def command(spec: SandboxSpec, bwrap: str | None, uid: int | None = None, seccomp_fd: int | None = None) -> list[str]:
     """The full command line: bwrap options + argv (placeholders resolved); argv alone without bwrap.
 
-    As root, `uid` (default: a fresh one) is the uid the command runs as inside the sandbox.
+    As root, `uid` (default: a fresh one) is the uid the command runs as inside the sandbox;
+    `seccomp_fd`: an open file bwrap reads the sandbox's seccomp filter from (tito.isolation.seccomp).
     """
     sandboxed = bwrap is not None
     subst = _subst(spec, sandboxed)
@@ -177,6 +229,8 @@ def command(spec: SandboxSpec, bwrap: str | None, uid: int | None = None) -> lis
     else:
         cmd = [bwrap, "--unshare-all"]
     cmd += ["--die-with-parent", "--new-session", "--clearenv"]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
     for d in SYSTEM_DIRS:
         cmd += ["--ro-bind-try", d, d]
     size = str(spec.limits.tmp_mb * 1024 * 1024)
@@ -280,11 +334,18 @@ def start(spec: SandboxSpec, bwrap: str | None, pass_fds: tuple[int, ...] = (), 
     the Popen of a process group that dies with tito. `pass_fds` stay open inside; as root without
     `caps`, the command runs as `uid` (default: a fresh one); it starts inside `cgroups` (folders of
     control groups: tito.isolation.limits), so everything it runs counts there; `cpus`: the cores it
-    (and everything it starts) may run on."""
+    (and everything it starts) may run on. In bwrap, no process of the sandbox can use the kernel's
+    keyrings (tito.isolation.seccomp: a uid's keys would cross from one test process to the next)."""
     import subprocess
 
     sandboxed = bwrap is not None
     rlimits = _preexec(spec.limits)
+    program = keyring_filter() if sandboxed else None
+    seccomp_fd = None
+    if program is not None:  # bwrap reads the filter from a file descriptor: a pipe holds it (a few hundred bytes)
+        seccomp_fd, w = os.pipe()
+        os.write(w, program)
+        os.close(w)
 
     def setup() -> None:
         for g in cgroups:
@@ -294,11 +355,15 @@ def start(spec: SandboxSpec, bwrap: str | None, pass_fds: tuple[int, ...] = (), 
             os.sched_setaffinity(0, cpus)
         rlimits()
 
-    return process.start(command(spec, bwrap, uid), cwd=spec.cwd if not sandboxed else None,
-                         env=sandbox_env(spec, sandboxed) if not sandboxed else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                         stdout=stdout if stdout is not None else subprocess.PIPE,
-                         stderr=stderr if stderr is not None else subprocess.PIPE,
-                         pass_fds=pass_fds, preexec=setup)
+    try:
+        return process.start(command(spec, bwrap, uid, seccomp_fd), cwd=spec.cwd if not sandboxed else None,
+                             env=sandbox_env(spec, sandboxed) if not sandboxed else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                             stdout=stdout if stdout is not None else subprocess.PIPE,
+                             stderr=stderr if stderr is not None else subprocess.PIPE,
+                             pass_fds=(*pass_fds, seccomp_fd) if seccomp_fd is not None else pass_fds, preexec=setup)
+    finally:
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
 
 
 def run(spec: SandboxSpec, timeout: float, bwrap: str | None) -> SandboxResult:
