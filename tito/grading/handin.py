@@ -13,12 +13,26 @@ SUBMISSIONS may be (detected from its entries; each layout may also be the bulk 
                student's files (or, without "in folders", files <Full Name>_<participant id>_assignsubmission_file_
                <the file's name>); student id = the participant id
 
+The LMS is decided once per folder, from all its entries (`folder_layout`): a name only one LMS writes decides, so
+a Canvas upload named like a Moodle hand-in is the uploader's Canvas file; names of both LMSs in one folder, or only
+names either could have written, are the instructor's error (TitoError). tito's archives and student folders may sit
+beside one LMS's download. A Moodle folder's id is read from the right end of its name; a flat Moodle file naming
+two participant ids is nobody's; one id under two names (two students', or an LMS's and a tito archive's) is
+refused, both named.
+
 Every layout but the first is copied into OUTPUT/handins/<student>/ (`tito grade`: the assignment's notebooks only;
 the judge: submission.json and its model files only; other files are left out, so nothing else is listed as "not
-graded"), and OUTPUT/handins.json records where each student's files came from. Each archive is opened as hostile:
+graded"), and OUTPUT/handins.json records where each student's files came from. Each archive is opened as hostile, in a child process of its own (tito.grading.unpack) limited to
+ARCHIVE_MEMORY_MB of address space, ARCHIVE_CPU_SECONDS of CPU and ARCHIVE_SECONDS of wall-clock time (then killed),
+writing no file above the student's byte cap: an archive that needs more is refused ("took longer than N s to open",
+"needed more than N MiB to open") and costs only its owner:
 
 - it is copied first, as a regular file (never through a link) of at most the student's byte cap;
-- a zip's member count is read from its end record before zipfile parses its directory;
+- a zip's member count and directory size are read from its end record before zipfile parses its directory
+  (at most ZIP_RECORD_BYTES a member);
+- a tar's decompressed stream is counted as it is read, headers, padding and skipped `__MACOSX` members included:
+  at most the student's byte cap plus STREAM_SLACK_MB, and no header above TAR_HEADER_BYTES (a GNU long name or PAX
+  header is read whole), refused before the bytes are decompressed;
 - only regular files and folders, with relative names that stay inside (no `..`, no absolute or drive names) and
   no encryption, are extracted: one link, device, `..` or absolute name refuses the whole archive;
 - at most HANDIN_FILES files and the student's byte cap (`submission_folder_mb` in settings.ini) in all, counted
@@ -225,8 +239,9 @@ def extract(archive: Path, dest: Path, budget: Budget) -> list[str]:
            str(max(0, budget.bytes)), what]
     p = process.start(cmd, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
                       preexec=_limits(ARCHIVE_MEMORY_MB, ARCHIVE_CPU_SECONDS, max(0, budget.bytes) + (1 << 20)))
+    out = err = b""
     try:
-        out, _ = p.communicate(timeout=ARCHIVE_SECONDS)
+        out, err = p.communicate(timeout=ARCHIVE_SECONDS)
         rc: int | None = p.returncode
     except subprocess.TimeoutExpired:
         rc = None
@@ -234,6 +249,8 @@ def extract(archive: Path, dest: Path, budget: Budget) -> list[str]:
         process.kill_group(p)
     if rc is None:
         p.communicate()
+    # Python out of memory before the child's own handler: a MemoryError traceback, or a library it cannot map
+    no_memory = rc != 0 and (b"MemoryError" in err[-2000:] or b"failed to map segment" in err[-2000:])
     try:
         got = json.loads(out.decode().strip().splitlines()[-1]) if rc == 0 else {}
     except (ValueError, IndexError, UnicodeDecodeError):
@@ -244,7 +261,7 @@ def extract(archive: Path, dest: Path, budget: Budget) -> list[str]:
             raise Refused(str(got["refused"]))
         if rc is None:
             raise Refused(f"{what} took longer than {ARCHIVE_SECONDS} s to open")
-        if got.get("memory") or rc == 1:  # 1: MemoryError while Python itself was reporting it
+        if got.get("memory") or no_memory:
             raise Refused(f"{what} needed more than {ARCHIVE_MEMORY_MB} MiB to open")
         if rc == -signal.SIGXCPU:
             raise Refused(f"{what} took more than {ARCHIVE_CPU_SECONDS} s of CPU time to open")
