@@ -345,7 +345,8 @@ def test_archive_bombs_cost_only_their_owner(tmp_path):
 
 
 def test_the_child_that_opens_an_archive_has_its_own_memory_and_time(tmp_path, monkeypatch):
-    """The child's limits, lowered here: out of memory, or past its wall-clock time (a 200 MB junk member: within
+    """The child's limits, lowered here: out of memory (a zip directory that fits its byte bound but not 32 MiB),
+    or past its wall-clock time (a 200 MB junk member: within
     the byte budget, so only the clock stops it), the archive is refused, named, with nothing of it left; the
     process that called extract goes on. The honest zip opens under the real limits."""
     ok = make_zip(tmp_path / "ok.zip", work())
@@ -353,9 +354,17 @@ def test_the_child_that_opens_an_archive_has_its_own_memory_and_time(tmp_path, m
         "19_benchmarking/.ipynb_checkpoints/a_dev-checkpoint.ipynb", "19_benchmarking/README.md",
         "19_benchmarking/a_dev.ipynb", "19_benchmarking/b_dev.ipynb", "19_benchmarking/progress.json",
         "release/19_benchmarking/a_dev.ipynb"]
-    monkeypatch.setattr(handin, "ARCHIVE_MEMORY_MB", 16)
-    with pytest.raises(handin.Refused, match=r"ok.zip needed more than 16 MiB to open"):
-        handin.extract(ok, tmp_path / "b", handin.Budget(100, 1 << 20))
+    # a central directory of 78,000 records under its 1,000 x 4 KB bound: ~60 MiB of zipfile's objects to parse
+    records = b"".join(struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0,
+                                   0o100644 << 16, 0) + b"%06x" % i for i in range(78_000))
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, 0, 0, 0, 1, 0) + b"a"
+    big = tmp_path / "big.zip"
+    big.write_bytes(local + records + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, len(records), len(local), 0))
+    with pytest.raises(handin.Refused, match=r"big.zip: more than 1000 files"):  # the real limit: parsed, counted
+        handin.extract(big, tmp_path / "b", handin.Budget(1000, 200 << 20))
+    monkeypatch.setattr(handin, "ARCHIVE_MEMORY_MB", 32)
+    with pytest.raises(handin.Refused, match=r"big.zip needed more than 32 MiB to open"):
+        handin.extract(big, tmp_path / "b", handin.Budget(1000, 200 << 20))
     assert not (tmp_path / "b").exists()
     monkeypatch.undo()
     slow = tmp_path / "slow.tar.bz2"

@@ -250,7 +250,8 @@ def extract(archive: Path, dest: Path, budget: Budget) -> list[str]:
     if rc is None:
         p.communicate()
     # Python out of memory before the child's own handler: a MemoryError traceback, or a library it cannot map
-    no_memory = rc != 0 and (b"MemoryError" in err[-2000:] or b"failed to map segment" in err[-2000:])
+    no_memory = rc != 0 and any(w in err[-2000:] for w in (b"MemoryError", b"failed to map segment",
+                                                           b"Cannot allocate memory"))
     try:
         got = json.loads(out.decode().strip().splitlines()[-1]) if rc == 0 else {}
     except (ValueError, IndexError, UnicodeDecodeError):
