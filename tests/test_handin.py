@@ -276,10 +276,15 @@ def test_a_canvas_upload_named_like_moodle_stays_its_uploaders(tmp_path):
     make_zip(two / "bob_4242_99_a.zip", work())
     make_zip(two / "mallory_4242_98_b.zip", {"a_dev.ipynb": "blank"})
     make_zip(two / "cy_4343_97_c.zip", work())
+    make_zip(two / "4343.zip", {"a_dev.ipynb": "blank"})
+    make_zip(two / "ann.zip", {"a_dev.ipynb": NB})              # one student's two archives: one hand-in
+    make_tar(two / "ann.tar.gz", {"b_dev.ipynb": NB.encode()})
     got = handin.collect(two, tmp_path / "out4", WANTED)
-    assert sorted(got.sources) == ["4343"]
-    assert len(got.problems) == 1 and "4242: hand-ins under more than one name" in got.problems[0]
-    assert "bob_4242_99_a.zip" in got.problems[0] and "mallory_4242_98_b.zip" in got.problems[0]
+    assert files_of(got.folder) == {"ann": ["a_dev.ipynb", "b_dev.ipynb"]}
+    why = {line.split(":", 1)[0]: line for line in got.problems}
+    assert sorted(why) == ["4242", "4343"] and all("hand-ins under more than one name" in w for w in why.values())
+    assert "bob_4242_99_a.zip" in why["4242"] and "mallory_4242_98_b.zip" in why["4242"]
+    assert "cy_4343_97_c.zip" in why["4343"] and "4343.zip" in why["4343"]
 
 
 def tar_header(name: bytes, size: int, typ: bytes) -> bytes:

@@ -503,7 +503,9 @@ def collect(source: Path, out_dir: Path, wanted: set[str] | None, capstone: bool
                 continue
             try:
                 found = identify(p.name, p.is_dir(), lms)
-                who = _lms(p.name, p.is_dir()).get(lms or "", ("", "", p.name))[2] if found else ""
+                # whose name it is under: the LMS's name of the student, or (tito's archives and folders, whose
+                # name is the id) one key for all of them: a student's two archives are one hand-in
+                who = _lms(p.name, p.is_dir())[lms][2] if found and found[0] == lms else "\0tito"
             except Refused as e:
                 problems.append(f"{e}; not graded")
                 continue
@@ -520,7 +522,7 @@ def collect(source: Path, out_dir: Path, wanted: set[str] | None, capstone: bool
                 continue
             layouts.add(layout)
             groups.setdefault(sid, []).append((p, own or p.name))
-            names.setdefault(sid, {}).setdefault(who or p.name, p.name)
+            names.setdefault(sid, {}).setdefault(who, p.name)
         result = HandIns(out_dir / FOLDER, "+".join(sorted(layouts)) or "empty")
         ids = sorted(groups)
         clash = same_ids(ids)
