@@ -130,32 +130,34 @@ def _write(src, dest: Path, limit: int) -> None:
 
 
 class _Counted:
-    """A tar's decompressed stream that refuses to go past `limit` bytes (reads and forward seeks alike), checked
-    before each read: a header or a skipped member declaring gigabytes is refused before it is decompressed."""
+    """A tar's decompressed stream that refuses to decompress more than `limit` bytes in all (reads, forward seeks,
+    and a backward seek, which decompresses again from the start), checked before each read or seek: a header or
+    a skipped member declaring gigabytes is refused before it is decompressed."""
 
     def __init__(self, f, limit: int):
-        self.f, self.limit, self.pos = f, limit, 0
+        self.f, self.limit, self.pos, self.work = f, limit, 0, 0
 
-    def _reach(self, end: int) -> None:
-        if end > self.limit:
+    def _spend(self, n: int) -> None:
+        self.work += n
+        if self.work > self.limit:
             raise Refused(f"more than {self.limit >> 20} MiB once decompressed, headers and skipped members counted "
                           "(the hand-in's limit of bytes)")
 
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0:
-            n = self.limit - self.pos + 1
+            n = self.limit - self.work + 1
         if n > TAR_HEADER_BYTES:  # tarfile reads a long-name or PAX header whole, in one read
             raise Refused(f"a tar header of {n >> 20} MiB (at most {TAR_HEADER_BYTES >> 20} MiB)")
-        self._reach(self.pos + n)
+        self._spend(n)
         data = self.f.read(n)
         self.pos += len(data)
         return data
 
     def seek(self, offset: int, whence: int = 0) -> int:
         target = offset if whence == 0 else self.pos + offset if whence == 1 else None
-        if target is None:
+        if target is None or target < 0:
             raise OSError("a tar is read from its start")
-        self._reach(target)
+        self._spend(target - self.pos if target >= self.pos else target)
         self.pos = self.f.seek(target)
         return self.pos
 
