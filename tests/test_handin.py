@@ -93,8 +93,8 @@ def files_of(folder: Path) -> dict[str, list[str]]:
 
 def test_every_layout_gets_the_right_student_ids_and_only_the_notebooks(tmp_path):
     """tito's archives (zip, tar.gz, a bare id), a student folder, Canvas's files (an archive, notebooks uploaded one
-    by one, late, resubmitted) and Moodle's folders and flat files, in one folder: each student's id is the archive's
-    or the LMS's, and their folder holds the assignment's notebooks only, from their work folder, not the release's
+    by one, late, resubmitted) in one folder, and Moodle's folders and flat files beside a tito archive in another
+    (one LMS a folder): each student's id is the archive's or the LMS's, and their folder holds the assignment's notebooks only, from their work folder, not the release's
     copies."""
     subs = tmp_path / "subs"
     make_zip(subs / "19_benchmarking-ann.zip", work())
