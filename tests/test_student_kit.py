@@ -309,8 +309,8 @@ torch.jit.script(model.eval()).save("mine.pt")
 
 def test_hand_in_walk_from_the_kit_to_the_grade(course, kits, tmp_path):
     """`module submit 19` in a kit writes one archive named for the student, holding the notebooks and the capstone's
-    submission.json and the model it names, nothing else; a folder of two such archives, a Canvas-named one and a
-    Moodle folder, beside a zip with `../` names, one with a link, one of 10,000 files and one expanding to 1 GB, is
+    submission.json and the model it names, nothing else; a folder of two such archives and two Canvas-named ones
+    (one LMS's download per folder: Moodle's are collected in test_handin), beside a zip with `../` names, one with a link, one of 10,000 files and one expanding to 1 GB, is
     graded with the right student ids (one notebook's worth: results_dev), no "not graded" file of an honest
     student, and each hostile archive refused for its student only. The judge takes the capstone files from the
     same hand-ins (issue 44's scripted walk)."""
@@ -346,8 +346,7 @@ def test_hand_in_walk_from_the_kit_to_the_grade(course, kits, tmp_path):
     for who in ("alice", "bob"):
         shutil.copy2(kit / f"{MODULE}-{who}.zip", subs)
     shutil.copy2(archive, subs / f"leecarol_late_1001_555_{MODULE}-carol.zip")        # Canvas's name
-    (subs / "Dan Moe_2002_assignsubmission_file_").mkdir()                              # Moodle's folder
-    shutil.copy2(archive, subs / "Dan Moe_2002_assignsubmission_file_" / f"{MODULE}-dan.zip")
+    shutil.copy2(archive, subs / f"smithdan_2002_556_{MODULE}-dan.zip")                # Canvas's too: one LMS a folder
     nb_text = (mod_dir / "results_dev.ipynb").read_text()
     make_zip(subs / f"{MODULE}-dotdot.zip", {f"{MODULE}/../../results_dev.ipynb": nb_text})
     make_zip(subs / f"{MODULE}-linker.zip", {f"{MODULE}/results_dev.ipynb": nb_text},
