@@ -324,3 +324,11 @@ def test_a_notebook_of_highlighter_bait_makes_a_bounded_page(monkeypatch):
     one = feedback.feedback_html(feedback.autograded_notebook(RELEASE, submission.essentials(
         {"cells": [{"cell_type": "code", "source": bait}]}), {}, {})[0], "t")
     assert len(one) - len(feedback.feedback_html(bare, "t")) <= feedback.page_bytes(bait)  # the estimate bounds it
+
+
+def test_an_output_cut_at_its_budget_says_so():
+    from tito.isolation.sanitize import sanitize_outputs
+
+    outs = sanitize_outputs([{"output_type": "stream", "name": "stdout", "text": "y" * 5_000}] * 3, budget=6_000)
+    assert outs[0]["text"] == "y" * 5_000 and re.search(r"\n… \(output cut at [0-9]{3} characters\)$", outs[1]["text"])
+    assert outs[2]["text"] == "… (1 more output not shown: this notebook's outputs are bounded)\n" and len(outs) == 3

@@ -17,12 +17,17 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")  # half of a UTF-16 pair: no UTF-8 file can hold one alone
 
 
-def _text(v, limit: int = CELL_OUTPUT_BYTES) -> str:
+def _text(v, limit: int = CELL_OUTPUT_BYTES, note: bool = True) -> str:
     """A string field of an output: no terminal escape (nbconvert's ansi2html would turn a colour code into an
     inline-styled span after clean_html, and a code per character into a span per character), no control
-    character, no lone surrogate, at most `limit` characters."""
+    character, no lone surrogate, at most `limit` characters (and, with `note`, a line saying it was cut)."""
     v = "".join(x for x in v if isinstance(x, str)) if isinstance(v, list) else v
-    return clean_text(_SURROGATE.sub("\ufffd", v[:8 * limit]), limit) if isinstance(v, str) else ""
+    if not isinstance(v, str):
+        return ""
+    s = clean_text(_SURROGATE.sub("\ufffd", v[:8 * limit]), 8 * limit)
+    if len(s) <= limit:
+        return s
+    return s[:limit] + (f"\n… (output cut at {limit:,} characters)" if note else "")
 
 
 def sanitize_outputs(outputs, budget: int = CELL_OUTPUT_BYTES, text_only: bool = False) -> list:
@@ -44,8 +49,10 @@ def sanitize_outputs(outputs, budget: int = CELL_OUTPUT_BYTES, text_only: bool =
 
     out: list = []
     keep = MIME_TEXT_ONLY if text_only else MIME_KEEP
+    left_out = 0
     for o in outputs if isinstance(outputs, list) else []:
         if not isinstance(o, dict) or budget <= 0:
+            left_out += budget <= 0
             continue
         kind = o.get("output_type")
         if kind == "stream":
@@ -57,7 +64,8 @@ def sanitize_outputs(outputs, budget: int = CELL_OUTPUT_BYTES, text_only: bool =
                               evalue=_text(o.get("evalue", ""), 2000), traceback=tb)
         elif kind in ("display_data", "execute_result"):
             data = o.get("data") if isinstance(o.get("data"), dict) else {}
-            data = {k: _text(v, budget) for k, v in data.items() if k in keep and isinstance(v, (str, list))}
+            data = {k: _text(v, budget, note=not k.startswith("image/")) for k, v in data.items()
+                    if k in keep and isinstance(v, (str, list))}
             data = {k: mathjax_text(v) if k in MIME_MATHJAX else v for k, v in data.items()}
             data = {k: v for k, v in data.items() if not k.startswith("image/png") and not k.startswith("image/jpeg")
                     or _BASE64.fullmatch(v)}  # an image is base64 or nothing: no markup inside an attribute
@@ -70,6 +78,9 @@ def sanitize_outputs(outputs, budget: int = CELL_OUTPUT_BYTES, text_only: bool =
             continue
         budget -= len(json.dumps(node))
         out.append(node)
+    if left_out:
+        out.append(new_output("stream", name="stdout", text=f"… ({left_out:,} more output{'s' if left_out > 1 else ''} "
+                                                           "not shown: this notebook's outputs are bounded)\n"))
     return out
 
 
