@@ -8,10 +8,10 @@ students' pages are rendered at once, one per judge, not in tito's own process).
 from __future__ import annotations
 
 import copy
-from html import escape
 import json
 import os
 import re
+from html import escape
 from pathlib import Path
 
 from tito.isolation.sanitize import (CELL_OUTPUT_BYTES, bounded_text, clean_html, console_line, mathjax_text,

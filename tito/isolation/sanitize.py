@@ -60,7 +60,7 @@ def sanitize_outputs(outputs, budget: int = CELL_OUTPUT_BYTES, text_only: bool =
                               text=_text(o.get("text", ""), budget))
         elif kind == "error":
             tb = [_text(t, 5000) for t in o.get("traceback", [])[:60]] if isinstance(o.get("traceback"), list) else []
-            node = new_output("error", ename=_text(o.get("ename", "Error"), 200) or "Error",
+            node = new_output("error", ename=_text(o.get("ename", "Error"), 200, note=False) or "Error",
                               evalue=_text(o.get("evalue", ""), 2000), traceback=tb)
         elif kind in ("display_data", "execute_result"):
             data = o.get("data") if isinstance(o.get("data"), dict) else {}
