@@ -197,7 +197,7 @@ def test_hostile_archives_are_refused_for_their_student_only(tmp_path):
 
 def test_a_header_that_understates_its_member_is_caught_while_writing(tmp_path):
     with pytest.raises(handin.Refused, match="more bytes than its header declares"):
-        handin._write(io.BytesIO(b"x" * 100), tmp_path / "f", 10)
+        handin.write_member(io.BytesIO(b"x" * 100), tmp_path / "f", 10)
 
 
 def test_student_ids_follow_grading_and_do_not_collide(tmp_path):

@@ -174,6 +174,8 @@ def test_kit_contents(course, kits):
     rows = re.findall(r"^\| (\d+) \| `(\w+)\.ipynb` \|", readme, re.M)
     assert [n for _, n in rows] == course.reading_order(MODULE)[:len(rows)] and rows[0] == ("1", "results_dev")
     assert {p.name for p in (kit / "tests").glob("test_*.py")} == {p.name for p in rel.kit_tests(course, MODULE)}
+    # the modules the tests import from tests/ ship with them (test_19_busy.py imports busy.py), or it cannot collect
+    assert (kit / "tests" / "busy.py").read_text() == (course.root / "tests" / "busy.py").read_text()
     # the reference: Module 15's package (a completed prerequisite), none of Module 19's code
     for lib in (kit / "reference" / "tinytorch", kit / "tinytorch"):
         files = sorted(p.relative_to(lib).as_posix() for p in lib.rglob("*.py"))
@@ -369,3 +371,17 @@ def test_hand_in_walk_from_the_kit_to_the_grade(course, kits, tmp_path):
     cap = handin.collect(subs, tmp_path / "judged", None, capstone=True)
     assert {d.name: sorted(p.name for p in d.iterdir()) for d in cap.folder.iterdir()} == {
         s: ["mine.pt", "submission.json"] for s in ("1001", "2002", "alice", "bob")}
+
+
+def test_the_modules_tests_import_from_their_folder_travel_with_them(tmp_path):
+    """`module complete` and the kit copy the test files and what they import from tests/, transitively; other
+    tests, conftest and installed packages stay where they are."""
+    from tito.notebooks.kit import test_helpers
+
+    (tmp_path / "test_19_x.py").write_text("import os\nfrom busy import hogs\nimport test_19_y\nimport conftest\n")
+    (tmp_path / "busy.py").write_text("def hogs():\n    import load\n")
+    (tmp_path / "load.py").write_text("x = 1\n")
+    (tmp_path / "unused.py").write_text("")
+    (tmp_path / "test_19_y.py").write_text("")
+    (tmp_path / "conftest.py").write_text("")
+    assert test_helpers([tmp_path / "test_19_x.py"], tmp_path) == [tmp_path / "busy.py", tmp_path / "load.py"]

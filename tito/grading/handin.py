@@ -58,8 +58,8 @@ from pathlib import Path
 from tito.config import Course, TitoError
 from tito.grading import submission
 from tito.grading.classrun import plural, same_ids, student_id_problem
-from tito.grading.unpack import (HANDIN_FILES, STREAM_SLACK_MB, ZIP_RECORD_BYTES, Budget, Refused, _junk,  # noqa: F401
-                                 _parts, _write, _zip_entries, is_archive)
+from tito.grading.unpack import (HANDIN_FILES, STREAM_SLACK_MB, ZIP_RECORD_BYTES, Budget, Refused, is_junk,  # noqa: F401 (re-exported)
+                                 member_parts, write_member, zip_entries, is_archive)
 from tito.notebooks import nbgrader_glue
 
 BULK_FILES = 200_000          # entries of an LMS's bulk download
@@ -425,7 +425,7 @@ def _unpack_bulk(archive: Path, dest: Path, member_bytes: int) -> list[str]:
                         "student folders or hand-ins, or an LMS's bulk download)", code=2)
     try:
         if kind == "zip":
-            if _zip_entries(archive) > BULK_FILES or _zip_entries(archive) == 0xFFFF:
+            if zip_entries(archive) > BULK_FILES or zip_entries(archive) == 0xFFFF:
                 raise TitoError(f"SUBMISSIONS: {archive} holds more than {BULK_FILES} entries", code=2)
             with zipfile.ZipFile(archive) as zf:
                 members = [(i, i.filename, i.file_size, stat.S_ISLNK(i.external_attr >> 16) or i.flag_bits & 1)
@@ -450,8 +450,8 @@ def _unpack_bulk(archive: Path, dest: Path, member_bytes: int) -> list[str]:
 def _bulk_member(dest: Path, name: str, size: int, cap: int, problems: list[str], bad: bool, opener) -> None:
     top = next((p for p in re.split(r"[\\/]+", name) if p not in ("", ".")), name)
     try:
-        parts = _parts(name)
-        if not parts or _junk(parts):
+        parts = member_parts(name)
+        if not parts or is_junk(parts):
             return
         if bad:
             raise Refused(f"{submission.shown(name)} is a link, encrypted or not a regular file")
@@ -459,7 +459,7 @@ def _bulk_member(dest: Path, name: str, size: int, cap: int, problems: list[str]
             raise Refused(f"{submission.shown(name)}: {size / submission.MB:.0f} MB, above the limit of "
                           f"{cap / submission.MB:.0f} MB")
         with opener() as src:
-            _write(src, dest.joinpath(*parts), size)
+            write_member(src, dest.joinpath(*parts), size)
     except Refused as e:
         problems.append(f"{submission.shown(top)}: in the bulk download: {e}; not graded")
 

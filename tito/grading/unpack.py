@@ -78,7 +78,7 @@ def is_archive(path: Path) -> str | None:
     return None
 
 
-def _parts(name: str) -> list[str]:
+def member_parts(name: str) -> list[str]:
     """The path parts of an archive member's name; Refused for a name that is absolute, has a drive, `..`, or a
     NUL. A backslash counts as a separator (zips made on Windows)."""
     if "\0" in name or name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
@@ -89,7 +89,7 @@ def _parts(name: str) -> list[str]:
     return parts
 
 
-def _junk(parts: list[str]) -> bool:
+def is_junk(parts: list[str]) -> bool:
     "macOS's resource forks in a zip (`__MACOSX/`, `._name`): not the student's files, skipped."
     return bool(parts) and (parts[0] == "__MACOSX" or parts[-1].startswith("._"))
 
@@ -109,12 +109,12 @@ def _zip_directory(path: Path) -> tuple[int, int]:
     return entries, cd_size
 
 
-def _zip_entries(path: Path) -> int:
+def zip_entries(path: Path) -> int:
     "The member count a zip's end record states (`_zip_directory`)."
     return _zip_directory(path)[0]
 
 
-def _write(src, dest: Path, limit: int) -> None:
+def write_member(src, dest: Path, limit: int) -> None:
     """Copy the stream `src` to `dest`, at most `limit` bytes (the declared size: a header that lies is caught)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     written = 0
@@ -197,7 +197,7 @@ def extract_here(archive: Path, dest: Path, budget: Budget, what: str | None = N
                     raise Refused(f"{what}: more than {HANDIN_FILES} files in the hand-in")
                 plan = []
                 for info in infos:
-                    parts = _parts(info.filename)
+                    parts = member_parts(info.filename)
                     mode = info.external_attr >> 16
                     if stat.S_ISLNK(mode):
                         raise Refused(f"{what}: {shown(info.filename)} is a symbolic link: an archive "
@@ -209,13 +209,13 @@ def extract_here(archive: Path, dest: Path, budget: Budget, what: str | None = N
                         raise Refused(f"{what}: {shown(info.filename)} is {kind_of}")
                     if info.flag_bits & 0x1:
                         raise Refused(f"{what}: {shown(info.filename)} is encrypted")
-                    if info.is_dir() or not parts or _junk(parts):
+                    if info.is_dir() or not parts or is_junk(parts):
                         continue
                     plan.append((info, parts))
                 budget.take(len(plan), sum(i.file_size for i, _ in plan), what)
                 for info, parts in plan:
                     with zf.open(info) as src:
-                        _write(src, dest.joinpath(*parts), info.file_size)
+                        write_member(src, dest.joinpath(*parts), info.file_size)
                     written.append("/".join(parts))
         else:
             with _tar_stream(archive) as raw, \
@@ -225,7 +225,7 @@ def extract_here(archive: Path, dest: Path, budget: Budget, what: str | None = N
                     count += 1
                     if count > HANDIN_FILES:
                         raise Refused(f"{what}: more than {HANDIN_FILES} files in the hand-in")
-                    parts = _parts(m.name)
+                    parts = member_parts(m.name)
                     if m.isdir() or not parts:
                         continue
                     if not m.isreg() or m.issparse():
@@ -233,11 +233,11 @@ def extract_here(archive: Path, dest: Path, budget: Budget, what: str | None = N
                                    else "a named pipe" if m.isfifo() else "not a regular file")
                         raise Refused(f"{what}: {shown(m.name)} is {kind_of}: an archive with "
                                       f"{'links' if 'link' in kind_of else 'such members'} is not opened")
-                    if _junk(parts):
+                    if is_junk(parts):
                         continue
                     budget.take(1, m.size, what)
                     src = tf.extractfile(m)
-                    _write(src, dest.joinpath(*parts), m.size)
+                    write_member(src, dest.joinpath(*parts), m.size)
                     written.append("/".join(parts))
     except Refused as e:
         shutil.rmtree(dest, ignore_errors=True)

@@ -65,6 +65,7 @@ from pathlib import Path
 
 from tito.isolation import process
 from tito.notebooks import nbgrader_glue
+from tito.notebooks.kit import test_helpers
 from tito.config import Course, TitoError
 from tito.grading.package import default_exp, exported_module
 from tito.grading.plan import notebook_modules, python_source, split_exported
@@ -656,7 +657,12 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                         {m for m in tito_names if m in files} for f in TITO_PKG.rglob("*.py")}
         by_name = {r.name: r for r in runs}
         tfiles: list[TestFileRun] = []
-        extra = {"env": envkey, "tito": tito_hash, "data": data}  # what every test file's key holds
+        helpers = test_helpers(targets, tests_dir)  # tests/busy.py and the like, which test files import
+        for h in helpers:
+            shutil.copy2(h, tdir / h.name)
+        helper_text = "".join(h.read_text(encoding="utf-8") for h in helpers)
+        # what every test file's key holds
+        extra = {"env": envkey, "tito": tito_hash, "data": data, "helpers": hashlib.sha256(helper_text.encode()).hexdigest()}
         for t in targets:
             text = t.read_text(encoding="utf-8")
             named = named_modules(text, files)
