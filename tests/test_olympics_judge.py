@@ -691,6 +691,52 @@ def test_a_copy_with_permuted_units_and_noise_is_found_and_the_course_models_sta
     assert "hidden units' order" in pairs[0]["why"][0]
 
 
+def test_students_who_each_follow_a_course_recipe_are_not_copies_of_each_other():
+    """Red team 42, round 2: per-channel int8 weights do not depend on the calibration images, and magnitude
+    pruning has no randomness, so two students who each int8 (or 50%-prune) the course model have identical weights
+    and were flagged "same model (identical weights)". The judge makes those recipes' results itself
+    (`course_recipes`): a pair sharing one of them is no copy; a pair sharing weights of their own still is."""
+    import io
+
+    from tinytorch.benchmarking.digits import load_digits_split
+    from tinytorch.benchmarking.optimize import prune_magnitude
+    from tito.olympics.judge import course_recipes
+    from tito.olympics.records import file_tensors, summarize
+
+    base = default_digits_model().eval()
+    train = load_digits_split("train")[0]
+
+    def seen(model) -> dict:  # as a measuring sandbox sees a file: the hash of its weights and its signatures
+        data = _traced_bytes(model)
+        return {"sha256": state_dict_sha256(model_state(torch.jit.load(io.BytesIO(data)))),
+                "tensors": summarize(file_tensors(data))}
+
+    own = prune_magnitude(base, 0.45)  # a student's own choice: no course recipe makes it
+    models = {"bob": seen(quantize_int8(base, "static", calibration_data=train[:256].split(64))),
+              "bob2": seen(quantize_int8(base, "static", calibration_data=train[256:512].split(64))),
+              "alice": seen(prune_magnitude(base, 0.5)), "alice2": seen(prune_magnitude(base, 0.5)),
+              "erin": seen(quantize_int8(own, "static", calibration_data=train[:256].split(64))),
+              "frank": seen(quantize_int8(own, "static", calibration_data=train[512:768].split(64)))}
+    assert models["bob"]["sha256"] == models["bob2"]["sha256"], "int8 weights do not depend on the calibration"
+    recipes = course_recipes()
+    assert {r["sha256"] for r in recipes} >= {models["bob"]["sha256"], models["alice"]["sha256"]}
+    reference = {"tensors": summarize(file_tensors(_traced_bytes(base))), "recipes": recipes}
+    pairs = similar_models(models, reference=reference)
+    assert [p["students"] for p in pairs] == [["erin", "frank"]], pairs
+    assert "identical weights" in pairs[0]["why"][0]
+    without = similar_models(models, reference={"tensors": reference["tensors"]})  # main's judge: no recipes
+    assert ["bob", "bob2"] in [p["students"] for p in without] and ["alice", "alice2"] in [p["students"] for p in without]
+
+
+def _traced_bytes(model) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    with torch.no_grad():
+        torch.jit.save(torch.jit.trace(model.eval(), torch.zeros(1, 1, 8, 8), check_trace=False), buf)
+    return buf.getvalue()
+
+
 def test_timed_answers_are_compared_with_the_accuracy_pass_by_the_one_rule():
     from tito.olympics.claims import timed_consistency
 

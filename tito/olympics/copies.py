@@ -140,21 +140,33 @@ def similar_models(models: Mapping[str, Mapping[str, Any]], outputs: Mapping[str
     """Pairs of students whose optimized models look the same: `[{"students": [a, b], "why": [...]}]`.
     `models`: student -> {"sha256": weights hash, "tensors": `records.summarize` of everything the file holds};
     `outputs`: student -> outputs on the accuracy pass (the same inputs for all); `probe`: student -> top classes on
-    the probe; `reference`: the course baseline's {"tensors", "probe"}. Flagged for identical weights (hash); the same
+    the probe; `reference`: the course baseline's {"tensors", "probe"} and "recipes": [{"name", "sha256", "tensors"}]
+    of what the course's recipes make of it (`judge.course_recipes`). Two students whose weights are one recipe's
+    result (same hash) are not a pair; the weight checks' guard is each student's distance from the nearest of the
+    baseline and the recipes' results, and tensors both share with one of those are not "the same weights". Flagged for identical weights (hash); the same
     weights tensor by tensor (>= LAYER_SHARE of the smaller model's elements in tensors whose sorted values match);
     the same weights up to the hidden units' order and noise (`unit_distance` <= UNIT_DISTANCE, each of the two at
-    least UNIT_BASELINE_RATIO times farther from the course baseline: what they share is not the course's
+    least UNIT_BASELINE_RATIO times farther from the course baseline and its recipes' results: what they share is not the course's
     starting point); outputs within OUTPUT_CLOSENESS after each row's scale and shift; the same top class on every
     image with at most RANK_DISCORDANCE of class pairs ordered differently; the same answers on >= DEPARTURE_AGREEMENT
     of the >= DEPARTURES probe images where either departs from the course baseline (scores scrambled or not)."""
     ref = reference or {}
     names, pairs = sorted(models), []
     far_cache: dict[str, float] = {}
+    # the course's weights and what its recipes make of them: shared with a classmate, they are not copied
+    starts = ([ref["tensors"]] if ref.get("tensors") else []) + [r["tensors"] for r in ref.get("recipes", []) if r.get("tensors")]
+    recipe_of = {r["sha256"]: r["name"] for r in ref.get("recipes", []) if r.get("sha256")}
 
     def far(s: str) -> float:
+        "How far a student's weights are from the nearest course start (the baseline or a recipe's result)."
         if s not in far_cache:
-            far_cache[s] = unit_distance(models[s].get("tensors") or [], ref["tensors"]) if ref.get("tensors") else 1.0
+            t = models[s].get("tensors") or []
+            far_cache[s] = min([unit_distance(t, r) for r in starts], default=1.0)
         return far_cache[s]
+
+    def course_shared(ta, tb) -> bool:
+        "Whether the two share their weights with one course start (each at least LAYER_SHARE of its elements)."
+        return any(shared_weights(ta, r) >= LAYER_SHARE and shared_weights(tb, r) >= LAYER_SHARE for r in starts)
 
     for i, a in enumerate(names):
         for b in names[i + 1:]:
@@ -162,11 +174,13 @@ def similar_models(models: Mapping[str, Mapping[str, Any]], outputs: Mapping[str
             ta, tb = ma.get("tensors") or [], mb.get("tensors") or []
             why = []
             same_sha = ma.get("sha256") is not None and ma.get("sha256") == mb.get("sha256")
+            if same_sha and ma["sha256"] in recipe_of:
+                continue  # both followed one course recipe on the course model: the same weights, the same answers
             if same_sha:
                 why.append("identical weights (same sha256)")
             if not same_sha and ta and tb and sum(t["numel"] for t in ta) >= 1000 <= sum(t["numel"] for t in tb):
                 share = shared_weights(ta, tb)
-                if share >= LAYER_SHARE:
+                if share >= LAYER_SHARE and not course_shared(ta, tb):
                     why.append(f"the same weights layer by layer ({share:.0%} of the smaller model's weights match, "
                                f">= {LAYER_SHARE:.0%})")
             if not same_sha and ta and tb:

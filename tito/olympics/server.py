@@ -74,20 +74,19 @@ def load_code_free(data: bytes) -> tuple[torch.nn.Module, str] | None:
         return None
 
 
-# TorchScript operators a measured model may not call, each with why: what they give a model is a way round the
-# judge's timing (a clock to find where a request ends and defer its work to the last call; a task on another
-# thread), or files beyond the counted bytes. An honest model (a traced or scripted network) calls none of them.
+# TorchScript operators a measured model may not call, each with why: a clock is a way round the judge's timing (it
+# tells a model where a request ends, to defer its calls' work to the last one), files reach past the counted
+# bytes. An honest model (a traced or scripted network) calls none of them. (A task forked onto another thread is
+# caught by what it costs: CPU outside the model's own requests.)
 REFUSED_OPS = {
     "prim::TimePoint": "reads a clock (torch.ops.prim.TimePoint): a model could tell where a timed request ends "
                        "and defer its calls' work to the last one",
     "aten::save": "writes a file (torch.save)",
     "aten::from_file": "reads a file (torch.from_file)",
-    "prim::fork": "runs work on another thread (torch.jit.fork), outside the call the judge times",
-    "aten::wait": "waits on work run on another thread (torch.jit.wait)",
 }
 # the same operators as they are written in an archive's TorchScript code (every op a model calls is there by
 # name): a net under the graph walk, for code the walk does not reach (a method called through an interface)
-REFUSED_CODE = re.compile(r"\bops\.prim\.TimePoint\b|\btorch\.(?:save|from_file|wait)\s*\(|\bfork\s*\(")
+REFUSED_CODE = re.compile(r"\bops\.prim\.TimePoint\b|\btorch\.(?:save|from_file)\s*\(")
 
 
 def _graph_kinds(graph, kinds: set[str]) -> None:
@@ -122,8 +121,8 @@ def refused_ops(model: torch.nn.Module, data: bytes = b"") -> str | None:
                 if "/code/" in f"/{info.filename}" and info.filename.endswith(".py"):
                     found = REFUSED_CODE.search(z.read(info).decode("utf-8", "replace"))
                     if found:
-                        return (f"its TorchScript code calls {found.group(0).rstrip('( ')} (a clock, files or another "
-                                "thread, outside what the judge times); the judge does not run such a model")
+                        return (f"its TorchScript code calls {found.group(0).rstrip('( ')} (a clock or files); the "
+                                "judge does not run such a model")
     return None
 
 
