@@ -671,8 +671,8 @@ def test_a_copy_with_permuted_units_and_noise_is_found_and_the_course_models_sta
     """Issue 32: a copy whose channels are permuted and whose every weight is scaled by 1 + 2% noise is flagged; the
     course baseline, its int8 and its pruned versions are not (int8 is 0.8% from the baseline, closer than the copy:
     the baseline-relative rule keeps them apart). Measured on the bounded signatures the judge receives
-    (docs/performance.md, "Olympics judge"): 2% copies 0.018, 4% 0.033; honest pairs 0.080 (30%-pruned vs int8)
-    and up."""
+    (docs/performance.md, "Olympics judge"): 2% copies 0.017, 4% 0.031; honest pairs 0.122 (30%-pruned vs int8)
+    and up (rows at unit norm; 0.080 before)."""
     from fixtures.olympics_class import _noisy, _permuted
     from tito.olympics.copies import UNIT_DISTANCE, unit_distance
     from tinytorch.benchmarking.optimize import prune_magnitude
@@ -695,7 +695,8 @@ def test_students_who_each_follow_a_course_recipe_are_not_copies_of_each_other()
     """Red team 42, round 2: per-channel int8 weights do not depend on the calibration images, and magnitude
     pruning has no randomness, so two students who each int8 (or 50%-prune) the course model have identical weights
     and were flagged "same model (identical weights)". The judge makes those recipes' results itself
-    (`course_recipes`): a pair sharing one of them is no copy; a pair sharing weights of their own still is."""
+    (`course_recipes`): a pair sharing one of them is no copy; a pair sharing weights of their own still is, and so
+    is int8 of a classmate's model."""
     import io
 
     from tinytorch.benchmarking.digits import load_digits_split
@@ -712,7 +713,7 @@ def test_students_who_each_follow_a_course_recipe_are_not_copies_of_each_other()
                 "tensors": summarize(file_tensors(data))}
 
     own = prune_magnitude(base, 0.45)  # a student's own choice: no course recipe makes it
-    models = {"bob": seen(quantize_int8(base, "static", calibration_data=train[:256].split(64))),
+    models = {"dave": seen(own),"bob": seen(quantize_int8(base, "static", calibration_data=train[:256].split(64))),
               "bob2": seen(quantize_int8(base, "static", calibration_data=train[256:512].split(64))),
               "alice": seen(prune_magnitude(base, 0.5)), "alice2": seen(prune_magnitude(base, 0.5)),
               "erin": seen(quantize_int8(own, "static", calibration_data=train[:256].split(64))),
@@ -722,8 +723,11 @@ def test_students_who_each_follow_a_course_recipe_are_not_copies_of_each_other()
     assert {r["sha256"] for r in recipes} >= {models["bob"]["sha256"], models["alice"]["sha256"]}
     reference = {"tensors": summarize(file_tensors(_traced_bytes(base))), "recipes": recipes}
     pairs = similar_models(models, reference=reference)
-    assert [p["students"] for p in pairs] == [["erin", "frank"]], pairs
-    assert "identical weights" in pairs[0]["why"][0]
+    assert [p["students"] for p in pairs] == [["dave", "erin"], ["dave", "frank"], ["erin", "frank"]], pairs
+    assert "identical weights" in pairs[2]["why"][0]
+    # int8 of a classmate's model: its file holds integers, each row its float row over one scale; compared row by
+    # row at unit norm it is 0.006 from dave's (read raw, 0.996 from everything: it passed every copy check)
+    assert any("hidden units' order" in w for w in pairs[0]["why"]), pairs[0]
     without = similar_models(models, reference={"tensors": reference["tensors"]})  # main's judge: no recipes
     assert ["bob", "bob2"] in [p["students"] for p in without] and ["alice", "alice2"] in [p["students"] for p in without]
 

@@ -67,13 +67,26 @@ def shared_weights(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]
     return matched / total
 
 
+def _unit_rows(t: Mapping[str, Any]) -> np.ndarray:
+    """A matrix's `rows` (each unit's sorted values), each scaled to unit norm: a per-channel int8 layer's file holds
+    its integers, each row its float row over one scale (red team 42, round 2: read raw, an int8 copy of a
+    classmate's model was 0.996 from everything); a unit rescaled through a ReLU compares too."""
+    x = np.asarray(t["rows"], np.float64)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-300)
+
+
 def unit_distance(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> float:
-    """How far apart two models' weights are whatever the order of their hidden units: for each matrix of the
-    smaller model (`rows`: each unit's values sorted), the matrix of the same shape in the other whose rows, paired
-    one to one by an optimal assignment (`scipy.optimize.linear_sum_assignment`), differ least:
-    ||A - B_paired|| / max(||A||, ||B||); a matrix with no such partner counts 1. The mean over matrices, weighted
-    by their sizes: 0 for a copy with permuted units, about s for a copy whose every weight is scaled by 1 + s *
-    noise, 1 when no matrix has a partner."""
+    """How far apart two models' weights are whatever the order and scale of their hidden units: for each matrix of
+    the smaller model (`rows`: each unit's values sorted, scaled to unit norm: `_unit_rows`), the matrix of the same
+    shape in the other whose rows, paired one to one by an optimal assignment (`scipy.optimize.linear_sum_assignment`),
+    differ least: ||A - B_paired|| / max(||A||, ||B||); a matrix with no such partner counts 1. The mean over
+    matrices, weighted by their sizes: 0 for a copy with permuted units (or its int8 version: 0.006), about s for a
+    copy whose every weight is scaled by 1 + s * noise, 1 when no matrix has a partner.
+
+        >>> rows = np.array([[0.0, 1.0], [1.0, 3.0]])
+        >>> unit_distance([{"numel": 4, "shape": [2, 2], "rows": rows}], [{"numel": 4, "shape": [2, 2], "rows": 7 * rows[::-1]}])
+        0.0
+    """
     from scipy.optimize import linear_sum_assignment
 
     a = [t for t in a if "rows" in t]
@@ -84,12 +97,12 @@ def unit_distance(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]
         return 1.0
     acc = 0.0
     for tx in small:
-        x = np.asarray(tx["rows"], np.float64)
+        x = _unit_rows(tx)
         best = 1.0
         for ty in big:
             if ty["shape"] != tx["shape"]:
                 continue
-            y = np.asarray(ty["rows"], np.float64)
+            y = _unit_rows(ty)
             cost = (x * x).sum(1)[:, None] + (y * y).sum(1)[None, :] - 2 * x @ y.T  # squared row distances
             r, c = linear_sum_assignment(cost)
             norm = max(float(np.linalg.norm(x)), float(np.linalg.norm(y)), 1e-300)
