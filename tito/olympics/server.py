@@ -23,7 +23,8 @@ with "nbytes" is followed by that many raw bytes, read straight into memory this
     {"op": "load", "models": {role: file name}, "sample": [1, 8, 8], "classes": 10}
         -> {"ok": true, "kinds": {role: how}, "needs_code": [role, ...], "tensors": {role: summaries}}
            (the bytes sent, loaded; `tensors`: bounded signatures of every tensor the bytes hold, taken before the
-           model is loaded: `records.summarize`)
+           model is loaded: `records.summarize`; a TorchScript model that calls a clock or file I/O is refused:
+           `refused_ops`)
     {"op": "stage", "count": k, "nbytes": k * image bytes} + the images as float32
                                              -> {"ok": true}   (k tensors, each newly allocated and filled from the
                                                   socket: the next request's inputs, one per call, never a view of another)
