@@ -75,9 +75,13 @@ def test_every_attacker_is_judged_flagged_or_rejected_and_the_honest_keep_their_
     # their ranks: among themselves as in a class of their own; and whoever ranks above one of them is honest, a
     # flagged copy of them, or an attacker whose every audit passed: one judged at the work it does (the course CNN
     # computed at its own speed, as nearcache, poison and fatstate do), never one ranked for work it does not do
+    # Not reversed. (A rank is 1 + the students separably above: when the two cannot be separated, a third student
+    # separably above only the slower one parts their ranks in the class. Under load that happened: alice 1, bob 2
+    # beside a pair tie, so equal ranks are not required; the loop below checks who that third student may be.)
     honest = rank_judged({n: s[n]["figures"]["score"] for n in HONEST})
-    assert (s["alice"]["rank"] < s["bob"]["rank"]) == (honest["alice"] < honest["bob"]), (s["alice"]["rank"], s["bob"]["rank"], honest)
-    assert (s["alice"]["rank"] == s["bob"]["rank"]) == (honest["alice"] == honest["bob"])
+    ranks = (s["alice"]["rank"], s["bob"]["rank"], honest)
+    assert not (honest["alice"] < honest["bob"] and s["bob"]["rank"] <= s["alice"]["rank"]), ranks
+    assert not (honest["bob"] < honest["alice"] and s["alice"]["rank"] <= s["bob"]["rank"]), ranks
 
     def judged_at_its_work(n: str) -> bool:
         a = s[n]["figures"]["audits"]
