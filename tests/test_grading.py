@@ -33,11 +33,12 @@ from tito.config import Course, TitoError
 from tito.grading import classrun
 from tito.isolation import sandbox
 from tito.isolation import limits as limits_mod
-from tito.grading.per_student import TOTAL, UNSANDBOXED
+from tito.grading.per_student import TOTAL
+from tito.isolation.sandbox import UNSANDBOXED
 
 # what grades.csv's sandbox column says here: "bubblewrap" as root with cgroups, else which protections it lacks
 # the label of graded_class's run (--jobs 2): without a cgroup CPU share, cores split by --jobs stand for one
-THIS_SANDBOX = limits_mod.sandbox_label(limits_mod.gaps(cores_split=limits_mod.cpu_split(2) is not None))
+THIS_SANDBOX = sandbox.registered()().label(limits_mod.gaps(cores_split=limits_mod.cpu_split(2) is not None))
 from tito.notebooks.named_stubs import enclosing_qualname, replace_regions
 
 CELL_TIMEOUT = 5  # per-cell (and per-test) limit in the class run: each infinite loop costs this much
@@ -73,9 +74,9 @@ def test_enclosing_qualname():
 @pytest.fixture(scope="session")
 def bwrap():
     """The sandbox tests need bubblewrap: they FAIL (never skip) without it, saying how to get it."""
-    path = sandbox.find_bwrap()
+    path = sandbox.find()
     if path is None:
-        pytest.fail(sandbox.INSTALL_HINT)
+        pytest.fail(sandbox.registered().install_hint)
     return path
 
 

@@ -27,8 +27,8 @@ NO_NAMESPACES = Path(__file__).parent / "fixtures" / "no_namespaces.py"
 @pytest.fixture(scope="module")
 def small_class(tmp_path_factory, root):
     """The small course, released, and a class of two: `honest` (the solutions, 10 points) and `blank`."""
-    if sandbox.find_bwrap() is None:
-        pytest.fail(sandbox.INSTALL_HINT)
+    if sandbox.find() is None:
+        pytest.fail(sandbox.registered().install_hint)
     base = tmp_path_factory.mktemp("limits")
     course = Course.load(subs.make_stats_course(base / "course", root, cell_timeout=10))
     rel = release(course, MODULE)

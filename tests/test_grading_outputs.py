@@ -16,7 +16,9 @@ import tracemalloc
 
 import pytest
 
-from tito.grading import feedback, submission
+from tito.grading import feedback
+from tito.isolation import untrusted
+from tito.notebooks import nbfile
 from tito.isolation.sanitize import clean_html, csv_cell, plain_text
 from tito.notebooks import nbgrader_glue
 
@@ -86,15 +88,15 @@ def test_a_notebook_of_millions_of_values_is_refused_before_it_is_parsed(tmp_pat
     path.write_bytes(b'{"metadata": {}, "nbformat": 4, "cells": [' + b"{}, " * (4 << 20) + b"{}]}")  # 16 MB
     tracemalloc.start()
     try:
-        with pytest.raises(submission.Refused, match="JSON values, above the limit of 500,000"):
-            submission.read_notebook(path, 20)
+        with pytest.raises(untrusted.Refused, match="JSON values, above the limit of 500,000"):
+            nbfile.read_notebook(path, 20)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert peak < 100 << 20, peak  # its bytes and two copies of them at most (measured: 48 MB)
     cells = b'{"cells": [' + b", ".join([b'{"cell_type": "code", "source": ""}'] * 2001) + b"]}"
-    with pytest.raises(submission.Refused, match="2,001 cells, above the limit of 2,000"):
-        submission.parse_notebook(cells)
+    with pytest.raises(untrusted.Refused, match="2,001 cells, above the limit of 2,000"):
+        nbfile.parse_notebook(cells)
 
 
 def test_of_a_submission_only_its_essentials_are_kept():
@@ -105,7 +107,7 @@ def test_of_a_submission_only_its_essentials_are_kept():
                     {"cell_type": "code", "id": "ok-1", "source": "x = 1", "outputs": [{"output_type": "stream"}],
                      "execution_count": 3, "metadata": {"nbgrader": {"grade_id": "stats-mean", "solution": True}}},
                     {"cell_type": "", "source": ""}]}
-    assert submission.essentials(nb) == {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+    assert nbfile.essentials(nb) == {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
         {"cell_type": "markdown", "source": "an answer", "metadata": {"nbgrader": {"grade": True}}},
         {"cell_type": "code", "source": "x = 1", "id": "ok-1",
          "metadata": {"nbgrader": {"solution": True, "grade_id": "stats-mean"}}},
@@ -133,7 +135,7 @@ RELEASE = {"metadata": {"kernelspec": {"name": "python3", "display_name": "Pytho
 
 
 def test_the_autograded_notebook_is_the_release_with_the_students_answers_and_outputs():
-    student = submission.essentials({"cells": [
+    student = nbfile.essentials({"cells": [
         {"cell_type": "markdown", "id": "intro", "source": "# Intro, <b>rewritten</b>"},  # changed: added block
         {"cell_type": "code", "id": "imports", "source": "import math"},                 # unchanged: its outputs
         {"cell_type": "code", "id": "mine", "source": "def f():\n    return 0",
@@ -178,7 +180,7 @@ def test_the_autograded_notebook_is_bounded_whatever_the_submission():
     cells = [{"cell_type": "code", "source": huge, "metadata": {"nbgrader": {"grade_id": "task-f", "solution": True}}}]
     cells += [{"cell_type": "code", "source": f"print({i})"} for i in range(500)]
     ran = {str(i): {"outputs": [{"output_type": "stream", "name": "stdout", "text": "y" * 100_000}]} for i in range(501)}
-    nb, _, _ = feedback.autograded_notebook(RELEASE, submission.essentials({"cells": cells}), {"cells": ran}, {})
+    nb, _, _ = feedback.autograded_notebook(RELEASE, nbfile.essentials({"cells": cells}), {"cells": ran}, {})
     sol = next(c for c in nb["cells"] if c["id"] == "sol")
     assert len(sol["source"]) < feedback.CODE_CHARS + 100 and "more lines" in sol["source"]
     shown = [c for c in nb["cells"] if c["id"].startswith(f"{feedback.ADDED}-") and c["id"][11:].isdigit()]

@@ -57,7 +57,7 @@ class Listener:
 def judged(tmp_path_factory):
     from tito.cli import main
 
-    if sandbox.find_bwrap() is None:
+    if sandbox.find() is None:
         pytest.skip("the judge needs bubblewrap (apt-get install bubblewrap)")
     root = tmp_path_factory.mktemp("olympics")
     listener = Listener()
@@ -292,7 +292,8 @@ def test_a_sandbox_imports_on_every_core_and_is_timed_on_one(tmp_path):
     """A class's sandboxes start at once: their imports may use every core (pinned to one from the start, 12
     of them took 29.6 s beside a CPU hog); once ready, each model's process (and what it starts later) is on the
     judge's measuring core only, and a student's time limits start then. bwrap's own processes only wait."""
-    from tito.olympics.judge import Student, prepare_work, stage, start, stop, wait_ready
+    from tito.olympics.sandboxes import Student, start, stop, wait_ready
+    from tito.olympics.staging import prepare_work, stage
 
     mine = os.sched_getaffinity(0)
     if len(mine) < 2:
@@ -302,7 +303,7 @@ def test_a_sandbox_imports_on_every_core_and_is_timed_on_one(tmp_path):
     data = prepare_work(work)
     st = Student("solo", tmp_path)
     stage(st, work, 0)
-    start(st, work, data, sandbox.find_bwrap(), roles=("baseline", "optimized"))
+    start(st, work, data, sandbox.find(), roles=("baseline", "optimized"))
     try:
         assert st.cpu == max(mine) and set(map(frozenset, _tree_cores(st.proc.pid).values())) == {frozenset(mine)}
         wait_ready(st)
@@ -329,11 +330,12 @@ class _Reader(torch.nn.Module):
 
 @pytest.mark.parametrize("target", ["course baseline", "own file", "control"])
 def test_a_measured_model_can_read_no_model_file(tmp_path, target):
-    from tito.olympics.judge import (TIMEOUTS, Student, StudentError, find_files, load, predict, prepare_work, stage,
-                                     start, stop, wait_ready)
+    from tito.olympics.measure import load, predict
+    from tito.olympics.sandboxes import TIMEOUTS, Student, StudentError, start, stop, wait_ready
+    from tito.olympics.staging import find_files, prepare_work, stage
 
-    bwrap = sandbox.find_bwrap()
-    if bwrap is None:
+    box = sandbox.find()
+    if box is None:
         pytest.skip("needs bubblewrap: without a sandbox every file is the judge's to read")
     work = tmp_path / "work"
     work.mkdir()
@@ -343,16 +345,16 @@ def test_a_measured_model_can_read_no_model_file(tmp_path, target):
     (folder / "submission.json").write_text(json.dumps({"models": {}}))
     st = Student("reader", folder)
     st.stage = work / "students" / "s0000"  # where stage() puts it: the path the model is built to read
-    inside = {"course baseline": sandbox.inside_path("course", work / "course", True) + "/baseline.pt",
-              "own file": sandbox.inside_path("files", st.stage, True) + "/optimized.pt",
-              "control": sandbox.inside_path("lib", work / "lib", True) + "/server.py"}[target]
+    inside = {"course baseline": box.inside_path("course", work / "course") + "/baseline.pt",
+              "own file": box.inside_path("files", st.stage) + "/optimized.pt",
+              "control": box.inside_path("lib", work / "lib") + "/server.py"}[target]
     torch.jit.script(_Reader(inside)).save(str(folder / "mine.pt"))
     find_files(st)
     stage(st, work, 0)
-    start(st, work, data, bwrap, roles=("baseline", "optimized"))
+    start(st, work, data, box, roles=("baseline", "optimized"))
     try:
         wait_ready(st)
-        load(st, work, data, bwrap)
+        load(st, work, data, box)
         images = data["X"][:3]
         if target == "control":  # the same model reading a file its sandbox does hold (tito's server code): it runs
             assert predict(st, "optimized", images, data, "predicting").shape == (3, 10)
@@ -364,7 +366,8 @@ def test_a_measured_model_can_read_no_model_file(tmp_path, target):
 
 
 def test_files_the_judge_will_not_read(tmp_path):
-    from tito.olympics.judge import Student, StudentError, find_files
+    from tito.olympics.sandboxes import Student, StudentError
+    from tito.olympics.staging import find_files
 
     def folder(name, files):
         d = tmp_path / name
@@ -459,7 +462,8 @@ def test_what_a_sandbox_answers_is_checked_before_it_is_decoded():
     "Values that cost the judge time or memory, or carry no signature, are refused or dropped as that student's."
     import numpy as np
 
-    from tito.olympics.judge import SUMMARY_TAGS, StudentError, _tensors, decode_reply
+    from tito.olympics.measure import SUMMARY_TAGS, checked_tensors, decode_reply
+    from tito.olympics.sandboxes import StudentError
     from tito.olympics.records import MAX_ROWS, SIG_POINTS
 
     big = 2**61 - 1
@@ -475,13 +479,14 @@ def test_what_a_sandbox_answers_is_checked_before_it_is_decoded():
     good = {"numel": 100, "shape": [10, 10], "sig": np.ones(SIG_POINTS, np.float32), "rows": np.ones((10, 8), np.float32)}
     oversized = [{**good, "sig": np.ones(SIG_POINTS + 1, np.float32)}, {**good, "rows": np.ones((MAX_ROWS + 1, 8), np.float32)},
                  {**good, "sig": np.ones(SIG_POINTS, np.float64)}]
-    got = _tensors(encode([good] + oversized, refs=None))
+    got = checked_tensors(encode([good] + oversized, refs=None))
     assert len(got) == 2 and "rows" in got[0] and "rows" not in got[1], "a signature over the bounds is dropped"
 
 
 def test_a_submission_of_any_shape_is_that_students_line(tmp_path):
     "Malformed submission JSON never stops the judge: each becomes a reason or an unreadable claim."
-    from tito.olympics.judge import Student, StudentError, find_files
+    from tito.olympics.sandboxes import Student, StudentError
+    from tito.olympics.staging import find_files
 
     for name, text in (("models_int", json.dumps({"models": {"baseline": 5}})),
                        ("deep", "[" * 100_000 + "]" * 100_000),
@@ -728,7 +733,7 @@ def test_the_round_noise_defeats_a_lookup_table_and_keeps_honest_accuracy():
 
 
 def test_private_data_is_checked_and_named(tmp_path):
-    from tito.olympics.judge import load_private_data
+    from tito.olympics.staging import load_private_data
 
     good = tmp_path / "held_out.npz"
     np.savez(good, images=np.zeros((40, 1, 8, 8), np.float32), labels=np.arange(40) % 10)
@@ -744,7 +749,7 @@ def test_private_data_is_checked_and_named(tmp_path):
         with pytest.raises(TitoError, match=match) as e:
             load_private_data(path)
         assert "--data" in str(e.value)
-    from tito.olympics.judge import prepare_work
+    from tito.olympics.staging import prepare_work
 
     public = prepare_work(tmp_path / "w1")
     assert public["source"].startswith("the public digits test split (450 images)") and "--data" in public["source"]

@@ -125,14 +125,14 @@ def olympics_verify(path, measurement_runs: int | None = None, *, model_path=Non
               "Linux, loads them in a sandbox)", file=sys.stderr)
         model_path = str(model_path)
     elif model_path is not None:
-        from tito.isolation.sandbox import find_bwrap
+        from tito.isolation import sandbox
         from tito.olympics.judge import verify_files
 
-        if not no_sandbox and find_bwrap() is None:
+        if not no_sandbox and sandbox.find() is None:
             # a participant verifies their own files: a sandbox protects a judge from others' files, and a
-            # student's laptop (WSL, no root) need not have bubblewrap
-            print("tito: bubblewrap is not installed, so verify loads your model files in a plain process "
-                  "(the instructor's judge loads them in a sandbox)", file=sys.stderr)
+            # student's laptop (WSL, no root) need not have the sandbox installed
+            print(f"tito: {sandbox.registered().name} is not installed, so verify loads your model files in a plain "
+                  "process (the instructor's judge loads them in a sandbox)", file=sys.stderr)
             no_sandbox = True
         return verify_files(path, model_path, baseline_path, rounds=max(measurement_runs or 20, 6),
                             no_sandbox=no_sandbox)
@@ -255,7 +255,7 @@ def verify(args) -> int:
     return 1
 
 
-# a rejection that is the judge's, not the student's: their sandbox did not come up (tito.olympics.judge.wait_ready)
+# a rejection that is the judge's, not the student's: their sandbox did not come up (tito.olympics.sandboxes.wait_ready)
 JUDGE_SIDE = "before reading any of the student's files"
 
 

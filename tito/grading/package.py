@@ -28,7 +28,6 @@ import ast
 import contextlib
 import copy
 import io
-import json
 import os
 import re
 import shutil
@@ -37,6 +36,7 @@ from pathlib import Path
 from tito.config import TitoError
 from tito.notebooks.named_stubs import replace_regions
 from tito.notebooks.cells import cell_source, nbgrader_meta
+from tito.notebooks.nbfile import read_notebook, write_notebook
 
 _EXPORT = re.compile(r"^\s*#\|\s*export[si]?\b[ \t]*([\w.]*)", re.M)
 _DEFAULT_EXP = re.compile(r"^\s*#\|\s*default_exp\s+([\w.]+)", re.M)
@@ -172,7 +172,7 @@ def prepare_cell_export_targets(nb_path: Path, lib: Path) -> list[Path]:
     never be created. A missing file, or one whose header names this notebook as the file to edit,
     is (re)written as an empty module; another notebook's module is left alone. Returns them."""
     nb_path, written = Path(nb_path), []
-    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    nb = read_notebook(nb_path)
     exp = default_exp(nb)
     targets = {exported_module(cell_source(c), exp) for c in nb.get("cells", []) if c.get("cell_type") == "code"}
     for mod in sorted(t for t in targets if t and t != exp):
@@ -223,7 +223,7 @@ def build_package(reference_lib: Path, source_nb: dict, merged: dict, name: str,
             shutil.rmtree(scratch)
         (scratch / "lib").mkdir(parents=True)
         nb_path = scratch / name
-        nb_path.write_text(json.dumps(nb), encoding="utf-8")
+        write_notebook(nb_path, nb, indent=None)
         try:
             _export(nb_path, scratch / "lib", nbdev_root)
             break

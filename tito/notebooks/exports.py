@@ -3,11 +3,11 @@ public names each holds: what `tito status`, `module complete` and the student k
 from __future__ import annotations
 
 import ast
-import json
 import re
 from pathlib import Path
 
 from tito.notebooks.cells import cell_source
+from tito.notebooks.nbfile import read_notebook
 
 # a notebook's default module, and any other module one of its cells sends code to (`#| export NAME`)
 _DEFAULT_EXP = re.compile(r"^#\|\s*(?:default_exp|export[si]?)[ \t]+([\w.]+)", re.M)
@@ -18,7 +18,7 @@ def exported_files(nb_paths: list[Path], lib_dir: Path) -> list[tuple[Path, int]
     each `#| default_exp NAME` and each `#| export NAME`, once."""
     out = []
     for nb in nb_paths:
-        data = json.loads(Path(nb).read_text(encoding="utf-8"))
+        data = read_notebook(nb)
         for c in data.get("cells", []):
             for m in _DEFAULT_EXP.finditer(cell_source(c)):
                 f = Path(lib_dir) / (m.group(1).replace(".", "/") + ".py")

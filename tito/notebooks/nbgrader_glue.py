@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tito.isolation import process
 from tito.config import TitoError
+from tito.notebooks.nbfile import atomic_write, read_notebook, write_notebook
 
 # the stub of a region outside any function; regions inside one name it (named_stubs)
 CODE_STUB = 'raise NotImplementedError("not yet implemented")'
@@ -49,17 +50,6 @@ def write_course_config(course_dir: Path, course_id: str, timeout: int = 300) ->
     atomic_write(cfg, CONFIG_TEMPLATE.format(root=str(course_dir), course_id=course_id,
                                              stub=CODE_STUB, timeout=int(timeout)))
     return cfg
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write `text` to `path` via a temporary file in the same folder and os.replace."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:  # a failed write leaves no temporary file
-        tmp.unlink(missing_ok=True)
 
 
 def csv_rows_as_written(fields: list[str], rows: list[dict]) -> list[dict]:
@@ -143,7 +133,7 @@ def write_normalized(nb_path: Path, dest: Path) -> None:
     solution cell that is not graded (a written answer without points) becomes a 0-point graded
     cell; one with `"grade": true` and `points` is a manually graded answer (see `manual_state`).
     """
-    nb = json.loads(Path(nb_path).read_text(encoding="utf-8"))
+    nb = read_notebook(nb_path)
     for c in nb.get("cells", []):
         meta = c.get("metadata", {}).get("nbgrader")
         if isinstance(meta, dict):
@@ -155,7 +145,7 @@ def write_normalized(nb_path: Path, dest: Path) -> None:
                 # key is still replaced by "YOUR ANSWER HERE" and leak-checked
                 meta["grade"] = True
                 meta["points"] = 0
-    Path(dest).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_notebook(dest, nb)
 
 
 def generate_assignment(course_dir: Path, assignment: str, notebooks: list[Path], course_id: str,

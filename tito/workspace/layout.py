@@ -10,8 +10,8 @@ import os
 import shutil
 from pathlib import Path
 
-from tito.notebooks import nbgrader_glue
 from tito.config import Course, TitoError
+from tito.notebooks.nbfile import atomic_write
 
 MARKER = ".tito-workspace.json"
 PROGRESS = "progress.json"
@@ -56,7 +56,7 @@ def now() -> str:
 
 
 def write_json(path: Path, data: dict) -> None:
-    nbgrader_glue.atomic_write(path, json.dumps(data, indent=1) + "\n")
+    atomic_write(path, json.dumps(data, indent=1) + "\n")
 
 
 LAUNCHER = "tito"  # the package folder `module start` writes next to the notebooks
@@ -94,7 +94,7 @@ def write_launcher(mod_dir: Path) -> Path:
     real = Path(__file__).resolve().parent.parent
     pkg = Path(mod_dir) / LAUNCHER
     pkg.mkdir(parents=True, exist_ok=True)
-    nbgrader_glue.atomic_write(pkg / "__init__.py", _LAUNCHER_INIT.format(tito=str(real)))
+    atomic_write(pkg / "__init__.py", _LAUNCHER_INIT.format(tito=str(real)))
     return pkg
 
 
