@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from fixtures import submissions as subs
 
-from tito.notebooks import nbgrader_glue
+from tito.notebooks import nbgrader_glue, regions
 from tito.commands import status as status_cmd
 from tito.notebooks.student_release import release
 from tito.config import Course, TitoError
@@ -320,7 +320,7 @@ def test_no_solution_text_in_the_sandbox_or_the_feedback(graded_class):
                     for o in c["outputs"])
     assert "PROBE []" in probe, probe[:2000]
     course = graded_class["course"]
-    secrets = nbgrader_glue.secret_lines(course.notebooks(MODULE))
+    secrets = regions.secret_lines(course.notebooks(MODULE))
     assert secrets
     for student in (out / "students").iterdir():
         submitted = "".join(p.read_text(errors="replace") for p in (graded_class["subs"] / student.name).glob("*"))

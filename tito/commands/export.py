@@ -53,7 +53,7 @@ def _nbdev_export(root: Path, course: Course) -> None:
     from nbdev.config import set_version
     from nbdev.doclinks import nbdev_export
 
-    from tito.grading.package import prepare_cell_export_targets
+    from tito.notebooks.exports import prepare_cell_export_targets
 
     course.lib_dir.mkdir(parents=True, exist_ok=True)
     set_version(course.lib_dir, course.version)

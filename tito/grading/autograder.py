@@ -48,7 +48,9 @@ from tito.grading.job import JudgePlan
 from tito.isolation.protocol import NAMESPACE, ChannelBroken, ProtocolError, recv, write_frame
 from tito.grading.remote import NotSendable, Session
 from tito.isolation.sanitize import plain_text
-from tito.notebooks.cells import cell_source
+from tito.notebooks.cells import cell_source, plain_python
+from tito.notebooks.exports import notebook_modules
+from tito.notebooks.imports import named_modules, reach
 from tito.notebooks.nbfile import read_notebook
 
 PREIMPORT = ["numpy", "scipy", "scipy.stats", "pandas", "torch", "matplotlib", "matplotlib.pyplot", "sklearn",
@@ -218,11 +220,11 @@ class Judge:
             stage.mkdir(parents=True, exist_ok=True)
             package.build_package(Path(self.plan.reference) / self.lib, source, merged, f"{name}.ipynb", stage,
                                   nbdev_root)
-            own = plans.notebook_modules(source, self.lib)
+            own = notebook_modules(source, self.lib)
             wanted = set(own) | {m for c in source.get("cells", []) if c.get("cell_type") == "code"
-                                 for m in package.imported_modules(plans.python_source(cell_source(c)), self.lib)}
+                                 for m in named_modules(plain_python(cell_source(c)), self.plan.imports)}
             # the reference of what this notebook imports, nothing more: no other module's byte code
-            package.prune_package(stage / self.lib, package.needed_modules(self.plan.imports, wanted), own)
+            package.prune_package(stage / self.lib, reach(wanted, self.plan.imports), own)
             scratch = self.root / "scratch" / name
             scratch.mkdir(parents=True, exist_ok=True)
             uid = gid = self.plan.uids.get(name)

@@ -54,6 +54,7 @@ from tito.isolation.pool import default_workers, run_tasks
 from tito.isolation.sanitize import console_line
 from tito.isolation.untrusted import same_ids, student_id_problem
 from tito.notebooks import nbgrader_glue
+from tito.notebooks.imports import module_files, package_graph
 from tito.notebooks.nbfile import atomic_write
 
 CSV_FIELDS = ["student", "notebook", "score", "max_score", "manual_pending", "status", "reason", "sandbox"]
@@ -629,7 +630,8 @@ def _prepare(course: Course, module: str, out_dir: Path, run_dir: Path, nbs: lis
         hostlib=tito_library(run_dir / "hostlib", HOST_FILES), judgelib=tito_library(run_dir / "judgelib"),
         lib=course.lib_dir.name, pyproject=(course.root / "pyproject.toml").resolve(), sandbox=box,
         limits=fitted.limits, seed=seed, notebooks=[Path(p).resolve() for p in nbs],
-        preimport=course.grading_preimport or PREIMPORT, imports=package.module_imports(course.lib_dir),
+        preimport=course.grading_preimport or PREIMPORT, imports={m: sorted(d) for m, d in package_graph(
+            module_files(course.lib_dir)).items()},
         data_files={rel: Path(src).resolve() for rel, src in data.items()}, work_root=work_root(),
         cache=run_dir / "cache", per_notebook=per_notebook, notebook_mb=course.submission_notebook_mb,
         folder_mb=course.submission_folder_mb, student_seconds=course.student_seconds, cpu_split=split,

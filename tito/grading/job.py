@@ -32,7 +32,7 @@ class RunSettings:
     seed: int
     notebooks: list[Path]                # the instructor's graded notebooks
     preimport: list[str]
-    imports: dict[str, list[str]]        # course module -> the course modules it imports (package.module_imports)
+    imports: dict[str, list[str]]        # course module -> the course modules it names (notebooks.imports)
     data_files: dict[str, Path]          # relative path in the student's folder -> the assignment's file
     work_root: Path                      # where students' work folders go (classrun.work_root)
     cache: Path | None = None

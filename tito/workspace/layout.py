@@ -131,7 +131,7 @@ def build_student_package(course: Course, ws_root: Path, notebooks: list[Path]) 
     """
     from nbdev.export import nb_export
 
-    from tito.grading.package import prepare_cell_export_targets
+    from tito.notebooks.exports import prepare_cell_export_targets
 
     lib = ws_root / "tinytorch"
     stage = ws_root / SCRATCH / f"pkg-{os.getpid()}"
