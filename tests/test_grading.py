@@ -251,6 +251,8 @@ def test_what_a_submission_holds_cannot_reach_the_instructor(graded_class):
     assert "<script>alert(" not in page, "a student's script reached the feedback page"
     assert not re.search(r"<img[^>]*onerror", page), "a student's event handler reached the feedback page"
     assert r["magic"].score == subs.FULL and r["magic"].reason == ""
+    # its `%time total_of_the_values = sum(xs)` grades as the plain line, test by test (tito.notebooks.cells.plain_python)
+    assert _tests(r["magic"], "stats_dev") == _tests(r["full"], "stats_dev")
 
 
 def test_an_honest_student_with_stderr_and_warnings_gets_every_point(graded_class):

@@ -1,5 +1,6 @@
 """Notebooks read and written in one place: `read_notebook` (a course's own notebook as it is; a submitted one,
-untrusted, with limits), `write_notebook` and `atomic_write` (write, then rename: never half a file).
+untrusted, with limits), `write_notebook` and `atomic_write` (write, then rename: never half a file), `from_percent`
+(a percent-format source made a notebook, jupytext) and `notebook_node` (nbformat's object, for nbclient).
 
 A submitted notebook (a cap in MB given) is read as tito.isolation.untrusted reads a student's file (a regular
 file only, its size checked first), parsed only after its JSON values are counted (MAX_VALUES, on the raw bytes)
@@ -125,3 +126,27 @@ def write_notebook(path: Path, nb: dict, indent: int | None = 1, ascii_only: boo
     """`nb` as a notebook file at `path`, written atomically (`indent` None: one line, as the judge's inputs)."""
     atomic_write(path, json.dumps(nb, indent=indent, ensure_ascii=ascii_only) + ("\n" if indent is not None else ""))
     return Path(path)
+
+
+def from_percent(src: Path, out: Path) -> None:
+    """Write notebook `out` from the percent-format source `src` (jupytext), keeping `out`'s cell ids if it exists:
+    the same result as `jupytext --update --to ipynb -o out src`, with outputs stripped."""
+    import jupytext
+    from jupytext.combine import combine_inputs_with_outputs
+
+    nb = jupytext.read(src, fmt="py:percent")
+    if out.exists():
+        nb = combine_inputs_with_outputs(nb, jupytext.read(out, fmt="ipynb"), fmt="py:percent")
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    jupytext.write(nb, out, fmt="ipynb")
+
+
+def notebook_node(path: Path):
+    """The notebook at `path` as nbformat's NotebookNode (version 4), for a tool that runs it (nbclient)."""
+    import nbformat
+
+    return nbformat.read(path, as_version=4)
