@@ -52,8 +52,9 @@ def test_plain_python_keeps_lines_and_strings(source, expected):
     assert len(plain_python(source).split("\n")) == len(source.split("\n"))
 
 
-def test_one_scanner_and_one_secret_rule():
-    """The release's leak check and the student kit take secret lines from one scanner and one rule."""
+def test_one_scanner_and_the_secret_rules():
+    """The release's leak check and the student kit take secret lines from one scanner; the release checks every
+    non-trivial line of a copy of its notebook, the kit (which searches arbitrary files) only distinctive ones."""
     text = "x = 1\n### BEGIN SOLUTION\nreturn float(np.median(samples))\nos.replace(tmp, path)\n### END SOLUTION\n" \
            "    ### BEGIN HIDDEN TESTS\n    assert f(3) == 9\n    ### END HIDDEN TESTS"
     kinds = [(k, marker) for _, k, _, marker in regions.scan(text)]
@@ -61,6 +62,9 @@ def test_one_scanner_and_one_secret_rule():
     assert regions.hidden_ranges(text) == [(6, 8)]
     assert regions.distinctive("return float(np.median(samples))") and not regions.distinctive("os.replace(tmp, path)")
     assert not regions.distinctive("for name in names_of_the_files:")  # a bare header says nothing
+    line = "total_of_the_values = sum(xs)"  # an answer in its notebook's copy; too common to search files for
+    assert regions.answer_line(line) and not regions.distinctive(line)
+    assert not regions.answer_line("# the mean of xs") and not regions.answer_line("finally:")
 
 
 def test_the_reader_refuses_a_bloated_notebook(tmp_path):

@@ -33,7 +33,7 @@ def _helper():
 #| export
 def triple(x):
     ### BEGIN SOLUTION
-    result_of_tripling = sum([x, x, x])
+    result_of_tripling = 3 * x
     return result_of_tripling
     ### END SOLUTION
 
@@ -282,7 +282,7 @@ def test_leak_check_finds_a_leak(tiny_course):
     leaky = tiny_course / "leaky.ipynb"
     leaky.write_text(src.read_text().replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", ""))
     leaks = nbgrader_glue.leak_check([src], [leaky])
-    assert any(l.line == "result_of_tripling = sum([x, x, x])" for l in leaks)  # a distinctive line (regions)
+    assert any(l.line == "result_of_tripling = 3 * x" for l in leaks)  # any non-trivial line (regions.answer_line)
     assert nbgrader_glue.leak_check([src], [src])  # markers themselves count as leaks
 
 

@@ -127,13 +127,13 @@ def kit_tests(course: Course, module: str) -> list[Path]:
 
 def forbidden_lines(course: Course, module: str) -> dict[str, str]:
     """line -> the notebook it comes from, for every secret line a kit of `module` must not hold
-    (tito.notebooks.regions: the one rule): the lines of solution and hidden-test regions of the module and of
-    every later module, and of the hidden tests of its prerequisites (whose solutions are the reference package
-    the kit carries). Keys are whitespace-free (`squash`)."""
+    (tito.notebooks.regions: `distinctive`, as a kit is searched file by file): the lines of solution and
+    hidden-test regions of the module and of every later module, and of the hidden tests of its prerequisites
+    (whose solutions are the reference package the kit carries). Keys are whitespace-free (`squash`)."""
     prereq = set(prerequisites(course, module))
     module_of = {nb: m for m in course.modules for nb in course.notebooks(m)}
     secret = regions.secret_lines(module_of, public=lambda nb, kind: module_of[nb] in prereq and kind == "solution",
-                                  label=lambda nb: f"{module_of[nb]}/{nb.name}")
+                                  label=lambda nb: f"{module_of[nb]}/{nb.name}", rule=regions.distinctive)
     return {squash(k): v for k, v in secret.items()}
 
 

@@ -4,9 +4,12 @@ all use.
 
 A solution region (`### BEGIN SOLUTION` ... `### END SOLUTION`) is what a student writes; a hidden-test region
 (`### BEGIN HIDDEN TESTS` ... `### END HIDDEN TESTS`) is what only the judge runs. A line inside one is *secret*
-when it says enough to be an answer (`distinctive`: at least 12 characters, not a bare control-flow header, at
-least 5 names or numbers; `os.replace(tmp, path)` is anybody's code, `return float(np.median(samples))` is an
-answer) and appears nowhere public (outside every region, compared without whitespace: `squash`).
+when it appears nowhere public (outside every region, compared without whitespace: `squash`) and passes a rule
+for what could be part of an answer. Where a copy of the notebook itself is checked (the release, grading's
+feedback) that is any non-trivial line (`answer_line`: 8 characters or more, not a comment, not a bare `pass` or
+bracket); where arbitrary files are searched (the student kit) only a line that says enough to be an answer
+(`distinctive`: at least 12 characters, not a bare control-flow header, at least 5 names or numbers;
+`os.replace(tmp, path)` is anybody's code, `return float(np.median(samples))` is an answer).
 
     >>> [(k, l) for _, k, l, marker in scan("a = 1\\n### BEGIN SOLUTION\\nb = 2\\n### END SOLUTION") if not marker]
     [(None, 'a = 1'), ('solution', 'b = 2')]
@@ -70,15 +73,26 @@ def squash(line: str) -> str:
     return _SPACE.sub("", line)
 
 
+TRIVIAL = {"pass", "return", ")", "]", "}", "),", "],", "},", "else:", "try:", "finally:", '"""', "'''"}
+
+
+def answer_line(line: str) -> bool:
+    """Whether a stripped line of a region could be part of an answer where it reappears in a copy of its own
+    notebook (module doc). Example: answer_line("total = sum(xs)") and not answer_line("# a hint")."""
+    return len(line) >= 8 and line not in TRIVIAL and not line.startswith("#")
+
+
 def distinctive(line: str) -> bool:
     """Whether a stripped line says enough to be an answer (module doc): the one rule for a secret line."""
     return len(line) >= 12 and not _HEADER.match(line) and len(_WORD.findall(line)) >= 5
 
 
 def secret_lines(notebooks: Iterable[Path], public: Callable[[Path, str], bool] = lambda nb, kind: False,
-                 label: Callable[[Path], str] = lambda nb: Path(nb).name) -> dict[str, str]:
-    """stripped line -> `label(notebook)`, for every distinctive line inside a region of `notebooks` that appears
-    nowhere public: outside every region, or inside one that `public(notebook, kind)` makes public (a student kit's
+                 label: Callable[[Path], str] = lambda nb: Path(nb).name,
+                 rule: Callable[[str], bool] = answer_line) -> dict[str, str]:
+    """stripped line -> `label(notebook)`, for every line inside a region of `notebooks` that passes `rule`
+    (`answer_line`, or `distinctive` where arbitrary files are searched: module doc) and appears nowhere public:
+    outside every region, or inside one that `public(notebook, kind)` makes public (a student kit's
     prerequisites: their solutions are the reference it carries)."""
     shown, secret = set(), {}
     for nb in notebooks:
@@ -87,4 +101,4 @@ def secret_lines(notebooks: Iterable[Path], public: Callable[[Path, str], bool] 
                 shown.add(squash(line))
             else:
                 secret.setdefault(line, label(nb))
-    return {k: v for k, v in secret.items() if squash(k) not in shown and distinctive(k)}
+    return {k: v for k, v in secret.items() if squash(k) not in shown and rule(k)}
