@@ -45,7 +45,7 @@ from typing import Any
 
 from tito.grading import feedback, package, plan as plans
 from tito.grading.job import JudgePlan
-from tito.isolation.protocol import NAMESPACE, ChannelBroken, ProtocolError, recv, write_frame
+from tito.isolation.protocol import NAMESPACE, ChannelBroken, ProtocolError, control_recv, control_send, recv, write_frame
 from tito.grading.remote import NotSendable, Session
 from tito.isolation.sanitize import plain_text
 from tito.notebooks.cells import cell_source, plain_python
@@ -96,16 +96,10 @@ class HostProcess:
         return self.ready
 
     def _send(self, obj: dict, fds: list[int] = ()) -> None:
-        socket.send_fds(self.ctl, [json.dumps(obj).encode("utf-8")], list(fds))
+        control_send(self.ctl, obj, fds)
 
     def _recv(self) -> dict:
-        data = self.ctl.recv(1 << 20)
-        if not data:
-            raise EOFError("the student's sandbox ended")
-        msg = json.loads(data.decode("utf-8"))
-        if not isinstance(msg, dict):
-            raise ProtocolError("control replies are objects")
-        return msg
+        return control_recv(self.ctl, "the student's sandbox ended")[0]
 
     def spawn(self, role: str, uid: int | None, setup: dict, gid: int | None = None,
               hide: list[str] = ()) -> tuple[int, socket.socket]:

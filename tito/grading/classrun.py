@@ -137,16 +137,6 @@ def assignment_files(course: Course, module: str, graded: list[Path]) -> set[str
     return {Path(p).name for p in [*graded, *course.notebooks(module)]}
 
 
-def find_submissions(submissions_dir: Path, assignment: str) -> dict[str, Path]:
-    """student id -> folder holding that student's notebooks (see module doc for layouts)."""
-    found = scan_submissions(submissions_dir, assignment).found
-    if not found:
-        raise TitoError(f"no student folders with notebooks in {submissions_dir} (expected "
-                        f"<student>/*.ipynb or submitted/<student>/{assignment}/*.ipynb)")
-    return found
-
-
-
 # ---- per run ----------------------------------------------------------------------------------
 
 def tree_hash(d: Path) -> str:
@@ -214,14 +204,6 @@ def tito_library(dest: Path, files: list[str] | None = None) -> Path:
     for p in [dest, *dest.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
     return dest
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _hash_files(h, files) -> None:
@@ -489,7 +471,7 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
     out_dir.mkdir(parents=True, exist_ok=True)
     from tito.notebooks.student_release import data_files
     data = data_files(course, module)
-    previous = _read_json(out_dir / "run.json")
+    previous = course_dir.read_json_object(out_dir / "run.json")
     if seed is None and resume and isinstance(previous.get("seed"), int):
         seed = previous["seed"]  # the same inputs for an unchanged submission, fresh ones for a changed one
     seed = secrets.randbelow(2**63) if seed is None else int(seed)

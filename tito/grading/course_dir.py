@@ -274,7 +274,7 @@ def _merge_one(gb, course: Path, out_dir: Path, assignment: str, r, released: di
         sub = gb.find_submission(assignment, r.student)
     except MissingEntry:
         sub = gb.add_submission(assignment, r.student)
-    before = _read_json(_answers_file(course, r.student))
+    before = read_json_object(_answers_file(course, r.student))
     hashes: dict[str, dict[str, str]] = {}
     flagged = []
     tests = {n.notebook: n.tests for n in r.notebooks}
@@ -316,7 +316,8 @@ def _merge_one(gb, course: Path, out_dir: Path, assignment: str, r, released: di
     return flagged
 
 
-def _read_json(p: Path) -> dict:
+def read_json_object(p: Path) -> dict:
+    """The JSON object in file `p`; {} where it is missing, unreadable or not an object."""
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -369,7 +370,7 @@ def _runs_file(root: Path) -> Path:
 def record_run(root: Path, module: str, out_dir: Path) -> None:
     """Remember OUT_DIR as `module`'s latest grading run (build/grades/runs.json), wherever it is."""
     f = _runs_file(root)
-    runs = _read_json(f)
+    runs = read_json_object(f)
     runs[module] = str(Path(out_dir).resolve())
     f.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(f, json.dumps(runs, indent=1, sort_keys=True) + "\n")
@@ -379,7 +380,7 @@ def find_run(root: Path, module: str, default: Path) -> tuple[Path | None, list[
     """(the latest grading run's output folder of `module`, or None; the folders looked in): the one
     build/grades/runs.json names (`tito grade --output-dir` anywhere), else DEFAULT."""
     looked = []
-    recorded = _read_json(_runs_file(root)).get(module)
+    recorded = read_json_object(_runs_file(root)).get(module)
     for d in ([Path(recorded)] if isinstance(recorded, str) else []) + [Path(default)]:
         if d not in looked:
             looked.append(d)

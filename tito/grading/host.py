@@ -46,7 +46,8 @@ from typing import Any
 
 from tito.isolation.namespaces import PRIVATE_TMP, become_subreaper, isolate, isolate_unprivileged
 from tito.isolation.procs import kill_descendants, kill_group, kill_uid
-from tito.isolation.protocol import NAMESPACE, Endpoint, ProtocolError, decode, encode, send
+from tito.isolation.protocol import (NAMESPACE, Endpoint, Interned, ProtocolError, control_recv, control_send,
+                                     decode, encode, send)
 
 MAX_ITER = 1_000_000          # items one `iter` request may materialise
 MAX_TEXT = 20_000             # characters of a repr/str sent back
@@ -55,23 +56,12 @@ CELL_OUTPUT_CHARS = 200_000   # characters of output kept per feedback cell
 
 # ---- the zygote ---------------------------------------------------------------------------------
 
-def ctl_recv(sock: socket.socket) -> tuple[dict, list[int]]:
-    data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 4)
-    if not data:
-        raise EOFError("the judge closed the control channel")
-    msg = json.loads(data.decode("utf-8"))
-    if not isinstance(msg, dict):
-        raise ProtocolError("a control message must be an object")
-    return msg, list(fds)
-
-
-def ctl_send(sock: socket.socket, obj: dict) -> None:
-    sock.send(json.dumps(obj).encode("utf-8"))
+JUDGE_GONE = "the judge closed the control channel"
 
 
 def zygote(ctl_fd: int) -> int:
     ctl = socket.socket(fileno=ctl_fd)
-    config, _ = ctl_recv(ctl)
+    config, _ = control_recv(ctl, JUDGE_GONE)
     t0 = time.perf_counter()
     failed = []
     for name in config.get("preimport", []):
@@ -79,11 +69,11 @@ def zygote(ctl_fd: int) -> int:
             importlib.import_module(name)
         except Exception as e:  # noqa: BLE001 - a missing library fails the notebooks that need it
             failed.append(f"{name}: {type(e).__name__}: {e}")
-    ctl_send(ctl, {"ready": True, "import_seconds": round(time.perf_counter() - t0, 3), "import_errors": failed})
+    control_send(ctl, {"ready": True, "import_seconds": round(time.perf_counter() - t0, 3), "import_errors": failed})
     ended: dict[int, str] = {}
     while True:
         try:
-            msg, fds = ctl_recv(ctl)
+            msg, fds = control_recv(ctl, JUDGE_GONE)
         except (EOFError, OSError, ValueError):
             return 0
         _reap(ended)
@@ -97,27 +87,27 @@ def zygote(ctl_fd: int) -> int:
                 finally:
                     os._exit(0)
             os.close(fds[0])
-            ctl_send(ctl, {"pid": pid})
+            control_send(ctl, {"pid": pid})
         elif op == "kill":
             pid = int(msg.get("pid", 0))
             if pid > 1:
                 kill_descendants(pid)  # what it started, in its group or not (it is their subreaper)
                 kill_group(pid)
             _reap(ended, wait_for=pid)
-            ctl_send(ctl, {"killed": pid, "ended": ended.get(pid, "")})
+            control_send(ctl, {"killed": pid, "ended": ended.get(pid, "")})
         elif op == "sweep":
             uid = msg.get("uid")
             n = kill_uid(uid) if isinstance(uid, int) and uid > 0 else 0
             _reap(ended)
-            ctl_send(ctl, {"swept": n})
+            control_send(ctl, {"swept": n})
         elif op == "status":
             pid = int(msg.get("pid", 0))
             _reap(ended, wait_for=pid if msg.get("wait") else None)
-            ctl_send(ctl, {"pid": pid, "ended": ended.get(pid, "")})
+            control_send(ctl, {"pid": pid, "ended": ended.get(pid, "")})
         else:
             for fd in fds:
                 os.close(fd)
-            ctl_send(ctl, {"error": f"unknown control message {op!r}"})
+            control_send(ctl, {"error": f"unknown control message {op!r}"})
 
 
 def _reap(ended: dict, wait_for: int | None = None) -> None:
@@ -238,8 +228,7 @@ class Host:
     def __init__(self, sock: socket.socket, fatal: str = "", sweep: bool = False):
         self.fatal, self.sweep = fatal, sweep  # sweep: kill what a call leaves running (a forked child only)
         self.endpoint = Endpoint(sock, self.serve)
-        self.objects: dict[int, Any] = {}
-        self.handles: dict[int, int] = {}
+        self.objects = Interned()  # handle -> the student's object sent as a reference
         self.callbacks: dict[int, JudgeFunction] = {}
         # a real module, so code run in it works as in a notebook (a dataclass looks its module up)
         module = types.ModuleType(NAMESPACE)
@@ -277,12 +266,7 @@ class Host:
         return decode(value, self.tag)
 
     def handle(self, obj: Any) -> int:
-        key = id(obj)
-        if key not in self.handles:
-            h = len(self.objects) + 1
-            self.objects[h] = obj
-            self.handles[key] = h
-        return self.handles[key]
+        return self.objects.number(obj)
 
     def ref(self, obj: Any) -> dict:
         kind = ("class" if isinstance(obj, type) else "module" if type(obj).__name__ == "module"

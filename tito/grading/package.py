@@ -25,17 +25,14 @@ For one notebook of one student:
 from __future__ import annotations
 
 import ast
-import contextlib
 import copy
-import io
-import os
 import re
 import shutil
 from pathlib import Path
 
 from tito.config import TitoError
 from tito.notebooks.cells import cell_source, nbgrader_meta, plain_python
-from tito.notebooks.exports import prepare_cell_export_targets
+from tito.notebooks.exports import ExportError, nbdev_export
 from tito.notebooks.named_stubs import replace_regions
 from tito.notebooks.nbfile import write_notebook
 
@@ -96,20 +93,6 @@ def with_directives_of(instructor: str, student: str) -> str:
     return "\n".join(theirs + mine)
 
 
-def _export(nb_path: Path, lib: Path, nbdev_root: Path) -> None:
-    from nbdev.export import nb_export
-
-    prepare_cell_export_targets(nb_path, lib)
-    buf = io.StringIO()
-    cwd = os.getcwd()
-    try:
-        os.chdir(nbdev_root)  # nbdev reads [tool.nbdev] from the course's pyproject.toml
-        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-            nb_export(str(nb_path), lib_path=str(lib))
-    finally:
-        os.chdir(cwd)
-
-
 def build_package(reference_lib: Path, source_nb: dict, merged: dict, name: str, dest: Path,
                   nbdev_root: Path) -> list[str]:
     """DEST/<lib name> = reference package with this notebook's modules exported from `merged`
@@ -134,12 +117,12 @@ def build_package(reference_lib: Path, source_nb: dict, merged: dict, name: str,
         nb_path = scratch / name
         write_notebook(nb_path, nb, indent=None)
         try:
-            _export(nb_path, scratch / "lib", nbdev_root)
+            nbdev_export([nb_path], scratch / "lib", nbdev_root)
             break
-        except Exception as e:  # noqa: BLE001 - nbdev raises many kinds; retried with stubs, then reported
+        except ExportError as e:  # retried with stubs, then reported
             last = e
     else:
-        raise TitoError(f"export of {name} failed: {type(last).__name__}: {last}")
+        raise TitoError(str(last))
     written = sorted(p.relative_to(scratch / "lib").as_posix() for p in (scratch / "lib").rglob("*.py"))
     for rel in written:
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)

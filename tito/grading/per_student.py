@@ -206,11 +206,11 @@ def run_judge(job: GradeJob, work: Path, names: list[str], spent: float = 0.0) -
     share), all of them run on this student's cores. `spent`: seconds of the student's budget
     (student_seconds) already used on their files."""
     with limits_mod.cpu_slot(job.run.cpu_split) as cpus:
-        return _run_judge(job, work, names, cpus, spent)
+        return _judge_sandboxes(job, work, names, cpus, spent)
 
 
-def _run_judge(job: GradeJob, work: Path, names: list[str], cpus: set[int] | None,
-               spent: float = 0.0) -> tuple[list[dict], str, dict]:
+def _judge_sandboxes(job: GradeJob, work: Path, names: list[str], cpus: set[int] | None,
+                     spent: float) -> tuple[list[dict], str, dict]:
     run, box = job.run, job.run.sandbox
     as_root = os.geteuid() == 0 and box.isolated  # tito gives each notebook's processes a uid of their own
     # one zygote for all notebooks, each notebook's process in namespaces of its own (tito.grading.host:

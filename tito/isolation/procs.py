@@ -126,17 +126,11 @@ def kill_descendants(pid: int) -> None:
 
 
 def kill_uid(uid: int) -> int:
-    """SIGKILL every process running as `uid` (what a notebook's code left behind, `setsid` or not); returns how
-    many were found."""
-    found = 0
-    for sig in (signal.SIGSTOP, signal.SIGKILL, signal.SIGKILL):
-        for pid, status in every("status"):
-            if uid_of(status) == uid:
-                found += sig == signal.SIGSTOP
-                try:
-                    os.kill(pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
+    """SIGKILL every process running as `uid` (what a notebook's code left behind, `setsid` or not), stopped first;
+    returns how many there were."""
+    members = lambda: [pid for pid, status in every("status") if uid_of(status) == uid]  # noqa: E731
+    found = len(members())
+    stop_and_kill(members)
     return found
 
 

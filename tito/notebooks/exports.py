@@ -11,6 +11,8 @@ runs those itself), the files nbdev needs before it exports, and how many public
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
 import os
 import re
 from pathlib import Path
@@ -130,6 +132,34 @@ def prepare_cell_export_targets(nb_path: Path, lib: Path) -> list[Path]:
                      "# %% auto #0\n__all__ = []\n", encoding="utf-8")
         written.append(f)
     return written
+
+
+class ExportError(Exception):
+    """nbdev could not export a notebook: which one (`notebook`), and nbdev's own output (`output`)."""
+
+    def __init__(self, notebook: Path, error: Exception, output: str):
+        super().__init__(f"export of {Path(notebook).name} failed: {type(error).__name__}: {error}")
+        self.notebook, self.output = Path(notebook), output
+
+
+def nbdev_export(notebooks: list[Path], lib: Path, root: Path) -> None:
+    """nbdev's export of `notebooks` into the package folder `lib`, run from the course `root` (nbdev reads
+    [tool.nbdev] from its pyproject.toml), each module made only of `#| export NAME` cells prepared first; nbdev's
+    output is kept off the console. ExportError when it fails."""
+    from nbdev.export import nb_export
+
+    buf, cwd, nb = io.StringIO(), os.getcwd(), Path(root)
+    try:
+        for nb in notebooks:
+            prepare_cell_export_targets(Path(nb), lib)
+        os.chdir(root)
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            for nb in notebooks:
+                nb_export(str(nb), lib_path=str(lib))
+    except Exception as e:  # noqa: BLE001 - nbdev raises many kinds: the caller decides (retry, report)
+        raise ExportError(nb, e, buf.getvalue()) from e
+    finally:
+        os.chdir(cwd)
 
 
 def exported_files(nb_paths: list[Path], lib_dir: Path) -> list[tuple[Path, int]]:

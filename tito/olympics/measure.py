@@ -95,44 +95,19 @@ def load(st: Student, work: Path, data: dict, box: sandbox.Backend) -> None:
             raise StudentError("its converted TorchScript did not load")
 
 
+ANSWER_DEPTH = 8  # the deepest a model's answer or signature nests
 ARRAY_TAGS = {"$np"}
 
 
 SUMMARY_TAGS = {"$np", "$d"}  # a list of {"numel", "shape", "sig", "rows"} with float32 arrays
 
 
-def _check_tags(value: Any, allowed: set[str], depth: int = 0) -> None:
-    """Refuse any tag outside `allowed` before decoding (sets, dicts with odd keys, named tuples, ...
-    cost the judge time and memory and carry nothing a model's outputs or signatures need)."""
-    if depth > 8:
-        raise protocol.ProtocolError("nested deeper than a model's answer is")
-    if isinstance(value, list):
-        for v in value:
-            _check_tags(v, allowed, depth + 1)
-    elif isinstance(value, dict):
-        tags = [k for k in value if k.startswith("$")]
-        if tags:
-            if len(value) != 1 or tags[0] not in allowed:
-                raise protocol.ProtocolError(f"unexpected value {tags[0]!r}")
-            if tags[0] == "$t":
-                _check_tags(value["$t"], allowed, depth + 1)
-            elif tags[0] == "$d":  # a dict keeps its order this way: string keys only (no hash-collision keys)
-                pairs = value["$d"]
-                if not isinstance(pairs, list) or not all(isinstance(kv, list) and len(kv) == 2 and isinstance(kv[0], str)
-                                                          for kv in pairs):
-                    raise protocol.ProtocolError("a dict with keys that are not names")
-                for _, v in pairs:
-                    _check_tags(v, allowed, depth + 1)
-        else:
-            for v in value.values():
-                _check_tags(v, allowed, depth + 1)
-
-
 def decode_reply(value: Any, allowed: set[str], what: str) -> Any:
-    """A value from a sandbox, decoded only if it is made of the `allowed` tags; StudentError otherwise."""
+    """A value from a sandbox, decoded only if it is made of the `allowed` tags (sets, dicts with odd keys, named
+    tuples cost the judge time and memory and carry nothing a model's outputs or signatures need), nested at most
+    ANSWER_DEPTH levels; StudentError otherwise."""
     try:
-        _check_tags(value, allowed)
-        return protocol.decode(value, refs=None)
+        return protocol.decode(value, refs=None, allowed=allowed, max_depth=ANSWER_DEPTH)
     except (protocol.ProtocolError, ValueError, TypeError, RuntimeError, OverflowError) as e:
         raise StudentError(f"{what}: a malformed answer ({type(e).__name__}: {str(e)[:200]})") from None
 

@@ -2,9 +2,7 @@
 conftest, the `tito` launcher beside the notebooks, finding a workspace, and building its package."""
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
-import io
 import json
 import os
 import shutil
@@ -129,9 +127,7 @@ def build_student_package(course: Course, ws_root: Path, notebooks: list[Path]) 
     Built in a scratch folder and swapped in with os.replace. Returns (package dir, files written
     by the export of the student's notebooks).
     """
-    from nbdev.export import nb_export
-
-    from tito.notebooks.exports import prepare_cell_export_targets
+    from tito.notebooks.exports import ExportError, nbdev_export
 
     lib = ws_root / "tinytorch"
     stage = ws_root / SCRATCH / f"pkg-{os.getpid()}"
@@ -140,19 +136,10 @@ def build_student_package(course: Course, ws_root: Path, notebooks: list[Path]) 
     shutil.copytree(course.lib_dir, stage / "tinytorch",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
     before = {p: p.read_bytes() for p in (stage / "tinytorch").rglob("*.py")}
-    for nb in notebooks:  # modules made only of `#| export NAME` cells start empty
-        prepare_cell_export_targets(Path(nb), stage / "tinytorch")
-    cwd = os.getcwd()
-    buf = io.StringIO()
     try:
-        os.chdir(course.root)  # nbdev reads [tool.nbdev] from the course's pyproject.toml
-        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-            for nb in notebooks:
-                nb_export(str(nb), lib_path=str(stage / "tinytorch"))
-    except Exception as e:  # noqa: BLE001 - reported as the export stage's failure
-        raise TitoError(f"export of {nb.name} failed: {type(e).__name__}: {e}\n{buf.getvalue()[-2000:]}") from e
-    finally:
-        os.chdir(cwd)
+        nbdev_export([Path(nb) for nb in notebooks], stage / "tinytorch", course.root)
+    except ExportError as e:  # reported as the export stage's failure
+        raise TitoError(f"{e}\n{e.output[-2000:]}") from e
     written = sorted(p for p in (stage / "tinytorch").rglob("*.py")
                      if before.get(p) != p.read_bytes())
     old = ws_root / SCRATCH / f"old-{os.getpid()}"
