@@ -1,6 +1,6 @@
 """The grading sandbox as bubblewrap (`bwrap`, Debian package `bubblewrap`) builds it: the one backend that
 tito.isolation.sandbox registers. Another isolation (a container runtime, nsjail) is another `Backend` like this
-one and one line in `sandbox.registered`; nothing outside tito/isolation names bubblewrap's command.
+one and its name in `sandbox.BACKEND`; nothing outside tito/isolation names bubblewrap's command.
 
 The sandbox sees a read-only system (/usr, /bin, /lib*, /etc, the Python installation and the
 course's virtual environment; nothing else of the host: no course repository, no home folder,
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tito.isolation import procs
 from tito.isolation.namespaces import PRIVATE_TMP
-from tito.isolation.sandbox import Backend, SandboxSpec, environment
+from tito.isolation.sandbox import Backend, SandboxSpec, environment, sandbox_uid
 
 INSIDE = "/grading"          # mounts appear at /grading/<name> inside the sandbox
 SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"]
@@ -71,8 +71,6 @@ class Bubblewrap(Backend):
     def command(self, spec: SandboxSpec, uid: int | None = None) -> list[str]:
         """bwrap's options + the spec's argv (placeholders resolved); as root, `uid` (default: a fresh one) is the
         uid the command runs as inside the sandbox."""
-        from tito.isolation.sandbox import sandbox_uid
-
         argv = self.argv(spec)
         if os.geteuid() == 0:  # no user namespace: the uid drop below makes the process limit count this sandbox only
             cmd = [self.path, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]

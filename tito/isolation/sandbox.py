@@ -1,7 +1,7 @@
 """Run untrusted code in a sandbox with resource limits: what to run (`SandboxSpec`, `Limits`), the backend
 that isolates it (`Backend`: found, started, what it enforces) and the one registration of the backend every run
-uses (`registered`: tito.isolation.bubblewrap). Without a sandbox (`--no-sandbox`: `Unsandboxed`) the same spec
-runs as a plain process with the same per-process limits.
+uses (`BACKEND`, `registered`: tito.isolation.bubblewrap). Without a sandbox (`--no-sandbox`: `Unsandboxed`) the
+same spec runs as a plain process with the same per-process limits.
 
 Resource limits (address space, processes, CPU seconds, file size) are set on the sandbox's first process and
 inherited by everything in it. The caller reads the sandbox's standard output (capped) and its exit status.
@@ -12,6 +12,7 @@ inherited by everything in it. The caller reads the sandbox's standard output (c
 """
 from __future__ import annotations
 
+import importlib
 import os
 import resource
 import sys
@@ -120,11 +121,14 @@ class Unsandboxed(Backend):
     """--no-sandbox: the spec's command as a plain process (its limits still set)."""
 
 
-def registered() -> type:
-    """The sandbox every run uses: THE registration (another backend: a `Backend` subclass with `find`, here)."""
-    from tito.isolation.bubblewrap import Bubblewrap
+BACKEND = "tito.isolation.bubblewrap:Bubblewrap"  # THE registration: the `Backend` subclass every run uses
 
-    return Bubblewrap
+
+def registered() -> type:
+    """The sandbox every run uses (BACKEND: another backend is a `Backend` subclass with `find`, named there; by
+    name, so that a backend's module builds on this one without a circle of imports)."""
+    module, name = BACKEND.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def find() -> Backend | None:
