@@ -123,6 +123,9 @@ def test_bad_input_is_named_before_measuring(tmp_path):
         run_default_benchmark(tmp_path / "b", model_path=tmp_path / "x.pt")
     with pytest.raises(ValueError, match="runtimes"):
         run_default_benchmark(tmp_path / "c", runtimes="eager,tflite")
+    for bad in (0, -2.0, float("nan"), float("inf"), "3", True):
+        with pytest.raises(ValueError, match="budget_s: expected a positive number of seconds"):
+            run_default_benchmark(tmp_path / "c", budget_s=bad)
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     with pytest.raises(OSError, match="output_dir"):
@@ -133,3 +136,13 @@ def test_bad_input_is_named_before_measuring(tmp_path):
     torch.jit.save(torch.jit.script(torch.nn.Linear(4, 2)), str(ts))
     with pytest.raises(ValueError, match="model_path: .* is TorchScript"):
         write_hardware_artifacts(tmp_path / "hw", model_path=ts, input_shape=(1, 4))
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "abc", "nan", "inf", ""])
+def test_tito_benchmark_names_a_bad_budget(bad, capsys):
+    "`tito benchmark --budget` takes a positive number of seconds; anything else exits 2 naming the option."
+    from tito.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(["benchmark", "--budget", bad])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "--budget" in err and "expected a positive number of seconds" in err, err

@@ -127,7 +127,11 @@ def test_default_benchmark_end_to_end(tmp_path, capsys):
         assert name in printed
         assert out["results"]["accuracy"][name].count == 450
         assert out["results"]["accuracy"][name].median > 0.9, "trained digits models are > 90% accurate"
-        assert out["results"]["latency"][name].count == 4
+        looks = out["suite"].benchmark.sequential["latency"]
+        assert out["results"]["latency"][name].count == 4 * looks["looks"], looks  # sampled until decided, looks of 4
+        assert 1 <= looks["looks"] <= 5 and looks["stop_reason"] in ("decided", "looks", "budget_s"), looks
+        assert out["results"]["latency"][name].metadata["interrupt_check"], "every timing says what its check did"
+    assert "interrupted" in printed and ("inconclusive" in printed or "equivalent" in printed or "faster" in printed)
     sizes = {n: out["results"]["model_size"][n].metadata["bytes"] for n in DEFAULT_MODEL_NAMES}
     assert sizes["digits_cnn_int8"] < 0.7 * sizes["digits_cnn"], "int8 weights take less space on disk"
     for key in ("report", "json", "csv"):
@@ -184,7 +188,7 @@ def test_report_files_from_a_hand_made_payload(tmp_path):
     md = render_markdown(payload)
     for text in ("| **Model** | **Task** | **Accuracy** | **Latency (ms)** | **Model Size (MiB)** | **Platform** | **References** |",
                  "| broken | — | n/a (not run) | n/a (failed) |", "| latency | broken | RuntimeError: boom |",
-                 "## Pareto set", "lowest latency**: big (2 ms), small (1 ms) (tied: no significant difference), the baseline",
+                 "## Pareto set", "lowest latency**: big (2 ms), small (1 ms) (tied: inconclusive, not yet told apart), the baseline",
                  "highest accuracy**: big (99.00%), the baseline",
                  "- **failed measurements** for broken", "test CPU"):
         assert text in md, f"the report should contain {text!r}"
@@ -228,7 +232,7 @@ def test_a_mean_interval_below_zero_is_marked_never_shown_bare():
 def test_best_is_the_pareto_set_with_ties_not_the_raw_median():
     payload = _toy_payload()
     md = render_markdown(payload)  # small's median is lower, but 3 samples each do not tell the two apart
-    assert "lowest latency**: big (2 ms), small (1 ms) (tied: no significant difference)" in md
+    assert "lowest latency**: big (2 ms), small (1 ms) (tied: inconclusive, not yet told apart)" in md and "significant difference" not in md
     payload["results"]["latency"] = {"big": {"values": [2.0 + i / 1e3 for i in range(40)]},
                                      "small": {"values": [1.0 + i / 1e3 for i in range(40)]}}
     md = render_markdown(payload)

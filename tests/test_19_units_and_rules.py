@@ -131,8 +131,12 @@ def test_decide_on_results_uses_their_interval():
     from tinytorch.benchmarking.results import BenchmarkResult, CountResult, ProportionResult, decide
     acc = ProportionResult("accuracy", [1] * 440 + [0] * 10)  # Wilson [0.9596, 0.9879]
     assert [decide(acc, ">=", t) for t in (0.90, 0.97, 0.99)] == ["pass", "inconclusive", "fail"]
-    lat = BenchmarkResult("latency", [1.0, 1.2, 0.9, 1.1, 1.0], unit="ms")  # mean 1.04, t-interval about +-0.14
+    lat = BenchmarkResult("latency", [1.0, 1.2, 0.9, 1.1, 1.0], unit="ms")  # 5 values: the median's interval is the range
     assert decide(lat, "<=", 1.05) == "inconclusive" and decide(lat, "<=", 2.0) == "pass" and decide(lat, "<=", 0.5) == "fail"
+    # the headline's interval decides, not the mean's: three interruptions pull the mean's interval past 1.05
+    skewed = BenchmarkResult("latency", [1.0 + 0.001 * (i % 9 - 4) for i in range(27)] + [10.0] * 3, unit="ms")
+    assert skewed.ci_upper > 1.05 and skewed.median_ci_upper < 1.01, (skewed.ci_upper, skewed.median_ci())
+    assert decide(skewed, "<=", 1.05) == "pass", decide(skewed, "<=", 1.05).basis
     assert decide(CountResult("size", [100]), "<", 101).basis.startswith("point value 100")
     assert decide(BenchmarkResult("x", [3.0]), "<", 2.0) == "fail"  # one value: no interval, decided plainly
     for bad, arg in [((acc, "=>", 0.9), "op"), ((acc, ">=", float("nan")), "threshold"), (("x", ">=", 1), "result"),

@@ -190,7 +190,7 @@ def test_grades_command_tables_and_feedback(klass, template, tmp_path, root):
     (out / "students" / "cat" / "autograded" / f"{NB}.ipynb").write_text('{"cells": [', encoding="utf-8")
     p = subprocess.run([sys.executable, "-m", "tito", "grades", "19", "--output-dir", str(out), "--feedback"],
                        cwd=root, capture_output=True, text=True, env={**os.environ, "TITO_NO_BOOTSTRAP": "1"})
-    assert p.returncode == 1 and "feedback not written for 1 student(s): cat" in p.stderr, p.stderr
+    assert p.returncode == 1 and "feedback not written for 1 student: cat" in p.stderr, p.stderr
     assert f"cat: {NB}.ipynb: its feedback page could not be made (JSONDecodeError" in p.stderr, p.stderr
     pages = {f.relative_to(course_dir.path(out) / "feedback").as_posix() for f in
              (course_dir.path(out) / "feedback").rglob("*.html")}

@@ -186,10 +186,17 @@ def test_output_reaches_a_pipe_line_by_line(root):
     import os
     import select
 
-    p = subprocess.Popen([sys.executable, "-c", code], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # CI may set it: test tito's own setting
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         env=env)
     try:
-        ready, _, _ = select.select([p.stdout], [], [], 120)  # block-buffered, nothing would arrive before exit
-        assert ready and os.read(p.stdout.fileno(), 100) == b"first line\n"
+        got = b""
+        while not got.endswith(b"\n"):  # one line may arrive in more than one write
+            ready, _, _ = select.select([p.stdout], [], [], 120)  # block-buffered, nothing would arrive before exit
+            chunk = os.read(p.stdout.fileno(), 100) if ready else b""
+            assert chunk, f"the first line did not arrive before the child's exit (read so far: {got!r})"
+            got += chunk
+        assert got == b"first line\n"
         p.stdin.write(b"go\n")
         p.stdin.flush()
         assert p.stdout.read() == b"second\n"

@@ -204,7 +204,7 @@ def test_student_ids_follow_grading_and_do_not_collide(tmp_path):
     assert files_of(got.folder) == {"bob": ["a_dev.ipynb"], "cy": ["a_dev.ipynb"]}  # the full-width ｂｏｂ is no id
     text = "\n".join(got.problems)
     assert "Ann: another hand-in's id differs only in case" in text and "ann: another hand-in's id" in text
-    assert "ｂｏｂ" in text and "has space" in text and "longer than 64" in text, text
+    assert "ｂｏｂ" in text and "has space" in text and "above the limit of 64" in text, text
     assert set(untrusted.same_ids(["Ann", "ANN", "anne"])) == {"Ann", "ANN"}
 
 

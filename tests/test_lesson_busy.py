@@ -1,24 +1,20 @@
-"""The lesson's demos and end-to-end checks that compare timings hold on a busy machine (issue 20.5):
-each runs here beside a CPU hog (`python3 -c 'while True: pass'`), as a student's laptop may be."""
+"""The lesson's demos and end-to-end checks that compare timings hold on a busy machine (issues 20.5, 41):
+each runs here beside four CPU hogs per core (`python3 -c 'while True: pass'`), as a student's laptop may be."""
 import json
-import subprocess
 import sys
 import types
 
 import pytest
 import torch
 
+from busy import busy_processes
 from test_lesson import MODULE, ROOT
 
 
 @pytest.fixture(scope="module")
 def hog():
-    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait()
+    with busy_processes(per_core=4) as pids:
+        yield pids
 
 
 def _module_ns(notebook: str) -> dict:

@@ -68,6 +68,24 @@ MUTATIONS = [
      "        resampled = [a[idx] for a in arrays]",
      "        resampled = [a[rng.integers(0, a.size, size=(n_boot, a.size))] for a in arrays]",
      "same indices for both samples"),
+    # three verdicts (issue 41): the textbook shortcuts of "not significant"
+    ("results_dev", "test_unit_comparison_outcome", "absence of evidence read as equivalence",
+     'return "equivalent" if within else "inconclusive"', 'return "equivalent"', "not significant is not equivalent"),
+    ("results_dev", "test_unit_comparison_outcome", "an interval containing no difference",
+     "within = center - min_effect <= lo and hi <= center + min_effect", "within = lo <= center <= hi",
+     "the interval contains 1, but also a 10% change"),
+    ("results_dev", "test_unit_comparison_outcome", "only the upper end checked",
+     "within = center - min_effect <= lo and hi <= center + min_effect", "within = hi <= center + min_effect",
+     "both ends must lie within 1 ± 2%"),
+    ("results_dev", "test_unit_comparison_outcome", "the band's edges left out",
+     "within = center - min_effect <= lo and hi <= center + min_effect",
+     "within = center - min_effect < lo and hi < center + min_effect", "within includes the edges"),
+    ("results_dev", "test_unit_comparison_outcome", "no interval read as equivalence",
+     '    if lo is None or hi is None:\n        return "inconclusive"', '    if lo is None or hi is None:\n        return "equivalent"',
+     "no interval: nothing shows the two alike"),
+    ("results_dev", "test_unit_comparison_outcome", "the band around 1 for a difference",
+     "within = center - min_effect <= lo and hi <= center + min_effect",
+     "within = 1 - min_effect <= lo and hi <= 1 + min_effect", "no difference is 0, the band 0 ± 0.02"),
     # compare_samples
     ("results_dev", "test_unit_compare_samples", "ratio of means",
      "ratio = median_b / median_a", "ratio = float(b_arr.mean() / a_arr.mean())", "that is the ratio of means"),
@@ -336,14 +354,14 @@ def test_each_warned_mistake_fails_the_visible_test_by_name(notebook, test, mist
 
 def test_module_complete_counts_the_points_grading_counts(course):
     """The points `module complete` shows (its tasks) are those the judge grades (tito.grading.feedback's
-    test_points), notebook by notebook; 222 autograded points in all for Module 19."""
+    test_points), notebook by notebook; 226 autograded points in all for Module 19 (222 until issue 41 added the three verdicts)."""
     total = 0.0
     for nb_path in course.notebooks("19_benchmarking"):
         nb = json.loads(nb_path.read_text(encoding="utf-8"))
         shown = {t.grade_id: t.points for t in notebook_tasks(nb)}
         assert shown == {k: float(v) for k, v in feedback.test_points(nb).items()}, nb_path.name
         total += sum(shown.values())
-    assert total == 222, total
+    assert total == 226, total
 
 
 # ---- end to end: a kit, one mistake at a time, `module complete` --------------------------------------

@@ -7,7 +7,9 @@
 - Each typical wrong solution named in the issue fails its graded test with a message that names
   the mistake: no sync, no warmup, block length not calibrated, an off-by-one rank and mean ± t·s
   for the median's interval; and a few more (the mean clock cost, the full width as the precision,
-  a context manager that does not restore on an exception).
+  a context manager that does not restore on an exception); for interrupted samples (issue 41) a slow
+  sample taken for an interrupted one, an absolute tolerance, a tolerance on the CPU time, unbounded
+  or unrecorded re-takes; for the rounds, the same order every round.
 - The scaffolds' `**Your task (DIFFICULTY, N points).**` lines agree with the graded cells.
 - The Module 15 student release runs top to bottom with only "not yet implemented" errors
   (marker `lesson`: it executes both notebooks with nbclient).
@@ -126,32 +128,41 @@ if took < need:
     calls = max(2, int(need / max(took, 1)) + 1)
     while _time_block(fn, calls, sync, clock) < need:
         calls *= 2
-per_call = []
-t_start = clock()
-stop_reason = None
-while stop_reason is None:
-    per_call.append(_time_block(fn, calls, sync, clock) / calls)
-    stop_reason = _stop_reason(per_call, samples, (clock() - t_start) / 1e9, min_seconds=min_seconds,
-                               max_seconds=max_seconds, target_rel_ci=target_rel_ci)
+'''
+
+# a for loop over re-take budget and samples, a dict of lists, the check written as a ratio
+MY_TAKE_SAMPLES = '''
+got = {"keep": [], "cpu": [], "again": [], "flag": []}
+while True:
+    w, c = block()
+    bad = c is not None and c < (1.0 - tolerance) * w
+    if bad and len(got["again"]) != max_retakes:
+        got["again"].append((w / calls, c / calls))
+    else:
+        if bad:
+            got["flag"].append(len(got["keep"]))
+        got["keep"].append(w / calls)
+        got["cpu"].append(c / calls if c is not None else None)
+        why = stop(got["keep"])
+        if why:
+            return SampleSet(got["keep"], got["cpu"], got["again"], got["flag"], why)
 '''
 
 MY_INTERLEAVED = '''
-failed = {}
-values = {name: [] for name in models}
-metas = {name: [] for name in models}
-for k in _split_runs(samples, rounds):
-    for name, model in models.items():
+g = np.random.default_rng(seed)
+plan = [(k, list(g.permutation(len(names)))) for k in _split_runs(samples, rounds)]
+for k, perm in plan:
+    for idx in perm:
+        name = names[idx]
         if name in failed:
             continue
         try:
-            t = time_model(model, input_or_shape, warmup=warmup, samples=k, seed=seed, threads=threads)
+            t = time_model(models[name], input_or_shape, warmup=warmup, samples=k, seed=seed, threads=threads)
         except Exception as err:
             failed[name] = err
         else:
             values[name] += t.per_call_ms
             metas[name].append(t.metadata())
-return {name: failed[name] if name in failed else (values[name], _merge_metadata(metas[name], len(values[name])))
-        for name in models}
 '''
 
 SOLUTIONS = {  # grade_id -> [(stub name, body to fill in) or (function name, replacement source)]
@@ -160,12 +171,14 @@ SOLUTIONS = {  # grade_id -> [(stub name, body to fill in) or (function name, re
     "timing-conditions": [("replace", "fixed_threads", MY_CONDITIONS.split("\n\nclass _gc_paused")[0]),
                           ("replace", "_gc_paused", "class _gc_paused" + MY_CONDITIONS.split("\n\nclass _gc_paused")[1])],
     "timing-stop": [("fill", "_stop_reason", MY_STOP)],
+    "timing-interrupted": [("fill", "take_samples", MY_TAKE_SAMPLES)],
     "timing-loop": [("fill", "_time_block", MY_TIME_BLOCK), ("fill", "time_callable", MY_TIMING_LOOP)],
     "timing-interleaved": [("fill", "time_interleaved", MY_INTERLEAVED)],
 }
 
 GRADED_TESTS = {"timing-overhead": "test_unit_measure_timer_overhead", "timing-median-ci": "test_unit_median_ci",
                 "timing-conditions": "test_unit_timing_conditions", "timing-stop": "test_unit_stop_reason",
+                "timing-interrupted": "test_unit_take_samples",
                 "timing-loop": "test_unit_timing_loop", "timing-interleaved": "test_unit_time_interleaved"}
 
 # ---- typical wrong solutions ----------------------------------------------------------------
@@ -228,6 +241,44 @@ return elapsed
     "a fixed block of 100 calls": ("timing-loop", "fill", "time_callable",
                                    MY_TIMING_LOOP.replace("if took < need:", "calls = 100\nif False:"),
                                    "not calibrated from the measured overhead"),
+    # interrupted samples: the textbook shortcuts
+    "a slow sample taken for an interrupted one": ("timing-interrupted", "fill", "take_samples", '''
+per_call, cpu_per_call, retaken, kept = [], [], [], []
+while True:
+    wall, cpu = block()
+    typical = statistics.median(per_call) if per_call else wall
+    if wall > 2 * typical and len(retaken) < max_retakes:  # an outlier rule: far above the median
+        retaken.append((wall / calls, (cpu or wall) / calls))
+        continue
+    per_call.append(wall / calls)
+    cpu_per_call.append(None if cpu is None else cpu / calls)
+    if (reason := stop(per_call)) is not None:
+        return SampleSet(per_call, cpu_per_call, retaken, kept, reason)
+''', "a slow sample is not an interrupted one"),
+    "an absolute tolerance": ("timing-interrupted", "fill", "take_samples",
+                              MY_TAKE_SAMPLES.replace("c < (1.0 - tolerance) * w", "w - c > 1_000"),
+                              "not a fixed number of ns"),
+    "the tolerance on the CPU time": ("timing-interrupted", "fill", "take_samples",
+                                      MY_TAKE_SAMPLES.replace("c < (1.0 - tolerance) * w", "w - c > tolerance * c"),
+                                      "4.8% of it (5.04% of the CPU time)"),
+    "unbounded re-takes": ("timing-interrupted", "fill", "take_samples",
+                           MY_TAKE_SAMPLES.replace('len(got["again"]) != max_retakes', "True"),
+                           "re-takes must be bounded"),
+    "interrupted samples dropped unrecorded": ("timing-interrupted", "fill", "take_samples",
+                                               MY_TAKE_SAMPLES.replace('got["again"].append((w / calls, c / calls))',
+                                                                       'max_retakes -= 1'),
+                                               "a re-taken sample stays in the raw data"),
+    "kept interrupted samples not flagged": ("timing-interrupted", "fill", "take_samples",
+                                             MY_TAKE_SAMPLES.replace('got["flag"].append(len(got["keep"]))', "pass"),
+                                             "kept interrupted samples are flagged"),
+    # the rounds: a random order per round, from one generator
+    "the same order every round": ("timing-interleaved", "fill", "time_interleaved",
+                                   MY_INTERLEAVED.replace("list(g.permutation(len(names)))", "list(range(len(names)))"),
+                                   "the models ran in the order given"),
+    "a generator made again each round": ("timing-interleaved", "fill", "time_interleaved",
+                                          MY_INTERLEAVED.replace("list(g.permutation(len(names)))",
+                                                                 "list(np.random.default_rng(seed).permutation(len(names)))"),
+                                          "make the generator once"),
 }
 
 

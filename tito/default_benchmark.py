@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from tinytorch.benchmarking.defaults import run_default_benchmark as run_library_benchmark
 from tinytorch.benchmarking.report import CSV_FILE, JSON_FILE, REPORT_FILE
 from tinytorch.benchmarking.results import MiB, results_table
-from tinytorch.profiling.timing import machine_warnings
+from tinytorch.profiling.timing import interruption_lines, machine_warnings
 
 __all__ = ["console_table", "print_summary", "run_default_benchmark"]
 
@@ -42,15 +42,19 @@ def console_table(payload: dict[str, Any]) -> str:
 
 def print_summary(out: dict[str, Any], quiet: bool = False) -> str:
     """Print a run of `tinytorch.benchmarking.defaults.run_default_benchmark`: machine warnings and
-    failures (to stderr, even when `quiet`: they qualify every figure), then the table, the verdicts,
-    the cross-runtime comparisons, compile times, unavailable rows and where the files are. Returns the table."""
+    failures (to stderr, even when `quiet`: they qualify every figure), then the table, each latency's interrupted
+    samples and looks, the three-way verdicts, the cross-runtime comparisons, compile times, unavailable rows and
+    where the files are. Returns the table."""
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     suite, runtimes, out_dir = out["suite"], out["runtimes"], out["output_dir"]
     for warning in machine_warnings(suite.benchmark.machine_states):
         print(warning, file=sys.stderr, flush=True)
-    table = console_table(suite.to_payload())
+    payload = suite.to_payload()
+    table = console_table(payload)
     say("")
     say(table)
+    say("\n".join(f"  {line[2:]}" for line in interruption_lines(payload["results"], payload["protocol"].get("sequential"))
+                   if line.startswith("- latency")))
     say("\n".join(f"  {c.metric:>10}: {c.verdict}" for c in out["comparisons"]
                   if c.metric in ("latency", "accuracy", "model_size")))
     if out["runtime_comparisons"]:

@@ -34,7 +34,10 @@
 # 3. **synchronizes** an accelerator before reading the clock (GPU work is asynchronous);
 # 4. **fixes and records** the thread count, and switches the garbage collector off while timing;
 # 5. keeps **every raw sample**, so statistics (median, percentiles, confidence intervals) are
-#    computed from data, not from a single figure.
+#    computed from data, not from a single figure;
+# 6. reads the **thread's CPU time** beside the wall clock for every sample: a sample during which the
+#    operating system ran another program is *interrupted*, recorded as such and taken again, so a
+#    busy machine shows up as a count, not as a slower model.
 
 # %%
 #| default_exp profiling.timing
@@ -853,11 +856,20 @@ if __name__ == "__main__":
 
 # %%
 #| export
+INTERRUPT_TOLERANCE = 0.05  # a sample is interrupted when the process was off the CPU for > 5% of its wall time
+
+
 @dataclass
 class TimingSamples:
     """Raw output of the timing core: one per-call time (ns) per timed block, plus the conditions.
 
-    `per_call_ns[i]` is block i's elapsed time divided by `calls_per_sample`.
+    `per_call_ns[i]` is block i's elapsed (wall) time divided by `calls_per_sample`: what a user
+    waits. `cpu_per_call_ns[i]` is the timing thread's CPU time over the same block, per call: what the
+    model costs, unaffected by time the process spent waiting for the CPU (None when not read:
+    see `interrupt_check`; `cpu_comparable` is False when it does not stand for the latency: a model
+    that waits by design, whose typical sample is off the CPU). `retaken` holds the per-call
+    `(wall, cpu)` of each interrupted sample that was taken again; `interrupted_kept` the indices of
+    interrupted samples kept because no re-take was left.
     """
 
     per_call_ns: list[float]
@@ -870,6 +882,11 @@ class TimingSamples:
     stop_reason: str
     total_seconds: float
     extra: dict[str, Any] = field(default_factory=dict)
+    cpu_per_call_ns: list[float] | None = None
+    retaken: list[tuple[float, float]] = field(default_factory=list)
+    interrupted_kept: list[int] = field(default_factory=list)
+    interrupt_check: str = "off: no CPU clock was read"
+    cpu_comparable: bool = False  # the CPU series stands for the latency (not a model that waits)
 
     @property
     def blocked(self) -> bool:
@@ -899,8 +916,25 @@ class TimingSamples:
             "gc_disabled": self.gc_disabled,
             "stop_reason": self.stop_reason,
             "total_seconds": self.total_seconds,
+            **self.interruptions(),
             **self.extra,
         }
+
+    def interruptions(self) -> dict[str, Any]:
+        """The preemption record: samples taken, interrupted (re-taken or kept), the share of wall time the
+        process spent off the CPU, and both series per call in ms (`wall_ms` is `per_call_ms`)."""
+        walls = [*self.per_call_ns, *(w for w, _ in self.retaken)]
+        cpus = [*(self.cpu_per_call_ns or []), *(c for _, c in self.retaken)]
+        k = self.calls_per_sample / 1e6  # per-call ns -> the block's ms
+        lost = sum(max(w - c, 0.0) for w, c in zip(walls, cpus)) * k if self.cpu_per_call_ns is not None else None
+        return {"interrupt_check": self.interrupt_check, "samples_taken": len(walls),
+                "interrupted_samples": len(self.retaken) + len(self.interrupted_kept),
+                "retaken_samples": len(self.retaken), "interrupted_kept": list(self.interrupted_kept),
+                "timed_ms": sum(walls) * k, "wall_lost_ms": lost,
+                "wall_lost_share": None if lost is None else lost / max(sum(walls) * k, 1e-12),
+                "cpu_per_call_ms": None if self.cpu_per_call_ns is None else [v / 1e6 for v in self.cpu_per_call_ns],
+                "cpu_comparable": self.cpu_comparable,
+                "retaken_per_call_ms": [[w / 1e6, c / 1e6] for w, c in self.retaken]}
 
 
 def _positive_int(value: Any, arg: str, minimum: int = 1) -> int:
@@ -1254,6 +1288,260 @@ if __name__ == "__main__":
     test_unit_stop_reason()
 
 # %% [markdown]
+# ### Interrupted samples
+#
+# On a busy machine (a laptop with a browser open, a shared JupyterHub, a CI runner) the operating
+# system takes the CPU away from the process now and then and runs another program. A sample that
+# spans such a pause measures the other program, not the model. The wall clock cannot tell: it only
+# sees a slower sample. The thread's **CPU time** can: `time.thread_time_ns()` advances only while
+# the thread that runs the model is on a CPU, so at one thread, over one block
+#
+# ```
+# wall time  = time the model ran + time the thread waited for the CPU
+# CPU time   = time the model ran                  (the difference is the wait)
+# ```
+#
+# Why the thread's and not the whole process's (`time.process_time_ns()`)? The process has other
+# threads: after a region that used two threads, torch's OpenMP pool may keep its idle thread
+# spinning for a while, and that thread's CPU time lands in every block, so an interruption could
+# hide behind it. The cell after the test below measures both on this machine.
+#
+# A sample whose wall time exceeds its CPU time by more than `tolerance` (5%, `INTERRUPT_TOLERANCE`)
+# of its wall time was **interrupted**. It is not a measurement of the model, so it is taken again,
+# but not forever: on a machine that is busy all the time every sample may be interrupted, so at
+# most `max_retakes` re-takes (the timing core allows as many as the samples it needs); after that an
+# interrupted sample is kept and *flagged*. Nothing is thrown away: a re-taken sample stays in the
+# raw data, and a result reports how many of its samples were interrupted.
+#
+# **Your task (medium, 8 points).** Implement `take_samples(block, calls, stop, tolerance, max_retakes)`.
+#
+# - *TODO:* call `block()` once per sample; it returns `(wall_ns, cpu_ns)` of one block of `calls`
+#   calls (`cpu_ns` is None when no CPU clock is read: then no sample counts as interrupted). An
+#   interrupted sample, while re-takes are left, goes to `retaken` as its per-call `(wall, cpu)`, and
+#   another sample is taken. Every other sample is kept: its per-call wall time to `per_call`, its
+#   per-call CPU time (or None) to `cpu_per_call`, and, when it was interrupted (no re-take left),
+#   its index in `per_call` to `interrupted_kept`. After each kept sample ask `stop(per_call)`; the
+#   first reason it gives ends the loop. Return
+#   `SampleSet(per_call, cpu_per_call, retaken, interrupted_kept, reason)` (the argument checks are
+#   written for you).
+# - *Approach:* one `while` loop; a re-take is a `continue` before anything is kept; count the
+#   re-takes so that the loop ends even when every block is interrupted.
+# - *Example:* with the default tolerance and blocks of one call, `(100_000, 99_000)` is kept;
+#   `(100_000, 40_000)` (60 µs of 100 off the CPU) is re-taken; `(300_000, 300_000)`, three times
+#   slower, is kept: the process ran the whole time, so the model itself was slow.
+# - *Hints:* "slow" is not "interrupted". An outlier rule (a sample far above the median) would
+#   throw away the model's own slow calls (a cold cache, a larger input) and keep an interrupted
+#   sample that happens to look ordinary. The tolerance is a share of the block's *wall* time, not a
+#   number of nanoseconds: blocks last from 100 µs to seconds. "More than" the tolerance: a block
+#   that lost exactly 5% is kept.
+# - *Needs first:* nothing; the timing loop below calls it.
+
+# %% nbgrader={"grade": false, "grade_id": "timing-interrupted", "solution": true, "schema_version": 3}
+#| export
+@dataclass
+class SampleSet:
+    """What `take_samples` returns: per kept sample its per-call wall time (ns) and CPU time (ns, or
+    None), every re-taken sample's per-call `(wall, cpu)`, the indices of interrupted samples kept
+    (no re-take left), and the stop reason."""
+
+    per_call_ns: list[float]
+    cpu_per_call_ns: list[float | None]
+    retaken: list[tuple[float, float]]
+    interrupted_kept: list[int]
+    stop_reason: str
+
+
+def take_samples(block: Callable[[], tuple[int, int | None]], calls: int, stop: Callable[[list[float]], str | None], *,
+                 tolerance: float = INTERRUPT_TOLERANCE, max_retakes: int = 0) -> SampleSet:
+    """Take samples with `block()` until `stop(per_call_ns)` gives a reason, re-taking interrupted ones.
+
+    `block()` times one block of `calls` calls and returns `(wall_ns, cpu_ns)`; a sample is
+    interrupted when `wall_ns - cpu_ns > tolerance * wall_ns`. It is taken again, at most
+    `max_retakes` times in all; after that interrupted samples are kept and flagged.
+
+    >>> blocks = iter([(100, 99), (100, 40), (300, 300)])
+    >>> s = take_samples(lambda: next(blocks), 1, lambda v: "samples" if len(v) == 2 else None, max_retakes=5)
+    >>> s.per_call_ns, s.retaken, s.stop_reason
+    ([100.0, 300.0], [(100.0, 40.0)], 'samples')
+    """
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1:
+        raise ValueError(f"tolerance: expected a fraction of the wall time in (0, 1) such as 0.05, got {tolerance!r}")
+    calls, max_retakes = _positive_int(calls, "calls"), _positive_int(max_retakes, "max_retakes", minimum=0)
+    ### BEGIN SOLUTION
+    per_call: list[float] = []
+    cpu_per_call: list[float | None] = []
+    retaken: list[tuple[float, float]] = []
+    interrupted_kept: list[int] = []
+    while True:
+        wall, cpu = block()
+        interrupted = cpu is not None and wall - cpu > tolerance * wall
+        if interrupted and len(retaken) < max_retakes:
+            retaken.append((wall / calls, cpu / calls))
+            continue
+        if interrupted:
+            interrupted_kept.append(len(per_call))
+        per_call.append(wall / calls)
+        cpu_per_call.append(None if cpu is None else cpu / calls)
+        reason = stop(per_call)
+        if reason is not None:
+            return SampleSet(per_call, cpu_per_call, retaken, interrupted_kept, reason)
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-timing-interrupted", "locked": true, "points": 8, "schema_version": 3}
+def test_unit_take_samples():
+    def scripted(blocks, spare=None):  # block() answers from the list (then `spare` 4 times); past that the re-takes never end
+        blocks = list(blocks) + [spare] * (4 if spare else 0)
+        taken = []
+
+        def block():
+            if len(taken) == len(blocks):
+                raise AssertionError(f"block() was called more than the {len(blocks)} times this case needs -- the "
+                                     "re-takes must be bounded by max_retakes, or the loop must stop when stop() "
+                                     "gives a reason")
+            taken.append(blocks[len(taken)])
+            return blocks[len(taken) - 1]
+        return block, taken
+
+    def after(n):
+        return lambda per_call: "samples" if len(per_call) >= n else None
+
+    # 1. slow is not interrupted: a sample three times slower that ran the whole time is the model's own
+    block, _ = scripted([(100_000, 99_000), (300_000, 300_000), (100_000, 40_000), (100_000, 100_500), (100_000, 99_500)],
+                        spare=(100_000, 100_000))
+    s = take_samples(block, 1, after(4), tolerance=0.05, max_retakes=4)
+    assert 300_000 in s.per_call_ns, (
+        f"a sample of 300000 ns wall and 300000 ns CPU time was dropped (kept: {s.per_call_ns}): a slow sample is not "
+        "an interrupted one -- the process ran the whole time, so the model itself was slow; only wall time well "
+        "above CPU time shows an interruption")
+    assert s.per_call_ns == [100_000, 300_000, 100_000, 100_000], (
+        f"blocks (wall, cpu) = (100000, 99000), (300000, 300000), (100000, 40000), (100000, 100500), (100000, 99500): "
+        f"expected the interrupted third re-taken and per_call_ns [100000, 300000, 100000, 100000], got {s.per_call_ns}")
+    assert s.retaken == [(100_000, 40_000)], (
+        f"expected the interrupted sample in retaken as its per-call (wall, cpu), [(100000, 40000)], got {s.retaken}"
+        + (" -- a re-taken sample stays in the raw data" if not s.retaken else ""))
+    assert s.cpu_per_call_ns == [99_000, 300_000, 100_500, 99_500], (
+        f"cpu_per_call_ns: expected each kept sample's CPU time per call, [99000, 300000, 100500, 99500], got "
+        f"{s.cpu_per_call_ns}")
+    assert s.interrupted_kept == [] and s.stop_reason == "samples", (
+        f"expected no interrupted sample kept and stop_reason 'samples', got {s.interrupted_kept}, {s.stop_reason!r}")
+    # 2. the tolerance is a share of the block's wall time, not a number of ns
+    block, _ = scripted([(10_000_000, 9_800_000), (20_000, 12_000), (20_000, 19_900), (10_000_000, 9_800_000)],
+                        spare=(10_000_000, 9_800_000))
+    s = take_samples(block, 1, after(3), tolerance=0.05, max_retakes=3)
+    assert s.per_call_ns == [10_000_000, 20_000, 10_000_000] and s.retaken == [(20_000, 12_000)], (
+        f"a 10 ms block that lost 0.2 ms (2%) is kept, a 20 µs block that lost 8 µs (40%) is re-taken: expected "
+        f"per_call_ns [10000000, 20000, 10000000] and retaken [(20000, 12000)], got {s.per_call_ns} and {s.retaken} "
+        "-- the tolerance is a share of the block's wall time, not a fixed number of ns")
+    # 3. per call: blocks of 8 calls
+    block, _ = scripted([(8_000, 7_960), (8_000, 3_000), (8_800, 8_800)], spare=(8_000, 8_000))
+    s = take_samples(block, 8, after(2), max_retakes=1)
+    assert (s.per_call_ns, s.cpu_per_call_ns, s.retaken) == ([1000, 1100], [995, 1100], [(1000, 375)]), (
+        f"blocks of 8 calls (8000, 7960), (8000, 3000), (8800, 8800): expected per-call times [1000, 1100], CPU "
+        f"[995, 1100] and retaken [(1000, 375)], got {s.per_call_ns}, {s.cpu_per_call_ns}, {s.retaken} -- divide "
+        "each block's times by its calls")
+    # 4. bounded: every block interrupted, 3 re-takes allowed, 4 samples needed
+    block, taken = scripted([(1_000, 100)] * 7)
+    s = take_samples(block, 1, after(4), max_retakes=3)
+    assert len(s.retaken) == 3 and s.per_call_ns == [1000] * 4, (
+        f"every block interrupted, max_retakes=3, 4 samples needed: expected 3 re-takes, then 4 samples kept, got "
+        f"{len(s.retaken)} re-takes and {len(s.per_call_ns)} samples")
+    assert s.interrupted_kept == [0, 1, 2, 3], (
+        f"the 4 samples kept after the re-takes ran out were interrupted: expected interrupted_kept [0, 1, 2, 3] (their "
+        f"indices in per_call_ns), got {s.interrupted_kept} -- kept interrupted samples are flagged")
+    # 5. no CPU clock: nothing counts as interrupted
+    block, _ = scripted([(1_000, None), (5_000, None)])
+    s = take_samples(block, 1, after(2), max_retakes=5)
+    assert (s.per_call_ns, s.cpu_per_call_ns, s.retaken, s.interrupted_kept) == ([1000, 5000], [None, None], [], []), (
+        f"cpu_ns None (no CPU clock): expected both samples kept, CPU [None, None], nothing re-taken, got "
+        f"{s.per_call_ns}, {s.cpu_per_call_ns}, {s.retaken}, {s.interrupted_kept}")
+    # 6. the share of the wall time, and more than it: exactly 5% is kept, 4.8% of the wall (5.04% of the CPU) too
+    block, _ = scripted([(100_000, 95_000), (100_000, 95_200), (100_000, 94_000), (100_000, 96_000)],
+                        spare=(100_000, 100_000))
+    s = take_samples(block, 1, after(3), tolerance=0.05, max_retakes=2)
+    assert s.per_call_ns == [100_000] * 3 and s.retaken == [(100_000, 94_000)], (
+        f"tolerance 0.05, blocks losing 5000, 4800, 6000 and 4000 ns of 100000: expected only the one losing 6% re-taken, "
+        f"got retaken {s.retaken}"
+        + (" -- a block losing exactly 5% is not more than the tolerance" if (100_000, 95_000) in s.retaken else "")
+        + (" -- the tolerance is a share of the wall time: 4800 ns is 4.8% of it (5.04% of the CPU time)"
+           if (100_000, 95_200) in s.retaken else ""))
+    for bad, arg in (({"tolerance": 0.0}, "tolerance"), ({"tolerance": 1.5}, "tolerance"), ({"max_retakes": -1}, "max_retakes")):
+        try:
+            take_samples(lambda: (1, 1), 1, after(1), **bad)
+        except ValueError as e:
+            assert arg in str(e), f"{bad}: the error should name {arg!r}, got: {e}"
+        else:
+            raise AssertionError(f"take_samples(..., {bad}) should raise ValueError naming {arg!r}")
+    ### BEGIN HIDDEN TESTS
+    hidden_property("samples re-taken when interrupted (wall time above CPU time by more than the tolerance of the wall "
+                    "time), bounded, flagged, for other blocks, tolerances and budgets")
+    rng = grading_rng()
+    for case in range(4):
+        tol = float(rng.uniform(0.02, 0.3))
+        calls = int(rng.integers(1, 50))
+        needed = int(rng.integers(2, 12))
+        max_retakes = int(rng.integers(0, needed + 1))
+        no_cpu = case == 3
+        blocks = []
+        for _ in range(needed + max_retakes + 5):
+            wall = int(calls * rng.integers(1_000, 5_000_000))
+            kind = rng.choice(["clean", "slow", "interrupted", "near"])
+            if no_cpu:
+                cpu = None
+            elif kind == "clean":
+                cpu = int(wall * rng.uniform(1 - tol * 0.5, 1.01))
+            elif kind == "slow":  # a slow block that ran the whole time
+                wall *= int(rng.integers(3, 10))
+                cpu = int(wall * rng.uniform(1 - tol * 0.5, 1.0))
+            elif kind == "interrupted":
+                cpu = int(wall * rng.uniform(0.05, 1 - tol * 1.5))
+            else:  # within the tolerance of the wall time, beyond it of the CPU time
+                cpu = int(math.ceil(wall * (1 - tol * 0.995)))
+            blocks.append((wall, cpu))
+        # the reference: keep, re-take or flag, in order
+        exp_keep, exp_cpu, exp_retaken, exp_flag, used = [], [], [], [], 0
+        for wall, cpu in blocks:
+            used += 1
+            hit = cpu is not None and wall - cpu > tol * wall
+            if hit and len(exp_retaken) < max_retakes:
+                exp_retaken.append((wall / calls, cpu / calls))
+                continue
+            if hit:
+                exp_flag.append(len(exp_keep))
+            exp_keep.append(wall / calls)
+            exp_cpu.append(None if cpu is None else cpu / calls)
+            if len(exp_keep) >= needed:
+                break
+        block, taken = scripted(blocks[:used])
+        s = take_samples(block, calls, after(needed), tolerance=tol, max_retakes=max_retakes)
+        what = (f"{used} blocks of {calls} calls (wall, cpu) = {blocks[:used][:4]}..., tolerance {tol:.4f}, "
+                f"max_retakes {max_retakes}, {needed} samples needed")
+        assert s.per_call_ns == exp_keep and s.cpu_per_call_ns == exp_cpu, (
+            f"{what}: expected per_call_ns {exp_keep[:5]}... and cpu_per_call_ns {exp_cpu[:5]}..., got "
+            f"{s.per_call_ns[:5]}... and {s.cpu_per_call_ns[:5]}...")
+        assert s.retaken == exp_retaken and s.interrupted_kept == exp_flag, (
+            f"{what}: expected retaken {exp_retaken} and interrupted_kept {exp_flag}, got {s.retaken} and "
+            f"{s.interrupted_kept}")
+        assert s.stop_reason == "samples", f"{what}: expected stop_reason 'samples', got {s.stop_reason!r}"
+    ### END HIDDEN TESTS
+
+
+if __name__ == "__main__":
+    test_unit_take_samples()
+
+# %%
+if __name__ == "__main__":  # the process's CPU time counts every thread; the thread's only the one that timed
+    _w = torch.randn(256, 256)
+    with fixed_threads(2), torch.inference_mode():
+        _w @ _w  # a region that used two threads: the pool's second thread may keep spinning for a while
+    with fixed_threads(1), torch.inference_mode():
+        _c, _p, _t = time.thread_time_ns(), time.process_time_ns(), time.perf_counter_ns()
+        for _ in range(20):
+            _w @ _w
+        _t, _c, _p = time.perf_counter_ns() - _t, time.thread_time_ns() - _c, time.process_time_ns() - _p
+    print(f"20 matmuls right after a two-thread one: wall {_t / 1e6:.2f} ms, this thread's CPU time {_c / 1e6:.2f} ms, "
+          f"the process's {_p / 1e6:.2f} ms")
+
+# %% [markdown]
 # ### The timing loop
 #
 # Now the loop itself. Two things make it more than "read the clock, call, read the clock".
@@ -1262,19 +1550,19 @@ if __name__ == "__main__":
 # And on an accelerator, `fn()` only *queues* work and returns at once, so the clock must not be
 # read before that work is done.
 #
-# **Your task (hard, 14 points).** Write the timing loop: `_time_block`, and the part of
-# `time_callable` between the argument checks and the `return`.
+# **Your task (hard, 12 points).** Write the timing loop: `_time_block`, and the part of
+# `time_callable` between the argument checks and the sampling.
 #
 # - *TODO:*
 #   - `_time_block(fn, calls, sync, clock)`: the elapsed ns of `calls` calls of `fn`, the work they
 #     queued on an accelerator included.
 #   - `time_callable`: run the `warmup` calls; measure the clock's cost (`overhead`); calibrate
 #     `calls`, the calls per block, so that one block lasts at least twice the larger of
-#     `overhead / max_overhead_fraction` and `min_block_ns`; then time blocks, appending each
-#     block's time per call to `per_call`, until `_stop_reason` gives a reason (`stop_reason`;
-#     measure `spent_s` through `clock()` from the first sample on). The `with` that fixes
-#     the threads and pauses the collector, and the `return` that reads `overhead`, `calls`,
-#     `per_call` and `stop_reason`, are written.
+#     `overhead / max_overhead_fraction` and `min_block_ns`. The `with` that fixes the threads and
+#     pauses the collector is written, and so is what follows your part: the samples, taken by your
+#     `take_samples` with blocks of `calls` calls until `_stop_reason` gives a reason (it measures
+#     `spent_s` through `clock()` from the first sample on), and the `return` that reads `overhead`
+#     and `calls`.
 # - *Approach:* calibrate from one call upwards: time a block; if it was too short, grow `calls`
 #   and time again. Doubling always gets there, but a 50 ns function would then need a dozen
 #   rounds; when a block falls far short, grow by about the factor it fell short by, with a
@@ -1290,7 +1578,8 @@ if __name__ == "__main__":
 #   `clock()` (nanoseconds; `clock() / 1e9` for `spent_s`) and pass it on to `_time_block` and
 #   `measure_timer_overhead_ns`: the graded test passes a fake clock and records the order of the
 #   `fn` calls, the `sync` calls and the clock reads.
-# - *Needs first:* `measure_timer_overhead_ns`, `median_ci`, `fixed_threads`/`_gc_paused` and `_stop_reason`.
+# - *Needs first:* `measure_timer_overhead_ns`, `median_ci`, `fixed_threads`/`_gc_paused`, `_stop_reason` and
+#   `take_samples`.
 
 # %% nbgrader={"grade": false, "grade_id": "timing-loop", "solution": true, "schema_version": 3}
 #| export
@@ -1305,6 +1594,36 @@ def _time_block(fn: Callable[[], Any], calls: int, sync: Callable[[], None],
     sync()
     return clock() - t0
     ### END SOLUTION
+
+
+def _cpu_clock_for(cpu_clock: Callable[[], int] | None, clock: Callable[[], int] | None, threads: int, device: str,
+                   tolerance: float | None) -> tuple[Callable[[], int] | None, str]:
+    "The CPU clock the interrupted-sample check reads (None: no check), and what the check does and why."
+    if tolerance is None:
+        return None, "off: interrupt_tolerance=None; every sample is kept as timed"
+    on = f"on: a sample whose wall time exceeds its thread's CPU time by more than {tolerance:.0%} of it is re-taken"
+    if cpu_clock is not None:
+        return cpu_clock, on + " (the cpu_clock given)"
+    if clock is not None:
+        return None, "off: a wall clock was given without a cpu_clock; every sample is kept as timed"
+    if device != "cpu":
+        return None, (f"off on {device}: a block's wall time includes accelerator work the CPU only waits for, so CPU "
+                      "time cannot tell a pause from a kernel; every sample is kept as timed (wall time)")
+    if threads != 1:
+        return None, (f"off at {threads} threads: the pool's threads do part of the work, so the timing thread's CPU "
+                      "time is only its share and cannot show a pause; "
+                      "every sample is kept as timed (wall time); time with threads=1 for preemption-aware samples")
+    return time.thread_time_ns, on + " (time.thread_time_ns)"
+
+
+def _block_sample(fn: Callable[[], Any], calls: int, sync: Callable[[], None], clock: Callable[[], int],
+                  cpu_clock: Callable[[], int] | None) -> tuple[int, int | None]:
+    "(wall ns, CPU ns or None) of one block: the CPU clock is read outside the wall clock's reads."
+    if cpu_clock is None:
+        return _time_block(fn, calls, sync, clock), None
+    c0 = cpu_clock()
+    wall = _time_block(fn, calls, sync, clock)
+    return wall, cpu_clock() - c0
 
 
 def time_callable(
@@ -1322,6 +1641,8 @@ def time_callable(
     device: str = "cpu",
     disable_gc: bool = True,
     clock: Callable[[], int] | None = None,
+    cpu_clock: Callable[[], int] | None = None,
+    interrupt_tolerance: float | None = INTERRUPT_TOLERANCE,
 ) -> TimingSamples:
     """Time the zero-argument callable `fn` and return every raw sample.
 
@@ -1333,6 +1654,11 @@ def time_callable(
       within that fraction of the median, or `max_seconds` pass.
     - `sync` runs before each clock read that ends a block (accelerator synchronisation).
     - `clock` (default `time.perf_counter_ns`) gives every time, in ns.
+    - Interrupted samples (`take_samples`): with the real clocks, at one thread on the CPU, the
+      timing thread's CPU time (`time.thread_time_ns`) is read around every block; a block that lost
+      more than `interrupt_tolerance` of its wall time is re-taken, at most `samples` times in all.
+      At more threads, on an accelerator, or with a `clock` but no `cpu_clock`, CPU time cannot
+      show a pause: no check, and `interrupt_check` says why.
     - Exceptions from `fn` propagate: a failing model is never timed as if it worked.
 
     >>> s = time_callable(lambda: sum(range(100)), samples=5)
@@ -1349,8 +1675,11 @@ def time_callable(
         raise ValueError(f"target_rel_ci: expected a fraction in (0, 1) such as 0.01, got {target_rel_ci}")
     if max_seconds <= 0:
         raise ValueError(f"max_seconds: expected a positive number, got {max_seconds}")
+    if interrupt_tolerance is not None and (isinstance(interrupt_tolerance, bool) or
+                                            not isinstance(interrupt_tolerance, (int, float)) or not 0 < interrupt_tolerance < 1):
+        raise ValueError(f"interrupt_tolerance: expected a fraction in (0, 1) such as 0.05, or None, got {interrupt_tolerance!r}")
     sync = sync or (lambda: None)
-    clock = clock or time.perf_counter_ns
+    custom_clock, clock = clock, clock or time.perf_counter_ns
 
     start = time.perf_counter()  # wall time of the whole run, warmup and calibration included
     with fixed_threads(threads) as n_threads, _gc_paused(disable_gc):
@@ -1369,28 +1698,41 @@ def time_callable(
                 break
             grow = target_block / max(elapsed, 1)
             calls = max(calls * 2, int(math.ceil(calls * grow * 1.2))) if grow > 2 else calls * 2
-        per_call: list[float] = []
-        timing_start = clock()
-        while True:
-            per_call.append(_time_block(fn, calls, sync, clock) / calls)
-            stop_reason = _stop_reason(per_call, samples, (clock() - timing_start) / 1e9, min_seconds=min_seconds,
-                                       max_seconds=max_seconds, target_rel_ci=target_rel_ci)
-            if stop_reason is not None:
-                break
         ### END SOLUTION
+        cpu, check = _cpu_clock_for(cpu_clock, custom_clock, n_threads, device, interrupt_tolerance)
+        tol, retakes = interrupt_tolerance or INTERRUPT_TOLERANCE, samples if cpu else 0
+        if cpu is not None and all((lambda w, c: w - c > tol * w)(*_block_sample(fn, calls, sync, clock, cpu))
+                                   for _ in range(2)):  # two probe blocks in a row off the CPU: re-takes would not help
+            retakes = 0
+        timing_start = clock()
+        taken = take_samples(lambda: _block_sample(fn, calls, sync, clock, cpu), calls,
+                             lambda per_call: _stop_reason(per_call, samples, (clock() - timing_start) / 1e9,
+                                                           min_seconds=min_seconds, max_seconds=max_seconds,
+                                                           target_rel_ci=target_rel_ci),
+                             tolerance=tol, max_retakes=retakes)
+        off = None if cpu is None else statistics.median(1 - c / w for w, c in zip(taken.per_call_ns, taken.cpu_per_call_ns))
+        if off is not None and off > tol:  # the typical sample, not a few, was off the CPU
+            check += (f"; but the typical sample was off the CPU for {off:.0%} of its wall time: the model waits (sleep, "
+                      "I/O, other threads) or the machine never let it run, so its CPU time is not its latency and "
+                      "comparisons use wall time")
     return TimingSamples(
-        per_call_ns=per_call,
+        per_call_ns=taken.per_call_ns,
         calls_per_sample=calls,
         warmup_calls=warmup,
         timer_overhead_ns=overhead,
         threads=n_threads,
         device=device,
         gc_disabled=disable_gc,
-        stop_reason=stop_reason,
+        stop_reason=taken.stop_reason,
         total_seconds=time.perf_counter() - start,
+        cpu_per_call_ns=None if cpu is None else list(taken.cpu_per_call_ns),
+        retaken=taken.retaken,
+        interrupted_kept=taken.interrupted_kept,
+        interrupt_check=check,
+        cpu_comparable=cpu is not None and not off > tol,
     )
 
-# %% nbgrader={"grade": true, "grade_id": "test-timing-loop", "locked": true, "points": 14, "schema_version": 3}
+# %% nbgrader={"grade": true, "grade_id": "test-timing-loop", "locked": true, "points": 12, "schema_version": 3}
 def test_unit_timing_loop():
     class FakeClock:  # a clock whose reads cost read_ns; fn and sync are the timed function's
         def __init__(self, read_ns, call_ns):
@@ -1544,6 +1886,44 @@ if __name__ == "__main__":
 
 # %%
 #| export
+def interruption_text(meta: dict[str, Any]) -> str:
+    """One line from a timing's metadata: how many of its samples were interrupted and re-taken, and the
+    share of wall time lost to other programs, or why no sample was checked.
+
+    >>> interruption_text({"interrupted_samples": 3, "retaken_samples": 3, "samples_taken": 33, "interrupted_kept": [],
+    ...                    "wall_lost_share": 0.12, "interrupt_check": "on: ..."})
+    '3 of 33 samples were interrupted and re-taken (12.0% of the wall time lost to other programs)'
+    """
+    checks = meta.get("interrupt_check")
+    checks = checks if isinstance(checks, list) else [checks]
+    if not any(str(c).startswith("on") for c in checks):
+        return "interrupted samples not checked: " + "; ".join(str(c).removeprefix("off").lstrip(": ") for c in checks)
+    n, retaken, kept = meta["interrupted_samples"], meta["retaken_samples"], len(meta["interrupted_kept"])
+    share = meta.get("wall_lost_share")
+    if meta.get("cpu_comparable") is False:
+        return (f"{n} of {meta['samples_taken']} samples were off the CPU for more than the tolerance ({share:.0%} of "
+                "the wall time in all): the model waits by design (sleep, I/O, other threads) or the machine never let "
+                "it run; compared on wall time")
+    return (f"{n} of {meta['samples_taken']} samples were interrupted and re-taken" if not kept else
+            f"{n} of {meta['samples_taken']} samples were interrupted: {retaken} re-taken, {kept} kept and flagged "
+            "(no re-take left)") + ("" if share is None else f" ({share:.1%} of the wall time lost to other programs)")
+
+
+def interruption_lines(results: dict[str, dict[str, Any]], looks: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """Report lines: per metric and model of `results[metric][model]` (a result's `to_dict()`, or anything
+    with its timing `metadata`) its `interruption_text`; per metric of `looks` (a `time_until_decided` record
+    with `alpha_per_look`) how a run until decided went.
+
+    >>> interruption_lines({"latency": {"m": {"metadata": {"interrupt_check": "off: a test"}}}})
+    ['- latency, m: interrupted samples not checked: a test.']
+    """
+    lines = [f"- {metric}, {m}: {interruption_text(r['metadata'])}." for metric, by_model in results.items()
+             for m, r in by_model.items() if "interrupt_check" in r.get("metadata", {})]
+    return lines + [f"- {metric}: sampled until decided, {rec['looks']} look(s) of {rec['samples_per_look']} samples per "
+                    f"model in {rec['spent_s']:.1f} of {rec['budget_s']:g} s, stopped: {rec['stop_reason']} (alpha "
+                    f"{rec['alpha_per_look']:g} per look)." for metric, rec in (looks or {}).items()]
+
+
 def time_model(
     model: Any,
     input_or_shape: Any,
@@ -1562,7 +1942,9 @@ def time_model(
     compiled model compiles there), and the runtime's conditions (`runtime`, and for a compiled
     model `compile_seconds`) land in the metadata. A compiled model that compiles again while
     being timed would put compile time into the samples: it is timed again (its new graph is
-    then cached), and if it still recompiles a RuntimeError says so.
+    then cached), and if it still recompiles a RuntimeError says so. An ONNX Runtime session
+    with other than one intra-op thread gets no interrupted-sample check (its pool's threads do
+    part of the work, as torch's do at more than one thread).
 
     >>> s = time_model(torch.nn.Linear(16, 4), (1, 16), samples=5)
     >>> s.median_ms > 0
@@ -1573,6 +1955,9 @@ def time_model(
         x = a.make_input(input_or_shape, seed=seed)
     else:
         x = a.to_input(input_or_shape)
+    ort_threads = a.info.get("intra_op_threads") if a.kind == "onnxruntime" else 1
+    if ort_threads != 1:
+        timing_options["interrupt_tolerance"] = None
     with a.inference():
         a.prepare(x)  # fail fast, with the model's own error, and compile, before any timing
         for attempt in range(2):
@@ -1588,6 +1973,9 @@ def time_model(
             raise RuntimeError(f"model '{a.name}': torch.compile built {recompiled} new graph(s) while being timed "
                                "twice; its latency would include compile time (check for guards that fail on every call)")
         s.extra = a.timing_info(x)
+        if ort_threads != 1:
+            s.interrupt_check = (f"off: the ONNX Runtime session runs {ort_threads or 'its default number of'} intra-op "
+                                 "threads, which do part of the work; every sample is kept as timed (wall time)")
         if a.kind == "compiled":
             s.extra["recompiles_during_timing"] = 0
             s.extra["timing_attempts"] = attempt + 1
@@ -1596,38 +1984,45 @@ def time_model(
 # %%
 if __name__ == "__main__":
     mlp = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
-    s = time_model(mlp, (1, 64), samples=20)
-    print(f"MLP: median {s.median_ms * 1000:.1f} µs per call, {s.calls_per_sample} calls per block, "
-          f"{s.threads} threads, clock overhead {s.metadata()['timer_overhead_fraction']:.2%} of a block")
+    s = time_model(mlp, (1, 64), samples=20, threads=1)
+    print(f"MLP: median {s.median_ms * 1000:.1f} µs per call (CPU time {statistics.median(s.cpu_per_call_ns) / 1e3:.1f} µs), "
+          f"{s.calls_per_sample} calls per block, {s.threads} thread, clock overhead "
+          f"{s.metadata()['timer_overhead_fraction']:.2%} of a block; {interruption_text(s.metadata())}")
 
 # %% [markdown]
 # ### Several models, one protocol: interleaved rounds
 #
 # Timing all of model A and then all of model B puts any drift of the machine (another job
 # starts, the CPU clocks down) into the comparison. `time_interleaved` splits each model's
-# samples into `rounds` and runs the rounds in turn, A B C, A B C, …, so a slow minute hits
-# every model alike. A model that raises is reported with its error, and the others go on.
+# samples into `rounds` and runs the rounds in turn, so a slow minute hits every model alike.
+# Within a round the order is **drawn at random**, from the seed: in a fixed order A B C, B would
+# always run right after A, in the caches A left warm (or cold), and that would be part of B's
+# figure every time. A model that raises is reported with its error, and the others go on.
 #
 # ```
-# round 1: A(4 samples) B(4) C(4)    round 2: A(4) B(4) C(4)   ...   -> 20 samples each
+# round 1: B(4 samples) A(4) C(4)    round 2: A(4) C(4) B(4)   ...   -> 20 samples each
 # ```
 #
 # **Your task (medium, 10 points).** Complete `time_interleaved`: the rounds loop (the argument
-# checks, the split of the samples over the rounds, `_split_runs`, and the merge of each
-# model's metadata, `_merge_metadata`, are written for you).
+# checks, the split of the samples over the rounds, `_split_runs`, the merge of each model's
+# metadata, `_merge_metadata`, and the `return` are written for you).
 #
 # - *TODO:* time every model, round after round, each time for that round's share of the
 #   samples, with `time_model` and the caller's `warmup`, `seed` and `threads`; collect each
-#   model's per-call times (ms) and the metadata of each of its timings. Return, per model name,
-#   either `(values, merged metadata)` or the exception it raised.
-# - *Approach:* the outer loop runs over the rounds and the inner one over the models, in their
-#   order; that nesting is what makes the rounds interleaved. A model that raises is recorded
-#   with its exception and left out of the later rounds; the others go on.
-# - *Example:* two models, `samples=4, rounds=2`: the calls go A B, A B, two samples a round,
-#   and each model ends with 4 values and `metadata["rounds"] == 2`.
+#   model's per-call times (ms) in `values[name]` and the metadata of each of its timings in
+#   `metas[name]`; a model that raises goes to `failed[name]` with its exception. Each round runs
+#   the models in the order `order.permutation(len(names))` gives (indices into `names`), `order`
+#   being one generator, `np.random.default_rng(seed)`, made before the first round.
+# - *Approach:* the outer loop runs over the rounds and the inner one over the models in that
+#   round's order; that nesting is what makes the rounds interleaved. A model that raises is
+#   left out of the later rounds (its place in their order is skipped); the others go on.
+# - *Example:* two models, `samples=4, rounds=2`, `seed=3`: the calls go B A, A B (the
+#   permutations `[1, 0]` and `[0, 1]`), two samples a round, and each model ends with 4 values and
+#   `metadata["rounds"] == 2`.
 # - *Hints:* `_split_runs(10, 3)` is `[4, 3, 3]`. A `TimingSamples` gives its samples in ms and
-#   its conditions as a dict. Catch `Exception`, not `BaseException`: a Ctrl-C must still stop
-#   the run.
+#   its conditions as a dict. One generator for all the rounds: a generator made again in every
+#   round draws the same order every round. Catch `Exception`, not `BaseException`: a Ctrl-C must
+#   still stop the run.
 # - *Needs first:* every earlier task of this notebook; each round is a `time_callable`.
 
 # %% nbgrader={"grade": false, "grade_id": "timing-interleaved", "solution": true, "schema_version": 3}
@@ -1636,19 +2031,36 @@ def _split_runs(total: int, rounds: int) -> list[int]:
     return [total // rounds + (1 if i < total % rounds else 0) for i in range(rounds)]
 
 
-def _merge_metadata(metas: list[dict[str, Any]], n_values: int) -> dict[str, Any]:
+def _merge_metadata(metas: list[dict[str, Any]], n_values: int, order_seed: Any = None) -> dict[str, Any]:
+    "One model's metadata of several timings (rounds, or earlier merges) in order; `n_values` its samples in all."
+    many = lambda key: [v for m in metas for v in (m[key] if isinstance(m[key], list) else [m[key]])]  # noqa: E731
+    offsets = list(itertools.accumulate([0] + [m["samples"] for m in metas]))
+    cpu = many("cpu_per_call_ms") if all(m.get("cpu_per_call_ms") is not None for m in metas) else None
+    lost = [m["wall_lost_ms"] for m in metas]
     merged = dict(metas[0])
     merged.update(
         samples=n_values,
-        rounds=len(metas),
-        calls_per_sample=[m["calls_per_sample"] for m in metas],
+        rounds=sum(m.get("rounds", 1) for m in metas),
+        calls_per_sample=many("calls_per_sample"),
         timed_in_blocks=any(m["timed_in_blocks"] for m in metas),
         warmup_calls=sum(m["warmup_calls"] for m in metas),
         timer_overhead_fraction=max(m["timer_overhead_fraction"] for m in metas),
         total_seconds=sum(m["total_seconds"] for m in metas),
-        stop_reason=sorted({m["stop_reason"] for m in metas}),
-        interleaved=len(metas) > 1,
+        stop_reason=sorted(set(many("stop_reason"))),
+        interleaved=sum(m.get("rounds", 1) for m in metas) > 1,
+        interrupt_check=sorted(set(many("interrupt_check"))),
+        samples_taken=sum(m["samples_taken"] for m in metas),
+        interrupted_samples=sum(m["interrupted_samples"] for m in metas),
+        retaken_samples=sum(m["retaken_samples"] for m in metas),
+        interrupted_kept=[i + off for m, off in zip(metas, offsets) for i in m["interrupted_kept"]],
+        timed_ms=sum(m["timed_ms"] for m in metas), wall_lost_ms=None if None in lost else sum(lost),
+        wall_lost_share=None if None in lost else sum(lost) / max(sum(m["timed_ms"] for m in metas), 1e-12),
+        cpu_per_call_ms=cpu, retaken_per_call_ms=many("retaken_per_call_ms"),
+        cpu_comparable=all(m.get("cpu_comparable", False) for m in metas),
     )
+    if order_seed is not None:
+        merged.update(order_seed=order_seed, round_order="random: each round numpy.random.default_rng(order_seed)"
+                      ".permutation(models), one generator for all the rounds")
     return merged
 
 
@@ -1662,7 +2074,9 @@ def time_interleaved(
     seed: int = 0,
     threads: int | None = None,
 ) -> dict[str, tuple[list[float], dict[str, Any]] | BaseException]:
-    """Time every model on the same input in interleaved rounds.
+    """Time every model on the same input in interleaved rounds, each round in a random order drawn
+    from `seed` (`numpy.random.default_rng(seed)`, one permutation per round; the seed is recorded as
+    `metadata["order_seed"]`).
 
     Returns `{name: (per-call ms, metadata)}`, or `{name: exception}` for a model that raised
     (it is not timed again). `samples` per model are split over `rounds` (at most `samples`).
@@ -1675,23 +2089,27 @@ def time_interleaved(
     rounds = _positive_int(rounds, "rounds")
     if rounds > samples:
         raise ValueError(f"rounds: expected at most samples={samples}, got {rounds}")
-    ### BEGIN SOLUTION
     values: dict[str, list[float]] = {n: [] for n in models}
     metas: dict[str, list[dict[str, Any]]] = {n: [] for n in models}
     failed: dict[str, BaseException] = {}
+    names = list(models)
+    ### BEGIN SOLUTION
+    order = np.random.default_rng(seed)  # one generator for all the rounds: each round draws a new order
     for k in _split_runs(samples, rounds):
-        for name, model in models.items():
+        for i in order.permutation(len(names)):
+            name = names[int(i)]
             if name in failed:
                 continue
             try:
-                s = time_model(model, input_or_shape, warmup=warmup, samples=k, seed=seed, threads=threads)
+                s = time_model(models[name], input_or_shape, warmup=warmup, samples=k, seed=seed, threads=threads)
             except Exception as e:  # the model raised: reported with its error, the others go on
                 failed[name] = e
                 continue
             values[name].extend(s.per_call_ms)
             metas[name].append(s.metadata())
-    return {n: failed[n] if n in failed else (values[n], _merge_metadata(metas[n], len(values[n]))) for n in models}
     ### END SOLUTION
+    return {n: failed[n] if n in failed else (values[n], _merge_metadata(metas[n], len(values[n]), seed))
+            for n in models}
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-timing-interleaved", "locked": true, "points": 10, "schema_version": 3}
@@ -1708,12 +2126,25 @@ def test_unit_time_interleaved():
         calls.append("broken")
         raise RuntimeError("kaput")
 
+    names, seed = ["a", "broken", "b"], 3
     out = time_interleaved({"a": logged("a"), "broken": broken, "b": logged("b")}, (1, 4),
-                           samples=6, rounds=3, warmup=1)
-    runs = [name for i, name in enumerate(calls) if i == 0 or calls[i - 1] != name]
-    assert runs[:3] == ["a", "broken", "b"], f"round 1 must time a, then broken, then b; the calls went {runs[:6]}"
-    assert runs[3:] == ["a", "b", "a", "b"], (
-        f"after round 1: a b, a b (interleaved rounds, the broken model not tried again); the calls went {runs}")
+                           samples=6, rounds=3, warmup=1, seed=seed)
+    collapse = lambda seq: [n for i, n in enumerate(seq) if i == 0 or seq[i - 1] != n]  # noqa: E731
+    draw = np.random.default_rng(seed)
+    orders = [[names[int(i)] for i in draw.permutation(3)] for _ in range(3)]
+    expected = [n for r, order in enumerate(orders) for n in order if n != "broken" or r == 0]
+    runs = collapse(calls)
+    if runs != collapse(expected):
+        hint = ""
+        if runs == collapse([n for r in range(3) for n in names if n != "broken" or r == 0]):
+            hint = " -- the models ran in the order given, every round: each round draws its order from the seed"
+        elif runs == collapse([n for r in range(3) for n in orders[0] if n != "broken" or r == 0]):
+            hint = (" -- every round ran in the same order: make the generator once, before the rounds (made again "
+                    "in each round, it draws the same order every time)")
+        raise AssertionError(
+            f"seed={seed}: expected the rounds in the orders np.random.default_rng({seed}).permutation(3) draws, one "
+            f"generator for all the rounds: {orders} (the broken model not tried again after round 1), so the calls "
+            f"go {collapse(expected)}; they went {runs}{hint}")
     assert isinstance(out["broken"], RuntimeError) and "kaput" in str(out["broken"]), \
         f"a model that raises is reported with its exception, got {out['broken']!r}"
     for name in ("a", "b"):
@@ -1738,18 +2169,18 @@ def test_unit_time_interleaved():
     samples = int(rng.integers(rounds, rounds + 6))
     warmup, seed, width = int(rng.integers(0, 3)), int(rng.integers(1, 10_000)), int(rng.integers(2, 7))
     threads = [None, 1, 2][int(rng.integers(3))]
-    broken = names[int(rng.integers(1, n_models))]  # never the first: the first one's runs count the rounds
-    break_round = int(rng.integers(1, rounds + 1))
+    broken = names[int(rng.integers(0, n_models))]
+    break_run = int(rng.integers(1, rounds + 1))  # it raises in its break_run-th run (a run: calls in a row)
     token = f"failure {int(rng.integers(10**6))}"
     log: list[str] = []
     first_inputs = {}
 
     def drawn(name):
         def f(x):
-            rounds_begun = sum(1 for i, n in enumerate(log) if n == names[0] and (i == 0 or log[i - 1] != n))
             log.append(name)
             first_inputs.setdefault(name, x)
-            if name == broken and rounds_begun >= break_round:
+            runs_of_broken = sum(1 for i, n in enumerate(log) if n == broken and (i == 0 or log[i - 1] != n))
+            if name == broken and runs_of_broken >= break_run:
                 raise RuntimeError(token)
             return x * 2
         return f
@@ -1757,21 +2188,32 @@ def test_unit_time_interleaved():
     out = time_interleaved({n: drawn(n) for n in names}, (1, width), samples=samples, rounds=rounds, warmup=warmup,
                            seed=seed, threads=threads)
     what = (f"{n_models} models {names}, samples={samples}, rounds={rounds}, warmup={warmup}, seed={seed}, "
-            f"threads={threads}, {broken} raising from round {break_round} on")
-    expected_runs = [n for r in range(1, rounds + 1) for n in names if not (n == broken and r > break_round)]
+            f"threads={threads}, {broken} raising from its run {break_run} on")
+    draw, expected_runs, gone = np.random.default_rng(seed), [], False
+    for _ in range(rounds):  # the reference: one generator, one permutation per round, the broken model dropped
+        for i in draw.permutation(n_models):
+            n = names[int(i)]
+            if n == broken and gone:
+                continue
+            expected_runs.append(n)
+            if n == broken and sum(1 for j, m in enumerate(expected_runs) if m == broken and
+                                   (j == 0 or expected_runs[j - 1] != m)) >= break_run:
+                gone = True
     collapse = lambda seq: [n for i, n in enumerate(seq) if i == 0 or seq[i - 1] != n]
     runs = collapse(log)
     assert runs == collapse(expected_runs), (
-        f"{what}: expected the models timed in this order {collapse(expected_runs)} (interleaved rounds, the broken "
-        f"model not tried after it raised), the calls went {runs}")
+        f"{what}: expected the models timed in this order {collapse(expected_runs)} (interleaved rounds, each in the "
+        f"order np.random.default_rng(seed) draws, one permutation per round from one generator; the broken model "
+        f"not tried after it raised), the calls went {runs}")
     assert list(out) == names, f"{what}: expected one entry per model, {names}, got {list(out)}"
-    assert isinstance(out[broken], RuntimeError) and token in str(out[broken]), (
-        f"{what}: {broken} is reported with its exception RuntimeError({token!r}), got {out[broken]!r}")
+    if gone:  # its runs may merge across a round's end (last, then first): then it never reaches its break
+        assert isinstance(out[broken], RuntimeError) and token in str(out[broken]), (
+            f"{what}: {broken} is reported with its exception RuntimeError({token!r}), got {out[broken]!r}")
     x_expected = torch.randn(1, width, generator=torch.Generator().manual_seed(seed))
     for name in names:
         assert torch.equal(torch.as_tensor(first_inputs[name]), x_expected), (
             f"{what}: {name} must get the input built from seed={seed} (time_model's seed), got {first_inputs[name]}")
-        if name == broken:
+        if name == broken and gone:
             continue
         assert isinstance(out[name], tuple) and len(out[name]) == 2, f"{what}: {name}: expected (values, metadata), got {out[name]!r}"
         ms, meta = out[name]
@@ -1792,6 +2234,107 @@ def test_unit_time_interleaved():
 
 if __name__ == "__main__":
     test_unit_time_interleaved()
+
+# %% [markdown]
+# ### Sampling until the question is answered
+#
+# How many samples are enough depends on the question. "Is B at least 2% faster than A?" is
+# answered by a few samples when B takes half the time, and needs many when the two are close or
+# the machine is noisy. `time_until_decided` times the models in **looks**: each look is a
+# `time_interleaved` run (its own order seed), its samples added to the earlier ones; after each,
+# the caller's `decided(out, look)` says whether every question it asks is answered. It stops
+# then, or after `looks` looks, or when another look would not fit in `budget_s` seconds.
+#
+# Looking again and again is not free: every look is one more chance for noise to pass for a
+# difference. So the caller must decide each look at a stricter level than a single test would
+# use (Module 19's `Benchmark` splits its significance level over the looks). The number of
+# looks is fixed in advance for that reason: it is part of the method, not a knob turned after
+# seeing the data.
+
+# %%
+#| export
+def time_until_decided(models: dict[str, Any], input_or_shape: Any,
+                       decided: Callable[[dict[str, Any], int], bool], *, budget_s: float, looks: int = 5,
+                       samples: int = 10, rounds: int = 5, warmup: int = 5, seed: int = 0,
+                       threads: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Interleaved rounds in looks until `decided(out, look)` is True, `looks` looks are taken, or
+    the next look would end after `budget_s` seconds (the first look always runs).
+
+    Look k is `time_interleaved(..., samples, rounds, seed=seed + k - 1)` on the same input (a shape
+    becomes the input `time_model` would build from `seed`); `out` merges every look's samples per
+    model, as `time_interleaved` returns them (a model that raises in any look: its exception).
+    Returns `(out, record)`, `record` holding the looks taken, their order seeds, the seconds spent
+    and `stop_reason` ("decided", "looks" or "budget_s").
+
+    >>> out, rec = time_until_decided({"a": torch.nn.Linear(4, 4)}, (1, 4), lambda out, k: k == 2, budget_s=60,
+    ...                               samples=2, rounds=2)
+    >>> len(out["a"][0]), rec["looks"], rec["stop_reason"]
+    (4, 2, 'decided')
+    """
+    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not math.isfinite(budget_s) or budget_s <= 0:
+        raise ValueError(f"budget_s: expected a positive number of seconds, got {budget_s!r}")
+    looks = _positive_int(looks, "looks")
+    if isinstance(input_or_shape, (tuple, list)) and all(isinstance(d, (int, np.integer)) for d in input_or_shape):
+        input_or_shape = torch.randn(*_check_shape(input_or_shape, "input_or_shape"),
+                                     generator=torch.Generator().manual_seed(seed))  # make_input's tensor
+    start, merged, seeds = time.perf_counter(), {}, []
+    for look in range(1, looks + 1):
+        began = time.perf_counter()
+        seeds.append(seed + look - 1)
+        live = {n: m for n, m in models.items() if not isinstance(merged.get(n), BaseException)}
+        for name, got in time_interleaved(live, input_or_shape, samples=samples, rounds=rounds, warmup=warmup,
+                                          seed=seeds[-1], threads=threads).items():
+            if isinstance(got, BaseException) or name not in merged:
+                merged[name] = got
+            else:
+                values = merged[name][0] + got[0]
+                merged[name] = (values, _merge_metadata([merged[name][1], got[1]], len(values), list(seeds)))
+        now = time.perf_counter()
+        reason = ("decided" if decided(merged, look) else "looks" if look == looks
+                  else "budget_s" if (now - start) + (now - began) > budget_s else None)
+        if reason:
+            break
+    record = {"looks": look, "max_looks": looks, "samples_per_look": samples, "order_seeds": seeds,
+              "budget_s": budget_s, "spent_s": time.perf_counter() - start, "stop_reason": reason}
+    return {n: merged[n] for n in models}, record
+
+
+# %%
+def test_unit_time_until_decided():
+    seen: list[Any] = []
+
+    def spy(x):
+        seen.append(x)
+        return x + 1
+
+    asked = []
+    out, rec = time_until_decided({"a": spy, "b": lambda x: x * 2}, (1, 3), lambda o, k: asked.append(k) or k == 3,
+                                  budget_s=60, samples=2, rounds=1, warmup=0, seed=7)
+    assert asked == [1, 2, 3] and rec["stop_reason"] == "decided" and rec["looks"] == 3, (asked, rec)
+    assert rec["order_seeds"] == [7, 8, 9] and out["a"][1]["order_seed"] == [7, 8, 9], (rec, out["a"][1]["order_seed"])
+    text = interruption_text(out["a"][1])
+    assert text.startswith("interrupted samples not checked") or " samples were interrupted" in text, text
+    meta = time_callable(lambda: sum(range(300)), samples=8, threads=1).metadata()
+    assert meta["interrupt_check"].startswith("on") and (
+        f" of {meta['samples_taken']} samples were interrupted" in interruption_text(meta)), meta
+    assert meta["samples_taken"] == 8 + meta["retaken_samples"] and len(meta["cpu_per_call_ms"]) == 8, meta
+    assert len(out["a"][0]) == 6 and out["a"][1]["samples"] == 6 and out["a"][1]["rounds"] == 3, out["a"][1]
+    assert all(torch.equal(torch.as_tensor(x), torch.as_tensor(seen[0])) for x in seen), "every look times the same input"
+    _, rec = time_until_decided({"a": spy}, (1, 3), lambda o, k: False, budget_s=60, looks=2, samples=2, rounds=1)
+    assert rec["stop_reason"] == "looks" and rec["looks"] == 2, rec
+    _, rec = time_until_decided({"a": spy}, (1, 3), lambda o, k: False, budget_s=1e-9, samples=2, rounds=1)
+    assert rec["stop_reason"] == "budget_s" and rec["looks"] == 1, rec
+    for bad in (0, -1.0, float("nan"), "3"):
+        try:
+            time_until_decided({"a": spy}, (1, 3), lambda o, k: True, budget_s=bad)
+        except ValueError as e:
+            assert "budget_s" in str(e), e
+        else:
+            raise AssertionError(f"budget_s={bad!r} should raise ValueError")
+
+
+if __name__ == "__main__":
+    test_unit_time_until_decided()
 
 # %%
 def test_unit_time_callable():

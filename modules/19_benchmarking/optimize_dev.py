@@ -615,8 +615,12 @@ def ablate_order(model: nn.Module, amount: float, calibration: Any, eval_data: A
                                            min_effect=min_effect) for metric, r in results.items()}
     order_matters = any(c.significant for c in comparisons.values())
     ### END SOLUTION
+    same = [m for m, c in comparisons.items() if c.outcome == "equivalent"]
+    open_ = [m for m, c in comparisons.items() if c.outcome not in ("equivalent", "different")]
     verdict = ("the order matters: " + "; ".join(c.verdict for c in comparisons.values() if c.significant) if order_matters
-               else f"the order does not matter here: no significant difference in {', '.join(comparisons)}")
+               else "the order does not matter" + (f": equivalent in {', '.join(same)}" if same else "") if not open_
+               else "the order made no difference that could be shown" + (f" (equivalent in {', '.join(same)})" if same else "")
+               + f"; inconclusive in {', '.join(open_)}: more samples would decide")
     return {"amount": amount, "models": models, "sparsity": {n: int8_sparsity(m) for n, m in models.items()},
             "results": results, "comparisons": comparisons, "order_matters": order_matters, "verdict": verdict,
             "method": "int8->prune: torch.nn.utils.prune cannot prune packed int8 weights; prune_int8 pruned their "

@@ -23,7 +23,8 @@
 #
 # One resampler (`bootstrap_interval`) and one significance rule (`is_significant`: p < α
 # **and** an effect above a stated floor) serve them all, so "significant" means the same
-# thing in every table, report and leaderboard.
+# thing in every table, report and leaderboard; and every comparison ends in one of three
+# verdicts: different, equivalent (shown to be within the floor), or inconclusive (neither, and why).
 #
 # ```
 # timing core (Module 15) ──> BenchmarkResult ─┐
@@ -122,7 +123,8 @@ def expect_error(fn, *args, name: str | None = None, error: type = ValueError, s
 # |---|---|
 # | `median`, `p50/p90/p95/p99` | typical and tail values (linear interpolation) |
 # | `mean`, `std` | average and sample standard deviation (n−1) |
-# | `ci_lower`, `ci_upper` | Student-t 95% interval for the mean (`None` for a single value) |
+# | `ci_lower`, `ci_upper` | Student-t 95% interval for the mean (`None` for a single value); the course API's names |
+# | `median_ci_lower`, `median_ci_upper` | the median's 95% interval (order statistics, Module 15's `median_ci`): the headline's interval, the one every rule decides on (written for you) |
 # | `iqr`, `cv` | p75 − p25 (a robust spread); std / mean (relative noise, `None` when the mean is 0) |
 # | `outliers` | how many values (an `int`) lie beyond 1.5 × IQR from the quartiles |
 #
@@ -203,8 +205,12 @@ class BenchmarkResult:
                 else "none: a single value has no interval")
 
     def median_ci(self) -> tuple[float, float]:
-        "Distribution-free 95% interval of the median (order statistics)."
+        """The headline's interval: for samples the median's (order statistics, distribution-free), Wilson's for a
+        proportion, the value itself for a count. `decide` and every rule decide on it."""
         return median_ci(self.values, self.confidence)
+
+    median_ci_lower = property(lambda self: self.median_ci()[0], doc="The headline (median) interval's lower end.")
+    median_ci_upper = property(lambda self: self.median_ci()[1], doc="The headline (median) interval's upper end.")
 
     def compare(self, other: "BenchmarkResult", **options: Any) -> "Comparison":
         "Compare `other` against this result (see `compare_results`)."
@@ -215,6 +221,7 @@ class BenchmarkResult:
         d = {"kind": self.kind, "metric_name": self.metric_name, "unit": self.unit, "values": list(self.values),
              "confidence": self.confidence, "metadata": dict(self.metadata)}
         d.update({k: getattr(self, k) for k in STATISTICS})
+        d["median_ci_lower"], d["median_ci_upper"] = self.median_ci()
         return d
 
     @classmethod
@@ -653,16 +660,18 @@ class Decision(str):
 
 
 def decide(result: Any, op: str, threshold: float) -> Decision:
-    """The one rule for a target, budget or constraint: pass when the interval of `result` (its `ci_lower`,
-    `ci_upper`, or a `(lo, hi)` pair) lies wholly on the allowed side of `threshold`, fail when wholly on the
-    other, else inconclusive. A point value (a number, a result without interval) is decided plainly, and
-    `basis` says so. `decide((0.80, 0.90), ">=", 0.85)` is 'inconclusive'; `decide(0.9, "<", 1)` 'pass'."""
+    """The one rule for a target, budget or constraint: pass when the interval of `result` lies wholly on the
+    allowed side of `threshold`, fail when wholly on the other, else inconclusive. The interval is a result's
+    headline interval (`median_ci()`: the median's for samples, Wilson's for a proportion), an object's
+    `ci_lower`/`ci_upper`, or a `(lo, hi)` pair. A point value (a number, a result without interval) is decided
+    plainly, and `basis` says so. `decide((0.80, 0.90), ">=", 0.85)` is 'inconclusive'; `decide(0.9, "<", 1)` 'pass'."""
     if op not in Decision.ops or not isinstance(threshold, (int, float, np.number)) or not math.isfinite(threshold):
         raise ValueError(f"op, threshold: expected one of {list(Decision.ops)} and a finite number, got {op!r}, {threshold!r}")
     pair, cmp = isinstance(result, (tuple, list)) and len(result) == 2, Decision.ops[op]
-    lo, hi = result if pair else (getattr(result, "ci_lower", None), getattr(result, "ci_upper", None))
+    lo, hi = (result if pair else result.median_ci() if isinstance(result, BenchmarkResult)
+              else (getattr(result, "ci_lower", None), getattr(result, "ci_upper", None)))
     if lo is None or hi is None or lo == hi:
-        v = getattr(result, "mean", result) if lo is None or hi is None else lo
+        v = getattr(result, "median", getattr(result, "mean", result)) if lo is None or hi is None else lo
         if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not math.isfinite(v):
             raise ValueError(f"result: expected a finite number, a (lo, hi) interval or a result, got {result!r}")
         d, d.basis = Decision("pass" if cmp(v, threshold) else "fail"), f"point value {v:g} (no interval): decided plainly"
@@ -757,6 +766,121 @@ if __name__ == "__main__":
     test_unit_resampler_and_rule()
 
 # %% [markdown]
+# ## Three verdicts, never two
+#
+# A comparison that is not significant has *not* shown that two models are alike: ten samples
+# on a busy laptop may give a ratio of 2.5 with an interval from 0.003 to 8.8, p = 0.1. "No
+# significant difference" would be read as "no difference", and it is only "cannot tell yet".
+# Absence of evidence is not evidence of absence. So every comparison ends in one of three
+# verdicts:
+#
+# | outcome | when | says |
+# |---|---|---|
+# | `different` | significant by the one rule (p < α and an effect of at least the floor) | who is better, by how much |
+# | `equivalent` | not significant, and the effect's whole interval lies within ± `min_effect` of no difference | shown to be alike: any difference is smaller than the smallest one that counts |
+# | `inconclusive` | neither | why: the interval is too wide for this much noise, or reaches past the floor on one side |
+#
+# "No difference" is 1 for a ratio (`center=1.0`, the interval must lie in [1 − ε, 1 + ε]) and 0
+# for a difference of accuracies (`center=0.0`, within ± ε points).
+#
+# **Your task (easy, 4 points).** Implement `comparison_outcome(significant, interval, min_effect, center)`.
+#
+# - *TODO:* return `"different"` when `significant`; else `"equivalent"` when the interval
+#   `(lo, hi)` lies within `[center - min_effect, center + min_effect]`, its ends included; else
+#   `"inconclusive"`, also when there is no interval (`None`, or an end that is `None`).
+# - *Approach:* three rules, in that order; the argument checks are written for you.
+# - *Example:* `comparison_outcome(False, (0.991, 1.012))` is `"equivalent"`;
+#   `comparison_outcome(False, (0.003, 8.8))` is `"inconclusive"`;
+#   `comparison_outcome(False, (-0.01, 0.015), center=0.0)` is `"equivalent"`.
+# - *Hints:* an interval that *contains* no difference (1, or 0) is not one that stays *close* to
+#   it: (0.9, 1.1) contains 1 and also a 10% change. Both ends must be within the band, not just the
+#   one on the side of the estimate. Not significant is never enough on its own.
+# - *Needs first:* nothing; `compare_samples`, the accuracy comparison and `compare_results` call it.
+
+# %% nbgrader={"grade": false, "grade_id": "results-three-verdicts", "solution": true, "schema_version": 3}
+#| export
+OUTCOMES = ("different", "equivalent", "inconclusive")
+
+
+def comparison_outcome(significant: bool, interval: tuple[float | None, float | None] | None,
+                       min_effect: float = MIN_EFFECT, center: float = 1.0) -> str:
+    """'different' (significant), 'equivalent' (the effect's interval within `center` ± `min_effect`)
+    or 'inconclusive' (neither). `interval` is a ratio's (`center` 1) or a difference's (`center` 0).
+
+    >>> comparison_outcome(False, (0.003, 8.8)), comparison_outcome(False, (0.991, 1.012))
+    ('inconclusive', 'equivalent')
+    """
+    if min_effect < 0:
+        raise ValueError(f"min_effect: expected a non-negative number, got {min_effect!r}")
+    ### BEGIN SOLUTION
+    if significant:
+        return "different"
+    lo, hi = interval if interval is not None else (None, None)
+    if lo is None or hi is None:
+        return "inconclusive"
+    within = center - min_effect <= lo and hi <= center + min_effect
+    return "equivalent" if within else "inconclusive"
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-results-three-verdicts", "locked": true, "points": 4, "schema_version": 3}
+def test_unit_comparison_outcome():
+    got = comparison_outcome(False, (0.003, 8.8))
+    contains = comparison_outcome(False, (0.5, 0.9)) != "equivalent"  # equivalent only when the interval holds 1?
+    assert got == "inconclusive", (
+        f"not significant, ratio interval (0.003, 8.8): expected 'inconclusive', got {got!r}"
+        + ("" if got != "equivalent" else " -- the interval contains 1, but also a 10% change (and a 1000x one) either "
+           "way: equivalent needs the whole interval within 1 ± 2%" if contains else
+           " -- not significant is not equivalent: an interval this wide allows a 1000x difference either way"))
+    got = comparison_outcome(False, (0.9, 1.1))
+    assert got == "inconclusive", (
+        f"not significant, ratio interval (0.9, 1.1): expected 'inconclusive', got {got!r}"
+        + (" -- the interval contains 1, but also a 10% change either way: equivalent needs the whole interval within "
+           "1 ± 2%" if got == "equivalent" else ""))
+    for interval, want, why in (((0.991, 1.012), "equivalent", "the whole interval within 1 ± 2%"),
+                                ((0.98, 1.02), "equivalent", "within includes the edges of the band"),
+                                ((0.95, 1.01), "inconclusive", "both ends must lie within 1 ± 2%, the lower end is not"),
+                                ((0.99, 1.05), "inconclusive", "both ends must lie within 1 ± 2%, the upper end is not"),
+                                (None, "inconclusive", "no interval: nothing shows the two alike"),
+                                ((None, None), "inconclusive", "no interval: nothing shows the two alike")):
+        got = comparison_outcome(False, interval)
+        assert got == want, f"not significant, interval {interval}: expected {want!r}, got {got!r} -- {why}"
+    got = comparison_outcome(True, (1.5, 2.5))
+    assert got == "different", f"significant: expected 'different', got {got!r}"
+    for args, want, why in (((False, (-0.01, 0.015), MIN_EFFECT, 0.0), "equivalent",
+                             "a difference of accuracies: no difference is 0, the band 0 ± 0.02"),
+                            ((False, (-0.03, 0.01), MIN_EFFECT, 0.0), "inconclusive", "the lower end is 3 points down"),
+                            ((False, (0.96, 1.04), 0.05), "equivalent", "min_effect=0.05: the band is 1 ± 5%")):
+        got = comparison_outcome(*args)
+        assert got == want, (f"comparison_outcome{args}: expected {want!r}, got {got!r} -- {why}"
+                             + ("; the band is center ± min_effect" if len(args) > 3 or args[2] != MIN_EFFECT else ""))
+    expect_error(comparison_outcome, False, (0.99, 1.01), -0.1, name="min_effect")
+    ### BEGIN HIDDEN TESTS
+    hidden_property("the three verdicts for other intervals, floors and centers (ratios and differences)")
+    rng = grading_rng()
+    for _ in range(40):
+        center = [0.0, 1.0][int(rng.integers(0, 2))]
+        eps = float(rng.choice([0.0, 0.01, 0.02, 0.05, 0.1]))
+        significant = bool(rng.random() < 0.2)
+        kind = int(rng.integers(0, 5))
+        if kind == 0:
+            interval = None
+        elif kind == 1:  # the ends on the band's edges exactly
+            interval = (center - eps, center + eps)
+        else:
+            a, b = sorted(center + rng.normal(0, 2 * eps + 0.01, 2))
+            interval = (float(a), float(b)) if kind != 4 else (float(a), None)
+        want = ("different" if significant else "inconclusive" if interval is None or None in interval
+                else "equivalent" if center - eps <= interval[0] and interval[1] <= center + eps else "inconclusive")
+        got = comparison_outcome(significant, interval, eps, center)
+        assert got == want, (f"comparison_outcome(significant={significant}, interval={interval}, min_effect={eps}, "
+                             f"center={center}): expected {want!r}, got {got!r}")
+    ### END HIDDEN TESTS
+
+
+if __name__ == "__main__":
+    test_unit_comparison_outcome()
+
+# %% [markdown]
 # ## Is B really faster than A?
 #
 # Three numbers answer it for two latency samples: **the effect**, the ratio of medians
@@ -785,7 +909,8 @@ if __name__ == "__main__":
 @dataclass
 class Comparison:
     """The outcome of comparing model `b` against model `a` on one metric: `ratio` is `median_b /
-    median_a` with its bootstrap interval, `p_value` comes from `test`, `verdict` says it in words."""
+    median_a` with its bootstrap interval, `p_value` comes from `test`, `outcome` is one of the three
+    verdicts (`comparison_outcome`) with `why`, and `verdict` says it in words."""
 
     model_a: str
     model_b: str
@@ -807,6 +932,8 @@ class Comparison:
     seed: int | None = None
     higher_is_better: bool = False
     details: dict[str, Any] = field(default_factory=dict)
+    outcome: str = ""
+    why: str = ""
 
     @property
     def winner(self) -> str | None:
@@ -824,9 +951,25 @@ def _format_p(p: float | None) -> str:
     return "no test" if p is None else "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
+def _outcome_why(c: Comparison, lo: float | None, hi: float | None, center: float = 1.0) -> str:
+    "Why `c.outcome` holds, from the effect's interval `(lo, hi)` around `center` (1: a ratio, 0: a difference)."
+    band, fmt = (f"± {c.min_effect * 100:.0f} points", lambda v: f"{v * 100:+.1f} points") if center == 0 else (
+        f"1 ± {c.min_effect:.0%}", lambda v: f"{v:.4g}")
+    if c.outcome == "different":
+        return f"{_format_p(c.p_value)} below {c.alpha:g} and an effect beyond {band}"
+    if lo is None or hi is None:
+        return "one measurement each: no interval, so nothing shows the two alike"
+    shown, both = f"the interval [{fmt(lo)}, {fmt(hi)}]", lo < center - c.min_effect and hi > center + c.min_effect
+    return f"{shown} lies within {band}" if c.outcome == "equivalent" else f"{shown} reaches past {band} " + (
+        f"on both sides: too few samples for this much noise (n = {c.n_a} and {c.n_b})" if both else
+        f"on one side, and the test ({_format_p(c.p_value)}) shows no difference that counts") + "; more samples would decide"
+
+
 def _verdict_text(c: Comparison, better: str) -> str:
-    if not c.significant:
-        return f"no significant difference between {c.model_a} and {c.model_b} ({_format_p(c.p_value)}, ratio {c.ratio:.3f})"
+    if c.outcome == "equivalent":
+        return f"{c.model_a} and {c.model_b} are equivalent (ratio {c.ratio:.3f}, {_format_p(c.p_value)}): {c.why}"
+    if c.outcome != "different":
+        return f"inconclusive between {c.model_a} and {c.model_b} (ratio {c.ratio:.3f}, {_format_p(c.p_value)}): {c.why}"
     winner, loser = (c.model_b, c.model_a) if c.winner == c.model_b else (c.model_a, c.model_b)
     factor = c.ratio if c.ratio >= 1 else (1 / c.ratio if c.ratio > 0 else math.inf)
     return f"{winner} is {factor:.2f}× {better} than {loser} ({_format_p(c.p_value)})"
@@ -863,6 +1006,8 @@ def compare_samples(a: Sequence[float], b: Sequence[float], *, names: tuple[str,
     c = Comparison(names[0], names[1], metric, median_a, median_b, ratio, ci_lower, ci_upper, p_value,
                    significant, n_a=int(a_arr.size), n_b=int(b_arr.size), alpha=alpha, min_effect=min_effect,
                    bootstrap_resamples=n_boot, seed=seed, higher_is_better=higher_is_better)
+    c.outcome = comparison_outcome(significant, (ci_lower, ci_upper), min_effect)
+    c.why = _outcome_why(c, ci_lower, ci_upper)
     c.verdict = _verdict_text(c, better)
     return c
 
@@ -890,14 +1035,14 @@ def test_unit_compare_samples():
     t = compare_samples(fast, slow, names=("x", "y"), higher_is_better=True, better="higher throughput")
     assert t.significant and t.verdict.startswith("y is 2.00× higher throughput than x"), f"expected 'y is 2.00× higher throughput than x…', got {t.verdict!r}"
     same = compare_samples(fast, list(fast))
-    assert not same.significant and same.verdict.startswith("no significant difference"), f"expected 'no significant difference…', got {same.verdict!r}"
+    assert not same.significant and same.winner is None, f"identical samples: expected no winner, got {same.verdict!r}"
     # a tiny but 'significant' shift is below the 2% that matters
     rng = np.random.default_rng(1)
     base = 1 + 0.001 * rng.standard_normal(400)
     tiny = compare_samples(base, base * 1.01)
     assert tiny.p_value < 0.05, "a consistent 1% shift over 400 samples is statistically detectable"
-    assert not tiny.significant and "no significant difference" in tiny.verdict, \
-        f"a 1% difference is below min_effect=2% and must not be reported, got: {tiny.verdict}"
+    assert not tiny.significant and tiny.winner is None, \
+        f"a 1% difference is below min_effect=2% and must not be reported as a win, got: {tiny.verdict}"
     noisy = compare_samples([1.0, 1.5, 0.8, 1.2, 0.9], [1.1, 0.85, 1.4, 1.0, 1.3])
     assert not noisy.significant and noisy.p_value > 0.05, \
         f"overlapping samples: expected no significant difference (p > 0.05), got p = {noisy.p_value}"
@@ -1363,25 +1508,49 @@ def _compare_proportions(ra: ProportionResult, rb: ProportionResult, names: tupl
                    bootstrap_resamples=n_boot, seed=seed, higher_is_better=True,
                    details={"difference": diff, "difference_ci": [d_lo, d_hi], "a_only_correct": test["a_only"],
                             "b_only_correct": test["b_only"], "datasets": shared})
-    if significant:
-        winner, loser = (name_b, name_a) if diff > 0 else (name_a, name_b)
-        c.verdict = (f"{winner} is {abs(diff) * 100:.1f} points more accurate than {loser} "
-                     f"(McNemar {_format_p(test['p_value'])})")
-    else:
-        c.verdict = (f"no significant difference between {name_a} and {name_b} ({abs(diff) * 100:.1f} points, "
-                     f"McNemar {_format_p(test['p_value'])}; {test['a_only']} vs {test['b_only']} disagreements)")
+    c.outcome = comparison_outcome(significant, (d_lo, d_hi), min_effect, center=0.0)
+    c.why = _outcome_why(c, d_lo, d_hi, center=0.0)
+    winner, loser = (name_b, name_a) if diff > 0 else (name_a, name_b)
+    c.verdict = {"different": f"{winner} is {abs(diff) * 100:.1f} points more accurate than {loser} "
+                              f"(McNemar {_format_p(test['p_value'])})",
+                 "equivalent": f"{name_a} and {name_b} are equally accurate ({diff * 100:+.1f} points, McNemar "
+                               f"{_format_p(test['p_value'])}): {c.why}"}.get(
+        c.outcome, f"inconclusive between {name_a} and {name_b} ({diff * 100:+.1f} points, McNemar "
+                   f"{_format_p(test['p_value'])}; {test['a_only']} vs {test['b_only']} disagreements): {c.why}")
     return c
+
+
+CPU_SERIES = ("the timing thread's CPU time per call (cpu_per_call_ms): a sample's wall time includes any time the machine "
+              "gave the CPU to another program, its CPU time does not, so the comparison holds on a busy machine")
+
+
+def cpu_series(a: BenchmarkResult, b: BenchmarkResult) -> tuple[BenchmarkResult, BenchmarkResult] | None:
+    """Both timings' CPU-time series as results of their own, or None when either has none (then the wall
+    times are compared): `metadata["cpu_values"]` (the result's quantity from CPU time), or for a result in
+    ms the timing core's `metadata["cpu_per_call_ms"]` (one per sample, read at one thread), where the timing
+    core found them comparable (`metadata["cpu_comparable"]`: not a model that waits by design)."""
+    cpu = [r.metadata.get("cpu_values", r.metadata.get("cpu_per_call_ms") if r.unit == "ms" else None)
+           if type(r) is BenchmarkResult and r.metadata.get("cpu_comparable") else None for r in (a, b)]
+    if any(not isinstance(v, list) or len(v) != r.count or r.count < 2 or None in v for v, r in zip(cpu, (a, b))):
+        return None
+    return tuple(BenchmarkResult(r.metric_name, v, unit=r.unit, metadata={"series": "cpu"}) for v, r in zip(cpu, (a, b)))
 
 
 def compare_results(a: BenchmarkResult, b: BenchmarkResult, *, names: tuple[str, str] = ("a", "b"),
                     info: MetricInfo | None = None, alpha: float = ALPHA, min_effect: float = MIN_EFFECT, n_boot: int = 2000,
                     seed: int = 0) -> Comparison:
     """Compare result `b` against result `a` of the same metric with the test that fits their kind:
-    Mann-Whitney U for samples, McNemar (paired) for proportions, the effect floor alone for exact values."""
+    Mann-Whitney U for samples, McNemar (paired) for proportions, the effect floor alone for exact values.
+    Two timings that both carry CPU time per sample are compared on it (`cpu_series`; `details["series"]` and
+    the verdict's "[CPU time]" say so)."""
     for r, arg in ((a, "a"), (b, "b")):
         if not isinstance(r, BenchmarkResult):
             raise TypeError(f"{arg}: expected a BenchmarkResult, got {type(r).__name__}")
     info = info or metric_info(a.metric_name, a.unit)
+    if (cpu := cpu_series(a, b)) is not None:  # two timings with CPU time per sample: compare what a model costs
+        c = compare_results(*cpu, names=names, info=info, alpha=alpha, min_effect=min_effect, n_boot=n_boot, seed=seed)
+        c.details["series"], c.verdict = CPU_SERIES, f"{c.verdict} [CPU time]"
+        return c
     ### BEGIN SOLUTION
     if isinstance(a, ProportionResult) and isinstance(b, ProportionResult):
         return _compare_proportions(a, b, names, alpha, min_effect, n_boot, seed)
@@ -1401,9 +1570,11 @@ def compare_results(a: BenchmarkResult, b: BenchmarkResult, *, names: tuple[str,
                    test="exact values (no sampling error, no test)" if exact else "single measurement each (no test)",
                    n_a=a.count, n_b=b.count, alpha=alpha, min_effect=min_effect,
                    higher_is_better=info.higher_is_better)
+    c.outcome = comparison_outcome(significant, (ratio, ratio) if exact else None, min_effect)
+    c.why = (_outcome_why(c, None, None) if not exact or c.outcome == "different" else
+             f"exact values: the ratio {ratio:.3f} is within 1 ± {min_effect:.0%}")
     c.verdict = (_verdict_text(c, info.better).replace("(no test)", "(exact values)" if exact else "(single measurement each)")
-                 if c.significant else
-                 f"no difference between {names[0]} and {names[1]} (ratio {ratio:.3f}, below the {min_effect:.0%} floor)")
+                 if c.outcome == "different" else _verdict_text(c, info.better).replace(", no test)", ")"))
     return c
 
 # %% nbgrader={"grade": true, "grade_id": "test-results-compare-proportions", "locked": true, "points": 10, "schema_version": 3}

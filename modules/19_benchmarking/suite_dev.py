@@ -100,8 +100,8 @@ import numpy as np
 # the one atomic writer and the one JSON writer live with the result types; re-exported here
 from tinytorch.benchmarking.devices import benchmark_table_markdown
 from tinytorch.benchmarking.pareto import pareto_front_with_ties
-from tinytorch.benchmarking.results import BenchmarkResult, MiB, results_table, write_atomic, write_json
-from tinytorch.profiling.timing import machine_warnings
+from tinytorch.benchmarking.results import BenchmarkResult, MiB, compare_results, results_table, write_atomic, write_json
+from tinytorch.profiling.timing import interruption_lines, machine_warnings
 
 _all_ = ["write_atomic", "write_json"]
 SCHEMA = "tinytorch.benchmark.results/1"
@@ -216,11 +216,13 @@ def _metric_table(payload: dict[str, Any], metric: str) -> list[str]:
         else:
             rows.append([r["model"], r["status"], "—", "—", "—", "—", "—", r["note"] or ""])
     return [f"### {metric} ({unit}; {direction})", "", *results_table(
-        ["model", "status", "median", "95% CI of the median", "mean ± std", "95% CI", "n", "method / note"], rows),
-        "", "95% CI: for repeated samples, the Student-t interval of the mean, and the median's interval "
-        "from order statistics (the one to read for skewed timings); for an accuracy (k of n), the Wilson "
-        "interval; for exact counts (bytes), a zero-width interval. †: the t-interval of the mean reaches below 0, "
-        "which the quantity cannot: too few or too skewed samples for it; read the median's interval."]
+        ["model", "status", "median", "95% CI of the median", "mean ± std", "95% CI of the mean", "n", "method / note"], rows),
+        "", "The headline is the median with its 95% interval (order statistics): every rule decides on it. The "
+        "mean's Student-t interval (ci_lower, ci_upper) is shown beside it; for an accuracy (k of n) the interval is "
+        "Wilson's, for exact counts (bytes) zero-width. Timings are wall time per call (what a user waits); "
+        "comparisons marked [CPU time] read the timing thread's CPU time per call (what the model costs). †: the "
+        "t-interval of the mean reaches below 0, which the quantity cannot: too few or too skewed samples for it; read "
+        "the median's interval."]
 
 
 def _best(payload: dict[str, Any], metric: str, vals: dict[str, float]) -> list[str]:
@@ -231,6 +233,16 @@ def _best(payload: dict[str, Any], metric: str, vals: dict[str, float]) -> list[
         return pareto_front_with_ties(results, [metric])["front"]
     direction = payload.get("metrics", {}).get(metric, {}).get("direction", "min")
     return [(min if direction == "min" else max)(vals, key=vals.get)]
+
+
+def _tie_outcome(payload: dict[str, Any], metric: str, tied: list[str]) -> str:
+    "What a tie on `metric` is: shown equivalent, or not yet told apart (the comparisons' three verdicts)."
+    raw = payload.get("results", {}).get(metric, {})
+    if not all("values" in raw.get(n, {}) for n in tied):
+        return "not told apart"
+    r = {n: BenchmarkResult.from_dict({"metric_name": metric, **raw[n]}) for n in tied}
+    outcomes = {compare_results(r[a], r[b]).outcome for i, a in enumerate(tied) for b in tied[i + 1:]}
+    return "equivalent" if outcomes == {"equivalent"} else "inconclusive, not yet told apart"
 
 
 def _recommendations(payload: dict[str, Any]) -> list[str]:
@@ -245,7 +257,7 @@ def _recommendations(payload: dict[str, Any]) -> list[str]:
             continue
         best, (k, unit) = _best(payload, metric, vals), _unit_scale(payload, metric)
         shown = ", ".join(f"{n} ({vals[n]:.2%})" if metric == "accuracy" else f"{n} ({vals[n] / k:.4g} {unit})" for n in best)
-        shown += " (tied: no significant difference)" if len(best) > 1 else ""
+        shown += f" (tied: {_tie_outcome(payload, metric, best)})" if len(best) > 1 else ""
         if baseline in best:
             recs.append(f"- **{label}**: {shown}, the baseline; no variant beats it significantly.")
             continue
@@ -270,7 +282,8 @@ def render_markdown(payload: dict[str, Any]) -> str:
     """The Markdown report for a results payload (see `BenchmarkSuite.to_payload`)."""
     out = ["# Benchmark Report", "", f"Created {payload.get('created', '—')}. Models: "
            + ", ".join(payload["models"]) + ".", *[f"\n> **{w}**" for w in machine_warnings(payload.get("machine_state"))]]
-    for title, fields in (("System Information", payload.get("system_info", {})), ("Protocol", payload.get("protocol", {}))):
+    protocol = {k: v for k, v in payload.get("protocol", {}).items() if k != "sequential"}  # looks: under Samples
+    for title, fields in (("System Information", payload.get("system_info", {})), ("Protocol", protocol)):
         out += ["", f"## {title}", "", *results_table(["field" if title.startswith("System") else "setting", "value"],
                                                         [[k, _fmt(v)] for k, v in fields.items()])]
     out += ["", "## Benchmark table", "", *_benchmark_table(payload), "",
@@ -278,6 +291,10 @@ def render_markdown(payload: dict[str, Any]) -> str:
             "## Results per metric", ""]
     for metric in _table_metrics(payload):
         out += [*_metric_table(payload, metric), ""]
+    if samples := interruption_lines(payload.get("results", {}), payload.get("protocol", {}).get("sequential")):
+        out += ["## Samples", "", "A sample during which the operating system ran another program (wall time above "
+                "the timing thread's CPU time by more than 5%) is interrupted: re-taken, and counted here.", "",
+                *samples, ""]
     for title, key, last in (("Failures", "failures", "error"), ("Not available", "unavailable", "reason")):
         entries = payload.get(key, {})
         if any(entries.values()):
@@ -291,9 +308,13 @@ def render_markdown(payload: dict[str, Any]) -> str:
             out.append("Left out (missing a metric): " + "; ".join(f"{m}: {r}" for m, r in pareto["excluded"].items()) + ".")
         out.append("")
     if comps := payload.get("comparisons", []):
-        out += ["## Comparisons", "", *results_table(["metric", "a", "b", "ratio b/a", "95% CI", "test", "p", "verdict"], [
-            [c["metric"], c["model_a"], c["model_b"], _fmt(c["ratio"]), f"[{_fmt(c['ci_lower'])}, {_fmt(c['ci_upper'])}]"
-             if c["ci_lower"] is not None else "—", c["test"], _fmt(c["p_value"], 3), c["verdict"]] for c in comps]), ""]
+        out += ["## Comparisons", "", *results_table(["metric", "a", "b", "ratio b/a", "interval", "test", "p", "outcome",
+                                                       "verdict"], [
+            [c["metric"], c["model_a"], c["model_b"], _fmt(c["ratio"]), f"[{_fmt(c['ci_lower'])}, {_fmt(c['ci_upper'])}] "
+             f"({1 - c['alpha']:.0%})" if c["ci_lower"] is not None else "—", c["test"], _fmt(c["p_value"], 3),
+             c.get("outcome", "—"), c["verdict"]] for c in comps]), "",
+            "Three verdicts: different (p below alpha and an effect of at least the floor), equivalent (the whole "
+            "interval within the floor of no difference), inconclusive (neither: more samples would decide).", ""]
     out += ["## Recommendations", "", *_recommendations(payload), ""]
     if payload.get("plots"):
         out += ["## Plots", ""] + [f"![{Path(p).stem}]({Path(p).name})" for p in payload["plots"]] + [""]
@@ -831,7 +852,7 @@ class BenchmarkSuite:
 
     def __init__(self, models: Any, datasets: Any = None, output_dir: str | Path = "benchmark_results",
                  power_watts: float | None = None, *, warmup_runs: int = 5, measurement_runs: int = 10,
-                 names: Sequence[str] | None = None, threads: int | None = None,
+                 names: Sequence[str] | None = None, threads: int | None = 1,
                  input_shape: Sequence[int] | None = None, batch_sizes: Sequence[int] = (1, 8, 32),
                  energy_window_s: float = 1.0, energy_windows: int = 5, powercap_root: str | Path = "/sys/class/powercap",
                  tasks: dict[str, str] | None = None, references: dict[str, str] | None = None,
@@ -987,7 +1008,8 @@ class BenchmarkSuite:
                          "threads": b.threads if b.threads is not None else torch.get_num_threads(),
                          "input_shape": list(b.input_shape) if b.input_shape else None,
                          "input_source": b.input_source, "batch_sizes": list(self.batch_sizes),
-                         "power_watts": self.power_watts, "seed": b.seed, "datasets": [d.name for d in b.datasets]},
+                         "power_watts": self.power_watts, "seed": b.seed, "datasets": [d.name for d in b.datasets],
+                         "budget_s": b.budget_s, "sequential": b.sequential},
             "models": list(self.names), "model_info": model_info,
             "metrics": {m: asdict(i) for m, i in b.metric_info.items() if m in b._all_metrics()},
             "results": {m: {n: r.to_dict() for n, r in by.items()} for m, by in b.results.items()},

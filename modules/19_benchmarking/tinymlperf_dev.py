@@ -597,21 +597,26 @@ if __name__ == "__main__":
 
 # %%
 #| export
-def _compliance(quality: Mapping[str, Any], task: TinyMLPerfTask, median_ms: float) -> dict[str, Any]:
-    "Quality (its result, or the AUC's bootstrap pair) and the single-stream median through `compliance_decision`."
+def _compliance(quality: Mapping[str, Any], task: TinyMLPerfTask, single: Mapping[str, Any]) -> dict[str, Any]:
+    """Quality (its result, or the AUC's bootstrap pair) and the single-stream median, decided on its interval
+    (the headline's: `median_ci_lower`, `median_ci_upper`), through `compliance_decision`."""
     v, t, budget, error = quality["value"], task.quality_target, task.latency_budget_ms, quality.get("error")
+    median_ms, median_iv = single["median"], (single["median_ci_lower"], single["median_ci_upper"])
     measured = None if v is None else quality.get("result", tuple(quality["ci_95"]))
     q = "failed" if error else compliance_decision(measured, t)
-    overall = "fail" if error else compliance_decision(measured, t, median_ms, budget)
-    latency = "no budget" if budget is None else str(decide(median_ms, "<=", budget))
+    overall = "fail" if error else compliance_decision(measured, t, median_iv, budget)
+    latency = "no budget" if budget is None else str(decide(median_iv, "<=", budget))
+    overall = "inconclusive" if overall == "pass" and latency == "inconclusive" else overall
     measured_text = "" if v is None else f"{v:.4g} (95% interval [{quality['ci_95'][0]:.4g}, {quality['ci_95'][1]:.4g}])"
     reasons = [{"failed": f"quality evaluation failed: {error}", "fail": f"quality {measured_text} below the target {t}",
                 "not evaluated": f"quality {quality.get('reason')}",
                 "inconclusive": f"quality inconclusive: {measured_text} straddles the target {t}"}.get(q),
-               f"single-stream median {median_ms:.4g} ms over the {budget} ms budget" if latency == "fail" else None]
+               f"single-stream median {median_ms:.4g} ms over the {budget} ms budget" if latency == "fail" else
+               f"single-stream median's interval [{median_iv[0]:.4g}, {median_iv[1]:.4g}] ms straddles the {budget} ms budget"
+               if latency == "inconclusive" else None]
     reason = "; ".join(r for r in reasons if r)
     return {"input_shape": "pass", "quality": q, "latency": latency, "overall": overall, **_STATISTIC,
-            "accuracy_met": {"pass": True, "fail": False}.get(q), "latency_met": None if budget is None else latency == "pass",
+            "accuracy_met": {"pass": True, "fail": False}.get(q), "latency_met": {"pass": True, "fail": False}.get(latency),
             "compliant": {"pass": True, "fail": False}.get(overall), "compliant_reason": reason if overall != "pass" else
             "quality target reached" + ("" if budget is None else " and latency within budget")}
 
@@ -670,7 +675,7 @@ class TinyMLPerf:
             except QualityEvaluationError as e:  # the model's failure, recorded (a bad dataset still raises)
                 quality.update(error=str(e), reason=f"failed: {e}")
             quality["dataset"] = source
-        comp = _compliance(quality, task, latency["latency_median_ms"])
+        comp = _compliance(quality, task, latency["single_stream"])
         top1 = task.quality_metric == "top1_accuracy"
         return {  # the detailed records, then the course's flat summary
             "benchmark": benchmark_name, "model": a.name, "status": "ok", "task": asdict(task),

@@ -16,13 +16,14 @@ from .suite import BenchmarkSuite, load_model_file
 from ..profiling.timing import RUNTIMES, ModelAdapter, adapt, check_device
 
 # %% auto #0
-__all__ = ['DEFAULT_MODEL_NAMES', 'CALIBRATION_SPLIT', 'calibration_batches', 'default_models', 'digits_misfit', 'parse_runtimes',
-           'runtime_models', 'cross_runtime_comparisons', 'run_default_benchmark', 'hardware_model',
-           'write_hardware_artifacts']
+__all__ = ['DEFAULT_MODEL_NAMES', 'CALIBRATION_SPLIT', 'BUDGET_PER_MODEL_S', 'calibration_batches', 'default_models',
+           'digits_misfit', 'parse_runtimes', 'runtime_models', 'cross_runtime_comparisons', 'run_default_benchmark',
+           'hardware_model', 'write_hardware_artifacts']
 
 # %% ../../nbs/19_benchmarking/defaults_dev.ipynb #6042700a
 DEFAULT_MODEL_NAMES = ("digits_cnn", "digits_cnn_int8", "digits_cnn_pruned50")
 CALIBRATION_SPLIT = "digits train split (first 256 images, 4 batches of 64)"
+BUDGET_PER_MODEL_S = 3.0  # the default run samples latency until decided, within 3 s per model row
 
 
 def calibration_batches() -> list[torch.Tensor]:
@@ -154,6 +155,7 @@ def run_default_benchmark(
     compile_options: dict[str, Any] | None = None,
     log: Callable[[str], Any] | None = None,
     model: Any = None,
+    budget_s: float | None = None,
 ) -> dict[str, Any]:
     """Benchmark the bundled digits models (or the model in `model_path`: TorchScript, a pickled
     `nn.Module` or an ONNX file, run on `input_shape`) and write the report and plots into `output_dir`.
@@ -165,6 +167,8 @@ def run_default_benchmark(
     recorded either way). `log` receives progress lines (None: silent; the suite's step lines then
     stay off too). Accuracy is measured where the digits data fits the model, else it is unavailable
     with the reason. `model`: what `load_model_file(model_path)` returned, for a caller that loaded it already.
+    `budget_s`: the latency benchmark samples until every row's comparison with the first is decided, within
+    that many seconds (`Benchmark`'s `budget_s`; None: `BUDGET_PER_MODEL_S` per row).
 
     Returns `{"output_dir", "report", "json", "csv", "plots", "models", "runtimes", "results",
     "comparisons", "runtime_comparisons", "unavailable_models", "compile_seconds", "suite"}` (results as
@@ -176,6 +180,9 @@ def run_default_benchmark(
     """
     if isinstance(measurement_runs, bool) or not isinstance(measurement_runs, int) or measurement_runs < 2:
         raise ValueError(f"measurement_runs: expected an int >= 2 (a comparison needs two samples), got {measurement_runs!r}")
+    if budget_s is not None and (isinstance(budget_s, bool) or not isinstance(budget_s, (int, float))
+                                 or not budget_s > 0 or budget_s == float("inf")):
+        raise ValueError(f"budget_s: expected a positive number of seconds, got {budget_s!r}")
     runtimes = parse_runtimes(runtimes)
     dev = check_device(device)
     out_dir = ensure_output_dir(output_dir)
@@ -222,7 +229,8 @@ def run_default_benchmark(
                            batch_sizes=batch_sizes, tasks={row: base_tasks[n] for row, (n, _) in rows.items()},
                            references={row: runtime_refs.get(row) or (base_refs[n] + ("" if rt == "eager" else f"; run by {rt}"))
                                        for row, (n, rt) in rows.items()},
-                           progress=log is not None, dataset_names=["digits_test"] if datasets else None)
+                           progress=log is not None, dataset_names=["digits_test"] if datasets else None,
+                           budget_s=BUDGET_PER_MODEL_S * len(adapters) if budget_s is None else budget_s)
     suite.run_full_benchmark()
     for n in suite.names if misfit is not None else []:
         suite.record_unavailable("accuracy", n, misfit)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from enum import Enum
 from typing import Any, Sequence
 
@@ -17,10 +18,10 @@ from tinytorch.benchmarking.results import (
     precise_timer, serialized_bytes, top1_correct, wilson_interval,
 )
 from ..profiling.timing import (_positive_int as _check_int, adapt, machine_load, machine_state,
-                                       system_info as _system_info, time_interleaved)
+                                       system_info as _system_info, time_interleaved, time_until_decided)
 
 # %% auto #0
-__all__ = ['DEFAULT_INPUT_SHAPE', 'OlympicEvent', 'Benchmark']
+__all__ = ['DEFAULT_INPUT_SHAPE', 'MAX_LOOKS', 'SEQUENTIAL_METHOD', 'OlympicEvent', 'Benchmark']
 
 # %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #9d5fd216
 class OlympicEvent(Enum):
@@ -34,6 +35,11 @@ class OlympicEvent(Enum):
 
 # %% ../../nbs/19_benchmarking/benchmarking_dev.ipynb #81567a9e
 DEFAULT_INPUT_SHAPE = (1, 28, 28)  # the documented default, used only when no dataset has samples
+MAX_LOOKS = 5  # a budgeted run's looks, fixed in advance: ALPHA is spent evenly over them (ALPHA / MAX_LOOKS each)
+SEQUENTIAL_METHOD = (f"until decided: looks of measurement_runs samples per model, every model compared with the first "
+                     f"at alpha = ALPHA / {MAX_LOOKS} (Bonferroni alpha spending over {MAX_LOOKS} fixed looks: by the union "
+                     "bound at most ALPHA of identical models are ever called different); stops when every comparison "
+                     "is different or equivalent, after the last look, or at budget_s; reported at the same alpha")
 
 
 def _throughput_metric(batch_size: int) -> str:
@@ -50,8 +56,14 @@ class Benchmark:
     `models`: a list or a dict `{name: model}` of torch modules, TinyTorch-style or forward-only objects,
     or callables (unique names from `names`, the keys, `.name` or the class); `datasets`: what
     `as_eval_sets` takes. `warmup_runs` untimed calls before each round; `measurement_runs` timed
-    samples per model in `rounds` interleaved rounds (default `min(30, measurement_runs)`); `threads`
-    fixed while timing (None: the current count). Figures: `results[metric][model]`, else
+    samples per model in `rounds` interleaved rounds (default `min(30, measurement_runs)`), each round
+    in a random order drawn from `seed`; `threads` fixed while timing (default 1: interrupted samples are
+    re-taken and timings carry CPU time, which comparisons use; None: torch's current count, unchecked above one).
+
+    `budget_s` (seconds) samples the latency until decided: looks of `measurement_runs` samples are added
+    until every model's latency comparison with the first is different or equivalent, by the method in
+    `SEQUENTIAL_METHOD` (a fixed number of looks, `MAX_LOOKS`, with Bonferroni alpha spending);
+    `sequential["latency"]` records the looks (throughput is timed in one look). Figures: `results[metric][model]`, else
     `unavailable[metric][model] -> reason` or `failures[metric][model] -> {"error_type", "message"}`.
 
     >>> b = Benchmark({"lin": torch.nn.Linear(4, 3)}, (torch.randn(32, 4), torch.randint(0, 3, (32,))))
@@ -60,8 +72,9 @@ class Benchmark:
     """
 
     def __init__(self, models: Any, datasets: Any = None, warmup_runs: int = 5, measurement_runs: int = 10,
-                 names: Sequence[str] | None = None, *, threads: int | None = None, rounds: int | None = None,
-                 dataset_names: Sequence[str] | None = None, seed: int = 0, batch_size: int = 256):
+                 names: Sequence[str] | None = None, *, threads: int | None = 1, rounds: int | None = None,
+                 dataset_names: Sequence[str] | None = None, seed: int = 0, batch_size: int = 256,
+                 budget_s: float | None = None):
         if isinstance(models, dict):
             if names is not None:
                 raise ValueError("names: give names either as the keys of a models dict or as names=[...], not both")
@@ -85,6 +98,10 @@ class Benchmark:
             raise ValueError(f"rounds: expected an int between 1 and measurement_runs={measurement_runs}, got {rounds!r}")
         if threads is not None:
             _check_int(threads, "threads", 1)
+        if budget_s is not None and (isinstance(budget_s, bool) or not isinstance(budget_s, (int, float))
+                                     or not math.isfinite(budget_s) or budget_s <= 0):
+            raise ValueError(f"budget_s: expected a positive number of seconds (or None), got {budget_s!r}")
+        self.budget_s, self.sequential = budget_s, {}  # sequential: metric -> the looks of a budgeted run
         self.adapters = {a.name: a for a in adapters}
         self.models, self.names = {n: a.model for n, a in self.adapters.items()}, list(self.adapters)
         self.datasets = as_eval_sets(datasets, dataset_names, _check_int(batch_size, "batch_size", 1))
@@ -137,26 +154,40 @@ class Benchmark:
         self.input_shape, self.input_source = tuple(x.shape), source
         return x
 
-    def _timed_rounds(self, metric: str, x: torch.Tensor) -> dict[str, tuple[list[float], dict[str, Any]]]:
-        "Time every model on `x` in interleaved rounds (a model that raises is recorded, naming the input); judge the machine."
-        before = machine_state()
-        out = time_interleaved(self.adapters, x, samples=self.measurement_runs, rounds=self.rounds,
-                               warmup=self.warmup_runs, seed=self.seed, threads=self.threads)
+    def _timed_rounds(self, metric: str, x: torch.Tensor, result: Any, looks: bool = False) -> dict[str, BenchmarkResult]:
+        """Time every model on `x` in interleaved rounds (a model that raises is recorded, naming the input), with
+        `looks` and a `budget_s` until decided; judge the machine. `result(ms, meta)` makes a model's result."""
+        before, options = machine_state(), dict(samples=self.measurement_runs, rounds=self.rounds,
+                                                 warmup=self.warmup_runs, seed=self.seed, threads=self.threads)
+        if self.budget_s is None or not looks:
+            out = time_interleaved(self.adapters, x, **options)
+        else:
+            alpha, base = ALPHA / MAX_LOOKS, self.names[0]
+
+            def decided(got: dict[str, Any], look: int) -> bool:
+                ok = {n: result(*v) for n, v in got.items() if not isinstance(v, BaseException)}
+                return base not in ok or all(compare_results(ok[base], r, alpha=alpha).outcome != "inconclusive"
+                                             for n, r in ok.items() if n != base)
+            out, record = time_until_decided(self.adapters, x, decided, budget_s=self.budget_s, looks=MAX_LOOKS, **options)
+            self.sequential[metric] = {**record, "alpha_per_look": alpha, "method": SEQUENTIAL_METHOD}
         self.machine_states[metric] = machine_load(before, machine_state())
         for name, got in out.items():
             if isinstance(got, BaseException):
                 self._fail(metric, name, got, context=f"input_shape {tuple(x.shape)} ({self.input_source})")
-        return {name: got for name, got in out.items() if not isinstance(got, BaseException)}
+        return {name: result(*got) for name, got in out.items() if not isinstance(got, BaseException)}
 
     # ----- measurements -----
     def run_latency_benchmark(self, input_shape: Sequence[int] | None = None) -> dict[str, BenchmarkResult]:
         """Latency of one forward pass per model (ms), every model on the same input (the first dataset
         sample, or a seeded standard-normal tensor of `input_shape`), through the timing core."""
         x = self._input(input_shape)
-        for name, (ms, meta) in self._timed_rounds("latency", x).items():
-            meta.update(input_shape=list(x.shape), input_source=self.input_source,
-                        method="measured: time_model (perf_counter_ns, calibrated blocks, interleaved rounds)")
-            self._store("latency", name, BenchmarkResult("latency", ms, unit="ms", metadata=meta))
+
+        def result(ms: list[float], meta: dict[str, Any]) -> BenchmarkResult:
+            return BenchmarkResult("latency", ms, unit="ms", metadata=dict(
+                meta, input_shape=list(x.shape), input_source=self.input_source,
+                method="measured: time_model (perf_counter_ns, calibrated blocks, interleaved rounds in random order)"))
+        for name, r in self._timed_rounds("latency", x, result, looks=True).items():
+            self._store("latency", name, r)
         return dict(self.results.get("latency", {}))
 
     def run_accuracy_benchmark(self) -> dict[str, BenchmarkResult]:
@@ -295,10 +326,14 @@ class Benchmark:
             else:
                 xb = torch.randn(b, *base.shape[1:], generator=torch.Generator().manual_seed(self.seed))
                 source = f"seeded standard normal (only {len(base)} samples available)"
-            for name, (ms, meta) in self._timed_rounds(metric, xb).items():
-                meta.update(batch_size=int(b), input_shape=list(xb.shape), input_source=source,
-                            method="measured: batch_size / per-call latency")
-                self._store(metric, name, BenchmarkResult(metric, [b / (v / 1e3) for v in ms], unit="samples/s", metadata=meta))
+            def result(ms: list[float], meta: dict[str, Any], b: int = int(b), metric: str = metric) -> BenchmarkResult:
+                cpu = meta.get("cpu_per_call_ms")  # the same throughput from CPU time: what comparisons read
+                return BenchmarkResult(metric, [b / (v / 1e3) for v in ms], unit="samples/s", metadata=dict(
+                    meta, batch_size=b, input_shape=list(xb.shape), input_source=source,
+                    method="measured: batch_size / per-call latency",
+                    cpu_values=None if cpu is None else [b / (v / 1e3) for v in cpu]))
+            for name, r in self._timed_rounds(metric, xb, result).items():
+                self._store(metric, name, r)
                 out.setdefault(name, {})[int(b)] = self.results[metric][name]
         return out
 
@@ -337,7 +372,10 @@ class Benchmark:
     def compare(self, model_a: str, model_b: str, metric: str = "latency", *, alpha: float = ALPHA,
                 min_effect: float = MIN_EFFECT, n_boot: int = 2000, seed: int = 0) -> Comparison:
         """`model_b` against `model_a` on one measured metric, with `compare_results` (Mann-Whitney U
-        and a bootstrap ratio b/a for timings, McNemar for accuracy, the ratio for exact values)."""
+        and a bootstrap ratio b/a for timings, on CPU time where both have it; McNemar for accuracy, the
+        ratio for exact values). After a budgeted run of `metric`, `alpha` is at most its per-look alpha
+        (`ALPHA / MAX_LOOKS`), the level its stopping rule decided at."""
+        alpha = min(alpha, self.sequential.get(metric, {}).get("alpha_per_look", alpha))
         for name, arg in ((model_a, "model_a"), (model_b, "model_b")):
             if name not in self.adapters:
                 raise ValueError(f"{arg}: unknown model {name!r}; expected one of {self.names}")

@@ -367,8 +367,8 @@ def _measure_models(models: Mapping[str, nn.Module], dataset: Any, measurement_r
 
 def _improvement(c: Comparison) -> dict[str, Any]:
     "One comparison (baseline → variant) as an improvement: baseline / variant for time and size, points for accuracy."
-    common = {"p_value": c.p_value, "significant": c.significant, "verdict": c.verdict, "test": c.test,
-              "baseline": c.median_a, "optimized": c.median_b}
+    common = {"p_value": c.p_value, "significant": c.significant, "outcome": c.outcome, "why": c.why,
+              "verdict": c.verdict, "test": c.test, "baseline": c.median_a, "optimized": c.median_b}
     if "difference" in c.details:  # accuracy: the paired difference and its bootstrap interval
         lo, hi = c.details["difference_ci"]
         return {"value": c.details["difference"], "ci_lower": lo, "ci_upper": hi, **common, "ratio_ci": [c.ci_lower, c.ci_upper],

@@ -21,12 +21,12 @@ from scipy import stats as _stats
 from ..profiling.timing import median_ci
 
 # %% auto #0
-__all__ = ['STATISTICS', 'ALPHA', 'MIN_EFFECT', 'MiB', 'SEED_ALIASES', 'METRICS', 'BenchmarkResult', 'TimerReading',
-           'precise_timer', 'wilson_interval', 'bootstrap_interval', 'is_significant', 'Decision', 'decide',
-           'Comparison', 'compare_samples', 'mcnemar_exact', 'MetricInfo', 'metric_info', 'ProportionResult',
-           'CountResult', 'compare_results', 'as_tensor', 'EvalData', 'as_eval_sets', 'checked_output', 'top1_correct',
-           'model_state', 'onnx_state', 'state_tensors', 'state_dict_tensor_bytes', 'serialized_bytes', 'json_native',
-           'write_atomic', 'write_json', 'results_table']
+__all__ = ['STATISTICS', 'ALPHA', 'MIN_EFFECT', 'OUTCOMES', 'MiB', 'SEED_ALIASES', 'METRICS', 'CPU_SERIES', 'BenchmarkResult',
+           'TimerReading', 'precise_timer', 'wilson_interval', 'bootstrap_interval', 'is_significant', 'Decision',
+           'decide', 'comparison_outcome', 'Comparison', 'compare_samples', 'mcnemar_exact', 'MetricInfo',
+           'metric_info', 'ProportionResult', 'CountResult', 'cpu_series', 'compare_results', 'as_tensor', 'EvalData',
+           'as_eval_sets', 'checked_output', 'top1_correct', 'model_state', 'onnx_state', 'state_tensors',
+           'state_dict_tensor_bytes', 'serialized_bytes', 'json_native', 'write_atomic', 'write_json', 'results_table']
 
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #f5a68f0c
 @dataclass
@@ -88,8 +88,12 @@ class BenchmarkResult:
                 else "none: a single value has no interval")
 
     def median_ci(self) -> tuple[float, float]:
-        "Distribution-free 95% interval of the median (order statistics)."
+        """The headline's interval: for samples the median's (order statistics, distribution-free), Wilson's for a
+        proportion, the value itself for a count. `decide` and every rule decide on it."""
         return median_ci(self.values, self.confidence)
+
+    median_ci_lower = property(lambda self: self.median_ci()[0], doc="The headline (median) interval's lower end.")
+    median_ci_upper = property(lambda self: self.median_ci()[1], doc="The headline (median) interval's upper end.")
 
     def compare(self, other: "BenchmarkResult", **options: Any) -> "Comparison":
         "Compare `other` against this result (see `compare_results`)."
@@ -100,6 +104,7 @@ class BenchmarkResult:
         d = {"kind": self.kind, "metric_name": self.metric_name, "unit": self.unit, "values": list(self.values),
              "confidence": self.confidence, "metadata": dict(self.metadata)}
         d.update({k: getattr(self, k) for k in STATISTICS})
+        d["median_ci_lower"], d["median_ci_upper"] = self.median_ci()
         return d
 
     @classmethod
@@ -236,16 +241,18 @@ class Decision(str):
 
 
 def decide(result: Any, op: str, threshold: float) -> Decision:
-    """The one rule for a target, budget or constraint: pass when the interval of `result` (its `ci_lower`,
-    `ci_upper`, or a `(lo, hi)` pair) lies wholly on the allowed side of `threshold`, fail when wholly on the
-    other, else inconclusive. A point value (a number, a result without interval) is decided plainly, and
-    `basis` says so. `decide((0.80, 0.90), ">=", 0.85)` is 'inconclusive'; `decide(0.9, "<", 1)` 'pass'."""
+    """The one rule for a target, budget or constraint: pass when the interval of `result` lies wholly on the
+    allowed side of `threshold`, fail when wholly on the other, else inconclusive. The interval is a result's
+    headline interval (`median_ci()`: the median's for samples, Wilson's for a proportion), an object's
+    `ci_lower`/`ci_upper`, or a `(lo, hi)` pair. A point value (a number, a result without interval) is decided
+    plainly, and `basis` says so. `decide((0.80, 0.90), ">=", 0.85)` is 'inconclusive'; `decide(0.9, "<", 1)` 'pass'."""
     if op not in Decision.ops or not isinstance(threshold, (int, float, np.number)) or not math.isfinite(threshold):
         raise ValueError(f"op, threshold: expected one of {list(Decision.ops)} and a finite number, got {op!r}, {threshold!r}")
     pair, cmp = isinstance(result, (tuple, list)) and len(result) == 2, Decision.ops[op]
-    lo, hi = result if pair else (getattr(result, "ci_lower", None), getattr(result, "ci_upper", None))
+    lo, hi = (result if pair else result.median_ci() if isinstance(result, BenchmarkResult)
+              else (getattr(result, "ci_lower", None), getattr(result, "ci_upper", None)))
     if lo is None or hi is None or lo == hi:
-        v = getattr(result, "mean", result) if lo is None or hi is None else lo
+        v = getattr(result, "median", getattr(result, "mean", result)) if lo is None or hi is None else lo
         if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not math.isfinite(v):
             raise ValueError(f"result: expected a finite number, a (lo, hi) interval or a result, got {result!r}")
         d, d.basis = Decision("pass" if cmp(v, threshold) else "fail"), f"point value {v:g} (no interval): decided plainly"
@@ -255,11 +262,36 @@ def decide(result: Any, op: str, threshold: float) -> Decision:
         d.basis = f"interval [{lo:.4g}, {hi:.4g}] {op} {threshold:g}"
     return d
 
+# %% ../../nbs/19_benchmarking/results_dev.ipynb #785c8716
+OUTCOMES = ("different", "equivalent", "inconclusive")
+
+
+def comparison_outcome(significant: bool, interval: tuple[float | None, float | None] | None,
+                       min_effect: float = MIN_EFFECT, center: float = 1.0) -> str:
+    """'different' (significant), 'equivalent' (the effect's interval within `center` ± `min_effect`)
+    or 'inconclusive' (neither). `interval` is a ratio's (`center` 1) or a difference's (`center` 0).
+
+    >>> comparison_outcome(False, (0.003, 8.8)), comparison_outcome(False, (0.991, 1.012))
+    ('inconclusive', 'equivalent')
+    """
+    if min_effect < 0:
+        raise ValueError(f"min_effect: expected a non-negative number, got {min_effect!r}")
+    ### BEGIN SOLUTION
+    if significant:
+        return "different"
+    lo, hi = interval if interval is not None else (None, None)
+    if lo is None or hi is None:
+        return "inconclusive"
+    within = center - min_effect <= lo and hi <= center + min_effect
+    return "equivalent" if within else "inconclusive"
+    ### END SOLUTION
+
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #9eb2d773
 @dataclass
 class Comparison:
     """The outcome of comparing model `b` against model `a` on one metric: `ratio` is `median_b /
-    median_a` with its bootstrap interval, `p_value` comes from `test`, `verdict` says it in words."""
+    median_a` with its bootstrap interval, `p_value` comes from `test`, `outcome` is one of the three
+    verdicts (`comparison_outcome`) with `why`, and `verdict` says it in words."""
 
     model_a: str
     model_b: str
@@ -281,6 +313,8 @@ class Comparison:
     seed: int | None = None
     higher_is_better: bool = False
     details: dict[str, Any] = field(default_factory=dict)
+    outcome: str = ""
+    why: str = ""
 
     @property
     def winner(self) -> str | None:
@@ -298,9 +332,25 @@ def _format_p(p: float | None) -> str:
     return "no test" if p is None else "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
+def _outcome_why(c: Comparison, lo: float | None, hi: float | None, center: float = 1.0) -> str:
+    "Why `c.outcome` holds, from the effect's interval `(lo, hi)` around `center` (1: a ratio, 0: a difference)."
+    band, fmt = (f"± {c.min_effect * 100:.0f} points", lambda v: f"{v * 100:+.1f} points") if center == 0 else (
+        f"1 ± {c.min_effect:.0%}", lambda v: f"{v:.4g}")
+    if c.outcome == "different":
+        return f"{_format_p(c.p_value)} below {c.alpha:g} and an effect beyond {band}"
+    if lo is None or hi is None:
+        return "one measurement each: no interval, so nothing shows the two alike"
+    shown, both = f"the interval [{fmt(lo)}, {fmt(hi)}]", lo < center - c.min_effect and hi > center + c.min_effect
+    return f"{shown} lies within {band}" if c.outcome == "equivalent" else f"{shown} reaches past {band} " + (
+        f"on both sides: too few samples for this much noise (n = {c.n_a} and {c.n_b})" if both else
+        f"on one side, and the test ({_format_p(c.p_value)}) shows no difference that counts") + "; more samples would decide"
+
+
 def _verdict_text(c: Comparison, better: str) -> str:
-    if not c.significant:
-        return f"no significant difference between {c.model_a} and {c.model_b} ({_format_p(c.p_value)}, ratio {c.ratio:.3f})"
+    if c.outcome == "equivalent":
+        return f"{c.model_a} and {c.model_b} are equivalent (ratio {c.ratio:.3f}, {_format_p(c.p_value)}): {c.why}"
+    if c.outcome != "different":
+        return f"inconclusive between {c.model_a} and {c.model_b} (ratio {c.ratio:.3f}, {_format_p(c.p_value)}): {c.why}"
     winner, loser = (c.model_b, c.model_a) if c.winner == c.model_b else (c.model_a, c.model_b)
     factor = c.ratio if c.ratio >= 1 else (1 / c.ratio if c.ratio > 0 else math.inf)
     return f"{winner} is {factor:.2f}× {better} than {loser} ({_format_p(c.p_value)})"
@@ -337,6 +387,8 @@ def compare_samples(a: Sequence[float], b: Sequence[float], *, names: tuple[str,
     c = Comparison(names[0], names[1], metric, median_a, median_b, ratio, ci_lower, ci_upper, p_value,
                    significant, n_a=int(a_arr.size), n_b=int(b_arr.size), alpha=alpha, min_effect=min_effect,
                    bootstrap_resamples=n_boot, seed=seed, higher_is_better=higher_is_better)
+    c.outcome = comparison_outcome(significant, (ci_lower, ci_upper), min_effect)
+    c.why = _outcome_why(c, ci_lower, ci_upper)
     c.verdict = _verdict_text(c, better)
     return c
 
@@ -529,25 +581,49 @@ def _compare_proportions(ra: ProportionResult, rb: ProportionResult, names: tupl
                    bootstrap_resamples=n_boot, seed=seed, higher_is_better=True,
                    details={"difference": diff, "difference_ci": [d_lo, d_hi], "a_only_correct": test["a_only"],
                             "b_only_correct": test["b_only"], "datasets": shared})
-    if significant:
-        winner, loser = (name_b, name_a) if diff > 0 else (name_a, name_b)
-        c.verdict = (f"{winner} is {abs(diff) * 100:.1f} points more accurate than {loser} "
-                     f"(McNemar {_format_p(test['p_value'])})")
-    else:
-        c.verdict = (f"no significant difference between {name_a} and {name_b} ({abs(diff) * 100:.1f} points, "
-                     f"McNemar {_format_p(test['p_value'])}; {test['a_only']} vs {test['b_only']} disagreements)")
+    c.outcome = comparison_outcome(significant, (d_lo, d_hi), min_effect, center=0.0)
+    c.why = _outcome_why(c, d_lo, d_hi, center=0.0)
+    winner, loser = (name_b, name_a) if diff > 0 else (name_a, name_b)
+    c.verdict = {"different": f"{winner} is {abs(diff) * 100:.1f} points more accurate than {loser} "
+                              f"(McNemar {_format_p(test['p_value'])})",
+                 "equivalent": f"{name_a} and {name_b} are equally accurate ({diff * 100:+.1f} points, McNemar "
+                               f"{_format_p(test['p_value'])}): {c.why}"}.get(
+        c.outcome, f"inconclusive between {name_a} and {name_b} ({diff * 100:+.1f} points, McNemar "
+                   f"{_format_p(test['p_value'])}; {test['a_only']} vs {test['b_only']} disagreements): {c.why}")
     return c
+
+
+CPU_SERIES = ("the timing thread's CPU time per call (cpu_per_call_ms): a sample's wall time includes any time the machine "
+              "gave the CPU to another program, its CPU time does not, so the comparison holds on a busy machine")
+
+
+def cpu_series(a: BenchmarkResult, b: BenchmarkResult) -> tuple[BenchmarkResult, BenchmarkResult] | None:
+    """Both timings' CPU-time series as results of their own, or None when either has none (then the wall
+    times are compared): `metadata["cpu_values"]` (the result's quantity from CPU time), or for a result in
+    ms the timing core's `metadata["cpu_per_call_ms"]` (one per sample, read at one thread), where the timing
+    core found them comparable (`metadata["cpu_comparable"]`: not a model that waits by design)."""
+    cpu = [r.metadata.get("cpu_values", r.metadata.get("cpu_per_call_ms") if r.unit == "ms" else None)
+           if type(r) is BenchmarkResult and r.metadata.get("cpu_comparable") else None for r in (a, b)]
+    if any(not isinstance(v, list) or len(v) != r.count or r.count < 2 or None in v for v, r in zip(cpu, (a, b))):
+        return None
+    return tuple(BenchmarkResult(r.metric_name, v, unit=r.unit, metadata={"series": "cpu"}) for v, r in zip(cpu, (a, b)))
 
 
 def compare_results(a: BenchmarkResult, b: BenchmarkResult, *, names: tuple[str, str] = ("a", "b"),
                     info: MetricInfo | None = None, alpha: float = ALPHA, min_effect: float = MIN_EFFECT, n_boot: int = 2000,
                     seed: int = 0) -> Comparison:
     """Compare result `b` against result `a` of the same metric with the test that fits their kind:
-    Mann-Whitney U for samples, McNemar (paired) for proportions, the effect floor alone for exact values."""
+    Mann-Whitney U for samples, McNemar (paired) for proportions, the effect floor alone for exact values.
+    Two timings that both carry CPU time per sample are compared on it (`cpu_series`; `details["series"]` and
+    the verdict's "[CPU time]" say so)."""
     for r, arg in ((a, "a"), (b, "b")):
         if not isinstance(r, BenchmarkResult):
             raise TypeError(f"{arg}: expected a BenchmarkResult, got {type(r).__name__}")
     info = info or metric_info(a.metric_name, a.unit)
+    if (cpu := cpu_series(a, b)) is not None:  # two timings with CPU time per sample: compare what a model costs
+        c = compare_results(*cpu, names=names, info=info, alpha=alpha, min_effect=min_effect, n_boot=n_boot, seed=seed)
+        c.details["series"], c.verdict = CPU_SERIES, f"{c.verdict} [CPU time]"
+        return c
     ### BEGIN SOLUTION
     if isinstance(a, ProportionResult) and isinstance(b, ProportionResult):
         return _compare_proportions(a, b, names, alpha, min_effect, n_boot, seed)
@@ -567,9 +643,11 @@ def compare_results(a: BenchmarkResult, b: BenchmarkResult, *, names: tuple[str,
                    test="exact values (no sampling error, no test)" if exact else "single measurement each (no test)",
                    n_a=a.count, n_b=b.count, alpha=alpha, min_effect=min_effect,
                    higher_is_better=info.higher_is_better)
+    c.outcome = comparison_outcome(significant, (ratio, ratio) if exact else None, min_effect)
+    c.why = (_outcome_why(c, None, None) if not exact or c.outcome == "different" else
+             f"exact values: the ratio {ratio:.3f} is within 1 ± {min_effect:.0%}")
     c.verdict = (_verdict_text(c, info.better).replace("(no test)", "(exact values)" if exact else "(single measurement each)")
-                 if c.significant else
-                 f"no difference between {names[0]} and {names[1]} (ratio {ratio:.3f}, below the {min_effect:.0%} floor)")
+                 if c.outcome == "different" else _verdict_text(c, info.better).replace(", no test)", ")"))
     return c
 
 # %% ../../nbs/19_benchmarking/results_dev.ipynb #80a9a053

@@ -63,7 +63,7 @@ class BenchmarkSuite:
 
     def __init__(self, models: Any, datasets: Any = None, output_dir: str | Path = "benchmark_results",
                  power_watts: float | None = None, *, warmup_runs: int = 5, measurement_runs: int = 10,
-                 names: Sequence[str] | None = None, threads: int | None = None,
+                 names: Sequence[str] | None = None, threads: int | None = 1,
                  input_shape: Sequence[int] | None = None, batch_sizes: Sequence[int] = (1, 8, 32),
                  energy_window_s: float = 1.0, energy_windows: int = 5, powercap_root: str | Path = "/sys/class/powercap",
                  tasks: dict[str, str] | None = None, references: dict[str, str] | None = None,
@@ -219,7 +219,8 @@ class BenchmarkSuite:
                          "threads": b.threads if b.threads is not None else torch.get_num_threads(),
                          "input_shape": list(b.input_shape) if b.input_shape else None,
                          "input_source": b.input_source, "batch_sizes": list(self.batch_sizes),
-                         "power_watts": self.power_watts, "seed": b.seed, "datasets": [d.name for d in b.datasets]},
+                         "power_watts": self.power_watts, "seed": b.seed, "datasets": [d.name for d in b.datasets],
+                         "budget_s": b.budget_s, "sequential": b.sequential},
             "models": list(self.names), "model_info": model_info,
             "metrics": {m: asdict(i) for m, i in b.metric_info.items() if m in b._all_metrics()},
             "results": {m: {n: r.to_dict() for n, r in by.items()} for m, by in b.results.items()},

@@ -21,11 +21,12 @@ import psutil
 import torch
 
 # %% auto #0
-__all__ = ['MODEL_KINDS', 'RUNTIMES', 'ORT_MEMORY_REASON', 'COMPILED_MEMORY_REASON', 'BUSY_PROCESS_SHARE', 'BUSY_STEAL_SHARE',
-           'BUSY_LOAD_MARGIN', 'NOTABLE_SHARE', 'BUSY_RULE', 'to_device', 'ModelAdapter', 'model_name',
-           'input_signature', 'CudaUnavailableError', 'check_device', 'onnx_session', 'adapt',
-           'measure_timer_overhead_ns', 'median_ci', 'TimingSamples', 'fixed_threads', 'time_callable', 'time_model',
-           'time_interleaved', 'system_info', 'machine_state', 'machine_load', 'machine_warning', 'machine_warnings']
+__all__ = ['MODEL_KINDS', 'RUNTIMES', 'ORT_MEMORY_REASON', 'COMPILED_MEMORY_REASON', 'INTERRUPT_TOLERANCE', 'BUSY_PROCESS_SHARE',
+           'BUSY_STEAL_SHARE', 'BUSY_LOAD_MARGIN', 'NOTABLE_SHARE', 'BUSY_RULE', 'to_device', 'ModelAdapter',
+           'model_name', 'input_signature', 'CudaUnavailableError', 'check_device', 'onnx_session', 'adapt',
+           'measure_timer_overhead_ns', 'median_ci', 'TimingSamples', 'fixed_threads', 'SampleSet', 'take_samples',
+           'time_callable', 'interruption_text', 'interruption_lines', 'time_model', 'time_interleaved',
+           'time_until_decided', 'system_info', 'machine_state', 'machine_load', 'machine_warning', 'machine_warnings']
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #891b9f58
 MODEL_KINDS = ("torch", "numpy", "forward", "callable", "compiled", "onnxruntime")
@@ -472,11 +473,20 @@ def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float,
     ### END SOLUTION
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #490a899c
+INTERRUPT_TOLERANCE = 0.05  # a sample is interrupted when the process was off the CPU for > 5% of its wall time
+
+
 @dataclass
 class TimingSamples:
     """Raw output of the timing core: one per-call time (ns) per timed block, plus the conditions.
 
-    `per_call_ns[i]` is block i's elapsed time divided by `calls_per_sample`.
+    `per_call_ns[i]` is block i's elapsed (wall) time divided by `calls_per_sample`: what a user
+    waits. `cpu_per_call_ns[i]` is the timing thread's CPU time over the same block, per call: what the
+    model costs, unaffected by time the process spent waiting for the CPU (None when not read:
+    see `interrupt_check`; `cpu_comparable` is False when it does not stand for the latency: a model
+    that waits by design, whose typical sample is off the CPU). `retaken` holds the per-call
+    `(wall, cpu)` of each interrupted sample that was taken again; `interrupted_kept` the indices of
+    interrupted samples kept because no re-take was left.
     """
 
     per_call_ns: list[float]
@@ -489,6 +499,11 @@ class TimingSamples:
     stop_reason: str
     total_seconds: float
     extra: dict[str, Any] = field(default_factory=dict)
+    cpu_per_call_ns: list[float] | None = None
+    retaken: list[tuple[float, float]] = field(default_factory=list)
+    interrupted_kept: list[int] = field(default_factory=list)
+    interrupt_check: str = "off: no CPU clock was read"
+    cpu_comparable: bool = False  # the CPU series stands for the latency (not a model that waits)
 
     @property
     def blocked(self) -> bool:
@@ -518,8 +533,25 @@ class TimingSamples:
             "gc_disabled": self.gc_disabled,
             "stop_reason": self.stop_reason,
             "total_seconds": self.total_seconds,
+            **self.interruptions(),
             **self.extra,
         }
+
+    def interruptions(self) -> dict[str, Any]:
+        """The preemption record: samples taken, interrupted (re-taken or kept), the share of wall time the
+        process spent off the CPU, and both series per call in ms (`wall_ms` is `per_call_ms`)."""
+        walls = [*self.per_call_ns, *(w for w, _ in self.retaken)]
+        cpus = [*(self.cpu_per_call_ns or []), *(c for _, c in self.retaken)]
+        k = self.calls_per_sample / 1e6  # per-call ns -> the block's ms
+        lost = sum(max(w - c, 0.0) for w, c in zip(walls, cpus)) * k if self.cpu_per_call_ns is not None else None
+        return {"interrupt_check": self.interrupt_check, "samples_taken": len(walls),
+                "interrupted_samples": len(self.retaken) + len(self.interrupted_kept),
+                "retaken_samples": len(self.retaken), "interrupted_kept": list(self.interrupted_kept),
+                "timed_ms": sum(walls) * k, "wall_lost_ms": lost,
+                "wall_lost_share": None if lost is None else lost / max(sum(walls) * k, 1e-12),
+                "cpu_per_call_ms": None if self.cpu_per_call_ns is None else [v / 1e6 for v in self.cpu_per_call_ns],
+                "cpu_comparable": self.cpu_comparable,
+                "retaken_per_call_ms": [[w / 1e6, c / 1e6] for w, c in self.retaken]}
 
 
 def _positive_int(value: Any, arg: str, minimum: int = 1) -> int:
@@ -575,6 +607,56 @@ def _stop_reason(per_call_ns: Sequence[float], samples: int, spent_s: float, *, 
     ### END SOLUTION
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #a43773c6
+@dataclass
+class SampleSet:
+    """What `take_samples` returns: per kept sample its per-call wall time (ns) and CPU time (ns, or
+    None), every re-taken sample's per-call `(wall, cpu)`, the indices of interrupted samples kept
+    (no re-take left), and the stop reason."""
+
+    per_call_ns: list[float]
+    cpu_per_call_ns: list[float | None]
+    retaken: list[tuple[float, float]]
+    interrupted_kept: list[int]
+    stop_reason: str
+
+
+def take_samples(block: Callable[[], tuple[int, int | None]], calls: int, stop: Callable[[list[float]], str | None], *,
+                 tolerance: float = INTERRUPT_TOLERANCE, max_retakes: int = 0) -> SampleSet:
+    """Take samples with `block()` until `stop(per_call_ns)` gives a reason, re-taking interrupted ones.
+
+    `block()` times one block of `calls` calls and returns `(wall_ns, cpu_ns)`; a sample is
+    interrupted when `wall_ns - cpu_ns > tolerance * wall_ns`. It is taken again, at most
+    `max_retakes` times in all; after that interrupted samples are kept and flagged.
+
+    >>> blocks = iter([(100, 99), (100, 40), (300, 300)])
+    >>> s = take_samples(lambda: next(blocks), 1, lambda v: "samples" if len(v) == 2 else None, max_retakes=5)
+    >>> s.per_call_ns, s.retaken, s.stop_reason
+    ([100.0, 300.0], [(100.0, 40.0)], 'samples')
+    """
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1:
+        raise ValueError(f"tolerance: expected a fraction of the wall time in (0, 1) such as 0.05, got {tolerance!r}")
+    calls, max_retakes = _positive_int(calls, "calls"), _positive_int(max_retakes, "max_retakes", minimum=0)
+    ### BEGIN SOLUTION
+    per_call: list[float] = []
+    cpu_per_call: list[float | None] = []
+    retaken: list[tuple[float, float]] = []
+    interrupted_kept: list[int] = []
+    while True:
+        wall, cpu = block()
+        interrupted = cpu is not None and wall - cpu > tolerance * wall
+        if interrupted and len(retaken) < max_retakes:
+            retaken.append((wall / calls, cpu / calls))
+            continue
+        if interrupted:
+            interrupted_kept.append(len(per_call))
+        per_call.append(wall / calls)
+        cpu_per_call.append(None if cpu is None else cpu / calls)
+        reason = stop(per_call)
+        if reason is not None:
+            return SampleSet(per_call, cpu_per_call, retaken, interrupted_kept, reason)
+    ### END SOLUTION
+
+# %% ../../nbs/15_profiling/timing_dev.ipynb #c1ec2b37
 def _time_block(fn: Callable[[], Any], calls: int, sync: Callable[[], None],
                 clock: Callable[[], int] = time.perf_counter_ns) -> int:
     "Elapsed ns (read from `clock`) of `calls` calls of `fn`, synchronised before the clock read that ends the block."
@@ -586,6 +668,36 @@ def _time_block(fn: Callable[[], Any], calls: int, sync: Callable[[], None],
     sync()
     return clock() - t0
     ### END SOLUTION
+
+
+def _cpu_clock_for(cpu_clock: Callable[[], int] | None, clock: Callable[[], int] | None, threads: int, device: str,
+                   tolerance: float | None) -> tuple[Callable[[], int] | None, str]:
+    "The CPU clock the interrupted-sample check reads (None: no check), and what the check does and why."
+    if tolerance is None:
+        return None, "off: interrupt_tolerance=None; every sample is kept as timed"
+    on = f"on: a sample whose wall time exceeds its thread's CPU time by more than {tolerance:.0%} of it is re-taken"
+    if cpu_clock is not None:
+        return cpu_clock, on + " (the cpu_clock given)"
+    if clock is not None:
+        return None, "off: a wall clock was given without a cpu_clock; every sample is kept as timed"
+    if device != "cpu":
+        return None, (f"off on {device}: a block's wall time includes accelerator work the CPU only waits for, so CPU "
+                      "time cannot tell a pause from a kernel; every sample is kept as timed (wall time)")
+    if threads != 1:
+        return None, (f"off at {threads} threads: the pool's threads do part of the work, so the timing thread's CPU "
+                      "time is only its share and cannot show a pause; "
+                      "every sample is kept as timed (wall time); time with threads=1 for preemption-aware samples")
+    return time.thread_time_ns, on + " (time.thread_time_ns)"
+
+
+def _block_sample(fn: Callable[[], Any], calls: int, sync: Callable[[], None], clock: Callable[[], int],
+                  cpu_clock: Callable[[], int] | None) -> tuple[int, int | None]:
+    "(wall ns, CPU ns or None) of one block: the CPU clock is read outside the wall clock's reads."
+    if cpu_clock is None:
+        return _time_block(fn, calls, sync, clock), None
+    c0 = cpu_clock()
+    wall = _time_block(fn, calls, sync, clock)
+    return wall, cpu_clock() - c0
 
 
 def time_callable(
@@ -603,6 +715,8 @@ def time_callable(
     device: str = "cpu",
     disable_gc: bool = True,
     clock: Callable[[], int] | None = None,
+    cpu_clock: Callable[[], int] | None = None,
+    interrupt_tolerance: float | None = INTERRUPT_TOLERANCE,
 ) -> TimingSamples:
     """Time the zero-argument callable `fn` and return every raw sample.
 
@@ -614,6 +728,11 @@ def time_callable(
       within that fraction of the median, or `max_seconds` pass.
     - `sync` runs before each clock read that ends a block (accelerator synchronisation).
     - `clock` (default `time.perf_counter_ns`) gives every time, in ns.
+    - Interrupted samples (`take_samples`): with the real clocks, at one thread on the CPU, the
+      timing thread's CPU time (`time.thread_time_ns`) is read around every block; a block that lost
+      more than `interrupt_tolerance` of its wall time is re-taken, at most `samples` times in all.
+      At more threads, on an accelerator, or with a `clock` but no `cpu_clock`, CPU time cannot
+      show a pause: no check, and `interrupt_check` says why.
     - Exceptions from `fn` propagate: a failing model is never timed as if it worked.
 
     >>> s = time_callable(lambda: sum(range(100)), samples=5)
@@ -630,8 +749,11 @@ def time_callable(
         raise ValueError(f"target_rel_ci: expected a fraction in (0, 1) such as 0.01, got {target_rel_ci}")
     if max_seconds <= 0:
         raise ValueError(f"max_seconds: expected a positive number, got {max_seconds}")
+    if interrupt_tolerance is not None and (isinstance(interrupt_tolerance, bool) or
+                                            not isinstance(interrupt_tolerance, (int, float)) or not 0 < interrupt_tolerance < 1):
+        raise ValueError(f"interrupt_tolerance: expected a fraction in (0, 1) such as 0.05, or None, got {interrupt_tolerance!r}")
     sync = sync or (lambda: None)
-    clock = clock or time.perf_counter_ns
+    custom_clock, clock = clock, clock or time.perf_counter_ns
 
     start = time.perf_counter()  # wall time of the whole run, warmup and calibration included
     with fixed_threads(threads) as n_threads, _gc_paused(disable_gc):
@@ -650,28 +772,79 @@ def time_callable(
                 break
             grow = target_block / max(elapsed, 1)
             calls = max(calls * 2, int(math.ceil(calls * grow * 1.2))) if grow > 2 else calls * 2
-        per_call: list[float] = []
-        timing_start = clock()
-        while True:
-            per_call.append(_time_block(fn, calls, sync, clock) / calls)
-            stop_reason = _stop_reason(per_call, samples, (clock() - timing_start) / 1e9, min_seconds=min_seconds,
-                                       max_seconds=max_seconds, target_rel_ci=target_rel_ci)
-            if stop_reason is not None:
-                break
         ### END SOLUTION
+        cpu, check = _cpu_clock_for(cpu_clock, custom_clock, n_threads, device, interrupt_tolerance)
+        tol, retakes = interrupt_tolerance or INTERRUPT_TOLERANCE, samples if cpu else 0
+        if cpu is not None and all((lambda w, c: w - c > tol * w)(*_block_sample(fn, calls, sync, clock, cpu))
+                                   for _ in range(2)):  # two probe blocks in a row off the CPU: re-takes would not help
+            retakes = 0
+        timing_start = clock()
+        taken = take_samples(lambda: _block_sample(fn, calls, sync, clock, cpu), calls,
+                             lambda per_call: _stop_reason(per_call, samples, (clock() - timing_start) / 1e9,
+                                                           min_seconds=min_seconds, max_seconds=max_seconds,
+                                                           target_rel_ci=target_rel_ci),
+                             tolerance=tol, max_retakes=retakes)
+        off = None if cpu is None else statistics.median(1 - c / w for w, c in zip(taken.per_call_ns, taken.cpu_per_call_ns))
+        if off is not None and off > tol:  # the typical sample, not a few, was off the CPU
+            check += (f"; but the typical sample was off the CPU for {off:.0%} of its wall time: the model waits (sleep, "
+                      "I/O, other threads) or the machine never let it run, so its CPU time is not its latency and "
+                      "comparisons use wall time")
     return TimingSamples(
-        per_call_ns=per_call,
+        per_call_ns=taken.per_call_ns,
         calls_per_sample=calls,
         warmup_calls=warmup,
         timer_overhead_ns=overhead,
         threads=n_threads,
         device=device,
         gc_disabled=disable_gc,
-        stop_reason=stop_reason,
+        stop_reason=taken.stop_reason,
         total_seconds=time.perf_counter() - start,
+        cpu_per_call_ns=None if cpu is None else list(taken.cpu_per_call_ns),
+        retaken=taken.retaken,
+        interrupted_kept=taken.interrupted_kept,
+        interrupt_check=check,
+        cpu_comparable=cpu is not None and not off > tol,
     )
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #f4723022
+def interruption_text(meta: dict[str, Any]) -> str:
+    """One line from a timing's metadata: how many of its samples were interrupted and re-taken, and the
+    share of wall time lost to other programs, or why no sample was checked.
+
+    >>> interruption_text({"interrupted_samples": 3, "retaken_samples": 3, "samples_taken": 33, "interrupted_kept": [],
+    ...                    "wall_lost_share": 0.12, "interrupt_check": "on: ..."})
+    '3 of 33 samples were interrupted and re-taken (12.0% of the wall time lost to other programs)'
+    """
+    checks = meta.get("interrupt_check")
+    checks = checks if isinstance(checks, list) else [checks]
+    if not any(str(c).startswith("on") for c in checks):
+        return "interrupted samples not checked: " + "; ".join(str(c).removeprefix("off").lstrip(": ") for c in checks)
+    n, retaken, kept = meta["interrupted_samples"], meta["retaken_samples"], len(meta["interrupted_kept"])
+    share = meta.get("wall_lost_share")
+    if meta.get("cpu_comparable") is False:
+        return (f"{n} of {meta['samples_taken']} samples were off the CPU for more than the tolerance ({share:.0%} of "
+                "the wall time in all): the model waits by design (sleep, I/O, other threads) or the machine never let "
+                "it run; compared on wall time")
+    return (f"{n} of {meta['samples_taken']} samples were interrupted and re-taken" if not kept else
+            f"{n} of {meta['samples_taken']} samples were interrupted: {retaken} re-taken, {kept} kept and flagged "
+            "(no re-take left)") + ("" if share is None else f" ({share:.1%} of the wall time lost to other programs)")
+
+
+def interruption_lines(results: dict[str, dict[str, Any]], looks: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """Report lines: per metric and model of `results[metric][model]` (a result's `to_dict()`, or anything
+    with its timing `metadata`) its `interruption_text`; per metric of `looks` (a `time_until_decided` record
+    with `alpha_per_look`) how a run until decided went.
+
+    >>> interruption_lines({"latency": {"m": {"metadata": {"interrupt_check": "off: a test"}}}})
+    ['- latency, m: interrupted samples not checked: a test.']
+    """
+    lines = [f"- {metric}, {m}: {interruption_text(r['metadata'])}." for metric, by_model in results.items()
+             for m, r in by_model.items() if "interrupt_check" in r.get("metadata", {})]
+    return lines + [f"- {metric}: sampled until decided, {rec['looks']} look(s) of {rec['samples_per_look']} samples per "
+                    f"model in {rec['spent_s']:.1f} of {rec['budget_s']:g} s, stopped: {rec['stop_reason']} (alpha "
+                    f"{rec['alpha_per_look']:g} per look)." for metric, rec in (looks or {}).items()]
+
+
 def time_model(
     model: Any,
     input_or_shape: Any,
@@ -690,7 +863,9 @@ def time_model(
     compiled model compiles there), and the runtime's conditions (`runtime`, and for a compiled
     model `compile_seconds`) land in the metadata. A compiled model that compiles again while
     being timed would put compile time into the samples: it is timed again (its new graph is
-    then cached), and if it still recompiles a RuntimeError says so.
+    then cached), and if it still recompiles a RuntimeError says so. An ONNX Runtime session
+    with other than one intra-op thread gets no interrupted-sample check (its pool's threads do
+    part of the work, as torch's do at more than one thread).
 
     >>> s = time_model(torch.nn.Linear(16, 4), (1, 16), samples=5)
     >>> s.median_ms > 0
@@ -701,6 +876,9 @@ def time_model(
         x = a.make_input(input_or_shape, seed=seed)
     else:
         x = a.to_input(input_or_shape)
+    ort_threads = a.info.get("intra_op_threads") if a.kind == "onnxruntime" else 1
+    if ort_threads != 1:
+        timing_options["interrupt_tolerance"] = None
     with a.inference():
         a.prepare(x)  # fail fast, with the model's own error, and compile, before any timing
         for attempt in range(2):
@@ -716,6 +894,9 @@ def time_model(
             raise RuntimeError(f"model '{a.name}': torch.compile built {recompiled} new graph(s) while being timed "
                                "twice; its latency would include compile time (check for guards that fail on every call)")
         s.extra = a.timing_info(x)
+        if ort_threads != 1:
+            s.interrupt_check = (f"off: the ONNX Runtime session runs {ort_threads or 'its default number of'} intra-op "
+                                 "threads, which do part of the work; every sample is kept as timed (wall time)")
         if a.kind == "compiled":
             s.extra["recompiles_during_timing"] = 0
             s.extra["timing_attempts"] = attempt + 1
@@ -726,19 +907,36 @@ def _split_runs(total: int, rounds: int) -> list[int]:
     return [total // rounds + (1 if i < total % rounds else 0) for i in range(rounds)]
 
 
-def _merge_metadata(metas: list[dict[str, Any]], n_values: int) -> dict[str, Any]:
+def _merge_metadata(metas: list[dict[str, Any]], n_values: int, order_seed: Any = None) -> dict[str, Any]:
+    "One model's metadata of several timings (rounds, or earlier merges) in order; `n_values` its samples in all."
+    many = lambda key: [v for m in metas for v in (m[key] if isinstance(m[key], list) else [m[key]])]  # noqa: E731
+    offsets = list(itertools.accumulate([0] + [m["samples"] for m in metas]))
+    cpu = many("cpu_per_call_ms") if all(m.get("cpu_per_call_ms") is not None for m in metas) else None
+    lost = [m["wall_lost_ms"] for m in metas]
     merged = dict(metas[0])
     merged.update(
         samples=n_values,
-        rounds=len(metas),
-        calls_per_sample=[m["calls_per_sample"] for m in metas],
+        rounds=sum(m.get("rounds", 1) for m in metas),
+        calls_per_sample=many("calls_per_sample"),
         timed_in_blocks=any(m["timed_in_blocks"] for m in metas),
         warmup_calls=sum(m["warmup_calls"] for m in metas),
         timer_overhead_fraction=max(m["timer_overhead_fraction"] for m in metas),
         total_seconds=sum(m["total_seconds"] for m in metas),
-        stop_reason=sorted({m["stop_reason"] for m in metas}),
-        interleaved=len(metas) > 1,
+        stop_reason=sorted(set(many("stop_reason"))),
+        interleaved=sum(m.get("rounds", 1) for m in metas) > 1,
+        interrupt_check=sorted(set(many("interrupt_check"))),
+        samples_taken=sum(m["samples_taken"] for m in metas),
+        interrupted_samples=sum(m["interrupted_samples"] for m in metas),
+        retaken_samples=sum(m["retaken_samples"] for m in metas),
+        interrupted_kept=[i + off for m, off in zip(metas, offsets) for i in m["interrupted_kept"]],
+        timed_ms=sum(m["timed_ms"] for m in metas), wall_lost_ms=None if None in lost else sum(lost),
+        wall_lost_share=None if None in lost else sum(lost) / max(sum(m["timed_ms"] for m in metas), 1e-12),
+        cpu_per_call_ms=cpu, retaken_per_call_ms=many("retaken_per_call_ms"),
+        cpu_comparable=all(m.get("cpu_comparable", False) for m in metas),
     )
+    if order_seed is not None:
+        merged.update(order_seed=order_seed, round_order="random: each round numpy.random.default_rng(order_seed)"
+                      ".permutation(models), one generator for all the rounds")
     return merged
 
 
@@ -752,7 +950,9 @@ def time_interleaved(
     seed: int = 0,
     threads: int | None = None,
 ) -> dict[str, tuple[list[float], dict[str, Any]] | BaseException]:
-    """Time every model on the same input in interleaved rounds.
+    """Time every model on the same input in interleaved rounds, each round in a random order drawn
+    from `seed` (`numpy.random.default_rng(seed)`, one permutation per round; the seed is recorded as
+    `metadata["order_seed"]`).
 
     Returns `{name: (per-call ms, metadata)}`, or `{name: exception}` for a model that raised
     (it is not timed again). `samples` per model are split over `rounds` (at most `samples`).
@@ -765,23 +965,73 @@ def time_interleaved(
     rounds = _positive_int(rounds, "rounds")
     if rounds > samples:
         raise ValueError(f"rounds: expected at most samples={samples}, got {rounds}")
-    ### BEGIN SOLUTION
     values: dict[str, list[float]] = {n: [] for n in models}
     metas: dict[str, list[dict[str, Any]]] = {n: [] for n in models}
     failed: dict[str, BaseException] = {}
+    names = list(models)
+    ### BEGIN SOLUTION
+    order = np.random.default_rng(seed)  # one generator for all the rounds: each round draws a new order
     for k in _split_runs(samples, rounds):
-        for name, model in models.items():
+        for i in order.permutation(len(names)):
+            name = names[int(i)]
             if name in failed:
                 continue
             try:
-                s = time_model(model, input_or_shape, warmup=warmup, samples=k, seed=seed, threads=threads)
+                s = time_model(models[name], input_or_shape, warmup=warmup, samples=k, seed=seed, threads=threads)
             except Exception as e:  # the model raised: reported with its error, the others go on
                 failed[name] = e
                 continue
             values[name].extend(s.per_call_ms)
             metas[name].append(s.metadata())
-    return {n: failed[n] if n in failed else (values[n], _merge_metadata(metas[n], len(values[n]))) for n in models}
     ### END SOLUTION
+    return {n: failed[n] if n in failed else (values[n], _merge_metadata(metas[n], len(values[n]), seed))
+            for n in models}
+
+# %% ../../nbs/15_profiling/timing_dev.ipynb #d709054b
+def time_until_decided(models: dict[str, Any], input_or_shape: Any,
+                       decided: Callable[[dict[str, Any], int], bool], *, budget_s: float, looks: int = 5,
+                       samples: int = 10, rounds: int = 5, warmup: int = 5, seed: int = 0,
+                       threads: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Interleaved rounds in looks until `decided(out, look)` is True, `looks` looks are taken, or
+    the next look would end after `budget_s` seconds (the first look always runs).
+
+    Look k is `time_interleaved(..., samples, rounds, seed=seed + k - 1)` on the same input (a shape
+    becomes the input `time_model` would build from `seed`); `out` merges every look's samples per
+    model, as `time_interleaved` returns them (a model that raises in any look: its exception).
+    Returns `(out, record)`, `record` holding the looks taken, their order seeds, the seconds spent
+    and `stop_reason` ("decided", "looks" or "budget_s").
+
+    >>> out, rec = time_until_decided({"a": torch.nn.Linear(4, 4)}, (1, 4), lambda out, k: k == 2, budget_s=60,
+    ...                               samples=2, rounds=2)
+    >>> len(out["a"][0]), rec["looks"], rec["stop_reason"]
+    (4, 2, 'decided')
+    """
+    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not math.isfinite(budget_s) or budget_s <= 0:
+        raise ValueError(f"budget_s: expected a positive number of seconds, got {budget_s!r}")
+    looks = _positive_int(looks, "looks")
+    if isinstance(input_or_shape, (tuple, list)) and all(isinstance(d, (int, np.integer)) for d in input_or_shape):
+        input_or_shape = torch.randn(*_check_shape(input_or_shape, "input_or_shape"),
+                                     generator=torch.Generator().manual_seed(seed))  # make_input's tensor
+    start, merged, seeds = time.perf_counter(), {}, []
+    for look in range(1, looks + 1):
+        began = time.perf_counter()
+        seeds.append(seed + look - 1)
+        live = {n: m for n, m in models.items() if not isinstance(merged.get(n), BaseException)}
+        for name, got in time_interleaved(live, input_or_shape, samples=samples, rounds=rounds, warmup=warmup,
+                                          seed=seeds[-1], threads=threads).items():
+            if isinstance(got, BaseException) or name not in merged:
+                merged[name] = got
+            else:
+                values = merged[name][0] + got[0]
+                merged[name] = (values, _merge_metadata([merged[name][1], got[1]], len(values), list(seeds)))
+        now = time.perf_counter()
+        reason = ("decided" if decided(merged, look) else "looks" if look == looks
+                  else "budget_s" if (now - start) + (now - began) > budget_s else None)
+        if reason:
+            break
+    record = {"looks": look, "max_looks": looks, "samples_per_look": samples, "order_seeds": seeds,
+              "budget_s": budget_s, "spent_s": time.perf_counter() - start, "stop_reason": reason}
+    return {n: merged[n] for n in models}, record
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #7996bd24
 def _read_text(path: str | Path) -> str | None:

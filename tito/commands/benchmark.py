@@ -14,12 +14,24 @@ the command line and sets the exit code, and `tito.default_benchmark` prints wha
 """
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
 from pathlib import Path
 
 from tito.config import Course, TitoError
+
+
+def parse_budget(text: str) -> float:
+    "--budget: a positive, finite number of seconds (argparse names the option when this raises)."
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -90,7 +102,8 @@ def run(args) -> int:
     try:
         out = run_default_benchmark(out_dir, measurement_runs=args.runs, quiet=args.quiet,
                                     model_path=args.model, input_shape=shape, threads=args.threads,
-                                    power_watts=args.power_watts, runtimes=runtimes, device=device, model=model)
+                                    power_watts=args.power_watts, runtimes=runtimes, device=device, model=model,
+                                    budget_s=args.budget)
     except (ValueError, TypeError, FileNotFoundError, OSError, RuntimeUnavailableError) as e:  # bad input, named by the library
         raise TitoError(str(e), code=2) from e
     written = [out["report"], out["json"], out["csv"], *out["plots"]]
@@ -122,7 +135,10 @@ def add_parser(sub, lazy) -> None:
                                    "measurable, significance tests) and write a report, results.json, "
                                    "results.csv and plots.")
     s.add_argument("--output-dir", default=None, help="where result files go (default: benchmark_results/)")
-    s.add_argument("--runs", type=int, default=30, help="timed samples per model (default: 30)")
+    s.add_argument("--runs", type=int, default=30, help="timed samples per model in each look (default: 30)")
+    s.add_argument("--budget", type=parse_budget, default=None, metavar="SECONDS",
+                   help="sample latency until every comparison with the baseline is decided (faster, "
+                        "slower or equivalent), in looks of --runs samples, within SECONDS (default: 3 per model)")
     s.add_argument("--threads", type=int, default=1,
                    help="torch threads while timing (default 1: these models are tiny and a shared "
                         "machine's second core adds waits; the count is recorded)")

@@ -205,7 +205,7 @@ def submit(args) -> int:
             continue
         f = (lambda v: f"{100 * v:+.2f}") if key == "accuracy_delta" else (lambda v: f"{v:.3g}x")  # noqa: E731
         print(f"{label:<11} {f(i['value'])} [{f(i['ci_lower'])}, {f(i['ci_upper'])}] ({how}; "
-              f"{'significant' if i.get('significant') else 'not significant'})")
+              f"{i.get('outcome') or ('different' if i.get('significant') else 'not decided')})")
     for c in sub.get("constraints", []):
         status = "met" if c.get("passed") else "NOT met" + (f" ({c['reason']})" if c.get("reason") else "")
         print(f"constraint  {c['quantity']} {c['op']} {c['threshold']}: measured {c['measured']}, {status}")

@@ -113,15 +113,24 @@ def run_notebook(path: Path, timeout: int = 300) -> tuple[bool, str | None, floa
 
     t0 = time.perf_counter()
     nb = notebook_node(path)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
     old = dict(os.environ)
     os.environ.update(process.child_env())
     kernel_err = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
     try:
         # the kernel's own stderr (ipykernel's transport warning, crashes) goes to a file,
         # shown only when the kernel dies
-        client.execute(stderr=kernel_err)
+        for attempt in (1, 2):
+            client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                    resources={"metadata": {"path": str(path.parent)}})
+            try:
+                client.execute(stderr=kernel_err)
+                break
+            except RuntimeError as e:
+                # A kernel that dies before its first reply ran no cell: on a busy machine two kernels started
+                # at once can race for the same free port (jupyter_client picks ports before binding them).
+                # Start once more; a kernel that cannot start at all fails the second time too.
+                if attempt == 2 or not str(e).startswith("Kernel died before replying to kernel_info"):
+                    raise
         return True, None, time.perf_counter() - t0
     except CellExecutionError as e:
         idx = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code" and any(
@@ -131,7 +140,7 @@ def run_notebook(path: Path, timeout: int = 300) -> tuple[bool, str | None, floa
         return False, f"{where} ({first!r}): {e.ename}: {e.evalue}", time.perf_counter() - t0
     except (CellTimeoutError, DeadKernelError, RuntimeError) as e:
         kernel_err.seek(0)
-        tail = _tail(kernel_err.read(), 4) if isinstance(e, DeadKernelError) else ""
+        tail = _tail(kernel_err.read(), 4) if isinstance(e, (DeadKernelError, RuntimeError)) else ""
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         return False, f"{type(e).__name__}: {first}" + (f"\n{tail}" if tail else ""), time.perf_counter() - t0
     finally:
