@@ -27,6 +27,7 @@ from tito.olympics.copies import similar_models, state_summaries
 from tito.olympics.leaderboard import judged_leaderboard, leaderboard
 from tinytorch.benchmarking.optimize import quantize_int8
 from tito.config import TitoError
+from tito.isolation.sanitize import md_cell
 from tito.isolation import sandbox
 
 ROUNDS = 12
@@ -230,7 +231,7 @@ def test_each_bad_submission_has_a_clear_line(judged):
     assert f"expected ({PASSED}, 10)" in r["wide"]
     assert "no answer within 20 s" in r["asleep"]
     board = (judged["out"] / "leaderboard.md").read_text()
-    assert "## Rejected" in board and all(f"- {name}:" in board for name in r)
+    assert "## Rejected" in board and all(f"- {md_cell(name)}:" in board for name in r)  # names as escaped text
 
 
 def test_an_interrupted_run_resumes_without_losing_its_rounds(judged, tmp_path):
