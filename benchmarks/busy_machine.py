@@ -192,11 +192,22 @@ def main(argv: list[str] | None = None) -> int:
                     seed += 1
         done = {k: len(v) for k, v in rows.items()}
         print(f"  {time.perf_counter() - t0:7.0f} s: {done}, load {os.getloadavg()[0]:.1f}", flush=True)
+        if args.json:  # after every block: a run stopped part-way (a time limit, a kill) keeps what it measured
+            write_json(args.json, rows, done)
     summaries = {load: summary(r, rows.get("quiet") if load != "quiet" else None) for load, r in rows.items()}
     print("\n" + table(summaries))
     if args.json:
-        Path(args.json).write_text(json.dumps({"summaries": summaries, "trials": rows}, indent=1))
+        write_json(args.json, rows, None)
     return 0
+
+
+def write_json(path: str, rows: dict[str, list[dict]], partial: dict[str, int] | None) -> None:
+    "Every trial so far and the summaries of the loads that have any; `partial`: trials done per load, if unfinished."
+    summaries = {load: summary(r, rows.get("quiet") if load != "quiet" and rows.get("quiet") else None)
+                 for load, r in rows.items() if r}
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(json.dumps({"partial": partial, "summaries": summaries, "trials": rows}, indent=1))
+    tmp.replace(path)
 
 
 if __name__ == "__main__":

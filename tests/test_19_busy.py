@@ -85,4 +85,9 @@ def test_verdicts_hold_beside_four_busy_processes_per_core(busy):
         same, slower = b.compare("one", "one_again"), b.compare("one", "four")
         assert same.outcome != "different", same.verdict
         assert slower.outcome == "different" and slower.winner == "one" and slower.ratio > 2, slower.verdict
-        assert "[CPU time]" in slower.verdict, slower.verdict
+        # On CPU time whenever the timing core found it stands for the latency. Where the machine let the typical
+        # sample run for less than 95% of its wall time (module complete's own busy processes beside this test's:
+        # 16 on 2 cores, load ~30), CPU time cannot be told from a model that waits: wall time, and the verdict is
+        # still right.
+        cpu_ok = all(b.results["latency"][n].metadata.get("cpu_comparable") for n in ("one", "four"))
+        assert ("[CPU time]" in slower.verdict) == cpu_ok, (slower.verdict, cpu_ok)

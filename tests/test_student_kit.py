@@ -174,6 +174,8 @@ def test_kit_contents(course, kits):
     rows = re.findall(r"^\| (\d+) \| `(\w+)\.ipynb` \|", readme, re.M)
     assert [n for _, n in rows] == course.reading_order(MODULE)[:len(rows)] and rows[0] == ("1", "results_dev")
     assert {p.name for p in (kit / "tests").glob("test_*.py")} == {p.name for p in rel.kit_tests(course, MODULE)}
+    # the modules the tests import from tests/ ship with them (test_19_busy.py imports busy.py), or it cannot collect
+    assert (kit / "tests" / "busy.py").read_text() == (course.root / "tests" / "busy.py").read_text()
     # the reference: Module 15's package (a completed prerequisite), none of Module 19's code
     for lib in (kit / "reference" / "tinytorch", kit / "tinytorch"):
         files = sorted(p.relative_to(lib).as_posix() for p in lib.rglob("*.py"))
@@ -309,8 +311,8 @@ torch.jit.script(model.eval()).save("mine.pt")
 
 def test_hand_in_walk_from_the_kit_to_the_grade(course, kits, tmp_path):
     """`module submit 19` in a kit writes one archive named for the student, holding the notebooks and the capstone's
-    submission.json and the model it names, nothing else; a folder of two such archives, a Canvas-named one and a
-    Moodle folder, beside a zip with `../` names, one with a link, one of 10,000 files and one expanding to 1 GB, is
+    submission.json and the model it names, nothing else; a folder of two such archives and two Canvas-named ones
+    (one LMS's download per folder: Moodle's are collected in test_handin), beside a zip with `../` names, one with a link, one of 10,000 files and one expanding to 1 GB, is
     graded with the right student ids (one notebook's worth: results_dev), no "not graded" file of an honest
     student, and each hostile archive refused for its student only. The judge takes the capstone files from the
     same hand-ins (issue 44's scripted walk)."""
@@ -346,8 +348,7 @@ def test_hand_in_walk_from_the_kit_to_the_grade(course, kits, tmp_path):
     for who in ("alice", "bob"):
         shutil.copy2(kit / f"{MODULE}-{who}.zip", subs)
     shutil.copy2(archive, subs / f"leecarol_late_1001_555_{MODULE}-carol.zip")        # Canvas's name
-    (subs / "Dan Moe_2002_assignsubmission_file_").mkdir()                              # Moodle's folder
-    shutil.copy2(archive, subs / "Dan Moe_2002_assignsubmission_file_" / f"{MODULE}-dan.zip")
+    shutil.copy2(archive, subs / f"smithdan_2002_556_{MODULE}-dan.zip")                # Canvas's too: one LMS a folder
     nb_text = (mod_dir / "results_dev.ipynb").read_text()
     make_zip(subs / f"{MODULE}-dotdot.zip", {f"{MODULE}/../../results_dev.ipynb": nb_text})
     make_zip(subs / f"{MODULE}-linker.zip", {f"{MODULE}/results_dev.ipynb": nb_text},
@@ -370,3 +371,17 @@ def test_hand_in_walk_from_the_kit_to_the_grade(course, kits, tmp_path):
     cap = handin.collect(subs, tmp_path / "judged", None, capstone=True)
     assert {d.name: sorted(p.name for p in d.iterdir()) for d in cap.folder.iterdir()} == {
         s: ["mine.pt", "submission.json"] for s in ("1001", "2002", "alice", "bob")}
+
+
+def test_the_modules_tests_import_from_their_folder_travel_with_them(tmp_path):
+    """`module complete` and the kit copy the test files and what they import from tests/, transitively; other
+    tests, conftest and installed packages stay where they are."""
+    from tito.notebooks.kit import test_helpers
+
+    (tmp_path / "test_19_x.py").write_text("import os\nfrom busy import hogs\nimport test_19_y\nimport conftest\n")
+    (tmp_path / "busy.py").write_text("def hogs():\n    import load\n")
+    (tmp_path / "load.py").write_text("x = 1\n")
+    (tmp_path / "unused.py").write_text("")
+    (tmp_path / "test_19_y.py").write_text("")
+    (tmp_path / "conftest.py").write_text("")
+    assert test_helpers([tmp_path / "test_19_x.py"], tmp_path) == [tmp_path / "busy.py", tmp_path / "load.py"]

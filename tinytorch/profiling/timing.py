@@ -775,9 +775,9 @@ def time_callable(
         ### END SOLUTION
         cpu, check = _cpu_clock_for(cpu_clock, custom_clock, n_threads, device, interrupt_tolerance)
         tol, retakes = interrupt_tolerance or INTERRUPT_TOLERANCE, samples if cpu else 0
-        if cpu is not None and all((lambda w, c: w - c > tol * w)(*_block_sample(fn, calls, sync, clock, cpu))
-                                   for _ in range(2)):  # two probe blocks in a row off the CPU: re-takes would not help
-            retakes = 0
+        probes = (_block_sample(fn, calls, sync, clock, cpu) for _ in range(2))  # lazy: not run without a CPU clock
+        if cpu is not None and all(w - c > tol * w for w, c in probes):  # take_samples' rule, twice in a row:
+            retakes = 0  # the model waits by design, re-takes would not help
         timing_start = clock()
         taken = take_samples(lambda: _block_sample(fn, calls, sync, clock, cpu), calls,
                              lambda per_call: _stop_reason(per_call, samples, (clock() - timing_start) / 1e9,

@@ -10,10 +10,11 @@ from __future__ import annotations
 import copy
 import json
 import re
+from html import escape
 from pathlib import Path
 
-from tito.isolation.sanitize import (CELL_OUTPUT_BYTES, bounded_text, clean_html, console_line, plain_text,
-                                     sanitize_outputs)
+from tito.isolation.sanitize import (CELL_OUTPUT_BYTES, bounded_text, clean_html, console_line, mathjax_text,
+                                     plain_text, sanitize_outputs)
 from tito.notebooks.cells import cell_source, nbgrader_meta
 from tito.notebooks.nbfile import atomic_write, write_notebook
 
@@ -69,8 +70,46 @@ CODE_CHARS, CODE_LINES = 60_000, 1_500           # one code cell (Module 19's lo
 TEXT_CHARS, TEXT_LINES = 20_000, 400             # one written answer or other text cell
 NOTEBOOK_TEXT_CHARS = 2_000_000                  # all the student's text of one notebook
 NOTEBOOK_OUTPUT_BYTES = 4_000_000                # all outputs of one notebook (each cell: CELL_OUTPUT_BYTES)
+PAGE_BYTES = 5_000_000                           # what all of it may make of a page (`page_bytes`): sources
+                                                 # and outputs; the release's own cells come on top
 ADDED_SHOWN = 100                                # cells the student added, shown as text (the rest counted)
 ADDED = "tito-added"                             # the id of the block of added cells (and the prefix of its cells')
+
+
+_TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
+
+
+def page_bytes(text: str) -> int:
+    """An upper estimate of the bytes `text` makes on a rendered page: each character escaped for HTML, plus
+    30 bytes for each piece a code highlighter or Markdown may wrap in its own tag (a word, a run of spaces, a
+    punctuation character: Pygments makes `<span class="p">(</span>` of a `(`, so 60,000 characters of
+    `a(a(` are 1.4 MB of page).
+
+    >>> page_bytes("a(b"), page_bytes("<<")
+    (93, 68)
+    """
+    return len(escape(text)) + 30 * sum(1 for _ in _TOKEN.finditer(text))
+
+
+def fitted_text(text: str, limit: int, lines: int, room: int) -> str:
+    """`bounded_text(text, limit, lines)`, cut further (its first characters and a note) so that its
+    `page_bytes` stay within `room`.
+
+    >>> shown = fitted_text("a(" * 1000, 10_000, 400, 3_000)
+    >>> shown[:6], shown.splitlines()[-1], page_bytes(shown) <= 3_000
+    ('a(a(a(', '… (0 more lines, 1,927 more characters not shown)', True)
+    """
+    shown = bounded_text(text, limit, lines)
+    if page_bytes(shown) <= room:
+        return shown
+    lo, hi = 0, min(limit, len(text))  # the longest cut whose page fits: page_bytes grows with the cut
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if page_bytes(bounded_text(text, mid, lines)) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return bounded_text(text, lo, lines)
 
 
 def autograded_notebook(release: dict, student: dict, feedback: dict, verdicts: dict):
@@ -99,24 +138,32 @@ def autograded_notebook(release: dict, student: dict, feedback: dict, verdicts: 
     runnable = [i for i, c in enumerate(mine) if c.get("cell_type") == "code"
                 and not (nbgrader_meta(c).get("grade") and not nbgrader_meta(c).get("solution"))]
     not_run = next((i for i in runnable if str(i) not in ran), None) if (stopped or ran) else None
-    state = {"text": NOTEBOOK_TEXT_CHARS, "outputs": NOTEBOOK_OUTPUT_BYTES, "timed_out": "time limit" in stopped}
+    state = {"text": NOTEBOOK_TEXT_CHARS, "outputs": NOTEBOOK_OUTPUT_BYTES, "page": PAGE_BYTES,
+             "timed_out": "time limit" in stopped}
     other: list[str] = []
 
-    def text(i: int, code: bool) -> str:
-        src = cell_source(mine[i])
+    def text(i: int, code: bool, markdown: bool = False) -> str:
+        # a written answer is Markdown where MathJax runs: its styling commands are shown as text
+        src = mathjax_text(cell_source(mine[i])) if markdown else cell_source(mine[i])
         limit, lines = (CODE_CHARS, CODE_LINES) if code else (TEXT_CHARS, TEXT_LINES)
-        shown = bounded_text(src, min(limit, max(state["text"], 0)), lines) if state["text"] > 0 else \
-            f"… ({len(src):,} characters not shown: this notebook's text is above {NOTEBOOK_TEXT_CHARS:,} characters)"
+        if state["text"] > 0 and state["page"] > 1_000:
+            shown = fitted_text(src, min(limit, state["text"]), lines, state["page"])
+        else:
+            shown = (f"… ({len(src):,} characters not shown: this notebook's text is above "
+                     f"{NOTEBOOK_TEXT_CHARS:,} characters or {PAGE_BYTES:,} bytes of page)")
         state["text"] -= len(shown)
+        state["page"] -= page_bytes(shown)
         return shown
 
     def attach(cell: dict, i: int, label: str, text_only: bool = False) -> None:
         got = ran.get(str(i))
         cell["outputs"], cell["execution_count"] = [], None
         if isinstance(got, dict):
-            cell["outputs"] = sanitize_outputs(got.get("outputs"), min(CELL_OUTPUT_BYTES, max(state["outputs"], 0)),
-                                               text_only)
+            # an output's JSON byte is at most 5 bytes of page (`&` as `&amp;`)
+            room = min(CELL_OUTPUT_BYTES, max(state["outputs"], 0), max(state["page"], 0) // 5)
+            cell["outputs"] = sanitize_outputs(got.get("outputs"), room, text_only)
             state["outputs"] -= len(json.dumps(cell["outputs"]))
+            state["page"] -= len(escape(json.dumps(cell["outputs"], ensure_ascii=False)))  # text, escaped
             count = got.get("execution_count")
             cell["execution_count"] = count if type(count) is int else None
             errs = [o for o in cell["outputs"] if o.get("output_type") == "error"]
@@ -147,7 +194,7 @@ def autograded_notebook(release: dict, student: dict, feedback: dict, verdicts: 
             i = by_gid.get(gid)
             if i is not None:
                 used.add(i)
-                cell["source"] = text(i, kind == "code")
+                cell["source"] = text(i, kind == "code", markdown=kind == "markdown")
                 if kind == "code":
                     attach(cell, i, gid)
         else:  # the instructor's cell: the student's outputs when their copy of it is unchanged

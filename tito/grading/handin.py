@@ -13,12 +13,26 @@ SUBMISSIONS may be (detected from its entries; each layout may also be the bulk 
                student's files (or, without "in folders", files <Full Name>_<participant id>_assignsubmission_file_
                <the file's name>); student id = the participant id
 
+The LMS is decided once per folder, from all its entries (`folder_layout`): a name only one LMS writes decides, so
+a Canvas upload named like a Moodle hand-in is the uploader's Canvas file; names of both LMSs in one folder, or only
+names either could have written, are the instructor's error (TitoError). tito's archives and student folders may sit
+beside one LMS's download. A Moodle folder's id is read from the right end of its name; a flat Moodle file naming
+two participant ids is nobody's; one id under two names (two students', or an LMS's and a tito archive's) is
+refused, both named.
+
 Every layout but the first is copied into OUTPUT/handins/<student>/ (`tito grade`: the assignment's notebooks only;
 the judge: submission.json and its model files only; other files are left out, so nothing else is listed as "not
-graded"), and OUTPUT/handins.json records where each student's files came from. Each archive is opened as hostile:
+graded"), and OUTPUT/handins.json records where each student's files came from. Each archive is opened as hostile, in a child process of its own (tito.grading.unpack) limited to
+ARCHIVE_MEMORY_MB of address space, ARCHIVE_CPU_SECONDS of CPU and ARCHIVE_SECONDS of wall-clock time (then killed),
+writing no file above the student's byte cap: an archive that needs more is refused ("took longer than N s to open",
+"needed more than N MiB to open") and costs only its owner:
 
 - it is copied first, as a regular file (never through a link) of at most the student's byte cap;
-- a zip's member count is read from its end record before zipfile parses its directory;
+- a zip's member count and directory size are read from its end record before zipfile parses its directory
+  (at most ZIP_RECORD_BYTES a member);
+- a tar's decompressed stream is counted as it is read, headers, padding and skipped `__MACOSX` members included:
+  at most the student's byte cap plus STREAM_SLACK_MB, and no header above TAR_HEADER_BYTES (a GNU long name or PAX
+  header is read whole), refused before the bytes are decompressed;
 - only regular files and folders, with relative names that stay inside (no `..`, no absolute or drive names) and
   no encryption, are extracted: one link, device, `..` or absolute name refuses the whole archive;
 - at most HANDIN_FILES files and the student's byte cap (`submission_folder_mb` in settings.ini) in all, counted
@@ -34,7 +48,7 @@ import os
 import re
 import shutil
 import stat
-import struct
+import sys
 import tarfile
 import tempfile
 import zipfile
@@ -42,25 +56,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tito.config import Course, TitoError
-from tito.isolation import untrusted
 from tito.grading.classrun import plural
+from tito.grading.unpack import (HANDIN_FILES, STREAM_SLACK_MB, ZIP_RECORD_BYTES, Budget, Refused, is_junk,  # noqa: F401 (re-exported)
+                                 member_parts, write_member, zip_entries, is_archive)
+from tito.isolation import untrusted
 from tito.isolation.untrusted import same_ids, student_id_problem
 from tito.notebooks.nbfile import atomic_write
 
-HANDIN_FILES = 1_000          # files in one student's hand-in, every archive of it together
 BULK_FILES = 200_000          # entries of an LMS's bulk download
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
 MODEL_SUFFIXES = (".pt", ".pth", ".ts", ".onnx")
 FOLDER = "handins"            # OUTPUT/handins/<student>/
 INDEX = "handins.json"        # OUTPUT/handins.json: student -> where their files came from
-_MOODLE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?P<plugin>file|onlinetext)_(?P<file>.*)$", re.S)
+LMS_LAYOUTS = ("canvas", "moodle")
+_MOODLE_MARK = re.compile(r"_(?P<id>\d+)_assignsubmission_(?:file|onlinetext)_", re.S)  # after the student's name
+_MOODLE_DIR = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assignsubmission_(?:file|onlinetext)_$", re.S)  # id: the right end
 _CANVAS = re.compile(r"^(?P<name>[^_]+)_(?:late_|LATE_)?(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$", re.S)
 _TITO = re.compile(r"^(?P<module>\d+_[A-Za-z0-9]+)-(?P<id>[^/]+?)\.zip$", re.S)
 _RESUBMITTED = re.compile(r"^(?P<stem>.+)-\d+(?P<suffix>\.[A-Za-z0-9]+)$")  # Canvas's `name-1.ipynb` on a resubmission
-
-
-class Refused(Exception):
-    """A hand-in (or one archive of it) tito will not open, with the reason."""
 
 
 @dataclass
@@ -85,25 +98,51 @@ def archive_name(module: str, student: str) -> str:
     return f"{module}-{student}.zip"
 
 
-def identify(name: str, is_dir: bool) -> tuple[str, str, str] | None:
+def _lms(name: str, is_dir: bool) -> dict[str, tuple[str, str, str]]:
+    """What each LMS would make of the entry `name`: {layout: (student id, the file's own name, the LMS's name of
+    the student)}. Both keys when the name fits both (a Canvas upload named like Moodle's); Refused for a Moodle
+    file name holding two participant ids (the profile name and the file's name are both the student's: whose
+    it is cannot be told). A Moodle folder's id is read from the right end (Moodle writes `_<id>_assignsubmission_
+    file_` last; a profile name may hold the same words)."""
+    out: dict[str, tuple[str, str, str]] = {}
+    if is_dir:
+        m = _MOODLE_DIR.match(name)
+        if m:
+            out["moodle"] = (m["id"], "", m["name"])
+        return out
+    marks = list(_MOODLE_MARK.finditer(name))
+    if len(marks) > 1:
+        raise Refused(f"{untrusted.shown(name)}: a Moodle name holding two participant ids "
+                      f"({', '.join(m['id'] for m in marks)}): whose hand-in it is cannot be told")
+    if marks and marks[0].start() > 0:
+        out["moodle"] = (marks[0]["id"], name[marks[0].end():], name[:marks[0].start()])
+    m = _CANVAS.match(name)
+    if m:
+        out["canvas"] = (m["id"], m["file"], m["name"])
+    return out
+
+
+def identify(name: str, is_dir: bool, layout: str | None = None) -> tuple[str, str, str] | None:
     """(layout, student id, the file's own name) for a top-level entry of SUBMISSIONS, or None when its name says
     nothing (a plain student folder, a stray file). The id is the LMS's where there is one (Canvas's user id,
-    Moodle's participant id: what their grade imports key on), never a name a student typed.
+    Moodle's participant id: what their grade imports key on), never a name a student typed. `layout` is the
+    folder's LMS ("canvas" or "moodle", decided by `folder_layout` from all its entries): only that LMS's names
+    are read as hand-ins of it (a Canvas upload is never read as Moodle's). Refused: see `_lms`.
 
     >>> identify("leeann_late_4242_99_19_benchmarking-ann.zip", False)
     ('canvas', '4242', '19_benchmarking-ann.zip')
     >>> identify("Ann Lee_77_assignsubmission_file_", True)
     ('moodle', '77', '')
+    >>> identify("eve_5151_101_x_4242_assignsubmission_file_.zip", False, "canvas")
+    ('canvas', '5151', 'x_4242_assignsubmission_file_.zip')
     >>> identify("19_benchmarking-ann.zip", False), identify("ann.tar.gz", False), identify("notes.txt", False)
     (('archive', 'ann', '19_benchmarking-ann.zip'), ('archive', 'ann', 'ann.tar.gz'), None)
     """
-    m = _MOODLE.match(name)
-    if m:
-        return "moodle", m["id"], m["file"]
-    m = _CANVAS.match(name)
-    if m and not is_dir:
-        return "canvas", m["id"], m["file"]
-    if is_dir:
+    lms = _lms(name, is_dir)
+    for kind in ((layout,) if layout in LMS_LAYOUTS else LMS_LAYOUTS):
+        if kind in lms:
+            return kind, lms[kind][0], lms[kind][1]
+    if is_dir or (layout in LMS_LAYOUTS and lms):
         return None
     m = _TITO.match(name)
     if m:
@@ -115,145 +154,122 @@ def identify(name: str, is_dir: bool) -> tuple[str, str, str] | None:
     return None
 
 
-# ---- opening archives ------------------------------------------------------------------------
+def folder_layout(entries: list[tuple[str, bool]]) -> str | None:
+    """The LMS whose download SUBMISSIONS is ("canvas" or "moodle"), decided from all its top-level entries (name,
+    is a folder), or None (tito's archives and student folders only). A name only one LMS writes decides; a name
+    both could have written (a Canvas upload named like Moodle's) follows the others. TitoError (the instructor's)
+    when names of both LMSs are there, or when nothing tells which LMS wrote a name both could have.
 
-@dataclass
-class Budget:
-    """What one hand-in may still extract: files and bytes."""
-    files: int
-    bytes: int
-
-    def take(self, files: int, nbytes: int, what: str) -> None:
-        self.files -= files
-        self.bytes -= nbytes
-        if self.files < 0:
-            raise Refused(f"{what}: more than {HANDIN_FILES} files in the hand-in")
-        if self.bytes < 0:
-            raise Refused(f"{what}: more than the hand-in's limit of bytes once unpacked")
-
-
-def is_archive(path: Path) -> str | None:
-    """"zip" or "tar" when `path` (a regular file) starts like one (gzip, bzip2 and xz are read as tar), else None."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(512)
-    except OSError:
-        return None
-    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
-        return "zip"
-    if head.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")) or head[257:262] == b"ustar":
-        return "tar"
+    >>> folder_layout([("bob_4242_99_a.zip", False), ("eve_5151_101_x_4242_assignsubmission_file_.zip", False)])
+    'canvas'
+    >>> folder_layout([("Ann Lee_77_assignsubmission_file_", True), ("19_benchmarking-cy.zip", False)])
+    'moodle'
+    """
+    only: dict[str, str] = {}  # LMS -> the first name only it writes
+    both: list[str] = []
+    for name, is_dir in entries:
+        try:
+            lms = _lms(name, is_dir)
+        except Refused:
+            lms = {"moodle": ("", "", "")}  # two Moodle ids: still only Moodle writes such a name
+        if len(lms) > 1:
+            both.append(name)
+        elif lms:
+            only.setdefault(next(iter(lms)), name)
+    if len(only) > 1:
+        raise TitoError("SUBMISSIONS holds both a Canvas download's files (e.g. "
+                        f"{untrusted.shown(only['canvas'])}) and a Moodle download's (e.g. "
+                        f"{untrusted.shown(only['moodle'])}): give tito one LMS's download per folder", code=2)
+    if only:
+        return next(iter(only))
+    if both:
+        raise TitoError(f"SUBMISSIONS: {untrusted.shown(both[0])} could be a Canvas or a Moodle download's file and "
+                        "nothing else in the folder tells which: rename it to the LMS's own name, or add the rest "
+                        "of the download", code=2)
     return None
 
 
-def _parts(name: str) -> list[str]:
-    """The path parts of an archive member's name; Refused for a name that is absolute, has a drive, `..`, or a
-    NUL. A backslash counts as a separator (zips made on Windows)."""
-    if "\0" in name or name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
-        raise Refused(f"a member named {untrusted.shown(name)!s} is absolute: only relative names are extracted")
-    parts = [p for p in re.split(r"[\\/]+", name) if p not in ("", ".")]
-    if ".." in parts:
-        raise Refused(f"a member named {untrusted.shown(name)} leaves the folder (`..`)")
-    return parts
+# ---- opening archives ------------------------------------------------------------------------
+
+# Limits of the child process that opens one student's archive (`extract`): a hostile archive costs its owner only.
+ARCHIVE_MEMORY_MB = 1_024     # address space of that child (RLIMIT_AS): tarfile reads a GNU/PAX header whole
+ARCHIVE_CPU_SECONDS = 60      # its CPU time (RLIMIT_CPU): decompressing is CPU-bound
+ARCHIVE_SECONDS = 120         # its wall-clock time, then it is killed (a loaded machine: more than the CPU time)
+_ROOT = Path(__file__).resolve().parents[2]   # the folder holding the `tito` package, for the child's sys.path
+_CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from tito.grading import unpack; sys.exit(unpack.main(sys.argv[2:]))"
 
 
-def _junk(parts: list[str]) -> bool:
-    "macOS's resource forks in a zip (`__MACOSX/`, `._name`): not the student's files, skipped."
-    return bool(parts) and (parts[0] == "__MACOSX" or parts[-1].startswith("._"))
+def _limits(memory_mb: int, cpu_seconds: int, file_bytes: int):
+    "The child's preexec: its rlimits, lowered to what tito itself has (sandbox.within_inherited)."
+    import resource
 
+    from tito.isolation.sandbox import within_inherited
 
-def _zip_entries(path: Path) -> int:
-    """The member count a zip's end record states, read before zipfile parses the whole directory (a directory of
-    millions of entries would take gigabytes); Refused when there is no end record."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        f.seek(max(0, size - 65_557))
-        tail = f.read()
-    at = tail.rfind(b"PK\x05\x06")
-    if at < 0 or len(tail) < at + 22:
-        raise Refused("not a readable zip (no end of central directory)")
-    (entries,) = struct.unpack("<H", tail[at + 10:at + 12])
-    return entries
+    rl = within_inherited({resource.RLIMIT_AS: (memory_mb << 20,) * 2,
+                           resource.RLIMIT_CPU: (cpu_seconds, cpu_seconds + 1),  # SIGXCPU at the soft limit
+                           resource.RLIMIT_FSIZE: (file_bytes,) * 2,             # no file above the budget
+                           resource.RLIMIT_CORE: (0, 0)})
 
-
-def _write(src, dest: Path, limit: int) -> None:
-    """Copy the stream `src` to `dest`, at most `limit` bytes (the declared size: a header that lies is caught)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    written = 0
-    with open(dest, "xb") as out:
-        while True:
-            chunk = src.read(1 << 20)
-            if not chunk:
-                return
-            written += len(chunk)
-            if written > limit:
-                raise Refused(f"{dest.name}: the member holds more bytes than its header declares")
-            out.write(chunk)
+    def setup() -> None:
+        for which, value in rl.items():
+            resource.setrlimit(which, value)
+    return setup
 
 
 def extract(archive: Path, dest: Path, budget: Budget) -> list[str]:
-    """Extract `archive` into the empty folder `dest` as the module doc says; the relative paths of the files
-    written. Refused (and `dest` emptied) for anything else; `budget` is what the hand-in may still take."""
+    """Extract `archive` into the empty folder `dest` as the module doc says, in a child process with its own
+    limits (ARCHIVE_MEMORY_MB, ARCHIVE_CPU_SECONDS, ARCHIVE_SECONDS; tito.grading.unpack does the work); the
+    relative paths of the files written. Refused (and `dest` emptied) for anything else; `budget` is what the
+    hand-in may still take, and what the child wrote is taken from it.
+
+    >>> import tempfile; t = Path(tempfile.mkdtemp()); z = t / "a.zip"
+    >>> with zipfile.ZipFile(z, "w") as f: f.writestr("m/a_dev.ipynb", "{}")
+    >>> extract(z, t / "out", Budget(10, 1 << 20))
+    ['m/a_dev.ipynb']
+    """
+    import signal
+    import subprocess
+
+    from tito.isolation import process
+
     what = untrusted.shown(archive.name)
-    kind = is_archive(archive)
-    if kind is None:
+    if is_archive(archive) is None:
         raise Refused(f"{what} is not a zip or tar archive")
-    written: list[str] = []
+    dest.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-I", "-S", "-c", _CHILD, str(_ROOT), str(archive), str(dest), str(budget.files),
+           str(max(0, budget.bytes)), what]
+    p = process.start(cmd, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                      preexec=_limits(ARCHIVE_MEMORY_MB, ARCHIVE_CPU_SECONDS, max(0, budget.bytes) + (1 << 20)))
+    out = err = b""
     try:
-        if kind == "zip":
-            if _zip_entries(archive) > min(budget.files, HANDIN_FILES) or _zip_entries(archive) == 0xFFFF:
-                raise Refused(f"{what}: more than {HANDIN_FILES} files in the hand-in")
-            with zipfile.ZipFile(archive) as zf:
-                infos = zf.infolist()
-                plan = []
-                for info in infos:
-                    parts = _parts(info.filename)
-                    mode = info.external_attr >> 16
-                    if stat.S_ISLNK(mode):
-                        raise Refused(f"{what}: {untrusted.shown(info.filename)} is a symbolic link: an archive "
-                                      "with links is not opened")
-                    if mode and stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                        raise Refused(f"{what}: {untrusted.shown(info.filename)} is {untrusted.what_it_is(mode)}")
-                    if info.flag_bits & 0x1:
-                        raise Refused(f"{what}: {untrusted.shown(info.filename)} is encrypted")
-                    if info.is_dir() or not parts or _junk(parts):
-                        continue
-                    plan.append((info, parts))
-                budget.take(len(plan), sum(i.file_size for i, _ in plan), what)
-                for info, parts in plan:
-                    with zf.open(info) as src:
-                        _write(src, dest.joinpath(*parts), info.file_size)
-                    written.append("/".join(parts))
-        else:
-            with tarfile.open(archive, mode="r:*") as tf:
-                count = 0
-                for m in tf:
-                    count += 1
-                    if count > HANDIN_FILES:
-                        raise Refused(f"{what}: more than {HANDIN_FILES} files in the hand-in")
-                    parts = _parts(m.name)
-                    if m.isdir() or not parts:
-                        continue
-                    if not m.isreg() or m.issparse():
-                        kind_of = ("a link" if m.issym() or m.islnk() else "a device" if m.ischr() or m.isblk()
-                                   else "a named pipe" if m.isfifo() else "not a regular file")
-                        raise Refused(f"{what}: {untrusted.shown(m.name)} is {kind_of}: an archive with "
-                                      f"{'links' if 'link' in kind_of else 'such members'} is not opened")
-                    if _junk(parts):
-                        continue
-                    budget.take(1, m.size, what)
-                    src = tf.extractfile(m)
-                    _write(src, dest.joinpath(*parts), m.size)
-                    written.append("/".join(parts))
-    except Refused as e:
+        out, err = p.communicate(timeout=ARCHIVE_SECONDS)
+        rc: int | None = p.returncode
+    except subprocess.TimeoutExpired:
+        rc = None
+    finally:
+        process.kill_group(p)
+    if rc is None:
+        p.communicate()
+    # Python out of memory before the child's own handler: a MemoryError traceback, or a library it cannot map
+    no_memory = rc != 0 and any(w in err[-2000:] for w in (b"MemoryError", b"failed to map segment",
+                                                           b"Cannot allocate memory"))
+    try:
+        got = json.loads(out.decode().strip().splitlines()[-1]) if rc == 0 else {}
+    except (ValueError, IndexError, UnicodeDecodeError):
+        got = {}
+    if "written" not in got:
         shutil.rmtree(dest, ignore_errors=True)
-        msg = str(e)
-        raise Refused(msg if msg.startswith(what) else f"{what}: {msg}") from None
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, tarfile.TarError, EOFError, OSError, ValueError,
-            NotImplementedError, RuntimeError) as e:  # a damaged or unsupported archive: that student's
-        shutil.rmtree(dest, ignore_errors=True)
-        raise Refused(f"{what} cannot be unpacked ({type(e).__name__}: {str(e)[:120]})") from None
-    return written
+        if "refused" in got:
+            raise Refused(str(got["refused"]))
+        if rc is None:
+            raise Refused(f"{what} took longer than {ARCHIVE_SECONDS} s to open")
+        if got.get("memory") or no_memory:
+            raise Refused(f"{what} needed more than {ARCHIVE_MEMORY_MB} MiB to open")
+        if rc == -signal.SIGXCPU:
+            raise Refused(f"{what} took more than {ARCHIVE_CPU_SECONDS} s of CPU time to open")
+        raise Refused(f"{what} cannot be unpacked (the process opening it ended with code {rc})")
+    budget.take(len(got["written"]), int(got["bytes"]), what)
+    return [str(w) for w in got["written"]]
 
 
 # ---- one student's files ----------------------------------------------------------------------
@@ -384,7 +400,10 @@ def needs_collecting(source: Path) -> bool:
     for p in source.iterdir():
         if p.name.startswith(".") or p.is_symlink():
             continue
-        if identify(p.name, p.is_dir()) is not None:  # an archive, a Canvas file, a Moodle folder
+        try:
+            if identify(p.name, p.is_dir()) is not None:  # an archive, a Canvas file, a Moodle folder
+                return True
+        except Refused:  # a Moodle name holding two ids: still an LMS's name
             return True
         if p.is_dir():
             try:
@@ -407,7 +426,7 @@ def _unpack_bulk(archive: Path, dest: Path, member_bytes: int) -> list[str]:
                         "student folders or hand-ins, or an LMS's bulk download)", code=2)
     try:
         if kind == "zip":
-            if _zip_entries(archive) > BULK_FILES or _zip_entries(archive) == 0xFFFF:
+            if zip_entries(archive) > BULK_FILES or zip_entries(archive) == 0xFFFF:
                 raise TitoError(f"SUBMISSIONS: {archive} holds more than {BULK_FILES} entries", code=2)
             with zipfile.ZipFile(archive) as zf:
                 members = [(i, i.filename, i.file_size, stat.S_ISLNK(i.external_attr >> 16) or i.flag_bits & 1)
@@ -432,8 +451,8 @@ def _unpack_bulk(archive: Path, dest: Path, member_bytes: int) -> list[str]:
 def _bulk_member(dest: Path, name: str, size: int, cap: int, problems: list[str], bad: bool, opener) -> None:
     top = next((p for p in re.split(r"[\\/]+", name) if p not in ("", ".")), name)
     try:
-        parts = _parts(name)
-        if not parts or _junk(parts):
+        parts = member_parts(name)
+        if not parts or is_junk(parts):
             return
         if bad:
             raise Refused(f"{untrusted.shown(name)} is a link, encrypted or not a regular file")
@@ -441,7 +460,7 @@ def _bulk_member(dest: Path, name: str, size: int, cap: int, problems: list[str]
             raise Refused(f"{untrusted.shown(name)}: {size / untrusted.MB:.0f} MB, above the limit of "
                           f"{cap / untrusted.MB:.0f} MB")
         with opener() as src:
-            _write(src, dest.joinpath(*parts), size)
+            write_member(src, dest.joinpath(*parts), size)
     except Refused as e:
         problems.append(f"{untrusted.shown(top)}: in the bulk download: {e}; not graded")
 
@@ -474,15 +493,23 @@ def collect(source: Path, out_dir: Path, wanted: set[str] | None, capstone: bool
                     needs_collecting(tops[0]):
                 source = tops[0]
         groups: dict[str, list[tuple[Path, str]]] = {}
+        names: dict[str, dict[str, str]] = {}  # student id -> {the LMS's name of the student (or the entry's): entry}
         layouts: set[str] = set()
-        for p in sorted(source.iterdir()):
-            if p.name.startswith("."):
-                continue
+        entries = [p for p in sorted(source.iterdir()) if not p.name.startswith(".")]
+        lms = folder_layout([(p.name, p.is_dir()) for p in entries if not p.is_symlink()])
+        for p in entries:
             shown = untrusted.shown(p.name)
             if p.is_symlink():
                 problems.append(f"{shown}: a symbolic link, not a hand-in; not graded")
                 continue
-            found = identify(p.name, p.is_dir())
+            try:
+                found = identify(p.name, p.is_dir(), lms)
+                # whose name it is under: the LMS's name of the student, or (tito's archives and folders, whose
+                # name is the id) one key for all of them: a student's two archives are one hand-in
+                who = _lms(p.name, p.is_dir())[lms][2] if found and found[0] == lms else "\0tito"
+            except Refused as e:
+                problems.append(f"{e}; not graded")
+                continue
             if found is None and p.is_dir():
                 found = ("folders", p.name, "")
             if found is None:
@@ -496,16 +523,24 @@ def collect(source: Path, out_dir: Path, wanted: set[str] | None, capstone: bool
                 continue
             layouts.add(layout)
             groups.setdefault(sid, []).append((p, own or p.name))
+            names.setdefault(sid, {}).setdefault(who, p.name)
         result = HandIns(out_dir / FOLDER, "+".join(sorted(layouts)) or "empty")
         ids = sorted(groups)
         clash = same_ids(ids)
+        two_names = set()
+        for sid in ids:  # one id, two students' names (or an LMS's file and tito's archive): whose is it?
+            if len(names[sid]) > 1 and sid not in clash:
+                two_names.add(sid)
+                problems.append(f"{sid}: hand-ins under more than one name for this id ("
+                                f"{', '.join(untrusted.shown(n) for n in names[sid].values())}); none is graded: "
+                                "the LMS gives each student one name")
         for sid in sorted(clash):
             problems.append(f"{sid}: another hand-in's id differs only in case or Unicode form "
                             f"({', '.join(clash[sid])}); neither is graded: rename one")
         staged = work / FOLDER
         staged.mkdir()
         for sid in ids:
-            if sid in clash:
+            if sid in clash or sid in two_names:
                 continue
             raw = work / "raw" / sid
             raw.mkdir(parents=True)

@@ -9,7 +9,9 @@ no other student's files), a private size-limited /tmp (its HOME), the folders g
 uts and user namespaces), and dies with its parent. When tito runs as root the sandbox runs as a
 fresh unprivileged uid, so that the process limit is enforced and counts that sandbox's processes only;
 a spec with `caps` keeps uid 0 inside with only those capabilities. The only writable host folders
-inside are the spec's `rw` folders, bound at their own path.
+inside are the spec's `rw` folders, bound at their own path. No process inside can use the kernel's keyrings
+(a seccomp filter: tito.isolation.seccomp; a uid's keys would cross from one test process to the next), and as
+root no two sandboxes of a run share a uid (sandbox.sandbox_uid).
 
     >>> Bubblewrap("/usr/bin/bwrap").inside_path("files", Path("/x"))
     '/grading/files'
@@ -26,6 +28,7 @@ from pathlib import Path
 from tito.isolation import procs
 from tito.isolation.namespaces import PRIVATE_TMP
 from tito.isolation.sandbox import Backend, SandboxSpec, environment, sandbox_uid
+from tito.isolation.seccomp import keyring_filter
 
 INSIDE = "/grading"          # mounts appear at /grading/<name> inside the sandbox
 SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"]
@@ -55,7 +58,8 @@ class Bubblewrap(Backend):
     home = "/tmp/home"
     install_hint = INSTALL_HINT
     enforces = ("a read-only system and no course files", "a private /tmp", "no network", "a uid (root) or user "
-                "namespace (normal user) of its own", "per-process limits on memory, processes, CPU time, file size")
+                "namespace (normal user) of its own", "no kernel keyrings (seccomp)",
+                "per-process limits on memory, processes, CPU time, file size")
 
     @classmethod
     def find(cls) -> "Bubblewrap | None":
@@ -65,12 +69,26 @@ class Bubblewrap(Backend):
     def inside_path(self, name: str, host: Path) -> str:
         return f"{INSIDE}/{name}"
 
-    def launch(self, spec: SandboxSpec, uid: int | None = None) -> tuple[list[str], str | None, dict]:
-        return self.command(spec, uid), None, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    def launch(self, spec: SandboxSpec, uid: int | None = None) -> tuple[list[str], str | None, dict, tuple[int, ...]]:
+        """bwrap's command, and the seccomp filter (no kernel keyrings: tito.isolation.seccomp) in a pipe that
+        bwrap reads at its start (a few hundred bytes: the pipe's buffer holds them)."""
+        program = keyring_filter()
+        if program is None:  # a machine whose keyring calls' numbers the table does not know
+            return self.command(spec, uid), None, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, ()
+        r, w = os.pipe()
+        try:
+            os.write(w, program)
+            return self.command(spec, uid, r), None, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, (r,)
+        except BaseException:
+            os.close(r)
+            raise
+        finally:
+            os.close(w)
 
-    def command(self, spec: SandboxSpec, uid: int | None = None) -> list[str]:
+    def command(self, spec: SandboxSpec, uid: int | None = None, seccomp_fd: int | None = None) -> list[str]:
         """bwrap's options + the spec's argv (placeholders resolved); as root, `uid` (default: a fresh one) is the
-        uid the command runs as inside the sandbox."""
+        uid the command runs as inside the sandbox; `seccomp_fd`: an open file bwrap reads the sandbox's seccomp
+        filter from (every process of the sandbox inherits it, root inside included)."""
         argv = self.argv(spec)
         if os.geteuid() == 0:  # no user namespace: the uid drop below makes the process limit count this sandbox only
             cmd = [self.path, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
@@ -83,6 +101,8 @@ class Bubblewrap(Backend):
         else:
             cmd = [self.path, "--unshare-all"]
         cmd += ["--die-with-parent", "--new-session", "--clearenv"]
+        if seccomp_fd is not None:
+            cmd += ["--seccomp", str(seccomp_fd)]
         for d in SYSTEM_DIRS:
             cmd += ["--ro-bind-try", d, d]
         size = str(spec.limits.tmp_mb * 1024 * 1024)

@@ -15,7 +15,9 @@ from __future__ import annotations
 import importlib
 import os
 import resource
+import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,7 +88,7 @@ class SandboxResult:
 
 
 class Backend:
-    """How a `SandboxSpec` is run: `launch` (its command line, working folder and environment), `inside_path`
+    """How a `SandboxSpec` is run: `launch` (its command line, working folder, environment, files), `inside_path`
     (where a mount appears to it), `label` (grades.csv's `sandbox` column), `failure` (its own words where it
     could not start). `isolated`: whether the command runs apart from the host; `enforces`: what it enforces
     (the whole-sandbox caps it cannot give here: tito.isolation.limits.gaps)."""
@@ -100,8 +102,10 @@ class Backend:
         subst = {"python": sys.executable, **{k: self.inside_path(k, v) for k, v in spec.mounts.items()}}
         return [a.format(**subst) for a in spec.argv]
 
-    def launch(self, spec: "SandboxSpec", uid: int | None = None) -> tuple[list[str], str | None, dict]:
-        return self.argv(spec), spec.cwd, environment(spec, self)
+    def launch(self, spec: "SandboxSpec", uid: int | None = None) -> tuple[list[str], str | None, dict, tuple[int, ...]]:
+        """The command line, working folder, environment and the files (descriptors) the command reads at its
+        start: `start` passes them in and closes its own copies."""
+        return self.argv(spec), spec.cwd, environment(spec, self), ()
 
     def inside_path(self, name: str, host: Path) -> str:
         return str(Path(host).resolve())
@@ -151,9 +155,57 @@ def require(no_sandbox: bool, refusal: str = "tito grade refuses to run student 
     return box
 
 
+# Sandbox uids: each process of tito hands out the uids of a block of its own, in order, so no two sandboxes of
+# a run share a uid (keyrings, RLIMIT_NPROC and kill_uid's sweep are per uid; 24 random bits drew a shared uid
+# about once per 300-student run). A block is claimed by binding an abstract socket named after it, which
+# the kernel frees when the process ends: two runs at once on this machine never claim the same block.
+UID_FIRST, UID_BLOCK = 1 << 20, 1 << 20     # above every account's uid and the usual subuid ranges
+UID_BLOCKS = (0xFFFF_FFFE - UID_FIRST) // UID_BLOCK     # 4094 blocks; (uid_t)-1 stays out of reach
+_uids: dict = {"next": 0, "end": 0, "claims": []}
+_uids_lock = threading.Lock()
+
+
+def _forget_uids() -> None:
+    """In a forked child: its parent's block stays its parent's (and a lock held by a parent's thread is gone)."""
+    global _uids, _uids_lock
+    _uids, _uids_lock = {"next": 0, "end": 0, "claims": []}, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_uids)
+
+
+def _claim_uid_block() -> int:
+    """The first uid of a block no other process on this machine holds (its socket kept in _uids)."""
+    start = int.from_bytes(os.urandom(2), "big") % UID_BLOCKS
+    for i in range(UID_BLOCKS):
+        block = (start + i) % UID_BLOCKS
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.bind(f"\0tito-sandbox-uids-{block}")
+        except OSError:  # another tito process holds it (or this one, an earlier block)
+            s.close()
+            continue
+        _uids["claims"].append(s)
+        return UID_FIRST + block * UID_BLOCK
+    raise TitoError(f"no sandbox uids left: all {UID_BLOCKS} blocks of {UID_BLOCK} uids are held by tito processes")
+
+
 def sandbox_uid() -> int:
-    """A fresh unprivileged uid for one sandbox (no account needs to exist for it)."""
-    return 200_000 + int.from_bytes(os.urandom(3), "big")
+    """A fresh unprivileged uid for one sandbox (no account needs to exist for it): never one this process
+    handed out before, nor one another tito process on this machine holds (thread-safe; a forked child claims
+    a block of its own).
+
+    >>> a, b = sandbox_uid(), sandbox_uid()
+    >>> b == a + 1 and a >= UID_FIRST
+    True
+    """
+    with _uids_lock:
+        if _uids["next"] >= _uids["end"]:
+            _uids["next"] = _claim_uid_block()
+            _uids["end"] = _uids["next"] + UID_BLOCK
+        uid = _uids["next"]
+        _uids["next"] += 1
+        return uid
 
 
 def environment(spec: SandboxSpec, box: Backend) -> dict[str, str]:
@@ -210,7 +262,8 @@ def start(spec: SandboxSpec, box: Backend, pass_fds: tuple[int, ...] = (), stdou
     """Start `spec` in the sandbox `box` (`Unsandboxed`: directly, with the same limits); returns the Popen of a
     process group that dies with tito. `pass_fds` stay open inside; as root without `caps`, the command runs as
     `uid` (default: a fresh one); it starts inside `cgroups` (folders of control groups: tito.isolation.limits),
-    so everything it runs counts there; `cpus`: the cores it (and everything it starts) may run on."""
+    so everything it runs counts there; `cpus`: the cores it (and everything it starts) may run on. A backend's
+    own files (bubblewrap: its seccomp filter, no kernel keyrings) are open for the start only."""
     import subprocess
 
     rlimits = _preexec(spec.limits)
@@ -223,9 +276,14 @@ def start(spec: SandboxSpec, box: Backend, pass_fds: tuple[int, ...] = (), stdou
             os.sched_setaffinity(0, cpus)
         rlimits()
 
-    argv, cwd, env = box.launch(spec, uid)
-    return process.start(argv, cwd=cwd, env=env, stdout=stdout if stdout is not None else subprocess.PIPE,
-                         stderr=stderr if stderr is not None else subprocess.PIPE, pass_fds=pass_fds, preexec=setup)
+    argv, cwd, env, fds = box.launch(spec, uid)
+    try:
+        return process.start(argv, cwd=cwd, env=env, stdout=stdout if stdout is not None else subprocess.PIPE,
+                             stderr=stderr if stderr is not None else subprocess.PIPE, pass_fds=(*pass_fds, *fds),
+                             preexec=setup)
+    finally:
+        for fd in fds:  # the child holds its copies
+            os.close(fd)
 
 
 def run(spec: SandboxSpec, timeout: float, box: Backend) -> SandboxResult:

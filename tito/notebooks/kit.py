@@ -3,6 +3,7 @@ the release, the integration tests, the reference package of earlier modules and
 by line against the solutions and hidden tests before it is written (`scan_kit`)."""
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -123,6 +124,32 @@ def kit_tests(course: Course, module: str) -> list[Path]:
     num = module.split("_", 1)[0]
     tests = course.root / "tests"
     return sorted(set(tests.glob(f"test_{num}_*.py")) | set(tests.glob(f"integration/test_{num}_*.py")))
+
+
+def test_helpers(tests: list[Path], tests_dir: Path) -> list[Path]:
+    """The modules in `tests_dir` that are neither tests nor conftest and that `tests` import, directly or through
+    each other (tests/test_19_busy.py imports tests/busy.py): `module complete` and the kit ship them with the tests,
+    or a test file fails to collect in a student's workspace.
+
+    >>> test_helpers([], Path("tests"))
+    []
+    """
+    found: set[Path] = set()
+    todo = list(tests)
+    while todo:
+        try:
+            tree = ast.parse(todo.pop().read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue  # a test that cannot be read fails on its own, named by pytest
+        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module.split(".")[0] for n in ast.walk(tree)
+                  if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+        for name in names:
+            helper = tests_dir / f"{name}.py"
+            if not name.startswith("test_") and name != "conftest" and helper.is_file() and helper not in found:
+                found.add(helper)
+                todo.append(helper)
+    return sorted(found)
 
 
 def forbidden_lines(course: Course, module: str) -> dict[str, str]:
@@ -295,6 +322,7 @@ def build_student_kit(course: Course, module: str, dest: Path) -> KitResult:
             "files included; make kits from a git checkout so that only tracked files ship"]
         _copy_tito(course, stage / "tito", tracked)
         tests = [t for t in kit_tests(course, module) if tracked is None or t in tracked]
+        tests += test_helpers(tests, course.root / "tests")
         for t in tests + [course.root / "tests" / "conftest.py"]:
             if t.is_file() and (tracked is None or t in tracked):
                 (stage / t.relative_to(course.root)).parent.mkdir(parents=True, exist_ok=True)

@@ -8,8 +8,11 @@ every student, automatically, and its figures are on the leaderboard.
   library's rule (`faster_on_repeats`: Mann-Whitney over the requests, p below ALPHA shared out over the class's
   students (Bonferroni: the chance that any honest student is flagged stays under ALPHA), and at least
   MIN_EFFECT). A request gives one sample of each kind, the median of its calls of that kind, each call timed by the
-  judge's server in the model's process (which runs no student Python: TorchScript and ONNX cannot reach its
-  clock; from outside, a few calls are mostly the channel's time on a busy machine). The new images sit in requests
+  judge's server in the model's process (which runs no student Python; from outside, a few calls are mostly the
+  channel's time on a busy machine). TorchScript CAN reach a clock (`torch.ops.prim.TimePoint`, with which a model
+  finds where a request ends and defers its calls' work to the last one): the server refuses a model whose code
+  calls it (`server.REFUSED_OPS`, with file I/O and forked threads), and copies each call's answer as soon as its
+  clock stops, so a placeholder filled in by a later call is judged as what it was when returned. The new images sit in requests
   like every other, so a model cannot tell the audit by a request's size. A model slower on new inputs answers
   repeated ones from what it kept of earlier ones: flagged "faster on repeated inputs" and judged on the new-input
   figure (every timed call, as the judge timed it, scaled by the new / met ratio).

@@ -67,13 +67,26 @@ def shared_weights(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]
     return matched / total
 
 
+def _unit_rows(t: Mapping[str, Any]) -> np.ndarray:
+    """A matrix's `rows` (each unit's sorted values), each scaled to unit norm: a per-channel int8 layer's file holds
+    its integers, each row its float row over one scale (red team 42, round 2: read raw, an int8 copy of a
+    classmate's model was 0.996 from everything); a unit rescaled through a ReLU compares too."""
+    x = np.asarray(t["rows"], np.float64)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-300)
+
+
 def unit_distance(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> float:
-    """How far apart two models' weights are whatever the order of their hidden units: for each matrix of the
-    smaller model (`rows`: each unit's values sorted), the matrix of the same shape in the other whose rows, paired
-    one to one by an optimal assignment (`scipy.optimize.linear_sum_assignment`), differ least:
-    ||A - B_paired|| / max(||A||, ||B||); a matrix with no such partner counts 1. The mean over matrices, weighted
-    by their sizes: 0 for a copy with permuted units, about s for a copy whose every weight is scaled by 1 + s *
-    noise, 1 when no matrix has a partner."""
+    """How far apart two models' weights are whatever the order and scale of their hidden units: for each matrix of
+    the smaller model (`rows`: each unit's values sorted, scaled to unit norm: `_unit_rows`), the matrix of the same
+    shape in the other whose rows, paired one to one by an optimal assignment (`scipy.optimize.linear_sum_assignment`),
+    differ least: ||A - B_paired|| / max(||A||, ||B||); a matrix with no such partner counts 1. The mean over
+    matrices, weighted by their sizes: 0 for a copy with permuted units (or its int8 version: 0.006), about s for a
+    copy whose every weight is scaled by 1 + s * noise, 1 when no matrix has a partner.
+
+        >>> rows = np.array([[0.0, 1.0], [1.0, 3.0]])
+        >>> unit_distance([{"numel": 4, "shape": [2, 2], "rows": rows}], [{"numel": 4, "shape": [2, 2], "rows": 7 * rows[::-1]}])
+        0.0
+    """
     from scipy.optimize import linear_sum_assignment
 
     a = [t for t in a if "rows" in t]
@@ -84,12 +97,12 @@ def unit_distance(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]
         return 1.0
     acc = 0.0
     for tx in small:
-        x = np.asarray(tx["rows"], np.float64)
+        x = _unit_rows(tx)
         best = 1.0
         for ty in big:
             if ty["shape"] != tx["shape"]:
                 continue
-            y = np.asarray(ty["rows"], np.float64)
+            y = _unit_rows(ty)
             cost = (x * x).sum(1)[:, None] + (y * y).sum(1)[None, :] - 2 * x @ y.T  # squared row distances
             r, c = linear_sum_assignment(cost)
             norm = max(float(np.linalg.norm(x)), float(np.linalg.norm(y)), 1e-300)
@@ -140,21 +153,33 @@ def similar_models(models: Mapping[str, Mapping[str, Any]], outputs: Mapping[str
     """Pairs of students whose optimized models look the same: `[{"students": [a, b], "why": [...]}]`.
     `models`: student -> {"sha256": weights hash, "tensors": `records.summarize` of everything the file holds};
     `outputs`: student -> outputs on the accuracy pass (the same inputs for all); `probe`: student -> top classes on
-    the probe; `reference`: the course baseline's {"tensors", "probe"}. Flagged for identical weights (hash); the same
+    the probe; `reference`: the course baseline's {"tensors", "probe"} and "recipes": [{"name", "sha256", "tensors"}]
+    of what the course's recipes make of it (`report.course_recipes`). Two students whose weights are one recipe's
+    result (same hash) are not a pair; the weight checks' guard is each student's distance from the nearest of the
+    baseline and the recipes' results, and tensors both share with one of those are not "the same weights". Flagged for identical weights (hash); the same
     weights tensor by tensor (>= LAYER_SHARE of the smaller model's elements in tensors whose sorted values match);
     the same weights up to the hidden units' order and noise (`unit_distance` <= UNIT_DISTANCE, each of the two at
-    least UNIT_BASELINE_RATIO times farther from the course baseline: what they share is not the course's
+    least UNIT_BASELINE_RATIO times farther from the course baseline and its recipes' results: what they share is not the course's
     starting point); outputs within OUTPUT_CLOSENESS after each row's scale and shift; the same top class on every
     image with at most RANK_DISCORDANCE of class pairs ordered differently; the same answers on >= DEPARTURE_AGREEMENT
     of the >= DEPARTURES probe images where either departs from the course baseline (scores scrambled or not)."""
     ref = reference or {}
     names, pairs = sorted(models), []
     far_cache: dict[str, float] = {}
+    # the course's weights and what its recipes make of them: shared with a classmate, they are not copied
+    starts = ([ref["tensors"]] if ref.get("tensors") else []) + [r["tensors"] for r in ref.get("recipes", []) if r.get("tensors")]
+    recipe_of = {r["sha256"]: r["name"] for r in ref.get("recipes", []) if r.get("sha256")}
 
     def far(s: str) -> float:
+        "How far a student's weights are from the nearest course start (the baseline or a recipe's result)."
         if s not in far_cache:
-            far_cache[s] = unit_distance(models[s].get("tensors") or [], ref["tensors"]) if ref.get("tensors") else 1.0
+            t = models[s].get("tensors") or []
+            far_cache[s] = min([unit_distance(t, r) for r in starts], default=1.0)
         return far_cache[s]
+
+    def course_shared(ta, tb) -> bool:
+        "Whether the two share their weights with one course start (each at least LAYER_SHARE of its elements)."
+        return any(shared_weights(ta, r) >= LAYER_SHARE and shared_weights(tb, r) >= LAYER_SHARE for r in starts)
 
     for i, a in enumerate(names):
         for b in names[i + 1:]:
@@ -162,11 +187,13 @@ def similar_models(models: Mapping[str, Mapping[str, Any]], outputs: Mapping[str
             ta, tb = ma.get("tensors") or [], mb.get("tensors") or []
             why = []
             same_sha = ma.get("sha256") is not None and ma.get("sha256") == mb.get("sha256")
+            if same_sha and ma["sha256"] in recipe_of:
+                continue  # both followed one course recipe on the course model: the same weights, the same answers
             if same_sha:
                 why.append("identical weights (same sha256)")
             if not same_sha and ta and tb and sum(t["numel"] for t in ta) >= 1000 <= sum(t["numel"] for t in tb):
                 share = shared_weights(ta, tb)
-                if share >= LAYER_SHARE:
+                if share >= LAYER_SHARE and not course_shared(ta, tb):
                     why.append(f"the same weights layer by layer ({share:.0%} of the smaller model's weights match, "
                                f">= {LAYER_SHARE:.0%})")
             if not same_sha and ta and tb:

@@ -3,6 +3,7 @@ audits and flags (`student_report`), the leaderboard, per-student JSON and the c
 """
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -10,12 +11,14 @@ from typing import Any
 from tito.olympics import audits, inputs
 from tito.olympics.groups import load_copy_material
 from tito.olympics.measure import ROLES
+from tito.olympics.records import file_tensors, summarize
 from tito.olympics.sandboxes import Student
 
 
 def copy_pairs(judged: list[Student], copies_dir: Path, data: dict, plan: inputs.Plan) -> list[dict]:
     """Same-model pairs over the whole class (every group), from each student's copy-check material; the course
-    baseline's signatures and probe answers (computed here, from the course's own file) are the reference."""
+    baseline's signatures and probe answers (computed here, from the course's own file) and what the course's
+    recipes make of it (`course_recipes`) are the reference."""
     from tito.olympics.copies import similar_models
 
     models, outputs, probe = {}, {}, {}
@@ -29,8 +32,47 @@ def copy_pairs(judged: list[Student], copies_dir: Path, data: dict, plan: inputs
         if m.get("probe") is not None:
             probe[st.name] = m["probe"]
     _, images = plan.probe(data["X"])
-    reference = {"tensors": data["course_tensors"], "probe": _course_answers(images)}
+    reference = {"tensors": data["course_tensors"], "probe": _course_answers(images), "recipes": course_recipes()}
     return similar_models(models, outputs, probe, reference)
+
+
+@functools.lru_cache(maxsize=1)  # the same for every run of one process: made once
+def course_recipes() -> list[dict[str, Any]]:
+    """What the course's recipes make of the course baseline, as the copy checks see a student's model: each
+    recipe's name, the hash of its weights as a measuring sandbox takes it (`state_dict_sha256(model_state(...))`
+    of its TorchScript) and the signatures of its file's tensors (`records.summarize`). The recipes are
+    deterministic (per-channel int8 weights do not depend on the calibration images; magnitude pruning has no
+    randomness): two students who each follow one have the same weights without copying (red team 42, round 2).
+
+        >>> [r["name"] for r in course_recipes()][:2]   # doctest: +SKIP
+        ['int8 static', 'int8 dynamic']
+    """
+    import io
+
+    import torch
+
+    from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
+    from tinytorch.benchmarking.olympics import state_dict_sha256
+    from tinytorch.benchmarking.optimize import prune_magnitude, quantize_int8
+    from tinytorch.benchmarking.results import model_state
+
+    base = default_digits_model().eval()
+    calibration = load_digits_split("train")[0][:256].split(64)  # any images: the weights do not depend on them
+    recipes = {"int8 static": lambda: quantize_int8(base, "static", calibration_data=calibration),
+               "int8 dynamic": lambda: quantize_int8(base),
+               "pruned 50%": lambda: prune_magnitude(base, 0.5),
+               "pruned 50% + int8 static": lambda: quantize_int8(prune_magnitude(base, 0.5), "static",
+                                                                 calibration_data=calibration)}
+    out = []
+    for name, make in recipes.items():
+        buf = io.BytesIO()
+        with torch.no_grad():
+            torch.jit.save(torch.jit.trace(make().eval(), torch.zeros(1, 1, 8, 8), check_trace=False), buf)
+        data = buf.getvalue()
+        loaded = torch.jit.load(io.BytesIO(data), map_location="cpu")
+        out.append({"name": name, "sha256": state_dict_sha256(model_state(loaded)),
+                    "tensors": summarize(file_tensors(data))})
+    return out
 
 
 def _course_answers(images) -> list[int]:

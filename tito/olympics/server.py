@@ -23,13 +23,15 @@ with "nbytes" is followed by that many raw bytes, read straight into memory this
     {"op": "load", "models": {role: file name}, "sample": [1, 8, 8], "classes": 10}
         -> {"ok": true, "kinds": {role: how}, "needs_code": [role, ...], "tensors": {role: summaries}}
            (the bytes sent, loaded; `tensors`: bounded signatures of every tensor the bytes hold, taken before the
-           model is loaded: `records.summarize`)
+           model is loaded: `records.summarize`; a TorchScript model that calls a clock or file I/O is refused:
+           `refused_ops`)
     {"op": "stage", "count": k, "nbytes": k * image bytes} + the images as float32
                                              -> {"ok": true}   (k tensors, each newly allocated and filled from the
                                                   socket: the next request's inputs, one per call, never a view of another)
     {"op": "predict", "role": r}             -> {"ok": true, "outputs": array (k, classes)}  (one call per staged tensor)
     {"op": "time", "role": r}                -> {"ok": true}   (one call per staged tensor: the judge times the
-                                                  request from outside; each call's output is kept, untouched)
+                                                  request from outside; each call's output is copied as soon as its
+                                                  call's clock stops, so what the judge reads is what it returned)
     {"op": "outputs"}                        -> {"ok": true, "outputs": array (calls, classes), "call_ns": array (calls,)}
                                                  (of the last timed request; each call's own time, read here around
                                                  it: the no-caching audit compares calls, the ranks use the judge's clock)
@@ -44,10 +46,12 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import socket
 import sys
 import time
 import warnings
+import zipfile
 
 import numpy as np
 import torch
@@ -69,6 +73,58 @@ def load_code_free(data: bytes) -> tuple[torch.nn.Module, str] | None:
             return torch.jit.load(io.BytesIO(data), map_location="cpu").eval(), "TorchScript"
     except Exception:  # not a TorchScript archive
         return None
+
+
+# TorchScript operators a measured model may not call, each with why: a clock is a way round the judge's timing (it
+# tells a model where a request ends, to defer its calls' work to the last one), files reach past the counted
+# bytes. An honest model (a traced or scripted network) calls none of them. (A task forked onto another thread is
+# caught by what it costs: CPU outside the model's own requests.)
+REFUSED_OPS = {
+    "prim::TimePoint": "reads a clock (torch.ops.prim.TimePoint): a model could tell where a timed request ends "
+                       "and defer its calls' work to the last one",
+    "aten::save": "writes a file (torch.save)",
+    "aten::from_file": "reads a file (torch.from_file)",
+}
+# the same operators as they are written in an archive's TorchScript code (every op a model calls is there by
+# name): a net under the graph walk, for code the walk does not reach (a method called through an interface)
+REFUSED_CODE = re.compile(r"\bops\.prim\.TimePoint\b|\btorch\.(?:save|from_file)\s*\(")
+
+
+def _graph_kinds(graph, kinds: set[str]) -> None:
+    "Every node kind in `graph`, its blocks (If, Loop) and forked subgraphs, into `kinds`."
+    for node in graph.nodes():
+        kinds.add(node.kind())
+        for block in node.blocks():
+            _graph_kinds(block, kinds)
+        if node.kind() == "prim::fork" and "Subgraph" in node.attributeNames():
+            _graph_kinds(node.g("Subgraph"), kinds)
+
+
+def refused_ops(model: torch.nn.Module, data: bytes = b"") -> str | None:
+    """Why a TorchScript model is not run, or None: the first of REFUSED_OPS that any method of any of its
+    modules calls (each graph with its calls inlined), or that its archive's code (`data`) writes.
+
+        >>> refused_ops(torch.jit.script(torch.nn.ReLU())) is None
+        True
+    """
+    kinds: set[str] = set()
+    for _, sub in model.named_modules():
+        for name in sub._c._method_names():
+            graph = sub._c._get_method(name).graph.copy()
+            torch._C._jit_pass_inline(graph)  # what its calls to functions and other modules' methods run
+            _graph_kinds(graph, kinds)
+    for op, why in REFUSED_OPS.items():
+        if op in kinds:
+            return f"its TorchScript code calls {op}, which {why}; the judge does not run such a model"
+    if data:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            for info in z.infolist():
+                if "/code/" in f"/{info.filename}" and info.filename.endswith(".py"):
+                    found = REFUSED_CODE.search(z.read(info).decode("utf-8", "replace"))
+                    if found:
+                        return (f"its TorchScript code calls {found.group(0).rstrip('( ')} (a clock or files); the "
+                                "judge does not run such a model")
+    return None
 
 
 ONNX_DOMAINS = ("", "ai.onnx")  # the standard operators only: no custom-op library, no model-local functions
@@ -198,6 +254,16 @@ def trace(path: str, x: torch.Tensor) -> tuple[bytes, str, str]:
     return buf.getvalue(), sha, kind
 
 
+def owned(out):
+    """A call's answer as this server's own copy, taken at once (a model may keep the tensor it returned and write
+    into it on a later call; `as_array` is a view): `clone` (~2 us a call here, the same for every model, against
+    5-6 us for a converted array), converted by `as_array` after the request; anything else as it is (`as_array`
+    refuses it)."""
+    if isinstance(out, torch.Tensor):
+        return out.clone()
+    return out.copy() if isinstance(out, np.ndarray) else out
+
+
 def as_array(out) -> np.ndarray:
     if isinstance(out, np.ndarray) and out.dtype.kind == "f":  # an ONNX model's answer
         return out.astype(np.float32, copy=False)
@@ -267,7 +333,7 @@ class Server:
         self.converting = converting
         self.staged: list[torch.Tensor] = []   # the next request's inputs: one newly allocated tensor per call
         self.sample: list[int] | None = None
-        self.timed: list[object] = []          # the outputs of the last timed request, until fetched
+        self.timed: list[object] = []          # copies of the outputs of the last timed request, until fetched
         self.call_ns: list[int] = []           # how long each of its calls took, timed here call by call
         self.files: dict[str, bytearray] = {}  # a model file's bytes, sent by the judge in parts, until loaded
         self.calls, self.flood = 0, None       # model calls so far; why the output cap stopped a call
@@ -317,8 +383,11 @@ class Server:
                 got = load_code_free(data)
                 if got is None:
                     needs.append(role)
-                else:
-                    self.models[role], kinds[role] = got
+                    continue
+                why = refused_ops(got[0], data)
+                if why:
+                    raise ValueError(f"{role} model: {why}")
+                self.models[role], kinds[role] = got
             return {"kinds": kinds, "needs_code": needs, "tensors": tensors}
         if op == "trace":
             if not self.converting:
@@ -332,7 +401,7 @@ class Server:
             return {"sha256": state_dict_sha256(model.state if isinstance(model, OnnxModel) else model_state(model))}
         if op == "outputs":  # not timed: the judge checks the timed calls' answers after timing them
             timed, self.timed = self.timed, []
-            outs = [as_array(out) for out in timed]
+            outs = [as_array(out) for out in timed]  # each a copy taken when its call returned
             return {"outputs": encode(np.concatenate(outs) if outs else np.zeros((0, 0), np.float32), refs=None),
                     "call_ns": encode(np.asarray(self.call_ns, dtype=np.int64), refs=None)}
         model = self.models[msg["role"]]
@@ -342,7 +411,7 @@ class Server:
                 outs = []
                 for x in staged:
                     self.calls += 1
-                    outs.append(as_array(model(x)))
+                    outs.append(as_array(owned(model(x))))  # as it was when returned: a later call cannot fill it in
                     self.output.check()
                 return {"outputs": encode(np.concatenate(outs) if outs else np.zeros((0, 0), np.float32), refs=None)}
             if op == "time":
@@ -352,8 +421,11 @@ class Server:
                 for x in staged:  # judged later: the timed work is the judged work
                     self.calls += 1
                     t0 = clock()
-                    kept.append(model(x))
+                    out = model(x)
                     ns.append(clock() - t0)
+                    # copied as soon as its clock stops: a placeholder that a later call of the request fills in
+                    # (one batched forward at the request's end) is judged as the zeros it was when returned
+                    kept.append(owned(out))
                 self.output.check()  # after the request: its time is the model's own, counting is not
                 return {}
         raise ValueError(f"unknown request {op!r}")

@@ -69,6 +69,7 @@ from tito.notebooks import nbgrader_glue
 from tito.notebooks.cells import cell_source, nbgrader_meta, plain_python, syntax_errors, where
 from tito.notebooks.exports import default_exp, exported_module, notebook_modules, split_exported
 from tito.notebooks.imports import module_files, named_modules, package_graph, reach
+from tito.notebooks.kit import test_helpers
 from tito.notebooks.nbfile import read_notebook
 from tito.testing.inline_runner import JOB_MARKER
 from tito.testing.needs import test_modules
@@ -620,7 +621,13 @@ def _test_file_runs(course: Course, module: str, scratch: Path, tests: list[str]
                     {m for m in tito_names if m in pkg.files} for f in TITO_PKG.rglob("*.py")}
     exporter, files = pkg.exporter, pkg.files
     tfiles: list[TestFileRun] = []
-    extra = {"env": pkg.envkey, "tito": tito_hash, "data": pkg.data}  # what every test file's key holds
+    helpers = test_helpers(targets, tests_dir)  # tests/busy.py and the like, which test files import
+    for h in helpers:
+        shutil.copy2(h, tdir / h.name)
+    helper_text = "".join(h.read_text(encoding="utf-8") for h in helpers)
+    # what every test file's key holds
+    extra = {"env": pkg.envkey, "tito": tito_hash, "data": pkg.data,
+             "helpers": hashlib.sha256(helper_text.encode()).hexdigest()}
     for t in targets:
         text = t.read_text(encoding="utf-8")
         named = named_modules(text, files)
