@@ -72,13 +72,14 @@ class Bubblewrap(Backend):
     def launch(self, spec: SandboxSpec, uid: int | None = None) -> tuple[list[str], str | None, dict, tuple[int, ...]]:
         """bwrap's command, and the seccomp filter (no kernel keyrings: tito.isolation.seccomp) in a pipe that
         bwrap reads at its start (a few hundred bytes: the pipe's buffer holds them)."""
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         program = keyring_filter()
         if program is None:  # a machine whose keyring calls' numbers the table does not know
-            return self.command(spec, uid), None, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, ()
+            return self.command(spec, uid), None, env, ()
         r, w = os.pipe()
         try:
             os.write(w, program)
-            return self.command(spec, uid, r), None, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, (r,)
+            return self.command(spec, uid, r), None, env, (r,)
         except BaseException:
             os.close(r)
             raise
