@@ -60,7 +60,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--work", default=None, help="folder for the class and the output (default: a temporary one)")
     args = ap.parse_args()
-    from tito.olympics.judge import tree_pss_mb
+    from tito.isolation.procs import tree_pss_mb
 
     work = Path(args.work or tempfile.mkdtemp(prefix="olympics-memory-"))
     subs, out = work / "submissions", work / "out"

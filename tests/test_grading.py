@@ -26,18 +26,19 @@ from pathlib import Path
 import pytest
 from fixtures import submissions as subs
 
-from tito.notebooks import nbgrader_glue
+from tito.notebooks import nbgrader_glue, regions
 from tito.commands import status as status_cmd
 from tito.notebooks.student_release import release
 from tito.config import Course, TitoError
 from tito.grading import classrun
 from tito.isolation import sandbox
 from tito.isolation import limits as limits_mod
-from tito.grading.per_student import TOTAL, UNSANDBOXED
+from tito.grading.per_student import TOTAL
+from tito.isolation.sandbox import UNSANDBOXED
 
 # what grades.csv's sandbox column says here: "bubblewrap" as root with cgroups, else which protections it lacks
 # the label of graded_class's run (--jobs 2): without a cgroup CPU share, cores split by --jobs stand for one
-THIS_SANDBOX = limits_mod.sandbox_label(limits_mod.gaps(cores_split=limits_mod.cpu_split(2) is not None))
+THIS_SANDBOX = sandbox.registered()().label(limits_mod.gaps(cores_split=limits_mod.cpu_split(2) is not None))
 from tito.notebooks.named_stubs import enclosing_qualname, replace_regions
 
 CELL_TIMEOUT = 5  # per-cell (and per-test) limit in the class run: each infinite loop costs this much
@@ -73,9 +74,9 @@ def test_enclosing_qualname():
 @pytest.fixture(scope="session")
 def bwrap():
     """The sandbox tests need bubblewrap: they FAIL (never skip) without it, saying how to get it."""
-    path = sandbox.find_bwrap()
+    path = sandbox.find()
     if path is None:
-        pytest.fail(sandbox.INSTALL_HINT)
+        pytest.fail(sandbox.registered().install_hint)
     return path
 
 
@@ -250,6 +251,8 @@ def test_what_a_submission_holds_cannot_reach_the_instructor(graded_class):
     assert "<script>alert(" not in page, "a student's script reached the feedback page"
     assert not re.search(r"<img[^>]*onerror", page), "a student's event handler reached the feedback page"
     assert r["magic"].score == subs.FULL and r["magic"].reason == ""
+    # its `%time total_of_the_values = sum(xs)` grades as the plain line, test by test (tito.notebooks.cells.plain_python)
+    assert _tests(r["magic"], "stats_dev") == _tests(r["full"], "stats_dev")
 
 
 def test_an_honest_student_with_stderr_and_warnings_gets_every_point(graded_class):
@@ -319,7 +322,7 @@ def test_no_solution_text_in_the_sandbox_or_the_feedback(graded_class):
                     for o in c["outputs"])
     assert "PROBE []" in probe, probe[:2000]
     course = graded_class["course"]
-    secrets = nbgrader_glue.secret_lines(course.notebooks(MODULE))
+    secrets = regions.secret_lines(course.notebooks(MODULE))
     assert secrets
     for student in (out / "students").iterdir():
         submitted = "".join(p.read_text(errors="replace") for p in (graded_class["subs"] / student.name).glob("*"))
@@ -355,10 +358,9 @@ def test_submitted_layout(tmp_path):
     (tmp_path / "submitted" / "ann" / "19_benchmarking" / "a.ipynb").write_text("{}")
     (tmp_path / "submitted" / "bob").mkdir()
     (tmp_path / "submitted" / "bob" / "a.ipynb").write_text("{}")
-    found = classrun.find_submissions(tmp_path, "19_benchmarking")
+    found = classrun.scan_submissions(tmp_path, "19_benchmarking").found
     assert found == {"ann": tmp_path / "submitted" / "ann" / "19_benchmarking", "bob": tmp_path / "submitted" / "bob"}
-    with pytest.raises(TitoError, match="no student folders"):
-        classrun.find_submissions(tmp_path / "submitted" / "ann" / "19_benchmarking", "x")
+    assert classrun.scan_submissions(tmp_path / "submitted" / "ann" / "19_benchmarking", "x").found == {}
 
 
 def test_cli_grade_and_status_help(root):

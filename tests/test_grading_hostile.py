@@ -31,7 +31,9 @@ import pytest
 from fixtures import submissions as subs
 from tito.notebooks.student_release import release
 from tito.config import Course
-from tito.grading import classrun, submission
+from tito.grading import classrun
+from tito.isolation import untrusted
+from tito.notebooks import nbfile
 from tito.isolation import sandbox
 
 CELL_TIMEOUT = 5
@@ -274,8 +276,8 @@ def stats_class(base: Path, root: Path) -> tuple[Course, Path]:
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory, root):
-    if sandbox.find_bwrap() is None:
-        pytest.fail(sandbox.INSTALL_HINT)
+    if sandbox.find() is None:
+        pytest.fail(sandbox.registered().install_hint)
     base = tmp_path_factory.mktemp("hostile")
     course, sub = stats_class(base, root)
     assert (course.submission_notebook_mb, course.submission_folder_mb) == (1, 2)
@@ -549,29 +551,29 @@ def test_read_regular_refuses_what_is_not_a_regular_file(tmp_path):
     (tmp_path / "ok").write_bytes(b"x" * 10)
     (tmp_path / "big").write_bytes(b"x" * 11)
     for name, why in (("pipe", "named pipe"), ("zero", "symbolic link"), ("big", "above the limit")):
-        with pytest.raises(submission.Refused, match=why):
-            submission.read_regular(tmp_path / name, 10)
-    with pytest.raises(submission.Refused, match="a device"):
-        submission.read_regular(Path("/dev/zero"), 10)
-    assert submission.read_regular(tmp_path / "ok", 10) == b"x" * 10
+        with pytest.raises(untrusted.Refused, match=why):
+            untrusted.read_regular(tmp_path / name, 10)
+    with pytest.raises(untrusted.Refused, match="a device"):
+        untrusted.read_regular(Path("/dev/zero"), 10)
+    assert untrusted.read_regular(tmp_path / "ok", 10) == b"x" * 10
 
 
 def test_parse_notebook_limits_nesting_without_recursion():
     for depth in (65, 900, 200_000):
-        with pytest.raises(submission.Refused, match="nested deeper than 64"):
-            submission.parse_notebook(b'{"cells": [], "m": ' + b"[" * depth + b"]" * depth + b"}")
-    assert submission.parse_notebook(b'{"cells": [], "m": ' + b"[" * 60 + b"]" * 60 + b"}")["cells"] == []
-    with pytest.raises(submission.Refused, match="no cells"):
-        submission.parse_notebook(b"[]")
+        with pytest.raises(untrusted.Refused, match="nested deeper than 64"):
+            nbfile.parse_notebook(b'{"cells": [], "m": ' + b"[" * depth + b"]" * depth + b"}")
+    assert nbfile.parse_notebook(b'{"cells": [], "m": ' + b"[" * 60 + b"]" * 60 + b"}")["cells"] == []
+    with pytest.raises(untrusted.Refused, match="no cells"):
+        nbfile.parse_notebook(b"[]")
 
 
 def test_survey_stops_at_its_caps(tmp_path):
     d = tmp_path
     for i in range(3):
         (d / f"f{i}.txt").write_bytes(b"x" * (1 << 20))
-    deep = d.joinpath(*["n"] * (submission.MAX_FOLDER_DEPTH + 3))
+    deep = d.joinpath(*["n"] * (untrusted.MAX_FOLDER_DEPTH + 3))
     deep.mkdir(parents=True)
-    s = submission.survey(d, notebook_mb=1, folder_mb=2)
+    s = untrusted.survey(d, notebook_mb=1, folder_mb=2)
     assert "above the folder limit of 2 MB" in s.over
     assert any("nested more than" in why for why in s.refused.values())
 
@@ -664,7 +666,7 @@ def test_a_normal_users_run_says_what_it_goes_without(root):
     assert all("nothing found" in s for s in shown[:4]) and "OTHER none" in shown[4], shown
     # no CPU share from a cgroup: with at least as many cores as --jobs 2, each student gets cores of its own
     gone = [limits.MEMORY, limits.PROCESSES] + ([] if limits.cpu_split(2) else [limits.CPU]) + [limits.SCRATCH]
-    assert got["sandbox"] == [limits.sandbox_label(gone)]
+    assert got["sandbox"] == [sandbox.registered()().label(gone)]
     assert any("WITHOUT: " + ", ".join(gone) in l for l in got["console"]), got["console"]
 
 
@@ -701,8 +703,8 @@ def test_a_sleeping_student_costs_the_class_its_budget_only(tmp_path, root):
     """settings.ini student_seconds = 45: a student whose code sleeps (every call, and a feedback run of
     a minute) is stopped there, their unfinished notebooks scoring 0 with the reason; an honest student
     of the same run is graded in full."""
-    if sandbox.find_bwrap() is None:
-        pytest.fail(sandbox.INSTALL_HINT)
+    if sandbox.find() is None:
+        pytest.fail(sandbox.registered().install_hint)
     course_dir = subs.make_stats_course(tmp_path / "course", root, cell_timeout=CELL_TIMEOUT)
     with open(course_dir / "settings.ini", "a", encoding="utf-8") as f:
         f.write("student_seconds = 45\n")

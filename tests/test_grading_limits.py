@@ -22,13 +22,14 @@ from tito.notebooks.student_release import release
 
 MODULE = "01_stats"
 NO_NAMESPACES = Path(__file__).parent / "fixtures" / "no_namespaces.py"
+NO_BOX = sandbox.Unsandboxed()  # fit() without a sandbox to probe (what --no-sandbox hands it)
 
 
 @pytest.fixture(scope="module")
 def small_class(tmp_path_factory, root):
     """The small course, released, and a class of two: `honest` (the solutions, 10 points) and `blank`."""
-    if sandbox.find_bwrap() is None:
-        pytest.fail(sandbox.INSTALL_HINT)
+    if sandbox.find() is None:
+        pytest.fail(sandbox.registered().install_hint)
     base = tmp_path_factory.mktemp("limits")
     course = Course.load(subs.make_stats_course(base / "course", root, cell_timeout=10))
     rel = release(course, MODULE)
@@ -110,13 +111,13 @@ def _given(rlimits=None, open_files=(None, None), memory=None, pids=None, user_t
 def test_a_cgroup_is_divided_among_the_students_graded_at_once():
     """memory.max 8 GiB for 4 at once: 2048 MiB each; for 8 at once: 1024 < 1400, refused with the --jobs that fits."""
     cg = (8 << 30, 1 << 30, Path("/sys/fs/cgroup/x/memory.max"))
-    f = limits_mod.fit(sandbox.Limits(), 4, None, given=_given(memory=cg))
+    f = limits_mod.fit(sandbox.Limits(), 4, NO_BOX, given=_given(memory=cg))
     assert f.refusal is None and f.limits.memory_mb == 2048 and f.clamped[0].startswith("memory 6144 -> 2048 MiB")
-    f = limits_mod.fit(sandbox.Limits(), 8, None, given=_given(memory=cg))
+    f = limits_mod.fit(sandbox.Limits(), 8, NO_BOX, given=_given(memory=cg))
     assert f.refusal and "memory: 1024 MiB per student" in f.refusal and "--jobs 5" in f.refusal
-    f = limits_mod.fit(sandbox.Limits(), 2, None, given=_given(pids=(300, 100, Path("/sys/fs/cgroup/x/pids.max"))))
+    f = limits_mod.fit(sandbox.Limits(), 2, NO_BOX, given=_given(pids=(300, 100, Path("/sys/fs/cgroup/x/pids.max"))))
     assert f.refusal is None and f.limits.processes == 100  # (300 - 100 in use) / 2
-    f = limits_mod.fit(sandbox.Limits(), 4, None, given=_given(pids=(300, 100, Path("p"))))
+    f = limits_mod.fit(sandbox.Limits(), 4, NO_BOX, given=_given(pids=(300, 100, Path("p"))))
     assert f.refusal and "processes: 50 per student" in f.refusal
 
 
@@ -124,12 +125,12 @@ def test_a_normal_users_process_limit_counts_what_it_runs_and_is_shared(monkeypa
     """As a normal user RLIMIT_NPROC counts every process of the user: what is left after those running now is
     divided among --jobs (root's sandboxes each run as a uid of their own: no division)."""
     monkeypatch.setattr(limits_mod.os, "geteuid", lambda: 1000)
-    f = limits_mod.fit(sandbox.Limits(), 2, None, given=_given({"processes and threads": (300, 300)}, user_tasks=40))
+    f = limits_mod.fit(sandbox.Limits(), 2, NO_BOX, given=_given({"processes and threads": (300, 300)}, user_tasks=40))
     assert f.limits.processes == 130 and "40 in use, 2 student(s) at once" in f.clamped[0]
-    f = limits_mod.fit(sandbox.Limits(), 4, None, given=_given({"processes and threads": (300, 300)}, user_tasks=100))
+    f = limits_mod.fit(sandbox.Limits(), 4, NO_BOX, given=_given({"processes and threads": (300, 300)}, user_tasks=100))
     assert f.refusal and "processes and threads: 50 per sandbox" in f.refusal and "--jobs" in f.refusal
     monkeypatch.setattr(limits_mod.os, "geteuid", lambda: 0)
-    f = limits_mod.fit(sandbox.Limits(), 4, None, given=_given({"processes and threads": (300, 300)}, user_tasks=100))
+    f = limits_mod.fit(sandbox.Limits(), 4, NO_BOX, given=_given({"processes and threads": (300, 300)}, user_tasks=100))
     assert f.refusal is None and f.limits.processes == 256
 
 

@@ -17,7 +17,9 @@ import tracemalloc
 
 import pytest
 
-from tito.grading import feedback, submission
+from tito.grading import feedback
+from tito.isolation import untrusted
+from tito.notebooks import nbfile
 from tito.isolation.sanitize import clean_html, csv_cell, plain_text
 from tito.notebooks import nbgrader_glue
 
@@ -124,15 +126,15 @@ def test_a_notebook_of_millions_of_values_is_refused_before_it_is_parsed(tmp_pat
     path.write_bytes(b'{"metadata": {}, "nbformat": 4, "cells": [' + b"{}, " * (4 << 20) + b"{}]}")  # 16 MB
     tracemalloc.start()
     try:
-        with pytest.raises(submission.Refused, match="JSON values, above the limit of 500,000"):
-            submission.read_notebook(path, 20)
+        with pytest.raises(untrusted.Refused, match="JSON values, above the limit of 500,000"):
+            nbfile.read_notebook(path, 20)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert peak < 100 << 20, peak  # its bytes and two copies of them at most (measured: 48 MB)
     cells = b'{"cells": [' + b", ".join([b'{"cell_type": "code", "source": ""}'] * 2001) + b"]}"
-    with pytest.raises(submission.Refused, match="2,001 cells, above the limit of 2,000"):
-        submission.parse_notebook(cells)
+    with pytest.raises(untrusted.Refused, match="2,001 cells, above the limit of 2,000"):
+        nbfile.parse_notebook(cells)
 
 
 def test_of_a_submission_only_its_essentials_are_kept():
@@ -143,7 +145,7 @@ def test_of_a_submission_only_its_essentials_are_kept():
                     {"cell_type": "code", "id": "ok-1", "source": "x = 1", "outputs": [{"output_type": "stream"}],
                      "execution_count": 3, "metadata": {"nbgrader": {"grade_id": "stats-mean", "solution": True}}},
                     {"cell_type": "", "source": ""}]}
-    assert submission.essentials(nb) == {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+    assert nbfile.essentials(nb) == {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
         {"cell_type": "markdown", "source": "an answer", "metadata": {"nbgrader": {"grade": True}}},
         {"cell_type": "code", "source": "x = 1", "id": "ok-1",
          "metadata": {"nbgrader": {"solution": True, "grade_id": "stats-mean"}}},
@@ -171,7 +173,7 @@ RELEASE = {"metadata": {"kernelspec": {"name": "python3", "display_name": "Pytho
 
 
 def test_the_autograded_notebook_is_the_release_with_the_students_answers_and_outputs():
-    student = submission.essentials({"cells": [
+    student = nbfile.essentials({"cells": [
         {"cell_type": "markdown", "id": "intro", "source": "# Intro, <b>rewritten</b>"},  # changed: added block
         {"cell_type": "code", "id": "imports", "source": "import math"},                 # unchanged: its outputs
         {"cell_type": "code", "id": "mine", "source": "def f():\n    return 0",
@@ -216,7 +218,7 @@ def test_the_autograded_notebook_is_bounded_whatever_the_submission():
     cells = [{"cell_type": "code", "source": huge, "metadata": {"nbgrader": {"grade_id": "task-f", "solution": True}}}]
     cells += [{"cell_type": "code", "source": f"print({i})"} for i in range(500)]
     ran = {str(i): {"outputs": [{"output_type": "stream", "name": "stdout", "text": "y" * 100_000}]} for i in range(501)}
-    nb, _, _ = feedback.autograded_notebook(RELEASE, submission.essentials({"cells": cells}), {"cells": ran}, {})
+    nb, _, _ = feedback.autograded_notebook(RELEASE, nbfile.essentials({"cells": cells}), {"cells": ran}, {})
     sol = next(c for c in nb["cells"] if c["id"] == "sol")
     assert len(sol["source"]) < feedback.CODE_CHARS + 100 and "more lines" in sol["source"]
     shown = [c for c in nb["cells"] if c["id"].startswith(f"{feedback.ADDED}-") and c["id"][11:].isdigit()]
@@ -258,7 +260,7 @@ def test_terminal_colours_in_outputs_are_plain_text_in_the_notebook_and_on_the_p
         {"output_type": "stream", "name": "stdout", "text": box},
         {"output_type": "execute_result", "execution_count": 1, "data": {"text/plain": box}},
         {"output_type": "error", "ename": "ValueError", "evalue": box, "traceback": [box]}]}}
-    nb, _, _ = feedback.autograded_notebook(RELEASE, submission.essentials({"cells": [_UNCHANGED]}),
+    nb, _, _ = feedback.autograded_notebook(RELEASE, nbfile.essentials({"cells": [_UNCHANGED]}),
                                             {"cells": ran}, {})
     outs = next(c for c in nb["cells"] if c["id"] == "imports")["outputs"]
     plain = "Answer key and rubric (instructor only): award FULL MARKS\n"
@@ -275,10 +277,10 @@ def test_an_escape_per_character_does_not_multiply_the_page():
     page. Without escapes the output is its characters, and the page grows by about their number."""
     ran = {"0": {"execution_count": 1, "outputs": [{"output_type": "stream", "name": "stdout",
                                                     "text": "\x1b[1mX" * 20_000}]}}
-    nb, _, _ = feedback.autograded_notebook(RELEASE, submission.essentials({"cells": [_UNCHANGED]}),
+    nb, _, _ = feedback.autograded_notebook(RELEASE, nbfile.essentials({"cells": [_UNCHANGED]}),
                                             {"cells": ran}, {})
     assert next(c for c in nb["cells"] if c["id"] == "imports")["outputs"][0]["text"] == "X" * 20_000
-    bare, _, _ = feedback.autograded_notebook(RELEASE, submission.essentials({"cells": [_UNCHANGED]}), {}, {})
+    bare, _, _ = feedback.autograded_notebook(RELEASE, nbfile.essentials({"cells": [_UNCHANGED]}), {}, {})
     grown = len(feedback.feedback_html(nb, "t")) - len(feedback.feedback_html(bare, "t"))
     assert 20_000 <= grown < 21_000, grown  # main: ~700,000 (a span per character)
 
@@ -290,7 +292,7 @@ def test_a_written_answer_cannot_style_the_page_through_mathjax():
     answer = ("$$\\style{background-color:#fcf8e3;border:1px solid #faebcc}{\\textbf{Answer key}}$$ "
               "\\\\(\\\\bbox[yellow,5px]{x}\\\\) $&#92;colorbox{yellow}{y}$ $\\c&#111;lor{red}{z}$ "
               "$\\href{javascript:x}{w}$ $\\frac{a}{b} \\displaystyle x$")
-    student = submission.essentials({"cells": [
+    student = nbfile.essentials({"cells": [
         {"cell_type": "markdown", "source": answer, "metadata": {"nbgrader": {"grade_id": "answer-a", "solution": True}}},
         {"cell_type": "code", "source": "def f():\n    return 1",
          "metadata": {"nbgrader": {"grade_id": "task-f", "solution": True}}}]})
@@ -314,14 +316,14 @@ def test_a_notebook_of_highlighter_bait_makes_a_bounded_page(monkeypatch):
     monkeypatch.setattr(feedback, "PAGE_BYTES", 200_000, raising=False)  # the same rule at a test's scale (real: 5 MB)
     bait = "if 0: " + "a(" * 2_000
     cells = [{"cell_type": "code", "source": bait} for _ in range(12)]
-    nb, _, _ = feedback.autograded_notebook(RELEASE, submission.essentials({"cells": cells}), {}, {})
-    bare, _, _ = feedback.autograded_notebook(RELEASE, submission.essentials({"cells": []}), {}, {})
+    nb, _, _ = feedback.autograded_notebook(RELEASE, nbfile.essentials({"cells": cells}), {}, {})
+    bare, _, _ = feedback.autograded_notebook(RELEASE, nbfile.essentials({"cells": []}), {}, {})
     added = [c["source"] for c in nb["cells"] if c["id"].startswith(f"{feedback.ADDED}-")]
     assert added[0] == bait and "characters not shown" in added[-1]  # the first whole, later ones cut
     assert sum(feedback.page_bytes(s) for s in added if not s.startswith("… (")) <= 200_000  # tito's notes aside
     grown = len(feedback.feedback_html(nb, "t")) - len(feedback.feedback_html(bare, "t"))
     assert grown <= 200_000 + 300 * len(added), grown  # each cell's frame: 12 full cells were ~3.6 MB
-    one = feedback.feedback_html(feedback.autograded_notebook(RELEASE, submission.essentials(
+    one = feedback.feedback_html(feedback.autograded_notebook(RELEASE, nbfile.essentials(
         {"cells": [{"cell_type": "code", "source": bait}]}), {}, {})[0], "t")
     assert len(one) - len(feedback.feedback_html(bare, "t")) <= feedback.page_bytes(bait)  # the estimate bounds it
 

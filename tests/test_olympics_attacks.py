@@ -41,7 +41,7 @@ def _load(out: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def attacked(tmp_path_factory):
-    if sandbox.find_bwrap() is None:
+    if sandbox.find() is None:
         pytest.skip("the judge needs bubblewrap (apt-get install bubblewrap)")
     from tinytorch.benchmarking.digits import load_digits_split
 

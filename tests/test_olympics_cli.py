@@ -98,7 +98,7 @@ def test_submit_and_the_judge_measure_the_course_baseline_alike(tmp_path):
               "b, o = default_olympics_models()\n"
               "print(generate_submission(b, o, 'memory_challenge', measurement_runs=2, warmup_runs=1)"
               "['measurements']['baseline']['model_size']['bytes'])")
-    judge = ("import sys; from pathlib import Path; from tito.olympics.judge import prepare_work\n"
+    judge = ("import sys; from pathlib import Path; from tito.olympics.staging import prepare_work\n"
              "from tinytorch.benchmarking.olympics import model_file_bytes\n"
              "prepare_work(Path(sys.argv[1])); print(model_file_bytes(Path(sys.argv[1]) / 'course' / 'baseline.pt')[0])")
     runs = [subprocess.run([sys.executable, "-c", code, str(tmp_path / "work")], capture_output=True, text=True,

@@ -13,7 +13,7 @@ from tito.isolation import sandbox
 
 
 def test_group_size_fits_the_budget_beside_the_judge():
-    from tito.olympics.judge import MARGIN, group_size
+    from tito.olympics.groups import MARGIN, group_size
 
     assert group_size(16384, 300, 260, 2) == int((16384 - 300 - 2 * 260 * MARGIN) // (260 * MARGIN))
     assert group_size(16384, 300, 260, 2) * 260 * MARGIN + 300 + 2 * 260 * MARGIN <= 16384
@@ -23,7 +23,7 @@ def test_group_size_fits_the_budget_beside_the_judge():
 def test_a_class_over_the_budget_is_judged_in_groups(tmp_path):
     from tito.olympics.judge import judge_class
 
-    if sandbox.find_bwrap() is None:
+    if sandbox.find() is None:
         pytest.skip("the judge needs bubblewrap (apt-get install bubblewrap)")
     src = tmp_path / "src"
     make_onnx_class(src)

@@ -27,6 +27,7 @@ from tito.olympics.copies import similar_models, state_summaries
 from tito.olympics.leaderboard import judged_leaderboard, leaderboard
 from tinytorch.benchmarking.optimize import quantize_int8
 from tito.config import TitoError
+from tito.isolation.sanitize import md_cell
 from tito.isolation import sandbox
 
 ROUNDS = 12
@@ -57,7 +58,7 @@ class Listener:
 def judged(tmp_path_factory):
     from tito.cli import main
 
-    if sandbox.find_bwrap() is None:
+    if sandbox.find() is None:
         pytest.skip("the judge needs bubblewrap (apt-get install bubblewrap)")
     root = tmp_path_factory.mktemp("olympics")
     listener = Listener()
@@ -161,9 +162,10 @@ def test_the_ways_a_red_team_found_are_closed(judged):
     assert hoard["static"]["size_bytes"]["optimized"] > 2 * s["alice"]["static"]["size_bytes"]["optimized"]
     # a consistent, invented compression claim, whatever its size method says
     assert any(f.startswith("claim contradicted: compression ratio claimed 50") for f in s["liar"]["flags"])
-    # names and links: nothing of a folder's name reaches a report but a clean name with a hash
-    weird = [k for k in r if k.startswith("eve")]
-    assert len(weird) == 1 and all(c.isalnum() or c in "._-" for c in weird[0]), weird
+    # names and links: a folder whose name is no student id is refused by grading's rule (tito.isolation.untrusted),
+    # named only as an escaped line; nothing of its name reaches a report as structure
+    weird = [k for k in r if "eve" in k]
+    assert len(weird) == 1 and "as a student id" in r[weird[0]] and weird[0].isprintable() and "\n" not in weird[0]
     assert "symbolic link" in r["linkbob"]
     board, csv = ((judged["out"] / f"leaderboard.{x}").read_text() for x in ("md", "csv"))
     assert "\x1b" not in board + csv and "<b>" not in board
@@ -229,7 +231,7 @@ def test_each_bad_submission_has_a_clear_line(judged):
     assert f"expected ({PASSED}, 10)" in r["wide"]
     assert "no answer within 20 s" in r["asleep"]
     board = (judged["out"] / "leaderboard.md").read_text()
-    assert "## Rejected" in board and all(f"- {name}:" in board for name in r)
+    assert "## Rejected" in board and all(f"- {md_cell(name)}:" in board for name in r)  # names as escaped text
 
 
 def test_an_interrupted_run_resumes_without_losing_its_rounds(judged, tmp_path):
@@ -292,7 +294,8 @@ def test_a_sandbox_imports_on_every_core_and_is_timed_on_one(tmp_path):
     """A class's sandboxes start at once: their imports may use every core (pinned to one from the start, 12
     of them took 29.6 s beside a CPU hog); once ready, each model's process (and what it starts later) is on the
     judge's measuring core only, and a student's time limits start then. bwrap's own processes only wait."""
-    from tito.olympics.judge import Student, prepare_work, stage, start, stop, wait_ready
+    from tito.olympics.sandboxes import Student, start, stop, wait_ready
+    from tito.olympics.staging import prepare_work, stage
 
     mine = os.sched_getaffinity(0)
     if len(mine) < 2:
@@ -302,7 +305,7 @@ def test_a_sandbox_imports_on_every_core_and_is_timed_on_one(tmp_path):
     data = prepare_work(work)
     st = Student("solo", tmp_path)
     stage(st, work, 0)
-    start(st, work, data, sandbox.find_bwrap(), roles=("baseline", "optimized"))
+    start(st, work, data, sandbox.find(), roles=("baseline", "optimized"))
     try:
         assert st.cpu == max(mine) and set(map(frozenset, _tree_cores(st.proc.pid).values())) == {frozenset(mine)}
         wait_ready(st)
@@ -332,10 +335,12 @@ def test_a_measured_model_that_reads_a_file_is_refused_at_load(tmp_path):
     baseline's file, or from uncounted records of its own) is refused when its sandbox loads it, saying why
     (red team 42, round 2: file I/O is no part of a model); before, the sandbox's missing files stopped it (no model
     file is ever in a measuring sandbox: `records.counted_archive`). The whole path, in a real sandbox."""
-    from tito.olympics.judge import TIMEOUTS, Student, StudentError, find_files, load, prepare_work, stage, start, stop, wait_ready
+    from tito.olympics.measure import load
+    from tito.olympics.sandboxes import TIMEOUTS, Student, StudentError, start, stop, wait_ready
+    from tito.olympics.staging import find_files, prepare_work, stage
 
-    bwrap = sandbox.find_bwrap()
-    if bwrap is None:
+    box = sandbox.find()
+    if box is None:
         pytest.skip("needs bubblewrap: without a sandbox every file is the judge's to read")
     work = tmp_path / "work"
     work.mkdir()
@@ -345,21 +350,22 @@ def test_a_measured_model_that_reads_a_file_is_refused_at_load(tmp_path):
     (folder / "submission.json").write_text(json.dumps({"models": {}}))
     st = Student("reader", folder)
     st.stage = work / "students" / "s0000"  # where stage() puts it: the path the model is built to read
-    inside = sandbox.inside_path("course", work / "course", True) + "/baseline.pt"
+    inside = box.inside_path("course", work / "course") + "/baseline.pt"
     torch.jit.script(_Reader(inside)).save(str(folder / "mine.pt"))
     find_files(st)
     stage(st, work, 0)
-    start(st, work, data, bwrap, roles=("baseline", "optimized"))
+    start(st, work, data, box, roles=("baseline", "optimized"))
     try:
         wait_ready(st)
         with pytest.raises(StudentError, match=r"optimized model: its TorchScript code calls aten::from_file, which reads a file"):
-            load(st, work, data, bwrap)
+            load(st, work, data, box)
     finally:
         stop(st)
 
 
 def test_files_the_judge_will_not_read(tmp_path):
-    from tito.olympics.judge import Student, StudentError, find_files
+    from tito.olympics.sandboxes import Student, StudentError
+    from tito.olympics.staging import find_files
 
     def folder(name, files):
         d = tmp_path / name
@@ -454,7 +460,8 @@ def test_what_a_sandbox_answers_is_checked_before_it_is_decoded():
     "Values that cost the judge time or memory, or carry no signature, are refused or dropped as that student's."
     import numpy as np
 
-    from tito.olympics.judge import SUMMARY_TAGS, StudentError, _tensors, decode_reply
+    from tito.olympics.measure import SUMMARY_TAGS, checked_tensors, decode_reply
+    from tito.olympics.sandboxes import StudentError
     from tito.olympics.records import MAX_ROWS, SIG_POINTS
 
     big = 2**61 - 1
@@ -470,13 +477,14 @@ def test_what_a_sandbox_answers_is_checked_before_it_is_decoded():
     good = {"numel": 100, "shape": [10, 10], "sig": np.ones(SIG_POINTS, np.float32), "rows": np.ones((10, 8), np.float32)}
     oversized = [{**good, "sig": np.ones(SIG_POINTS + 1, np.float32)}, {**good, "rows": np.ones((MAX_ROWS + 1, 8), np.float32)},
                  {**good, "sig": np.ones(SIG_POINTS, np.float64)}]
-    got = _tensors(encode([good] + oversized, refs=None))
+    got = checked_tensors(encode([good] + oversized, refs=None))
     assert len(got) == 2 and "rows" in got[0] and "rows" not in got[1], "a signature over the bounds is dropped"
 
 
 def test_a_submission_of_any_shape_is_that_students_line(tmp_path):
     "Malformed submission JSON never stops the judge: each becomes a reason or an unreadable claim."
-    from tito.olympics.judge import Student, StudentError, find_files
+    from tito.olympics.sandboxes import Student, StudentError
+    from tito.olympics.staging import find_files
 
     for name, text in (("models_int", json.dumps({"models": {"baseline": 5}})),
                        ("deep", "[" * 100_000 + "]" * 100_000),
@@ -696,7 +704,7 @@ def test_students_who_each_follow_a_course_recipe_are_not_copies_of_each_other()
 
     from tinytorch.benchmarking.digits import load_digits_split
     from tinytorch.benchmarking.optimize import prune_magnitude
-    from tito.olympics.judge import course_recipes
+    from tito.olympics.report import course_recipes
     from tito.olympics.records import file_tensors, summarize
 
     base = default_digits_model().eval()
@@ -773,7 +781,7 @@ def test_the_round_noise_defeats_a_lookup_table_and_keeps_honest_accuracy():
 
 
 def test_private_data_is_checked_and_named(tmp_path):
-    from tito.olympics.judge import load_private_data
+    from tito.olympics.staging import load_private_data
 
     good = tmp_path / "held_out.npz"
     np.savez(good, images=np.zeros((40, 1, 8, 8), np.float32), labels=np.arange(40) % 10)
@@ -789,7 +797,7 @@ def test_private_data_is_checked_and_named(tmp_path):
         with pytest.raises(TitoError, match=match) as e:
             load_private_data(path)
         assert "--data" in str(e.value)
-    from tito.olympics.judge import prepare_work
+    from tito.olympics.staging import prepare_work
 
     public = prepare_work(tmp_path / "w1")
     assert public["source"].startswith("the public digits test split (450 images)") and "--data" in public["source"]
@@ -835,13 +843,17 @@ def test_a_long_pickled_attribute_is_walked_in_linear_time(tmp_path):
     assert size > weights, (size, weights)  # the weights' records were found by key and counted
 
 
-def test_a_folder_named_like_anothers_cleaned_name_stays_its_own_student():
-    """Two folders, `ann lee` and the cleaned name it would get (`ann_lee-e4959174`), were judged as one student:
-    5 folders gave 4 lines and the victim vanished. Plain names keep themselves; the other gets a longer hash."""
-    from tito.olympics.judge import student_name
+def test_the_judge_takes_student_ids_by_grading_s_rule(tmp_path):
+    """One student-id rule for grading and the judge (tito.isolation.untrusted): a folder whose name is no id, and
+    two folders equal but for case, are each a rejected line of their own (the judge used to rename the first with
+    a hash, which grading refused); a plain name is judged under its own name."""
+    from tito.olympics.staging import student_folders
 
-    plain = student_name("ann lee")
-    taken = {plain}
-    other = student_name("ann lee", taken)
-    assert plain == "ann_lee-e4959174" and other != plain and other.startswith(plain)
-    assert student_name(plain, taken) == plain  # a plain name is itself
+    for name in ("ann lee", "Bob", "bob", "cy"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "submission.json").write_text(json.dumps({"models": {}}))
+        (tmp_path / name / "model.pt").write_bytes(b"x")
+    valid, rejected = student_folders(tmp_path)
+    assert [st.name for st in valid] == ["cy"]
+    assert "as a student id" in rejected["ann lee"]
+    assert all("the same student id as" in rejected[n] for n in ("Bob", "bob"))

@@ -16,7 +16,7 @@ from tito.isolation import sandbox
 def judged(tmp_path_factory):
     from tito.cli import main
 
-    if sandbox.find_bwrap() is None:
+    if sandbox.find() is None:
         pytest.skip("the judge needs bubblewrap (apt-get install bubblewrap)")
     root = tmp_path_factory.mktemp("olympics_onnx")
     expected = make_onnx_class(root / "submissions")

@@ -48,10 +48,10 @@ for k, (r, e) in out.items():
 
 @pytest.fixture(scope="module")
 def bwrap():
-    path = sandbox.find_bwrap()
-    if path is None:
-        pytest.fail(sandbox.INSTALL_HINT)
-    return path
+    box = sandbox.find()   # the registered backend (bubblewrap) loads the filter
+    if box is None:
+        pytest.fail(sandbox.registered().install_hint)
+    return box
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="the probe knows x86_64's and aarch64's numbers")

@@ -12,6 +12,8 @@ import ast
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 TITO = Path(__file__).resolve().parents[1] / "tito"
 ENTRY_POINTS = {"__init__.py", "__main__.py"}
 
@@ -137,3 +139,108 @@ def test_packages_import_each_other_without_a_circle():
     assert not circles(graph), circles(graph)
     # the shared ground imports none of the jobs built on it
     assert not graph.get("isolation", set()) - {"config"}, graph.get("isolation")
+
+
+# ---- one part, one place (issue 45): each rule a checker of (path, source), held against a planted fault ---------
+
+NOTEBOOK_READERS = {("json", "load"), ("json", "loads"), ("nbformat", "read"), ("nbformat", "reads"),
+                    ("jupytext", "read"), ("jupytext", "reads")}
+_NOTEBOOKISH = __import__("re").compile(r"ipynb|notebook|\bnb\b|\bnb_|_nb\b")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+
+
+def notebook_reads(rel: str, source: str) -> list[str]:
+    """A notebook read outside tito/notebooks/: nbformat's or jupytext's reader, or json's on a line about a notebook."""
+    if rel.startswith("notebooks/"):
+        return []
+    lines = source.splitlines()
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+            pair = (node.func.value.id, node.func.attr)
+            if pair in NOTEBOOK_READERS and (pair[0] != "json" or _NOTEBOOKISH.search(lines[node.lineno - 1])):
+                out.append(f"{rel}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    return out
+
+
+def proc_walks(rel: str, source: str) -> list[str]:
+    """/proc read outside tito/isolation/ (a process's own /proc/self and the GPU driver's entry excepted)."""
+    if rel.startswith("isolation/"):
+        return []
+    tree = ast.parse(source)
+    skip = _docstrings(tree)
+    return [f"{rel}:{n.lineno}: {n.value!r}" for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip
+            and __import__("re").search(r"(^|[^\w])/proc(/|$)", n.value)
+            and not n.value.startswith(("/proc/self/", "/proc/driver/"))]
+
+
+def bwrap_mentions(rel: str, source: str) -> list[str]:
+    """The sandbox's own tool named outside tito/isolation/ (code, comment or docstring): swapping it must touch
+    isolation/ only."""
+    if rel.startswith("isolation/"):
+        return []
+    return [f"{rel}:{i}: {line.strip()}" for i, line in enumerate(source.splitlines(), 1) if "bwrap" in line.lower()]
+
+
+def _field_defaults(path: Path, cls: str) -> dict[str, object]:
+    node = next(n for n in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(n, ast.ClassDef) and n.name == cls)
+    return {s.target.id: s.value.value for s in node.body
+            if isinstance(s, ast.AnnAssign) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, int)}
+
+
+SETTINGS = {**_field_defaults(TITO / "config.py", "Course"), **_field_defaults(TITO / "isolation" / "sandbox.py", "Limits")}
+
+
+def settings_written_twice(rel: str, source: str) -> list[str]:
+    """A settings default (a field of config.Course or sandbox.Limits) written again: as a default in Course.load,
+    as a command-line option's literal default, or as a constant beside a comment naming settings.ini."""
+    tree, out = ast.parse(source), []
+    values = set(SETTINGS.values())
+    for node in ast.walk(tree):
+        if rel == "config.py" and isinstance(node, ast.FunctionDef) and node.name == "load":
+            out += [f"{rel}:{n.lineno}: load's default {n.value!r}" for n in ast.walk(node) if isinstance(n, ast.Constant)
+                    and (isinstance(n.value, int) and not isinstance(n.value, bool) or str(n.value).isdigit())]
+        if (rel == "cli.py" or rel.startswith("commands/")) and isinstance(node, ast.Call) \
+                and getattr(node.func, "attr", None) == "add_argument":
+            out += [f"{rel}:{node.lineno}: option default {k.value.value!r}" for k in node.keywords if k.arg == "default"
+                    and isinstance(k.value, ast.Constant) and k.value.value in values and not isinstance(k.value.value, bool)]
+    for i, line in enumerate(source.splitlines(), 1):  # a constant that repeats the default of the setting it names
+        m = __import__("re").match(r"\s*[A-Z_]+\s*=\s*([\d_]+)\.?0*\s*#.*settings\.ini(?:'s)?\W+(\w+)", line)
+        if m and SETTINGS.get(m.group(2)) == int(m.group(1)):
+            out.append(f"{rel}:{i}: {line.strip()}")
+    return out
+
+
+RULES = {"notebook read": notebook_reads, "/proc walk": proc_walks, "bwrap mention": bwrap_mentions,
+         "settings default written twice": settings_written_twice}
+PLANTED = {  # one fault each rule must catch (and the place where the same code is allowed, where there is one)
+    "notebook read": ("grading/x.py", "import json\nnb = json.loads(open('a.ipynb').read())\n", "notebooks/x.py"),
+    "/proc walk": ("olympics/x.py", "import os\ndef f(pid):\n    return open(f'/proc/{pid}/stat').read()\n",
+                   "isolation/x.py"),
+    "bwrap mention": ("grading/x.py", "def f(box):\n    return box  # was the bwrap path\n", "isolation/x.py"),
+    "settings default written twice": ("commands/x.py", "def add(s):\n    s.add_argument('--m', type=int, default=6144)\n",
+                                       None),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_one_part_one_place(rule):
+    """Issue 45: notebooks are read in tito/notebooks/, /proc is walked and the sandbox's tool named in
+    tito/isolation/, and a settings default is written once (its dataclass field)."""
+    check = RULES[rule]
+    found = [hit for path in sorted(TITO.rglob("*.py")) for hit in check(path.relative_to(TITO).as_posix(),
+                                                                         path.read_text(encoding="utf-8"))]
+    assert not found, "\n".join(found)
+    where, fault, allowed = PLANTED[rule]
+    assert check(where, fault), f"the {rule} rule missed its planted fault"
+    if allowed:
+        assert not check(allowed, fault)
+    if rule == "settings default written twice":
+        assert check("config.py", "class C:\n    def load(cls):\n        return int(get('cell_timeout', '300'))\n")
+        assert check("olympics/x.py", "MEMORY_MB = 16384  # settings.ini's olympics_memory_mb\n")

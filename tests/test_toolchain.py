@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tito.notebooks import nbgrader_glue
+from tito.notebooks import nbgrader_glue, regions
 from tito.commands import export as export_cmd
 from tito.config import TitoError
 from tito.testing.inline_runner import parse_output
@@ -268,9 +268,9 @@ def test_release_19_has_no_solutions(course, release_19):
     res = release_19
     assert not res.leaks, "\n".join(map(str, res.leaks))
     assert res.notebooks and all(p.exists() for p in res.notebooks)
-    secrets = nbgrader_glue.secret_lines(course.notebooks("19_benchmarking"))
+    secrets = regions.secret_lines(course.notebooks("19_benchmarking"))
     assert secrets, "module 19 has no solution regions"
-    text = "\n".join(l.strip() for p in res.notebooks for cell in nbgrader_glue.cell_lines(p) for l in cell)
+    text = "\n".join(line for p in res.notebooks for _, line in regions.region_lines(p))
     assert not [s for s in secrets if s in text.splitlines()]
     assert 'raise NotImplementedError("not yet implemented: ' in text  # named stubs (nbgrader_named_stubs)
     assert not (course.root / "release" / "tmp").exists()
@@ -282,7 +282,7 @@ def test_leak_check_finds_a_leak(tiny_course):
     leaky = tiny_course / "leaky.ipynb"
     leaky.write_text(src.read_text().replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", ""))
     leaks = nbgrader_glue.leak_check([src], [leaky])
-    assert any(l.line == "result_of_tripling = 3 * x" for l in leaks)
+    assert any(l.line == "result_of_tripling = 3 * x" for l in leaks)  # any non-trivial line (regions.answer_line)
     assert nbgrader_glue.leak_check([src], [src])  # markers themselves count as leaks
 
 

@@ -7,10 +7,10 @@ it parses on Python 3.6+ so that check can speak. If we are not already running 
 `<repo>/.venv`, create it (first run), install the pinned dependencies, then re-execute
 `<repo>/.venv/bin/python -m tito ARGS`.
 
-The grading sandbox needs bubblewrap (`bwrap`, a system package): when it is missing and we run
-as root with apt-get, it is installed (`apt-get install -y bubblewrap`, after `apt-get update`
-if that fails); otherwise a notice says how to install it (`tito grade` refuses without it).
-A student kit needs neither root nor bubblewrap, so there the check is skipped.
+The grading sandbox (the backend tito.isolation.sandbox registers: bubblewrap, a system package) is
+installed when it is missing and we run as root with apt-get (`ensure_installed`); otherwise a notice
+says how to install it (`tito grade` refuses without it). A student kit needs neither root nor the
+sandbox, so there the check is skipped.
 
 Every transitive dependency is pinned too: requirements.lock is passed to pip as constraints.
 A stamp file in .venv holds a hash of pyproject.toml's dependency list, the lock file, the Python
@@ -292,31 +292,6 @@ def setup_venv() -> None:
     print(f"tito: .venv ready (log: {LOG.relative_to(REPO)})", file=sys.stderr, flush=True)
 
 
-BWRAP_HINT = ("tito: bubblewrap (`bwrap`) is missing: `tito grade` and its tests need it; install it with "
-              "`sudo apt-get install bubblewrap` (Debian/Ubuntu)")
-
-
-def ensure_bubblewrap() -> bool:
-    """True when `bwrap` is on PATH, installing the Debian package first where we can (root, apt-get)."""
-    if shutil.which("bwrap"):
-        return True
-    if os.name != "posix" or os.geteuid() != 0 or not shutil.which("apt-get"):
-        print(BWRAP_HINT, file=sys.stderr)
-        return False
-    print("tito: installing bubblewrap (the grading sandbox) with apt-get ...", file=sys.stderr, flush=True)
-    VENV.mkdir(exist_ok=True)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    with open(VENV / "tito-bwrap.log", "w", encoding="utf-8") as log:
-        for cmds in ([["apt-get", "install", "-y", "bubblewrap"]],
-                     [["apt-get", "update"], ["apt-get", "install", "-y", "bubblewrap"]]):
-            if all(subprocess.run(c, stdout=log, stderr=subprocess.STDOUT, env=env).returncode == 0 for c in cmds):
-                break
-    if shutil.which("bwrap"):
-        return True
-    print(BWRAP_HINT + f" (apt-get failed: see {VENV / 'tito-bwrap.log'})", file=sys.stderr)
-    return False
-
-
 def is_student_kit() -> bool:
     """True in a student kit (`tito release N --student-kit`): settings.ini names its module as `kit`."""
     cfg = configparser.ConfigParser()
@@ -336,8 +311,9 @@ def main() -> None:
         from tito.cli import main as cli_main
         sys.exit(cli_main())
     setup_venv()
-    if not is_student_kit():  # students never grade: no bubblewrap, no root needed
-        ensure_bubblewrap()
+    if not is_student_kit():  # students never grade: no sandbox, no root needed
+        from tito.isolation.sandbox import registered  # standard library only, as this launcher
+        registered().ensure_installed(VENV)
     py = _venv_python()
     env = dict(os.environ)
     env["VIRTUAL_ENV"] = str(VENV)

@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from tito.config import TitoError
+from tito.isolation.sandbox import Limits
 
 
 def _module_help() -> str:
@@ -144,12 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "and seed (after an interruption or a resubmission; reuses OUTPUT/run.json's seed: a changed "
                         "submission is graded on fresh hidden inputs)")
     s.add_argument("--no-sandbox", action="store_true",
-                   help="run student code WITHOUT bubblewrap (only where bwrap cannot be installed); "
+                   help="run student code WITHOUT the sandbox (only where it cannot be installed); "
                         "the output and grades.csv say the run was not sandboxed")
-    s.add_argument("--memory-limit", type=int, default=6144, metavar="MB",
-                   help="address space per sandboxed process (default 6144)")
-    s.add_argument("--process-limit", type=int, default=256, metavar="N",
-                   help="processes and threads per notebook's process (default 256)")
+    s.add_argument("--memory-limit", type=int, default=Limits.memory_mb, metavar="MB",
+                   help=f"address space per sandboxed process (default {Limits.memory_mb})")
+    s.add_argument("--process-limit", type=int, default=Limits.processes, metavar="N",
+                   help=f"processes and threads per notebook's process (default {Limits.processes})")
     s.add_argument("--seed", type=int, default=None, metavar="N",
                    help="the run's secret seed of the hidden tests' inputs (default: drawn per run and written to "
                         "OUTPUT/run.json only; each student's inputs come from it, their id and their files; give a "

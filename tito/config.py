@@ -4,7 +4,7 @@ from __future__ import annotations
 import configparser
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 
@@ -59,32 +59,26 @@ class Course:
 
     @classmethod
     def load(cls, root: Path | None = None) -> "Course":
+        """The course at `root` (default: found from the current folder): settings.ini's [course] section, each
+        setting it does not name at the default written once, in the fields above."""
         root = Path(root).resolve() if root else find_root()
         cp = configparser.ConfigParser(inline_comment_prefixes=("#", ";"))
         ini = root / "settings.ini"
         if not cp.read(ini, encoding="utf-8"):
             raise TitoError(f"cannot read {ini}")
         s = cp["course"] if cp.has_section("course") else cp[cp.default_section]
-        get = lambda k, d: s.get(k, d).strip()
+        default = {f.name: f.default for f in fields(cls)}
+        get = lambda k: s.get(k, "" if default[k] in (None, MISSING) else str(default[k])).strip()  # noqa: E731
+        count = lambda k: _positive_int(get, k, ini)  # noqa: E731
         return cls(
-            root=root,
-            course_id=get("course_id", "tinytorch"),
-            modules=get("modules", "").split(),
-            modules_dir=root / get("modules_dir", "modules"),
-            nbs_dir=root / get("nbs_dir", "nbs"),
-            lib_dir=root / get("lib_dir", "tinytorch"),
-            release_dir=root / get("release_dir", "release"),
-            nbgrader_dir=root / get("nbgrader_dir", "build/nbgrader"),
-            workspace_dir=root / get("workspace_dir", "workspace"),
-            cell_timeout=int(get("cell_timeout", "300")),
-            notebook_time_limit=int(get("notebook_time_limit", "180")),
-            grading_preimport=get("grading_preimport", "").split() or None,
-            submission_notebook_mb=_positive_int(get, "submission_notebook_mb", "20", ini),
-            submission_folder_mb=_positive_int(get, "submission_folder_mb", "200", ini),
-            olympics_memory_mb=_positive_int(get, "olympics_memory_mb", "16384", ini),
-            olympics_student_seconds=_positive_int(get, "olympics_student_seconds", "300", ini),
-            student_seconds=_positive_int(get, "student_seconds", "900", ini),
-            kit=get("kit", "") or None,
+            root=root, course_id=get("course_id"), modules=get("modules").split(),
+            **{k: root / get(k) for k in ("modules_dir", "nbs_dir", "lib_dir", "release_dir", "nbgrader_dir",
+                                          "workspace_dir")},
+            cell_timeout=int(get("cell_timeout")), notebook_time_limit=int(get("notebook_time_limit")),
+            grading_preimport=get("grading_preimport").split() or None,
+            **{k: count(k) for k in ("submission_notebook_mb", "submission_folder_mb", "olympics_memory_mb",
+                                     "olympics_student_seconds", "student_seconds")},
+            kit=get("kit") or None,
         )
 
     @property
@@ -148,9 +142,9 @@ class Course:
         return sorted(paths, key=lambda p: (order.get(key(p), len(order)), key(p)))
 
 
-def _positive_int(get, key: str, default: str, ini: Path) -> int:
+def _positive_int(get, key: str, ini: Path) -> int:
     """Setting `key` as a positive integer; a TitoError naming it and the file otherwise."""
-    value = get(key, default)
+    value = get(key)
     if not value.isdigit() or int(value) <= 0:
         raise TitoError(f"{ini}: {key} must be a positive whole number, got {value!r}")
     return int(value)

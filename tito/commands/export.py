@@ -18,30 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tito.config import Course, TitoError
+from tito.notebooks.nbfile import from_percent
 
 IGNORE_DIRS = {"__pycache__", ".ipynb_checkpoints"}
 # generated trees and the files in them tito owns (compared, written, pruned)
 GENERATED = {"nbs": ("*.ipynb", "llms.txt"), "lib": ("*.py",)}
-
-
-def convert_source(src: Path, out: Path) -> None:
-    """Write notebook `out` from percent-format `src`, keeping `out`'s cell ids if it exists.
-
-    Same result as `jupytext --update --to ipynb -o out src`, with outputs stripped.
-    """
-    import jupytext
-    from jupytext.combine import combine_inputs_with_outputs
-
-    nb = jupytext.read(src, fmt="py:percent")
-    if out.exists():
-        old = jupytext.read(out, fmt="ipynb")
-        nb = combine_inputs_with_outputs(nb, old, fmt="py:percent")
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs = []
-            cell.execution_count = None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    jupytext.write(nb, out, fmt="ipynb")
 
 
 def _copytree(src: Path, dst: Path) -> None:
@@ -53,7 +34,7 @@ def _nbdev_export(root: Path, course: Course) -> None:
     from nbdev.config import set_version
     from nbdev.doclinks import nbdev_export
 
-    from tito.grading.package import prepare_cell_export_targets
+    from tito.notebooks.exports import prepare_cell_export_targets
 
     course.lib_dir.mkdir(parents=True, exist_ok=True)
     set_version(course.lib_dir, course.version)
@@ -96,7 +77,7 @@ def build_export(root: Path, work: Path, modules: list[str] | None = None) -> Co
             if old.stem not in stems:
                 old.unlink()  # its source is gone
         for s in sources:
-            convert_source(s, nb_dir / (s.stem + ".ipynb"))
+            from_percent(s, nb_dir / (s.stem + ".ipynb"))
     _nbdev_export(work, wc)
     return wc
 

@@ -125,14 +125,14 @@ def olympics_verify(path, measurement_runs: int | None = None, *, model_path=Non
               "Linux, loads them in a sandbox)", file=sys.stderr)
         model_path = str(model_path)
     elif model_path is not None:
-        from tito.isolation.sandbox import find_bwrap
+        from tito.isolation import sandbox
         from tito.olympics.judge import verify_files
 
-        if not no_sandbox and find_bwrap() is None:
+        if not no_sandbox and sandbox.find() is None:
             # a participant verifies their own files: a sandbox protects a judge from others' files, and a
-            # student's laptop (WSL, no root) need not have bubblewrap
-            print("tito: bubblewrap is not installed, so verify loads your model files in a plain process "
-                  "(the instructor's judge loads them in a sandbox)", file=sys.stderr)
+            # student's laptop (WSL, no root) need not have the sandbox installed
+            print(f"tito: {sandbox.registered().name} is not installed, so verify loads your model files in a plain "
+                  "process (the instructor's judge loads them in a sandbox)", file=sys.stderr)
             no_sandbox = True
         return verify_files(path, model_path, baseline_path, rounds=max(measurement_runs or 20, 6),
                             no_sandbox=no_sandbox)
@@ -255,7 +255,7 @@ def verify(args) -> int:
     return 1
 
 
-# a rejection that is the judge's, not the student's: their sandbox did not come up (tito.olympics.judge.wait_ready)
+# a rejection that is the judge's, not the student's: their sandbox did not come up (tito.olympics.sandboxes.wait_ready)
 JUDGE_SIDE = "before reading any of the student's files"
 
 
@@ -311,6 +311,8 @@ def add_parser(sub, lazy) -> None:
                        description="TorchPerf Olympics: benchmark a baseline against an optimized model "
                                    "for an event and write a checkable submission; validate or verify one; "
                                    "rank a folder of submissions.")
+    from tito.olympics.sandboxes import TIMEOUTS
+
     osub = s.add_subparsers(dest="olympics_command", metavar="ACTION", required=True)
     events = "latency_sprint, memory_challenge, accuracy_contest, all_around, extreme_push"
     c = osub.add_parser("submit", help="benchmark your model (or the default pair) and write a submission",
@@ -357,9 +359,9 @@ def add_parser(sub, lazy) -> None:
                    help="judge accuracy on your held-out images: an .npz with `images` (N, 1, 8, 8) floats in [0, 1] "
                         "(pixel / 16) and `labels` (N,) integers 0-9 (default: the public digits test split, "
                         "which the leaderboard then names)")
-    c.add_argument("--timeout", type=float, default=300.0,
+    c.add_argument("--timeout", type=float, default=TIMEOUTS["predict"],
                    help="seconds a student's sandbox may take to answer one request: load the files, run "
-                        "the test split, a timed request (default 300)")
+                        f"the test split, a timed request (default {TIMEOUTS['predict']:g})")
     c.add_argument("--student-seconds", type=float, default=None, metavar="S",
                    help="CPU seconds one student's sandboxes may use in all (default: settings.ini's "
                         "olympics_student_seconds): a model slower once timed is stopped there and rejected")

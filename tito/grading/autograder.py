@@ -44,10 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from tito.grading import feedback, package, plan as plans
-from tito.isolation.protocol import NAMESPACE, ChannelBroken, ProtocolError, recv, write_frame
+from tito.grading.job import JudgePlan
+from tito.isolation.protocol import NAMESPACE, ChannelBroken, ProtocolError, control_recv, control_send, recv, write_frame
 from tito.grading.remote import NotSendable, Session
 from tito.isolation.sanitize import plain_text
-from tito.notebooks.cells import cell_source
+from tito.notebooks.cells import cell_source, plain_python
+from tito.notebooks.exports import notebook_modules
+from tito.notebooks.imports import named_modules, reach
+from tito.notebooks.nbfile import read_notebook
 
 PREIMPORT = ["numpy", "scipy", "scipy.stats", "pandas", "torch", "matplotlib", "matplotlib.pyplot", "sklearn",
              "sklearn.datasets", "IPython.core.interactiveshell", "IPython.utils.capture", "cloudpickle"]
@@ -92,16 +96,10 @@ class HostProcess:
         return self.ready
 
     def _send(self, obj: dict, fds: list[int] = ()) -> None:
-        socket.send_fds(self.ctl, [json.dumps(obj).encode("utf-8")], list(fds))
+        control_send(self.ctl, obj, fds)
 
     def _recv(self) -> dict:
-        data = self.ctl.recv(1 << 20)
-        if not data:
-            raise EOFError("the student's sandbox ended")
-        msg = json.loads(data.decode("utf-8"))
-        if not isinstance(msg, dict):
-            raise ProtocolError("control replies are objects")
-        return msg
+        return control_recv(self.ctl, "the student's sandbox ended")[0]
 
     def spawn(self, role: str, uid: int | None, setup: dict, gid: int | None = None,
               hide: list[str] = ()) -> tuple[int, socket.socket]:
@@ -153,40 +151,35 @@ class Notebook:
     gid: int | None
     n_code: int
     source: dict              # the instructor's notebook (the tests' points)
-    student: dict             # the student's notebook (tito.grading.submission.essentials: their feedback)
+    student: dict             # the student's notebook (tito.notebooks.nbfile.essentials: their feedback)
     release: dict             # the notebook as released: what the autograded notebook is rebuilt from
     feedback_uid: int | None = None  # the feedback run's own uid (group gid: it reads the package, not the scratch)
 
 
 class Judge:
-    """One student's notebooks, judged (module doc). `cfg` is the plan tito wrote (see
-    tito.grading.per_student): paths, limits, the seed and the control channels to the host."""
+    """One student's notebooks, judged (module doc). `plan` is what tito wrote (tito.grading.job.JudgePlan):
+    paths, the seed and the control channels to the host."""
 
-    def __init__(self, cfg: dict, out):
-        self.cfg, self.out = cfg, out
-        self.timeout = float(cfg["timeout"])
-        self.lib = cfg["lib"]
-        self.root = Path(cfg["work"])
+    def __init__(self, plan: JudgePlan, out):
+        self.plan, self.out = plan, out
+        self.timeout = float(plan.timeout)
+        self.lib = plan.lib
+        self.root = Path(plan.work)
         self.timing: dict[str, float] = {}
-        hosts = cfg["hosts"]
-        self.shared = "shared" in hosts
-        self.preimport = cfg.get("preimport", PREIMPORT)
-        self.tmp_mb = int(cfg.get("limits", {}).get("tmp_mb", 512))
+        self.shared = plan.shared
         self.hosts: dict[str, HostProcess] = {}
         self.lock = threading.Lock()  # the results stream and the timing, written from two threads
+        self.pending = dict(plan.channels)
         if self.shared:  # asked to import now: it works while the packages are exported here
-            self.hosts[""] = HostProcess(hosts["shared"]["fd"], hosts["shared"]["inside"], self.preimport, self.tmp_mb,
-                                         bool(cfg.get("bwrap")))
-        self.pending = dict(hosts.get("per_notebook", {}))
+            self.host_for("")
         self.notebooks: list[Notebook] = []
 
     def host_for(self, name: str) -> HostProcess:
-        if self.shared:
-            return self.hosts[""]
-        if name not in self.hosts:
-            h = self.pending.pop(name)
-            self.hosts[name] = HostProcess(h["fd"], h["inside"], self.preimport, self.tmp_mb, bool(self.cfg.get("bwrap")))
-        return self.hosts[name]
+        key = "" if self.shared else name
+        if key not in self.hosts:
+            ch = self.pending.pop(key)
+            self.hosts[key] = HostProcess(ch.fd, ch.inside, self.plan.preimport, self.plan.tmp_mb, self.plan.isolated)
+        return self.hosts[key]
 
     def ready(self, host: HostProcess) -> HostProcess:
         t0 = time.perf_counter()
@@ -197,13 +190,10 @@ class Judge:
     def read_inputs(self) -> list[dict]:
         """The notebooks (sources with hidden tests, the student's) from the judge's folder, which is
         then emptied: nothing of the tests stays readable once a test runs."""
-        inputs = Path(self.cfg["inputs"])
-        out = []
-        for name in self.cfg["notebooks"]:
-            out.append({"name": name,
-                        "source": json.loads((inputs / "sources" / f"{name}.ipynb").read_text(encoding="utf-8")),
-                        "student": json.loads((inputs / "submitted" / f"{name}.ipynb").read_text(encoding="utf-8")),
-                        "release": json.loads((inputs / "release" / f"{name}.ipynb").read_text(encoding="utf-8"))})
+        inputs = Path(self.plan.inputs)
+        out = [{"name": name, **{key: read_notebook(inputs / folder / f"{name}.ipynb") for key, folder in
+                                 (("source", "sources"), ("student", "submitted"), ("release", "release"))}}
+               for name in self.plan.notebooks]
         self.nbdev_config = (inputs / "pyproject.toml").read_text(encoding="utf-8")
         shutil.rmtree(inputs / "sources", ignore_errors=True)
         return out
@@ -215,24 +205,24 @@ class Judge:
         nbdev_root = self.root / "nbdev"
         nbdev_root.mkdir(exist_ok=True)
         (nbdev_root / "pyproject.toml").write_text(self.nbdev_config, encoding="utf-8")
-        root_mode = os.geteuid() == 0 and self.cfg.get("bwrap")  # tito chose each notebook's uid (plan "uids")
+        root_mode = os.geteuid() == 0 and self.plan.isolated  # tito chose each notebook's uid (plan.uids)
         out = []
         for entry in inputs:
             name, source, student = entry["name"], entry["source"], entry["student"]
             merged = package.merged_notebook(source, student)
             stage = self.root / "stage" / name
             stage.mkdir(parents=True, exist_ok=True)
-            package.build_package(Path(self.cfg["reference"]) / self.lib, source, merged, f"{name}.ipynb", stage,
+            package.build_package(Path(self.plan.reference) / self.lib, source, merged, f"{name}.ipynb", stage,
                                   nbdev_root)
-            own = plans.notebook_modules(source, self.lib)
+            own = notebook_modules(source, self.lib)
             wanted = set(own) | {m for c in source.get("cells", []) if c.get("cell_type") == "code"
-                                 for m in package.imported_modules(plans.python_source(cell_source(c)), self.lib)}
+                                 for m in named_modules(plain_python(cell_source(c)), self.plan.imports)}
             # the reference of what this notebook imports, nothing more: no other module's byte code
-            package.prune_package(stage / self.lib, package.needed_modules(self.cfg.get("imports", {}), wanted), own)
+            package.prune_package(stage / self.lib, reach(wanted, self.plan.imports), own)
             scratch = self.root / "scratch" / name
             scratch.mkdir(parents=True, exist_ok=True)
-            uid = gid = self.cfg.get("uids", {}).get(name)
-            fb_uid = self.cfg.get("feedback_uids", {}).get(name, uid)
+            uid = gid = self.plan.uids.get(name)
+            fb_uid = self.plan.feedback_uids.get(name, uid)
             if root_mode and uid is not None:
                 stage.chmod(0o750)  # the tests' and the feedback's uids (one group): no other notebook's
                 scratch.chmod(0o700)  # the tests' uid only: the feedback run never sees what a test hands over
@@ -266,7 +256,7 @@ class Judge:
     def run(self) -> None:
         t_all = time.perf_counter()
         # the tests import what the host imports: meanwhile, while the packages are exported here
-        warm = threading.Thread(target=_import_all, args=(self.preimport,), daemon=True)
+        warm = threading.Thread(target=_import_all, args=(self.plan.preimport,), daemon=True)
         warm.start()
         notebooks = self.notebooks = self.prepare(self.read_inputs())
         # the pages are rendered in a process of their own (nbconvert is seconds of CPU a notebook, which
@@ -344,7 +334,7 @@ class Judge:
     def run_tests(self, host: HostProcess, nb: Notebook) -> dict:
         t0 = time.perf_counter()
         env_before = dict(os.environ)
-        os.environ["TITO_GRADING_SEED"] = str(self.cfg["seed"])
+        os.environ["TITO_GRADING_SEED"] = str(self.plan.seed)
         os.environ["TMPDIR"] = str(nb.scratch)
         tempfile.tempdir = str(nb.scratch)
         cwd = os.getcwd()
@@ -768,16 +758,16 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m tito.grading.autograder PLAN.json", file=sys.stderr)
         return 2
-    cfg = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
-    out = open(cfg["results"], "ab")  # frames, one per notebook as it is done
+    plan = JudgePlan.from_json(Path(argv[1]).read_text(encoding="utf-8"))
+    out = open(plan.results, "ab")  # frames, one per notebook as it is done
     Path(argv[1]).unlink()  # the plan is read: nothing of it stays readable to a test
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)  # what the tests print goes nowhere
     sys.stdout = open(os.devnull, "w", encoding="utf-8")
-    if cfg.get("cache"):
-        os.environ["TINYTORCH_CACHE"] = cfg["cache"]
+    if plan.cache:
+        os.environ["TINYTORCH_CACHE"] = plan.cache
     os.environ.setdefault("MPLBACKEND", "Agg")
-    Judge(cfg, out).run()
+    Judge(plan, out).run()
     out.close()
     return 0
 

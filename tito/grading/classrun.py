@@ -5,7 +5,7 @@ Submissions layout (student id = folder name), either
     SUBMISSIONS_DIR/[submitted/]<student>/<MODULE>/*.ipynb    nbgrader's submitted/ layout.
 A folder whose name is no usable id, a folder without notebooks, a non-notebook file, a notebook
 that is not part of the assignment, and anything tito will not read (a pipe, device, socket or link, a
-file above its size cap: tito.grading.submission) is a line in the report (and in OUTPUT/problems.txt),
+file above its size cap: tito.isolation.untrusted) is a line in the report (and in OUTPUT/problems.txt),
 never a crash, a stall or a read.
 
 Once per run: the nbgrader template (release version of every cell, gradebook.db), the course's
@@ -43,39 +43,24 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tito.isolation import process
-from tito.notebooks import nbgrader_glue
 from tito.config import Course, TitoError
-from tito.grading import course_dir, final_grades, gradebook, package, submission
-from tito.isolation import sandbox
-from tito.isolation import limits as limits_mod
+from tito.grading import course_dir, final_grades, gradebook, package
 from tito.grading.autograder import PREIMPORT
+from tito.grading.job import GradeJob, RunSettings
+from tito.grading.per_student import GRADING_ERROR, GRADING_FAILED, HOST_CAPS, TOTAL, StudentGrade, first_line, grade_one, num
+from tito.isolation import limits as limits_mod
+from tito.isolation import process, sandbox, untrusted
 from tito.isolation.pool import default_workers, run_tasks
 from tito.isolation.sanitize import console_line
-from tito.grading.per_student import (GRADING_ERROR, GRADING_FAILED, HOST_CAPS, TOTAL, UNSANDBOXED, GradeJob,
-                                      StudentGrade, first_line, grade_one, num)
+from tito.isolation.untrusted import same_ids, student_id_problem
+from tito.notebooks import nbgrader_glue
+from tito.notebooks.imports import module_files, package_graph
+from tito.notebooks.nbfile import atomic_write
 
 CSV_FIELDS = ["student", "notebook", "score", "max_score", "manual_pending", "status", "reason", "sandbox"]
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]*")  # matched whole (fullmatch: no newline at its end)
-STUDENT_ID_MAX = 64  # characters of a student id: a folder name, with room for tito's own prefixes, well below NAME_MAX
-
-
-def student_id_problem(name: str) -> str | None:
-    r"""Why `name` cannot be a student id, or None: grading's rule (letters, digits, _ . @ + -, starting with a
-    letter or digit, at most STUDENT_ID_MAX characters, the whole name).
-
-    >>> student_id_problem("ann.lee@uni"), student_id_problem("ann\n") is not None, student_id_problem("../x") is not None
-    (None, True, True)
-    """
-    if len(name) > STUDENT_ID_MAX:
-        return f"{len(name)} characters long, above the limit of {STUDENT_ID_MAX}"
-    if not _STUDENT_ID.fullmatch(name):
-        return "not usable (letters, digits, _ . @ + - only, starting with a letter or digit)"
-    return None
-
-
-HOST_FILES = ["__init__.py", "isolation/__init__.py", "isolation/protocol.py", "grading/__init__.py", "grading/host.py"]
+HOST_FILES = ["__init__.py", "isolation/__init__.py", "isolation/protocol.py", "isolation/namespaces.py",
+              "isolation/procs.py", "grading/__init__.py", "grading/host.py"]
 
 
 # ---- submissions ----------------------------------------------------------------------------
@@ -88,19 +73,19 @@ class Scan:
 
 
 def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | None = None,
-                     notebook_mb: int = submission.DEFAULT_NOTEBOOK_MB,
-                     folder_mb: int = submission.DEFAULT_FOLDER_MB) -> Scan:
+                     notebook_mb: int = untrusted.DEFAULT_NOTEBOOK_MB,
+                     folder_mb: int = untrusted.DEFAULT_FOLDER_MB) -> Scan:
     """Student folders of `submissions_dir` (see module doc for layouts) and problem lines.
 
     `wanted`: the assignment's notebook file names; other files are reported. Nothing is read:
-    entries are looked at with `lstat` (tito.grading.submission: links, pipes, devices and sockets
+    entries are looked at with `lstat` (tito.isolation.untrusted: links, pipes, devices and sockets
     are reported, and notebooks above `notebook_mb` and folders above `folder_mb` MB).
 
     >>> scan_submissions(Path("/nonexistent"), "01_x")   # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
     tito.config.TitoError: submissions folder /nonexistent does not exist
     """
-    shown = submission.shown
+    shown = untrusted.shown
     base = Path(submissions_dir)
     if not base.is_dir():
         raise TitoError(f"submissions folder {base} does not exist")
@@ -124,11 +109,11 @@ def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | 
             problems.append(f"{d.name!r}: as a student id, the folder name is {why}; not graded")
             continue
         found[d.name] = folder
-        seen = submission.survey(folder, notebook_mb, folder_mb)
+        seen = untrusted.survey(folder, notebook_mb, folder_mb)
         for rel, why in seen.refused.items():
             if rel.endswith(".ipynb") and "/" not in rel and (wanted is None or rel in wanted):
                 why += "; that notebook is not graded"
-            problems.append(f"{d.name}: " + submission.reason(rel, why))
+            problems.append(f"{d.name}: " + untrusted.reason(rel, why))
         if seen.over:
             problems.append(f"{d.name}: {seen.over}: only the graded notebooks are copied into the sandbox")
         for f in seen.files:
@@ -146,34 +131,10 @@ def scan_submissions(submissions_dir: Path, assignment: str, wanted: set[str] | 
     return Scan(found, problems)
 
 
-def same_ids(names) -> dict[str, list[str]]:
-    """name -> the other names of `names` equal to it once Unicode-normalized (NFKC) and case-folded.
-
-    >>> same_ids(["ann", "Ann", "bob"])
-    {'Ann': ['ann'], 'ann': ['Ann']}
-    """
-    import unicodedata
-
-    groups: dict[str, list[str]] = {}
-    for n in sorted(names):
-        groups.setdefault(unicodedata.normalize("NFKC", n).casefold(), []).append(n)
-    return {n: [o for o in g if o != n] for g in groups.values() if len(g) > 1 for n in g}
-
-
 def assignment_files(course: Course, module: str, graded: list[Path]) -> set[str]:
     """The notebook file names of the assignment: every notebook handed out, graded cells or not (Module 19's
     defaults_dev and digits_dev hold none), and the graded ones."""
     return {Path(p).name for p in [*graded, *course.notebooks(module)]}
-
-
-def find_submissions(submissions_dir: Path, assignment: str) -> dict[str, Path]:
-    """student id -> folder holding that student's notebooks (see module doc for layouts)."""
-    found = scan_submissions(submissions_dir, assignment).found
-    if not found:
-        raise TitoError(f"no student folders with notebooks in {submissions_dir} (expected "
-                        f"<student>/*.ipynb or submitted/<student>/{assignment}/*.ipynb)")
-    return found
-
 
 
 # ---- per run ----------------------------------------------------------------------------------
@@ -245,14 +206,6 @@ def tito_library(dest: Path, files: list[str] | None = None) -> Path:
     return dest
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _hash_files(h, files) -> None:
     for f in sorted(Path(p) for p in files):
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
@@ -270,22 +223,22 @@ def run_key(course: Course, notebooks: list[Path], data: dict[str, Path], seed: 
     return h.hexdigest()
 
 
-def submission_hash(folder: Path, wanted: set[str], notebook_mb: int = submission.DEFAULT_NOTEBOOK_MB,
-                    folder_mb: int = submission.DEFAULT_FOLDER_MB) -> str:
+def submission_hash(folder: Path, wanted: set[str], notebook_mb: int = untrusted.DEFAULT_NOTEBOOK_MB,
+                    folder_mb: int = untrusted.DEFAULT_FOLDER_MB) -> str:
     """sha256 of what the student's sandbox gets: the graded notebooks (names and bytes) and every other
     file copied beside them (a notebook may run `answer.py`: changing it alone must draw fresh hidden
-    inputs and be graded again). A file tito will not read (tito.grading.submission: not a regular file,
+    inputs and be graded again). A file tito will not read (tito.isolation.untrusted: not a regular file,
     too large) counts by its reason, unread."""
     h = hashlib.sha256()
-    seen = submission.survey(folder, notebook_mb, folder_mb)
+    seen = untrusted.survey(folder, notebook_mb, folder_mb)
     others = [] if seen.over else sorted(f for f in seen.files if f not in wanted)
     for name, cap in [*((n, notebook_mb) for n in sorted(wanted)), *((f, folder_mb) for f in others)]:
         path = Path(folder) / name
         if not os.path.lexists(path):
             continue
         try:
-            data = submission.read_regular(path, cap * submission.MB)
-        except submission.Refused as e:
+            data = untrusted.read_regular(path, cap * untrusted.MB)
+        except untrusted.Refused as e:
             data = f"refused: {e}".encode()
         h.update(name.encode() + b"\0" + data + b"\0")
     return h.hexdigest()
@@ -403,7 +356,7 @@ def publish(out_dir: Path, result: StudentGrade, files: bytes) -> Path:
         if files:
             with tarfile.open(fileobj=io.BytesIO(files), mode="r:gz") as tar:
                 extract_plain(tar, new)
-        nbgrader_glue.atomic_write(new / "result.json", json.dumps(asdict(result), indent=1) + "\n")
+        atomic_write(new / "result.json", json.dumps(asdict(result), indent=1) + "\n")
     except BaseException:
         shutil.rmtree(new, ignore_errors=True)  # no half-made folder beside the published ones
         raise
@@ -479,7 +432,7 @@ def pending_from_gradebook(out_dir: Path, module: str, r: StudentGrade) -> None:
     for n in r.notebooks:
         n.manual_pending = left.get(n.notebook, 0.0)
     r.manual_pending = left.get(TOTAL, sum(n.manual_pending for n in r.notebooks))
-    nbgrader_glue.atomic_write(out_dir / "students" / r.student / "result.json", json.dumps(asdict(r), indent=1) + "\n")
+    atomic_write(out_dir / "students" / r.student / "result.json", json.dumps(asdict(r), indent=1) + "\n")
 
 
 def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path | None = None,
@@ -489,12 +442,15 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
           show_progress: bool = False, limits: sandbox.Limits | None = None,
           seed: int | None = None, per_notebook: bool = False,
           extra_problems: list[str] | None = None) -> list[StudentGrade]:
-    """Grade every student in `submissions_dir` (or only `students`); returns their grades.
+    """Grade every student in `submissions_dir` (or only `students`); returns their grades. The stages: the
+    sandbox and its limits (`_sandbox`), the students (`_students`), what `--resume` keeps (`_resume`), what
+    the run says first (`_announce`), the run's shared files (`_prepare`), then one task per student, each
+    published as it ends (`_publisher`).
 
     notebooks: the graded notebooks (default: the module's notebooks with nbgrader cells).
     jobs: students graded at once (default: the CPU cores); scheduler: a Dask scheduler address
-    (then the cluster's workers grade). no_sandbox: run student code without bubblewrap (refused
-    otherwise when bwrap is missing). resume: skip students whose result is already published.
+    (then the cluster's workers grade). no_sandbox: run student code without a sandbox (refused
+    otherwise when it is missing). resume: skip students whose result is already published.
     seed: the run's secret seed of the hidden tests (default: drawn for this run, recorded in run.json
     only); each student's hidden inputs come from it, their id and their submission's content
     (student_seed, recorded in their result.json), so a changed submission gets fresh ones.
@@ -504,22 +460,76 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
         >>> grade(Course.load(), "19", "subs", jobs=2)      # doctest: +SKIP
         [StudentGrade(student='ann', score=74.0, ...), ...]
     """
-    bwrap = sandbox.require_sandbox(no_sandbox)
     workers = jobs or (1 if scheduler else default_workers())
-    # the limits this process is given (ulimit, a cgroup, a container) bound what a sandbox may ask for:
-    # clamped here and said once, or the run refused before it starts (a Dask worker clamps its own)
-    fitted = limits_mod.fit(limits or sandbox.Limits(), 1 if scheduler else workers, bwrap,
-                            tuple(course.grading_preimport or PREIMPORT),
-                            caps=HOST_CAPS if bwrap and os.geteuid() == 0 else None)
-    if fitted.refusal:
-        raise TitoError(fitted.refusal, code=2)
-    limits = fitted.limits
+    box, fitted = _sandbox(course, no_sandbox, limits, 1 if scheduler else workers)
     timeout = int(timeout or course.cell_timeout)
     out_dir = Path(output_dir or default_output_dir(course, module)).resolve()
     nbs = notebooks or nbgrader_glue.module_assignment_notebooks(course.nbs_dir, module)
     if not nbs:
         raise TitoError(f"module {module} has no graded notebooks in {course.nbs_dir / module}")
-    scan = scan_submissions(Path(submissions_dir), module, assignment_files(course, module, nbs),
+    scan, found = _students(course, module, Path(submissions_dir), nbs, students, extra_problems)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    from tito.notebooks.student_release import data_files
+    data = data_files(course, module)
+    previous = course_dir.read_json_object(out_dir / "run.json")
+    if seed is None and resume and isinstance(previous.get("seed"), int):
+        seed = previous["seed"]  # the same inputs for an unchanged submission, fresh ones for a changed one
+    seed = secrets.randbelow(2**63) if seed is None else int(seed)
+    key = run_key(course, nbs, data, seed, timeout, fitted.limits)
+    content = {s: submission_hash(folder, {Path(p).name for p in nbs}, course.submission_notebook_mb,
+                                  course.submission_folder_mb) for s, folder in found.items()}
+    inputs = {s: student_key(key, content[s]) for s in found}
+    csv_path = out_dir / "grades.csv"
+    results, csv_rows = _resume(out_dir, found, inputs, read_csv(csv_path)) if resume else ([], read_csv(csv_path))
+    if resume:
+        write_csv(csv_path, csv_rows)
+    if scan.problems:
+        atomic_write(out_dir / "problems.txt", "\n".join(scan.problems) + "\n")
+    elif not students:
+        (out_dir / "problems.txt").unlink(missing_ok=True)
+    # no cgroup CPU share (a normal user): the students graded at once get cores of their own instead
+    split = limits_mod.cpu_split(workers) if box.isolated and not scheduler and limits_mod.CPU in limits_mod.gaps() else None
+    label = _announce(progress, box, fitted, split, scan.problems, module, found, results, resume, nbs, timeout,
+                      scheduler, workers)
+    if not found:
+        return results
+    run_dir = out_dir / f".run-{os.getpid()}"
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir()
+    try:
+        run = _prepare(course, module, out_dir, run_dir, nbs, data, timeout, box, fitted, seed, split, per_notebook,
+                       progress, scan, found, results, students)
+        atomic_write(out_dir / "run.json", json.dumps(
+            {"module": module, "seed": seed, "timeout": timeout, "sandbox": label, "limits": asdict(fitted.limits),
+             "clamped": fitted.clamped, "notebooks": [Path(p).name for p in nbs]}, indent=1) + "\n")
+        todo = [GradeJob(module, s, str(folder), course.course_id, timeout, run, inputs[s],
+                         student_seed(seed, s, content[s])) for s, folder in found.items()]
+        on_done = _publisher(out_dir, module, run.template, csv_path, csv_rows, results, label, progress)
+        run_tasks(grade_one, todo, on_done, workers=workers, scheduler=scheduler, show_progress=show_progress)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(work_root(), ignore_errors=True)
+    return sorted(results, key=lambda r: r.student)
+
+
+def _sandbox(course: Course, no_sandbox: bool, limits: sandbox.Limits | None,
+             jobs: int) -> tuple[sandbox.Backend, limits_mod.Fit]:
+    """The sandbox and its limits: the limits this process is given (ulimit, a cgroup, a container) bound what a
+    sandbox may ask for, clamped here and said once, or the run refused before it starts (a Dask worker clamps its
+    own)."""
+    box = sandbox.require(no_sandbox)
+    fitted = limits_mod.fit(limits or sandbox.Limits(), jobs, box, tuple(course.grading_preimport or PREIMPORT),
+                            caps=HOST_CAPS if box.isolated and os.geteuid() == 0 else None)
+    if fitted.refusal:
+        raise TitoError(fitted.refusal, code=2)
+    return box, fitted
+
+
+def _students(course: Course, module: str, submissions_dir: Path, nbs: list[Path], students: list[str] | None,
+              extra_problems: list[str] | None) -> tuple[Scan, dict[str, Path]]:
+    """The submissions folder's students (`students` only, when given: each must be there) and its problems."""
+    scan = scan_submissions(submissions_dir, module, assignment_files(course, module, nbs),
                             course.submission_notebook_mb, course.submission_folder_mb)
     scan.problems[:0] = extra_problems or []
     found = dict(scan.found)
@@ -528,52 +538,45 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
         if unknown:
             raise TitoError(f"no submission for student(s) {', '.join(unknown)} in {submissions_dir}; "
                             f"found: {', '.join(found) or 'none'}")
-        found = {s: found[s] for s in students}
-    elif not found:
+        return scan, {s: found[s] for s in students}
+    if not found:
         raise TitoError(f"no student folders with notebooks in {submissions_dir} (expected "
                         f"<student>/*.ipynb or submitted/<student>/{module}/*.ipynb)"
                         + ("; " + "; ".join(scan.problems) if scan.problems else ""))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path = out_dir / "grades.csv"
-    csv_rows = read_csv(csv_path)
-    results: list[StudentGrade] = []
-    from tito.notebooks.student_release import data_files
-    data = data_files(course, module)
-    previous = _read_json(out_dir / "run.json")
-    if seed is None and resume and isinstance(previous.get("seed"), int):
-        seed = previous["seed"]  # the same inputs for an unchanged submission, fresh ones for a changed one
-    seed = secrets.randbelow(2**63) if seed is None else int(seed)
-    key = run_key(course, nbs, data, seed, timeout, limits)
-    content = {s: submission_hash(folder, {Path(p).name for p in nbs}, course.submission_notebook_mb,
-                                  course.submission_folder_mb) for s, folder in found.items()}
-    inputs = {s: student_key(key, content[s]) for s in found}
-    if resume:
-        have = published(out_dir)
-        in_csv = {row["student"] for row in csv_rows}
-        # a student whose regrade could not be published keeps their earlier result: their rows say so again
-        stale = {row["student"] for row in csv_rows if row["notebook"] == TOTAL and row["reason"].startswith(GRADING_ERROR)}
-        for s in [s for s in found if s in have and have[s].inputs == inputs[s]]:
-            if s not in in_csv or s in stale:  # published but the run stopped before grades.csv: recover the rows
-                csv_rows = _sort([row for row in csv_rows if row["student"] != s] + as_written(have[s].rows()))
-            results.append(have[s])
-            del found[s]
-        write_csv(csv_path, csv_rows)
-    if scan.problems:
-        nbgrader_glue.atomic_write(out_dir / "problems.txt", "\n".join(scan.problems) + "\n")
-        for line in scan.problems:
-            progress(f"  not graded: {line}")
-    elif not students:
-        (out_dir / "problems.txt").unlink(missing_ok=True)
-    if bwrap is None:
+    return scan, found
+
+
+def _resume(out_dir: Path, found: dict[str, Path], inputs: dict[str, str],
+            csv_rows: list[dict]) -> tuple[list[StudentGrade], list[dict]]:
+    """--resume: the published results of `found`'s students whose inputs are unchanged (taken out of `found`), and
+    grades.csv's rows with theirs restored where the run stopped before writing them."""
+    have, results = published(out_dir), []
+    in_csv = {row["student"] for row in csv_rows}
+    # a student whose regrade could not be published keeps their earlier result: their rows say so again
+    stale = {row["student"] for row in csv_rows if row["notebook"] == TOTAL and row["reason"].startswith(GRADING_ERROR)}
+    for s in [s for s in found if s in have and have[s].inputs == inputs[s]]:
+        if s not in in_csv or s in stale:  # published but the run stopped before grades.csv: recover the rows
+            csv_rows = _sort([row for row in csv_rows if row["student"] != s] + as_written(have[s].rows()))
+        results.append(have[s])
+        del found[s]
+    return results, csv_rows
+
+
+def _announce(progress, box: sandbox.Backend, fitted: limits_mod.Fit, split, problems: list[str], module: str,
+              found: dict, results: list, resume: bool, nbs: list[Path], timeout: int, scheduler: str | None,
+              workers: int) -> str:
+    """What the run says before it grades: what is not graded, what the sandbox goes without, the run in one
+    line. Returns the sandbox's label (grades.csv's `sandbox` column)."""
+    for line in problems:
+        progress(f"  not graded: {line}")
+    if not box.isolated:
         progress("!" * 78 + "\n!! NOT SANDBOXED (--no-sandbox): student code runs with your permissions and can "
                  "read the solutions;\n!! grades.csv records this in its sandbox column.\n" + "!" * 78)
-    # no cgroup CPU share (a normal user): the students graded at once get cores of their own instead
-    split = limits_mod.cpu_split(workers) if bwrap and not scheduler and limits_mod.CPU in limits_mod.gaps() else None
     missing = limits_mod.gaps(cores_split=split is not None)
-    label = limits_mod.sandbox_label(missing, fitted.note()) if bwrap else UNSANDBOXED
+    label = box.label(missing, fitted.note())
     if fitted.clamped:
         progress("sandbox limits " + fitted.note())
-    if bwrap and missing:
+    if box.isolated and missing:
         progress("!" * 78 + f"\n!! As this user (uid {os.geteuid()}) the sandbox goes WITHOUT: "
                  + ", ".join(missing) + ";\n!! each process keeps its own limits (memory, CPU time, "
                  "file size). Grade as root for all of them; grades.csv says so in its sandbox column.\n" + "!" * 78)
@@ -581,73 +584,72 @@ def grade(course: Course, module: str, submissions_dir: Path, output_dir: Path |
              + f", {plural(len(nbs), 'graded notebook')}, per-cell timeout {timeout} s, "
              + (f"Dask scheduler {scheduler}" if scheduler else f"{workers} at once")
              + f", sandbox: {label}")
-    if not found:
-        return results
-    run_dir = out_dir / f".run-{os.getpid()}"
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir()
-    try:
-        template = gradebook.build_template(run_dir / "course", module, nbs, course.course_id, timeout, data)
-        course_dir.prepare(out_dir, template, module, course.course_id, timeout)  # the class gradebook
-        unmerged: dict[str, str] = {}
-        course_dir.merge(out_dir, module, list(published(out_dir).values()), only_new=True, errors=unmerged)
-        for s, why in unmerged.items():  # withdrawn, as a failed publication is, and graded again
-            progress(f"  {s}: could not be added to the class gradebook ({console_line(why, 200)}); graded again")
-            shutil.rmtree(out_dir / "students" / s, ignore_errors=True)
-            if s in scan.found and s not in found and (not students or s in students):
-                found[s] = scan.found[s]
-                results[:] = [r for r in results if r.student != s]
-        warm = warm_cache(course, run_dir / "cache")
-        if warm > 1:
-            progress(f"  warmed the read-only cache once for all students in {warm:.1f} s")
-        run = {"template": str(template), "reference": str(package.compile_reference(course.lib_dir, run_dir / "reference").parent),
-               "nbdev_root": str(course.root), "cache": str(run_dir / "cache"), "bwrap": bwrap,
-               "hostlib": str(tito_library(run_dir / "hostlib", HOST_FILES)),
-               "judgelib": str(tito_library(run_dir / "judgelib")), "lib": course.lib_dir.name,
-               "pyproject": str((course.root / "pyproject.toml").resolve()),
-               "limits": asdict(limits), "seed": seed, "notebooks": [str(Path(p).resolve()) for p in nbs],
-               "preimport": course.grading_preimport or PREIMPORT, "per_notebook": per_notebook,
-               "notebook_mb": course.submission_notebook_mb, "folder_mb": course.submission_folder_mb,
-               "student_seconds": course.student_seconds, "cpu_split": split, "sandbox_note": fitted.note(), "work_root": str(work_root()), "imports": package.module_imports(course.lib_dir),
-               "data_files": {rel: str(Path(src).resolve()) for rel, src in data.items()}}
-        nbgrader_glue.atomic_write(out_dir / "run.json", json.dumps(
-            {"module": module, "seed": seed, "timeout": timeout, "sandbox": label,
-             "limits": asdict(limits), "clamped": fitted.clamped, "notebooks": [Path(p).name for p in nbs]}, indent=1) + "\n")
-        todo = [GradeJob(module, s, str(folder), course.course_id, timeout, run, inputs[s],
-                         student_seed(seed, s, content[s])) for s, folder in found.items()]
-        guard = tree_hash(template)
-
-        def on_done(job: GradeJob, res) -> bool:
-            nonlocal csv_rows
-            if isinstance(res, BaseException):  # the task itself was lost (a Dask worker died)
-                res = (asdict(StudentGrade(job.student, 0.0, 0.0, GRADING_FAILED,
-                                           f"{GRADING_ERROR}: {type(res).__name__}: {first_line(str(res))}",
-                                           sandbox=label)), b"")
-            changed = [str(template)] if tree_hash(template) != guard else []
-            if read_csv(csv_path) != csv_rows:
-                changed.append(str(csv_path))
-            if changed:
-                raise TitoError(f"grading stopped: {', '.join(changed)} changed while {job.student}'s code ran; "
-                                f"inspect {job.folder} before trusting any grade")
-            r, flagged = publish_one(out_dir, module, job, res, label)
-            for gid in flagged:
-                progress(f"  {r.student}: written answer {gid} changed since it was graded by hand: flagged for regrading")
-            if r.notebooks:  # what is left to grade by hand is the class gradebook's (a regrade keeps hand grades)
-                pending_from_gradebook(out_dir, module, r)
-            csv_rows = _sort([row for row in csv_rows if row["student"] != r.student] + as_written(r.rows()))
-            write_csv(csv_path, csv_rows)  # after each student: an interrupted run keeps what it graded
-            results.append(r)
-            progress(f"  {r.student}: {num(r.score)}/{num(r.max_score)} {r.status} ({r.seconds:.0f} s)"
-                     + (f", {plural(r.manual_pending, 'point')} of written answers to grade by hand"
-                        if r.manual_pending else "")
-                     + (f"\n      {console_line(r.reason, 300)}" if r.reason else ""))
-            return outcome(r)
-
-        run_tasks(grade_one, todo, on_done, workers=workers, scheduler=scheduler, show_progress=show_progress)
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        shutil.rmtree(work_root(), ignore_errors=True)
-    return sorted(results, key=lambda r: r.student)
+    return label
 
 
+def _prepare(course: Course, module: str, out_dir: Path, run_dir: Path, nbs: list[Path], data: dict[str, Path],
+             timeout: int, box: sandbox.Backend, fitted: limits_mod.Fit, seed: int, split, per_notebook: bool,
+             progress, scan: Scan, found: dict[str, Path], results: list[StudentGrade],
+             students: list[str] | None) -> RunSettings:
+    """The run's shared files (the nbgrader template, the class gradebook, the reference as byte code, tito's code
+    for the sandboxes, the warmed cache) and the settings every student's task carries. A published student the
+    class gradebook cannot take is withdrawn and put back into `found`, to be graded again."""
+    template = gradebook.build_template(run_dir / "course", module, nbs, course.course_id, timeout, data)
+    course_dir.prepare(out_dir, template, module, course.course_id, timeout)  # the class gradebook
+    unmerged: dict[str, str] = {}
+    course_dir.merge(out_dir, module, list(published(out_dir).values()), only_new=True, errors=unmerged)
+    for s, why in unmerged.items():  # withdrawn, as a failed publication is, and graded again
+        progress(f"  {s}: could not be added to the class gradebook ({console_line(why, 200)}); graded again")
+        shutil.rmtree(out_dir / "students" / s, ignore_errors=True)
+        if s in scan.found and s not in found and (not students or s in students):
+            found[s] = scan.found[s]
+            results[:] = [r for r in results if r.student != s]
+    warm = warm_cache(course, run_dir / "cache")
+    if warm > 1:
+        progress(f"  warmed the read-only cache once for all students in {warm:.1f} s")
+    return RunSettings(
+        template=template, reference=package.compile_reference(course.lib_dir, run_dir / "reference").parent,
+        hostlib=tito_library(run_dir / "hostlib", HOST_FILES), judgelib=tito_library(run_dir / "judgelib"),
+        lib=course.lib_dir.name, pyproject=(course.root / "pyproject.toml").resolve(), sandbox=box,
+        limits=fitted.limits, seed=seed, notebooks=[Path(p).resolve() for p in nbs],
+        preimport=course.grading_preimport or PREIMPORT, imports={m: sorted(d) for m, d in package_graph(
+            module_files(course.lib_dir)).items()},
+        data_files={rel: Path(src).resolve() for rel, src in data.items()}, work_root=work_root(),
+        cache=run_dir / "cache", per_notebook=per_notebook, notebook_mb=course.submission_notebook_mb,
+        folder_mb=course.submission_folder_mb, student_seconds=course.student_seconds, cpu_split=split,
+        sandbox_note=fitted.note())
+
+
+def _publisher(out_dir: Path, module: str, template: Path, csv_path: Path, csv_rows: list[dict],
+               results: list[StudentGrade], label: str, progress):
+    """`on_done` of the run's tasks: publish each student as they finish (their folder, the class gradebook, then
+    grades.csv), stopping the run when the template or grades.csv changed while a student's code ran."""
+    guard = tree_hash(template)
+
+    def on_done(job: GradeJob, res) -> str:
+        nonlocal csv_rows
+        if isinstance(res, BaseException):  # the task itself was lost (a Dask worker died)
+            res = (asdict(StudentGrade(job.student, 0.0, 0.0, GRADING_FAILED,
+                                       f"{GRADING_ERROR}: {type(res).__name__}: {first_line(str(res))}",
+                                       sandbox=label)), b"")
+        changed = [str(template)] if tree_hash(template) != guard else []
+        if read_csv(csv_path) != csv_rows:
+            changed.append(str(csv_path))
+        if changed:
+            raise TitoError(f"grading stopped: {', '.join(changed)} changed while {job.student}'s code ran; "
+                            f"inspect {job.folder} before trusting any grade")
+        r, flagged = publish_one(out_dir, module, job, res, label)
+        for gid in flagged:
+            progress(f"  {r.student}: written answer {gid} changed since it was graded by hand: flagged for regrading")
+        if r.notebooks:  # what is left to grade by hand is the class gradebook's (a regrade keeps hand grades)
+            pending_from_gradebook(out_dir, module, r)
+        csv_rows = _sort([row for row in csv_rows if row["student"] != r.student] + as_written(r.rows()))
+        write_csv(csv_path, csv_rows)  # after each student: an interrupted run keeps what it graded
+        results.append(r)
+        progress(f"  {r.student}: {num(r.score)}/{num(r.max_score)} {r.status} ({r.seconds:.0f} s)"
+                 + (f", {plural(r.manual_pending, 'point')} of written answers to grade by hand"
+                    if r.manual_pending else "")
+                 + (f"\n      {console_line(r.reason, 300)}" if r.reason else ""))
+        return outcome(r)
+
+    return on_done

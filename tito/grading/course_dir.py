@@ -37,6 +37,7 @@ from pathlib import Path
 from tito.notebooks import nbgrader_glue
 from tito.config import TitoError
 from tito.notebooks.cells import cell_source, nbgrader_meta
+from tito.notebooks.nbfile import atomic_write, read_notebook, write_notebook
 
 NAME = "nbgrader"
 TEMPLATE = "tito_formgrade"
@@ -214,10 +215,10 @@ def write_config(course: Path, course_id: str, timeout: int = 300) -> Path:
     cfg = nbgrader_glue.write_course_config(course, course_id, timeout)
     templates = course / ".tito" / "templates"
     (templates / TEMPLATE).mkdir(parents=True, exist_ok=True)
-    nbgrader_glue.atomic_write(templates / TEMPLATE / "index.html.j2", FORMGRADE_TEMPLATE)
-    nbgrader_glue.atomic_write(templates / TEMPLATE / "conf.json",
+    atomic_write(templates / TEMPLATE / "index.html.j2", FORMGRADE_TEMPLATE)
+    atomic_write(templates / TEMPLATE / "conf.json",
                                json.dumps({"base_template": "formgrade", "mimetypes": {"text/html": True}}) + "\n")
-    nbgrader_glue.atomic_write(cfg, cfg.read_text(encoding="utf-8") + FORMGRADER_CONFIG.format(
+    atomic_write(cfg, cfg.read_text(encoding="utf-8") + FORMGRADER_CONFIG.format(
         template=TEMPLATE, templates=str(templates.resolve()), exchange=str((course / ".tito" / "exchange").resolve())))
     (course / ".tito" / "exchange").mkdir(exist_ok=True)
     return cfg
@@ -246,9 +247,8 @@ def merge(out_dir: Path, assignment: str, results: list, only_new: bool = False,
     flagged: dict[str, list[str]] = {}
     if not results:
         return flagged
-    released = {p.stem: json.loads(p.read_text(encoding="utf-8"))
-                for p in sorted((course / "release" / assignment).glob("*.ipynb"))}
-    keys = {p.stem: answer_keys(json.loads(p.read_text(encoding="utf-8")))
+    released = {p.stem: read_notebook(p) for p in sorted((course / "release" / assignment).glob("*.ipynb"))}
+    keys = {p.stem: answer_keys(read_notebook(p))
             for p in sorted((course / "source" / assignment).glob("*.ipynb"))}
     with open_gradebook(course) as gb:
         known = {s.student.id for s in gb.find_assignment(assignment).submissions} if only_new else set()
@@ -274,7 +274,7 @@ def _merge_one(gb, course: Path, out_dir: Path, assignment: str, r, released: di
         sub = gb.find_submission(assignment, r.student)
     except MissingEntry:
         sub = gb.add_submission(assignment, r.student)
-    before = _read_json(_answers_file(course, r.student))
+    before = read_json_object(_answers_file(course, r.student))
     hashes: dict[str, dict[str, str]] = {}
     flagged = []
     tests = {n.notebook: n.tests for n in r.notebooks}
@@ -312,11 +312,12 @@ def _merge_one(gb, course: Path, out_dir: Path, assignment: str, r, released: di
     gb.db.commit()
     dest = _answers_file(course, r.student)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    nbgrader_glue.atomic_write(dest, json.dumps(hashes, indent=1, sort_keys=True) + "\n")
+    atomic_write(dest, json.dumps(hashes, indent=1, sort_keys=True) + "\n")
     return flagged
 
 
-def _read_json(p: Path) -> dict:
+def read_json_object(p: Path) -> dict:
+    """The JSON object in file `p`; {} where it is missing, unreadable or not an object."""
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -337,7 +338,7 @@ def _copy_autograded(course: Path, src: Path, assignment: str, student: str, key
     written: dict[str, dict[str, str]] = {}
     try:
         for p in sorted(Path(src).glob("*.ipynb")) if Path(src).is_dir() else []:
-            nb = json.loads(p.read_text(encoding="utf-8"))
+            nb = read_notebook(p)
             for c in nb.get("cells", []):
                 if not isinstance(c, dict) or not isinstance(c.get("metadata"), dict):
                     continue
@@ -348,7 +349,7 @@ def _copy_autograded(course: Path, src: Path, assignment: str, student: str, key
                     key = keys.get(p.stem, {}).get(gid)
                     if key:
                         c["metadata"]["tito"] = {"answer_key": key}
-            (tmp / p.name).write_text(json.dumps(nb, indent=1, ensure_ascii=True) + "\n", encoding="utf-8")
+            write_notebook(tmp / p.name, nb, ascii_only=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)  # nothing half-made beside the published notebooks
         raise
@@ -369,17 +370,17 @@ def _runs_file(root: Path) -> Path:
 def record_run(root: Path, module: str, out_dir: Path) -> None:
     """Remember OUT_DIR as `module`'s latest grading run (build/grades/runs.json), wherever it is."""
     f = _runs_file(root)
-    runs = _read_json(f)
+    runs = read_json_object(f)
     runs[module] = str(Path(out_dir).resolve())
     f.parent.mkdir(parents=True, exist_ok=True)
-    nbgrader_glue.atomic_write(f, json.dumps(runs, indent=1, sort_keys=True) + "\n")
+    atomic_write(f, json.dumps(runs, indent=1, sort_keys=True) + "\n")
 
 
 def find_run(root: Path, module: str, default: Path) -> tuple[Path | None, list[Path]]:
     """(the latest grading run's output folder of `module`, or None; the folders looked in): the one
     build/grades/runs.json names (`tito grade --output-dir` anywhere), else DEFAULT."""
     looked = []
-    recorded = _read_json(_runs_file(root)).get(module)
+    recorded = read_json_object(_runs_file(root)).get(module)
     for d in ([Path(recorded)] if isinstance(recorded, str) else []) + [Path(default)]:
         if d not in looked:
             looked.append(d)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 from html import escape
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 from tito.isolation.sanitize import (CELL_OUTPUT_BYTES, bounded_text, clean_html, console_line, mathjax_text,
                                      plain_text, sanitize_outputs)
 from tito.notebooks.cells import cell_source, nbgrader_meta
+from tito.notebooks.nbfile import atomic_write, write_notebook
 
 
 def num(x: float) -> str:
@@ -56,23 +56,13 @@ def render(folder: Path, name: str, release: dict, student: dict, feedback: dict
     nb, other, timed_out = autograded_notebook(release, student, feedback, verdicts)
     for sub in ("autograded", "feedback"):
         (Path(folder) / sub).mkdir(parents=True, exist_ok=True)
-    write_whole(Path(folder) / "autograded" / f"{name}.ipynb", json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    write_notebook(Path(folder) / "autograded" / f"{name}.ipynb", nb)
     try:
         html = feedback_html(nb, title)
     except Exception as e:  # noqa: BLE001 - the grade stands without its page
         html = f"<p>feedback could not be rendered: {type(e).__name__}</p>"
-    write_whole(Path(folder) / "feedback" / f"{name}.html", html)
+    atomic_write(Path(folder) / "feedback" / f"{name}.html", html)
     return {"cell_errors": other, "timed_out": timed_out}
-
-
-def write_whole(path: Path, text: str) -> None:
-    """`text` at `path` through a temporary file and a rename: never a half-written or empty file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 # what one autograded notebook shows of a student's files (each beyond: its first lines and a note)
@@ -125,7 +115,7 @@ def fitted_text(text: str, limit: int, lines: int, room: int) -> str:
 def autograded_notebook(release: dict, student: dict, feedback: dict, verdicts: dict):
     """The autograded notebook, rebuilt from the instructor's release (`release`: the notebook as handed out,
     made from the source): every cell, id, metadata and graded cell is the release's, and the notebook's
-    metadata too. From the submission (`student`, tito.grading.submission.essentials) only the text of its
+    metadata too. From the submission (`student`, tito.notebooks.nbfile.essentials) only the text of its
     answer cells (solution cells, found by their grade_id) and the outputs of its feedback run
     (`feedback`: student cell index -> outputs) pass, bounded, into the matching cells; an instructor's cell
     gets the outputs of the student's copy when that copy is unchanged. Every other cell of the submission

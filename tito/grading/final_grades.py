@@ -7,7 +7,6 @@ in a moment.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from tito.grading import course_dir
 from tito.grading.feedback import feedback_html, num
 from tito.isolation.sanitize import console_line
 from tito.notebooks.cells import nbgrader_meta
+from tito.notebooks.nbfile import read_notebook, atomic_write
 
 TOTAL = "(total)"
 FIELDS = ["student", "notebook", "autograded", "hand_graded", "extra_credit", "pending", "regrade", "total",
@@ -120,7 +120,7 @@ def question_columns(course: Path, assignment: str, subs: list[Submission]) -> l
     """"notebook:cell" of every graded cell, in the order of the source notebooks."""
     cols = []
     for p in sorted((Path(course) / "source" / assignment).glob("*.ipynb")):
-        nb = json.loads(p.read_text(encoding="utf-8"))
+        nb = read_notebook(p)
         for c in nb.get("cells", []):
             meta = (c.get("metadata") or {}).get("nbgrader") or {}
             if meta.get("grade") and meta.get("grade_id"):
@@ -242,10 +242,10 @@ def write_feedback(out_dir: Path, assignment: str, subs: list[Submission],
         dest = course / "feedback" / sub.student / assignment
         for p in sorted(src.glob("*.ipynb")) if src.is_dir() else []:
             try:
-                nb = annotated(json.loads(p.read_text(encoding="utf-8")), p.stem, sub)
+                nb = annotated(read_notebook(p), p.stem, sub)
                 html = feedback_html(nb, f"{assignment} / {p.stem} — {sub.student}")
                 dest.mkdir(parents=True, exist_ok=True)
-                nbgrader_glue.atomic_write(dest / f"{p.stem}.html", html)
+                atomic_write(dest / f"{p.stem}.html", html)
             except Exception as e:  # noqa: BLE001 - this student's notebook: their failure, not the class's
                 if failed is None:
                     raise

@@ -8,11 +8,11 @@ answer is pending (needs a manual grade) or, left as released, 0.
 """
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 from tito.notebooks import nbgrader_glue
+from tito.notebooks.nbfile import read_notebook
 
 # a written answer (a markdown cell with `grade`, `solution` and `points`): written and awaiting the
 # instructor, or left as released (0, nobody needs to look)
@@ -31,7 +31,7 @@ def build_template(template_dir: Path, assignment: str, notebooks: list[Path], c
 def release_cells(template_dir: Path, assignment: str, name: str) -> dict[str, dict]:
     """grade_id -> the released cell (source without solutions or hidden tests) of notebook `name`."""
     path = Path(template_dir) / "release" / assignment / f"{name}.ipynb"
-    nb = json.loads(path.read_text(encoding="utf-8"))
+    nb = read_notebook(path)
     return {c["metadata"]["nbgrader"]["grade_id"]: c for c in nb.get("cells", [])
             if (c.get("metadata") or {}).get("nbgrader", {}).get("grade_id")}
 

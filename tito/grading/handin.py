@@ -38,7 +38,7 @@ writing no file above the student's byte cap: an archive that needs more is refu
 - at most HANDIN_FILES files and the student's byte cap (`submission_folder_mb` in settings.ini) in all, counted
   from the declared sizes before anything is written and again while writing (a zip's header may lie);
 - archives inside a student's archive are not opened.
-A refused archive, a hand-in with no usable student id (grading's rule: classrun.student_id_problem), or two
+A refused archive, a hand-in with no usable student id (grading's rule: tito.isolation.untrusted.student_id_problem), or two
 hand-ins whose ids differ only by case or Unicode form are that student's line in problems.txt; the others go on.
 """
 from __future__ import annotations
@@ -56,11 +56,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tito.config import Course, TitoError
-from tito.grading import submission
-from tito.grading.classrun import plural, same_ids, student_id_problem
+from tito.grading.classrun import plural
 from tito.grading.unpack import (HANDIN_FILES, STREAM_SLACK_MB, ZIP_RECORD_BYTES, Budget, Refused, is_junk,  # noqa: F401 (re-exported)
                                  member_parts, write_member, zip_entries, is_archive)
-from tito.notebooks import nbgrader_glue
+from tito.isolation import untrusted
+from tito.isolation.untrusted import same_ids, student_id_problem
+from tito.notebooks.nbfile import atomic_write
 
 BULK_FILES = 200_000          # entries of an LMS's bulk download
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
@@ -111,7 +112,7 @@ def _lms(name: str, is_dir: bool) -> dict[str, tuple[str, str, str]]:
         return out
     marks = list(_MOODLE_MARK.finditer(name))
     if len(marks) > 1:
-        raise Refused(f"{submission.shown(name)}: a Moodle name holding two participant ids "
+        raise Refused(f"{untrusted.shown(name)}: a Moodle name holding two participant ids "
                       f"({', '.join(m['id'] for m in marks)}): whose hand-in it is cannot be told")
     if marks and marks[0].start() > 0:
         out["moodle"] = (marks[0]["id"], name[marks[0].end():], name[:marks[0].start()])
@@ -177,12 +178,12 @@ def folder_layout(entries: list[tuple[str, bool]]) -> str | None:
             only.setdefault(next(iter(lms)), name)
     if len(only) > 1:
         raise TitoError("SUBMISSIONS holds both a Canvas download's files (e.g. "
-                        f"{submission.shown(only['canvas'])}) and a Moodle download's (e.g. "
-                        f"{submission.shown(only['moodle'])}): give tito one LMS's download per folder", code=2)
+                        f"{untrusted.shown(only['canvas'])}) and a Moodle download's (e.g. "
+                        f"{untrusted.shown(only['moodle'])}): give tito one LMS's download per folder", code=2)
     if only:
         return next(iter(only))
     if both:
-        raise TitoError(f"SUBMISSIONS: {submission.shown(both[0])} could be a Canvas or a Moodle download's file and "
+        raise TitoError(f"SUBMISSIONS: {untrusted.shown(both[0])} could be a Canvas or a Moodle download's file and "
                         "nothing else in the folder tells which: rename it to the LMS's own name, or add the rest "
                         "of the download", code=2)
     return None
@@ -231,7 +232,7 @@ def extract(archive: Path, dest: Path, budget: Budget) -> list[str]:
 
     from tito.isolation import process
 
-    what = submission.shown(archive.name)
+    what = untrusted.shown(archive.name)
     if is_archive(archive) is None:
         raise Refused(f"{what} is not a zip or tar archive")
     dest.mkdir(parents=True, exist_ok=True)
@@ -281,49 +282,49 @@ def _gather(members: list[tuple[Path, str]], raw: Path, budget: Budget, open_arc
         try:
             st = os.lstat(path)
         except OSError as e:
-            raise Refused(f"{submission.shown(name)} cannot be read: {e.strerror}") from None
+            raise Refused(f"{untrusted.shown(name)} cannot be read: {e.strerror}") from None
         if stat.S_ISDIR(st.st_mode):
-            seen = submission.survey(path, folder_mb=max(1, budget.bytes // submission.MB + 1))
+            seen = untrusted.survey(path, folder_mb=max(1, budget.bytes // untrusted.MB + 1))
             if seen.over:
-                raise Refused(f"{submission.shown(path.name)}: {seen.over}")
+                raise Refused(f"{untrusted.shown(path.name)}: {seen.over}")
             inner = []
             for rel in seen.files:
-                budget.take(1, 0, submission.shown(path.name))
+                budget.take(1, 0, untrusted.shown(path.name))
                 inner.append((path / rel, rel))
             for rel, why in seen.refused.items():  # a link or pipe among the student's files: theirs, not copied
-                raise Refused(submission.reason(f"{path.name}/{rel}", why))
+                raise Refused(untrusted.reason(f"{path.name}/{rel}", why))
             tops = [(p, r) for p, r in inner if "/" not in r]
             for p, rel in inner:
                 if open_archives and "/" not in rel and is_archive(p):
                     continue
                 target = slot.joinpath(*rel.split("/"))
                 target.parent.mkdir(parents=True, exist_ok=True)
-                size = submission.check_file(p, max(0, budget.bytes))
-                budget.take(0, size, submission.shown(rel))
-                submission.copy_regular(p, target, size)
+                size = untrusted.check_file(p, max(0, budget.bytes))
+                budget.take(0, size, untrusted.shown(rel))
+                untrusted.copy_regular(p, target, size)
             if open_archives:
                 for p, rel in tops:
                     if is_archive(p):
                         _unpack(p, slot / f"{rel}.d", budget)
             continue
         if not stat.S_ISREG(st.st_mode):
-            raise Refused(submission.reason(name, submission.what_it_is(st.st_mode) + ", not a regular file: not opened"))
-        size = submission.check_file(path, max(0, budget.bytes))
+            raise Refused(untrusted.reason(name, untrusted.what_it_is(st.st_mode) + ", not a regular file: not opened"))
+        size = untrusted.check_file(path, max(0, budget.bytes))
         slot.mkdir(parents=True)
         if open_archives and (name.lower().endswith(ARCHIVE_SUFFIXES) or is_archive(path)):
             _unpack(path, slot, budget, shown=name)
         else:
             clean = Path(name.replace("\\", "/")).name or "file"
-            budget.take(1, size, submission.shown(name))
-            submission.copy_regular(path, slot / clean, size)
+            budget.take(1, size, untrusted.shown(name))
+            untrusted.copy_regular(path, slot / clean, size)
 
 
 def _unpack(path: Path, dest: Path, budget: Budget, shown: str | None = None) -> None:
     """Copy the archive `path` (a regular file, within the budget), then extract the copy into `dest`."""
-    size = submission.check_file(path, max(0, budget.bytes))
+    size = untrusted.check_file(path, max(0, budget.bytes))
     with tempfile.TemporaryDirectory(prefix="tito-handin-") as tmp:
         copy = Path(tmp) / (Path(shown or path.name).name or "archive")
-        submission.copy_regular(path, copy, size)
+        untrusted.copy_regular(path, copy, size)
         dest.mkdir(parents=True, exist_ok=True)
         extract(copy, dest, budget)
 
@@ -372,8 +373,8 @@ def pick_capstone(raw: Path) -> dict[str, Path]:
     sub = subs[0]
     out = {"submission.json": sub}
     try:
-        doc = json.loads(submission.read_regular(sub, 16 * submission.MB))
-    except (submission.Refused, ValueError, RecursionError):
+        doc = json.loads(untrusted.read_regular(sub, 16 * untrusted.MB))
+    except (untrusted.Refused, ValueError, RecursionError):
         doc = {}
     models = doc.get("models") if isinstance(doc, dict) and isinstance(doc.get("models"), dict) else {}
     named = [m.get("file") for m in models.values() if isinstance(m, dict) and isinstance(m.get("file"), str)]
@@ -454,18 +455,18 @@ def _bulk_member(dest: Path, name: str, size: int, cap: int, problems: list[str]
         if not parts or is_junk(parts):
             return
         if bad:
-            raise Refused(f"{submission.shown(name)} is a link, encrypted or not a regular file")
+            raise Refused(f"{untrusted.shown(name)} is a link, encrypted or not a regular file")
         if size > cap:
-            raise Refused(f"{submission.shown(name)}: {size / submission.MB:.0f} MB, above the limit of "
-                          f"{cap / submission.MB:.0f} MB")
+            raise Refused(f"{untrusted.shown(name)}: {size / untrusted.MB:.0f} MB, above the limit of "
+                          f"{cap / untrusted.MB:.0f} MB")
         with opener() as src:
             write_member(src, dest.joinpath(*parts), size)
     except Refused as e:
-        problems.append(f"{submission.shown(top)}: in the bulk download: {e}; not graded")
+        problems.append(f"{untrusted.shown(top)}: in the bulk download: {e}; not graded")
 
 
 def collect(source: Path, out_dir: Path, wanted: set[str] | None, capstone: bool = False,
-            folder_mb: int = submission.DEFAULT_FOLDER_MB) -> HandIns:
+            folder_mb: int = untrusted.DEFAULT_FOLDER_MB) -> HandIns:
     """SUBMISSIONS as a folder of student folders (module doc). Plain student folders: SUBMISSIONS itself. Hand-ins
     (archives, an LMS's layout, or a bulk download's zip): OUTPUT/handins/<student>/ rebuilt, holding the
     notebooks named in `wanted` (or, with `capstone`, submission.json and its model files), and
@@ -477,7 +478,7 @@ def collect(source: Path, out_dir: Path, wanted: set[str] | None, capstone: bool
         return HandIns(source, "folders")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    cap = folder_mb * submission.MB
+    cap = folder_mb * untrusted.MB
     work = Path(tempfile.mkdtemp(prefix=".handins-", dir=out_dir))
     try:
         problems: list[str] = []
@@ -497,7 +498,7 @@ def collect(source: Path, out_dir: Path, wanted: set[str] | None, capstone: bool
         entries = [p for p in sorted(source.iterdir()) if not p.name.startswith(".")]
         lms = folder_layout([(p.name, p.is_dir()) for p in entries if not p.is_symlink()])
         for p in entries:
-            shown = submission.shown(p.name)
+            shown = untrusted.shown(p.name)
             if p.is_symlink():
                 problems.append(f"{shown}: a symbolic link, not a hand-in; not graded")
                 continue
@@ -518,7 +519,7 @@ def collect(source: Path, out_dir: Path, wanted: set[str] | None, capstone: bool
             layout, sid, own = found
             why = student_id_problem(sid)
             if why:
-                problems.append(f"{shown}: the student id {submission.shown(sid)!r} is {why}; not graded")
+                problems.append(f"{shown}: the student id {untrusted.shown(sid)!r} is {why}; not graded")
                 continue
             layouts.add(layout)
             groups.setdefault(sid, []).append((p, own or p.name))
@@ -531,7 +532,7 @@ def collect(source: Path, out_dir: Path, wanted: set[str] | None, capstone: bool
             if len(names[sid]) > 1 and sid not in clash:
                 two_names.add(sid)
                 problems.append(f"{sid}: hand-ins under more than one name for this id ("
-                                f"{', '.join(submission.shown(n) for n in names[sid].values())}); none is graded: "
+                                f"{', '.join(untrusted.shown(n) for n in names[sid].values())}); none is graded: "
                                 "the LMS gives each student one name")
         for sid in sorted(clash):
             problems.append(f"{sid}: another hand-in's id differs only in case or Unicode form "
@@ -549,25 +550,25 @@ def collect(source: Path, out_dir: Path, wanted: set[str] | None, capstone: bool
             except Refused as e:
                 problems.append(f"{sid}: {e}; not graded")
                 continue
-            except submission.Refused as e:
+            except untrusted.Refused as e:
                 problems.append(f"{sid}: {e}; not graded")
                 continue
             picked = pick_capstone(raw) if capstone else pick_notebooks(raw, wanted or set())
             if not picked:
                 what = "no submission.json" if capstone else "none of the assignment's notebooks"
                 problems.append(f"{sid}: {what} in the hand-in "
-                                f"({', '.join(submission.shown(n) for _, n in groups[sid])}); not graded")
+                                f"({', '.join(untrusted.shown(n) for _, n in groups[sid])}); not graded")
                 continue
             (staged / sid).mkdir()
             for name, path in picked.items():
                 shutil.copyfile(path, staged / sid / name, follow_symlinks=False)
-            result.sources[sid] = [submission.shown(n) for _, n in groups[sid]]
+            result.sources[sid] = [untrusted.shown(n) for _, n in groups[sid]]
         final = out_dir / FOLDER
         old = work / "old"
         if final.exists():
             os.replace(final, old)
         os.replace(staged, final)
-        nbgrader_glue.atomic_write(out_dir / INDEX, json.dumps(
+        atomic_write(out_dir / INDEX, json.dumps(
             {"source": str(given.resolve()), "layout": result.layout, "students": result.sources,
              "problems": problems}, indent=1) + "\n")
         result.problems = problems

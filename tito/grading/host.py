@@ -44,7 +44,10 @@ import traceback
 import types
 from typing import Any
 
-from tito.isolation.protocol import NAMESPACE, Endpoint, ProtocolError, decode, encode, send
+from tito.isolation.namespaces import PRIVATE_TMP, become_subreaper, isolate, isolate_unprivileged
+from tito.isolation.procs import kill_descendants, kill_group, kill_uid
+from tito.isolation.protocol import (NAMESPACE, Endpoint, Interned, ProtocolError, control_recv, control_send,
+                                     decode, encode, send)
 
 MAX_ITER = 1_000_000          # items one `iter` request may materialise
 MAX_TEXT = 20_000             # characters of a repr/str sent back
@@ -53,104 +56,12 @@ CELL_OUTPUT_CHARS = 200_000   # characters of output kept per feedback cell
 
 # ---- the zygote ---------------------------------------------------------------------------------
 
-def ctl_recv(sock: socket.socket) -> tuple[dict, list[int]]:
-    data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 4)
-    if not data:
-        raise EOFError("the judge closed the control channel")
-    msg = json.loads(data.decode("utf-8"))
-    if not isinstance(msg, dict):
-        raise ProtocolError("a control message must be an object")
-    return msg, list(fds)
-
-
-def ctl_send(sock: socket.socket, obj: dict) -> None:
-    sock.send(json.dumps(obj).encode("utf-8"))
-
-
-def _group_members(pgid: int) -> list[int]:
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
-                out.append(int(name))
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
-
-
-def kill_group(pgid: int, spare: int | None = None) -> None:
-    """SIGKILL every process of group `pgid` (but `spare`), again until none is left (a fork bomb
-    keeps forking between two sweeps; stopping it first ends that)."""
-    _stop_and_kill(lambda: [p for p in _group_members(pgid) if p != spare])
-
-
-def _stop_and_kill(members) -> None:
-    """Stop, then SIGKILL, the processes `members()` lists, sweeping again until it lists none (a fork
-    loop cannot outrun a sweep whose processes are stopped first)."""
-    for sig in (signal.SIGSTOP, signal.SIGSTOP, signal.SIGKILL, signal.SIGKILL, signal.SIGKILL):
-        found = members()
-        if not found:
-            return
-        for pid in found:
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def become_subreaper() -> None:
-    """Make this process the one its orphaned descendants are handed to (Linux), so a process that
-    double-forks and calls `setsid` still counts among this process's descendants."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def descendants(pid: int) -> list[int]:
-    """The live (not zombie) processes below `pid` in the process tree, read from /proc."""
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 1 and fields[0] != "Z" and fields[1].isdigit():  # state, ppid
-            children.setdefault(int(fields[1]), []).append(int(name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def kill_descendants(pid: int) -> None:
-    """SIGKILL every process below `pid` (its subreaper: module doc), stopping them first so that a
-    fork loop cannot outrun the sweep, then reap the ones that were this process's children."""
-    _stop_and_kill(lambda: descendants(pid))
-    if pid == os.getpid():  # reap them (all are this process's children by now), so none is left even as a zombie
-        deadline = time.monotonic() + 2
-        while time.monotonic() < deadline:
-            try:
-                if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    time.sleep(0.002)
-            except ChildProcessError:
-                break
+JUDGE_GONE = "the judge closed the control channel"
 
 
 def zygote(ctl_fd: int) -> int:
     ctl = socket.socket(fileno=ctl_fd)
-    config, _ = ctl_recv(ctl)
+    config, _ = control_recv(ctl, JUDGE_GONE)
     t0 = time.perf_counter()
     failed = []
     for name in config.get("preimport", []):
@@ -158,11 +69,11 @@ def zygote(ctl_fd: int) -> int:
             importlib.import_module(name)
         except Exception as e:  # noqa: BLE001 - a missing library fails the notebooks that need it
             failed.append(f"{name}: {type(e).__name__}: {e}")
-    ctl_send(ctl, {"ready": True, "import_seconds": round(time.perf_counter() - t0, 3), "import_errors": failed})
+    control_send(ctl, {"ready": True, "import_seconds": round(time.perf_counter() - t0, 3), "import_errors": failed})
     ended: dict[int, str] = {}
     while True:
         try:
-            msg, fds = ctl_recv(ctl)
+            msg, fds = control_recv(ctl, JUDGE_GONE)
         except (EOFError, OSError, ValueError):
             return 0
         _reap(ended)
@@ -176,27 +87,27 @@ def zygote(ctl_fd: int) -> int:
                 finally:
                     os._exit(0)
             os.close(fds[0])
-            ctl_send(ctl, {"pid": pid})
+            control_send(ctl, {"pid": pid})
         elif op == "kill":
             pid = int(msg.get("pid", 0))
             if pid > 1:
                 kill_descendants(pid)  # what it started, in its group or not (it is their subreaper)
                 kill_group(pid)
             _reap(ended, wait_for=pid)
-            ctl_send(ctl, {"killed": pid, "ended": ended.get(pid, "")})
+            control_send(ctl, {"killed": pid, "ended": ended.get(pid, "")})
         elif op == "sweep":
             uid = msg.get("uid")
             n = kill_uid(uid) if isinstance(uid, int) and uid > 0 else 0
             _reap(ended)
-            ctl_send(ctl, {"swept": n})
+            control_send(ctl, {"swept": n})
         elif op == "status":
             pid = int(msg.get("pid", 0))
             _reap(ended, wait_for=pid if msg.get("wait") else None)
-            ctl_send(ctl, {"pid": pid, "ended": ended.get(pid, "")})
+            control_send(ctl, {"pid": pid, "ended": ended.get(pid, "")})
         else:
             for fd in fds:
                 os.close(fd)
-            ctl_send(ctl, {"error": f"unknown control message {op!r}"})
+            control_send(ctl, {"error": f"unknown control message {op!r}"})
 
 
 def _reap(ended: dict, wait_for: int | None = None) -> None:
@@ -225,162 +136,6 @@ def describe_status(status: int) -> str:
 
 
 # ---- a child ------------------------------------------------------------------------------------
-
-CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 16384, 1 << 18
-
-
-PRIVATE_TMP = "/tito-tmp"  # tito.isolation.sandbox.PRIVATE_TMP: the sandbox's /tmp is writable by nobody
-
-
-def _hide(libc, check, hide: list[str]) -> None:
-    """An empty read-only folder over each of `hide` (a folder this process must not see)."""
-    for path in hide:
-        if isinstance(path, str) and path.startswith("/") and os.path.isdir(path):
-            check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                             b"size=4k,mode=0555"), f"hide {path}")
-
-
-def isolate(tmp_mb: int, hide: list[str] = ()) -> None:
-    """Before dropping to the notebook's uid (as root, with CAP_SYS_ADMIN): a mount, network and IPC
-    namespace of this process's own, with a fresh temporary folder (PRIVATE_TMP, its TMPDIR) and
-    /dev/shm, so the processes of two notebooks share no writable folder, socket or shared memory
-    (no notebook can hand another the reference of the module graded there). /tmp itself is left
-    alone: folders bound under it (a virtual environment in /tmp) stay visible. The folders `hide`
-    get an empty read-only folder over them (the feedback run: the tests' scratch folder)."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def check(rc: int, what: str) -> None:
-        if rc != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"{what}: {os.strerror(err)}")
-
-    check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET), "unshare")
-    check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
-    for target, size in ((PRIVATE_TMP.encode(), tmp_mb), (b"/dev/shm", 64)):
-        check(libc.mount(b"tmpfs", target, b"tmpfs", MS_NOSUID | MS_NODEV, f"size={size}m,mode=1777".encode()),
-              f"mount tmpfs {target.decode()}")
-    _hide(libc, check, list(hide))
-    os.environ["TMPDIR"] = PRIVATE_TMP
-
-
-CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
-MS_REMOUNT, MS_BIND = 32, 4096
-_CAP_VERSION_3 = 0x20080522
-
-
-def drop_capabilities() -> None:
-    """No capability left, none to regain (a user namespace's first process has them all)."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
-    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable for caps 0-31 and 32-63: none
-    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.capset(header, data) != 0:  # PR_SET_NO_NEW_PRIVS
-        err = ctypes.get_errno()
-        raise OSError(err, f"dropping capabilities: {os.strerror(err)}")
-
-
-def isolate_unprivileged(tmp_mb: int, hide: list[str] = (), fd: int | None = None) -> None:
-    """`isolate` for a sandbox run by a normal user (no CAP_SYS_ADMIN, one uid for everything): a user
-    namespace of this process's own (the same uid) with mount, network and IPC namespaces; the shared
-    /tmp read-only, a fresh /dev/shm as its TMPDIR, `hide` covered; then every capability dropped, so
-    the student's code can neither undo a mount nor (its mounts locked in any namespace it makes)
-    reveal what they cover. Two processes of one notebook then share no writable folder, socket or
-    shared memory. With `fd` (the role's socket) it also gets a PID namespace of its own
-    (`_own_pid_namespace`): it sees no other notebook's process, so it cannot reach that notebook's
-    package through /proc/PID/root, and everything it starts ends with it."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def check(rc: int, what: str) -> None:
-        if rc != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"{what}: {os.strerror(err)}")
-
-    uid, gid = os.getuid(), os.getgid()
-    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | (CLONE_NEWPID if fd is not None else 0)
-    check(libc.unshare(flags), "unshare")
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
-        with open(f"/proc/self/{name}", "w", encoding="ascii") as f:
-            f.write(text)
-    check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
-    if os.path.ismount("/tmp"):  # what is bound below it (a virtual environment) stays as it is
-        check(libc.mount(None, b"/tmp", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
-              "mount -o remount,ro /tmp")
-    check(libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_mb}m,mode=1777".encode()),
-          "mount tmpfs /dev/shm")
-    _hide(libc, check, list(hide))
-    if fd is not None:
-        _own_pid_namespace(fd, libc, check)
-    drop_capabilities()
-    os.environ["TMPDIR"] = "/dev/shm"
-
-
-def _exit_as(pid: int) -> None:
-    """Reap every child (orphans included) until `pid` ends, then end the same way (a signal's end
-    as exit status 128 + its number: pid 1 of a namespace cannot kill itself with it)."""
-    while True:
-        try:
-            done, status = os.waitpid(-1, 0)
-        except ChildProcessError:
-            os._exit(1)
-        if done == pid:
-            os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
-
-
-def _own_pid_namespace(fd: int, libc, check) -> None:
-    """After unshare(CLONE_NEWPID): this process stays in the zygote's namespace and ends as the new
-    namespace's pid 1 ends (with the signal that ended the role, for `describe_status`); pid 1 mounts
-    the namespace's /proc and reaps; the role runs below it, its own process group, and returns here."""
-    first = os.fork()
-    if first:
-        os.close(fd)
-        while True:
-            try:
-                _, status = os.waitpid(first, 0)
-                break
-            except ChildProcessError:
-                os._exit(1)
-        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
-        if code > 128:
-            signal.signal(code - 128, signal.SIG_DFL)
-            os.kill(os.getpid(), code - 128)
-        os._exit(code)
-    check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
-    role = os.fork()
-    if role:
-        os.close(fd)
-        drop_capabilities()
-        _exit_as(role)
-    os.setpgid(0, 0)
-    become_subreaper()
-
-
-def kill_uid(uid: int) -> int:
-    """SIGKILL every process running as `uid` (what a notebook's code left behind, `setsid` or not);
-    returns how many were found."""
-    found = 0
-    for sig in (signal.SIGSTOP, signal.SIGKILL, signal.SIGKILL):
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{name}/status", encoding="ascii", errors="replace") as f:
-                    real = next(int(l.split()[1]) for l in f if l.startswith("Uid:"))
-            except (OSError, StopIteration, ValueError, IndexError):
-                continue
-            if real == uid:
-                found += sig == signal.SIGSTOP
-                try:
-                    os.kill(int(name), sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
-    return found
-
 
 def child(msg: dict, fd: int) -> None:
     """In the forked child: own process group, (as root) its own namespaces and the notebook's uid,
@@ -473,8 +228,7 @@ class Host:
     def __init__(self, sock: socket.socket, fatal: str = "", sweep: bool = False):
         self.fatal, self.sweep = fatal, sweep  # sweep: kill what a call leaves running (a forked child only)
         self.endpoint = Endpoint(sock, self.serve)
-        self.objects: dict[int, Any] = {}
-        self.handles: dict[int, int] = {}
+        self.objects = Interned()  # handle -> the student's object sent as a reference
         self.callbacks: dict[int, JudgeFunction] = {}
         # a real module, so code run in it works as in a notebook (a dataclass looks its module up)
         module = types.ModuleType(NAMESPACE)
@@ -512,12 +266,7 @@ class Host:
         return decode(value, self.tag)
 
     def handle(self, obj: Any) -> int:
-        key = id(obj)
-        if key not in self.handles:
-            h = len(self.objects) + 1
-            self.objects[h] = obj
-            self.handles[key] = h
-        return self.handles[key]
+        return self.objects.number(obj)
 
     def ref(self, obj: Any) -> dict:
         kind = ("class" if isinstance(obj, type) else "module" if type(obj).__name__ == "module"

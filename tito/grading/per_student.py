@@ -22,22 +22,21 @@ import socket
 import tarfile
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from tito.isolation import process
-from tito.grading import gradebook, submission
-from tito.isolation import sandbox
-from tito.isolation import limits as limits_mod
-from tito.isolation.protocol import ProtocolError, read_frames
 from tito.grading import feedback as fb
+from tito.grading import gradebook
 from tito.grading.feedback import first_line, num
+from tito.grading.job import Channel, GradeJob, JudgePlan
+from tito.isolation import limits as limits_mod
+from tito.isolation import namespaces, process, sandbox, untrusted
+from tito.isolation.protocol import ProtocolError, read_frames
 from tito.isolation.sanitize import console_line
 from tito.notebooks.cells import cell_source, nbgrader_meta
+from tito.notebooks.nbfile import atomic_write, read_notebook, write_notebook
 
 TOTAL = "(total)"
-SANDBOXED = "bubblewrap"
-UNSANDBOXED = "NONE (--no-sandbox): student code ran unsandboxed"
 GRADING_ERROR = "grading error"
 # A status says whose it is. The student's: passed (every graded test passed, no cell of theirs raised), tests
 # failed (a graded test failed or a cell of theirs raised), timeout (their code ran past a time limit), refused (a
@@ -70,7 +69,7 @@ class StudentGrade:
     notebooks: list[NotebookGrade] = field(default_factory=list)
     feedback: list[str] = field(default_factory=list)   # paths relative to the output dir
     seconds: float = 0.0
-    sandbox: str = SANDBOXED
+    sandbox: str = ""             # the sandbox's label (Backend.label): what it enforced, what it went without
     manual_pending: float = 0.0
     seed: int | None = None       # this student's hidden-test seed (classrun.student_seed; never the run's)
     timing: dict = field(default_factory=dict)
@@ -93,23 +92,6 @@ class StudentGrade:
         return cls(**{**d, "notebooks": nbs})
 
 
-@dataclass
-class GradeJob:
-    """Everything one student's grading needs (picklable: a Dask task's argument).
-
-    `run`: the settings shared by every job (template, reference, nbdev_root, cache, hostlib, lib,
-    bwrap, limits, seed, notebooks: source notebook paths, data_files: relative path -> file, pythonpath).
-    """
-    assignment: str
-    student: str
-    folder: str
-    course_id: str
-    timeout: int
-    run: dict
-    inputs: str = ""
-    seed: int | None = None   # this student's hidden-test seed (classrun.student_seed)
-
-
 def grade_one(job: GradeJob) -> tuple[dict, bytes]:
     """Grade one student; returns (StudentGrade as a dict, tar.gz of their output folder).
 
@@ -118,9 +100,8 @@ def grade_one(job: GradeJob) -> tuple[dict, bytes]:
     grades that student again.
     """
     t0 = time.perf_counter()
-    sandbox = SANDBOXED if job.run.get("bwrap") else UNSANDBOXED
     # not under /tmp: each notebook's process gets a private /tmp, which would hide its scratch folder
-    root = Path(job.run.get("work_root") or tempfile.gettempdir())
+    root = Path(job.run.work_root)
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"tito-grade-{job.student}-", dir=root))
     try:
@@ -136,26 +117,27 @@ def grade_one(job: GradeJob) -> tuple[dict, bytes]:
             shutil.rmtree(staged, ignore_errors=True)
     except Exception as e:  # noqa: BLE001 - one student's infrastructure failure must not stop the class
         why = f"{GRADING_ERROR}: {type(e).__name__}: {first_line(str(e), 300)}"
-        r = StudentGrade(job.student, 0.0, 0.0, GRADING_FAILED, why, [], [], round(time.perf_counter() - t0, 1), sandbox)
+        r = StudentGrade(job.student, 0.0, 0.0, GRADING_FAILED, why, [], [], round(time.perf_counter() - t0, 1),
+                         job.run.sandbox.label([]))
         return asdict(r), b""
     finally:
         if not os.environ.get("TITO_GRADE_KEEP"):  # set it to look at a student's work folder afterwards
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _copy_files(folder: Path, data_files: dict[str, str], dest: Path, wanted: set[str],
-                notebook_mb: int = submission.DEFAULT_NOTEBOOK_MB, folder_mb: int = submission.DEFAULT_FOLDER_MB) -> None:
+def _copy_files(folder: Path, data_files: dict[str, Path], dest: Path, wanted: set[str], notebook_mb: int,
+                folder_mb: int) -> None:
     """The student's folder (regular files only, never read through a link, hidden names skipped:
-    tito.grading.submission; only the graded notebooks `wanted` when the folder is above its caps)
+    tito.isolation.untrusted; only the graded notebooks `wanted` when the folder is above its caps)
     with the assignment's data files over it."""
     dest.mkdir()
-    seen = submission.survey(folder, notebook_mb, folder_mb)
+    seen = untrusted.survey(folder, notebook_mb, folder_mb)
     files = [f for f in seen.files if f in wanted] if seen.over else seen.files
     for rel in files:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         try:
-            submission.copy_regular(folder / rel, dest / rel, max(notebook_mb, folder_mb) * submission.MB)
-        except submission.Refused:
+            untrusted.copy_regular(folder / rel, dest / rel, max(notebook_mb, folder_mb) * untrusted.MB)
+        except untrusted.Refused:
             (dest / rel).unlink(missing_ok=True)  # it changed since the survey: left out
     for rel, src in data_files.items():
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -167,12 +149,11 @@ def _copy_files(folder: Path, data_files: dict[str, str], dest: Path, wanted: se
 def grade_student(job: GradeJob, work: Path, staged: Path) -> StudentGrade:
     t0 = time.perf_counter()
     run = job.run
-    template = Path(run["template"])
-    maxima = gradebook.max_scores(template, job.assignment)
-    sources = {Path(p).stem: Path(p) for p in run["notebooks"]}
-    notebook_mb = run.get("notebook_mb", submission.DEFAULT_NOTEBOOK_MB)
-    _copy_files(Path(job.folder), run.get("data_files", {}), work / "files", {f"{n}.ipynb" for n in sources},
-                notebook_mb, run.get("folder_mb", submission.DEFAULT_FOLDER_MB))
+    maxima = gradebook.max_scores(run.template, job.assignment)
+    sources = {Path(p).stem: Path(p) for p in run.notebooks}
+    notebook_mb = run.notebook_mb
+    _copy_files(Path(job.folder), run.data_files, work / "files", {f"{n}.ipynb" for n in sources}, notebook_mb,
+                run.folder_mb)
     names, unreadable, missing, submitted = [], {}, [], {}
     inputs = work / "judge"
     (inputs / "sources").mkdir(parents=True)
@@ -182,19 +163,19 @@ def grade_student(job: GradeJob, work: Path, staged: Path) -> StudentGrade:
         if not os.path.lexists(mine):
             missing.append(name)
             continue
-        try:  # only a regular file, never through a link, size and nesting checked (tito.grading.submission)
-            nb = submission.read_notebook(mine, notebook_mb)
-        except submission.Refused as e:
-            unreadable[name] = submission.reason(mine.name, e) + "; not graded"
+        try:  # only a regular file, never through a link, size and nesting checked (tito.notebooks.nbfile)
+            nb = read_notebook(mine, notebook_mb)
+        except untrusted.Refused as e:
+            unreadable[name] = untrusted.reason(mine.name, e) + "; not graded"
             continue
         names.append(name)
         submitted[name] = nb
         shutil.copyfile(sources[name], inputs / "sources" / f"{name}.ipynb")
-        (inputs / "submitted" / f"{name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
-    shutil.copyfile(run["pyproject"], inputs / "pyproject.toml")
+        write_notebook(inputs / "submitted" / f"{name}.ipynb", nb, indent=None)
+    shutil.copyfile(run.pyproject, inputs / "pyproject.toml")
     (inputs / "release").mkdir()
     for name in names:  # the cells as released: the feedback shows graded cells so
-        shutil.copyfile(Path(run["template"]) / "release" / job.assignment / f"{name}.ipynb",
+        shutil.copyfile(run.template / "release" / job.assignment / f"{name}.ipynb",
                         inputs / "release" / f"{name}.ipynb")
     inputs.chmod(0o700)
     frames, judge_note = [], ""
@@ -211,29 +192,32 @@ def grade_student(job: GradeJob, work: Path, staged: Path) -> StudentGrade:
 # the children drop them all with the uid, before any student code runs
 HOST_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL")
 JUDGE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN")   # the judge: hand each notebook's folders to its uid
+# one student's whole judge run at most: its start, then per notebook its set-up and four cell timeouts (tests,
+# feedback, rendering); settings.ini student_seconds caps it further
+JUDGE_START_S, NOTEBOOK_SETUP_S, NOTEBOOK_TIMEOUTS = 120, 120, 4
+JUDGE_FILE_MB = 1024   # the largest file the judge may write (the student's rendered pages)
 
 
 def run_judge(job: GradeJob, work: Path, names: list[str], spent: float = 0.0) -> tuple[list[dict], str, dict]:
     """Start the student's host sandbox(es) and the judge's sandbox, connected by control channels;
     wait for the judge; return its result frames, a note when it did not finish, and what the
     whole-sandbox limits saw (peak memory, limits the machine could not apply). Where the class run
-    split the cores between the students graded at once (run["cpu_split"]: no cgroup gives a CPU
+    split the cores between the students graded at once (RunSettings.cpu_split: no cgroup gives a CPU
     share), all of them run on this student's cores. `spent`: seconds of the student's budget
     (student_seconds) already used on their files."""
-    with limits_mod.cpu_slot(job.run.get("cpu_split")) as cpus:
-        return _run_judge(job, work, names, cpus, spent)
+    with limits_mod.cpu_slot(job.run.cpu_split) as cpus:
+        return _judge_sandboxes(job, work, names, cpus, spent)
 
 
-def _run_judge(job: GradeJob, work: Path, names: list[str], cpus: set[int] | None,
-               spent: float = 0.0) -> tuple[list[dict], str, dict]:
-    run = job.run
-    bwrap = run.get("bwrap")
-    root = os.geteuid() == 0
+def _judge_sandboxes(job: GradeJob, work: Path, names: list[str], cpus: set[int] | None,
+                     spent: float) -> tuple[list[dict], str, dict]:
+    run, box = job.run, job.run.sandbox
+    as_root = os.geteuid() == 0 and box.isolated  # tito gives each notebook's processes a uid of their own
     # one zygote for all notebooks, each notebook's process in namespaces of its own (tito.grading.host:
     # as root under its own uid too), the other notebooks' packages covered; when asked
-    # (run["per_notebook"]) one sandbox per notebook instead
-    shared = bwrap is None or not run.get("per_notebook")
-    uids = {n: sandbox.sandbox_uid() for n in names} if root and bwrap else {}
+    # (run.per_notebook) one sandbox per notebook instead
+    shared = not (box.isolated and run.per_notebook)
+    uids = {n: sandbox.sandbox_uid() for n in names} if as_root else {}
     feedback_uids = {n: sandbox.sandbox_uid() for n in uids}  # each notebook's feedback run: a uid of its own
     for d in ("stage", "scratch"):
         (work / d).mkdir()
@@ -241,61 +225,52 @@ def _run_judge(job: GradeJob, work: Path, names: list[str], cpus: set[int] | Non
     for d in ("out/autograded", "out/feedback"):  # the judge renders there under whichever uid it runs as
         (work / d).mkdir(parents=True)
         (work / d).chmod(0o777)
-    limits = sandbox.Limits(**run["limits"])
+    limits = run.limits
     env = {"PYTHONPATH": "{hostlib}", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "NBGRADER_EXECUTION": "autograde"}
-    groups = [("shared", work / "stage", work / "scratch")] if shared else \
+    groups = [("", work / "stage", work / "scratch")] if shared else \
         [(n, work / "stage" / n, work / "scratch" / n) for n in names]
-    hosts, host_procs, judge_fds, log = {}, [], [], open(work / "host.log", "ab")
+    channels, host_procs, judge_fds, log = {}, [], [], open(work / "host.log", "ab")
     seen: dict = {}
     guard = limits_mod.Guard(f"tito-{os.getpid()}-{work.name}", limits.memory_mb, 2 * limits.processes + 16) \
-        if bwrap else None
-    tmpfs = bool(bwrap) and limits_mod.mount_tmpfs(work / "scratch", limits.tmp_mb)
+        if box.isolated else None
+    tmpfs = box.isolated and namespaces.mount_tmpfs(work / "scratch", limits.tmp_mb)
     try:
         for key, stage, scratch in groups:
             stage.mkdir(exist_ok=True)
             scratch.mkdir(exist_ok=True)
-            mounts = {"files": work / "files", "stage": stage, "hostlib": Path(run["hostlib"])}
-            if run.get("cache"):
-                mounts["cache"] = Path(run["cache"])
+            mounts = {"files": work / "files", "stage": stage, "hostlib": run.hostlib,
+                      **({"cache": run.cache} if run.cache else {})}
             judge_end, host_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "-m", "tito.grading.host", str(host_end.fileno())],
                                        mounts, env, limits=limits, rw=[scratch],
-                                       caps=HOST_CAPS if root and bwrap and shared else None,
-                                       private_tmp=bool(root and bwrap and shared))
-            host_procs.append(sandbox.start(spec, bwrap, pass_fds=(host_end.fileno(),), stdout=log, stderr=log,
+                                       caps=HOST_CAPS if as_root and shared else None, private_tmp=as_root and shared)
+            host_procs.append(sandbox.start(spec, box, pass_fds=(host_end.fileno(),), stdout=log, stderr=log,
                                             uid=None if shared else uids.get(key),
                                             cgroups=tuple(guard.groups) if guard else (), cpus=cpus))
             host_end.close()
             judge_fds.append(judge_end)
-            inside = {k: sandbox.inside_path(k, v, bwrap is not None) for k, v in mounts.items()}
-            entry = {"fd": judge_end.fileno(), "inside": inside}
-            if shared:
-                hosts["shared"] = entry
-            else:
-                hosts.setdefault("per_notebook", {})[key] = entry
-        cfg = {**{k: run[k] for k in ("reference", "cache", "lib", "bwrap", "preimport", "limits", "imports")},
-               "seed": job.seed if job.seed is not None else run["seed"],
-               "notebooks": names, "inputs": str(work / "judge"), "work": str(work), "timeout": job.timeout,
-               "results": str(work / "results.frames"), "hosts": hosts, "uids": uids,
-               "feedback_uids": feedback_uids}
+            channels[key] = Channel(judge_end.fileno(), {k: box.inside_path(k, v) for k, v in mounts.items()})
+        plan = JudgePlan(str(run.reference), str(run.cache) if run.cache else None, run.lib, box.isolated,
+                         run.preimport, limits.tmp_mb, run.imports, job.seed if job.seed is not None else run.seed,
+                         names, str(work / "judge"), str(work), job.timeout, str(work / "results.frames"), shared,
+                         channels, uids, feedback_uids)
         plan_path = work / "judge" / "plan.json"
-        plan_path.write_text(json.dumps(cfg), encoding="utf-8")
-        budget = 120 + len(names) * (4 * job.timeout + 120)
+        plan_path.write_text(plan.to_json(), encoding="utf-8")
+        budget = JUDGE_START_S + len(names) * (NOTEBOOK_TIMEOUTS * job.timeout + NOTEBOOK_SETUP_S)
         # what one student may cost the class run (settings.ini student_seconds), however their code sleeps
-        left = run["student_seconds"] - spent if run.get("student_seconds") is not None else None
+        left = run.student_seconds - spent if run.student_seconds is not None else None
         capped = left is not None and left < budget
         budget = max(1.0, min(budget, left)) if left is not None else budget
-        reference = Path(run["reference"])
         spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "-m", "tito.grading.autograder", str(plan_path)], {},
-                                   {"PYTHONPATH": f"{run['judgelib']}{os.pathsep}{reference}", "MPLBACKEND": "Agg",
-                                    "TINYTORCH_CACHE": str(run.get("cache") or ""), "PYTHONDONTWRITEBYTECODE": "1"},
-                                   cwd=str(work), limits=sandbox.Limits(**{**run["limits"], "file_mb": 1024}),
+                                   {"PYTHONPATH": f"{run.judgelib}{os.pathsep}{run.reference}", "MPLBACKEND": "Agg",
+                                    "TINYTORCH_CACHE": str(run.cache or ""), "PYTHONDONTWRITEBYTECODE": "1"},
+                                   cwd=str(work), limits=replace(limits, file_mb=JUDGE_FILE_MB),
                                    # the shared folder again: a bind does not carry the tmpfs mounted on it
                                    rw=[work, work / "scratch"],
-                                   ro=[Path(run["judgelib"]), reference] + ([Path(run["cache"])] if run.get("cache") else []),
-                                   caps=JUDGE_CAPS if root and bwrap else None)
-        judge = sandbox.start(spec, bwrap, pass_fds=tuple(s.fileno() for s in judge_fds), cpus=cpus)
+                                   ro=[run.judgelib, run.reference] + ([run.cache] if run.cache else []),
+                                   caps=JUDGE_CAPS if as_root else None)
+        judge = sandbox.start(spec, box, pass_fds=tuple(s.fileno() for s in judge_fds), cpus=cpus)
         for s in judge_fds:
             s.close()
         judge_fds = []
@@ -318,8 +293,8 @@ def _run_judge(job: GradeJob, work: Path, names: list[str], cpus: set[int] | Non
                 seen["cpu_cores"] = sorted(cpus)
             guard.close()
         if tmpfs:
-            limits_mod.unmount(work / "scratch")
-        elif bwrap:
+            namespaces.unmount(work / "scratch")
+        elif box.isolated:
             seen.setdefault("limits_not_applied", []).append(
                 f"{limits_mod.SCRATCH}: a tmpfs cannot be mounted here (needs root)")
     frames, note = [], ""
@@ -330,7 +305,7 @@ def _run_judge(job: GradeJob, work: Path, names: list[str], cpus: set[int] | Non
         note = f"the judge's results were unreadable: {e}"
     seen["budget_reached"] = bool(done.timed_out)  # the student's code used their time: theirs, not the judge's
     if done.timed_out and capped:
-        note = (f"not graded: this student's grading reached its time budget of {run['student_seconds']:.0f} s "
+        note = (f"not graded: this student's grading reached its time budget of {run.student_seconds:.0f} s "
                 "(student_seconds in settings.ini) before this notebook was done")
     elif done.timed_out:
         note = f"grading stopped: the student's whole run exceeded its limit of {budget:.0f} s"
@@ -346,7 +321,6 @@ def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, ma
     (`rendered`: its autograded/ and feedback/ folders) (module doc, steps 3-4)."""
     run = job.run
     submitted = submitted or {}
-    template = Path(run["template"])
     by_name = {f["notebook"]: f for f in frames if isinstance(f.get("notebook"), str)}
     t_compose = time.perf_counter()
     timing = {**(spent or {}), **{f"judge_{k}": v for k, v in next(
@@ -371,9 +345,8 @@ def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, ma
             notebooks.append(NotebookGrade(name, 0.0, mx, TIMEOUT if timing.get("budget_reached") else GRADING_FAILED,
                                            judge_note or "the judge reported nothing"))
             continue
-        source = json.loads(Path(next(p for p in run["notebooks"] if Path(p).stem == name)).read_text(encoding="utf-8"))
-        grade, scores = notebook_grade(name, mx, source, submitted[name], res,
-                                       gradebook.release_cells(template, job.assignment, name))
+        grade, scores = notebook_grade(name, mx, read_notebook(run.source(name)), submitted[name], res,
+                                       gradebook.release_cells(run.template, job.assignment, name))
         notebooks.append(grade)
         book[name] = scores
         if (staged / "feedback" / f"{name}.html").is_file():
@@ -390,10 +363,9 @@ def compose(job: GradeJob, staged: Path, frames: list[dict], judge_note: str, ma
         reasons.append("no graded notebook submitted")
     result = StudentGrade(job.student, score, mx, worst, " | ".join(reasons), notebooks, feedback,
                           round(time.perf_counter() - t0, 1),
-                          limits_mod.sandbox_label(timing.get("missing", limits_mod.gaps()), run.get("sandbox_note", ""))
-                          if run.get("bwrap") else UNSANDBOXED,
+                          run.sandbox.label(timing.get("missing", limits_mod.gaps()), run.sandbox_note),
                           sum(n.manual_pending for n in notebooks), job.seed, timing, job.inputs)
-    (staged / "result.json").write_text(json.dumps(asdict(result), indent=1) + "\n", encoding="utf-8")
+    atomic_write(staged / "result.json", json.dumps(asdict(result), indent=1) + "\n")
     return result
 
 

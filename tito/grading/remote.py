@@ -33,7 +33,7 @@ import sys
 import types
 from typing import Any
 
-from tito.isolation.protocol import NAMESPACE, Endpoint, ProtocolError, decode, encode
+from tito.isolation.protocol import NAMESPACE, Endpoint, Interned, ProtocolError, decode, encode
 
 RESERVED = "_tito_"
 # dunder attributes a proxy asks the host for; any other dunder is not forwarded (libraries probe
@@ -225,8 +225,7 @@ class Session:
         self.lib = lib  # the course package: only its dataclasses are rebuilt from the host's data
         self.objects: dict[int, Any] = {}     # handle -> proxy
         self.types: dict[int, Any] = {}       # handle of a host class -> judge-made class (or the judge's own)
-        self.callbacks: dict[int, Any] = {}   # id -> judge callable the host may call
-        self._callback_ids: dict[int, int] = {}
+        self.callbacks = Interned()           # id -> judge callable the host may call
         self.revoked: set[int] = set()        # callbacks of tests that have ended (`revoke`)
         self.running = False  # encoding what in_student_process sends, or a callback's result (see `pickle`)
 
@@ -429,7 +428,7 @@ class Session:
         if h is not None:
             return {"$h": h}
         if _is_callback(obj):
-            return {"$cb": self._callback(obj)}
+            return {"$cb": self.callbacks.number(obj)}
         return {"$pk": self.pickle(obj)}
 
     def callback_mark(self) -> int:
@@ -442,16 +441,8 @@ class Session:
         for cid in range(mark + 1, len(self.callbacks) + 1):
             self.revoked.add(cid)
             fn = self.callbacks.get(cid)
-            if fn is not None and self._callback_ids.get(id(fn)) == cid:
-                del self._callback_ids[id(fn)]
-
-    def _callback(self, fn) -> int:
-        key = id(fn)
-        if key not in self._callback_ids:
-            cid = len(self.callbacks) + 1
-            self.callbacks[cid] = fn
-            self._callback_ids[key] = cid
-        return self._callback_ids[key]
+            if fn is not None and self.callbacks.ids.get(id(fn)) == cid:
+                del self.callbacks.ids[id(fn)]
 
     def pickle(self, obj: Any, run: bool = False) -> str:
         """`obj` pickled for the host (cloudpickle: classes and functions of the test by value),
@@ -470,7 +461,7 @@ class Session:
                 if h is not None:
                     return ("h", h)
                 if o is not obj and _is_callback(o):
-                    return ("cb", session._callback(o))
+                    return ("cb", session.callbacks.number(o))
                 refuse_data(o, run or session.running)
                 return None
 

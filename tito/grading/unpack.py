@@ -34,7 +34,7 @@ ZIP_RECORD_BYTES = 4_096      # a zip's central directory: at most this per allo
 
 
 def shown(name: str) -> str:
-    "tito.grading.submission.shown, copied: importing that module (the notebook tools) costs each child 0.2 s."
+    "tito.isolation.untrusted.shown, copied: importing that module (the notebook tools) costs each child 0.2 s."
     return name if name.isprintable() else ascii(name)
 
 

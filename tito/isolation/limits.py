@@ -15,8 +15,8 @@ processes from filling the machine together. As root, tito adds:
 All are best effort: where the machine offers them not (no root, no writable cgroup), `Guard`
 reports what it could not apply, and grading goes on with the per-process limits (address space,
 file size, CPU seconds, and RLIMIT_NPROC, which as a normal user counts every process of that user);
-`gaps()` says beforehand what a run on this machine goes without, `sandbox_label` how grades.csv
-says it.
+`gaps()` says beforehand what a run on this machine goes without (the backend's `label` says it in
+grades.csv).
 
     >>> Guard("demo", memory_mb=1024, processes=64).unavailable   # doctest: +SKIP
     []
@@ -24,20 +24,20 @@ says it.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import queue
 import resource
-import threading
-import shutil
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tito.isolation import procs
+
 if TYPE_CHECKING:
-    from tito.isolation.sandbox import Limits
+    from tito.isolation.sandbox import Backend, Limits
 
 CGROUP = Path("/sys/fs/cgroup")
 
@@ -57,13 +57,11 @@ CAP_SYS_ADMIN = 21
 
 def _has_cap(cap: int) -> bool:
     """Whether this process holds capability `cap` (a container's root may lack CAP_SYS_ADMIN)."""
+    eff = procs.own_status("CapEff")
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("CapEff:"):
-                return bool(int(line.split()[1], 16) >> cap & 1)
-    except (OSError, ValueError):
-        pass
-    return os.geteuid() == 0
+        return bool(int(eff, 16) >> cap & 1) if eff else os.geteuid() == 0
+    except ValueError:
+        return os.geteuid() == 0
 
 
 def gaps(cores_split: bool = False) -> list[str]:
@@ -127,16 +125,6 @@ def cpu_slot(split: list[list[int]] | None):
         yield cpus
     finally:
         _SLOTS[key].put(cpus)
-
-
-def sandbox_label(missing: list[str], note: str = "") -> str:
-    """What grades.csv's `sandbox` column says: "bubblewrap", or which protections it went without, and
-    `note`: which limits were clamped to what this process was given (`Fit.note`).
-
-    >>> sandbox_label([CPU])
-    'bubblewrap, WITHOUT: equal CPU share'
-    """
-    return "bubblewrap" + (", WITHOUT: " + ", ".join(missing) if missing else "") + (f"; {note}" if note else "")
 
 
 class Guard:
@@ -237,20 +225,6 @@ class Guard:
                     time.sleep(0.02)
 
 
-def mount_tmpfs(path: Path, size_mb: int) -> bool:
-    """Mount a tmpfs of `size_mb` MiB on `path` (as root); False where that is not possible."""
-    if os.geteuid() != 0:
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", 2 | 4, f"size={size_mb}m,mode=0755".encode()) == 0
-
-
-def unmount(path: Path) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.umount2(str(path).encode(), 2)  # MNT_DETACH
-    shutil.rmtree(path, ignore_errors=True)
-
-
 # ---- limits this process is given: what grading may ask for, before it starts ------------------
 
 # what one student's grading needs at least (docs/performance.md, "Limits it is given"): below it, grading is
@@ -280,11 +254,7 @@ def _cgroup_paths() -> dict[str, tuple[Path, tuple[str, str]]]:
     """The cgroup folders this process is in, with the files of their limit and usage:
     {"memory": (folder, (limit, usage)), "pids": ...} (v1's hierarchies, or v2's one)."""
     out: dict[str, tuple[Path, tuple[str, str]]] = {}
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
+    for line in procs.own_cgroups():
         _, controllers, path = line.split(":", 2)
         rel = path.lstrip("/")
         if controllers == "" and (CGROUP / "cgroup.controllers").is_file():  # v2: one hierarchy
@@ -335,13 +305,11 @@ def inherited() -> Inherited:
     >>> "address space per process" in inherited().rlimits
     True
     """
-    from tito.isolation.sandbox import user_tasks
-
     groups = _cgroup_paths()
     memory = _tightest(*groups["memory"]) if "memory" in groups else None
     pids = _tightest(*groups["pids"]) if "pids" in groups else None
     return Inherited({name: tuple(_limit(v) for v in resource.getrlimit(which)) for name, which, *_ in _RLIMITS},
-                     tuple(_limit(v) for v in resource.getrlimit(resource.RLIMIT_NOFILE)), memory, pids, user_tasks())
+                     tuple(_limit(v) for v in resource.getrlimit(resource.RLIMIT_NOFILE)), memory, pids, procs.user_tasks())
 
 
 @dataclass
@@ -361,15 +329,15 @@ def _shell(flag: str, value: int, unit: int | None) -> str:
     return f"`ulimit {flag} {value // unit if unit else value}`"
 
 
-def fit(limits: "Limits", jobs: int, bwrap: str | None, imports: tuple[str, ...] = (), caps: tuple[str, ...] | None = None,
+def fit(limits: "Limits", jobs: int, box: "Backend", imports: tuple[str, ...] = (), caps: tuple[str, ...] | None = None,
         what: str = "tito grade", probe: bool = True, given: Inherited | None = None) -> Fit:
     """Clamp each of `limits` to what this process is given, dividing what `jobs` students graded at once
     share (a cgroup's memory and processes; a normal user's process count), and say what was clamped;
     refuse (Fit.refusal) where less is left than one student needs (NEED_*), or where no sandbox starts:
     `probe` starts one with the clamped limits (and `caps`, as the caller's will) and imports `imports` in it.
 
-    >>> from tito.isolation.sandbox import Limits
-    >>> fit(Limits(), 1, None, probe=False).refusal is None   # doctest: +SKIP
+    >>> from tito.isolation.sandbox import Limits, Unsandboxed
+    >>> fit(Limits(), 1, Unsandboxed(), probe=False).refusal is None   # doctest: +SKIP
     True
     """
     from tito.isolation import sandbox
@@ -432,8 +400,8 @@ def fit(limits: "Limits", jobs: int, bwrap: str | None, imports: tuple[str, ...]
             clamped.append(f"processes {new['processes']} -> {share} ({why})")
             new["processes"] = share
     fitted = sandbox.Limits(**new)
-    if not refuse and probe and bwrap is not None:
-        problem = sandbox.probe(bwrap, fitted, imports, caps)
+    if not refuse and probe and box.isolated:
+        problem = sandbox.probe(box, fitted, imports, caps)
         if problem:
             refuse.append(problem)
     refusal = (f"{what} cannot grade safely here, so it grades nobody: " + "; ".join(refuse)) if refuse else None

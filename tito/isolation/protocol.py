@@ -269,15 +269,18 @@ def _module(name: str):
 Handler = Callable[[str, Any], Any]
 
 
-def decode(value: Any, refs: Handler | None, _state: list | None = None, _depth: int = 0) -> Any:
+def decode(value: Any, refs: Handler | None, _state: list | None = None, _depth: int = 0,
+           allowed: frozenset | set | None = None, max_depth: int = MAX_DEPTH) -> Any:
     """The value of tagged JSON; tags of references ("$r", "$cb", "$h", "$pk") and "$e" go to
-    `refs(tag, payload)`. Raises ProtocolError on anything malformed."""
+    `refs(tag, payload)`. Raises ProtocolError on anything malformed. `allowed`: the only tags taken (before their
+    payload is read; a dict's keys then names only), `max_depth`: the deepest nesting taken (what a value that is
+    no model's answer would cost the Olympics judge)."""
     state = _state if _state is not None else [0]
     state[0] += 1
     if state[0] > MAX_ITEMS:
         raise ProtocolError(f"more than {MAX_ITEMS} values in one message")
-    if _depth > MAX_DEPTH:
-        raise ProtocolError(f"value nested deeper than {MAX_DEPTH} levels")
+    if _depth > max_depth:
+        raise ProtocolError(f"value nested deeper than {max_depth} levels")
     t = type(value)
     if value is None or t in (bool, int, str):
         return value
@@ -285,12 +288,15 @@ def decode(value: Any, refs: Handler | None, _state: list | None = None, _depth:
         if not math.isfinite(value):
             raise ProtocolError("a non-finite float must be tagged")
         return value
+    sub = lambda v: decode(v, refs, state, _depth + 1, allowed, max_depth)  # noqa: E731
     if t is list:
-        return [decode(v, refs, state, _depth + 1) for v in value]
+        return [sub(v) for v in value]
     if t is not dict or len(value) != 1:
         raise ProtocolError(f"expected a value, got a {t.__name__}" + (f" with keys {sorted(value)[:5]}" if t is dict else ""))
     (tag, payload), = value.items()
-    sub = lambda v: decode(v, refs, state, _depth + 1)  # noqa: E731
+    if allowed is not None and (tag not in allowed or tag == "$d" and not all(
+            type(kv) is list and len(kv) == 2 and type(kv[0]) is str for kv in _list(payload, tag))):
+        raise ProtocolError(f"unexpected value {tag!r}" + (" (a dict with keys that are not names)" if tag == "$d" else ""))
     if tag == "$f":
         if payload not in ("nan", "inf", "-inf"):
             raise ProtocolError(f"$f: expected nan, inf or -inf, got {payload!r}")
@@ -535,3 +541,34 @@ class Endpoint:
             except EOFError:
                 return
             self.answer(m)
+
+
+class Interned(dict):
+    """Objects numbered from 1 as each is first handed over, each object once (`number`); `self[n]` is the object.
+    The host numbers the student's objects it sends (handles), the judge the callbacks it sends."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids: dict[int, int] = {}  # id(object) -> its number
+
+    def number(self, obj: Any) -> int:
+        if id(obj) not in self.ids:
+            self[len(self) + 1] = obj
+            self.ids[id(obj)] = len(self)
+        return self.ids[id(obj)]
+
+
+def control_send(sock: socket.socket, obj: dict, fds: list[int] | tuple = ()) -> None:
+    """One control message (the judge and the grading host's zygote: a JSON object, with file descriptors)."""
+    socket.send_fds(sock, [json.dumps(obj).encode("utf-8")], list(fds))
+
+
+def control_recv(sock: socket.socket, ended: str) -> tuple[dict, list[int]]:
+    """The next control message and the descriptors it carried; EOFError(`ended`) when the other side closed."""
+    data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 4)
+    if not data:
+        raise EOFError(ended)
+    msg = json.loads(data.decode("utf-8"))
+    if not isinstance(msg, dict):
+        raise ProtocolError("a control message must be an object")
+    return msg, list(fds)

@@ -1,31 +1,20 @@
-"""Run untrusted code in a bubblewrap (`bwrap`) sandbox with resource limits.
+"""Run untrusted code in a sandbox with resource limits: what to run (`SandboxSpec`, `Limits`), the backend
+that isolates it (`Backend`: found, started, what it enforces) and the one registration of the backend every run
+uses (`BACKEND`, `registered`: tito.isolation.bubblewrap). Without a sandbox (`--no-sandbox`: `Unsandboxed`) the
+same spec runs as a plain process with the same per-process limits.
 
-The sandbox sees a read-only system (/usr, /bin, /lib*, /etc, the Python installation and the
-course's virtual environment; nothing else of the host: no course repository, no home folder,
-no other student's files), a private size-limited /tmp (its HOME), the folders given as
-`mounts` (read-only) at /grading/<name>, no network (`--unshare-all`: new network, pid, ipc,
-uts and user namespaces), and dies with its parent. Resource limits (address space, processes,
-CPU seconds, file size) are set on the sandbox's first process and inherited by everything in
-it; when tito runs as root the sandbox runs as a fresh unprivileged uid, so that the process
-limit is enforced and counts that sandbox's processes only.
-
-The caller reads the sandbox's standard output (capped) and its exit status. The only writable
-host folders inside are the `rw` folders of the spec (the grading judge's scratch folder, which
-the judge and the host share for the files a test hands over), bound at their own path.
-
-A spec with `caps` (tito as root: the grading host's zygote, the judge) keeps uid 0 inside with
-only those capabilities (e.g. CAP_SETUID to start each notebook's process as that notebook's own
-unprivileged uid); without them the command itself runs as a fresh uid.
+Resource limits (address space, processes, CPU seconds, file size) are set on the sandbox's first process and
+inherited by everything in it. The caller reads the sandbox's standard output (capped) and its exit status.
 
     >>> spec = SandboxSpec(argv=["{python}", "-c", "print(1)"], mounts={})
-    >>> run(spec, timeout=60, bwrap=find_bwrap()).stdout.strip()   # doctest: +SKIP
+    >>> run(spec, timeout=60, box=find()).stdout.strip()   # doctest: +SKIP
     '1'
 """
 from __future__ import annotations
 
+import importlib
 import os
 import resource
-import shutil
 import socket
 import sys
 import threading
@@ -33,16 +22,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tito.isolation import process
-from tito.isolation.seccomp import keyring_filter
 from tito.config import TitoError
+from tito.isolation import procs, process
 
-INSIDE = "/grading"          # mounts appear at /grading/<name> inside the sandbox
-INSTALL_HINT = ("bubblewrap (`bwrap`) is not installed: install it with `sudo apt-get install bubblewrap` "
-                "(Debian/Ubuntu; `python3 -m tito` installs it when run as root), or pass --no-sandbox to "
-                "grade WITHOUT a sandbox (student code then runs with your permissions)")
-SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"]
-PRIVATE_TMP = "/tito-tmp"  # where a grading process mounts its private temporary folder (spec.private_tmp)
+UNSANDBOXED = "NONE (--no-sandbox): student code ran unsandboxed"
 
 
 @dataclass
@@ -104,53 +87,72 @@ class SandboxResult:
         return self.returncode is None
 
 
-def find_bwrap() -> str | None:
-    """Path of the `bwrap` executable on PATH, or None."""
-    return shutil.which("bwrap")
+class Backend:
+    """How a `SandboxSpec` is run: `launch` (its command line, working folder, environment, files), `inside_path`
+    (where a mount appears to it), `label` (grades.csv's `sandbox` column), `failure` (its own words where it
+    could not start). `isolated`: whether the command runs apart from the host; `enforces`: what it enforces
+    (the whole-sandbox caps it cannot give here: tito.isolation.limits.gaps)."""
+    name = UNSANDBOXED
+    isolated = False
+    home: str | None = None        # HOME inside (None: the host's TMPDIR)
+    install_hint = ""
+    enforces: tuple[str, ...] = ("per-process limits on memory, processes, CPU time, file size",)
+
+    def argv(self, spec: "SandboxSpec") -> list[str]:
+        subst = {"python": sys.executable, **{k: self.inside_path(k, v) for k, v in spec.mounts.items()}}
+        return [a.format(**subst) for a in spec.argv]
+
+    def launch(self, spec: "SandboxSpec", uid: int | None = None) -> tuple[list[str], str | None, dict, tuple[int, ...]]:
+        """The command line, working folder, environment and the files (descriptors) the command reads at its
+        start: `start` passes them in and closes its own copies."""
+        return self.argv(spec), spec.cwd, environment(spec, self), ()
+
+    def inside_path(self, name: str, host: Path) -> str:
+        return str(Path(host).resolve())
+
+    def label(self, missing: list[str], note: str = "") -> str:
+        """What grades.csv's `sandbox` column says: the backend's name, which whole-sandbox protections it went
+        without (tito.isolation.limits.gaps) and `note` (limits clamped to what this process was given)."""
+        if not self.isolated:
+            return self.name
+        return self.name + (", WITHOUT: " + ", ".join(missing) if missing else "") + (f"; {note}" if note else "")
+
+    def failure(self, stderr: str) -> str | None:
+        return None
 
 
-def require_sandbox(no_sandbox: bool) -> str | None:
-    """The bwrap path; None when `no_sandbox`. Raises TitoError naming bubblewrap and
-    --no-sandbox when bwrap is missing and a sandbox is wanted.
+class Unsandboxed(Backend):
+    """--no-sandbox: the spec's command as a plain process (its limits still set)."""
 
-    >>> require_sandbox(True) is None
-    True
+
+BACKEND = "tito.isolation.bubblewrap:Bubblewrap"  # THE registration: the `Backend` subclass every run uses
+
+
+def registered() -> type:
+    """The sandbox every run uses (BACKEND: another backend is a `Backend` subclass with `find`, named there; by
+    name, so that a backend's module builds on this one without a circle of imports)."""
+    module, name = BACKEND.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def find() -> Backend | None:
+    """The registered sandbox where it is installed, else None."""
+    return registered().find()
+
+
+def require(no_sandbox: bool, refusal: str = "tito grade refuses to run student code unsandboxed: ") -> Backend:
+    """The sandbox (`Unsandboxed` when `no_sandbox`); TitoError (exit 2) with `refusal` and how to install it when
+    it is missing and a sandbox is wanted.
+
+    >>> require(True).isolated
+    False
     """
     if no_sandbox:
-        return None
-    path = find_bwrap()
-    if path is None:
-        raise TitoError("tito grade refuses to run student code unsandboxed: " + INSTALL_HINT, code=2)  # refused: 2
-    return path
-
-
-def _python_dirs() -> list[str]:
-    out = []
-    for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-              str(Path(sys.executable).resolve().parent.parent)}:
-        if p and Path(p).exists() and p not in SYSTEM_DIRS and p != "/":
-            out.append(p)
-    return sorted(out)
-
-
-def inside_path(name: str, host: Path, sandboxed: bool) -> str:
-    """Where mount `name` appears to the command: /grading/<name> in the sandbox, the host path
-    without one."""
-    return f"{INSIDE}/{name}" if sandboxed else str(Path(host).resolve())
-
-
-def bound_dirs(spec: SandboxSpec) -> dict[str, str]:
-    """Host folders bound read-only into the sandbox -> where they appear inside."""
-    out = {d: d for d in _python_dirs()}
-    for name, host in sorted(spec.mounts.items()):
-        out[str(Path(host).resolve())] = f"{INSIDE}/{name}"
-    return out
-
-
-# run as root, bwrap mounts as root; the sandbox's first process then becomes an unprivileged uid of
-# its own (so RLIMIT_NPROC counts this sandbox's processes only) before anything else runs
-_DROP = ("import os, sys; u = int(sys.argv[1]); os.setgroups([]); os.setgid(u); os.setuid(u); "
-         "os.execv(sys.argv[2], sys.argv[2:])")
+        return Unsandboxed()
+    box = find()
+    if box is None:
+        raise TitoError(refusal + registered().install_hint, code=2)  # refused: 2
+    return box
 
 
 # Sandbox uids: each process of tito hands out the uids of a block of its own, in order, so no two sandboxes of
@@ -206,90 +208,17 @@ def sandbox_uid() -> int:
         return uid
 
 
-def command(spec: SandboxSpec, bwrap: str | None, uid: int | None = None, seccomp_fd: int | None = None) -> list[str]:
-    """The full command line: bwrap options + argv (placeholders resolved); argv alone without bwrap.
-
-    As root, `uid` (default: a fresh one) is the uid the command runs as inside the sandbox;
-    `seccomp_fd`: an open file bwrap reads the sandbox's seccomp filter from (tito.isolation.seccomp).
-    """
-    sandboxed = bwrap is not None
-    subst = _subst(spec, sandboxed)
-    argv = [a.format(**subst) for a in spec.argv]
-    if not sandboxed:
-        return argv
-    root = os.geteuid() == 0
-    if root:  # no user namespace: the uid drop below makes the process limit count this sandbox only
-        cmd = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
-        if spec.caps is not None:
-            for cap in spec.caps:
-                cmd += ["--cap-add", cap]
-        else:
-            cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-            argv = [sys.executable, "-c", _DROP, str(uid or sandbox_uid()), *argv]
-    else:
-        cmd = [bwrap, "--unshare-all"]
-    cmd += ["--die-with-parent", "--new-session", "--clearenv"]
-    if seccomp_fd is not None:
-        cmd += ["--seccomp", str(seccomp_fd)]
-    for d in SYSTEM_DIRS:
-        cmd += ["--ro-bind-try", d, d]
-    size = str(spec.limits.tmp_mb * 1024 * 1024)
-    if spec.private_tmp:  # /tmp and /dev/shm writable by nobody; each process mounts its own at PRIVATE_TMP
-        cmd += ["--dev", "/dev", "--proc", "/proc", "--size", size, "--perms", "0755", "--tmpfs", "/tmp",
-                "--perms", "0755", "--dir", PRIVATE_TMP, "--size", size, "--perms", "0755", "--tmpfs", "/dev/shm"]
-    else:
-        cmd += ["--dev", "/dev", "--proc", "/proc",
-                "--size", size, "--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--dir", "/tmp/home",
-                # a private /dev/shm for named semaphores (importing joblib warns without one)
-                "--size", size, "--perms", "1777", "--tmpfs", "/dev/shm"]
-    binds = bound_dirs(spec)
-    for d in spec.ro:
-        binds[str(Path(d).resolve())] = str(Path(d).resolve())
-    rw = [str(Path(d).resolve()) for d in spec.rw]
-    parents = sorted({str(a) for inside in [*binds.values(), *rw] for a in Path(inside).parents if str(a) != "/"},
-                     key=lambda a: a.count("/"))
-    for d in parents:  # bwrap would make them 0700: the sandbox user could not reach the binds
-        cmd += ["--perms", "0755", "--dir", d]
-    for host, inside in binds.items():
-        cmd += ["--ro-bind", host, inside]
-    for d in rw:
-        cmd += ["--bind", d, d]
-    for k, v in sandbox_env(spec, sandboxed, subst).items():
-        cmd += ["--setenv", k, v]
-    cmd += ["--chdir", spec.cwd, "--"]
-    return cmd + argv
-
-
-def _subst(spec: SandboxSpec, sandboxed: bool) -> dict[str, str]:
-    return {"python": sys.executable, **{k: inside_path(k, v, sandboxed) for k, v in spec.mounts.items()}}
-
-
-def sandbox_env(spec: SandboxSpec, sandboxed: bool, subst: dict[str, str] | None = None) -> dict[str, str]:
+def environment(spec: SandboxSpec, box: Backend) -> dict[str, str]:
     """The environment of the command: a minimal one (PATH with the venv's bin, HOME in /tmp);
     `{name}` in spec.env values becomes the mount's path."""
-    subst = subst if subst is not None else _subst(spec, sandboxed)
-    home = "/tmp/home" if sandboxed else os.environ.get("TMPDIR", "/tmp")
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": home, "TMPDIR": "/tmp",
-           "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
+    subst = {"python": sys.executable, **{k: box.inside_path(k, v) for k, v in spec.mounts.items()}}
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": box.home or os.environ.get("TMPDIR", "/tmp"),
+           "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
            "OMP_NUM_THREADS": "1", "JUPYTER_PLATFORM_DIRS": "1"}
     if sys.prefix != sys.base_prefix:
         env["VIRTUAL_ENV"] = sys.prefix
     env.update({k: v.format(**subst) for k, v in spec.env.items()})
     return env
-
-
-def user_tasks(uid: int | None = None) -> int:
-    """How many processes and threads `uid` (default: ours) runs now, counted from /proc (Linux)."""
-    uid = os.geteuid() if uid is None else uid
-    n = 0
-    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if pid.isdigit():
-            try:
-                if os.stat(f"/proc/{pid}").st_uid == uid:
-                    n += len(os.listdir(f"/proc/{pid}/task"))
-            except OSError:  # ended while read
-                continue
-    return n
 
 
 def within_inherited(rlimits: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
@@ -317,8 +246,8 @@ def _preexec(limits: Limits):
         # RLIMIT_NPROC counts every process and thread of the real uid: a normal user's sandbox shares its
         # uid with the grader, its editor and its other sandboxes, so the cap is what the user runs now plus
         # the sandbox's own allowance (a fork bomb still stops there), not an absolute count that the user's
-        # other work has used up (bwrap: "Creating new namespace failed: Resource temporarily unavailable")
-        extra = user_tasks() + limits.processes
+        # other work has used up (the sandbox: "Creating new namespace failed: Resource temporarily unavailable")
+        extra = procs.user_tasks() + limits.processes
         rlimits[resource.RLIMIT_NPROC] = (extra, extra)
     rlimits = within_inherited(rlimits)
 
@@ -328,24 +257,16 @@ def _preexec(limits: Limits):
     return setup
 
 
-def start(spec: SandboxSpec, bwrap: str | None, pass_fds: tuple[int, ...] = (), stdout=None, stderr=None,
+def start(spec: SandboxSpec, box: Backend, pass_fds: tuple[int, ...] = (), stdout=None, stderr=None,
           uid: int | None = None, cgroups: tuple[Path, ...] = (), cpus: set[int] | None = None):
-    """Start `spec` (in bwrap when `bwrap` is a path, else directly with the same limits); returns
-    the Popen of a process group that dies with tito. `pass_fds` stay open inside; as root without
-    `caps`, the command runs as `uid` (default: a fresh one); it starts inside `cgroups` (folders of
-    control groups: tito.isolation.limits), so everything it runs counts there; `cpus`: the cores it
-    (and everything it starts) may run on. In bwrap, no process of the sandbox can use the kernel's
-    keyrings (tito.isolation.seccomp: a uid's keys would cross from one test process to the next)."""
+    """Start `spec` in the sandbox `box` (`Unsandboxed`: directly, with the same limits); returns the Popen of a
+    process group that dies with tito. `pass_fds` stay open inside; as root without `caps`, the command runs as
+    `uid` (default: a fresh one); it starts inside `cgroups` (folders of control groups: tito.isolation.limits),
+    so everything it runs counts there; `cpus`: the cores it (and everything it starts) may run on. A backend's
+    own files (bubblewrap: its seccomp filter, no kernel keyrings) are open for the start only."""
     import subprocess
 
-    sandboxed = bwrap is not None
     rlimits = _preexec(spec.limits)
-    program = keyring_filter() if sandboxed else None
-    seccomp_fd = None
-    if program is not None:  # bwrap reads the filter from a file descriptor: a pipe holds it (a few hundred bytes)
-        seccomp_fd, w = os.pipe()
-        os.write(w, program)
-        os.close(w)
 
     def setup() -> None:
         for g in cgroups:
@@ -355,90 +276,54 @@ def start(spec: SandboxSpec, bwrap: str | None, pass_fds: tuple[int, ...] = (), 
             os.sched_setaffinity(0, cpus)
         rlimits()
 
+    argv, cwd, env, fds = box.launch(spec, uid)
     try:
-        return process.start(command(spec, bwrap, uid, seccomp_fd), cwd=spec.cwd if not sandboxed else None,
-                             env=sandbox_env(spec, sandboxed) if not sandboxed else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                             stdout=stdout if stdout is not None else subprocess.PIPE,
-                             stderr=stderr if stderr is not None else subprocess.PIPE,
-                             pass_fds=(*pass_fds, seccomp_fd) if seccomp_fd is not None else pass_fds, preexec=setup)
+        return process.start(argv, cwd=cwd, env=env, stdout=stdout if stdout is not None else subprocess.PIPE,
+                             stderr=stderr if stderr is not None else subprocess.PIPE, pass_fds=(*pass_fds, *fds),
+                             preexec=setup)
     finally:
-        if seccomp_fd is not None:
-            os.close(seccomp_fd)
+        for fd in fds:  # the child holds its copies
+            os.close(fd)
 
 
-def run(spec: SandboxSpec, timeout: float, bwrap: str | None) -> SandboxResult:
+def run(spec: SandboxSpec, timeout: float, box: Backend) -> SandboxResult:
     """Run `spec` for at most `timeout` seconds (see `start`); the whole process group is killed at
     the limit or when it ends. Standard output is kept up to the spec's output limit."""
     if timeout <= 0:
         raise TitoError(f"sandbox timeout: expected a positive number of seconds, got {timeout}")
     t0 = time.perf_counter()
-    done = process.finish(start(spec, bwrap), timeout, cap=spec.limits.output_kb * 1024, t0=t0)
+    done = process.finish(start(spec, box), timeout, cap=spec.limits.output_kb * 1024, t0=t0)
     return SandboxResult(done.returncode, done.stdout, done.stderr[-64 * 1024:], done.seconds, done.truncated)
 
 
 _PROBE = ("import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
           "print('tito-probe-ok', flush=True)\n")
 _PROBED: dict[tuple, str | None] = {}
-# what bubblewrap says where the machine or a container forbids what it needs, and what to change
-CONTAINER_ADVICE = (
-    "in Docker, start the container with `--security-opt seccomp=unconfined --security-opt apparmor=unconfined "
-    "--security-opt systempaths=unconfined` (and `--cap-add SYS_ADMIN` to grade as root in it; Podman: "
-    "`--security-opt seccomp=unconfined --security-opt unmask=ALL`), or grade on the host; README: Grading in a container")
-USERNS_ADVICE = ("user namespaces are off for normal users on this machine: as root, `sysctl -w kernel.unprivileged_userns_clone=1` "
-                 "(Debian) or `sysctl -w user.max_user_namespaces=15000`, or Ubuntu 24.04's "
-                 "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; or grade as root")
 
 
-def in_container() -> bool:
-    """Whether this process runs in a container (Docker's /.dockerenv, Podman's /run/.containerenv, or
-    the `container` variable systemd-nspawn and Podman set)."""
-    return any(Path(p).exists() for p in ("/.dockerenv", "/run/.containerenv")) or bool(os.environ.get("container"))
-
-
-def _sysctl(name: str) -> str | None:
-    try:
-        return Path("/proc/sys", *name.split(".")).read_text().strip()
-    except OSError:
-        return None
-
-
-def sandbox_advice(stderr: str) -> str:
-    """What to change where a sandbox could not start, from bubblewrap's words and the machine's settings."""
-    if in_container():
-        return CONTAINER_ADVICE
-    if os.geteuid() != 0 and ("user namespace" in stderr or "uid map" in stderr or "No permissions to creat" in stderr
-                              or _sysctl("kernel.unprivileged_userns_clone") == "0"
-                              or _sysctl("user.max_user_namespaces") == "0"):
-        return USERNS_ADVICE
-    return ("bubblewrap could not set up its namespaces here (a seccomp filter or a security module forbids them, as "
-            "containers do): " + CONTAINER_ADVICE)
-
-
-def probe(bwrap: str, limits: Limits, imports: tuple[str, ...] | list[str] = (), caps: tuple[str, ...] | None = None,
+def probe(box: Backend, limits: Limits, imports: tuple[str, ...] | list[str] = (), caps: tuple[str, ...] | None = None,
           timeout: float = 300) -> str | None:
     """Start one sandbox as grading starts them (`limits`, `caps`) and import `imports` in it: None when it
     works, else why, with what to change (remembered per process: the answer does not change within a run).
 
-    >>> probe(find_bwrap(), Limits(), ["json"])   # doctest: +SKIP
+    >>> probe(find(), Limits(), ["json"])   # doctest: +SKIP
     """
-    key = (bwrap, tuple(sorted(vars(limits).items())), tuple(imports), caps, tuple(resource.getrlimit(r) for r in
+    key = (box, tuple(sorted(vars(limits).items())), tuple(imports), caps, tuple(resource.getrlimit(r) for r in
            (resource.RLIMIT_AS, resource.RLIMIT_NPROC, resource.RLIMIT_FSIZE, resource.RLIMIT_NOFILE)))
     if key in _PROBED:
         return _PROBED[key]
     spec = SandboxSpec(["{python}", "-s", "-c", _PROBE, *imports], {}, {"OMP_NUM_THREADS": "1"}, limits=limits, caps=caps)
     try:
-        res = run(spec, timeout, bwrap)
+        res = run(spec, timeout, box)
     except OSError as e:  # the launcher itself could not start (a preexec or exec failure)
         res = SandboxResult(-1, "", f"{type(e).__name__}: {e}", 0.0)
     problem = None
     if res.timed_out:
         problem = f"a sandbox did not start within {timeout:.0f} s"
     elif "tito-probe-ok" not in res.stdout:
-        said = [line for line in res.stderr.strip().splitlines() if line.strip()]
-        bw = [line for line in said if line.startswith("bwrap:")]
-        if bw:
-            problem = f"no sandbox starts here ({bw[0].strip()[:300]}): {sandbox_advice(res.stderr)}"
-        else:
+        problem = box.failure(res.stderr)
+        if problem is None:
+            said = [line for line in res.stderr.strip().splitlines() if line.strip()]
             last = said[-1].strip()[:300] if said else f"exit {res.returncode}"
             problem = (f"a sandbox with these limits cannot import {', '.join(imports) or 'Python'} ({last}): "
                        "raise the inherited limits named above, or check that the course's virtual environment works")

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import ast
 import os
-import re
 import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tito.notebooks import nbgrader_glue
 from tito.config import Course, TitoError
+from tito.notebooks import regions
+from tito.notebooks.cells import cell_source
+from tito.notebooks.nbfile import read_notebook
+from tito.notebooks.regions import squash
 from tito.notebooks.student_release import release
 # the set-up's measured size and time, as the launcher (tito/__main__.py, standard library only, imported by nothing)
 # says them; tests/test_python_support.py holds the two equal
@@ -151,41 +153,15 @@ def test_helpers(tests: list[Path], tests_dir: Path) -> list[Path]:
 
 
 def forbidden_lines(course: Course, module: str) -> dict[str, str]:
-    """line -> the notebook it comes from, for every non-trivial line a kit of `module` must not hold:
-    the lines of solution and hidden-test regions of the module and of every later module, and of
-    the hidden tests of its prerequisites (whose solutions are the reference package the kit
-    carries). A line that also appears outside every such region is public, not forbidden. Keys are
-    whitespace-free (`squash`)."""
+    """line -> the notebook it comes from, for every secret line a kit of `module` must not hold
+    (tito.notebooks.regions: `distinctive`, as a kit is searched file by file): the lines of solution and
+    hidden-test regions of the module and of every later module, and of the hidden tests of its prerequisites
+    (whose solutions are the reference package the kit carries). Keys are whitespace-free (`squash`)."""
     prereq = set(prerequisites(course, module))
-    public: set[str] = set()
-    secret: dict[str, str] = {}
-    for m in course.modules:
-        for nb in course.notebooks(m):
-            for region, line in nbgrader_glue.region_lines(nb):
-                if region is None or (m in prereq and region == "solution"):
-                    public.add(line)
-                else:
-                    secret.setdefault(line, f"{m}/{nb.name}")
-    public = {squash(k) for k in public}
-    return {squash(k): v for k, v in secret.items() if squash(k) not in public and distinctive(k)}
-
-
-_HEADER = re.compile(r"^(for|if|elif|else|while|with|try|except|finally)\b.*:$")
-_WORD = re.compile(r"[A-Za-z_]\w*|\d+(?:\.\d+)?")
-_SPACE = re.compile(r"\s+")
-
-
-def squash(line: str) -> str:
-    """`line` with all whitespace removed: the form lines are compared in, so that re-spacing an
-    answer (`a=b+c` for `a = b + c`) does not hide it. Example: squash(" x = y + 1") == "x=y+1"."""
-    return _SPACE.sub("", line)
-
-
-def distinctive(line: str) -> bool:
-    """Whether a stripped line says enough to be an answer: at least 12 characters, not a bare
-    control-flow header (`for name in names:`) and at least 5 names or numbers (`os.replace(tmp,
-    path)` is anybody's code; `return float(np.median(samples))` is an answer)."""
-    return len(line) >= 12 and not _HEADER.match(line) and len(_WORD.findall(line)) >= 5
+    module_of = {nb: m for m in course.modules for nb in course.notebooks(m)}
+    secret = regions.secret_lines(module_of, public=lambda nb, kind: module_of[nb] in prereq and kind == "solution",
+                                  label=lambda nb: f"{module_of[nb]}/{nb.name}", rule=regions.distinctive)
+    return {squash(k): v for k, v in secret.items()}
 
 
 # archives by their first bytes (zip, also .whl/.npz/torch.save; gzip; bzip2; xz; 7z; rar; zstd) or a tar header
@@ -222,7 +198,7 @@ def scan_kit(root: Path, forbidden: dict[str, str]) -> list[str]:
         lines = None
         if f.suffix == ".ipynb":
             try:
-                lines = [ln for cell in nbgrader_glue.cell_lines(f) for ln in cell]
+                lines = [ln for c in read_notebook(f).get("cells", []) for ln in cell_source(c).splitlines()]
             except (UnicodeDecodeError, ValueError, AttributeError, TypeError):
                 pass  # not a readable notebook: read as text below
         if lines is None:

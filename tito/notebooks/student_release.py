@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tito.notebooks import nbgrader_glue
 from tito.config import Course, TitoError
+from tito.notebooks.nbfile import atomic_write
 
 DATA_SECTION = "release_data"
 
@@ -98,7 +99,7 @@ def release(course: Course, module: str, release_dir: Path | None = None,
         notebooks, module, Path(release_dir or course.release_dir), Path(course_dir or course.nbgrader_dir),
         course.course_id, course.cell_timeout, data_files(course, module))
     if not res.leaks:
-        nbgrader_glue.atomic_write(res.release_dir / "README.md", reading_readme(course, module))
+        atomic_write(res.release_dir / "README.md", reading_readme(course, module))
         res.data_files = release_data(res.release_dir)
         res.notebooks = course.in_reading_order(module, res.notebooks)
     return res

@@ -8,8 +8,10 @@ the one model size `model_file_bytes`) are the library's: `tinytorch.benchmarkin
   signatures of every tensor they hold (taken in the sandbox, for the copy checks);
 - `sandboxes`: one student's sandboxes seen from the judge: started, spoken to, watched from /proc, their cost counted;
 - `inputs`: every image the judge sends, drawn from one secret seed per run (the audit pool, the rounds' streams);
-- `judge`: the instructor's side: stages the files, measures (outputs, weights hashes, latency timed from outside
-  the sandbox in interleaved rounds), audits and writes the outputs;
+- `judge`: the instructor's run, by job: `staging` (each student's files found and copied, the work folder),
+  `measure` (models loaded, the accuracy pass, hashes, sizes, every answer checked as data), `rounds` (latency timed
+  from outside the sandbox in interleaved rounds, the audits' requests), `groups` (the class in groups that fit the
+  memory budget, the state for --resume), `report` (figures, flags, copies, the boards written);
 - `audits`: the MLPerf-style audits (no caching, TEST01), decided by the library's rule;
 - `claims`: a submission's claims and the timed calls' answers, read against the judge's measurements;
 - `copies`: students with the same model (forensic distances and their thresholds);

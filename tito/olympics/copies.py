@@ -154,7 +154,7 @@ def similar_models(models: Mapping[str, Mapping[str, Any]], outputs: Mapping[str
     `models`: student -> {"sha256": weights hash, "tensors": `records.summarize` of everything the file holds};
     `outputs`: student -> outputs on the accuracy pass (the same inputs for all); `probe`: student -> top classes on
     the probe; `reference`: the course baseline's {"tensors", "probe"} and "recipes": [{"name", "sha256", "tensors"}]
-    of what the course's recipes make of it (`judge.course_recipes`). Two students whose weights are one recipe's
+    of what the course's recipes make of it (`report.course_recipes`). Two students whose weights are one recipe's
     result (same hash) are not a pair; the weight checks' guard is each student's distance from the nearest of the
     baseline and the recipes' results, and tensors both share with one of those are not "the same weights". Flagged for identical weights (hash); the same
     weights tensor by tensor (>= LAYER_SHARE of the smaller model's elements in tensors whose sorted values match);

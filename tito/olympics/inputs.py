@@ -108,26 +108,6 @@ class Plan:
         idx = np.tile(np.arange(self.n), draws)
         return idx, np.concatenate([noisy(X, [self.secret, PROBE, d], PROBE_NOISE) for d in range(draws)])
 
-    def test01_sample(self, rounds: int, k: int) -> list[tuple[int, int]]:
-        """(round, call) of the timed calls whose full outputs the TEST01 audit checks: TEST01_SAMPLES of the
-        `rounds` x `k` main-round calls, drawn secretly, each a different image of the set."""
-        rng = np.random.default_rng([self.secret, SAMPLE])
-        picked, images = [], set()
-        for flat in rng.permutation(rounds * k):
-            r, c = divmod(int(flat), k)
-            image = int(self.stream_index(r * k + c))
-            if image not in images:
-                images.add(image)
-                picked.append((r, c))
-            if len(picked) == TEST01_SAMPLES:
-                break
-        return sorted(picked)
-
-    def stream_index(self, t: int, purpose: int = STREAM) -> int:
-        "The set index of the image at position `t` of a stream."
-        p, i = divmod(t, len(self.judged))
-        return int(self.judged[np.random.default_rng([self.secret, purpose, p]).permutation(len(self.judged))[i]])
-
     def describe(self, k: dict[str, Any] | None = None) -> dict[str, Any]:
         "What the run's images were, for the report."
         return {"set_images": self.n, "judged_images": int(len(self.judged)), "audit_pool": int(len(self.audit_pool)),

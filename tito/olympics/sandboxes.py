@@ -18,10 +18,17 @@ from typing import Any
 
 from tito.isolation import limits as limits_mod
 from tito.isolation import protocol, sandbox
+from tito.isolation.procs import process_cpu_s, tree, tree_cpu_s
 from tito.isolation.sanitize import clean_text
 
+# each process of a student's sandbox (address space, processes, CPU, file size, its /tmp); the whole sandbox's
+# cgroup (as root): its memory together, its processes, one core of CPU time
 LIMITS = dict(memory_mb=6144, processes=64, cpu_seconds=3600, file_mb=8, tmp_mb=64)
+GROUP_MEMORY_MB, GROUP_PROCESSES, GROUP_CPUS = 3072, 64, 1.0
 STARTUP_S = 600.0  # for the sandbox's own imports, before any student file is read: the judge's time, not theirs
+# seconds a sandbox may take to answer (`judge_class(timeouts=...)` overrides them): loading a model, its accuracy
+# pass, a timed request, the timed calls' outputs, the weights' hash, a request's inputs, an empty request
+TIMEOUTS = {"load": 120.0, "predict": 300.0, "time": 30.0, "outputs": 60.0, "hash": 120.0, "stage": 60.0, "empty": 10.0}
 FILE_PART = 32 * 2**20  # bytes of a model file per message
 IDLE_CPU = (0.03, 0.02)  # a sandbox may use, outside its own requests, 30 ms + 2% of the wall time between checks
 
@@ -64,11 +71,11 @@ def worker_of(role: str) -> str:
     return role.split(":")[-1]
 
 
-def start(st: Student, work: Path, data: dict, bwrap: str | None, roles: tuple[str, ...] = (),
+def start(st: Student, work: Path, data: dict, box: sandbox.Backend, roles: tuple[str, ...] = (),
           converting: bool = False) -> None:
-    """Start the student's sandboxed server: one process per role in `roles` (measuring), or the converting one
-    (which may unpickle). The sandbox dies with the thread that started it (bwrap --die-with-parent): start the
-    long-lived one from the main thread, a converter from the thread that also stops it."""
+    """Start the student's sandboxed server (in `box`): one process per role in `roles` (measuring), or the
+    converting one (which may unpickle). The sandbox dies with the thread that started it: start the long-lived one
+    from the main thread, a converter from the thread that also stops it."""
     pairs = {r: socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for r in (("convert",) if converting else roles)}
     # the measuring sandbox sees no model file: the judge sends the bytes its size counts (`send_file`), so a model
     # cannot read weights it does not hold while it runs; only the converter, which runs no timing, reads the
@@ -82,13 +89,13 @@ def start(st: Student, work: Path, data: dict, bwrap: str | None, roles: tuple[s
                                limits=data.get("limits") or sandbox.Limits(**LIMITS))  # as fitted to this process's
     st.log = st.stage.parent / f"{st.stage.name}{'-trace' if converting else ''}.log"
     name = f"tito-olympics-{os.getpid()}-{st.stage.name}{'-trace' if converting else ''}"
-    st.guard = limits_mod.Guard(name, 3072, 64, cpus=1.0) if bwrap else None
+    st.guard = limits_mod.Guard(name, GROUP_MEMORY_MB, GROUP_PROCESSES, cpus=GROUP_CPUS) if box.isolated else None
     # every measuring sandbox on the same core (the last this process may use; its processes move there once
     # their imports are done, see wait_ready): students are timed on one core, whichever the scheduler would
     # have picked (the two cores here timed one model 1.6x apart)
     st.cpu = None if converting else max(os.sched_getaffinity(0))
     with open(st.log, "ab") as log:
-        st.proc = sandbox.start(spec, bwrap, pass_fds=tuple(p[1].fileno() for p in pairs.values()), stdout=log,
+        st.proc = sandbox.start(spec, box, pass_fds=tuple(p[1].fileno() for p in pairs.values()), stdout=log,
                                 stderr=log, cgroups=tuple(st.guard.groups) if st.guard else ())
     for r, (judge_end, server_end) in pairs.items():
         server_end.close()
@@ -108,7 +115,7 @@ def wait_ready(st: Student) -> None:
                            f"run the judge again with --resume)") from None
     if st.proc is not None:
         names = {f"tito-{r}"[:15]: r for r in st.socks}
-        for pid, comm in proc_tree(st.proc.pid, "comm"):
+        for pid, comm in tree(st.proc.pid, "comm"):
             if comm.strip() in names:
                 st.pids[names[comm.strip()]] = pid
         st.cpu_start = st.cpu_mark = tree_cpu_s(st.proc.pid)
@@ -193,54 +200,13 @@ def send_file(st: Student, role: str, path: Path, timeout: float) -> None:
             call(st, role, {"op": "file", "role": role}, timeout, f"sending the {role.replace('_', ' ')} model file", part)
 
 
-def stage_images(st: Student, role: str, images, timeout: float = 60) -> None:
+def stage_images(st: Student, role: str, images, timeout: float = TIMEOUTS["stage"]) -> None:
     """Send the next request's inputs: each becomes a tensor of its own in the model's process (float32)."""
     import numpy as np
 
     arr = np.ascontiguousarray(images, dtype=np.float32)
     call(st, role, {"op": "stage", "count": int(arr.shape[0]), "sample": list(arr.shape[1:])}, timeout,
          "sending the inputs", memoryview(arr).cast("B") if arr.size else b"")
-
-
-# ---- the sandbox seen from outside -------------------------------------------------------------
-
-def proc_tree(pid: int, read: str):
-    """(pid, text of /proc/PID/`read`) for process `pid` and every process below it, read from /proc (the
-    sandbox seen from outside); a process that ends or hides while read is passed over."""
-    todo, seen = [pid], set()
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        try:
-            text = Path(f"/proc/{p}/{read}").read_text()
-            for t in os.listdir(f"/proc/{p}/task"):
-                todo += [int(c) for c in Path(f"/proc/{p}/task/{t}/children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
-            continue
-        yield p, text
-
-
-def _stat_cpu_s(stat: str) -> float:
-    fields = stat.rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
-
-
-def tree_cpu_s(pid: int) -> float:
-    """CPU seconds used so far by process `pid` and every process below it (all their threads, and the children
-    they reaped)."""
-    return sum(_stat_cpu_s(stat) for _, stat in proc_tree(pid, "stat"))
-
-
-def process_cpu_s(pid: int | None) -> float:
-    "CPU seconds of one process (all its threads, its reaped children); 0 when it is gone or unknown."
-    if pid is None:
-        return 0.0
-    try:
-        return _stat_cpu_s(Path(f"/proc/{pid}/stat").read_text())
-    except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
-        return 0.0
 
 
 def cost(st: Student) -> dict[str, float]:
@@ -280,10 +246,3 @@ def idle_cpu_check(st: Student, wall_s: float) -> str | None:
                 f"{limit:.2f} s allowed): work left running between requests (threads, forked tasks) would slow "
                 "the other students' timed calls")
     return None
-
-
-def tree_pss_mb(pid: int) -> float:
-    """Proportional set size (MiB) of process `pid` and every process below it (smaps_rollup: a page shared by
-    n processes counts 1/n to each, so a class's torch libraries count once in all)."""
-    return sum(int(line.split()[1]) for _, rollup in proc_tree(pid, "smaps_rollup")
-               for line in rollup.splitlines() if line.startswith("Pss:")) / 1024

@@ -15,41 +15,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-
-def _resolve(base: str | None, level: int, package: str) -> str:
-    if not level:
-        return base or ""
-    parts = package.split(".")
-    parts = parts[:len(parts) - (level - 1)] if level > 1 else parts
-    return ".".join([*parts, *([base] if base else [])])
-
-
-def defining_module(module: str, name: str, files: dict[str, Path], _seen: frozenset = frozenset()) -> str:
-    """The package module that defines `name` as `module` exposes it: a submodule, a re-export followed to
-    its source, or `module` itself.
-
-    >>> import tempfile; d = Path(tempfile.mkdtemp())
-    >>> _ = (d / "a.py").write_text("from .b import X\\n"); _ = (d / "b.py").write_text("X = 1\\n")
-    >>> defining_module("p.a", "X", {"p.a": d / "a.py", "p.b": d / "b.py"})
-    'p.b'
-    """
-    if f"{module}.{name}" in files:
-        return f"{module}.{name}"
-    f = files.get(module)
-    if f is None or module in _seen:
-        return module
-    try:
-        tree = ast.parse(f.read_text(encoding="utf-8"))
-    except (SyntaxError, ValueError, OSError):
-        return module
-    package = module if f.name == "__init__.py" else module.rpartition(".")[0]
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom):
-            src = _resolve(node.module, node.level, package)
-            for a in node.names:
-                if (a.asname or a.name) == name and src in files:
-                    return defining_module(src, a.name, files, _seen | {module})
-    return module
+from tito.notebooks.imports import defining_module
 
 
 def _imports_in(code: str) -> set[str]:

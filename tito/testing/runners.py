@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from tito.isolation import process
 from tito.testing.inline_runner import parse_output
+from tito.notebooks.nbfile import notebook_node
 
 
 @dataclass
@@ -107,12 +108,11 @@ def run_notebook(path: Path, timeout: int = 300) -> tuple[bool, str | None, floa
 
     Returns (ok, error, seconds); error names the failing cell and its exception.
     """
-    import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
     t0 = time.perf_counter()
-    nb = nbformat.read(path, as_version=4)
+    nb = notebook_node(path)
     old = dict(os.environ)
     os.environ.update(process.child_env())
     kernel_err = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")

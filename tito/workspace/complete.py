@@ -63,26 +63,27 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from tito.config import Course, TitoError
 from tito.isolation import process
 from tito.notebooks import nbgrader_glue
+from tito.notebooks.cells import cell_source, nbgrader_meta, plain_python, syntax_errors, where
+from tito.notebooks.exports import default_exp, exported_module, notebook_modules, split_exported
+from tito.notebooks.imports import module_files, named_modules, package_graph, reach
 from tito.notebooks.kit import test_helpers
-from tito.config import Course, TitoError
-from tito.grading.package import default_exp, exported_module
-from tito.grading.plan import notebook_modules, python_source, split_exported
+from tito.notebooks.nbfile import read_notebook
 from tito.testing.inline_runner import JOB_MARKER
-from tito.testing.runners import StageResult, parse_junit, print_table
 from tito.testing.needs import test_modules
+from tito.testing.runners import StageResult, parse_junit, print_table
 from tito.workspace import layout
-from tito.notebooks.cells import cell_source, syntax_errors, where
 
 KEY_VERSION = 2  # 2: executed_hash from per-function digests
 CACHE = "complete-cache.json"
 TEST_FILE_GUESS_S = 4.0  # a test file's seconds before it has run once here (most of module 19's take 2-8 s)
+TEST_FILE_TIMEOUT_S = 1800  # one integration test file's pytest run at most
 LIB = "tinytorch"
 TITO_PKG = Path(__file__).resolve().parent.parent  # the tito package (this file is tito/workspace/complete.py)
 _MODULE_RE = re.compile(r"\b" + LIB + r"(?:\.\w+)+")
 _TEST_DEF = re.compile(r"^def (test_\w+)\(", re.M)
-_README_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`?([\w.-]+?)`?\s*\|")
 
 
 # ---- what a notebook is made of ---------------------------------------------------------------
@@ -103,16 +104,15 @@ def notebook_tasks(nb: dict) -> list[Task]:
     ...     "metadata": {"nbgrader": {"grade": True, "grade_id": "t-a", "points": 3}}}]})
     [Task(grade_id='t-a', points=3.0, tests=['test_unit_a'])]
     """
-    out = []
-    for c in nb.get("cells", []):
-        meta = (c.get("metadata") or {}).get("nbgrader") or {}
-        if c.get("cell_type") == "code" and meta.get("grade") and meta.get("grade_id"):
-            out.append(Task(meta["grade_id"], float(meta.get("points") or 0), _TEST_DEF.findall(cell_source(c))))
-    return out
+    return [Task(nbgrader_meta(c)["grade_id"], float(nbgrader_meta(c).get("points") or 0),
+                 _TEST_DEF.findall(cell_source(c)))
+            for c in nb.get("cells", []) if c.get("cell_type") == "code" and nbgrader_meta(c).get("grade")
+            and nbgrader_meta(c).get("grade_id")]
 
 
 def code_text(nb: dict, lib: str | None = None) -> str:
-    """The notebook's code cells as one percent-format script (IPython magics become `pass`).
+    """The notebook's code cells as one percent-format script (IPython magics read as the judge and the export
+    read them: tito.notebooks.cells.plain_python).
 
     With `lib`, each exported cell becomes its imports of libraries and other modules and an import of
     what it defines from its module in `lib` (the student's export), as grading does: the tests then
@@ -130,7 +130,7 @@ def code_text(nb: dict, lib: str | None = None) -> str:
     for c in nb.get("cells", []):
         if c.get("cell_type") != "code":
             continue
-        src = python_source(cell_source(c))
+        src = plain_python(cell_source(c))
         mod = exported_module(src, exp) if lib else None
         if mod:
             try:
@@ -143,87 +143,7 @@ def code_text(nb: dict, lib: str | None = None) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def reading_order(course: Course, module: str, paths: list[Path], folder: Path | None = None) -> list[Path]:
-    """`paths` in the module's reading order: `Course.in_reading_order` where tito has it, else the
-    numbered table of modules/NN_name/README.md (or `folder`/README.md); names not in it go last."""
-    if hasattr(course, "in_reading_order"):
-        return list(course.in_reading_order(module, list(paths), folder))
-    rows: list[tuple[int, str]] = []
-    for d in (course.modules_dir / module, folder):
-        readme = Path(d) / "README.md" if d is not None else None
-        if readme is not None and readme.is_file():
-            rows = [(int(m.group(1)), Path(m.group(2)).stem) for line in readme.read_text(encoding="utf-8").splitlines()
-                    if (m := _README_ROW.match(line.strip()))]
-            if rows:
-                break
-    rank = {stem: i for i, (_, stem) in enumerate(sorted(rows))}
-    stem = lambda p: re.sub(r"^\d+[_-]", "", Path(p).stem.removeprefix(".tito_inline_"))  # noqa: E731
-    return sorted(paths, key=lambda p: (rank.get(stem(p), len(rank)), Path(p).name))
-
-
-# ---- what a piece of code can reach -----------------------------------------------------------
-
-def module_files(lib_dir: Path) -> dict[str, Path]:
-    """{"tinytorch.benchmarking.results": its file, "tinytorch.benchmarking": its __init__.py, ...}."""
-    out = {}
-    for f in sorted(Path(lib_dir).rglob("*.py")):
-        parts = list(f.relative_to(lib_dir.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = f
-    return out
-
-
-def named_modules(source: str, known: set[str] | dict, package: str | None = None) -> set[str]:
-    """The modules of `known` that `source` imports or names in a string (a lazy import), with
-    relative imports resolved against `package`; a source that does not parse is read by name.
-
-    >>> sorted(named_modules("from tinytorch.a import b\\nx = 'tinytorch.c'", {"tinytorch.a", "tinytorch.a.b", "tinytorch.c"}))
-    ['tinytorch.a', 'tinytorch.a.b', 'tinytorch.c']
-    """
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return {m for m in _MODULE_RE.findall(source) if m in known}
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                pkg = (package or "").split(".")
-                pkg = pkg[:len(pkg) - (node.level - 1)] if node.level > 1 else pkg
-                base = ".".join([*pkg, *([node.module] if node.module else [])])
-            out.add(base)
-            out.update(f"{base}.{a.name}" for a in node.names)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in known:
-            out.add(node.value)
-    return {m for m in out if m in known}
-
-
-def package_graph(files: dict[str, Path]) -> dict[str, set[str]]:
-    """Each module of the package -> the modules of the package its file names."""
-    graph = {}
-    for mod, f in files.items():
-        pkg = mod if f.name == "__init__.py" else mod.rpartition(".")[0]
-        graph[mod] = named_modules(f.read_text(encoding="utf-8"), files, pkg)
-    return graph
-
-
-def reach(start: set[str], graph: dict[str, set[str]]) -> set[str]:
-    """`start` closed over `graph`, with every parent package (importing a.b.c runs a and a.b)."""
-    seen, todo = set(), list(start)
-    while todo:
-        m = todo.pop()
-        if m in seen or m not in graph:
-            continue
-        seen.add(m)
-        todo.extend(graph[m])
-        parts = m.split(".")
-        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))
-    return seen
-
+# ---- what a piece of code can reach: tito.notebooks.imports -------------------------------------
 
 def _sha(data: bytes | str) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
@@ -438,6 +358,7 @@ class TestFileRun:
     tests: dict[str, list[str]] | None = None  # test id -> the notebooks it needs (None: not known, the whole file)
     selected: list[str] | None = None  # the tests that ran, when only some could (the others need a notebook that failed)
     left_out: str | None = None    # why the others did not run
+    extra: dict = field(default_factory=dict)  # what its keys hold besides the code (environment, tito, data)
 
     @property
     def ok(self) -> bool:
@@ -538,9 +459,10 @@ def _cacheable(run: NotebookRun) -> bool:
 
 def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[str] | None = None,
                        use_cache: bool = True, jobs: int = 2, preload: list[str] | None = None) -> int:
-    """Export, inline tests (changed notebooks only), integration tests, report; 0 when complete.
+    """Export, inline tests (changed notebooks only), integration tests, report; 0 when complete (module doc).
     `jobs` processes at a time; `preload`: the libraries the job server imports once (None:
-    tito.testing.inline_runner.PRELOAD).
+    tito.testing.inline_runner.PRELOAD). The stages: `_export`, `_Package` (what the export holds), `_notebook_runs`
+    and `_test_file_runs` (each with its cache key), `_Dispatch` (the job server's queue), `_stage_results`, `_finish`.
 
     >>> complete_workspace(Course.load(), "19_benchmarking", Path("ws/19_benchmarking"))  # doctest: +SKIP
     """
@@ -551,80 +473,27 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
     ws_root = mod_dir.parent
     scratch = ws_root / layout.SCRATCH
     work = scratch / "complete"
-    logs = work / "logs"
-    shutil.rmtree(logs, ignore_errors=True)
-    logs.mkdir(parents=True, exist_ok=True)
-    notebooks = reading_order(course, module, sorted(mod_dir.glob("*.ipynb")), mod_dir)
+    shutil.rmtree(work / "logs", ignore_errors=True)
+    (work / "logs").mkdir(parents=True, exist_ok=True)
+    notebooks = course.in_reading_order(module, sorted(mod_dir.glob("*.ipynb")), mod_dir)
     if not notebooks:
         raise TitoError(f"no notebooks in {mod_dir}")
     cache_path = scratch / CACHE
     cache = _load_cache(cache_path)
-    tito_root = TITO_PKG.parent
     env = process.child_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(ws_root), str(tito_root)]
+    env["PYTHONPATH"] = os.pathsep.join([str(ws_root), str(TITO_PKG.parent)]
                                         + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     # started before the export, so its imports of torch & co overlap it
     server = JobServer(ws_root, env, jobs, work / "server.log", preload)
-    scripts: list[Path] = []
-    stages: list[StageResult] = []
+    dispatch = _Dispatch(server, jobs, cache, work)
     try:
-        # 1. export
         print(f"[1/3] export your code into {ws_root / LIB} ...", flush=True)
-        ex = StageResult("export")
-        started = layout.started_modules(course, ws_root)
-        all_nbs = [nb for d in started for nb in sorted(d.glob("*.ipynb"))]
-        all_nbs += [nb for nb in notebooks if nb not in all_nbs]
-        t0 = time.perf_counter()
-        written: list[Path] = []
-        try:
-            _, written = layout.build_student_package(course, ws_root, all_nbs)
-            ex.add(True)
-        except TitoError as e:
-            ex.add(False, str(e).splitlines()[0])
-        ex.seconds = time.perf_counter() - t0
-        stages.append(ex)
+        ex, written = _export(course, ws_root, notebooks)
         if not ex.ok:
-            for name in ("inline tests", "integration tests"):
-                st = StageResult(name)
-                st.skipped_reason = "the export failed"
-                stages.append(st)
-            return _finish(course, module, mod_dir, stages, [], [], tests, written, t_start, cache)
-
-        lib = ws_root / LIB
-        files = module_files(lib)
-        graph = package_graph(files)
-        hashes = {m: _sha(f.read_bytes()) for m, f in files.items()}
-        envkey = environment() | {"course": course.version}
-        data = {str(p.relative_to(mod_dir)): _sha(p.read_bytes())
-                for p in sorted((mod_dir / "data").rglob("*")) if p.is_file()}
-
-        def owner_of_file(path: str) -> str | None:
-            p = Path(path).resolve()
-            if p.name.startswith(".tito_inline_"):
-                return p.name.removeprefix(".tito_inline_").removesuffix(".py") + ".ipynb"
-            mod = next((m for m, f in files.items() if f.resolve() == p), None)
-            if mod is None:
-                return None
-            return exporter.get(mod, str(p.relative_to(ws_root)) if p.is_relative_to(ws_root) else str(p))
-
-        # 2. inline tests
-        runs: list[NotebookRun] = []
-        exporter: dict[str, str] = {}
-        broken: dict[str, tuple[str, dict]] = {}  # module -> (notebook, syntax_errors entry) of a cell it exports
-        for nb_path in notebooks:
-            nb = json.loads(nb_path.read_text(encoding="utf-8"))
-            code = code_text(nb, LIB)
-            exports = notebook_modules(nb, LIB)
-            for m in exports:
-                exporter.setdefault(m, nb_path.name)
-            mods = reach(named_modules(code, files), graph)
-            key = key_of("inline", code, mods, hashes, {"env": envkey, "data": data})
-            runs.append(NotebookRun(nb_path.name, nb_path, key, exports, notebook_tasks(nb), code,
-                                    reaches=mods, syntax=syntax_errors(nb)))
-            for err in runs[-1].syntax:  # a cell of the export that does not compile breaks its module for every importer
-                mod = exported_module(python_source(cell_source(nb["cells"][err["cell"] - 1])), default_exp(nb))
-                if mod:
-                    broken.setdefault(f"{LIB}.{mod}", (nb_path.name, err))
+            skipped = [StageResult(name, skipped_reason="the export failed") for name in ("inline tests", "integration tests")]
+            return _finish(course, module, mod_dir, [ex, *skipped], [], [], tests, written, t_start, cache)
+        pkg = _Package.of(course, ws_root, mod_dir)
+        runs, broken = _notebook_runs(notebooks, pkg)
         todo = []
         for r in runs:
             hit = cache["inline"].get(r.name)
@@ -633,194 +502,297 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
             elif not _cannot_run(r, broken):
                 todo.append(r)
             else:
-                r.report = task_reports(r, owner_of_file)
+                r.report = task_reports(r, pkg.owner_of_file)
         print(f"[2/3] inline tests: {len(todo)} of {len(runs)} notebook(s) to run"
               + (f" ({_cached_words([r for r in runs if r.cached])})" if len(todo) < len(runs) else "")
               + " ...", flush=True)
+        tfiles, tdir = _test_file_runs(course, module, scratch, tests, runs, pkg, cache, use_cache)
         timeout = course.cell_timeout * 3
-
-        # 3. integration tests: gated on the notebooks they exercise
-        num = module.split("_", 1)[0]
-        tests_dir = course.root / "tests"
-        targets = sorted(set(tests_dir.glob(f"test_{num}_*.py")) | set(tests_dir.glob(f"integration/test_{num}_*.py")))
-        if tests:
-            targets = [t for t in targets if any(t.match(p) or t.name == p or t.stem == p for p in tests)]
-        tdir = scratch / "tests"
-        shutil.rmtree(tdir, ignore_errors=True)
-        tdir.mkdir(parents=True)
-        conftest = layout.CONFTEST.format(workspace=str(ws_root), root=str(course.root))
-        (tdir / "conftest.py").write_text(conftest, encoding="utf-8")
-        tito_hash, tito_names = tito_sources()
-        order = [r.name for r in runs].index
-        # a test importing tito reaches what tito's sources name
-        tito_modules = {".".join(("tito", *f.relative_to(TITO_PKG).with_suffix("").parts)).removesuffix(".__init__"):
-                        {m for m in tito_names if m in files} for f in TITO_PKG.rglob("*.py")}
-        by_name = {r.name: r for r in runs}
-        tfiles: list[TestFileRun] = []
-        helpers = test_helpers(targets, tests_dir)  # tests/busy.py and the like, which test files import
-        for h in helpers:
-            shutil.copy2(h, tdir / h.name)
-        helper_text = "".join(h.read_text(encoding="utf-8") for h in helpers)
-        # what every test file's key holds
-        extra = {"env": envkey, "tito": tito_hash, "data": data, "helpers": hashlib.sha256(helper_text.encode()).hexdigest()}
-        for t in targets:
-            text = t.read_text(encoding="utf-8")
-            named = named_modules(text, files)
-            per_test = test_modules(text, files, tito_modules)
-            tests_need = None if per_test is None else {
-                tid: sorted({exporter[m] for m in mods if m in exporter}, key=order) for tid, mods in per_test.items()}
-            needs = sorted({exporter[m] for m in named if m in exporter}
-                           | {n for nbs in (tests_need or {}).values() for n in nbs}, key=order)
-            uses_tito = bool(re.search(r"^\s*(from|import)\s+tito\b", text, re.M))
-            mods = reach(named | ({m for m in tito_names if m in files} if uses_tito else set()), graph)
-            key = key_of("integration", text + conftest, mods, hashes, extra)
-            tf = TestFileRun(t.name, key, needs, own=text + conftest, tests=tests_need)
-            hit = cache["integration"].get(t.name)
-            if use_cache and hit and (hit.get("key") == key or (
-                    hit.get("executed") is not None
-                    and hit.get("executed_key") == executed_key(tf.own, hit["executed"], files, extra))):
-                tf.cached, tf.cases = True, hit["cases"]
-            tfiles.append(tf)
-            shutil.copy2(t, tdir / t.name)
-
-        # jobs wait here until a worker is free, the longest expected first (the last run's seconds, else a guess),
-        # so that no long job starts last and leaves the other workers idle at the end
-        waiting: list[tuple[float, dict]] = []
-
-        def dispatch() -> None:
-            waiting.sort(key=lambda e: -e[0])
-            while waiting and server.pending < jobs:
-                server.submit(waiting.pop(0)[1])
-
-        def expected(name: str, guess: float) -> float:
-            return float(cache["seconds"].get(name, guess))
-
-        for r in todo:  # a notebook that integration tests wait for goes before one that is only long
-            script = mod_dir / f".tito_inline_{r.path.stem}.py"  # beside the notebook: relative data paths work
-            script.write_text(r.code, encoding="utf-8")
-            scripts.append(script)
-            unlocks = sum(expected(tf.name, TEST_FILE_GUESS_S) for tf in tfiles if not tf.cached and r.name in tf.needs)
-            waiting.append((expected(r.name, len(r.code) / 1e4) + unlocks,
-                            {"id": f"inline:{r.name}", "kind": "inline", "file": str(script),
-                             "package_root": str(lib), "log": str(logs / f"{r.path.stem}.log"),
-                             "result": str(work / f"{r.path.stem}.json"), "timeout": timeout}))
-
-        def submit_ready() -> None:
-            for tf in tfiles:
-                if tf.cached or tf.skipped or tf.submitted:
-                    continue
-                states = [by_name[n] for n in tf.needs]
-                if any(r.result is None for r in states):
-                    continue  # still running
-                bad = [r.name for r in states if not r.ok]
-                targets = [str(tdir / tf.name)]
-                if bad:
-                    ready = [tid for tid, nbs in (tf.tests or {}).items() if not set(nbs) & set(bad)]
-                    if not ready:
-                        tf.skipped = f"the inline tests of {', '.join(bad)} did not pass"
-                        continue
-                    if len(ready) < len(tf.tests):  # run the tests whose notebooks passed, say which wait
-                        waiting_on = sorted({n for tid in tf.tests if tid not in ready for n in tf.tests[tid]
-                                             if n in bad}, key=order)
-                        tf.selected = ready
-                        tf.left_out = (f"{len(tf.tests) - len(ready)} of {len(tf.tests)} test(s) not run yet: "
-                                       f"they need {', '.join(waiting_on)}, whose inline tests did not pass")
-                        targets = [f"{tdir / tf.name}::{tid}" for tid in ready]
-                tf.submitted = True
-                stem = Path(tf.name).stem
-                xml = work / f"{stem}.xml"
-                xml.unlink(missing_ok=True)
-                waiting.append((expected(tf.name, TEST_FILE_GUESS_S),
-                                {"id": f"pytest:{tf.name}", "kind": "pytest", "cwd": str(ws_root),
-                                 "args": ["-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "--rootdir", str(tdir),
-                                          "--confcutdir", str(tdir), "-c", os.devnull, *targets],
-                                 "record": str(lib), "log": str(logs / f"{stem}.log"),
-                                 "result": str(work / f"{stem}.json"), "timeout": 1800}))
-
+        dispatch.inline(todo, tfiles, mod_dir, ws_root, timeout)
         print(f"[3/3] integration tests of the notebooks that pass, as they do ({len(tfiles)} file(s)) ...", flush=True)
         for r in runs:  # the cached ones are known now
             if r.cached:
-                r.report = task_reports(r, owner_of_file)
-        submit_ready()
-        dispatch()
+                r.report = task_reports(r, pkg.owner_of_file)
+        dispatch.ready_test_files(tfiles, runs, tdir, ws_root, pkg)
+        dispatch.send()
         while server.pending:
-            msg = server.next()
-            kind, _, name = msg["id"].partition(":")
-            if kind == "inline":
-                r = by_name[name]
-                r.seconds, r.cpu_seconds = msg["seconds"], msg.get("cpu_seconds", 0.0)
-                log = logs / f"{r.path.stem}.log"
-                if msg["result"] is None:
-                    why = f"timed out after {timeout:.0f} s" if msg["timed_out"] else f"runner crashed (exit {msg['exit']})"
-                    tail = process.tail(log.read_text(encoding="utf-8", errors="replace") if log.exists() else "", 6)
-                    r.result = {"file": r.name, "ok": False, "error": f"{why}: {tail}", "tests": [], "passed": 0,
-                                "failed": 0}
-                else:
-                    r.result = msg["result"]
-                r.report = task_reports(r, owner_of_file)
-                cache["executions"][r.name] = cache["executions"].get(r.name, 0) + 1
-                cache["seconds"][r.name] = r.seconds
-                if _cacheable(r):
-                    cache["inline"][r.name] = {"key": r.key, "result": r.result}
-                else:
-                    cache["inline"].pop(r.name, None)
-                print(f"  {r.name}: {'passed' if r.ok else 'FAILED'} ({r.seconds:.1f} s, CPU {r.cpu_seconds:.1f} s)",
-                      flush=True)
-                submit_ready()
-            else:
-                tf = next(t for t in tfiles if t.name == name)
-                tf.seconds, tf.cpu_seconds = msg["seconds"], msg.get("cpu_seconds", 0.0)
-                tf.cases = parse_junit(work / f"{Path(name).stem}.xml")
-                rc = (msg["result"] or {}).get("exit", msg["exit"])
-                if msg["timed_out"]:
-                    tf.error = "timed out after 1800 s"
-                elif rc == 5:
-                    tf.error = "pytest: no tests collected (exit 5)"
-                elif rc not in (0, 1) or (rc == 1 and all(c["ok"] for c in tf.cases)):
-                    log = logs / f"{Path(name).stem}.log"
-                    tf.error = f"pytest exited {rc}: " + process.tail(
-                        log.read_text(encoding="utf-8", errors="replace") if log.exists() else "", 4)
-                cache["seconds"][name] = tf.seconds
-                if tf.whole:
-                    executed = _executed_modules((msg["result"] or {}).get("executed"), files)
-                    cache["integration"][name] = {"key": tf.key, "cases": tf.cases, "executed": executed,
-                                                  "executed_unknown": (msg["result"] or {}).get("executed_unknown"),
-                                                  "executed_key": None if executed is None else
-                                                  executed_key(tf.own, executed, files, extra)}
-                else:
-                    cache["integration"].pop(name, None)
-                print(f"  {name}: {'passed' if tf.ok else 'FAILED'} ({tf.seconds:.1f} s, CPU {tf.cpu_seconds:.1f} s)",
-                      flush=True)
-            dispatch()
-        submit_ready()  # what is left is skipped
-
-        inline = StageResult("inline tests")
-        for r in runs:
-            inline.seconds += 0 if r.cached else r.seconds
-            for t in (r.result or {}).get("tests", []):
-                inline.add(t["status"] == "passed", f"{r.name}::{t['name']}: {t['error']}")
-            if (r.result or {}).get("error"):
-                inline.add(False, f"{r.name}: {r.result['error']}")
-        it = StageResult("integration tests")
-        for tf in tfiles:
-            it.seconds += 0 if tf.cached else tf.seconds
-            for c in tf.cases:
-                it.add(c["ok"], f"{c['id']}: {c['message']}")
-            if tf.error:
-                it.add(False, f"{tf.name}: {tf.error}")
-        if not tfiles:
-            it.skipped_reason = f"no tests/test_{num}_*.py" + (f" matching {tests}" if tests else "")
-        elif all(tf.skipped for tf in tfiles):
-            it.skipped_reason = "no notebook they exercise passed its inline tests"
-        stages[:0] = [inline]
-        stages.append(it)
-        return _finish(course, module, mod_dir, stages, runs, tfiles, tests, written, t_start, cache)
+            dispatch.done(server.next(), runs, tfiles, tdir, ws_root, pkg, timeout)
+        dispatch.ready_test_files(tfiles, runs, tdir, ws_root, pkg)  # what is left is skipped
+        inline, it = _stage_results(runs, tfiles, tests, module)
+        return _finish(course, module, mod_dir, [inline, ex, it], runs, tfiles, tests, written, t_start, cache)
     finally:
         server.close()
-        for s in scripts:
-            s.unlink(missing_ok=True)
+        for script in dispatch.scripts:
+            script.unlink(missing_ok=True)
         scratch.mkdir(parents=True, exist_ok=True)
         layout.write_json(cache_path, cache)
+
+
+def _export(course: Course, ws_root: Path, notebooks: list[Path]) -> tuple[StageResult, list[Path]]:
+    """Stage 1: every notebook of the workspace's started modules exported into WORKSPACE/tinytorch (module doc)."""
+    ex = StageResult("export")
+    started = layout.started_modules(course, ws_root)
+    all_nbs = [nb for d in started for nb in sorted(d.glob("*.ipynb"))]
+    all_nbs += [nb for nb in notebooks if nb not in all_nbs]
+    t0 = time.perf_counter()
+    written: list[Path] = []
+    try:
+        _, written = layout.build_student_package(course, ws_root, all_nbs)
+        ex.add(True)
+    except TitoError as e:
+        ex.add(False, str(e).splitlines()[0])
+    ex.seconds = time.perf_counter() - t0
+    return ex, written
+
+
+@dataclass
+class _Package:
+    """What the workspace's export holds: its modules' files and import graph (tito.notebooks.imports), each file's
+    hash, what every key holds besides the code (`envkey`, the data files' hashes), and which notebook exports each
+    module (filled by `_notebook_runs`)."""
+    ws_root: Path
+    lib: Path
+    files: dict[str, Path]
+    graph: dict[str, set[str]]
+    hashes: dict[str, str]
+    envkey: dict
+    data: dict[str, str]
+    exporter: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, course: Course, ws_root: Path, mod_dir: Path) -> "_Package":
+        lib = ws_root / LIB
+        files = module_files(lib)
+        return cls(ws_root, lib, files, package_graph(files), {m: _sha(f.read_bytes()) for m, f in files.items()},
+                   environment() | {"course": course.version},
+                   {str(p.relative_to(mod_dir)): _sha(p.read_bytes())
+                    for p in sorted((mod_dir / "data").rglob("*")) if p.is_file()})
+
+    def owner_of_file(self, path: str) -> str | None:
+        """The notebook (or the package file) a traceback's file belongs to."""
+        p = Path(path).resolve()
+        if p.name.startswith(".tito_inline_"):
+            return p.name.removeprefix(".tito_inline_").removesuffix(".py") + ".ipynb"
+        mod = next((m for m, f in self.files.items() if f.resolve() == p), None)
+        if mod is None:
+            return None
+        return self.exporter.get(mod, str(p.relative_to(self.ws_root)) if p.is_relative_to(self.ws_root) else str(p))
+
+
+def _notebook_runs(notebooks: list[Path], pkg: _Package) -> tuple[list[NotebookRun], dict[str, tuple[str, dict]]]:
+    """Stage 2's notebooks, each with its script, cache key and tasks; and `broken`: module -> (notebook,
+    syntax_errors entry) of a cell of the export that does not compile (it breaks its module for every importer)."""
+    runs, broken = [], {}
+    for nb_path in notebooks:
+        nb = read_notebook(nb_path)
+        code = code_text(nb, LIB)
+        exports = notebook_modules(nb, LIB)
+        for m in exports:
+            pkg.exporter.setdefault(m, nb_path.name)
+        mods = reach(named_modules(code, pkg.files), pkg.graph)
+        key = key_of("inline", code, mods, pkg.hashes, {"env": pkg.envkey, "data": pkg.data})
+        runs.append(NotebookRun(nb_path.name, nb_path, key, exports, notebook_tasks(nb), code,
+                                reaches=mods, syntax=syntax_errors(nb)))
+        for err in runs[-1].syntax:
+            mod = exported_module(plain_python(cell_source(nb["cells"][err["cell"] - 1])), default_exp(nb))
+            if mod:
+                broken.setdefault(f"{LIB}.{mod}", (nb_path.name, err))
+    return runs, broken
+
+
+def _test_file_runs(course: Course, module: str, scratch: Path, tests: list[str] | None, runs: list[NotebookRun],
+                    pkg: _Package, cache: dict, use_cache: bool) -> tuple[list[TestFileRun], Path]:
+    """Stage 3's test files (tests/test_NN_*.py, or those `tests` names), copied beside the conftest tito writes,
+    each with the notebooks its tests need, its cache key and, where its key matches, its cached result."""
+    num = module.split("_", 1)[0]
+    tests_dir = course.root / "tests"
+    targets = sorted(set(tests_dir.glob(f"test_{num}_*.py")) | set(tests_dir.glob(f"integration/test_{num}_*.py")))
+    if tests:
+        targets = [t for t in targets if any(t.match(p) or t.name == p or t.stem == p for p in tests)]
+    tdir = scratch / "tests"
+    shutil.rmtree(tdir, ignore_errors=True)
+    tdir.mkdir(parents=True)
+    conftest = layout.CONFTEST.format(workspace=str(pkg.ws_root), root=str(course.root))
+    (tdir / "conftest.py").write_text(conftest, encoding="utf-8")
+    tito_hash, tito_names = tito_sources()
+    order = [r.name for r in runs].index
+    # a test importing tito reaches what tito's sources name
+    tito_modules = {".".join(("tito", *f.relative_to(TITO_PKG).with_suffix("").parts)).removesuffix(".__init__"):
+                    {m for m in tito_names if m in pkg.files} for f in TITO_PKG.rglob("*.py")}
+    exporter, files = pkg.exporter, pkg.files
+    tfiles: list[TestFileRun] = []
+    helpers = test_helpers(targets, tests_dir)  # tests/busy.py and the like, which test files import
+    for h in helpers:
+        shutil.copy2(h, tdir / h.name)
+    helper_text = "".join(h.read_text(encoding="utf-8") for h in helpers)
+    # what every test file's key holds
+    extra = {"env": pkg.envkey, "tito": tito_hash, "data": pkg.data,
+             "helpers": hashlib.sha256(helper_text.encode()).hexdigest()}
+    for t in targets:
+        text = t.read_text(encoding="utf-8")
+        named = named_modules(text, files)
+        per_test = test_modules(text, files, tito_modules)
+        tests_need = None if per_test is None else {
+            tid: sorted({exporter[m] for m in mods if m in exporter}, key=order) for tid, mods in per_test.items()}
+        needs = sorted({exporter[m] for m in named if m in exporter}
+                       | {n for nbs in (tests_need or {}).values() for n in nbs}, key=order)
+        uses_tito = bool(re.search(r"^\s*(from|import)\s+tito\b", text, re.M))
+        mods = reach(named | ({m for m in tito_names if m in files} if uses_tito else set()), pkg.graph)
+        key = key_of("integration", text + conftest, mods, pkg.hashes, extra)
+        tf = TestFileRun(t.name, key, needs, own=text + conftest, tests=tests_need, extra=extra)
+        hit = cache["integration"].get(t.name)
+        if use_cache and hit and (hit.get("key") == key or (
+                hit.get("executed") is not None
+                and hit.get("executed_key") == executed_key(tf.own, hit["executed"], files, extra))):
+            tf.cached, tf.cases = True, hit["cases"]
+        tfiles.append(tf)
+        shutil.copy2(t, tdir / t.name)
+    return tfiles, tdir
+
+
+class _Dispatch:
+    """The job server's queue: jobs wait here until a worker is free, the longest expected first (the last run's
+    seconds, else a guess), so that no long job starts last and leaves the other workers idle at the end; a notebook
+    that integration tests wait for goes before one that is only long. A test file is queued once the notebooks it
+    needs have run (`ready_test_files`); each job's end is recorded as it comes (`done`)."""
+
+    def __init__(self, server: JobServer, jobs: int, cache: dict, work: Path):
+        self.server, self.jobs, self.cache, self.work = server, jobs, cache, work
+        self.logs = work / "logs"
+        self.waiting: list[tuple[float, dict]] = []
+        self.scripts: list[Path] = []
+
+    def send(self) -> None:
+        self.waiting.sort(key=lambda e: -e[0])
+        while self.waiting and self.server.pending < self.jobs:
+            self.server.submit(self.waiting.pop(0)[1])
+
+    def expected(self, name: str, guess: float) -> float:
+        return float(self.cache["seconds"].get(name, guess))
+
+    def inline(self, todo: list[NotebookRun], tfiles: list[TestFileRun], mod_dir: Path, ws_root: Path,
+               timeout: float) -> None:
+        for r in todo:
+            script = mod_dir / f".tito_inline_{r.path.stem}.py"  # beside the notebook: relative data paths work
+            script.write_text(r.code, encoding="utf-8")
+            self.scripts.append(script)
+            unlocks = sum(self.expected(tf.name, TEST_FILE_GUESS_S) for tf in tfiles if not tf.cached and r.name in tf.needs)
+            self.waiting.append((self.expected(r.name, len(r.code) / 1e4) + unlocks,
+                                 {"id": f"inline:{r.name}", "kind": "inline", "file": str(script),
+                                  "package_root": str(ws_root / LIB), "log": str(self.logs / f"{r.path.stem}.log"),
+                                  "result": str(self.work / f"{r.path.stem}.json"), "timeout": timeout}))
+
+    def ready_test_files(self, tfiles: list[TestFileRun], runs: list[NotebookRun], tdir: Path, ws_root: Path,
+                         pkg: _Package) -> None:
+        by_name = {r.name: r for r in runs}
+        order = [r.name for r in runs].index
+        for tf in tfiles:
+            if tf.cached or tf.skipped or tf.submitted:
+                continue
+            states = [by_name[n] for n in tf.needs]
+            if any(r.result is None for r in states):
+                continue  # still running
+            bad = [r.name for r in states if not r.ok]
+            targets = [str(tdir / tf.name)]
+            if bad:
+                ready = [tid for tid, nbs in (tf.tests or {}).items() if not set(nbs) & set(bad)]
+                if not ready:
+                    tf.skipped = f"the inline tests of {', '.join(bad)} did not pass"
+                    continue
+                if len(ready) < len(tf.tests):  # run the tests whose notebooks passed, say which wait
+                    waiting_on = sorted({n for tid in tf.tests if tid not in ready for n in tf.tests[tid]
+                                         if n in bad}, key=order)
+                    tf.selected = ready
+                    tf.left_out = (f"{len(tf.tests) - len(ready)} of {len(tf.tests)} test(s) not run yet: "
+                                   f"they need {', '.join(waiting_on)}, whose inline tests did not pass")
+                    targets = [f"{tdir / tf.name}::{tid}" for tid in ready]
+            tf.submitted = True
+            stem = Path(tf.name).stem
+            xml = self.work / f"{stem}.xml"
+            xml.unlink(missing_ok=True)
+            self.waiting.append((self.expected(tf.name, TEST_FILE_GUESS_S),
+                                 {"id": f"pytest:{tf.name}", "kind": "pytest", "cwd": str(ws_root),
+                                  "args": ["-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "--rootdir", str(tdir),
+                                           "--confcutdir", str(tdir), "-c", os.devnull, *targets],
+                                  "record": str(pkg.lib), "log": str(self.logs / f"{stem}.log"),
+                                  "result": str(self.work / f"{stem}.json"), "timeout": TEST_FILE_TIMEOUT_S}))
+
+    def done(self, msg: dict, runs: list[NotebookRun], tfiles: list[TestFileRun], tdir: Path, ws_root: Path,
+             pkg: _Package, timeout: float) -> None:
+        """Record the job that ended (its result, the cache) and queue what it makes ready."""
+        kind, _, name = msg["id"].partition(":")
+        cache = self.cache
+        if kind == "inline":
+            r = next(r for r in runs if r.name == name)
+            r.seconds, r.cpu_seconds = msg["seconds"], msg.get("cpu_seconds", 0.0)
+            log = self.logs / f"{r.path.stem}.log"
+            if msg["result"] is None:
+                why = f"timed out after {timeout:.0f} s" if msg["timed_out"] else f"runner crashed (exit {msg['exit']})"
+                tail = process.tail(log.read_text(encoding="utf-8", errors="replace") if log.exists() else "", 6)
+                r.result = {"file": r.name, "ok": False, "error": f"{why}: {tail}", "tests": [], "passed": 0,
+                            "failed": 0}
+            else:
+                r.result = msg["result"]
+            r.report = task_reports(r, pkg.owner_of_file)
+            cache["executions"][r.name] = cache["executions"].get(r.name, 0) + 1
+            cache["seconds"][r.name] = r.seconds
+            if _cacheable(r):
+                cache["inline"][r.name] = {"key": r.key, "result": r.result}
+            else:
+                cache["inline"].pop(r.name, None)
+            print(f"  {r.name}: {'passed' if r.ok else 'FAILED'} ({r.seconds:.1f} s, CPU {r.cpu_seconds:.1f} s)",
+                  flush=True)
+            self.ready_test_files(tfiles, runs, tdir, ws_root, pkg)
+        else:
+            tf = next(t for t in tfiles if t.name == name)
+            tf.seconds, tf.cpu_seconds = msg["seconds"], msg.get("cpu_seconds", 0.0)
+            tf.cases = parse_junit(self.work / f"{Path(name).stem}.xml")
+            rc = (msg["result"] or {}).get("exit", msg["exit"])
+            if msg["timed_out"]:
+                tf.error = f"timed out after {TEST_FILE_TIMEOUT_S} s"
+            elif rc == 5:
+                tf.error = "pytest: no tests collected (exit 5)"
+            elif rc not in (0, 1) or (rc == 1 and all(c["ok"] for c in tf.cases)):
+                log = self.logs / f"{Path(name).stem}.log"
+                tf.error = f"pytest exited {rc}: " + process.tail(
+                    log.read_text(encoding="utf-8", errors="replace") if log.exists() else "", 4)
+            cache["seconds"][name] = tf.seconds
+            if tf.whole:
+                executed = _executed_modules((msg["result"] or {}).get("executed"), pkg.files)
+                cache["integration"][name] = {"key": tf.key, "cases": tf.cases, "executed": executed,
+                                              "executed_unknown": (msg["result"] or {}).get("executed_unknown"),
+                                              "executed_key": None if executed is None else
+                                              executed_key(tf.own, executed, pkg.files, tf.extra)}
+            else:
+                cache["integration"].pop(name, None)
+            print(f"  {name}: {'passed' if tf.ok else 'FAILED'} ({tf.seconds:.1f} s, CPU {tf.cpu_seconds:.1f} s)",
+                  flush=True)
+        self.send()
+
+
+def _stage_results(runs: list[NotebookRun], tfiles: list[TestFileRun], tests: list[str] | None,
+                   module: str) -> tuple[StageResult, StageResult]:
+    """The inline and integration stages' counts and failures, for the stage table."""
+    inline = StageResult("inline tests")
+    for r in runs:
+        inline.seconds += 0 if r.cached else r.seconds
+        for t in (r.result or {}).get("tests", []):
+            inline.add(t["status"] == "passed", f"{r.name}::{t['name']}: {t['error']}")
+        if (r.result or {}).get("error"):
+            inline.add(False, f"{r.name}: {r.result['error']}")
+    it = StageResult("integration tests")
+    for tf in tfiles:
+        it.seconds += 0 if tf.cached else tf.seconds
+        for c in tf.cases:
+            it.add(c["ok"], f"{c['id']}: {c['message']}")
+        if tf.error:
+            it.add(False, f"{tf.name}: {tf.error}")
+    if not tfiles:
+        num = module.split("_", 1)[0]
+        it.skipped_reason = f"no tests/test_{num}_*.py" + (f" matching {tests}" if tests else "")
+    elif all(tf.skipped for tf in tfiles):
+        it.skipped_reason = "no notebook they exercise passed its inline tests"
+    return inline, it
 
 
 def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult], runs: list[NotebookRun],

@@ -2,16 +2,14 @@
 conftest, the `tito` launcher beside the notebooks, finding a workspace, and building its package."""
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
-import io
 import json
 import os
 import shutil
 from pathlib import Path
 
-from tito.notebooks import nbgrader_glue
 from tito.config import Course, TitoError
+from tito.notebooks.nbfile import atomic_write
 
 MARKER = ".tito-workspace.json"
 PROGRESS = "progress.json"
@@ -56,7 +54,7 @@ def now() -> str:
 
 
 def write_json(path: Path, data: dict) -> None:
-    nbgrader_glue.atomic_write(path, json.dumps(data, indent=1) + "\n")
+    atomic_write(path, json.dumps(data, indent=1) + "\n")
 
 
 LAUNCHER = "tito"  # the package folder `module start` writes next to the notebooks
@@ -94,7 +92,7 @@ def write_launcher(mod_dir: Path) -> Path:
     real = Path(__file__).resolve().parent.parent
     pkg = Path(mod_dir) / LAUNCHER
     pkg.mkdir(parents=True, exist_ok=True)
-    nbgrader_glue.atomic_write(pkg / "__init__.py", _LAUNCHER_INIT.format(tito=str(real)))
+    atomic_write(pkg / "__init__.py", _LAUNCHER_INIT.format(tito=str(real)))
     return pkg
 
 
@@ -129,9 +127,7 @@ def build_student_package(course: Course, ws_root: Path, notebooks: list[Path]) 
     Built in a scratch folder and swapped in with os.replace. Returns (package dir, files written
     by the export of the student's notebooks).
     """
-    from nbdev.export import nb_export
-
-    from tito.grading.package import prepare_cell_export_targets
+    from tito.notebooks.exports import ExportError, nbdev_export
 
     lib = ws_root / "tinytorch"
     stage = ws_root / SCRATCH / f"pkg-{os.getpid()}"
@@ -140,19 +136,10 @@ def build_student_package(course: Course, ws_root: Path, notebooks: list[Path]) 
     shutil.copytree(course.lib_dir, stage / "tinytorch",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
     before = {p: p.read_bytes() for p in (stage / "tinytorch").rglob("*.py")}
-    for nb in notebooks:  # modules made only of `#| export NAME` cells start empty
-        prepare_cell_export_targets(Path(nb), stage / "tinytorch")
-    cwd = os.getcwd()
-    buf = io.StringIO()
     try:
-        os.chdir(course.root)  # nbdev reads [tool.nbdev] from the course's pyproject.toml
-        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-            for nb in notebooks:
-                nb_export(str(nb), lib_path=str(stage / "tinytorch"))
-    except Exception as e:  # noqa: BLE001 - reported as the export stage's failure
-        raise TitoError(f"export of {nb.name} failed: {type(e).__name__}: {e}\n{buf.getvalue()[-2000:]}") from e
-    finally:
-        os.chdir(cwd)
+        nbdev_export([Path(nb) for nb in notebooks], stage / "tinytorch", course.root)
+    except ExportError as e:  # reported as the export stage's failure
+        raise TitoError(f"{e}\n{e.output[-2000:]}") from e
     written = sorted(p for p in (stage / "tinytorch").rglob("*.py")
                      if before.get(p) != p.read_bytes())
     old = ws_root / SCRATCH / f"old-{os.getpid()}"

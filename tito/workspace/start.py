@@ -7,8 +7,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from tito.notebooks import nbgrader_glue
 from tito.config import Course, TitoError
+from tito.notebooks.nbfile import atomic_write
 from tito.workspace.layout import (MARKER, SCRATCH, build_student_package, now, started_modules, write_json,
                                    write_launcher)
 
@@ -63,7 +63,7 @@ def start(course: Course, module: str, workspace: Path | None = None, force: boo
         shutil.rmtree(tmp)
     shutil.copytree(rel, tmp)
     if not (tmp / "README.md").is_file():  # a release made before releases carried it
-        nbgrader_glue.atomic_write(tmp / "README.md", reading_readme(course, module, tmp))
+        atomic_write(tmp / "README.md", reading_readme(course, module, tmp))
     write_launcher(tmp)
     notebooks = [p.name for p in course.in_reading_order(module, sorted(tmp.glob("*.ipynb")), tmp)]
     write_json(tmp / MARKER, {"module": module, "course_root": str(course.root), "release": str(rel.resolve()),

@@ -6,7 +6,7 @@ runs it first), then writes WORKSPACE/NN_name-<student>.zip holding NN_name/<not
 the module and, when the module folder has them, the capstone's submission.json and the model files it names:
 nothing else (no progress.json, no README, no package). The student id is the one the instructor asked for
 (`--student ID`, remembered in WORKSPACE/.tito/student.json for the next hand-in), under grading's rule
-(tito.grading.classrun.student_id_problem); `tito grade` reads it back from the archive's name (tito.grading.handin),
+(tito.grading.tito.isolation.untrusted.student_id_problem); `tito grade` reads it back from the archive's name (tito.grading.handin),
 or from the LMS's own id when the archive comes through an LMS's bulk download.
 """
 from __future__ import annotations
@@ -20,10 +20,12 @@ from pathlib import Path
 
 from tito.config import Course, TitoError
 from tito.grading import handin
-from tito.grading.classrun import plural, student_id_problem
+from tito.grading.classrun import plural
+from tito.isolation.untrusted import student_id_problem
 from tito.notebooks import nbgrader_glue
 from tito.notebooks.cells import cell_source, syntax_errors, where
 from tito.workspace import layout
+from tito.notebooks.nbfile import read_notebook
 
 STUDENT_FILE = "student.json"   # WORKSPACE/.tito/student.json: the id given last time
 STUB = 'raise NotImplementedError("not yet implemented'
@@ -62,7 +64,7 @@ def check(mod_dir: Path, notebooks: list[Path]) -> Check:
     stubs: dict[str, int] = {}
     for nb_path in notebooks:
         try:
-            nb = json.loads(nb_path.read_text(encoding="utf-8"))
+            nb = read_notebook(nb_path)
         except (OSError, ValueError) as e:
             out.lines.append(f"  ! {nb_path.name} is not a readable notebook ({type(e).__name__}): it will score 0")
             out.problems += 1

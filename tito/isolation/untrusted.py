@@ -1,28 +1,24 @@
-"""Reading a student's submission folder, which is as untrusted as their code.
+"""Files a student handed in, read as the untrusted input they are, and the one rule for a student id.
 
 A folder can hold anything a file system can: a named pipe (reading it blocks for ever), a link to
-/dev/zero (reading it never ends), a device, a socket, a notebook of 400 MB, JSON nested 200,000
-levels deep (Python's parser raises RecursionError). So, for every file tito reads or copies:
+/dev/zero (reading it never ends), a device, a socket, a file of 400 MB, JSON nested 200,000 levels deep
+(Python's parser raises RecursionError). So, for every file grading or the Olympics judge reads or copies:
 
 - only regular files are opened, without following links (`O_NOFOLLOW | O_NONBLOCK`: a link or a pipe
   cannot make the open itself wait), and the opened file is checked again (`fstat`) before any read;
-- sizes are checked with `stat` before reading (`notebook_mb` per notebook, `folder_mb` for the whole
-  folder, MAX_ENTRIES files and folders, MAX_FOLDER_DEPTH levels of folders), and a read never takes more than the cap (a file that grows
+- sizes are checked with `stat` before reading (per file, for the whole folder, MAX_ENTRIES files and
+  folders, MAX_FOLDER_DEPTH levels of folders), and a read never takes more than the cap (a file that grows
   while it is read is refused too);
-- a notebook is parsed with a nesting limit (MAX_DEPTH), so no later step recurses without bound, and only
-  after its JSON values are counted (MAX_VALUES, on the raw bytes) and before its cells are (MAX_CELLS): 16 MB of
-  `{}` would be four million dicts;
-- of a parsed notebook tito keeps only what grading reads (`essentials`): each cell's type, text, a cell id and
-  an nbgrader grade_id as lookup keys, and its grade/solution flags; no output and no other metadata of the
-  submission reaches a later step.
+- JSON is parsed only after its values are counted on the raw bytes (`parse_json`: at most `max_values`), with
+  a nesting limit (MAX_DEPTH), so no later step recurses without bound.
 
-Each problem is a reason (`Refused`) that costs that file only.
+Each problem is a reason (`Refused`) that costs that file only. A student id (a folder's name, an archive's) is
+usable when `student_id_problem` says so, and two ids equal but for case or Unicode form are refused (`same_ids`):
+grading and the Olympics judge keep the same rule.
 
-    >>> parse_notebook(b'{"cells": [], "metadata": {}}')["cells"]
-    []
-    >>> parse_notebook(b"[" * 100 + b"]" * 100)   # doctest: +IGNORE_EXCEPTION_DETAIL
+    >>> parse_json(b"[" * 100 + b"]" * 100)   # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
-    tito.grading.submission.Refused: nested deeper than 64 levels
+    tito.isolation.untrusted.Refused: nested deeper than 64 levels
 """
 from __future__ import annotations
 
@@ -30,20 +26,21 @@ import json
 import os
 import re
 import stat
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tito.notebooks.cells import cell_source, nbgrader_meta
+from tito.config import Course
 
-MAX_DEPTH = 64          # JSON nesting of a notebook (a real one: under 10)
-MAX_VALUES = 500_000    # JSON objects, arrays and list items of one notebook (Module 19's largest, run: ~10,000)
-MAX_CELLS = 2_000       # cells of one notebook (Module 19's largest: under 200)
+MAX_DEPTH = 64          # JSON nesting (a real notebook: under 10)
+MAX_VALUES = 500_000    # JSON objects, arrays and list items of one file (Module 19's largest notebook, run: ~10,000)
 MAX_ENTRIES = 10_000    # files and folders in one student's folder
 MAX_FOLDER_DEPTH = 16   # folders within folders in it
 MB = 1 << 20
-DEFAULT_NOTEBOOK_MB = 20
-DEFAULT_FOLDER_MB = 200
+DEFAULT_NOTEBOOK_MB, DEFAULT_FOLDER_MB = Course.submission_notebook_mb, Course.submission_folder_mb  # settings.ini's
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+_STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]*")  # matched whole (fullmatch: no newline at its end)
+STUDENT_ID_MAX = 64  # characters of a student id: a folder name, with room for tito's own prefixes, well below NAME_MAX
 
 
 class Refused(Exception):
@@ -163,97 +160,21 @@ def json_values(data: bytes) -> int:
     return bare.count(b",") + bare.count(b"{") + bare.count(b"[")
 
 
-def parse_notebook(data: bytes) -> dict:
-    """A notebook's JSON (a dict with a list of cells, nested at most MAX_DEPTH levels, at most MAX_VALUES
-    values and MAX_CELLS cells); raises Refused. Counted before anything is built from it."""
+def parse_json(data: bytes, max_values: int = MAX_VALUES, what: str = "JSON") -> object:
+    """`data` parsed as JSON once its values are counted (at most `max_values`) and its nesting checked (at most
+    MAX_DEPTH); raises Refused naming `what` (e.g. "unreadable notebook")."""
     values = json_values(data)
-    if values > MAX_VALUES:
-        raise Refused(f"unreadable notebook: about {values:,} JSON values, above the limit of {MAX_VALUES:,}")
+    if values > max_values:
+        raise Refused(f"{what}: about {values:,} JSON values, above the limit of {max_values:,}")
     try:
-        nb = json.loads(data.decode("utf-8"))
+        value = json.loads(data.decode("utf-8"))
     except RecursionError:  # the C parser stops at the interpreter's recursion limit, safely
         raise Refused(f"nested deeper than {MAX_DEPTH} levels") from None
     except (ValueError, UnicodeDecodeError) as e:
-        raise Refused(f"unreadable notebook: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
-    if json_depth(nb) > MAX_DEPTH:
+        raise Refused(f"{what}: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+    if json_depth(value) > MAX_DEPTH:
         raise Refused(f"nested deeper than {MAX_DEPTH} levels")
-    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-        raise Refused("unreadable notebook: ValueError: no cells")
-    if not isinstance(nb.get("metadata", {}), dict):
-        raise Refused("unreadable notebook: its metadata is not an object")
-    if len(nb["cells"]) > MAX_CELLS:
-        raise Refused(f"unreadable notebook: {len(nb['cells']):,} cells, above the limit of {MAX_CELLS:,}")
-    for i, cell in enumerate(nb["cells"]):
-        why = cell_problem(cell)
-        if why:
-            raise Refused(f"unreadable notebook: cell {i + 1} {why}")
-    return nb
-
-
-_NBGRADER_TYPES = {"grade_id": str, "grade": bool, "solution": bool, "locked": bool, "task": bool,
-                   "points": (int, float), "schema_version": int}
-
-
-def cell_problem(cell) -> str:
-    """Why `cell` is not a notebook cell every later step can read (nbformat 4's shapes for the keys
-    tito reads; "" when it is one).
-
-    >>> cell_problem({"cell_type": "code", "source": ["x = 1"], "metadata": {"nbgrader": {"grade_id": [1]}}})
-    'has an nbgrader grade_id that is not a str'
-    """
-    if not isinstance(cell, dict):
-        return "is not an object"
-    src = cell.get("source", "")
-    if not isinstance(cell.get("cell_type", ""), str):
-        return "has a cell_type that is not a string"
-    if not (isinstance(src, str) or (isinstance(src, list) and all(isinstance(x, str) for x in src))):
-        return "has a source that is neither a string nor a list of strings"
-    meta = cell.get("metadata", {})
-    if not isinstance(meta, dict) or not isinstance(meta.get("nbgrader", {}) or {}, dict):
-        return "has metadata that is not an object"
-    for key, kind in _NBGRADER_TYPES.items():
-        value = (meta.get("nbgrader") or {}).get(key)
-        if value is not None and (not isinstance(value, kind) or (kind != bool and isinstance(value, bool))):
-            return f"has an nbgrader {key} that is not a {getattr(kind, '__name__', 'number')}"
-    for key in ("id", "execution_count"):
-        if key in cell and not isinstance(cell[key], (str, int, type(None))):
-            return f"has an {key} of the wrong type"
-    return ""
-
-
-def read_notebook(path: Path, notebook_mb: int = DEFAULT_NOTEBOOK_MB) -> dict:
-    """The notebook at `path`, read and parsed as the module doc says, as its `essentials`; raises Refused."""
-    return essentials(parse_notebook(read_regular(path, notebook_mb * MB)))
-
-
-_CELL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # nbformat 4.5's cell id pattern, at most 64 characters
-_GRADE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
-
-
-def essentials(nb: dict) -> dict:
-    """What grading reads of a parsed submission (`parse_notebook`'s), and nothing else: per cell its type
-    (code, markdown or raw), text, `id` (a lookup key, when it is one nbformat allows) and nbgrader `grade_id`
-    (a lookup key, when it could name a cell of the course), `grade` and `solution`. No outputs, no notebook or
-    cell metadata of the submission: everything the instructor's tools show of a cell, its identity included,
-    comes from the course's own notebooks (tito.grading.feedback.autograded_notebook).
-
-    >>> essentials({"metadata": {"widgets": {}}, "cells": [{"cell_type": "code", "id": "x'><b>", "source": ["a"],
-    ...     "outputs": [{}], "metadata": {"tito": {"answer_key": "fake"}, "nbgrader": {"grade_id": "t-1"}}}]})
-    {'nbformat': 4, 'nbformat_minor': 5, 'metadata': {}, 'cells': [{'cell_type': 'code', 'source': 'a', 'metadata': {'nbgrader': {'grade_id': 't-1'}}}]}
-    """
-    cells = []
-    for cell in nb.get("cells", []):
-        kind = cell.get("cell_type")
-        out = {"cell_type": kind if kind in ("code", "markdown", "raw") else "raw", "source": cell_source(cell)}
-        if isinstance(cell.get("id"), str) and _CELL_ID.fullmatch(cell["id"]):
-            out["id"] = cell["id"]
-        meta = nbgrader_meta(cell)
-        keep = {k: meta[k] for k in ("grade", "solution") if isinstance(meta.get(k), bool)}
-        if isinstance(meta.get("grade_id"), str) and _GRADE_ID.fullmatch(meta["grade_id"]):
-            keep["grade_id"] = meta["grade_id"]
-        out["metadata"] = {"nbgrader": keep} if keep else {}
-        cells.append(out)
-    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}
+    return value
 
 
 @dataclass
@@ -317,3 +238,29 @@ def copy_regular(src: Path, dest: Path, max_bytes: int) -> None:
                 out.write(chunk)
     finally:
         os.close(fd)
+
+
+def student_id_problem(name: str) -> str | None:
+    r"""Why `name` cannot be a student id, or None: letters, digits, _ . @ + -, starting with a letter or digit, at
+    most STUDENT_ID_MAX characters, the whole name (grading's rule, and the Olympics judge's).
+
+    >>> student_id_problem("ann.lee@uni"), student_id_problem("ann\n") is not None, student_id_problem("../x") is not None
+    (None, True, True)
+    """
+    if len(name) > STUDENT_ID_MAX:
+        return f"{len(name)} characters long, above the limit of {STUDENT_ID_MAX}"
+    if not _STUDENT_ID.fullmatch(name):
+        return "not usable (letters, digits, _ . @ + - only, starting with a letter or digit)"
+    return None
+
+
+def same_ids(names) -> dict[str, list[str]]:
+    """name -> the other names of `names` equal to it once Unicode-normalized (NFKC) and case-folded.
+
+    >>> same_ids(["ann", "Ann", "bob"])
+    {'Ann': ['ann'], 'ann': ['Ann']}
+    """
+    groups: dict[str, list[str]] = {}
+    for n in sorted(names):
+        groups.setdefault(unicodedata.normalize("NFKC", n).casefold(), []).append(n)
+    return {n: [o for o in g if o != n] for g in groups.values() if len(g) > 1 for n in g}
