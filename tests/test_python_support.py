@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 import tomllib
 from pathlib import Path
 
@@ -97,8 +98,8 @@ def _lock_pins(version: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def lock_resolutions(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path, dict[str, str]]]:
     """pip's resolution of the dependency set for each of TARGETS: version -> (its run, its --report file, the lock's
-    pins for it). The five runs wait on the package index, not the CPU: started together, as five processes, they
-    take about as long as the slowest one (one after another, ~290 s of a test run)."""
+    pins for it). Each run waits on the package index as well as computing (~23 CPU-s each, 2026-11-29): started
+    together, as five processes, their waits overlap (one after another they took ~290 s of a loaded test run)."""
     import pip
 
     if tuple(int(x) for x in pip.__version__.split(".")[:2]) < (23, 2):
@@ -119,10 +120,10 @@ def lock_resolutions(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedPr
                "--target", str(folder / "t"), "--report", str(folder / "report.json"), "-c", str(constraints), *deps]
         with open(folder / "out.txt", "w") as out, open(folder / "err.txt", "w") as err:  # files: no pipe to fill
             runs[version] = (subprocess.Popen(cmd, stdout=out, stderr=err), folder, pins)
-    done = {}
+    done, deadline = {}, time.monotonic() + 1500  # each had 600 s one after another; at once they share the CPU
     try:
         for version, (proc, folder, pins) in runs.items():
-            proc.wait(timeout=600)
+            proc.wait(timeout=max(deadline - time.monotonic(), 1))
             said = [(folder / f).read_text() for f in ("out.txt", "err.txt")]
             run = subprocess.CompletedProcess(proc.args, proc.returncode, *said)
             done[version] = (run, folder / "report.json", pins)
@@ -134,6 +135,7 @@ def lock_resolutions(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedPr
     return done
 
 
+@pytest.mark.timeout(1800)  # the first one sets up the fixture: five resolutions at once, 1500 s at most
 @pytest.mark.parametrize("version", TARGETS)
 def test_the_lock_installs_on_every_supported_python(version, lock_resolutions):
     r, report, pins = lock_resolutions[version]
