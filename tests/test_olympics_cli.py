@@ -4,6 +4,8 @@ re-measures in sandboxes, which `module complete` cannot follow (it would re-run
 a CPU hog would slow every test it runs beside."""
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 
@@ -18,21 +20,32 @@ def models():
     return default_olympics_models()
 
 
-def test_an_honest_claim_is_verified_beside_a_cpu_hog_every_time(models, tmp_path, capsys, hog):  # noqa: F811 - the fixture
+@pytest.fixture(scope="module")
+def submitted(models, tmp_path_factory):
+    """One `olympics submit` of a participant's own model for the tests here: (model file, baseline file, submission).
+    Verify only reads them; a test that changes the submission changes a copy of its own."""
     from tito.cli import main
 
-    model_file, base_file, out = submit_mine(models, tmp_path, main)
+    return submit_mine(models, tmp_path_factory.mktemp("submitted"), main)
+
+
+def test_an_honest_claim_is_verified_beside_a_cpu_hog_every_time(submitted, capsys, hog):  # noqa: F811 - the fixture
+    from tito.cli import main
+
+    model_file, base_file, out = submitted
     for _ in range(3):
         assert main(["olympics", "verify", str(out), "--model", str(model_file), "--baseline", str(base_file),
                      "--runs", "20"]) == 0, capsys.readouterr().out
 
 
-def test_verify_passes_an_honest_claim_and_fails_a_tampered_one(models, tmp_path, capsys):
+def test_verify_fails_a_tampered_claim(submitted, tmp_path, capsys):
+    """The honest claim these files were submitted with passes (test_an_honest_claim_is_verified_beside_a_cpu_hog_
+    every_time, three times); the same claim tampered with fails."""
     from tito.cli import main
 
-    model_file, base_file, out = submit_mine(models, tmp_path, main)
-    assert main(["olympics", "verify", str(out), "--model", str(model_file), "--baseline", str(base_file),
-                 "--runs", "20"]) == 0, capsys.readouterr().out
+    model_file, base_file, honest = submitted
+    out = tmp_path / "sub.json"
+    shutil.copyfile(honest, out)
     # a tampered claim (ten times the speed-up, every figure recomputed so that it still validates) fails; verify
     # judges the claim's own lower end, and 10 runs beside a hog can give an interval 3x wide, so 3x could hide in it
     _inflate_speedup(out, 10.0)
@@ -43,11 +56,11 @@ def test_verify_passes_an_honest_claim_and_fails_a_tampered_one(models, tmp_path
     assert "speedup: claimed" in capsys.readouterr().out
 
 
-def test_verify_names_what_is_wrong_or_missing(models, tmp_path, capsys):
+def test_verify_names_what_is_wrong_or_missing(models, submitted, tmp_path, capsys):
     from tito.cli import main
 
     base, _ = models
-    model_file, base_file, out = submit_mine(models, tmp_path, main)
+    model_file, base_file, out = submitted
     # another model file (pickled: traced in a converting sandbox): the weights' hash gives it away
     other = tmp_path / "other.pt"
     torch.save(prune_magnitude(base, 0.6), other)

@@ -20,7 +20,9 @@ def test_group_size_fits_the_budget_beside_the_judge():
     assert group_size(100, 300, 260, 1) == 1  # never none: one sandbox at a time is the least a run can do
 
 
-def test_a_class_over_the_budget_is_judged_in_groups(tmp_path):
+def test_a_class_over_the_budget_is_judged_in_groups(tmp_path, capsys):
+    """Also the judge's --resume (the one test of it: a class of one group resumes by the same code): kept rounds
+    and measurements are kept, the run's secret seed too; a changed class starts over."""
     from tito.olympics.judge import judge_class
 
     if sandbox.find() is None:
@@ -50,9 +52,24 @@ def test_a_class_over_the_budget_is_judged_in_groups(tmp_path):
     second = next(i for i, r in enumerate(state["rounds"]) if set(r) == set(groups[1]))
     kept = state["rounds"][:second + 3]
     (tmp_path / "out" / ".judge-state.json").write_text(json.dumps({**state, "rounds": kept}))
-    judge_class(subs, EVENT, tmp_path / "out", rounds=6, memory_mb=900, resume=True,
-                timeouts={"load": 60, "predict": 60, "time": 60})
+    again = judge_class(subs, EVENT, tmp_path / "out", rounds=6, memory_mb=900, resume=True,
+                        timeouts={"load": 60, "predict": 60, "time": 60})
     after = json.loads((tmp_path / "out" / ".judge-state.json").read_text())
     assert after["groups"] == groups and after["rounds"][:second + 3] == kept
     for g in groups:
         assert sum(1 for r in after["rounds"] if set(r) & set(g)) == (6 if set(g) - {"dan"} else 0)
+    # every draw comes from a seed drawn secretly for the run (no student can compute a round's images or order
+    # ahead), kept for --resume so that the resumed rounds' images are the run's own
+    assert after["secret"] == state["secret"] and state["secret"] not in (0, None)
+    assert after["static"] == state["static"], "finished measurements are not taken again"
+    assert set(again["board"]["ranks"]) == {"ann", "ben", "cat"} and again["rejected"] == res["rejected"]
+    # another class (here one whose only student has no model file: no sandbox needed), the same output folder:
+    # the saved run is not this one's, so it starts over (a new seed, none of the kept rounds)
+    other = tmp_path / "other"
+    (other / "eve").mkdir(parents=True)
+    (other / "eve" / "submission.json").write_text(json.dumps({"models": {}}))
+    capsys.readouterr()
+    judge_class(other, EVENT, tmp_path / "out", rounds=6, memory_mb=900, resume=True)
+    assert "judging from the start" in capsys.readouterr().err
+    changed = json.loads((tmp_path / "out" / ".judge-state.json").read_text())
+    assert changed["rounds"] == [] and changed["secret"] != state["secret"], "a new run draws a new seed"

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 import tomllib
 from pathlib import Path
 
@@ -94,8 +95,11 @@ def _lock_pins(version: str) -> dict[str, str]:
     return pins
 
 
-@pytest.mark.parametrize("version", TARGETS)
-def test_the_lock_installs_on_every_supported_python(version, tmp_path):
+@pytest.fixture(scope="module")
+def lock_resolutions(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path, dict[str, str]]]:
+    """pip's resolution of the dependency set for each of TARGETS: version -> (its run, its --report file, the lock's
+    pins for it). Each run waits on the package index as well as computing (~23 CPU-s each, 2026-11-29): started
+    together, as five processes, their waits overlap (one after another they took ~290 s of a loaded test run)."""
     import pip
 
     if tuple(int(x) for x in pip.__version__.split(".")[:2]) < (23, 2):
@@ -103,17 +107,38 @@ def test_the_lock_installs_on_every_supported_python(version, tmp_path):
         # --python-version ("soupsieve requires a different Python: 3.11.2 not in '>=3.11.5'" for 3.12)
         pytest.skip(f"pip {pip.__version__} cannot resolve for another Python version (needs pip >= 23.2)")
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    report = tmp_path / "report.json"
-    # pip evaluates a constraint's marker for the Python it runs on, not for --python-version: hand it
-    # the lock's lines as they read on `version`
-    pins = _lock_pins(version)
-    constraints = tmp_path / "constraints.txt"
-    constraints.write_text("".join(f"{name}=={v}\n" for name, v in pins.items()))
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                        "--disable-pip-version-check", "--only-binary=:all:", "--python-version", version,
-                        "--target", str(tmp_path / "t"), "--report", str(report),
-                        "-c", str(constraints), *deps],
-                       capture_output=True, text=True, timeout=600)
+    runs = {}
+    for version in TARGETS:
+        folder = tmp_path_factory.mktemp(f"lock-{version}")
+        # pip evaluates a constraint's marker for the Python it runs on, not for --python-version: hand it
+        # the lock's lines as they read on `version`
+        pins = _lock_pins(version)
+        constraints = folder / "constraints.txt"
+        constraints.write_text("".join(f"{name}=={v}\n" for name, v in pins.items()))
+        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+               "--disable-pip-version-check", "--only-binary=:all:", "--python-version", version,
+               "--target", str(folder / "t"), "--report", str(folder / "report.json"), "-c", str(constraints), *deps]
+        with open(folder / "out.txt", "w") as out, open(folder / "err.txt", "w") as err:  # files: no pipe to fill
+            runs[version] = (subprocess.Popen(cmd, stdout=out, stderr=err), folder, pins)
+    done, deadline = {}, time.monotonic() + 1500  # each had 600 s one after another; at once they share the CPU
+    try:
+        for version, (proc, folder, pins) in runs.items():
+            proc.wait(timeout=max(deadline - time.monotonic(), 1))
+            said = [(folder / f).read_text() for f in ("out.txt", "err.txt")]
+            run = subprocess.CompletedProcess(proc.args, proc.returncode, *said)
+            done[version] = (run, folder / "report.json", pins)
+    finally:
+        for proc, _, _ in runs.values():  # one that timed out: the others are not left running
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return done
+
+
+@pytest.mark.timeout(1800)  # the first one sets up the fixture: five resolutions at once, 1500 s at most
+@pytest.mark.parametrize("version", TARGETS)
+def test_the_lock_installs_on_every_supported_python(version, lock_resolutions):
+    r, report, pins = lock_resolutions[version]
     if r.returncode != 0 and any(s in r.stdout + r.stderr for s in NETWORK_FAILURES):
         pytest.skip(f"the package index cannot be reached: {(r.stderr or r.stdout).strip().splitlines()[-1]}")
     assert r.returncode == 0, f"pip cannot install the lock on Python {version}:\n{r.stdout[-3000:]}{r.stderr[-3000:]}"
