@@ -51,8 +51,9 @@ def _hashes(d: Path) -> dict:
 
 @pytest.fixture(scope="module", autouse=True)
 def one_template_per_assignment(tmp_path_factory):
-    """Each grading run here copies its assignment template, built once per test run (subs.templates_built_once)."""
-    with subs.templates_built_once(tmp_path_factory):
+    """Each grading run here copies its assignment template and read-only cache, each built once per test run
+    (subs.templates_built_once, subs.warm_caches_built_once)."""
+    with subs.templates_built_once(tmp_path_factory), subs.warm_caches_built_once(tmp_path_factory):
         yield
 
 
