@@ -258,9 +258,10 @@ def stats_class(base: Path) -> tuple[Course, Path]:
     hog = subs._cheat(honest_rest, "", {"stats-mean": "_hog()\nreturn sum(xs) / len(xs)",
                                         "stats-spread": "if _mine():\n    return -1\nreturn max(self.xs) - min(self.xs)"},
                       module_code=HOG)
-    # in the feedback run: a cell that keeps six hogs and itself busy for four seconds
-    hog["stats_dev"] = subs._added_cell(hog["stats_dev"], "import time\n_hog(6)\nt = time.time()\n"
-                                        "while time.time() - t < 4:\n    pass\nprint('hogs started')", "hogcell")
+    # in the feedback run: a cell that keeps two more hogs and itself busy for two seconds (detached hogs of
+    # a feedback run, made while it runs: as few as show it; each call's three already load the machine)
+    hog["stats_dev"] = subs._added_cell(hog["stats_dev"], "import time\n_hog(2)\nt = time.time()\n"
+                                        "while time.time() - t < 2:\n    pass\nprint('hogs started')", "hogcell")
     leak = subs._cheat(honest_rest, "", {"stats-mean": "_drop(repr(xs))\nreturn sum(xs) / len(xs)",
                                          "stats-spread": "_drop(repr(self.xs))\nreturn max(self.xs) - min(self.xs)"},
                        module_code=LEAK)
