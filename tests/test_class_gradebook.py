@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from fixtures import gradebook_class as gc
+from fixtures import submissions as subs
 from tito.notebooks import nbgrader_glue
 from tito.notebooks.student_release import data_files
 from tito.grading import course_dir, final_grades, gradebook
@@ -31,9 +32,12 @@ NB, ANSWER = "systems_thinking_dev", "systems-thinking-answer-a"
 
 @pytest.fixture(scope="module")
 def template(course, tmp_path_factory):
+    """Module 19's assignment template as a grading run builds it (built once per test run and shared with
+    the grading runs of Module 19: subs.templates_built_once); read it, never write into it."""
     nbs = nbgrader_glue.module_assignment_notebooks(course.nbs_dir, MODULE)
-    return gradebook.build_template(tmp_path_factory.mktemp("tpl") / "course", MODULE, nbs, course.course_id, 60,
-                                    data_files(course, MODULE))
+    with subs.templates_built_once(tmp_path_factory):
+        return gradebook.build_template(tmp_path_factory.mktemp("tpl") / "course", MODULE, nbs, course.course_id, 60,
+                                        data_files(course, MODULE))
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,9 @@ module code that rewrites the grader's reporting, always-equal values, frame pee
 builtins and helpers, numpy patches, hard-coded visible answers, reading the reference, snooping
 and probing the file system for solution text, writing outside, a memory hog, a fork bomb, the
 network, 1 GB of output), then a few again serially and on a Dask LocalCluster. One end-to-end run
-grades the real Module 19 with the instructor's solutions beside a CPU hog. The sandbox tests need
-bubblewrap and fail without it.
+grades the real Module 19 (the instructor's solutions, the release, written answers), another the solutions
+of its notebooks whose tests time real code beside a CPU hog. The sandbox tests need bubblewrap and fail
+without it. Every grading run here copies its assignment template, built once per test run.
 """
 import csv
 import hashlib
@@ -28,7 +29,6 @@ from fixtures import submissions as subs
 
 from tito.notebooks import nbgrader_glue, regions
 from tito.commands import status as status_cmd
-from tito.notebooks.student_release import release
 from tito.config import Course, TitoError
 from tito.grading import classrun
 from tito.isolation import sandbox
@@ -48,6 +48,14 @@ MODULE = "01_stats"
 def _hashes(d: Path) -> dict:
     return {p.relative_to(d).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_template_per_assignment(tmp_path_factory):
+    """Each grading run here copies its assignment template and read-only cache, each built once per test run
+    (subs.templates_built_once, subs.warm_caches_built_once)."""
+    with subs.templates_built_once(tmp_path_factory), subs.warm_caches_built_once(tmp_path_factory):
+        yield
 
 
 # ---- named stubs (pure) -----------------------------------------------------------------------
@@ -121,8 +129,7 @@ def _save_student(folder: Path, notebooks: dict[str, dict]) -> None:
 def graded_class(tmp_path_factory, root, bwrap):
     """Release the small course, prepare the class, grade it in one run with --jobs 2."""
     base = tmp_path_factory.mktemp("grading")
-    course = Course.load(subs.make_stats_course(base / "course", root, cell_timeout=CELL_TIMEOUT))
-    rel = release(course, MODULE)
+    course, rel = subs.stats_course(tmp_path_factory, base / "course", root, cell_timeout=CELL_TIMEOUT)
     assert not rel.leaks, rel.leaks
     stems = ("stats_dev", "extra_dev")
     source = {s: subs.load(course.nbs_dir / MODULE / f"{s}.ipynb") for s in stems}
@@ -395,14 +402,18 @@ def _rows(path: Path, students: list[str]) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def serial_run(graded_class, tmp_path_factory):
+    """QUICK and "hardcoded" graded again one at a time, with the class run's seed (run.json): the same hidden
+    inputs, so the same verdicts (test_a_seed_repeats_the_hidden_inputs reads "hardcoded" here)."""
     out = tmp_path_factory.mktemp("serial") / MODULE
-    classrun.grade(graded_class["course"], MODULE, graded_class["subs"], out, students=QUICK,
-                   progress=lambda *a, **k: None, jobs=1)
-    return out
+    seed = json.loads((graded_class["out"] / "run.json").read_text())["seed"]
+    results = classrun.grade(graded_class["course"], MODULE, graded_class["subs"], out, students=QUICK + ["hardcoded"],
+                             progress=lambda *a, **k: None, jobs=1, seed=seed)
+    return {"out": out, "seed": seed, "results": {r.student: r for r in results}}
 
 
 def test_jobs_2_equals_serial(graded_class, serial_run):
-    assert _rows(serial_run / "grades.csv", QUICK) == _rows(graded_class["out"] / "grades.csv", QUICK)
+    both = QUICK + ["hardcoded"]  # the same seed: the hidden cases' verdicts too
+    assert _rows(serial_run["out"] / "grades.csv", both) == _rows(graded_class["out"] / "grades.csv", both)
 
 
 def test_dask_local_cluster_equals_serial(graded_class, serial_run, tmp_path):
@@ -412,7 +423,7 @@ def test_dask_local_cluster_equals_serial(graded_class, serial_run, tmp_path):
         res = classrun.grade(graded_class["course"], MODULE, graded_class["subs"], tmp_path / "out",
                              students=QUICK, progress=lambda *a, **k: None, scheduler=cluster.scheduler_address)
     assert sorted(r.student for r in res) == sorted(QUICK)
-    assert _rows(tmp_path / "out" / "grades.csv", QUICK) == _rows(serial_run / "grades.csv", QUICK)
+    assert _rows(tmp_path / "out" / "grades.csv", QUICK) == _rows(serial_run["out"] / "grades.csv", QUICK)
     assert all((tmp_path / "out" / "nbgrader" / "autograded" / s / MODULE).is_dir() for s in QUICK)
 
 
@@ -420,7 +431,7 @@ def test_resume_grades_only_the_rest(graded_class, serial_run, tmp_path, monkeyp
     """A run interrupted after publishing a student's files but before grades.csv: --resume recovers the
     rows from result.json and grades nobody twice."""
     out = tmp_path / "out"
-    shutil.copytree(serial_run, out)
+    shutil.copytree(serial_run["out"], out)
     rows = list(csv.DictReader(open(out / "grades.csv", newline="")))
     classrun.write_csv(out / "grades.csv", [row for row in rows if row["student"] != "partial"])
     called = []
@@ -429,14 +440,14 @@ def test_resume_grades_only_the_rest(graded_class, serial_run, tmp_path, monkeyp
     res = classrun.grade(graded_class["course"], MODULE, graded_class["subs"], out, students=QUICK,
                          progress=lambda *a, **k: None, resume=True)
     assert called == [] and sorted(r.student for r in res) == sorted(QUICK)
-    assert _rows(out / "grades.csv", QUICK) == _rows(serial_run / "grades.csv", QUICK)
+    assert _rows(out / "grades.csv", QUICK) == _rows(serial_run["out"] / "grades.csv", QUICK)
 
 
 def test_resume_regrades_a_changed_submission_on_fresh_hidden_inputs(graded_class, serial_run, tmp_path):
     """--resume regrades exactly the students whose graded notebooks changed, each on hidden inputs drawn
     afresh (a seed from run.json's, the student and the new files); the unchanged keep theirs."""
     out, sub_dir = tmp_path / "out", tmp_path / "subs"
-    shutil.copytree(serial_run, out)
+    shutil.copytree(serial_run["out"], out)
     for s in QUICK:
         shutil.copytree(graded_class["subs"] / s, sub_dir / s)
     for stem in ("stats_dev", "extra_dev"):  # "partial" resubmits the full solution
@@ -513,13 +524,13 @@ def test_hidden_answers_harvested_from_feedback_are_worth_nothing_after_resubmis
         sub_dir / "hardcoded" / "stats_dev.ipynb").read_text()
 
 
-def test_a_seed_repeats_the_hidden_inputs(graded_class, tmp_path):
+def test_a_seed_repeats_the_hidden_inputs(graded_class, serial_run):
     """Each student's hidden inputs come from the run's seed, the student and the files: the same seed
-    and files give the same student seed and verdicts; another run seed, another student seed."""
-    seed = json.loads((graded_class["out"] / "run.json").read_text())["seed"]
+    and files give the same student seed and verdicts (the serial run, given the class run's seed);
+    another run seed, another student seed."""
+    seed = serial_run["seed"]
     verdicts = lambda r: {k: (v["ok"], v["message"]) for k, v in _tests(r, "stats_dev").items()}  # noqa: E731
-    (same,) = classrun.grade(graded_class["course"], MODULE, graded_class["subs"], tmp_path / "same",
-                             students=["hardcoded"], progress=lambda *a, **k: None, jobs=1, seed=seed)
+    same = serial_run["results"]["hardcoded"]
     assert same.seed == graded_class["results"]["hardcoded"].seed
     assert verdicts(same) == verdicts(graded_class["results"]["hardcoded"])
     folder, wanted = graded_class["subs"] / "hardcoded", {"stats_dev.ipynb", "extra_dev.ipynb"}
@@ -608,10 +619,12 @@ def test_sandbox_hides_the_host_and_the_network(bwrap, root, tmp_path):
 # ---- end to end on the real module 19 ------------------------------------------------------------
 
 @pytest.mark.slow
-def test_the_instructors_solutions_get_every_point_of_module_19_on_a_loaded_machine(course, tmp_path, bwrap, release_19):
-    """The solution notebooks score every autograded point (written answers pending for the instructor)
-    with a CPU hog beside the run; the release scores 0, each test naming what is missing; a written
-    answer is pending manual grading, an unanswered one says so, neither is a failure."""
+def test_the_instructors_solutions_get_every_point_of_module_19(course, tmp_path, bwrap, release_19):
+    """The solution notebooks score every autograded point (written answers pending for the instructor),
+    graded beside three other students (two at once: each student's tests and feedback run side by side, so
+    the two cores are shared by four busy processes most of the run; a CPU hog beside the tests that measure
+    time: the next test); the release scores 0, each test naming what is missing; a written answer is
+    pending manual grading, an unanswered one says so, neither is a failure."""
     module = "19_benchmarking"
     graded = nbgrader_glue.module_assignment_notebooks(course.nbs_dir, module)
     rel = release_19  # read only: built once per test run (tests/shared_fixtures.py)
@@ -638,13 +651,8 @@ def test_the_instructors_solutions_get_every_point_of_module_19_on_a_loaded_mach
     # "reader" hands in the energy notebook whose measurement reads its test's fake counter instead of measuring
     energy = subs.load(next(nb for nb in graded if nb.name == "energy_dev.ipynb"))
     subs.save(subs.energy_fake_reader(energy), sub_dir / "reader" / "energy_dev.ipynb")
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        res = {r.student: r for r in classrun.grade(course, module, sub_dir, tmp_path / "out",
-                                                    progress=lambda *a, **k: None, jobs=2)}
-    finally:
-        hog.kill()
-        hog.wait()
+    res = {r.student: r for r in classrun.grade(course, module, sub_dir, tmp_path / "out",
+                                                progress=lambda *a, **k: None, jobs=2)}
     sol, blank = res["solution"], res["blank"]
     assert sol.max_score == expected and sol.manual_pending == manual, sol
     assert sol.score == expected - manual and sol.reason == "", sol.reason
@@ -664,6 +672,33 @@ def test_the_instructors_solutions_get_every_point_of_module_19_on_a_loaded_mach
     assert (tmp_path / "out" / "students" / "blank" / "feedback" / "results_dev.html").is_file()
     reader = _tests(res["reader"], "energy_dev")  # the fake stays in the judge: nothing to read there
     assert not reader["test-energy-counter"]["ok"] and reader["test-energy-rapl-zones"]["ok"], reader
+
+
+# the notebooks whose graded tests time real code (precise_timer around a spin, a model's latency and its
+# compliance decision) and hold the statistics every other verdict rests on
+TIMED = ("results_dev.ipynb", "tinymlperf_dev.ipynb")
+
+
+@pytest.mark.slow
+def test_module_19s_timing_tests_pass_for_the_solutions_beside_a_cpu_hog(course, tmp_path, bwrap):
+    """The solutions of the notebooks whose graded tests time real code score every point with a CPU hog
+    beside the run (jobs 1: the student's tests and feedback and the hog, three busy processes on the
+    machine); the whole module's solutions are graded (without a hog) by the test above."""
+    module = "19_benchmarking"
+    graded = [nb for nb in nbgrader_glue.module_assignment_notebooks(course.nbs_dir, module) if nb.name in TIMED]
+    assert [nb.name for nb in graded] == sorted(TIMED)
+    expected = sum(sum(subs.points(subs.load(nb)).values()) for nb in graded)
+    for nb in graded:
+        shutil.copy2(nb, (tmp_path / "subs" / "solution").mkdir(parents=True, exist_ok=True) or
+                     tmp_path / "subs" / "solution" / nb.name)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        (sol,) = classrun.grade(course, module, tmp_path / "subs", tmp_path / "out", notebooks=graded,
+                                progress=lambda *a, **k: None, jobs=1)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert (sol.score, sol.max_score, sol.status, sol.reason) == (expected, expected, "passed", ""), sol.reason
 
 
 def test_a_file_beside_the_notebooks_is_part_of_what_is_graded(tmp_path):

@@ -29,7 +29,6 @@ from pathlib import Path
 import pytest
 
 from fixtures import submissions as subs
-from tito.notebooks.student_release import release
 from tito.config import Course
 from tito.grading import classrun
 from tito.isolation import untrusted
@@ -40,6 +39,13 @@ CELL_TIMEOUT = 5
 MODULE = "01_stats"
 EXTRA = subs.POINTS["extra-double"]
 STATS = subs.FULL - EXTRA
+
+@pytest.fixture(scope="module", autouse=True)
+def one_template_per_assignment(tmp_path_factory):
+    """Each grading run here copies its assignment template, built once per test run (subs.templates_built_once)."""
+    with subs.templates_built_once(tmp_path_factory):
+        yield
+
 
 # module code of the hog student: detached busy processes named "zzhog<pid of the process that made them>"
 HOG = '''
@@ -237,16 +243,16 @@ def hog_comms() -> list[str]:
     return out
 
 
-def stats_class(base: Path, root: Path) -> tuple[Course, Path]:
-    """The stats course (low caps) in BASE/course and its honest and hog students in BASE/submissions."""
-    course_dir = subs.make_stats_course(base / "course", root, cell_timeout=CELL_TIMEOUT)
-    with open(course_dir / "settings.ini", "a", encoding="utf-8") as f:
-        f.write("submission_notebook_mb = 1\nsubmission_folder_mb = 2\n")
-    course = Course.load(course_dir)
-    rel = release(course, MODULE)
+LOW_CAPS = "submission_notebook_mb = 1\nsubmission_folder_mb = 2\n"  # of the hostile class's course (settings.ini)
+
+
+def stats_class(base: Path) -> tuple[Course, Path]:
+    """The stats course, released, in BASE/course (subs.stats_course, with LOW_CAPS) and its honest and hog
+    students in BASE/submissions."""
+    course = Course.load(base / "course")
     stems = ("stats_dev", "extra_dev")
     source = {s: subs.load(course.nbs_dir / MODULE / f"{s}.ipynb") for s in stems}
-    blank = {s: subs.load(rel.release_dir / f"{s}.ipynb") for s in stems}
+    blank = {s: subs.load(course.release_dir / MODULE / f"{s}.ipynb") for s in stems}
     honest_rest = {s: blank[s] for s in stems}
     for gid in ("stats-normalize", "stats-time-it", "extra-double"):
         stem = subs.NOTEBOOKS[gid]
@@ -254,9 +260,10 @@ def stats_class(base: Path, root: Path) -> tuple[Course, Path]:
     hog = subs._cheat(honest_rest, "", {"stats-mean": "_hog()\nreturn sum(xs) / len(xs)",
                                         "stats-spread": "if _mine():\n    return -1\nreturn max(self.xs) - min(self.xs)"},
                       module_code=HOG)
-    # in the feedback run: a cell that keeps six hogs and itself busy for four seconds
-    hog["stats_dev"] = subs._added_cell(hog["stats_dev"], "import time\n_hog(6)\nt = time.time()\n"
-                                        "while time.time() - t < 4:\n    pass\nprint('hogs started')", "hogcell")
+    # in the feedback run: a cell that keeps two more hogs and itself busy for two seconds (detached hogs of
+    # a feedback run, made while it runs: as few as show it; each call's three already load the machine)
+    hog["stats_dev"] = subs._added_cell(hog["stats_dev"], "import time\n_hog(2)\nt = time.time()\n"
+                                        "while time.time() - t < 2:\n    pass\nprint('hogs started')", "hogcell")
     leak = subs._cheat(honest_rest, "", {"stats-mean": "_drop(repr(xs))\nreturn sum(xs) / len(xs)",
                                          "stats-spread": "_drop(repr(self.xs))\nreturn max(self.xs) - min(self.xs)"},
                        module_code=LEAK)
@@ -279,7 +286,8 @@ def hostile(tmp_path_factory, root):
     if sandbox.find() is None:
         pytest.fail(sandbox.registered().install_hint)
     base = tmp_path_factory.mktemp("hostile")
-    course, sub = stats_class(base, root)
+    subs.stats_course(tmp_path_factory, base / "course", root, CELL_TIMEOUT, LOW_CAPS)
+    course, sub = stats_class(base)
     assert (course.submission_notebook_mb, course.submission_folder_mb) == (1, 2)
     source = {s: subs.load(course.nbs_dir / MODULE / f"{s}.ipynb") for s in ("stats_dev", "extra_dev")}
     for name in ("c-pipe", "d-zero", "e-big", "f-deep", "g-bigfolder", "h-badcells"):
@@ -621,13 +629,13 @@ def test_a_student_with_many_busy_processes_gets_one_share():
 
 NONROOT_USER = "gradeu"
 NONROOT_SCRIPT = """
-import json, sys, tempfile
+import json, sys
 from pathlib import Path
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
 import test_grading_hostile as t
 from tito.grading import classrun
-base = Path(tempfile.mkdtemp(prefix="tito-nonroot-"))
-course, sub = t.stats_class(base, Path(sys.argv[2]))
+base = Path(sys.argv[3])  # the course copied there, this user's
+course, sub = t.stats_class(base)
 lines = []
 results = classrun.grade(course, t.MODULE, sub, base / "out", progress=lines.append, jobs=2)
 rows = classrun.read_csv(base / "out" / "grades.csv")
@@ -636,22 +644,33 @@ leak = [json.dumps(c.get("outputs", [])) for m in ("found |= set(", 'print("OTHE
 print("RESULT " + json.dumps({"scores": {r.student: [r.score, r.max_score, r.reason] for r in results},
                               "sandbox": sorted({row["sandbox"] for row in rows}), "console": lines,
                               "hogs_after": t.hog_comms(), "leak_shown": leak}))
-import shutil; shutil.rmtree(base, ignore_errors=True)
 """
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"),
                     reason="needs root to run the class as an unprivileged user (runuser)")
-def test_a_normal_users_run_says_what_it_goes_without(root):
+def test_a_normal_users_run_says_what_it_goes_without(root, tmp_path_factory):
     """The honest and hog students graded by an unprivileged user: the honest one gets every point,
     no hog survives, and the console and grades.csv name every whole-sandbox protection it lacked."""
+    import pwd
+    import tempfile
+
     from tito.isolation import limits
 
     if subprocess.run(["id", NONROOT_USER], capture_output=True).returncode != 0:
         subprocess.run(["useradd", "-m", NONROOT_USER], check=True)
-    done = subprocess.run(["runuser", "-u", NONROOT_USER, "--", sys.executable, "-c", NONROOT_SCRIPT,
-                           str(Path(__file__).parent), str(root)], capture_output=True, text=True, timeout=900,
-                          cwd="/tmp", env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": f"/home/{NONROOT_USER}"})
+    base = Path(tempfile.mkdtemp(prefix="tito-nonroot-"))  # the course released once per run, theirs here
+    try:
+        subs.stats_course(tmp_path_factory, base / "course", root, CELL_TIMEOUT, LOW_CAPS)
+        user = pwd.getpwnam(NONROOT_USER)
+        for p in [base, *base.rglob("*")]:
+            os.chown(p, user.pw_uid, user.pw_gid, follow_symlinks=False)
+        done = subprocess.run(["runuser", "-u", NONROOT_USER, "--", sys.executable, "-c", NONROOT_SCRIPT,
+                               str(Path(__file__).parent), str(root), str(base)], capture_output=True, text=True,
+                              timeout=900, cwd="/tmp",
+                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": f"/home/{NONROOT_USER}"})
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
     line = next((l for l in done.stdout.splitlines() if l.startswith("RESULT ")), None)
     assert line, done.stdout[-3000:] + done.stderr[-3000:]
     got = json.loads(line[len("RESULT "):])
@@ -699,18 +718,14 @@ def test_a_file_name_cannot_write_lines_or_escapes_into_the_report(tmp_path):
 
 # ---- a student's time budget ----------------------------------------------------------------------------
 
-def test_a_sleeping_student_costs_the_class_its_budget_only(tmp_path, root):
+def test_a_sleeping_student_costs_the_class_its_budget_only(tmp_path, root, tmp_path_factory):
     """settings.ini student_seconds = 45: a student whose code sleeps (every call, and a feedback run of
     a minute) is stopped there, their unfinished notebooks scoring 0 with the reason; an honest student
     of the same run is graded in full."""
     if sandbox.find() is None:
         pytest.fail(sandbox.registered().install_hint)
-    course_dir = subs.make_stats_course(tmp_path / "course", root, cell_timeout=CELL_TIMEOUT)
-    with open(course_dir / "settings.ini", "a", encoding="utf-8") as f:
-        f.write("student_seconds = 45\n")
-    course = Course.load(course_dir)
+    course, rel = subs.stats_course(tmp_path_factory, tmp_path / "course", root, CELL_TIMEOUT, "student_seconds = 45\n")
     assert course.student_seconds == 45
-    rel = release(course, MODULE)
     stems = ("stats_dev", "extra_dev")
     source = {s: subs.load(course.nbs_dir / MODULE / f"{s}.ipynb") for s in stems}
     blank = {s: subs.load(rel.release_dir / f"{s}.ipynb") for s in stems}

@@ -15,10 +15,8 @@ from pathlib import Path
 import pytest
 from fixtures import submissions as subs
 
-from tito.config import Course
 from tito.isolation import limits as limits_mod
 from tito.isolation import sandbox
-from tito.notebooks.student_release import release
 
 MODULE = "01_stats"
 NO_NAMESPACES = Path(__file__).parent / "fixtures" / "no_namespaces.py"
@@ -31,8 +29,7 @@ def small_class(tmp_path_factory, root):
     if sandbox.find() is None:
         pytest.fail(sandbox.registered().install_hint)
     base = tmp_path_factory.mktemp("limits")
-    course = Course.load(subs.make_stats_course(base / "course", root, cell_timeout=10))
-    rel = release(course, MODULE)
+    course, rel = subs.stats_course(tmp_path_factory, base / "course", root, cell_timeout=10)
     for stem in ("stats_dev", "extra_dev"):
         subs.save(subs.load(course.nbs_dir / MODULE / f"{stem}.ipynb"), base / "subs" / "honest" / f"{stem}.ipynb")
         subs.save(subs.load(rel.release_dir / f"{stem}.ipynb"), base / "subs" / "blank" / f"{stem}.ipynb")
