@@ -38,7 +38,8 @@ def agg_backend(monkeypatch):
 # worker is left with one of them at the end while the other idles (sum of each file's test seconds,
 # 2 workers, busy machine, 2026-11-29; the order is what matters; the grading files scaled by their
 # measured before/after ratio when their classes came to share one release and template per run)
-LONGEST_FIRST = {"test_grading.py": 650, "test_grading_hostile.py": 200,
+LONGEST_FIRST = {"test_grading.py": 420, "test_grading_hostile.py": 200,
+                 "test_grading_module19.py": 230,  # the two Module 19 runs, out of test_grading.py (s43g: 162 + 36 s quiet)
                  # s43o (issue 43): each file's 2026-11-29 sum less the seconds of the runs it no longer makes
                  # (judge: the --resume of its whole class, now proved in test_olympics_groups; python_support: the
                  # five pip resolutions at once; lesson_mutations: one `module complete`; cli: one submit)

@@ -156,7 +156,7 @@ def test_old_csv_reads_with_every_column(tmp_path):
 
 
 # Grading them (pending, never a failure; "no written answer" when unanswered) is checked where the whole
-# module is graded once: tests/test_grading.py::test_the_instructors_solutions_get_every_point_of_module_19_...
+# module is graded once: tests/test_grading_module19.py::test_the_instructors_solutions_get_every_point_of_module_19
 
 
 # ---- the notebook's graded code tasks: another solution passes, typical mistakes are named -----------
