@@ -399,8 +399,9 @@ def _serve(jobs: int, preload: list[str] | None) -> int:
         try:
             __import__(name)
             loaded.append(name)
-        except ImportError as e:  # the job imports it itself, and fails there if it must
-            print(f"tito job server: not preloaded: {name} ({e})", file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - the job imports it itself, and fails there if it must (torch's
+            # compiler stack raises RuntimeError, not ImportError, on a Python it does not support)
+            print(f"tito job server: not preloaded: {name} ({type(e).__name__}: {e})", file=sys.stderr)
     out = sys.stdout
 
     def emit(obj: dict) -> None:
