@@ -14,6 +14,7 @@ from tinytorch.benchmarking.defaults import (CALIBRATION_SPLIT, DEFAULT_MODEL_NA
                                              write_hardware_artifacts)
 from tinytorch.benchmarking.digits import default_digits_model, load_digits_split
 from tinytorch.benchmarking.optimize import quantize_int8
+from tinytorch.benchmarking.report import load_payload
 from tinytorch.benchmarking.suite import BenchmarkSuite
 
 FAST = dict(measurement_runs=2, warmup_runs=0, batch_sizes=(1,))
@@ -97,6 +98,9 @@ def test_user_model_run_is_silent_without_log(tmp_path, capsys):
     assert out["results"]["latency"]["wide"].count == 2 and "accuracy" not in out["results"]
     payload = json.loads(out["json"].read_text())
     assert payload["unavailable"]["accuracy"]["wide"].startswith("no labelled data fits input shape (1, 4, 5)")
+    assert out["results"]["latency"]["wide"].metadata["input_shape"] == [1, 4, 5], "timed on the user's input shape"
+    assert "no labelled data fits" in out["suite"].unavailable["accuracy"]["wide"]
+    assert load_payload(out["json"])["unavailable"] == payload["unavailable"], "the reason loads back with the results"
     assert out["report"].is_file() and out["csv"].is_file() and all(p.is_file() for p in out["plots"])
     lines = []
     run_default_benchmark(tmp_path / "o2", model_path=path, input_shape=(1, 4, 5), log=lines.append, **FAST)
