@@ -233,8 +233,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                  'tinytorch/benchmarking/metrics.py')},
             'tinytorch.benchmarking.olympics': { 'tinytorch.benchmarking.olympics.EventRules': ( '19_benchmarking/olympics_dev.html#eventrules',
                                                                                                  'tinytorch/benchmarking/olympics.py'),
-                                                 'tinytorch.benchmarking.olympics.EventRules.counts_speed': ( '19_benchmarking/olympics_dev.html#eventrules.counts_speed',
-                                                                                                              'tinytorch/benchmarking/olympics.py'),
                                                  'tinytorch.benchmarking.olympics._bench_improvement': ( '19_benchmarking/olympics_dev.html#_bench_improvement',
                                                                                                          'tinytorch/benchmarking/olympics.py'),
                                                  'tinytorch.benchmarking.olympics._check_doc': ( '19_benchmarking/olympics_dev.html#_check_doc',
