@@ -120,3 +120,23 @@ def test_submit_and_the_judge_measure_the_course_baseline_alike(tmp_path):
         assert r.returncode == 0, r.stderr[-3000:]
     got = [r.stdout.split()[-1] for r in runs]
     assert got[0] == got[1], got
+
+
+def test_the_cli_s_events_are_the_registry_s_and_another_is_refused_by_name(capsys):
+    "`tito olympics` knows the events without importing torch: its names and default must be the registry's."
+    import inspect
+
+    from tinytorch.benchmarking.olympics import DEFAULT_EVENT, EVENT_RULES, OlympicEvent
+    from tito.cli import build_parser, main
+    from tito.commands import olympics as cli
+
+    assert cli.EVENTS == tuple(e.value for e in OlympicEvent) and set(EVENT_RULES) == set(OlympicEvent)
+    assert cli.DEFAULT_EVENT == DEFAULT_EVENT.value == inspect.signature(cli.olympics_submit).parameters["event"].default
+    for action in ("submit", "judge", "leaderboard"):
+        args = ["olympics", action] + (["folder"] if action != "submit" else []) + (["--output-dir", "o"] if action == "judge" else [])
+        assert build_parser().parse_args(args).event == DEFAULT_EVENT.value
+        assert build_parser().parse_args(args + ["--event", "ALL_AROUND"]).event == "all_around"  # a member's name too
+        with pytest.raises(SystemExit) as refused:
+            main(args + ["--event", "marathon"])
+        err = capsys.readouterr().err
+        assert refused.value.code == 2 and "marathon" in err and all(repr(n) in err for n in cli.EVENTS), err

@@ -829,3 +829,21 @@ def test_the_judge_takes_student_ids_by_grading_s_rule(tmp_path):
     assert [st.name for st in valid] == ["cy"]
     assert "as a student id" in rejected["ann lee"]
     assert all("the same student id as" in rejected[n] for n in ("Bob", "bob"))
+
+
+def test_each_event_s_judged_score_is_its_registry_row():
+    "Every event's judged score against a hand-computed figure (not the registry's formula), and which events count speed."
+    from tinytorch.benchmarking.olympics import EVENT_RULES, OlympicEvent
+
+    base, opt = [4.0, 6.0, 3.0, 8.0, 5.0], [2.0, 2.0, 2.0, 2.0, 2.5]  # per-round speed-ups 2, 3, 1.5, 4, 2: median 2
+    record = {"round_mean_ms": {"baseline": base, "optimized": opt},
+              "correct": {"baseline": [1, 1, 1, 1], "optimized": [1, 1, 1, 0]}, "size_bytes": {"baseline": 800, "optimized": 100}}
+    rounds = [b / o for b, o in zip(base, opt)]
+    expected = {"latency_sprint": 2.0, "memory_challenge": 8.0, "accuracy_contest": 0.75,
+                "extreme_push": 16.0,  # the median of speed-up x 8 per round
+                "all_around": sorted((s * 8 * 0.75) ** (1 / 3) for s in rounds)[2]}
+    for event, value in expected.items():
+        score = judged_figures(record, event)["score"]
+        assert score["value"] == pytest.approx(value, rel=1e-12), (event, score)
+        assert score["rule"] == EVENT_RULES[OlympicEvent(event)].score
+    assert {e.value for e, r in EVENT_RULES.items() if r.counts_speed} == {"latency_sprint", "all_around", "extreme_push"}

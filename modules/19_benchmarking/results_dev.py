@@ -2107,12 +2107,12 @@ if __name__ == "__main__":
     test_unit_eval_data_and_top1()
 
 # %% [markdown]
-# ## Model size: two quantities, two names
+# ## Model size: three quantities, three names
 #
-# "How big is the model?" has two honest answers, each with its own name: the **model size** (the original
-# course code's "Model Size (MB)", the model file's size: `serialized_bytes`, the `model_size` metric), tensors
-# plus the container's overhead, which dominates for tiny models; and **`state_dict_tensor_bytes`**, every tensor
-# at its real element size (what must fit in a device's memory: `memory_result`, `model_memory_mb`).
+# "How big is the model?" has three honest answers, three names: the **model size** (the original course code's
+# "Model Size (MB)": `serialized_bytes`, the `model_size` metric), tensors plus the container's overhead, which dominates
+# for tiny models; **`state_dict_tensor_bytes`**, every tensor at its real element size (what must fit in a device's memory:
+# `memory_result`, `model_memory_mb`); and **`model_file_bytes`**, what a loader reads of a file handed in (the Olympics').
 #
 # The tensor count has a trap. An int8 `Linear` keeps its weight *packed*: the state dict holds
 # a tuple `(quantized weight, bias)`, and a quantized tensor stores int8 integers **plus** its

@@ -10,7 +10,7 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -34,23 +34,28 @@ SUBMISSION_VERSION = 3  # 3: model_size is the model file's bytes by the judge's
 
 @dataclass(frozen=True)
 class EventRules:
+    """One event, one row; `per_round(speedup, compression, retention)`: its score per timing round (None: no timing in
+    it, so a speed-up claim does not count). `EVENT_RULES[get_event("extreme_push")].per_round(2.0, 3.0, 1.0)` is 6.0."""
     event: OlympicEvent
     constraints: tuple[tuple[str, str, float], ...]  # each (quantity, ">=" or "<", threshold)
     score: str  # what the score measures
     description: str
+    per_round: Callable[[Any, float, Any], Any] | None = None
+    counts_speed = property(lambda self: self.per_round is not None, doc="whether a speed-up claim counts for the event")
 
 
 EVENT_RULES: dict[OlympicEvent, EventRules] = {r.event: r for r in (
     EventRules(OlympicEvent.LATENCY_SPRINT, (("accuracy", ">=", 0.85),), "speedup",
-               "maximise speedup = median latency of the baseline / of the optimised model"),
+               "maximise speedup = median latency of the baseline / of the optimised model", lambda s, c, r: s),
     EventRules(OlympicEvent.MEMORY_CHALLENGE, (("accuracy", ">=", 0.85),), "compression_ratio",
                "maximise compression = model file bytes of the baseline / of the optimised model"),
     EventRules(OlympicEvent.ACCURACY_CONTEST, (("latency_median_ms", "<", 100.0), ("model_size_bytes", "<", 10 * MiB)), "accuracy",
                "maximise top-1 accuracy of the optimised model"),
     EventRules(OlympicEvent.ALL_AROUND, (("accuracy", ">=", 0.85),), "all_around",
-               "maximise the geometric mean of speedup, compression ratio and accuracy retention"),
+               "maximise the geometric mean of speedup, compression ratio and accuracy retention", lambda s, c, r: np.cbrt(s * c * r)),
     EventRules(OlympicEvent.EXTREME_PUSH, (("accuracy", ">=", 0.80),), "speedup_x_compression",
-               "maximise speedup × compression ratio"))}
+               "maximise speedup × compression ratio", lambda s, c, r: s * c))}
+DEFAULT_EVENT = OlympicEvent.MEMORY_CHALLENGE  # `tito olympics`'s event when none is named (no timing: any machine)
 
 
 def get_event(event: OlympicEvent | str) -> OlympicEvent:
@@ -61,13 +66,13 @@ def get_event(event: OlympicEvent | str) -> OlympicEvent:
     raise ValueError(f"event: unknown event {event!r}; expected one of {[e.value for e in OlympicEvent]}")
 
 # %% auto #0
-__all__ = ['SUBMISSION_SCHEMA', 'SUBMISSION_VERSION', 'EVENT_RULES', 'DEFAULT_TOLERANCE', 'DEFAULT_TECHNIQUES', 'SAVE_RECIPE',
-           'SIZE_METHOD', 'MANGLE_PREFIX', 'PICKLE_WALK_MB', 'JUDGE_TOLERANCE', 'EventRules', 'get_event',
-           'check_constraints', 'pickle_storage_keys', 'counted_records', 'model_file_bytes', 'claim_check',
-           'speedup_check', 'median_interval', 'state_dict_sha256', 'is_onnx_file', 'onnx_file_state', 'weights_sha256',
-           'default_olympics_models', 'generate_submission', 'submission_format_error', 'validate_submission',
-           'submission_tolerance', 'verify_submission', 'rank_with_ties', 'judged_figures', 'faster_on_repeats',
-           'score_separable', 'rank_judged', 'compare_optimization_techniques']
+__all__ = ['SUBMISSION_SCHEMA', 'SUBMISSION_VERSION', 'EVENT_RULES', 'DEFAULT_EVENT', 'DEFAULT_TOLERANCE', 'DEFAULT_TECHNIQUES',
+           'SAVE_RECIPE', 'SIZE_METHOD', 'MANGLE_PREFIX', 'PICKLE_WALK_MB', 'JUDGE_TOLERANCE', 'EventRules',
+           'get_event', 'check_constraints', 'pickle_storage_keys', 'counted_records', 'model_file_bytes',
+           'claim_check', 'speedup_check', 'median_interval', 'state_dict_sha256', 'is_onnx_file', 'onnx_file_state',
+           'weights_sha256', 'default_olympics_models', 'generate_submission', 'submission_format_error',
+           'validate_submission', 'submission_tolerance', 'verify_submission', 'rank_with_ties', 'judged_figures',
+           'faster_on_repeats', 'score_separable', 'rank_judged', 'compare_optimization_techniques']
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #076264e1
 def check_constraints(event: OlympicEvent | str, measured: Mapping[str, float | None],
@@ -396,10 +401,11 @@ def _combined(base: Mapping[str, Any], opt: Mapping[str, Any], seed: int) -> dic
     cb, co = (np.asarray(m["accuracy"]["per_sample_correct"], dtype=float) for m in (base, opt))
     raw = [np.asarray(base["latency"]["values"], dtype=float), np.asarray(opt["latency"]["values"], dtype=float), np.arange(cb.size)]
     speedup = lambda b, o: np.median(b, axis=1) / np.median(o, axis=1)  # noqa: E731
-    stats = {"speedup_x_compression": lambda b, o, i: speedup(b, o) * cr,
-             "all_around": lambda b, o, i: np.cbrt(speedup(b, o) * cr * co[i.astype(int)].mean(1) / cb[i.astype(int)].mean(1))}
-    return {k: _retention({"value": None, "baseline": 0}) if k == "all_around" and not cb.any() else {"value": float(f(*(x[None, :] for x in raw))[0]), **dict(
-        zip(("ci_lower", "ci_upper"), bootstrap_interval(f, raw, seed=seed, confidence=1 - ALPHA)))} for k, f in stats.items()}
+    stats = {EVENT_RULES[e].score: (lambda f: lambda b, o, i: f(speedup(b, o), cr, co[i.astype(int)].mean(1) / cb[i.astype(int)].mean(1)))(
+        EVENT_RULES[e].per_round) for e in (OlympicEvent.EXTREME_PUSH, OlympicEvent.ALL_AROUND)}  # each event's formula
+    with np.errstate(divide="ignore", invalid="ignore"):  # a resample's 0/0 retention is nan (all-around: None, below)
+        return {k: _retention({"value": None, "baseline": 0}) if k == "all_around" and not cb.any() else {"value": float(f(*(x[None, :] for x in raw))[0]), **dict(
+            zip(("ci_lower", "ci_upper"), bootstrap_interval(f, raw, seed=seed, confidence=1 - ALPHA)))} for k, f in stats.items()}
 
 
 def _improvements(base: Mapping[str, Any], opt: Mapping[str, Any], seed: int) -> dict[str, Any]:
@@ -610,7 +616,7 @@ def verify_submission(path: str | Path, model: nn.Module, dataset: Any = None, *
         speed = speedup_check(claim["value"], ratios, claimed_lower=claim.get("ci_lower"), tolerance=tol["latency_rel"])
         checks += [{"claim": "speedup", "claimed": speed["claimed"], "measured": speed["measured"], "holds": not speed["contradicted"],
                     "interval": [speed["ci_lower"], speed["ci_upper"]], "tolerance": tol["latency_rel"], "method": speed["method"],
-                    "counts": EVENT_RULES[get_event(doc["event"])].score in ("speedup", "all_around", "speedup_x_compression")},
+                    "counts": EVENT_RULES[get_event(doc["event"])].counts_speed},
                    check("compression_ratio", doc["improvements"]["compression_ratio"]["value"],
                          raw["baseline"]["model_size"]["bytes"] / mine["model_size"]["bytes"], "size_rel")]
     else:
@@ -650,19 +656,18 @@ def judged_figures(record: Mapping[str, Any], event: OlympicEvent | str, seed: i
     a_base, a_opt = acc["baseline"].mean, acc["optimized"].mean
     retention = a_opt / a_base if a_base else None
     with_interval = lambda x: (float(np.median(x)), *median_interval(x, seed))  # noqa: E731
-    sp, rule = with_interval(speedups), EVENT_RULES[ev].score
+    sp, rules, rule = with_interval(speedups), EVENT_RULES[ev], EVENT_RULES[ev].score
     if rule == "compression_ratio":
         samples, kind, (v, lo, hi) = [compression], "exact", (compression,) * 3
     elif rule == "accuracy":
         samples, kind = list(correct["optimized"]), "proportion"
         v, lo, hi = a_opt, acc["optimized"].ci_lower, acc["optimized"].ci_upper
     else:
-        per_round = {"speedup": speedups, "speedup_x_compression": speedups * compression,
-                     "all_around": np.cbrt(speedups * compression * max(retention or 0.0, 0.0))}[rule]
+        per_round = np.asarray(rules.per_round(speedups, compression, max(retention or 0.0, 0.0)), dtype=float)
         samples, kind, (v, lo, hi) = per_round.tolist(), "rounds", with_interval(per_round)
         if rule == "all_around" and a_base:  # one resample of rounds and of image indices (paired), as a submission's
             cb, co = (np.asarray(correct[r], dtype=float) for r in ("baseline", "optimized"))
-            lo, hi = bootstrap_interval(lambda s, i: np.median(np.cbrt(s * compression * (
+            lo, hi = bootstrap_interval(lambda s, i: np.median(rules.per_round(s, compression, (
                 co[i.astype(int)].mean(1) / cb[i.astype(int)].mean(1))[:, None]), axis=1), [speedups, np.arange(cb.size)], seed=seed)
     return {"speedup": {"value": sp[0], "ci_lower": sp[1], "ci_upper": sp[2],
                         "method": "median over rounds of baseline / optimised time in the same round; bootstrap interval"},

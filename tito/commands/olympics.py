@@ -16,6 +16,13 @@ from tito.config import TitoError
 from tito.isolation.sanitize import console_line
 
 
+# The events' names and the default event, for argparse without importing torch (`tito --help` stays quick): the
+# rules live in one registry, `tinytorch.benchmarking.olympics.EVENT_RULES` (and `DEFAULT_EVENT`); the tests check
+# that these two lines name the same events and default (tests/test_olympics_cli.py).
+EVENTS = ("latency_sprint", "memory_challenge", "accuracy_contest", "all_around", "extreme_push")
+DEFAULT_EVENT = "memory_challenge"
+
+
 def _olympics():
     try:
         from tinytorch.benchmarking import olympics
@@ -90,7 +97,7 @@ def _submission_models(model_path=None, baseline_path=None) -> tuple:
     return base, mine, techniques
 
 
-def olympics_submit(event="memory_challenge", participant: str = "anonymous", output_path="submission.json",
+def olympics_submit(event: str = DEFAULT_EVENT, participant: str = "anonymous", output_path="submission.json",
                     measurement_runs: int = 30, *, model_path=None, baseline_path=None) -> dict:
     """Benchmark a baseline against an optimized model for `event` and write the submission: the
     bundled pair (`default_olympics_models`), or the model in `model_path` against `baseline_path`
@@ -314,7 +321,8 @@ def add_parser(sub, lazy) -> None:
     from tito.olympics.sandboxes import TIMEOUTS
 
     osub = s.add_subparsers(dest="olympics_command", metavar="ACTION", required=True)
-    events = "latency_sprint, memory_challenge, accuracy_contest, all_around, extreme_push"
+    event = dict(choices=EVENTS, default=DEFAULT_EVENT, type=str.lower, metavar="EVENT",  # argparse names them if refused
+                 help=f"one of {', '.join(EVENTS)} (default {DEFAULT_EVENT}; the rules: EVENT_RULES)")
     c = osub.add_parser("submit", help="benchmark your model (or the default pair) and write a submission",
                         description="Benchmark a baseline against an optimized model with one protocol and write "
                                     "a versioned submission JSON. Default: the bundled digits CNN against its "
@@ -323,7 +331,7 @@ def add_parser(sub, lazy) -> None:
                    "example).save(FILE): works for a class defined in a notebook), torch.save(module), a "
                    "DigitsCNN state dict, or an .onnx file (run by ONNX Runtime)")
     c.add_argument("--baseline", default=None, help="its baseline (default: the bundled digits CNN)")
-    c.add_argument("--event", default="memory_challenge", help=f"one of {events} (default memory_challenge)")
+    c.add_argument("--event", **event)
     c.add_argument("--participant", default="anonymous", help="name recorded in the submission")
     c.add_argument("--output", default="submission.json", help="submission file (default submission.json)")
     c.add_argument("--runs", type=int, default=30, help="timed samples per model (default 30)")
@@ -350,7 +358,7 @@ def add_parser(sub, lazy) -> None:
                                     "rounds, sizes), check each submission's claims, flag students with the "
                                     "same model, and write the leaderboard.")
     c.add_argument("submissions_dir", help="folder with one folder per student: submission.json and the model file")
-    c.add_argument("--event", default="memory_challenge", help=f"one of {events}")
+    c.add_argument("--event", **event)
     c.add_argument("--output-dir", required=True, help="where the leaderboard, per-student JSON and plot go")
     c.add_argument("--jobs", type=int, default=1, help="sandboxes started at once (the timing runs one at a time)")
     c.add_argument("--rounds", type=int, default=30, help="interleaved timing rounds (default 30, at least 6)")
@@ -373,6 +381,6 @@ def add_parser(sub, lazy) -> None:
                                     "machine; `olympics judge` measures them here); overlapping score intervals "
                                     "are ties; invalid files are listed with their reasons.")
     c.add_argument("submissions_dir", help="folder of submission JSON files")
-    c.add_argument("--event", default="memory_challenge", help=f"one of {events}")
+    c.add_argument("--event", **event)
     c.add_argument("--output", default=None, help="also write OUTPUT.md and OUTPUT.csv")
     c.set_defaults(func=lazy("olympics", "leaderboard"))
