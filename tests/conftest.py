@@ -33,6 +33,18 @@ def agg_backend(monkeypatch):
 
 # ---- the course repository only: a student kit's conftest ends here (tito.notebooks.kit.kit_conftest) ----
 
+@pytest.fixture(scope="session")
+def bwrap():
+    """The sandbox backend (bubblewrap, which loads the seccomp filter): the sandbox tests FAIL (never skip)
+    without it, saying how to get it."""
+    from tito.isolation import sandbox
+
+    box = sandbox.find()
+    if box is None:
+        pytest.fail(sandbox.registered().install_hint)
+    return box
+
+
 # `tito test` runs pytest through pytest-xdist with each file in one worker (`--dist loadfile
 # --no-loadscope-reorder`), handing files out in collection order: the longest go first, so that no
 # worker is left with one of them at the end while the other idles (sum of each file's test seconds,

@@ -79,15 +79,6 @@ def test_enclosing_qualname():
 
 # ---- the class run on the small course -----------------------------------------------------------
 
-@pytest.fixture(scope="session")
-def bwrap():
-    """The sandbox tests need bubblewrap: they FAIL (never skip) without it, saying how to get it."""
-    path = sandbox.find()
-    if path is None:
-        pytest.fail(sandbox.registered().install_hint)
-    return path
-
-
 class _Listener:
     """A TCP server on this machine's loopback that records every connection (the network caller's target)."""
 

@@ -14,7 +14,6 @@ from fixtures import submissions as subs
 
 from tito.grading import classrun
 from tito.grading.per_student import TOTAL
-from tito.isolation import sandbox
 from tito.notebooks import nbgrader_glue
 
 
@@ -24,15 +23,6 @@ def one_template_per_assignment(tmp_path_factory):
     (subs.templates_built_once, subs.warm_caches_built_once): shared with tests/test_class_gradebook.py."""
     with subs.templates_built_once(tmp_path_factory), subs.warm_caches_built_once(tmp_path_factory):
         yield
-
-
-@pytest.fixture(scope="session")
-def bwrap():
-    """The sandbox tests need bubblewrap: they FAIL (never skip) without it, saying how to get it."""
-    path = sandbox.find()
-    if path is None:
-        pytest.fail(sandbox.registered().install_hint)
-    return path
 
 
 def _tests(result, notebook: str) -> dict:

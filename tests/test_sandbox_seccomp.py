@@ -46,14 +46,6 @@ for k, (r, e) in out.items():
 '''
 
 
-@pytest.fixture(scope="module")
-def bwrap():
-    box = sandbox.find()   # the registered backend (bubblewrap) loads the filter
-    if box is None:
-        pytest.fail(sandbox.registered().install_hint)
-    return box
-
-
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="the probe knows x86_64's and aarch64's numbers")
 @pytest.mark.parametrize("caps", [None, ("CAP_SETUID", "CAP_SETGID")])
 def test_the_sandbox_cannot_use_the_kernels_keyrings(bwrap, caps):
