@@ -304,6 +304,13 @@ class JobServer:
             self.pending -= 1
             return msg
 
+    def discard(self) -> None:
+        """Stop a server that got no job (every notebook and test file from the cache): the rest of its preload,
+        torch's compiler stack and the like, would be CPU spent for nothing (it is started before the keys are known,
+        so that its imports overlap the export)."""
+        if self.pending == 0:
+            process.kill_group(self.p)
+
     def close(self) -> None:
         try:
             if self.p.stdin and not self.p.stdin.closed:
@@ -522,6 +529,8 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
                 r.report = task_reports(r, pkg.owner_of_file)
         dispatch.ready_test_files(tfiles, runs, tdir, ws_root, pkg)
         dispatch.send()
+        if not server.pending:
+            server.discard()
         while server.pending:
             dispatch.done(server.next(), runs, tfiles, tdir, ws_root, pkg, timeout)
         dispatch.ready_test_files(tfiles, runs, tdir, ws_root, pkg)  # what is left is skipped
