@@ -169,9 +169,8 @@ def run_default_benchmark(
     stay off too). Accuracy is measured where the digits data fits the model, else it is unavailable
     with the reason. `model`: what `load_model_file(model_path)` returned, for a caller that loaded it already.
     `budget_s`: the latency benchmark samples until every row's comparison with the first is decided, within
-    that many seconds (`Benchmark`'s `budget_s`; None: `BUDGET_PER_MODEL_S` per row). `plots=False` draws no
-    PNGs (`"plots"` is then `[]`; the report, JSON and CSV are written as ever): for a caller that reads the figures
-    only, such as a test (the plots are about a third of a small run's time).
+    that many seconds (`Benchmark`'s `budget_s`; None: `BUDGET_PER_MODEL_S` per row). `plots=False`: no PNGs
+    (`"plots"` is `[]`; report, JSON and CSV as ever), for a caller that reads the figures only (a test).
 
     Returns `{"output_dir", "report", "json", "csv", "plots", "models", "runtimes", "results",
     "comparisons", "runtime_comparisons", "unavailable_models", "compile_seconds", "suite"}` (results as
@@ -245,9 +244,7 @@ def run_default_benchmark(
     runtime_comparisons = cross_runtime_comparisons(suite, list(models), runtimes) if len(runtimes) > 1 else []
     compile_seconds = {n: r.metadata.get("compile_seconds") for n, r in suite.results.get("latency", {}).items()
                        if suite.benchmark.adapters[n].kind == "compiled"}
-    draw, plots = plots, []
-    if draw and suite.results:
-        plots = suite.plot_results()
+    draw, plots = plots, (suite.plot_results() if plots and suite.results else [])
     if draw and "latency" in suite.results:
         plots.append(suite.plot_latency_distribution())
         second = next((m for m in ("accuracy", "model_size") if m in suite.results), None)
