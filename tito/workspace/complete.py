@@ -82,6 +82,7 @@ from tito.workspace import layout
 KEY_VERSION = 2  # 2: executed_hash from per-function digests
 CACHE = "complete-cache.json"
 TEST_FILE_GUESS_S = 4.0  # a test file's seconds before it has run once here (most of module 19's take 2-8 s)
+MARKED_KEEP = 400  # marked modules kept between runs at most (Module 19's package has about 90 modules)
 TEST_FILE_TIMEOUT_S = 1800  # one integration test file's pytest run at most
 LIB = "tinytorch"
 TITO_PKG = Path(__file__).resolve().parent.parent  # the tito package (this file is tito/workspace/complete.py)
@@ -681,6 +682,8 @@ class _Dispatch:
         self.server, self.jobs, self.cache, self.work = server, jobs, cache, work
         self.logs = work / "logs"
         self.marked = work / "marked"  # the package's modules compiled with the recording's marks (_marked_code)
+        if self.marked.is_dir() and sum(1 for _ in self.marked.iterdir()) > MARKED_KEEP:
+            shutil.rmtree(self.marked, ignore_errors=True)  # one file per version of a module: old edits pile up
         self.waiting: list[tuple[float, dict]] = []
         self.scripts: list[Path] = []
 
