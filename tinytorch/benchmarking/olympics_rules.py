@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .results import ALPHA, bootstrap_interval, decide, is_significant, model_state, onnx_state
+from .results import ALPHA, MiB, bootstrap_interval, decide, is_significant, model_state, onnx_state
 
 # %% auto #0
 __all__ = ['SIZE_METHOD', 'MANGLE_PREFIX', 'PICKLE_WALK_MB', 'pickle_storage_keys', 'counted_records', 'model_file_bytes',
@@ -103,7 +103,7 @@ def counted_records(model_file: str | Path | bytes) -> tuple[dict[str, int] | No
         counted: set[str] = set()
         try:
             for pkl, folder in (("data.pkl", "data/"), ("constants.pkl", "constants/")):
-                if sizes.get(prefix + pkl, 0) > PICKLE_WALK_MB * 2**20:  # not walked (the judge's time): all counts
+                if sizes.get(prefix + pkl, 0) > PICKLE_WALK_MB * MiB:  # not walked (the judge's time): all counts
                     raise ValueError(f"{pkl} is over {PICKLE_WALK_MB} MiB")
                 if prefix + pkl in sizes:
                     counted.add(prefix + pkl)
@@ -142,7 +142,7 @@ def model_file_bytes(model_file: str | Path | bytes) -> tuple[int, str]:
         names = list(seen)
         prefix = names[0].split("/", 1)[0] + "/" if names and "/" in names[0] else ""
         text = {prefix + "data.pkl", prefix + "constants.pkl"}  # the pickles and the code: where class names are
-        once = [n for n in records if seen.get(n) == 1 and records[n] <= PICKLE_WALK_MB * 2**20
+        once = [n for n in records if seen.get(n) == 1 and records[n] <= PICKLE_WALK_MB * MiB
                 and (n in text or (n.startswith(prefix + "code/") and n.endswith(".py")))]
         try:
             mangled = sum(z.read(n).count(MANGLE_PREFIX) for n in once)
