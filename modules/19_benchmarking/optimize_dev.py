@@ -85,9 +85,10 @@ def expect_error(fn, *args, name: str, why: str = "", **kwargs) -> None:
 # %%
 #| export
 def model_size_bytes(model: nn.Module) -> int:
-    """An alias only, kept for code that calls it ("Model Size" is the original course's word for this quantity):
-    `results.serialized_bytes(model)[0]`, the integer bytes of the saved model; the lesson and the library call
-    `serialized_bytes` (`model_size_bytes(nn.Linear(4, 2))` is `serialized_bytes(nn.Linear(4, 2))[0]`)."""
+    """An alias of `results.serialized_bytes(model)[0]`, the integer bytes of the saved model (`model_size_bytes(nn.Linear(4,
+    2))` is `serialized_bytes(nn.Linear(4, 2))[0]`); the graded tests call it because a name this module exports runs
+    where the graded model lives (the grader's copy of a quantized model can save to other bytes); the lesson calls
+    `serialized_bytes`."""
     return serialized_bytes(model)[0]
 
 
@@ -649,7 +650,7 @@ def test_unit_ablation():
     acc, size, lat = (r["results"][m] for m in ("accuracy", "model_size", "latency"))
     got = [(type(acc[o]).__name__, acc[o].count, type(size[o]).__name__, size[o].mean, type(lat[o]).__name__,
             lat[o].count >= 20) for o in ABLATION_ORDERS]
-    exp = [("ProportionResult", len(y), "CountResult", serialized_bytes(r["models"][o])[0], "BenchmarkResult", True)
+    exp = [("ProportionResult", len(y), "CountResult", model_size_bytes(r["models"][o]), "BenchmarkResult", True)
            for o in ABLATION_ORDERS]
     assert got == exp, f"results per order: expected (type, images scored, type, bytes, type, >= 20 samples) {exp}, got {got}"
     assert "pruned_after" in r["models"][second].tinytorch_quantization and "pruned_after" not in \
@@ -707,7 +708,7 @@ def test_unit_ablation():
         got = (type(res["accuracy"]).__name__, res["accuracy"].count, res["accuracy"].correct,
                type(res["model_size"]).__name__, res["model_size"].mean, type(res["latency"]).__name__,
                res["latency"].count >= 6)
-        exp = ("ProportionResult", n, right, "CountResult", serialized_bytes(m)[0], "BenchmarkResult", True)
+        exp = ("ProportionResult", n, right, "CountResult", model_size_bytes(m), "BenchmarkResult", True)
         assert got == exp, (f"{o}: expected (type, images scored, correct, type, bytes, type, >= 6 samples) {exp}, got "
                             f"{got}")
         assert r["sparsity"][o] >= amount - 0.01, (f"{o}: both orders prune {amount:.1%} of the weights, got "
