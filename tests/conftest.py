@@ -47,20 +47,16 @@ def bwrap():
 
 # `tito test` runs pytest through pytest-xdist with each file in one worker (`--dist loadfile
 # --no-loadscope-reorder`), handing files out in collection order: the longest go first, so that no
-# worker is left with one of them at the end while the other idles (sum of each file's test seconds,
-# 2 workers, busy machine, 2026-11-29; the order is what matters; the grading files scaled by their
-# measured before/after ratio when their classes came to share one release and template per run)
-LONGEST_FIRST = {"test_grading.py": 420, "test_grading_hostile.py": 200,
-                 "test_grading_module19.py": 230,  # the two Module 19 runs, out of test_grading.py (s43g: 162 + 36 s quiet)
-                 # s43o (issue 43): each file's 2026-11-29 sum less the seconds of the runs it no longer makes
-                 # (judge: the --resume of its whole class, now proved in test_olympics_groups; python_support: the
-                 # five pip resolutions at once; lesson_mutations: one `module complete`; cli: one submit)
-                 "test_olympics_judge.py": 331,
-                 "test_olympics_attacks.py": 210,  # issue 42's attack class (2 judge runs), 2026-11-29
-                 "test_lesson.py": 289, "test_student_kit.py": 250, "test_python_support.py": 150,
-                 "test_student_workflow.py": 171, "test_olympics_cli.py": 150,
-                 "test_grading_limits.py": 75, "test_class_gradebook.py": 119, "test_olympics_groups.py": 105,
-                 "test_lesson_mutations.py": 102, "test_lesson_timing.py": 99, "test_toolchain.py": 65, "test_cli.py": 58}
+# worker is left with one of them at the end while the other idles. Seconds: the sum of each file's test
+# times (setup + call + teardown) in the quiet fresh-clone run of 98bc489 (2 workers, 2026-11-29, JUnit XML;
+# docs/performance.md "Issue 43, round 3"); a file not named here goes after these, in collection order.
+LONGEST_FIRST = {"test_grading.py": 168, "test_grading_module19.py": 147, "test_student_kit.py": 138,
+                 "test_grading_hostile.py": 126, "test_olympics_judge.py": 120, "test_python_support.py": 97,
+                 "test_lesson.py": 90, "test_olympics_attacks.py": 90, "test_olympics_cli.py": 77,
+                 "test_student_workflow.py": 50, "test_class_gradebook.py": 50, "test_toolchain.py": 25,
+                 "test_olympics_groups.py": 19, "test_lesson_timing.py": 18, "test_lesson_mutations.py": 18,
+                 "test_grading_limits.py": 16, "test_cli.py": 15, "test_seed_contract_tinymlperf.py": 14,
+                 "test_olympics_onnx.py": 13, "test_lesson_written.py": 12, "test_19_runtimes.py": 11}
 
 
 @pytest.fixture(scope="session")

@@ -103,12 +103,15 @@ def test_user_model_run_is_silent_without_log(tmp_path, capsys):
     assert load_payload(out["json"])["unavailable"] == payload["unavailable"], "the reason loads back with the results"
     assert out["report"].is_file() and out["csv"].is_file() and all(p.is_file() for p in out["plots"])
     lines = []
-    run_default_benchmark(tmp_path / "o2", model_path=path, input_shape=(1, 4, 5), log=lines.append, **FAST)
+    quiet = run_default_benchmark(tmp_path / "o2", model_path=path, input_shape=(1, 4, 5), log=lines.append,
+                                  plots=False, **FAST)
     assert lines == ["preparing 1 model(s) under eager on cpu ..."], lines
+    assert quiet["plots"] == [] and not list((tmp_path / "o2").glob("*.png")), "plots=False draws nothing"
+    assert quiet["report"].is_file() and quiet["json"].is_file() and quiet["csv"].is_file()
 
 
 def test_default_run_compares_each_runtime_with_eager(tmp_path):
-    out = run_default_benchmark(tmp_path / "o", runtimes="eager,onnxruntime", **FAST)
+    out = run_default_benchmark(tmp_path / "o", runtimes="eager,onnxruntime", plots=False, **FAST)  # figures only
     rows = [f"{m}[{rt}]" for rt in ("eager", "onnxruntime") for m in DEFAULT_MODEL_NAMES]
     assert out["models"] == rows and out["unavailable_models"] == {}
     pairs = {((c.model_a, c.model_b), c.metric) for c in out["runtime_comparisons"]}
@@ -130,6 +133,9 @@ def test_bad_input_is_named_before_measuring(tmp_path):
     for bad in (0, -2.0, float("nan"), float("inf"), "3", True):
         with pytest.raises(ValueError, match="budget_s: expected a positive number of seconds"):
             run_default_benchmark(tmp_path / "c", budget_s=bad)
+    for bad in (0, "no", None):
+        with pytest.raises(ValueError, match="plots: expected True or False"):
+            run_default_benchmark(tmp_path / "c", plots=bad)
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     with pytest.raises(OSError, match="output_dir"):

@@ -150,7 +150,7 @@ def test_user_digits_shaped_model_gets_accuracy(tmp_path):
     path = tmp_path / "mine.pt"
     torch.jit.save(torch.jit.trace(default_digits_model(), torch.zeros(1, 1, 8, 8)), str(path))
     out = run_default_benchmark(tmp_path / "o", measurement_runs=2, warmup_runs=0, quiet=True, model_path=path,
-                                input_shape=(1, 1, 8, 8), batch_sizes=(1,))
+                                input_shape=(1, 1, 8, 8), batch_sizes=(1,), plots=False)  # figures only
     assert out["results"]["accuracy"]["mine"].count == 450
     assert out["results"]["model_size"]["mine"].metadata["method"] == "measured: bytes of torch.jit.save(model)"
 

@@ -138,7 +138,7 @@ def test_onnx_file_through_the_default_benchmark(tmp_path, digits):
     model, X, _ = digits
     path = to_onnx(model, X[:1], tmp_path / "cnn.onnx")
     out = run_default_benchmark(tmp_path / "out", measurement_runs=3, warmup_runs=1, quiet=True, model_path=path,
-                                input_shape=(1, 1, 8, 8), batch_sizes=(1,))
+                                input_shape=(1, 1, 8, 8), batch_sizes=(1,), plots=False)  # figures only
     name = "cnn[onnxruntime]"
     assert out["models"] == [name]
     assert out["results"]["latency"][name].count == 3 and out["results"]["accuracy"][name].mean > 0.9

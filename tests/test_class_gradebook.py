@@ -416,9 +416,12 @@ def test_formgrader_command_prints_its_url_and_stops_on_ctrl_c(klass, template, 
 
     out = _copy(klass, tmp_path)
     course_dir.prepare(out, template, MODULE, "tinytorch")
+    # Ctrl-C in a terminal: SIGINT at its default, whatever this run inherited (a suite started with `cmd &` from a
+    # script, or under `setsid nohup`, ignores SIGINT, and Python then never raises KeyboardInterrupt)
     p = subprocess.Popen([sys.executable, "-m", "tito", "formgrader", "19", "--output-dir", str(out)], cwd=root,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env={**os.environ, "TITO_NO_BOOTSTRAP": "1"})
+                         env={**os.environ, "TITO_NO_BOOTSTRAP": "1"},
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         url = None
         for line in p.stdout:

@@ -505,9 +505,10 @@ def test_no_notebook_imports_one_read_later():
 TASK_LINE = re.compile(r"\*\*Your task \((easy|medium|hard), (\d+) points?\)\.\*\*")
 NBGRADER_HEADER = re.compile(r"^# %%(?: \[markdown\])? nbgrader=(\{.*\})\s*$")
 TARGETS = {"solution_lines": 600, "graded_tasks": 25, "medium_or_hard_share": 0.5, "module_19_lines": 8423,
-           "module_19_library_lines": 996}  # 8423 (issue 45 items 6 and 4: was 9347, target <= 8,600): the reading path only,
+           "module_19_library_lines": 1000}  # 8423 (issue 45 items 6, 4: was 9351, target <= 8,600): the reading path only,
 # 8417 after item 6, +6 for item 4 (each size quantity's one name, its aliases said to be aliases, in the lesson's text);
-# library code no task asks for left it for library notebooks outside the reading order, counted on their own (996): report_dev
+# library code no task asks for left it for library notebooks outside the reading order, counted on their own (1000, with issue 44's +4 in
+# defaults_dev: run_default_benchmark(plots=False), so that tests reading only the figures draw no PNGs): report_dev
 # (the report, from suite_dev), defaults_dev (the default benchmark, whole) and olympics_rules_dev (the judge's size,
 # claim and fingerprint rules, from olympics_dev); +5 (issue 45 items 5, 4): an Olympics event's score per timing round in its EventRules row (the formulas left judged_figures and _combined), DEFAULT_EVENT for the CLI, and the size heading's third quantity, model_file_bytes; +1 (issue 44): the t degrees-of-freedom mistake named in both of its tests; 9060: the judge's size rule moved in from tito (issue 34); +16: a submission's tolerance may only tighten, a claimed interval excuses at most the tolerance (red team s38), the measured reason for the 100% speed-up tolerance; +229 (issue 41): the three verdicts as a graded task (scaffold, code, visible test: ~95), their reasons and verdict texts, CPU-time comparisons and the headline (median) interval in results (~55), sampling until decided in Benchmark (~40), the report's Samples section and tie outcomes (~22), TinyMLPerf's latency decided on the median's interval and the defaults' budget (~17); +37 (issue 42): counted_records and faster_on_repeats, the rules the judge's size and no-caching audits apply; the timing machinery itself went into Module 15, which this cap does not count
 

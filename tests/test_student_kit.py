@@ -325,9 +325,11 @@ def test_hand_in_walk_from_the_kit_to_the_grade(course, kits, tmp_path):
     """`module submit 19` in a kit writes one archive named for the student, holding the notebooks and the capstone's
     submission.json and the model it names, nothing else; a folder of two such archives and two Canvas-named ones
     (one LMS's download per folder: Moodle's are collected in test_handin), beside a zip with `../` names, one with a link, one of 10,000 files and one expanding to 1 GB, is
-    graded with the right student ids (one notebook's worth: results_dev), no "not graded" file of an honest
-    student, and each hostile archive refused for its student only. The judge takes the capstone files from the
-    same hand-ins (issue 44's scripted walk)."""
+    unpacked under the right student ids, no "not graded" file of an honest student, and each hostile archive
+    refused for its student only; one student of each kind of hand-in (alice's `module submit` archive, the
+    Canvas-named 1001) is graded in full (one notebook's worth: results_dev), the other two unpacked to the same
+    files (issue 43: grading identical copies again proved nothing more). The judge takes the capstone files
+    from the same hand-ins (issue 44's scripted walk)."""
     from test_handin import bomb_zip, make_zip
 
     from tito.grading import classrun, handin
@@ -372,9 +374,12 @@ def test_hand_in_walk_from_the_kit_to_the_grade(course, kits, tmp_path):
     assert sorted(got.sources) == ["1001", "2002", "alice", "bob"], got.problems
     assert sorted(line.split(":", 1)[0] for line in got.problems) == ["bomb", "dotdot", "linker", "many"], got.problems
     nbs = [course.nbs_dir / MODULE / "results_dev.ipynb"]
+    files = lambda who: {p.relative_to(got.folder / who): p.read_bytes()  # noqa: E731
+                         for p in sorted((got.folder / who).rglob("*")) if p.is_file()}
+    assert files("bob") == files("alice") and files("2002") == files("1001") == files("alice")
     results = classrun.grade(course, MODULE, got.folder, out, notebooks=nbs, jobs=2, progress=lambda *a, **k: None,
-                             extra_problems=got.problems)
-    assert sorted(r.student for r in results) == ["1001", "2002", "alice", "bob"]
+                             extra_problems=got.problems, students=["1001", "alice"])
+    assert sorted(r.student for r in results) == ["1001", "alice"]
     assert all(r.status == "passed" and r.score == r.max_score > 0 for r in results), [
         (r.student, r.status, r.score, r.max_score, r.reason[:200]) for r in results]
     problems = (out / "problems.txt").read_text().splitlines()

@@ -437,6 +437,38 @@ def test_complete_reruns_a_test_file_only_when_code_it_executed_changed(mini, tm
         "test_07_base.py", "test_07_two.py", "test_07_user.py"]
 
 
+def test_complete_reruns_a_notebook_only_when_code_it_executed_changed(mini, tmp_path, capsys, monkeypatch):
+    """Notebooks keep a key by what their inline tests executed, as test files do (issue 44): alpha imports
+    mini_base and calls square; a function added to mini_base changes the module's outline (zeta and alpha run
+    again), an edit of that function's body, which no test calls, runs nothing, and an edit of square runs zeta and
+    alpha again."""
+    runs = tmp_path / "runs.txt"
+    monkeypatch.setenv("MINI_RUNS", str(runs))
+    dest = _mini_workspace(mini, tmp_path, ("zeta_dev", "alpha_dev", "mid_dev"))
+    rc, out, last = _complete(mini, dest, capsys)
+    assert rc == 0, out
+    cache = json.loads((dest.parent / layout.SCRATCH / cmpl.CACHE).read_text())["inline"]
+    assert "square" in cache["alpha_dev.ipynb"]["executed"]["tinytorch.mini_base"], cache["alpha_dev.ipynb"]
+    assert "quad" in cache["alpha_dev.ipynb"]["executed"]["tinytorch.mini_user"]
+    assert "tinytorch.mini_leaf" not in cache["alpha_dev.ipynb"]["executed"]
+    assert any((dest.parent / layout.SCRATCH / "complete" / "marked").glob("*.marked")), "the marked code is kept"
+
+    _edit_code(dest / "zeta_dev.ipynb", "square", "return x * x", "return x * x\n\n\ndef cube(x):\n    return x * x * x")
+    rc, out, last = _complete(mini, dest, capsys)
+    assert rc == 0 and sorted(_runs(runs)[3:]) == ["alpha", "zeta"], (_runs(runs), out)
+
+    _edit_code(dest / "zeta_dev.ipynb", "square", "return x * x * x", "return x ** 3")
+    rc, out, last = _complete(mini, dest, capsys)
+    assert "return x ** 3" in (dest.parent / "tinytorch" / "mini_base.py").read_text(), "the edit was exported"
+    assert rc == 0 and _runs(runs)[5:] == [], "no test executed cube: nothing runs again"
+    assert all(v["cached"] for v in last["notebooks"].values()) and all(v["cached"] for v in last["integration"].values())
+
+    _edit_code(dest / "zeta_dev.ipynb", "square", "return x * x\n", "return x ** 2\n")
+    rc, out, last = _complete(mini, dest, capsys)
+    assert rc == 0 and sorted(_runs(runs)[5:]) == ["alpha", "zeta"], (_runs(runs), out)
+    assert sorted(n for n, v in last["integration"].items() if not v["cached"]) == ["test_07_base.py", "test_07_user.py"]
+
+
 def test_executed_hash_changes_only_with_what_ran(tmp_path):
     "A function's body counts when it ran; its signature, decorators and the module's own code always count."
     from tito.workspace.complete import executed_hash

@@ -223,6 +223,7 @@ def run_default_benchmark(
     log: Callable[[str], Any] | None = None,
     model: Any = None,
     budget_s: float | None = None,
+    plots: bool = True,
 ) -> dict[str, Any]:
     """Benchmark the bundled digits models (or the model in `model_path`: TorchScript, a pickled
     `nn.Module` or an ONNX file, run on `input_shape`) and write the report and plots into `output_dir`.
@@ -235,7 +236,8 @@ def run_default_benchmark(
     stay off too). Accuracy is measured where the digits data fits the model, else it is unavailable
     with the reason. `model`: what `load_model_file(model_path)` returned, for a caller that loaded it already.
     `budget_s`: the latency benchmark samples until every row's comparison with the first is decided, within
-    that many seconds (`Benchmark`'s `budget_s`; None: `BUDGET_PER_MODEL_S` per row).
+    that many seconds (`Benchmark`'s `budget_s`; None: `BUDGET_PER_MODEL_S` per row). `plots=False`: no PNGs
+    (`"plots"` is `[]`; report, JSON and CSV as ever), for a caller that reads the figures only (a test).
 
     Returns `{"output_dir", "report", "json", "csv", "plots", "models", "runtimes", "results",
     "comparisons", "runtime_comparisons", "unavailable_models", "compile_seconds", "suite"}` (results as
@@ -250,6 +252,8 @@ def run_default_benchmark(
     if budget_s is not None and (isinstance(budget_s, bool) or not isinstance(budget_s, (int, float))
                                  or not budget_s > 0 or budget_s == float("inf")):
         raise ValueError(f"budget_s: expected a positive number of seconds, got {budget_s!r}")
+    if not isinstance(plots, bool):
+        raise ValueError(f"plots: expected True or False, got {plots!r}")
     runtimes = parse_runtimes(runtimes)
     dev = check_device(device)
     out_dir = ensure_output_dir(output_dir)
@@ -307,8 +311,8 @@ def run_default_benchmark(
     runtime_comparisons = cross_runtime_comparisons(suite, list(models), runtimes) if len(runtimes) > 1 else []
     compile_seconds = {n: r.metadata.get("compile_seconds") for n, r in suite.results.get("latency", {}).items()
                        if suite.benchmark.adapters[n].kind == "compiled"}
-    plots = suite.plot_results() if suite.results else []
-    if "latency" in suite.results:
+    draw, plots = plots, (suite.plot_results() if plots and suite.results else [])
+    if draw and "latency" in suite.results:
         plots.append(suite.plot_latency_distribution())
         second = next((m for m in ("accuracy", "model_size") if m in suite.results), None)
         if second is not None:

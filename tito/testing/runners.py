@@ -52,7 +52,10 @@ class StageResult:
 
 def default_jobs() -> int:
     """How many test processes `tito test` runs at once: $TITO_JOBS, else the machine's cores, at most 4
-    (the suite holds beside a CPU hog, so its own parallel processes are load it is built to survive)."""
+    (the suite holds beside a CPU hog, so its own parallel processes are load it is built to survive). Not
+    more than the cores: the suite keeps them busy (a cpuacct cgroup: ~1.8 of 2 cores at 3 workers), and on 2
+    cores 3 workers made pytest slower, 705 -> 776 s quiet, its tests' summed time 1,386 -> 2,266 s
+    (docs/performance.md, "Issue 43, round 3")."""
     env = os.environ.get("TITO_JOBS", "").strip()
     if env:
         if not env.isdigit() or int(env) < 1:

@@ -42,7 +42,10 @@ environment, and the data. A test file that passed also keeps a second key, by w
 *executed* (tito.testing.inline_runner.record_executed): each module of the package its tests imported,
 with the bodies of the functions they never called cut out (executed_hash), and the package's
 module names; a later run uses the cached result when either key matches, so an edit to code the
-file's tests never ran does not run it again. A run that started another process (whose calls
+file's tests never ran does not run it again. A notebook whose inline tests passed (or stopped at a stub)
+keeps the same second key, by what its run executed ("inline-executed": its script, the package's modules it
+executed, the environment and data): an edit to a function of a module it imports but never called leaves it
+cached, as for a test file. A run that started another process (whose calls
 are not seen) keeps only the first key. Only results a re-run cannot change are kept: passed, not attempted and blocked
 (for a notebook), passed (for a test file); a failure runs again next time, since it may come
 from the machine's load.
@@ -79,6 +82,7 @@ from tito.workspace import layout
 KEY_VERSION = 2  # 2: executed_hash from per-function digests
 CACHE = "complete-cache.json"
 TEST_FILE_GUESS_S = 4.0  # a test file's seconds before it has run once here (most of module 19's take 2-8 s)
+MARKED_KEEP = 400  # marked modules kept between runs at most (Module 19's package has about 90 modules)
 TEST_FILE_TIMEOUT_S = 1800  # one integration test file's pytest run at most
 LIB = "tinytorch"
 TITO_PKG = Path(__file__).resolve().parent.parent  # the tito package (this file is tito/workspace/complete.py)
@@ -252,12 +256,13 @@ def _executed_modules(executed: dict | None, files: dict[str, Path]) -> dict[str
     return out
 
 
-def executed_key(own: str, executed: dict[str, list[str]], files: dict[str, Path], extra: dict) -> str:
-    """A test file's key by what its last run executed: its own text, the package's module names,
-    each executed module by executed_hash (a module since removed: None), and `extra`. An edit to
-    a function the file's tests never called, or to a module they never imported, leaves it."""
+def executed_key(own: str, executed: dict[str, list[str]], files: dict[str, Path], extra: dict,
+                 kind: str = "integration-executed") -> str:
+    """A test file's (or, with kind "inline-executed", a notebook's) key by what its last run executed: its own
+    text, the package's module names, each executed module by executed_hash (a module since removed: None), and
+    `extra`. An edit to a function its tests never called, or to a module they never imported, leaves it."""
     mods = {m: executed_hash(files[m], set(q)) if m in files else None for m, q in sorted(executed.items())}
-    body = {"kind": "integration-executed", "own": _sha(own), "package": sorted(files), "modules": mods, **extra}
+    body = {"kind": kind, "own": _sha(own), "package": sorted(files), "modules": mods, **extra}
     return _sha(json.dumps(body, sort_keys=True, default=str))
 
 
@@ -299,6 +304,13 @@ class JobServer:
                 continue
             self.pending -= 1
             return msg
+
+    def discard(self) -> None:
+        """Stop a server that got no job (every notebook and test file from the cache): the rest of its preload,
+        torch's compiler stack and the like, would be CPU spent for nothing (it is started before the keys are known,
+        so that its imports overlap the export)."""
+        if self.pending == 0:
+            process.kill_group(self.p)
 
     def close(self) -> None:
         try:
@@ -497,7 +509,10 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
         todo = []
         for r in runs:
             hit = cache["inline"].get(r.name)
-            if use_cache and hit and hit.get("key") == r.key:
+            if use_cache and hit and (hit.get("key") == r.key or (
+                    hit.get("executed") is not None and not r.syntax
+                    and hit.get("executed_key") == executed_key(r.code, hit["executed"], pkg.files, pkg.nb_extra,
+                                                                "inline-executed"))):
                 r.cached, r.result = True, hit["result"]
             elif not _cannot_run(r, broken):
                 todo.append(r)
@@ -508,13 +523,15 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
               + " ...", flush=True)
         tfiles, tdir = _test_file_runs(course, module, scratch, tests, runs, pkg, cache, use_cache)
         timeout = course.cell_timeout * 3
-        dispatch.inline(todo, tfiles, mod_dir, ws_root, timeout)
+        dispatch.inline(todo, tfiles, mod_dir, ws_root, timeout, pkg)
         print(f"[3/3] integration tests of the notebooks that pass, as they do ({len(tfiles)} file(s)) ...", flush=True)
         for r in runs:  # the cached ones are known now
             if r.cached:
                 r.report = task_reports(r, pkg.owner_of_file)
         dispatch.ready_test_files(tfiles, runs, tdir, ws_root, pkg)
         dispatch.send()
+        if not server.pending:
+            server.discard()
         while server.pending:
             dispatch.done(server.next(), runs, tfiles, tdir, ws_root, pkg, timeout)
         dispatch.ready_test_files(tfiles, runs, tdir, ws_root, pkg)  # what is left is skipped
@@ -568,6 +585,11 @@ class _Package:
                    {str(p.relative_to(mod_dir)): _sha(p.read_bytes())
                     for p in sorted((mod_dir / "data").rglob("*")) if p.is_file()})
 
+    @property
+    def nb_extra(self) -> dict:
+        "What a notebook's keys hold besides its code and the package's: the environment and the data files."
+        return {"env": self.envkey, "data": self.data}
+
     def owner_of_file(self, path: str) -> str | None:
         """The notebook (or the package file) a traceback's file belongs to."""
         p = Path(path).resolve()
@@ -590,7 +612,7 @@ def _notebook_runs(notebooks: list[Path], pkg: _Package) -> tuple[list[NotebookR
         for m in exports:
             pkg.exporter.setdefault(m, nb_path.name)
         mods = reach(named_modules(code, pkg.files), pkg.graph)
-        key = key_of("inline", code, mods, pkg.hashes, {"env": pkg.envkey, "data": pkg.data})
+        key = key_of("inline", code, mods, pkg.hashes, pkg.nb_extra)
         runs.append(NotebookRun(nb_path.name, nb_path, key, exports, notebook_tasks(nb), code,
                                 reaches=mods, syntax=syntax_errors(nb)))
         for err in runs[-1].syntax:
@@ -659,6 +681,9 @@ class _Dispatch:
     def __init__(self, server: JobServer, jobs: int, cache: dict, work: Path):
         self.server, self.jobs, self.cache, self.work = server, jobs, cache, work
         self.logs = work / "logs"
+        self.marked = work / "marked"  # the package's modules compiled with the recording's marks (_marked_code)
+        if self.marked.is_dir() and sum(1 for _ in self.marked.iterdir()) > MARKED_KEEP:
+            shutil.rmtree(self.marked, ignore_errors=True)  # one file per version of a module: old edits pile up
         self.waiting: list[tuple[float, dict]] = []
         self.scripts: list[Path] = []
 
@@ -671,7 +696,7 @@ class _Dispatch:
         return float(self.cache["seconds"].get(name, guess))
 
     def inline(self, todo: list[NotebookRun], tfiles: list[TestFileRun], mod_dir: Path, ws_root: Path,
-               timeout: float) -> None:
+               timeout: float, pkg: _Package) -> None:
         for r in todo:
             script = mod_dir / f".tito_inline_{r.path.stem}.py"  # beside the notebook: relative data paths work
             script.write_text(r.code, encoding="utf-8")
@@ -679,7 +704,8 @@ class _Dispatch:
             unlocks = sum(self.expected(tf.name, TEST_FILE_GUESS_S) for tf in tfiles if not tf.cached and r.name in tf.needs)
             self.waiting.append((self.expected(r.name, len(r.code) / 1e4) + unlocks,
                                  {"id": f"inline:{r.name}", "kind": "inline", "file": str(script),
-                                  "package_root": str(ws_root / LIB), "log": str(self.logs / f"{r.path.stem}.log"),
+                                  "package_root": str(ws_root / LIB), "record": str(pkg.lib), "marked": str(self.marked),
+                                  "log": str(self.logs / f"{r.path.stem}.log"),
                                   "result": str(self.work / f"{r.path.stem}.json"), "timeout": timeout}))
 
     def ready_test_files(self, tfiles: list[TestFileRun], runs: list[NotebookRun], tdir: Path, ws_root: Path,
@@ -714,7 +740,7 @@ class _Dispatch:
                                  {"id": f"pytest:{tf.name}", "kind": "pytest", "cwd": str(ws_root),
                                   "args": ["-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "--rootdir", str(tdir),
                                            "--confcutdir", str(tdir), "-c", os.devnull, *targets],
-                                  "record": str(pkg.lib), "log": str(self.logs / f"{stem}.log"),
+                                  "record": str(pkg.lib), "marked": str(self.marked), "log": str(self.logs / f"{stem}.log"),
                                   "result": str(self.work / f"{stem}.json"), "timeout": TEST_FILE_TIMEOUT_S}))
 
     def done(self, msg: dict, runs: list[NotebookRun], tfiles: list[TestFileRun], tdir: Path, ws_root: Path,
@@ -733,11 +759,15 @@ class _Dispatch:
                             "failed": 0}
             else:
                 r.result = msg["result"]
+            executed = _executed_modules(r.result.pop("executed", None), pkg.files)
+            unknown = r.result.pop("executed_unknown", None)
             r.report = task_reports(r, pkg.owner_of_file)
             cache["executions"][r.name] = cache["executions"].get(r.name, 0) + 1
             cache["seconds"][r.name] = r.seconds
             if _cacheable(r):
-                cache["inline"][r.name] = {"key": r.key, "result": r.result}
+                cache["inline"][r.name] = {"key": r.key, "result": r.result, "executed": executed,
+                                           "executed_unknown": unknown, "executed_key": None if executed is None else
+                                           executed_key(r.code, executed, pkg.files, pkg.nb_extra, "inline-executed")}
             else:
                 cache["inline"].pop(r.name, None)
             print(f"  {r.name}: {'passed' if r.ok else 'FAILED'} ({r.seconds:.1f} s, CPU {r.cpu_seconds:.1f} s)",
