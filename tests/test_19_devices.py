@@ -58,7 +58,7 @@ def test_watch_metrics_against_references():
     with ref:
         model(torch.zeros(2, 1, 8, 8))
     assert w["flops"] == ref.get_total_flops()
-    assert w["params_size_bytes"] == sum(p.numel() for p in model.parameters()) * 4
+    assert w["state_dict_tensor_bytes"] == sum(p.numel() for p in model.parameters()) * 4
     assert w["accuracy"] is None and "loader" in w["reasons"]["accuracy"]
     assert w["inference_median_ms"] is None and w["reasons"]["inference_median_ms"]
     assert w["throughput_sps"] == pytest.approx(2 / (w["latency_median_ms"] / 1e3))
@@ -114,7 +114,7 @@ def test_watch_metrics_with_a_pipeline_and_labels():
     w = measure_watch_metrics(DigitsCNN(), (1, 1, 8, 8), loader=digits_loader("test"), preprocess=lambda v: v / 16.0,
                               raw_input=torch.full((1, 1, 8, 8), 8.0), samples=3, startup_runs=2, cpu_window_s=0.2)
     assert w["inference_median_ms"] > 0 and w["accuracy"] + w["error_rate"] == pytest.approx(1.0)
-    assert w["serialized_bytes"] > w["params_size_bytes"], "the file adds pickle framing and names to the raw tensors"
+    assert w["serialized_bytes"] > w["state_dict_tensor_bytes"], "the file adds pickle framing and names to the raw tensors"
     assert all((w[k] is None) == (k in w["reasons"]) for k in ("temperature_c", "clock_mhz", "energy_mwh"))
     assert all(k in w["methods"] or k in w["reasons"] for k in w if k not in ("methods", "reasons"))
     with pytest.raises(ValueError, match="raw_input"):

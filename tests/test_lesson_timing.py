@@ -209,7 +209,7 @@ return m - half, m + half
     "no restore on an exception": ("timing-conditions", "fill", "fixed_threads", '''
 before = torch.get_num_threads()
 if threads is not None:
-    torch.set_num_threads(_positive_int(threads, "threads"))
+    torch.set_num_threads(positive_int(threads, "threads"))
 yield torch.get_num_threads()
 torch.set_num_threads(before)
 ''', "when the body raises"),

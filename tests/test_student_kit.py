@@ -21,7 +21,8 @@ import pytest
 
 from tito.notebooks import kit as rel
 from tito.workspace import layout
-from tito.config import Course, TitoError
+from tito.config import Course, TitoError, readme_library
+from tito.notebooks.student_release import reading_readme
 
 MODULE = "19_benchmarking"
 REGIONS = {"### BEGIN SOLUTION": ("### END SOLUTION", "solution"),
@@ -213,6 +214,15 @@ def test_reading_order(course, tmp_path):
     assert c.reading_order("01_x") == ["c", "b", "a"]  # the table's numbers, then what it does not name
     assert [p.name for p in c.in_reading_order("01_x", [Path("a.ipynb"), Path(".tito_inline_b.py")])] == \
         [".tito_inline_b.py", "a.ipynb"]
+    (tmp_path / "nbs" / "01_x" / "d.ipynb").write_text("{}")  # a library notebook: after the path, in its table's order
+    (tmp_path / "modules" / "01_x" / "README.md").write_text(
+        "| # | nb |\n|---|---|\n| 2 | `b` | two |\n| 1 | `c` | one |\n\n| goes with | nb |\n|---|---|\n"
+        "| beside 2 | `d.ipynb` | lib |\n| beside 1 | `a` | lib |\n")
+    assert c.reading_order("01_x") == ["c", "b", "d", "a"] and c.library_notebooks("01_x") == ["d", "a"]
+    assert readme_library(tmp_path / "modules" / "01_x" / "README.md") == [("d", 2), ("a", 1)]
+    readme = reading_readme(c, "01_x")
+    assert "| 1 | `c.ipynb` | one |\n| 2 | `b.ipynb` | two |\n\n" in readme, readme
+    assert "| beside 2 | `d.ipynb` | lib |\n| beside 1 | `a.ipynb` | lib |" in readme, readme
 
 
 def test_instructor_commands_refuse_in_the_kit(kits):
@@ -242,7 +252,9 @@ def test_student_path_in_the_kit(course, kits):
     p = _tito(kit, kit, "module", "start", "19", timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     listed = re.findall(r"^\s+\d+\. (\S+\.ipynb)$", p.stdout, re.M)
-    assert listed == [f"{s}.ipynb" for s in course.reading_order(MODULE)]
+    library = course.library_notebooks(MODULE)
+    assert listed == [f"{s}.ipynb" for s in course.reading_order(MODULE) if s not in library] and library
+    assert f"outside the reading order (no tasks): {', '.join(f'{s}.ipynb' for s in library)}" in p.stdout
     (cmd,) = [ln.strip() for ln in p.stdout.splitlines() if "module complete" in ln and ln.strip().startswith("cd ")]
     assert cmd == f"cd {MODULE} && python3 -m tito module complete 19", cmd
     mod_dir = kit / MODULE

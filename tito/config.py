@@ -115,24 +115,38 @@ class Course:
     def notebooks(self, module: str) -> list[Path]:
         return sorted((self.nbs_dir / module).glob("*.ipynb"))
 
+    def readme_path(self, module: str, folder: Path | None = None) -> Path | None:
+        """The first README.md with a reading-order table: in modules/NN_name/, `folder` (a workspace's module
+        folder) or release/NN_name/; None without one."""
+        for d in (self.modules_dir / module, folder, self.release_dir / module):
+            if d is not None and (Path(d) / "README.md").is_file() and readme_order(Path(d) / "README.md"):
+                return Path(d) / "README.md"
+        return None
+
     def reading_order(self, module: str, folder: Path | None = None) -> list[str]:
-        """The module's notebook stems in reading order: the numbered table of the first README.md
-        found in modules/NN_name/, `folder` (a workspace's module folder) or release/NN_name/, then
-        any notebook the table does not name, sorted. No README with a table: sorted by name.
+        """The module's notebook stems in reading order: the numbered table of its README (`_readme`), then its
+        library notebooks (`library_notebooks`), then any notebook neither names, sorted. No README with a table:
+        sorted by name.
 
             >>> Course.load().reading_order("19_benchmarking")[:2]
             ['results_dev', 'digits_dev']
         """
         have = {p.stem for d in (self.nbs_dir / module, folder, self.release_dir / module) if d is not None
                 for p in Path(d).glob("*.ipynb")}
-        table: list[str] = []
-        for d in (self.modules_dir / module, folder, self.release_dir / module):
-            if d is not None and (Path(d) / "README.md").is_file():
-                table = readme_order(Path(d) / "README.md")
-                if table:
-                    break
-        ordered = [s for s in table if s in have or not have]
+        readme = self.readme_path(module, folder)
+        table = [*readme_order(readme), *(s for s, _ in readme_library(readme))] if readme else []
+        ordered = [s for s in dict.fromkeys(table) if s in have or not have]
         return ordered + sorted(have - set(ordered))
+
+    def library_notebooks(self, module: str, folder: Path | None = None) -> list[str]:
+        """The stems of the module's library notebooks: outside the reading order, no tasks, shipped and exported
+        like the others (README rows `| beside N | `name` | ... |`, `readme_library`).
+
+            >>> Course.load().library_notebooks("19_benchmarking")[0]
+            'report_dev'
+        """
+        readme = self.readme_path(module, folder)
+        return [s for s, _ in readme_library(readme)] if readme else []
 
     def in_reading_order(self, module: str, paths: list[Path], folder: Path | None = None) -> list[Path]:
         """`paths` (notebooks or scripts of `module`) sorted by the reading order of their stems
@@ -166,3 +180,16 @@ def readme_order(readme: Path) -> list[str]:
         if stem not in seen:
             seen.append(stem)
     return seen
+
+
+_LIBRARY_ROW = re.compile(r"^\|\s*beside\s+(\d+)\s*\|\s*`?([\w.-]+?)`?\s*\|")
+
+
+def readme_library(readme: Path) -> list[tuple[str, int]]:
+    """Library notebooks from a README's rows `| beside N | `name` | ... |`: (stem, N) in the table's order, N the
+    step of the reading order each goes with; [] when there are none. They are outside the reading order."""
+    rows: dict[str, int] = {}
+    for line in Path(readme).read_text(encoding="utf-8").splitlines():
+        if m := _LIBRARY_ROW.match(line.strip()):
+            rows.setdefault(m.group(2).removesuffix(".ipynb").removesuffix(".py"), int(m.group(1)))
+    return list(rows.items())

@@ -49,7 +49,7 @@ import pandas as pd
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from tinytorch.profiling.timing import ModelAdapter, _positive_int, adapt, time_callable, time_model
+from tinytorch.profiling.timing import ModelAdapter, adapt, positive_int, time_callable, time_model
 
 # %%
 import os
@@ -1048,8 +1048,8 @@ class Profiler:
         >>> Profiler().latency_median_ms(torch.nn.Linear(64, 64), (1, 64), warmup=2, iterations=5) > 0
         True
         """
-        _positive_int(iterations, "iterations")
-        _positive_int(warmup, "warmup", minimum=0)
+        positive_int(iterations, "iterations")
+        positive_int(warmup, "warmup", minimum=0)
         a = adapt(model)
         x = _as_input(a, input_tensor, "input_tensor")
         if a.kind not in ("callable", "forward"):

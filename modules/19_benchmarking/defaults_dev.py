@@ -9,11 +9,11 @@
 # %% [markdown]
 # # Module 19, the default benchmark: the pieces put together
 #
-# What `tito benchmark` runs with no arguments, built only from what the notebooks before this one
+# What `tito benchmark` runs with no arguments, built only from what steps 1-8 of the reading order
 # export: the digits workload, `optimize`'s int8 and pruning, the runtimes (eager, `torch.compile`,
 # ONNX Runtime) and `BenchmarkSuite`. It lives in the library, not in the command line, so anyone can
-# run it from Python and the CLI only parses arguments and prints. No tasks here: read it to see how
-# the pieces fit.
+# run it from Python and the CLI only parses arguments and prints. A library notebook, outside the
+# reading order (no tasks): read it to see how the pieces fit.
 #
 # ```
 # digits_cnn ──┬─ quantize_int8 (calibrated on the TRAIN split) ─> digits_cnn_int8

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field, replace as _replace
 from pathlib import Path
 from typing import Any, Callable
 
-from tinytorch.profiling.timing import _positive_int, time_callable
+from tinytorch.profiling.timing import positive_int, time_callable
 
 # %% [markdown]
 # ## RAPL: the CPU package counter
@@ -583,7 +583,7 @@ def measure_energy(fn: Callable[[], Any], *, power_watts: float | None = None, l
             raise ValueError(f"{arg}: expected a positive number of {unit}, got {value!r}")
     if not min_window_s > 0:
         raise ValueError(f"min_window_s: expected a positive number of seconds, got {min_window_s!r}")
-    _positive_int(windows, "windows")
+    positive_int(windows, "windows")
     sync = sync or (lambda: None)
     if str(device).startswith("cuda"):
         index = int(str(device).split(":")[1]) if ":" in str(device) else 0

@@ -47,7 +47,7 @@ from tinytorch.benchmarking.metrics import (
     PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision)
 from tinytorch.benchmarking.results import BenchmarkResult, MiB, decide, serialized_bytes, write_atomic, write_json
 from tinytorch.profiling.profiler import Profiler
-from tinytorch.profiling.timing import _check_shape, _positive_int, system_info, time_callable
+from tinytorch.profiling.timing import _check_shape, positive_int, system_info, time_callable
 
 # %%
 #| export benchmarking.hardware_profile
@@ -63,7 +63,7 @@ from tinytorch.benchmarking.hardware import (
     ROOFLINE_METHOD, batch_shape, check_positive, check_real, estimate_layerwise_stats, roofline_estimate)
 from tinytorch.benchmarking.results import MiB, write_atomic, write_json
 from tinytorch.profiling.profiler import Profiler
-from tinytorch.profiling.timing import _positive_int, _read_text
+from tinytorch.profiling.timing import _read_text, positive_int
 
 # %%
 #| export benchmarking.devices
@@ -179,7 +179,7 @@ def estimate_layerwise_stats(model: nn.Module, batch_size: int = 1,
     """Per-layer-call output elements, parameter bytes, activation bytes and MACs for one batch, from
     `Profiler.layer_stats`. `input_shape` is one sample's shape: the digits CNN's is (1, 8, 8)."""
     sample = _check_shape(input_shape, "input_shape")
-    stats = Profiler().layer_stats(model, (_positive_int(batch_size, "batch_size"), *sample))
+    stats = Profiler().layer_stats(model, (positive_int(batch_size, "batch_size"), *sample))
     if stats.empty:
         raise ValueError("model: no leaf layer ran in the forward pass; layer-wise statistics need "
                          "nn.Module layers (Conv, Linear, ...) called in forward()")
@@ -356,14 +356,14 @@ if __name__ == "__main__":
 # %% nbgrader={"grade": false, "grade_id": "hardware-summary", "solution": true, "schema_version": 3}
 #| export
 def _rate_result(metric: str, unit: str, work: int, fn: Callable[[], Any], samples: int, method: str) -> BenchmarkResult:
-    t = time_callable(fn, warmup=2, samples=_positive_int(samples, "samples"))  # work per ns = G-units per second
+    t = time_callable(fn, warmup=2, samples=positive_int(samples, "samples"))  # work per ns = G-units per second
     return BenchmarkResult(metric, [work / ns for ns in t.per_call_ns], unit, {"method": method, "threads": t.threads})
 
 
 def memory_bandwidth_result(size_mb: int = 64, samples: int = 5) -> BenchmarkResult:
     """This machine's practical memory bandwidth, one GB/s (1e9 bytes) value per timed copy of a `size_mb` MiB
     float32 tensor (read + written): `memory_bandwidth_result(samples=3).median`."""
-    src = torch.ones(_positive_int(size_mb, "size_mb") * MiB // 4, dtype=torch.float32)
+    src = torch.ones(positive_int(size_mb, "size_mb") * MiB // 4, dtype=torch.float32)
     dst = torch.empty_like(src)
     return _rate_result("memory_bandwidth", "GB/s", 2 * src.numel() * 4, lambda: dst.copy_(src), samples,
                         f"measured: copy of a {size_mb} MiB float32 tensor, read + written")
@@ -371,7 +371,7 @@ def memory_bandwidth_result(size_mb: int = 64, samples: int = 5) -> BenchmarkRes
 
 def peak_gmacs_result(n: int = 512, samples: int = 5) -> BenchmarkResult:
     "This machine's practical float32 compute, one GMAC/s value per timed n×n×n matmul: `peak_gmacs_result(samples=3).median`."
-    a, b = torch.randn(_positive_int(n, "n"), n), torch.randn(n, n)
+    a, b = torch.randn(positive_int(n, "n"), n), torch.randn(n, n)
     return _rate_result("peak_compute", "GMAC/s", n**3, lambda: torch.mm(a, b), samples, f"measured: {n}x{n}x{n} float32 matmul")
 
 
@@ -551,7 +551,7 @@ def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
     """One row per (precision, batch size): measured metrics and whether they meet `constraints`. Static int8 of
     a conv model is calibrated on `calibration_data` (never on `loader`), named by `calibration_split`."""
     precisions = [check_precision(p) for p in precisions]
-    batch_sizes = [_positive_int(b, "batch_sizes") for b in batch_sizes]
+    batch_sizes = [positive_int(b, "batch_sizes") for b in batch_sizes]
     if not precisions or not batch_sizes:
         raise ValueError(f"precisions, batch_sizes: expected at least one of each, got {precisions}, {batch_sizes}")
     constraints = dict(constraints or {})
@@ -694,8 +694,8 @@ class HardwareProfile:
 #| export benchmarking.hardware_profile
 def estimate_batch_memory_mb(batch_size: int, n_features: int, bytes_per_feature: int = 8) -> float:
     "MB of one input batch: batch_size × n_features × bytes_per_feature (8: float64); 1024 × 1024 × 4 B = 4.0."
-    return (_positive_int(batch_size, "batch_size") * _positive_int(n_features, "n_features")
-            * _positive_int(bytes_per_feature, "bytes_per_feature")) / MiB
+    return (positive_int(batch_size, "batch_size") * positive_int(n_features, "n_features")
+            * positive_int(bytes_per_feature, "bytes_per_feature")) / MiB
 
 # %% [markdown]
 # **Your task (easy, 4 points).** Complete `auto_adjust_batch_size`: the largest of `batch_size`, `batch_size // 2`, `batch_size // 4`, … whose batch fits `memory_limit_mb`.
@@ -712,7 +712,7 @@ def auto_adjust_batch_size(batch_size: int, n_features: int, memory_limit_mb: fl
                            bytes_per_feature: int = 8) -> int:
     "The largest of batch_size, batch_size // 2, ... whose batch fits memory_limit_mb: (100, 4096, 1.0) gives 25."
     limit = check_positive(memory_limit_mb, "memory_limit_mb")
-    b = _positive_int(batch_size, "batch_size")
+    b = positive_int(batch_size, "batch_size")
     ### BEGIN SOLUTION
     while b > 1 and estimate_batch_memory_mb(b, n_features, bytes_per_feature) > limit:
         b //= 2
@@ -802,7 +802,7 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
     if stream_interval_ms is not None:
         check_positive(stream_interval_ms, "stream_interval_ms")
     if dev is None:
-        df = Profiler().profile_forward_pass(model, shape, samples=_positive_int(samples, "samples"))
+        df = Profiler().profile_forward_pass(model, shape, samples=positive_int(samples, "samples"))
         method = "measured: each operator timed alone on its recorded input (timing core median)"
         latencies, roofs, model_latency = [float(v) for v in df["latency_median_ms"]], None, float(df.attrs["model_latency_median_ms"])
         column = "latency_median_ms"  # Profiler's per-layer latency_ms is a timing-core median
@@ -1217,7 +1217,7 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
         out[key] = value
         (methods if value is not None else reasons)[key] = method if value is not None else reason
 
-    record("params_size_bytes", state_dict_tensor_bytes(model), "measured: state-dict tensors x element size")
+    record("state_dict_tensor_bytes", state_dict_tensor_bytes(model), "measured: state-dict tensors x element size")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.pt"
         torch.save(model, path)

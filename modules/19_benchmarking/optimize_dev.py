@@ -85,8 +85,10 @@ def expect_error(fn, *args, name: str, why: str = "", **kwargs) -> None:
 # %%
 #| export
 def model_size_bytes(model: nn.Module) -> int:
-    """The model size: integer bytes of its saved file, `results.serialized_bytes(model)[0]`, whatever the format (not the
-    state's tensor bytes, `results.state_dict_tensor_bytes`): `model_size_bytes(nn.Linear(4, 2))` counts the file's overhead."""
+    """An alias of `results.serialized_bytes(model)[0]`, the integer bytes of the saved model (`model_size_bytes(nn.Linear(4,
+    2))` is `serialized_bytes(nn.Linear(4, 2))[0]`); the graded tests call it because a name this module exports runs
+    where the graded model lives (the grader's copy of a quantized model can save to other bytes); the lesson calls
+    `serialized_bytes`."""
     return serialized_bytes(model)[0]
 
 
@@ -535,7 +537,7 @@ def cast_precision(model: nn.Module, precision: str) -> nn.Module:
 #   dequantized weight, so the library's global magnitude pruning (see `prune_magnitude`) ranks
 #   them; put the results back on each layer's own grid (`_quantize_like`), so kept weights keep
 #   their integers. Measure with what earlier notebooks built: per-image `top1_correct`,
-#   `model_size_bytes`, the timing core's `time_interleaved` on one sample; one result type each.
+#   `serialized_bytes`, the timing core's `time_interleaved` on one sample; one result type each.
 # - *Example:* pruning 50% of a quantized `Linear(64, 64)` gives `int8_sparsity` 0.5 (digits: see `test_module`).
 # - *Hints:* `m.weight().dequantize()`, `m.set_weight_bias(w, m.bias())`; `time_interleaved`
 #   returns `{name: (per-call ms, metadata)}` or the exception; `Comparison.significant` decides.
@@ -593,7 +595,7 @@ def ablate_order(model: nn.Module, amount: float, calibration: Any, eval_data: A
     """Does the order of magnitude pruning and static int8 quantization matter for `model`? Measured.
 
     "prune->int8" and "int8->prune" (`prune_int8`) each get top-1 accuracy on `eval_data`, size on disk
-    (integer bytes, `model_size_bytes`) and one-sample latency (ms, interleaved); the order matters when any `compare_results` is
+    (integer bytes, `serialized_bytes`) and one-sample latency (ms, interleaved); the order matters when any `compare_results` is
     significant. Returns `{"amount", "models", "sparsity", "results": {metric: {order: result}},
     "comparisons": {metric: Comparison}, "order_matters", "verdict", "method"}`.
     """
@@ -608,7 +610,7 @@ def ablate_order(model: nn.Module, amount: float, calibration: Any, eval_data: A
         raise failure
     results = {
         "accuracy": {n: ProportionResult("accuracy", top1_correct(m, data), unit="fraction") for n, m in models.items()},
-        "model_size": {n: CountResult("model_size", [model_size_bytes(m)], unit="bytes") for n, m in models.items()},
+        "model_size": {n: CountResult("model_size", [serialized_bytes(m)[0]], unit="bytes") for n, m in models.items()},
         "latency": {n: BenchmarkResult("latency", timed[n][0], unit="ms", metadata=timed[n][1]) for n in models},
     }
     comparisons = {metric: compare_results(r[first], r[second], names=ABLATION_ORDERS, alpha=alpha,
@@ -741,14 +743,14 @@ def test_module():
     from tinytorch.benchmarking.digits import accuracy_on, default_digits_model, load_digits_split
     base, (X, y), (Xtr, _) = default_digits_model(), load_digits_split("test"), load_digits_split("train")
     int8 = quantize_int8(base, "static", Xtr[:256].split(64), calibration_name="digits train split")
-    acc_b, bytes_b = accuracy_on(base, X, y), model_size_bytes(base)
+    acc_b, bytes_b = accuracy_on(base, X, y), serialized_bytes(base)[0]
     for name, m in {"int8 static": int8, "pruned 50%": prune_magnitude(base, 0.5), "fp16": cast_precision(base, "fp16"),
                     "ONNX Runtime": to_runtime(base, "onnxruntime", X[:1]).model}.items():
         acc = accuracy_on(m, X, y)
         print(f"{name}: accuracy {acc:.2%} (float32 {acc_b:.2%})"
-              + (f", {model_size_bytes(m):,} bytes on disk (float32 {bytes_b:,})" if isinstance(m, nn.Module) else ""))
+              + (f", {serialized_bytes(m)[0]:,} bytes on disk (float32 {bytes_b:,})" if isinstance(m, nn.Module) else ""))
         assert acc >= acc_b - 0.03, f"{name}: expected at most 3 points below float32 ({acc_b:.2%}), got {acc:.2%}"
-    assert model_size_bytes(int8) < 0.6 * bytes_b and any(".quantized" in type(m).__module__ for m in int8.modules())
+    assert serialized_bytes(int8)[0] < 0.6 * bytes_b and any(".quantized" in type(m).__module__ for m in int8.modules())
     for amount in (0.5, 0.9):  # the ablation, at a moderate and at a severe amount
         r = ablate_order(base, amount, Xtr[:256].split(64), (X, y))
         assert r["order_matters"] is any(c.significant for c in r["comparisons"].values()), r["verdict"]

@@ -2109,10 +2109,12 @@ if __name__ == "__main__":
 # %% [markdown]
 # ## Model size: three quantities, three names
 #
-# "How big is the model?" has three honest answers, three names: the **model size** (the original course code's
-# "Model Size (MB)": `serialized_bytes`, the `model_size` metric), tensors plus the container's overhead, which dominates
-# for tiny models; **`state_dict_tensor_bytes`**, every tensor at its real element size (what must fit in a device's memory:
-# `memory_result`, `model_memory_mb`); and **`model_file_bytes`**, what a loader reads of a file handed in (the Olympics').
+# "How big is the model?" has three honest answers, three names: **`serialized_bytes`**, the bytes of the saved model (the
+# original course code's "Model Size (MB)", the `model_size` metric; `optimize.model_size_bytes` is only an alias of it),
+# tensors plus the container's overhead, which dominates for tiny models; **`state_dict_tensor_bytes`**, every tensor at its
+# real element size (what must fit in a device's memory: `memory_result`; your `model_memory_mb` is it in MiB); and
+# **`model_file_bytes`**, what a loader reads of a file handed in (the Olympics'). Module 15's `parameter_memory_bytes` is
+# a memory figure, not a size: parameters only, buffers counted apart.
 #
 # The tensor count has a trap. An int8 `Linear` keeps its weight *packed*: the state dict holds
 # a tuple `(quantized weight, bias)`, and a quantized tensor stores int8 integers **plus** its
@@ -2477,7 +2479,7 @@ def test_module():
     X, y = torch.eye(4).repeat(5, 1), torch.tensor([0, 1, 2, 3] * 4 + [1, 1, 1, 1])
     acc = ProportionResult("accuracy", top1_correct(lin, (X, y)))
     assert (acc.correct, acc.count) == (17, 20), f"identity model: 16 + 1 of 20 right, got {acc.correct}/{acc.count}"
-    size = CountResult("model_size", [state_dict_tensor_bytes(lin)], unit="bytes")
+    size = CountResult("memory", [state_dict_tensor_bytes(lin)], unit="bytes")  # memory_result's quantity
     path = write_json(Path(tempfile.mkdtemp()) / "results.json",
                       {"latency": lat["small"].to_dict(), "accuracy": acc.to_dict(), "size": size.to_dict()})
     back = {k: BenchmarkResult.from_dict(v) for k, v in json.loads(path.read_text()).items()}

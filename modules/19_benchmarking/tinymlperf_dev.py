@@ -51,7 +51,7 @@ from tinytorch.benchmarking.digits import default_digits_model, load_digits_spli
 from tinytorch.benchmarking.results import (BenchmarkResult, EvalData, ProportionResult, as_tensor, bootstrap_interval,
                                             checked_output, decide, top1_correct)
 from tinytorch.benchmarking.results import results_table, write_atomic, write_json
-from tinytorch.profiling.timing import (TimingSamples, _positive_int, adapt, machine_load, machine_state, machine_warnings,
+from tinytorch.profiling.timing import (TimingSamples, positive_int, adapt, machine_load, machine_state, machine_warnings,
                                        model_name, system_info, time_callable)
 
 # %%
@@ -634,7 +634,7 @@ class TinyMLPerf:
     def __init__(self, random_seed: int = 42, windows: int = 5):
         if isinstance(random_seed, bool) or not isinstance(random_seed, int):
             raise ValueError(f"random_seed: expected an int, got {random_seed!r}")
-        self.random_seed, self.windows, self.tasks = random_seed, _positive_int(windows, "windows"), dict(TASKS)
+        self.random_seed, self.windows, self.tasks = random_seed, positive_int(windows, "windows"), dict(TASKS)
         self.benchmarks = {name: {"input_shape": t.input_shape, "target_accuracy": t.quality_target,
                                   "quality_metric": t.quality_metric, "latency_budget_ms": t.latency_budget_ms,
                                   "max_latency_ms": t.latency_budget_ms,  # seed alias of latency_budget_ms
@@ -658,7 +658,7 @@ class TinyMLPerf:
         single stream) and, with a labelled `dataset` (for "digits" the bundled test split), quality
         against the target. Without labels, or inconclusive, `compliant` is None and `compliant_reason`
         says why; unscorable outputs fail quality. `IncompatibleModelError` if the input does not fit."""
-        task, _ = _check_name(benchmark_name), _positive_int(num_runs, "num_runs", minimum=2)
+        task, _ = _check_name(benchmark_name), positive_int(num_runs, "num_runs", minimum=2)
         a = adapt(model)
         x, before = self._input(a, task), machine_state()
         with a.inference():

@@ -202,7 +202,7 @@ def measure_watch_metrics(model: nn.Module, input_shape: Sequence[int], *, loade
         out[key] = value
         (methods if value is not None else reasons)[key] = method if value is not None else reason
 
-    record("params_size_bytes", state_dict_tensor_bytes(model), "measured: state-dict tensors x element size")
+    record("state_dict_tensor_bytes", state_dict_tensor_bytes(model), "measured: state-dict tensors x element size")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.pt"
         torch.save(model, path)

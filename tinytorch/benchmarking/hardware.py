@@ -18,7 +18,7 @@ from .metrics import (
     PRECISIONS, UnsupportedPrecisionError, check_device, check_precision, collect_metrics, to_precision)
 from .results import BenchmarkResult, MiB, decide, serialized_bytes, write_atomic, write_json
 from ..profiling.profiler import Profiler
-from ..profiling.timing import _check_shape, _positive_int, system_info, time_callable
+from ..profiling.timing import _check_shape, positive_int, system_info, time_callable
 
 # %% auto #0
 __all__ = ['LAYERWISE_COLUMNS', 'ROOFLINE_METHOD', 'SUMMARY_KEYS', 'CONSTRAINTS', 'SWEEP_COLUMNS', 'TRADEOFF_INPUT_COLUMNS',
@@ -77,7 +77,7 @@ def estimate_layerwise_stats(model: nn.Module, batch_size: int = 1,
     """Per-layer-call output elements, parameter bytes, activation bytes and MACs for one batch, from
     `Profiler.layer_stats`. `input_shape` is one sample's shape: the digits CNN's is (1, 8, 8)."""
     sample = _check_shape(input_shape, "input_shape")
-    stats = Profiler().layer_stats(model, (_positive_int(batch_size, "batch_size"), *sample))
+    stats = Profiler().layer_stats(model, (positive_int(batch_size, "batch_size"), *sample))
     if stats.empty:
         raise ValueError("model: no leaf layer ran in the forward pass; layer-wise statistics need "
                          "nn.Module layers (Conv, Linear, ...) called in forward()")
@@ -124,14 +124,14 @@ def roofline_estimate(macs: float, bytes_moved: float, peak_macs_per_s: float,
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #83f8c900
 def _rate_result(metric: str, unit: str, work: int, fn: Callable[[], Any], samples: int, method: str) -> BenchmarkResult:
-    t = time_callable(fn, warmup=2, samples=_positive_int(samples, "samples"))  # work per ns = G-units per second
+    t = time_callable(fn, warmup=2, samples=positive_int(samples, "samples"))  # work per ns = G-units per second
     return BenchmarkResult(metric, [work / ns for ns in t.per_call_ns], unit, {"method": method, "threads": t.threads})
 
 
 def memory_bandwidth_result(size_mb: int = 64, samples: int = 5) -> BenchmarkResult:
     """This machine's practical memory bandwidth, one GB/s (1e9 bytes) value per timed copy of a `size_mb` MiB
     float32 tensor (read + written): `memory_bandwidth_result(samples=3).median`."""
-    src = torch.ones(_positive_int(size_mb, "size_mb") * MiB // 4, dtype=torch.float32)
+    src = torch.ones(positive_int(size_mb, "size_mb") * MiB // 4, dtype=torch.float32)
     dst = torch.empty_like(src)
     return _rate_result("memory_bandwidth", "GB/s", 2 * src.numel() * 4, lambda: dst.copy_(src), samples,
                         f"measured: copy of a {size_mb} MiB float32 tensor, read + written")
@@ -139,7 +139,7 @@ def memory_bandwidth_result(size_mb: int = 64, samples: int = 5) -> BenchmarkRes
 
 def peak_gmacs_result(n: int = 512, samples: int = 5) -> BenchmarkResult:
     "This machine's practical float32 compute, one GMAC/s value per timed n×n×n matmul: `peak_gmacs_result(samples=3).median`."
-    a, b = torch.randn(_positive_int(n, "n"), n), torch.randn(n, n)
+    a, b = torch.randn(positive_int(n, "n"), n), torch.randn(n, n)
     return _rate_result("peak_compute", "GMAC/s", n**3, lambda: torch.mm(a, b), samples, f"measured: {n}x{n}x{n} float32 matmul")
 
 
@@ -224,7 +224,7 @@ def sweep(model: nn.Module, loader: Any, precisions: Sequence[str] = PRECISIONS,
     """One row per (precision, batch size): measured metrics and whether they meet `constraints`. Static int8 of
     a conv model is calibrated on `calibration_data` (never on `loader`), named by `calibration_split`."""
     precisions = [check_precision(p) for p in precisions]
-    batch_sizes = [_positive_int(b, "batch_sizes") for b in batch_sizes]
+    batch_sizes = [positive_int(b, "batch_sizes") for b in batch_sizes]
     if not precisions or not batch_sizes:
         raise ValueError(f"precisions, batch_sizes: expected at least one of each, got {precisions}, {batch_sizes}")
     constraints = dict(constraints or {})

@@ -16,7 +16,7 @@ from .hardware import (
     ROOFLINE_METHOD, batch_shape, check_positive, check_real, estimate_layerwise_stats, roofline_estimate)
 from .results import MiB, write_atomic, write_json
 from ..profiling.profiler import Profiler
-from ..profiling.timing import _positive_int, _read_text
+from ..profiling.timing import _read_text, positive_int
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #68cb902c
 KB = 2**10
@@ -43,15 +43,15 @@ class HardwareProfile:
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #bdeca37f
 def estimate_batch_memory_mb(batch_size: int, n_features: int, bytes_per_feature: int = 8) -> float:
     "MB of one input batch: batch_size × n_features × bytes_per_feature (8: float64); 1024 × 1024 × 4 B = 4.0."
-    return (_positive_int(batch_size, "batch_size") * _positive_int(n_features, "n_features")
-            * _positive_int(bytes_per_feature, "bytes_per_feature")) / MiB
+    return (positive_int(batch_size, "batch_size") * positive_int(n_features, "n_features")
+            * positive_int(bytes_per_feature, "bytes_per_feature")) / MiB
 
 # %% ../../nbs/19_benchmarking/hardware_dev.ipynb #5583fcbb
 def auto_adjust_batch_size(batch_size: int, n_features: int, memory_limit_mb: float,
                            bytes_per_feature: int = 8) -> int:
     "The largest of batch_size, batch_size // 2, ... whose batch fits memory_limit_mb: (100, 4096, 1.0) gives 25."
     limit = check_positive(memory_limit_mb, "memory_limit_mb")
-    b = _positive_int(batch_size, "batch_size")
+    b = positive_int(batch_size, "batch_size")
     ### BEGIN SOLUTION
     while b > 1 and estimate_batch_memory_mb(b, n_features, bytes_per_feature) > limit:
         b //= 2
@@ -96,7 +96,7 @@ def build_hardware_profile_table(model: nn.Module, input_shape: Sequence[int], *
     if stream_interval_ms is not None:
         check_positive(stream_interval_ms, "stream_interval_ms")
     if dev is None:
-        df = Profiler().profile_forward_pass(model, shape, samples=_positive_int(samples, "samples"))
+        df = Profiler().profile_forward_pass(model, shape, samples=positive_int(samples, "samples"))
         method = "measured: each operator timed alone on its recorded input (timing core median)"
         latencies, roofs, model_latency = [float(v) for v in df["latency_median_ms"]], None, float(df.attrs["model_latency_median_ms"])
         column = "latency_median_ms"  # Profiler's per-layer latency_ms is a timing-core median

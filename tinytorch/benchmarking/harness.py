@@ -17,7 +17,7 @@ from tinytorch.benchmarking.results import (
     TimerReading, as_eval_sets, compare_results, compare_samples, json_native, mcnemar_exact, metric_info,
     precise_timer, serialized_bytes, top1_correct, wilson_interval,
 )
-from ..profiling.timing import (_positive_int as _check_int, adapt, machine_load, machine_state,
+from ..profiling.timing import (positive_int, adapt, machine_load, machine_state,
                                        system_info as _system_info, time_interleaved, time_until_decided)
 
 # %% auto #0
@@ -91,20 +91,20 @@ class Benchmark:
         got = [a.name for a in adapters]
         if any(not isinstance(n, str) or not n for n in got) or len(set(got)) < len(got):
             raise ValueError(f"names: expected unique non-empty strings, got {got}; pass names=[...]")
-        self.warmup_runs = _check_int(warmup_runs, "warmup_runs", 0)
-        self.measurement_runs = _check_int(measurement_runs, "measurement_runs", 1)
+        self.warmup_runs = positive_int(warmup_runs, "warmup_runs", 0)
+        self.measurement_runs = positive_int(measurement_runs, "measurement_runs", 1)
         rounds = min(30, measurement_runs) if rounds is None else rounds  # one sample a round: load hits all alike
         if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= measurement_runs:
             raise ValueError(f"rounds: expected an int between 1 and measurement_runs={measurement_runs}, got {rounds!r}")
         if threads is not None:
-            _check_int(threads, "threads", 1)
+            positive_int(threads, "threads", 1)
         if budget_s is not None and (isinstance(budget_s, bool) or not isinstance(budget_s, (int, float))
                                      or not math.isfinite(budget_s) or budget_s <= 0):
             raise ValueError(f"budget_s: expected a positive number of seconds (or None), got {budget_s!r}")
         self.budget_s, self.sequential = budget_s, {}  # sequential: metric -> the looks of a budgeted run
         self.adapters = {a.name: a for a in adapters}
         self.models, self.names = {n: a.model for n, a in self.adapters.items()}, list(self.adapters)
-        self.datasets = as_eval_sets(datasets, dataset_names, _check_int(batch_size, "batch_size", 1))
+        self.datasets = as_eval_sets(datasets, dataset_names, positive_int(batch_size, "batch_size", 1))
         self.rounds, self.threads, self.seed = rounds, threads, seed
         self.system_info, self.machine_states = _system_info(), {}  # machine_states: metric -> machine_load() of its rounds
         self.metric_info: dict[str, MetricInfo] = dict(METRICS)

@@ -14,7 +14,7 @@ from .energy import measure_energy
 from .optimize import PRECISIONS, _is_quantized, cast_precision, quantize_int8
 from .results import (BenchmarkResult, CountResult, EvalData, MiB, ProportionResult, decide,
                                             state_dict_tensor_bytes, state_tensors, top1_correct)
-from ..profiling.timing import _positive_int, adapt, check_device, time_callable, time_model
+from ..profiling.timing import adapt, check_device, positive_int, time_callable, time_model
 
 # %% auto #0
 __all__ = ['measure_latency', 'model_memory_mb', 'memory_violations', 'UnsupportedPrecisionError', 'check_precision',
@@ -27,7 +27,8 @@ _state_tensors = state_tensors  # results.state_tensors: the one walk over a mod
 
 
 def model_memory_mb(model: nn.Module) -> float:
-    """MiB held by a model's state (parameters, buffers, int8 weights and scales), by dtype: a view of `memory_result`.
+    """`state_dict_tensor_bytes` in MiB: the model's state (parameters, buffers, int8 weights and scales) by dtype, a view
+    of `memory_result`.
 
     >>> round(model_memory_mb(nn.Linear(256, 256)), 4)
     0.251
@@ -177,7 +178,7 @@ def latency_mean_ms(model: Any, input_tensor: Any, runs: int = 100, warmup: int 
 
 def latency_result(model: Any, input_tensor: Any, repeats: int = 30, runs: int = 1, warmup: int = 10) -> BenchmarkResult:
     "Per-call ms, a `BenchmarkResult` of `repeats` samples of >= `runs` calls (`latency_result(nn.Linear(4, 2), torch.randn(1, 4)).count`: 30)."
-    if _positive_int(runs, "runs") == 1:
+    if positive_int(runs, "runs") == 1:
         samples = time_model(model, input_tensor, warmup=warmup, samples=repeats)
     else:  # each timed block holds at least `runs` calls
         a = adapt(model)
@@ -251,7 +252,7 @@ def collect_metrics(model: nn.Module, loader: Iterable, device: str | torch.devi
         raise ValueError(f"latency_multiplier: expected a positive number, got {latency_multiplier!r}")
     if power_watts is not None and (not _is_number(power_watts) or power_watts <= 0):
         raise ValueError(f"power_watts: expected a positive number of watts or None, got {power_watts!r}")
-    batch_size = _positive_int(batch_size, "batch_size")
+    batch_size = positive_int(batch_size, "batch_size")
     data = EvalData(list(_batches(loader)), "loader")
     x = data.first_samples(batch_size)
     if len(x) < batch_size:

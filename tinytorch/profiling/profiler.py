@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from .timing import ModelAdapter, _positive_int, adapt, time_callable, time_model
+from .timing import ModelAdapter, adapt, positive_int, time_callable, time_model
 
 # %% auto #0
 __all__ = ['LAYER_COLUMNS', 'parameter_count', 'linear_macs', 'conv_macs', 'activation_bytes', 'LayerError', 'forward_peak_bytes',
@@ -613,8 +613,8 @@ class Profiler:
         >>> Profiler().latency_median_ms(torch.nn.Linear(64, 64), (1, 64), warmup=2, iterations=5) > 0
         True
         """
-        _positive_int(iterations, "iterations")
-        _positive_int(warmup, "warmup", minimum=0)
+        positive_int(iterations, "iterations")
+        positive_int(warmup, "warmup", minimum=0)
         a = adapt(model)
         x = _as_input(a, input_tensor, "input_tensor")
         if a.kind not in ("callable", "forward"):

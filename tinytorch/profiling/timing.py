@@ -24,8 +24,8 @@ import torch
 __all__ = ['MODEL_KINDS', 'RUNTIMES', 'ORT_MEMORY_REASON', 'COMPILED_MEMORY_REASON', 'INTERRUPT_TOLERANCE', 'BUSY_PROCESS_SHARE',
            'BUSY_STEAL_SHARE', 'BUSY_LOAD_MARGIN', 'NOTABLE_SHARE', 'BUSY_RULE', 'to_device', 'ModelAdapter',
            'model_name', 'input_signature', 'CudaUnavailableError', 'check_device', 'onnx_session', 'adapt',
-           'measure_timer_overhead_ns', 'median_ci', 'TimingSamples', 'fixed_threads', 'SampleSet', 'take_samples',
-           'time_callable', 'interruption_text', 'interruption_lines', 'time_model', 'time_interleaved',
+           'measure_timer_overhead_ns', 'median_ci', 'TimingSamples', 'positive_int', 'fixed_threads', 'SampleSet',
+           'take_samples', 'time_callable', 'interruption_text', 'interruption_lines', 'time_model', 'time_interleaved',
            'time_until_decided', 'system_info', 'machine_state', 'machine_load', 'machine_warning', 'machine_warnings']
 
 # %% ../../nbs/15_profiling/timing_dev.ipynb #891b9f58
@@ -340,7 +340,7 @@ def onnx_session(path: str | os.PathLike, device: Any = "cpu", threads: int | No
     dev = torch.device(device)
     options = onnxruntime.SessionOptions()
     if threads is not None:
-        options.intra_op_num_threads = _positive_int(threads, "threads")
+        options.intra_op_num_threads = positive_int(threads, "threads")
     if dev.type == "cuda":
         have = onnxruntime.get_available_providers()
         if "CUDAExecutionProvider" not in have:
@@ -554,7 +554,9 @@ class TimingSamples:
                 "retaken_per_call_ms": [[w / 1e6, c / 1e6] for w, c in self.retaken]}
 
 
-def _positive_int(value: Any, arg: str, minimum: int = 1) -> int:
+def positive_int(value: Any, arg: str, minimum: int = 1) -> int:
+    """`value` as an int >= `minimum` (a bool is refused), else a ValueError naming `arg`: the one check of a count
+    argument in every module (`positive_int(3, "samples")` is 3; `positive_int(0, "samples")` raises)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{arg}: expected an int >= {minimum}, got {value!r}")
     return int(value)
@@ -566,7 +568,7 @@ def fixed_threads(threads: int | None) -> Iterator[int]:
     ### BEGIN SOLUTION
     before = torch.get_num_threads()
     if threads is not None:
-        torch.set_num_threads(_positive_int(threads, "threads"))
+        torch.set_num_threads(positive_int(threads, "threads"))
     try:
         yield torch.get_num_threads()
     finally:
@@ -635,7 +637,7 @@ def take_samples(block: Callable[[], tuple[int, int | None]], calls: int, stop: 
     """
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1:
         raise ValueError(f"tolerance: expected a fraction of the wall time in (0, 1) such as 0.05, got {tolerance!r}")
-    calls, max_retakes = _positive_int(calls, "calls"), _positive_int(max_retakes, "max_retakes", minimum=0)
+    calls, max_retakes = positive_int(calls, "calls"), positive_int(max_retakes, "max_retakes", minimum=0)
     ### BEGIN SOLUTION
     per_call: list[float] = []
     cpu_per_call: list[float | None] = []
@@ -741,8 +743,8 @@ def time_callable(
     """
     if not callable(fn):
         raise TypeError(f"fn: expected a zero-argument callable, got {type(fn).__name__}")
-    warmup = _positive_int(warmup, "warmup", minimum=0)
-    samples = _positive_int(samples, "samples")
+    warmup = positive_int(warmup, "warmup", minimum=0)
+    samples = positive_int(samples, "samples")
     if not 0 < max_overhead_fraction < 1:
         raise ValueError(f"max_overhead_fraction: expected a number in (0, 1), got {max_overhead_fraction}")
     if target_rel_ci is not None and not 0 < target_rel_ci < 1:
@@ -961,8 +963,8 @@ def time_interleaved(
     >>> [len(out[n][0]) for n in out], out["a"][1]["rounds"]
     ([4, 4], 2)
     """
-    samples = _positive_int(samples, "samples")
-    rounds = _positive_int(rounds, "rounds")
+    samples = positive_int(samples, "samples")
+    rounds = positive_int(rounds, "rounds")
     if rounds > samples:
         raise ValueError(f"rounds: expected at most samples={samples}, got {rounds}")
     values: dict[str, list[float]] = {n: [] for n in models}
@@ -1008,7 +1010,7 @@ def time_until_decided(models: dict[str, Any], input_or_shape: Any,
     """
     if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not math.isfinite(budget_s) or budget_s <= 0:
         raise ValueError(f"budget_s: expected a positive number of seconds, got {budget_s!r}")
-    looks = _positive_int(looks, "looks")
+    looks = positive_int(looks, "looks")
     if isinstance(input_or_shape, (tuple, list)) and all(isinstance(d, (int, np.integer)) for d in input_or_shape):
         input_or_shape = torch.randn(*_check_shape(input_or_shape, "input_or_shape"),
                                      generator=torch.Generator().manual_seed(seed))  # make_input's tensor

@@ -24,10 +24,13 @@ def run_start(args) -> int:
     (module,) = course.resolve([args.module])
     dest = start(course, module, Path(args.workspace) if args.workspace else None, args.force)
     nbs = course.in_reading_order(module, sorted(dest.glob("*.ipynb")), dest)
+    library = set(course.library_notebooks(module, dest))
     num = module.split("_", 1)[0]
     print(f"module {module} started in {dest}: {len(nbs)} notebook(s), in reading order (see its README.md):")
-    for i, nb in enumerate(nbs, 1):
+    for i, nb in enumerate([nb for nb in nbs if nb.stem not in library], 1):
         print(f"  {i:2d}. {nb.name}")
+    if lib := [nb.name for nb in nbs if nb.stem in library]:
+        print(f"  library notebooks, outside the reading order (no tasks): {', '.join(lib)}")
     go = f"cd {_shown(dest)} && " if dest.resolve() != Path.cwd().resolve() else ""
     jupyter = Path(sys.executable).parent / "jupyter"
     if jupyter.exists():

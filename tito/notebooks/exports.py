@@ -115,7 +115,7 @@ def split_exported(source: str, own: set[str]) -> tuple[str, list[str]]:
 def prepare_cell_export_targets(nb_path: Path, lib: Path) -> list[Path]:
     """Give nbdev a file for each module the notebook's cells send code to (`#| export NAME`,
     NAME not its default_exp): nbdev appends such cells to an existing module and fails when the
-    file is missing, so a module made only of them (`benchmarking.report`, from suite_dev) would
+    file is missing, so a module made only of them (`benchmarking.pareto`, from suite_dev) would
     never be created. A missing file, or one whose header names this notebook as the file to edit,
     is (re)written as an empty module; another notebook's module is left alone. Returns them."""
     nb_path, written = Path(nb_path), []

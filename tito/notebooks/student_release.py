@@ -9,7 +9,7 @@ import configparser
 from pathlib import Path
 
 from tito.notebooks import nbgrader_glue
-from tito.config import Course, TitoError
+from tito.config import Course, TitoError, readme_library
 from tito.notebooks.nbfile import atomic_write
 
 DATA_SECTION = "release_data"
@@ -63,14 +63,21 @@ def reading_readme(course: Course, module: str, folder: Path | None = None) -> s
             prereq, at = f"{prereq} {lines[at].strip()}".strip(), at + 1
         for ln in lines:
             cells = [c.strip() for c in ln.strip().strip("|").split("|")]
-            if len(cells) >= 3 and cells[0].isdigit():
+            if len(cells) >= 3 and (cells[0].isdigit() or cells[0].startswith("beside ")):
                 steps[cells[1].strip("`").removesuffix(".ipynb")] = " | ".join(cells[2:])
-    order = course.reading_order(module, folder)
+    readme = course.readme_path(module, folder)
+    library = dict(readme_library(readme)) if readme else {}
+    order = [s for s in course.reading_order(module, folder) if s not in library]
     rows = [f"| {i} | `{stem}.ipynb` | {steps.get(stem, '')} |" for i, stem in enumerate(order, 1)]
+    have = set(course.reading_order(module, folder))
+    lib_rows = [f"| beside {n} | `{stem}.ipynb` | {steps.get(stem, '')} |" for stem, n in library.items() if stem in have]
     return "\n".join([
         f"# {title}: your notebooks, in reading order", "",
         "Work through them in this order; each builds on the ones before it." + (f" {prereq}" if prereq else ""),
         "", "| # | notebook | the step in the story (and what you build) |", "|---|---|---|", *rows, "",
+        *(["Library notebooks, outside the reading order: complete, no tasks, exported with the others; open one for the",
+           "details (\"beside N\": the step it goes with).", "",
+           "| goes with | notebook | what it holds |", "|---|---|---|", *lib_rows, ""] if lib_rows else []),
         "Replace each `raise NotImplementedError(\"not yet implemented: ...\")` with your code and run the",
         "cells: the inline tests say what is wrong. From this folder:", "",
         "```bash",
