@@ -686,7 +686,8 @@ lines = []
 results = classrun.grade(course, t.MODULE, sub, base / "out", progress=lines.append, jobs=2)
 rows = classrun.read_csv(base / "out" / "grades.csv")
 ag = json.loads((base / "out" / "students" / "i-leak" / "autograded" / "stats_dev.ipynb").read_text())
-leak = [json.dumps(c.get("outputs", [])) for m in ("found |= set(", 'print("OTHER"') for c in t.subs.added_cells(ag, m)]
+leak = [json.dumps(c.get("outputs", [])) for m in ("found |= set(", 'print("OTHER"', 'print("ZZNS"')
+        for c in t.subs.added_cells(ag, m)]
 print("RESULT " + json.dumps({"scores": {r.student: [r.score, r.max_score, r.reason] for r in results},
                               "sandbox": sorted({row["sandbox"] for row in rows}), "console": lines,
                               "hogs_after": t.hog_comms(), "leak_shown": leak}))
@@ -727,8 +728,9 @@ def test_a_normal_users_run_says_what_it_goes_without(root, tmp_path_factory):
     # each process in a user namespace of its own: the feedback run sees nothing of the tests' run
     assert got["scores"]["i-leak"][0] == subs.FULL, got["scores"]["i-leak"]
     shown = got["leak_shown"]
-    assert len(shown) == 5 and all("LEAKED" not in s for s in shown), shown
+    assert len(shown) == 6 and all("LEAKED" not in s for s in shown), shown
     assert all("nothing found" in s for s in shown[:4]) and "OTHER none" in shown[4], shown
+    assert "ZZNS 1 38 1 []" in shown[5], shown  # red team 49: the filter each notebook process loads, as a normal user
     # no CPU share from a cgroup: with at least as many cores as --jobs 2, each student gets cores of its own
     gone = [limits.MEMORY, limits.PROCESSES] + ([] if limits.cpu_split(2) else [limits.CPU]) + [limits.SCRATCH]
     assert got["sandbox"] == [sandbox.registered()().label(gone)]
