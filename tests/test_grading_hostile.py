@@ -528,7 +528,8 @@ def test_a_notebook_of_many_empty_cells_is_refused_before_it_is_built(hostile):
 
 
 def test_no_state_crosses_between_graded_cells(hostile):
-    """k-state's mean keeps the hidden case's inputs (a global and a file in the scratch folder) and its spread
+    """k-state's mean keeps the hidden case's inputs (a global, a file in the scratch folder and, red team 49, the
+    command line of a process made with clone(CLONE_PARENT), which no sweep of the call finds) and its spread
     returns one in the next test's visible case: each graded cell runs in a fresh process with an empty scratch
     folder, so spread is honest there, and no hidden input is handed back. No test's time is published."""
     out = hostile["out"]

@@ -1,4 +1,4 @@
-"""The sandbox's seccomp filter: no kernel keyrings (`add_key`, `request_key`, `keyctl` fail with EPERM).
+"""The sandbox's seccomp filters: no kernel keyrings (`add_key`, `request_key`, `keyctl` fail with EPERM).
 
 A keyring belongs to a uid, not to a process or its namespaces, and outlives the sandbox: as root every
 test process of a notebook runs as that notebook's uid, so a key one graded cell adds (a hidden test's
@@ -8,6 +8,13 @@ nothing there can remove it (root inside included). It checks the architecture o
 64-bit x86 process can still make 32-bit calls (`int 0x80`, numbered as on i386) or x32 ones (bit 30 set),
 so each architecture the kernel may report is matched with its own numbers, and a call reported under an
 architecture the table does not know fails with ENOSYS. Every other call is allowed.
+
+A second rule set, STUDENT (red team 49), keeps a student's code from making a user namespace (every capability
+inside it: the kernel's namespaced code as attack surface) and from `clone(CLONE_PARENT)` (a process outside
+its parent's tree, which no sweep finds); `clone3`, whose flags a classic filter cannot read, gets ENOSYS so the
+C library falls back to `clone`. bwrap loads it with the keyrings' rules where the sandbox's code makes no
+namespaces (`sandbox_filter`); the grading host, which does make them for each notebook process, loads it in each
+such process once they are made (`student_filter`, `install`: filters stack, the strictest answer wins).
 
     >>> len(keyring_filter("x86_64")) % 8        # sock_filter instructions of 8 bytes each
     0
