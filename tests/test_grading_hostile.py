@@ -112,6 +112,10 @@ def _places():
 def _drop(what):
     if _os.environ.get("ZZ_FEEDBACK_RUN"):
         return
+    # red team 49: the inputs in a command line, which any uid could read in /proc as long as all the processes
+    # of a sandbox shared one PID namespace (as root)
+    import subprocess
+    subprocess.run(["/bin/sh", "-c", "sleep 0.5", "LEAKED %s" % (what,)])
     for d in _places():
         try:
             with open(_os.path.join(d, ".zzleak"), "a") as f:
@@ -129,6 +133,12 @@ while time.time() - t < 4:
                 found |= set(f.read().splitlines())
         except OSError:
             pass
+    for p in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                found |= {a.decode() for a in f.read().split(b"\\0") if a.startswith(b"LEAKED")}
+        except OSError:
+            pass
     time.sleep(0.1)
 print(sorted(found) or "nothing found")"""
 
@@ -143,6 +153,23 @@ for top in ["/"] + ["/proc/%s/root/" % p for p in os.listdir("/proc") if p.isdig
     except OSError:
         pass
 print("OTHER", [s for s in seen if s[1]] or "none")"""
+
+
+# a feedback cell of the leak student's stats_dev (red team 49): errno of unshare(CLONE_NEWUSER),
+# clone(CLONE_PARENT | SIGCHLD) and clone3 (0: made; a clone's child leaves at once), and the uids of the processes
+# it sees other than its own and root's (pid 1 of its namespace)
+NS_PROBE = """import ctypes, os, platform
+libc = ctypes.CDLL(None, use_errno=True)
+nrs = {"x86_64": (272, 56, 435), "aarch64": (97, 220, 435)}[platform.machine()]
+def errno_of(nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(nr, *args)
+    if r == 0 and nr != nrs[0]:
+        os._exit(0)
+    return ctypes.get_errno() if r == -1 else 0
+uids = {os.stat("/proc/" + p).st_uid for p in os.listdir("/proc") if p.isdigit()}
+print("ZZNS", errno_of(nrs[1], 0x8000 | 17, 0, 0, 0, 0), errno_of(nrs[2], 0, 0), errno_of(nrs[0], 0x10000000),
+      sorted(uids - {0, os.getuid()}))"""
 
 
 # module code of the state student: the hidden case of mean's test hands its inputs to the student's code, which
@@ -172,6 +199,13 @@ def _places():
 
 def _keep(xs):
     _SEEN.append(float(xs[0]))
+    # red team 49: clone(CLONE_PARENT | SIGCHLD) makes a child of this process's parent, outside every tree the
+    # sweeps walk; it keeps the input in its command line for a later test's process to read
+    import ctypes, platform
+    nr = {"x86_64": 56, "aarch64": 220}.get(platform.machine())
+    if nr is not None and ctypes.CDLL(None).syscall(nr, 0x8000 | 17, 0, 0, 0, 0) == 0:
+        _os.setsid()
+        _os.execv("/bin/sh", ["sh", "-c", "sleep 60", "ZZKEPT %r" % float(xs[0])])
     for d in _places():
         try:
             with open(_os.path.join(d, ".zzstate"), "a") as f:
@@ -182,6 +216,12 @@ def _keep(xs):
 
 def _kept():
     found = list(_SEEN)
+    for p in _os.listdir("/proc"):
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                found += [float(a[7:]) for a in f.read().split(b"\\0") if a.startswith(b"ZZKEPT ")]
+        except (OSError, ValueError):
+            pass
     for d in _places():
         try:
             with open(_os.path.join(d, ".zzstate")) as f:
@@ -274,6 +314,7 @@ def stats_class(base: Path) -> tuple[Course, Path]:
     for i in range(4):  # about 16 s of looking, while the tests run beside it
         leak["stats_dev"] = subs._added_cell(leak["stats_dev"], LEAK_READ, f"zzread{i}")
     leak["stats_dev"] = subs._added_cell(leak["stats_dev"], PEEK_OTHER, "zzother")
+    leak["stats_dev"] = subs._added_cell(leak["stats_dev"], NS_PROBE, "zzns")
     sub = base / "submissions"
     for name, nbs in {"a-honest": source, "b-hog": hog, "i-leak": leak}.items():
         for stem, nb in nbs.items():
@@ -395,6 +436,11 @@ def test_the_feedback_run_sees_nothing_of_the_tests_run(hostile):
     assert not any("LEAKED" in s for s in shown), shown
     other = [json.dumps(c.get("outputs", [])) for c in subs.added_cells(ag, 'print("OTHER"')]
     assert len(other) == 1 and "OTHER none" in other[0], other  # no other notebook's package
+    # red team 49: no user namespace, no process outside its parent's tree (CLONE_PARENT), clone3 left to clone;
+    # a PID namespace of its own (as root too): no process of the tests' uid in sight, nor their command lines
+    # (the tests' calls ran `sh -c 'sleep 0.5' 'LEAKED <inputs>'`, which the reading cells looked for)
+    ns = [json.dumps(c.get("outputs", [])) for c in subs.added_cells(ag, 'print("ZZNS"')]
+    assert len(ns) == 1 and "ZZNS 1 38 1 []" in ns[0], ns
     assert r.score == subs.FULL, r.reason  # its code is honest otherwise
 
 
@@ -482,7 +528,8 @@ def test_a_notebook_of_many_empty_cells_is_refused_before_it_is_built(hostile):
 
 
 def test_no_state_crosses_between_graded_cells(hostile):
-    """k-state's mean keeps the hidden case's inputs (a global and a file in the scratch folder) and its spread
+    """k-state's mean keeps the hidden case's inputs (a global, a file in the scratch folder and, red team 49, the
+    command line of a process made with clone(CLONE_PARENT), which no sweep of the call finds) and its spread
     returns one in the next test's visible case: each graded cell runs in a fresh process with an empty scratch
     folder, so spread is honest there, and no hidden input is handed back. No test's time is published."""
     out = hostile["out"]
@@ -640,7 +687,8 @@ lines = []
 results = classrun.grade(course, t.MODULE, sub, base / "out", progress=lines.append, jobs=2)
 rows = classrun.read_csv(base / "out" / "grades.csv")
 ag = json.loads((base / "out" / "students" / "i-leak" / "autograded" / "stats_dev.ipynb").read_text())
-leak = [json.dumps(c.get("outputs", [])) for m in ("found |= set(", 'print("OTHER"') for c in t.subs.added_cells(ag, m)]
+leak = [json.dumps(c.get("outputs", [])) for m in ("found |= set(", 'print("OTHER"', 'print("ZZNS"')
+        for c in t.subs.added_cells(ag, m)]
 print("RESULT " + json.dumps({"scores": {r.student: [r.score, r.max_score, r.reason] for r in results},
                               "sandbox": sorted({row["sandbox"] for row in rows}), "console": lines,
                               "hogs_after": t.hog_comms(), "leak_shown": leak}))
@@ -681,8 +729,9 @@ def test_a_normal_users_run_says_what_it_goes_without(root, tmp_path_factory):
     # each process in a user namespace of its own: the feedback run sees nothing of the tests' run
     assert got["scores"]["i-leak"][0] == subs.FULL, got["scores"]["i-leak"]
     shown = got["leak_shown"]
-    assert len(shown) == 5 and all("LEAKED" not in s for s in shown), shown
+    assert len(shown) == 6 and all("LEAKED" not in s for s in shown), shown
     assert all("nothing found" in s for s in shown[:4]) and "OTHER none" in shown[4], shown
+    assert "ZZNS 1 38 1 []" in shown[5], shown  # red team 49: the filter each notebook process loads, as a normal user
     # no CPU share from a cgroup: with at least as many cores as --jobs 2, each student gets cores of its own
     gone = [limits.MEMORY, limits.PROCESSES] + ([] if limits.cpu_split(2) else [limits.CPU]) + [limits.SCRATCH]
     assert got["sandbox"] == [sandbox.registered()().label(gone)]

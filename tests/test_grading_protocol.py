@@ -8,6 +8,7 @@ that runs code when loaded, frame peeking. Each test shows the judge sees only d
 """
 import ast
 import base64
+import json
 import math
 import pickle
 import socket
@@ -217,6 +218,40 @@ def test_the_judge_refuses_a_pickled_reply_and_runs_nothing(tmp_path):
     t.join(5)
     assert not marker.exists()
     assert s.endpoint.broken  # the channel is not trusted again
+
+
+def test_a_reply_over_the_judges_cap_fails_its_call_unread():
+    """Red team 49: one 184 MB value returned to the judge took its memory (outside the student's cgroup) from
+    386 MB to 1.1 GB. A reply over MAX_HOST_FRAME fails that call with TooLarge, unread (the judge reads the
+    length only), and the channel is not used again; one just under it arrives (an honest Module 19 grading's
+    largest message is far below). The test's message names the size and the limit."""
+    judge_end, host_end = socket.socketpair()
+    judge_end.settimeout(60)  # a host thread that failed: no hang
+    s = Session(judge_end, graded=set())
+    sizes = [protocol.MAX_HOST_FRAME - 100, protocol.MAX_HOST_FRAME + 1]
+
+    def big_host():
+        for n in sizes:
+            req = protocol.recv(host_end)
+            pad = n - len(json.dumps({"re": req["id"], "ok": ""}, separators=(",", ":")))
+            body = json.dumps({"re": req["id"], "ok": "x" * pad}, separators=(",", ":")).encode()
+            try:
+                host_end.sendall(protocol._HEAD.pack(n) + body)
+            except OSError:   # the judge closed its end without reading
+                return
+
+    t = threading.Thread(target=big_host)
+    t.start()
+    assert len(s.request("name", name="small")) == sizes[0] - len('{"re":1,"ok":""}')
+    with pytest.raises(protocol.TooLarge, match=f"{sizes[1]:,} bytes, over the limit of {protocol.MAX_HOST_FRAME:,}"):
+        s.request("name", name="big")
+    assert s.endpoint.broken
+    judge_end.close()
+    t.join(10)
+    assert not t.is_alive()
+    from tito.grading.autograder import NotebookTests
+    msg = NotebookTests.describe(types.SimpleNamespace(session=None), protocol.TooLarge("a message of 9 bytes"), {})
+    assert msg.startswith("your code's process sent a message of 9 bytes") and "not read" in msg
 
 
 @pytest.mark.parametrize("value, why", [

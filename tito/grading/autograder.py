@@ -45,7 +45,8 @@ from typing import Any
 
 from tito.grading import feedback, package, plan as plans
 from tito.grading.job import JudgePlan
-from tito.isolation.protocol import NAMESPACE, ChannelBroken, ProtocolError, control_recv, control_send, recv, write_frame
+from tito.isolation.protocol import (MAX_HOST_FRAME, NAMESPACE, ChannelBroken, ProtocolError, TooLarge, control_recv,
+                                     control_send, recv, write_frame)
 from tito.grading.remote import NotSendable, Session
 from tito.isolation.sanitize import plain_text
 from tito.notebooks.cells import cell_source, plain_python
@@ -584,6 +585,8 @@ class NotebookTests:
                 except (OSError, EOFError, ProtocolError, ValueError):
                     ended = ""
             return f"your code's process stopped during this test ({ended or 'it closed the channel'})"
+        if isinstance(e, TooLarge):  # a value the judge does not take (its memory is not the student's)
+            return f"your code's process sent {e} (a value your code returned or passed to the test): not read"
         if isinstance(e, ProtocolError):
             return f"your code's process sent something that is not data: {e}"
         if isinstance(e, NotSendable):  # the test's fault: names, no values
@@ -732,7 +735,7 @@ class FeedbackRunner(threading.Thread):
                     break
                 sock.settimeout(left)
                 try:
-                    m = recv(sock)
+                    m = recv(sock, MAX_HOST_FRAME)
                 except socket.timeout:
                     stopped = f"stopped at its time limit of {self.budget(nb):.0f} s"
                     break

@@ -60,7 +60,7 @@ from tito.notebooks.nbfile import atomic_write
 CSV_FIELDS = ["student", "notebook", "score", "max_score", "manual_pending", "status", "reason", "sandbox"]
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 HOST_FILES = ["__init__.py", "isolation/__init__.py", "isolation/protocol.py", "isolation/namespaces.py",
-              "isolation/procs.py", "grading/__init__.py", "grading/host.py"]
+              "isolation/procs.py", "isolation/seccomp.py", "grading/__init__.py", "grading/host.py"]
 
 
 # ---- submissions ----------------------------------------------------------------------------

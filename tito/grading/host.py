@@ -44,6 +44,7 @@ import traceback
 import types
 from typing import Any
 
+from tito.isolation import seccomp
 from tito.isolation.namespaces import PRIVATE_TMP, become_subreaper, isolate, isolate_unprivileged
 from tito.isolation.procs import kill_descendants, kill_group, kill_uid
 from tito.isolation.protocol import (NAMESPACE, Endpoint, Interned, ProtocolError, control_recv, control_send,
@@ -146,9 +147,10 @@ def child(msg: dict, fd: int) -> None:
     gid = gid if isinstance(gid, int) else uid
     hide = msg.get("hide") if isinstance(msg.get("hide"), list) else []
     fatal = ""
+    own_pids = fd if msg.get("own_pids") is True else None  # a PID namespace of its own (as root too: red team 49)
     if isinstance(uid, int) and os.geteuid() == 0:
         try:
-            isolate(int(msg.get("tmp_mb", 512)), hide)
+            isolate(int(msg.get("tmp_mb", 512)), hide, own_pids)
         except OSError as e:  # no isolation, no student code: every request answers with the reason
             fatal = f"the notebook's process could not be isolated: {e}"
         os.setgroups([])
@@ -156,7 +158,12 @@ def child(msg: dict, fd: int) -> None:
         os.setuid(uid)
     elif msg.get("isolate") is True:  # a normal user's sandbox: the same separation in a user namespace
         try:
-            isolate_unprivileged(int(msg.get("tmp_mb", 512)), hide, fd if msg.get("own_pids") is True else None)
+            isolate_unprivileged(int(msg.get("tmp_mb", 512)), hide, own_pids)
+        except OSError as e:
+            fatal = f"the notebook's process could not be isolated: {e}"
+    if msg.get("isolate") is True and not fatal and (filt := seccomp.student_filter()) is not None:
+        try:  # its namespaces made: no user namespace, CLONE_PARENT or clone3 for the student's code (over bwrap's)
+            seccomp.install(filt)
         except OSError as e:
             fatal = f"the notebook's process could not be isolated: {e}"
     null = os.open(os.devnull, os.O_RDWR)

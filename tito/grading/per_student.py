@@ -244,7 +244,8 @@ def _judge_sandboxes(job: GradeJob, work: Path, names: list[str], cpus: set[int]
             judge_end, host_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "-m", "tito.grading.host", str(host_end.fileno())],
                                        mounts, env, limits=limits, rw=[scratch],
-                                       caps=HOST_CAPS if as_root and shared else None, private_tmp=as_root and shared)
+                                       caps=HOST_CAPS if as_root and shared else None, private_tmp=as_root and shared,
+                                       namespaces=True)  # each notebook process loads seccomp.STUDENT itself
             host_procs.append(sandbox.start(spec, box, pass_fds=(host_end.fileno(),), stdout=log, stderr=log,
                                             uid=None if shared else uids.get(key),
                                             cgroups=tuple(guard.groups) if guard else (), cpus=cpus))

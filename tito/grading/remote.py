@@ -33,7 +33,7 @@ import sys
 import types
 from typing import Any
 
-from tito.isolation.protocol import NAMESPACE, Endpoint, Interned, ProtocolError, decode, encode
+from tito.isolation.protocol import MAX_HOST_FRAME, NAMESPACE, Endpoint, Interned, ProtocolError, decode, encode
 
 RESERVED = "_tito_"
 # dunder attributes a proxy asks the host for; any other dunder is not forwarded (libraries probe
@@ -220,7 +220,7 @@ class Session:
     """
 
     def __init__(self, sock, graded: set[str], lib: str = "tinytorch"):
-        self.endpoint = Endpoint(sock, self._serve)
+        self.endpoint = Endpoint(sock, self._serve, MAX_HOST_FRAME)  # the student's replies: a smaller cap
         self.graded = set(graded)
         self.lib = lib  # the course package: only its dataclasses are rebuilt from the host's data
         self.objects: dict[int, Any] = {}     # handle -> proxy

@@ -10,7 +10,9 @@ uts and user namespaces), and dies with its parent. When tito runs as root the s
 fresh unprivileged uid, so that the process limit is enforced and counts that sandbox's processes only;
 a spec with `caps` keeps uid 0 inside with only those capabilities. The only writable host folders
 inside are the spec's `rw` folders, bound at their own path. No process inside can use the kernel's keyrings
-(a seccomp filter: tito.isolation.seccomp; a uid's keys would cross from one test process to the next), and as
+(a seccomp filter: tito.isolation.seccomp; a uid's keys would cross from one test process to the next) nor,
+unless the spec says its code makes namespaces, make a user namespace or a process outside its parent's tree
+(clone(CLONE_PARENT)); and as
 root no two sandboxes of a run share a uid (sandbox.sandbox_uid).
 
     >>> Bubblewrap("/usr/bin/bwrap").inside_path("files", Path("/x"))
@@ -28,7 +30,7 @@ from pathlib import Path
 from tito.isolation import procs
 from tito.isolation.namespaces import PRIVATE_TMP
 from tito.isolation.sandbox import Backend, SandboxSpec, environment, sandbox_uid
-from tito.isolation.seccomp import keyring_filter
+from tito.isolation.seccomp import sandbox_filter
 
 INSIDE = "/grading"          # mounts appear at /grading/<name> inside the sandbox
 SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"]
@@ -70,11 +72,12 @@ class Bubblewrap(Backend):
         return f"{INSIDE}/{name}"
 
     def launch(self, spec: SandboxSpec, uid: int | None = None) -> tuple[list[str], str | None, dict, tuple[int, ...]]:
-        """bwrap's command, and the seccomp filter (no kernel keyrings: tito.isolation.seccomp) in a pipe that
+        """bwrap's command, and the seccomp filter (no kernel keyrings; unless the spec makes namespaces, no user
+        namespace, clone(CLONE_PARENT) or clone3: tito.isolation.seccomp) in a pipe that
         bwrap reads at its start (a few hundred bytes: the pipe's buffer holds them)."""
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-        program = keyring_filter()
-        if program is None:  # a machine whose keyring calls' numbers the table does not know
+        program = sandbox_filter(spec.namespaces)
+        if program is None:  # a machine whose calls' numbers the table does not know
             return self.command(spec, uid), None, env, ()
         r, w = os.pipe()
         try:

@@ -3,8 +3,8 @@ apart from the others (tito.grading.host's notebook processes), and the mounts t
 
 Standard library only: this file runs inside the grading sandbox (the host imports it there).
 
-- `isolate` (root, CAP_SYS_ADMIN): mount, network and IPC namespaces of the process's own, a fresh private
-  temporary folder (PRIVATE_TMP) and /dev/shm, some folders covered (`hide`);
+- `isolate` (root, CAP_SYS_ADMIN): mount, network, IPC and (where asked) PID namespaces of the process's own,
+  a fresh private temporary folder (PRIVATE_TMP) and /dev/shm, some folders covered (`hide`);
 - `isolate_unprivileged` (a normal user's sandbox): the same in a user namespace of its own, the shared /tmp
   read-only, a PID namespace of its own (`own_pid_namespace`) where asked, then every capability dropped;
 - `become_subreaper`: what the process starts stays below it, double-forked or not;
@@ -52,21 +52,27 @@ def _hide(c, hide: list[str]) -> None:
                           b"size=4k,mode=0555"), f"hide {path}")
 
 
-def isolate(tmp_mb: int, hide: list[str] = ()) -> None:
+def isolate(tmp_mb: int, hide: list[str] = (), fd: int | None = None) -> None:
     """Before dropping to the notebook's uid (as root, with CAP_SYS_ADMIN): a mount, network and IPC
     namespace of this process's own, with a fresh temporary folder (PRIVATE_TMP, its TMPDIR) and
     /dev/shm, so the processes of two notebooks share no writable folder, socket or shared memory
     (no notebook can hand another the reference of the module graded there). /tmp itself is left
     alone: folders bound under it (a virtual environment in /tmp) stay visible. The folders `hide`
-    get an empty read-only folder over them (the feedback run: the tests' scratch folder)."""
+    get an empty read-only folder over them (the feedback run: the tests' scratch folder). With `fd` (the
+    role's socket) it also gets a PID namespace of its own (`own_pid_namespace`) with a fresh /proc: it sees
+    no other process of the sandbox (a test process's /proc/PID/cmdline, readable by any uid, would hand the
+    hidden inputs to the feedback process: red team 49), and whatever it starts (`clone(CLONE_PARENT)`, double
+    forks) ends with it. The caller then drops to the notebook's uid."""
     c = libc()
-    check(c.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET), "unshare")
+    check(c.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | (CLONE_NEWPID if fd is not None else 0)), "unshare")
     check(c.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
     for target, size in ((PRIVATE_TMP.encode(), tmp_mb), (b"/dev/shm", 64)):
         check(c.mount(b"tmpfs", target, b"tmpfs", MS_NOSUID | MS_NODEV, f"size={size}m,mode=1777".encode()),
               f"mount tmpfs {target.decode()}")
     _hide(c, list(hide))
     os.environ["TMPDIR"] = PRIVATE_TMP
+    if fd is not None:
+        own_pid_namespace(fd)
 
 
 def drop_capabilities() -> None:
@@ -121,7 +127,7 @@ def _exit_as(pid: int) -> None:
 
 
 def own_pid_namespace(fd: int) -> None:
-    """After unshare(CLONE_NEWPID): this process stays in the zygote's namespace and ends as the new
+    """After unshare(CLONE_NEWPID) (and CLONE_NEWNS): this process stays in the zygote's namespace and ends as the new
     namespace's pid 1 ends (with the signal that ended the role, for the zygote's `describe_status`); pid 1
     mounts the namespace's /proc and reaps; the role runs below it, its own process group, and returns here."""
     first = os.fork()

@@ -41,6 +41,10 @@ from pathlib import PurePath
 from typing import Any, Callable
 
 MAX_FRAME = 256 * 1024 * 1024   # one message; a larger one is a protocol error
+# one message the judge accepts from a student's process (a reply, a callback's arguments, a feedback cell): the
+# judge's memory is outside the student's cgroup, and decoding costs about 6 times a message's size (red team
+# 49: a 184 MB reply took the judge from 386 MB to 1.1 GB); an honest Module 19 grading's largest is far below
+MAX_HOST_FRAME = 16 * 1024 * 1024
 MAX_DEPTH = 64                   # nesting of containers in one value
 MAX_ITEMS = 5_000_000            # values in one message
 _HEAD = struct.Struct(">I")
@@ -57,6 +61,10 @@ QUANT_DTYPES = {"qint8", "quint8", "qint32"}
 
 class ProtocolError(Exception):
     """A frame or value that breaks the message format (the sender is at fault)."""
+
+
+class TooLarge(ProtocolError):
+    """A message over the receiver's limit (not read: the channel is unusable after it)."""
 
 
 # ---- frames ------------------------------------------------------------------------------------
@@ -92,11 +100,12 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def recv(sock: socket.socket) -> dict:
-    """The next message; EOFError when the peer is gone, ProtocolError when it is malformed."""
+def recv(sock: socket.socket, limit: int = MAX_FRAME) -> dict:
+    """The next message (at most `limit` bytes); EOFError when the peer is gone, ProtocolError when it is
+    malformed or larger (read no further: the channel is then unusable)."""
     (n,) = _HEAD.unpack(_recv_exact(sock, _HEAD.size))
-    if n > MAX_FRAME:
-        raise ProtocolError(f"announced a message of {n} bytes, over the {MAX_FRAME}-byte limit")
+    if n > limit:
+        raise TooLarge(f"a message of {n:,} bytes, over the limit of {limit:,} bytes for one message")
     return loads(_recv_exact(sock, n))
 
 
@@ -496,8 +505,8 @@ class Endpoint:
     channel broken: a late reply can no longer be matched to its call.
     """
 
-    def __init__(self, sock: socket.socket, serve: Callable[[dict], dict]):
-        self.sock, self.serve = sock, serve
+    def __init__(self, sock: socket.socket, serve: Callable[[dict], dict], limit: int = MAX_FRAME):
+        self.sock, self.serve, self.limit = sock, serve, limit  # limit: bytes of one message received
         self.next_id = 0
         self.depth = 0
         self.broken: str | None = None
@@ -510,7 +519,7 @@ class Endpoint:
         try:
             send(self.sock, {**msg, "id": rid})
             while True:
-                m = recv(self.sock)
+                m = recv(self.sock, self.limit)
                 if "re" in m:
                     if m["re"] != rid:
                         raise ProtocolError(f"a reply to call {m['re']!r} arrived while call {rid} waited")
@@ -537,7 +546,7 @@ class Endpoint:
         """Answer requests until the peer closes the channel (the host's main loop)."""
         while True:
             try:
-                m = recv(self.sock)
+                m = recv(self.sock, self.limit)
             except EOFError:
                 return
             self.answer(m)

@@ -72,6 +72,9 @@ class SandboxSpec:
     ro: list[Path] = field(default_factory=list)
     caps: tuple[str, ...] | None = None
     private_tmp: bool = False  # no shared writable /tmp: each process mounts its own at PRIVATE_TMP
+    # its own code makes namespaces (the grading zygote): bwrap's seccomp filter then refuses only the keyrings,
+    # else also a user namespace, clone(CLONE_PARENT) and clone3 (tito.isolation.seccomp.STUDENT)
+    namespaces: bool = False
 
 
 @dataclass
