@@ -162,7 +162,7 @@ def child(msg: dict, fd: int) -> None:
         except OSError as e:
             fatal = f"the notebook's process could not be isolated: {e}"
     if msg.get("isolate") is True and not fatal and (filt := seccomp.student_filter()) is not None:
-        try:  # its namespaces made: no user namespace, CLONE_PARENT or clone3 for the student's code (over bwrap's)
+        try:  # namespaces made: no user namespace, CLONE_PARENT or clone3 for the student's code (stacked filter)
             seccomp.install(filt)
         except OSError as e:
             fatal = f"the notebook's process could not be isolated: {e}"
