@@ -11,7 +11,10 @@
    your export, so the tests call the exported code, as grading does, and an import that only an
    unexported cell makes fails the notebook that wrote it) and run by `tito.testing.inline_runner` in a job server that imports torch and
    the other heavy libraries once and forks a fresh process per notebook, two at a time (the
-   longest first, by the last run's times).
+   longest first, by the last run's times). torch's compiler stack (what a static int8 quantization
+   or torch.compile imports) is imported with them on a first run, and later only before the first
+   job that used it last time. tito's own reading of each file (its imports, script, tasks, a test
+   file's needs) is kept by the file's hash (`ParseMemo`): an unchanged file is not parsed again.
 3. **Integration tests of every notebook that passed.** A tests/test_NN_*.py file *exercises*
    the notebooks that export the tinytorch modules it names (imports, or a string naming a
    module); each of its tests, those that export what the test itself uses (tito.testing.needs:
@@ -74,7 +77,7 @@ from tito.notebooks.exports import default_exp, exported_module, notebook_module
 from tito.notebooks.imports import _top_imports, module_files, named_modules, package_graph, reach
 from tito.notebooks.kit import test_helpers
 from tito.notebooks.nbfile import read_notebook
-from tito.testing.inline_runner import COMPILER_STACK, JOB_MARKER
+from tito.testing.inline_runner import COMPILER_STACK, JOB_MARKER, PRELOAD
 from tito.testing.needs import test_modules
 from tito.testing.runners import StageResult, parse_junit, print_table
 from tito.workspace import layout
@@ -547,8 +550,10 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
     env = process.child_env()
     env["PYTHONPATH"] = os.pathsep.join([str(ws_root), str(TITO_PKG.parent)]
                                         + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    # started before the export, so its imports of torch & co overlap it
-    server = JobServer(ws_root, env, jobs, work / "server.log", preload)
+    # started before the export, so its imports of torch & co overlap it; torch's compiler stack too when every job
+    # will run (a first run, --no-cache), else only once a job that used it last time is sent (_Dispatch.send)
+    everything = preload is None and (not use_cache or not cache.get("compiler"))
+    server = JobServer(ws_root, env, jobs, work / "server.log", PRELOAD + COMPILER_STACK if everything else preload)
     dispatch = _Dispatch(server, jobs, cache, work, compiler=preload is None)
     try:
         print(f"[1/3] export your code into {ws_root / LIB} ...", flush=True)
