@@ -261,7 +261,7 @@ class ParseMemo:
 
     def __init__(self, path: Path | None):
         self.path, self.data, self.used = path, {}, {}
-        self.version = _sha(b"".join((TITO_PKG / f).read_bytes() for f in PARSERS))
+        self.version = _sha(b"".join((TITO_PKG / f).read_bytes() for f in PARSERS if (TITO_PKG / f).is_file()))
         try:
             data = json.loads(path.read_text(encoding="utf-8")) if path else {}
             if data.get("version") == self.version:
