@@ -290,7 +290,7 @@ class ParseMemo:
 
 # the sources whose reading the memo keeps: an edit to one of them empties it
 PARSERS = ["workspace/complete.py", "notebooks/cells.py", "notebooks/exports.py", "notebooks/imports.py",
-           "notebooks/nbfile.py", "testing/needs.py"]
+           "notebooks/nbfile.py", "notebooks/kit.py", "testing/needs.py"]
 _MEMO = ParseMemo(None)  # the run's (complete_workspace sets it); in memory elsewhere
 
 
@@ -720,7 +720,11 @@ def _test_file_runs(course: Course, module: str, scratch: Path, tests: list[str]
                     {m for m in tito_names if m in pkg.files} for f in TITO_PKG.rglob("*.py")}
     exporter, files = pkg.exporter, pkg.files
     tfiles: list[TestFileRun] = []
-    helpers = test_helpers(targets, tests_dir)  # tests/busy.py and the like, which test files import
+    # tests/busy.py and the like, which test files import: what they are depends on the test files and the others
+    found = [(str(f.relative_to(tests_dir)), _sha(f.read_bytes())) for f in sorted({*targets, *(
+        f for f in tests_dir.glob("*.py") if not f.name.startswith("test_") and f.name != "conftest.py")})]
+    helpers = [tests_dir / h for h in _MEMO.get("helpers", [found], lambda: [
+        str(h.relative_to(tests_dir)) for h in test_helpers(targets, tests_dir)])]
     for h in helpers:
         shutil.copy2(h, tdir / h.name)
     helper_text = "".join(h.read_text(encoding="utf-8") for h in helpers)
