@@ -410,28 +410,6 @@ def test_job_server_runs_times_out_and_survives_a_crash(tmp_path):
     assert server.p.returncode == 0
 
 
-def test_job_server_loads_a_jobs_preload_before_forking_it(tmp_path):
-    """A job's `preload` (how `module complete` asks for torch's compiler stack only when a job used it last time)
-    is imported by the server before that job is forked, once, so later jobs have it too; a job reports whether it
-    used the compiler stack (here: no)."""
-    absent = "import sys\ndef test_unit_a():\n    assert 'colorsys' not in sys.modules\n"
-    present = "import sys\ndef test_unit_a():\n    assert 'colorsys' in sys.modules\n"
-    server = cmpl.JobServer(tmp_path, dict(__import__("os").environ), 1, tmp_path / "server.log", preload=[])
-    got = {}
-    try:
-        for name, src, pre in (("before", absent, None), ("asks", present, ["colorsys"]), ("after", present, None)):
-            (tmp_path / f"{name}.py").write_text(src)
-            server.submit({"id": name, "kind": "inline", "file": str(tmp_path / f"{name}.py"), "timeout": 60,
-                           "log": str(tmp_path / f"{name}.log"), "result": str(tmp_path / f"{name}.json"),
-                           **({"preload": pre} if pre else {})})
-            msg = server.next()  # one at a time: the order is the point
-            got[msg["id"]] = msg["result"]
-    finally:
-        server.close()
-    assert all(r["ok"] for r in got.values()), got
-    assert [r["compiler_stack"] for r in got.values()] == [False, False, False]
-
-
 def test_complete_reruns_a_test_file_only_when_code_it_executed_changed(mini, tmp_path, capsys, monkeypatch):
     """test_07_two imports mini_base and mini_leaf but calls only square: an edit to neg (a module
     it imports, a function it never calls) leaves it cached, an edit to square runs it again.

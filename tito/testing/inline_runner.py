@@ -32,7 +32,7 @@ import time
 import traceback
 import types
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:
     import ast
@@ -133,32 +133,12 @@ def parse_output(stdout: str) -> dict | None:
 # ---- a job server: import the heavy libraries once, then one fresh process per job ----------
 
 JOB_MARKER = "TITO_JOB_RESULT "
+# The last five are what a job's first static int8 quantization (torch.ao's prepare_fx) imports lazily: torch's
+# compiler stack (FX records where each node came from through it) and networkx, 1.5 s of CPU in every job that
+# quantizes (most of Module 19's notebooks and test files), 1.4 s once here (issue 44: 1.67 -> 0.20 s a job)
 PRELOAD = ["numpy", "pandas", "scipy.stats", "torch", "torch.ao.quantization", "matplotlib.pyplot",
-           "sklearn.datasets", "pytest", "onnx", "onnxruntime"]
-# What a job's first static int8 quantization (torch.ao's prepare_fx) imports lazily: torch's compiler stack (FX
-# records where each node came from through it) and networkx, 1.5 s of CPU in every job that quantizes (most of
-# Module 19's notebooks and test files), 1.4 s once in the server (issue 44: 1.67 -> 0.20 s a job). The server
-# imports it before forking the first job whose `preload` names it (the jobs that used it last time, or have no
-# last time: `module complete` asks), so a run whose jobs never quantize nor compile does not pay it.
-COMPILER_STACK = ["torch._dynamo", "torch._functorch.aot_autograd", "torch._inductor.codecache", "torch._export",
-                  "networkx"]
-# modules a job imports only when it uses the compiler stack (torch.compile imports more of torch._dynamo and
-# torch._inductor than the preload does; prepare_fx imports quantize_fx): a job that imported one used it
-_COMPILER_USE = ("torch._dynamo", "torch._inductor", "torch._functorch", "torch._export", "torch.export", "networkx",
-                 "torch.ao.quantization.quantize_fx")
-
-
-def used_compiler_stack(before: set[str], after: Iterable[str]) -> bool:
-    """Whether a job that started with the modules `before` and ended with `after` used torch's compiler stack
-    (see _COMPILER_USE): a hint for the next run's preload, never part of a result's meaning.
-
-    >>> used_compiler_stack({"torch", "torch._dynamo"}, ["torch", "torch._dynamo", "torch._dynamo.eval_frame"])
-    True
-    >>> used_compiler_stack({"torch"}, ["torch", "torch.nn.modules.linear"])
-    False
-    """
-    return any(m not in before and (m in _COMPILER_USE or m.startswith(tuple(p + "." for p in _COMPILER_USE)))
-               for m in after)
+           "sklearn.datasets", "pytest", "onnx", "onnxruntime",
+           "torch._dynamo", "torch._functorch.aot_autograd", "torch._inductor.codecache", "torch._export", "networkx"]
 
 
 def run_job(job: dict) -> dict:
@@ -403,10 +383,7 @@ def _child(job: dict) -> None:
         os.dup2(fd, 2)
         if "numpy" in sys.modules:  # a fresh process seeds numpy's global generator from the OS; so do we
             sys.modules["numpy"].random.seed()
-        before = set(sys.modules)
         res = run_job(job)
-        if isinstance(res, dict):
-            res["compiler_stack"] = used_compiler_stack(before, list(sys.modules))
         tmp = job["result"] + ".tmp"
         Path(tmp).write_text(json.dumps(res), encoding="utf-8")
         os.replace(tmp, job["result"])
@@ -448,8 +425,7 @@ def serve(jobs: int = 2, preload: list[str] | None = None) -> int:
     `JOB_MARKER {"id", "exit", "seconds", "cpu_seconds", "timed_out", "result"}` to stdout as each
     one ends (cpu_seconds: the job's process and the processes it waited for, user + system). Ends
     when stdin is closed and every job has ended. A job that outlives its timeout is killed with
-    everything it started. Only third-party libraries are preloaded, never the code under test. A job's
-    `preload` (a list of libraries) is imported here before that job is forked, once (COMPILER_STACK).
+    everything it started. Only third-party libraries are preloaded, never the code under test.
     """
     with threads_per_job(jobs):  # the cores shared among the jobs: two jobs of two threads each on two cores only contend
         return _serve(jobs, preload)
@@ -461,22 +437,14 @@ def _serve(jobs: int, preload: list[str] | None) -> int:
     from collections import deque
 
     t0 = time.perf_counter()
-    loaded: list[str] = []
-    tried: set[str] = set()
-
-    def load(names: Iterable[str]) -> None:
-        for name in names:
-            if name in tried:
-                continue
-            tried.add(name)
-            try:
-                __import__(name)
-                loaded.append(name)
-            except Exception as e:  # noqa: BLE001 - the job imports it itself, and fails there if it must (torch's
-                # compiler stack raises RuntimeError, not ImportError, on a Python it does not support)
-                print(f"tito job server: not preloaded: {name} ({type(e).__name__}: {e})", file=sys.stderr)
-
-    load(PRELOAD if preload is None else preload)
+    loaded = []
+    for name in PRELOAD if preload is None else preload:
+        try:
+            __import__(name)
+            loaded.append(name)
+        except Exception as e:  # noqa: BLE001 - the job imports it itself, and fails there if it must (torch's
+            # compiler stack raises RuntimeError, not ImportError, on a Python it does not support)
+            print(f"tito job server: not preloaded: {name} ({type(e).__name__}: {e})", file=sys.stderr)
     out = sys.stdout
 
     def emit(obj: dict) -> None:
@@ -521,9 +489,6 @@ def _serve(jobs: int, preload: list[str] | None) -> int:
                 running[pid] = (job, started, True)
         while queue and len(running) < jobs:
             job = queue.popleft()
-            if any(n not in tried for n in job.get("preload") or ()):  # once, then every later job has it too
-                load(job["preload"])
-                gc.freeze()
             Path(job["result"]).unlink(missing_ok=True)
             sys.stdout.flush()
             sys.stderr.flush()

@@ -11,9 +11,7 @@
    your export, so the tests call the exported code, as grading does, and an import that only an
    unexported cell makes fails the notebook that wrote it) and run by `tito.testing.inline_runner` in a job server that imports torch and
    the other heavy libraries once and forks a fresh process per notebook, two at a time (the
-   longest first, by the last run's times). torch's compiler stack (what a static int8 quantization
-   or torch.compile imports) is imported with them on a first run, and later only before the first
-   job that used it last time. tito's own reading of each file (its imports, script, tasks, a test
+   longest first, by the last run's times). tito's own reading of each file (its imports, script, tasks, a test
    file's needs) is kept by the file's hash (`ParseMemo`): an unchanged file is not parsed again.
 3. **Integration tests of every notebook that passed.** A tests/test_NN_*.py file *exercises*
    the notebooks that export the tinytorch modules it names (imports, or a string naming a
@@ -77,7 +75,7 @@ from tito.notebooks.exports import default_exp, exported_module, notebook_module
 from tito.notebooks.imports import _top_imports, module_files, named_modules, package_graph, reach
 from tito.notebooks.kit import test_helpers
 from tito.notebooks.nbfile import read_notebook
-from tito.testing.inline_runner import COMPILER_STACK, JOB_MARKER, PRELOAD
+from tito.testing.inline_runner import JOB_MARKER
 from tito.testing.needs import test_modules
 from tito.testing.runners import StageResult, parse_junit, print_table
 from tito.workspace import layout
@@ -550,11 +548,9 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
     env = process.child_env()
     env["PYTHONPATH"] = os.pathsep.join([str(ws_root), str(TITO_PKG.parent)]
                                         + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    # started before the export, so its imports of torch & co overlap it; torch's compiler stack too when every job
-    # will run (a first run, --no-cache), else only once a job that used it last time is sent (_Dispatch.send)
-    everything = preload is None and (not use_cache or not cache.get("compiler"))
-    server = JobServer(ws_root, env, jobs, work / "server.log", PRELOAD + COMPILER_STACK if everything else preload)
-    dispatch = _Dispatch(server, jobs, cache, work, compiler=preload is None)
+    # started before the export, so its imports of torch & co overlap it
+    server = JobServer(ws_root, env, jobs, work / "server.log", preload)
+    dispatch = _Dispatch(server, jobs, cache, work)
     try:
         print(f"[1/3] export your code into {ws_root / LIB} ...", flush=True)
         ex, written = _export(course, ws_root, notebooks)
@@ -774,9 +770,8 @@ class _Dispatch:
     that integration tests wait for goes before one that is only long. A test file is queued once the notebooks it
     needs have run (`ready_test_files`); each job's end is recorded as it comes (`done`)."""
 
-    def __init__(self, server: JobServer, jobs: int, cache: dict, work: Path, compiler: bool = True):
+    def __init__(self, server: JobServer, jobs: int, cache: dict, work: Path):
         self.server, self.jobs, self.cache, self.work = server, jobs, cache, work
-        self.compiler = compiler  # whether jobs may ask the server for torch's compiler stack (the default preload)
         self.logs = work / "logs"
         self.marked = work / "marked"  # the package's modules compiled with the recording's marks (_marked_code)
         if self.marked.is_dir() and sum(1 for _ in self.marked.iterdir()) > MARKED_KEEP:
@@ -787,16 +782,7 @@ class _Dispatch:
     def send(self) -> None:
         self.waiting.sort(key=lambda e: -e[0])
         while self.waiting and self.server.pending < self.jobs:
-            job = self.waiting.pop(0)[1]
-            name = job["id"].partition(":")[2]
-            if self.compiler and self.cache.setdefault("compiler", {}).get(name, True):
-                job["preload"] = COMPILER_STACK  # it used it last time, or has not run here yet
-            self.server.submit(job)
-
-    def note_compiler(self, name: str, result: dict | None) -> None:
-        """Remember whether `name`'s job used torch's compiler stack (unknown, after a crash: as if it did)."""
-        used = (result or {}).pop("compiler_stack", None)
-        self.cache.setdefault("compiler", {})[name] = True if used is None else bool(used)
+            self.server.submit(self.waiting.pop(0)[1])
 
     def expected(self, name: str, guess: float) -> float:
         return float(self.cache["seconds"].get(name, guess))
@@ -865,7 +851,6 @@ class _Dispatch:
                             "failed": 0}
             else:
                 r.result = msg["result"]
-            self.note_compiler(r.name, r.result)
             executed = _executed_modules(r.result.pop("executed", None), pkg.files)
             unknown = r.result.pop("executed_unknown", None)
             r.report = task_reports(r, pkg.owner_of_file)
@@ -884,7 +869,6 @@ class _Dispatch:
             tf = next(t for t in tfiles if t.name == name)
             tf.seconds, tf.cpu_seconds = msg["seconds"], msg.get("cpu_seconds", 0.0)
             tf.cases = parse_junit(self.work / f"{Path(name).stem}.xml")
-            self.note_compiler(name, msg["result"])
             rc = (msg["result"] or {}).get("exit", msg["exit"])
             if msg["timed_out"]:
                 tf.error = f"timed out after {TEST_FILE_TIMEOUT_S} s"
