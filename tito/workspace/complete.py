@@ -246,7 +246,8 @@ def key_of(kind: str, own: str, modules: set[str], hashes: dict[str, str], extra
 class ParseMemo:
     """What tito read from a file's text (a package module's imports and function digests, a notebook's script and
     tasks, a test file's needs), kept between runs by the SHA-256 of everything the reading depends on: the text,
-    the package's module names where they matter, and the sources of tito that read it (`PARSERS`). An unchanged
+    the package's module names where they matter, the sources of tito that read it (`PARSERS`) and Python's
+    version. An unchanged
     file is not parsed again; an edited one is (its hash is new). Kept in WORKSPACE/.tito/complete/parsed.json
     (MEMO_KEEP entries at most, the ones a run used first: old versions of an edited file do not pile up).
 
@@ -259,7 +260,9 @@ class ParseMemo:
 
     def __init__(self, path: Path | None):
         self.path, self.data, self.used = path, {}, {}
-        self.version = _sha(b"".join((TITO_PKG / f).read_bytes() for f in PARSERS if (TITO_PKG / f).is_file()))
+        # Python's version too: ast.dump and what compiles differ between versions
+        self.version = _sha(sys.version.encode() + b"".join((TITO_PKG / f).read_bytes() for f in PARSERS
+                                                             if (TITO_PKG / f).is_file()))
         try:
             data = json.loads(path.read_text(encoding="utf-8")) if path else {}
             if data.get("version") == self.version:
