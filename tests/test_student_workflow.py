@@ -280,8 +280,17 @@ def test_complete_runs_only_what_changed(mini, tmp_path, capsys, monkeypatch):
     assert all(not v["cached"] and v["passed"] == 1 for v in last["integration"].values()), last["integration"]
     assert last["integration"]["test_07_user.py"]["needs"] == ["alpha_dev.ipynb"]
 
+    # tito's own reading of the files is kept by their hashes (ParseMemo): counted from here on
+    parsed = {"notebooks": [], "test files": [], "digests": 0}
+    read_nb, needs, digest = cmpl._read_notebook, cmpl.test_modules, cmpl._module_digest
+    monkeypatch.setattr(cmpl, "_read_notebook", lambda p, f: parsed["notebooks"].append(p.name) or read_nb(p, f))
+    monkeypatch.setattr(cmpl, "test_modules", lambda t, *a: parsed["test files"].append(t) or needs(t, *a))
+    monkeypatch.setattr(cmpl, "_module_digest", lambda t: parsed.__setitem__("digests", parsed["digests"] + 1)
+                        or digest(t))
+
     # 2. nothing changed: nothing executes, the results come from the cache, still complete
     rc, out, last = _complete(mini, dest, capsys)
+    assert parsed == {"notebooks": [], "test files": [], "digests": 0}, "nothing changed: nothing is parsed again"
     assert rc == 0, out
     assert len(_runs(runs)) == 3, "a cache hit must not execute the notebook"
     assert all(v["cached"] and v["executions"] == 1 for v in last["notebooks"].values())
@@ -294,11 +303,16 @@ def test_complete_runs_only_what_changed(mini, tmp_path, capsys, monkeypatch):
     subs.save(nb, dest / "zeta_dev.ipynb")
     _complete(mini, dest, capsys)
     assert len(_runs(runs)) == 3
+    assert parsed["notebooks"] == ["zeta_dev.ipynb"], "its file changed: read again (its key did not)"
+    parsed.update({"notebooks": [], "test files": [], "digests": 0})
 
     # 4. an edit of the leaf: only it runs again, and only its test file
     _edit_code(dest / "mid_dev.ipynb", "neg", "return -x", "return 0 - x")
     rc, out, last = _complete(mini, dest, capsys)
     assert rc == 0 and _runs(runs)[3:] == ["mid"]
+    assert parsed["notebooks"] == ["mid_dev.ipynb"], "an edited notebook is parsed again, the others are not"
+    assert parsed["test files"] == [], "no import of the package changed: the test files' needs are kept"
+    assert parsed["digests"] == 1, "the edited module (mini_leaf) is digested again, no other"
     assert [n for n, v in last["integration"].items() if not v["cached"]] == ["test_07_leaf.py"]
 
     # 5. an edit of zeta's exported code: zeta and alpha (which imports it) run again, mid does not

@@ -15,7 +15,7 @@ import ast
 import functools
 import re
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 
 def module_files(lib_dir: Path) -> dict[str, Path]:
@@ -62,12 +62,15 @@ def named_modules(source: str, known: Mapping | set, package: str | None = None)
     return {m for m in out if m in known}
 
 
-def package_graph(files: Mapping[str, Path]) -> dict[str, set[str]]:
-    """Each module of the package (`module_files`) -> the modules of the package its file names."""
+def package_graph(files: Mapping[str, Path],
+                  named: Callable[[str, Mapping | set, str], set[str]] | None = None) -> dict[str, set[str]]:
+    """Each module of the package (`module_files`) -> the modules of the package its file names. `named`: what
+    reads one file, `named_modules` by default (`module complete` passes one that remembers each file's answer
+    by its content's hash)."""
     graph = {}
     for mod, f in files.items():
         pkg = mod if f.name == "__init__.py" else mod.rpartition(".")[0]
-        graph[mod] = named_modules(f.read_text(encoding="utf-8"), files, pkg)
+        graph[mod] = (named or named_modules)(f.read_text(encoding="utf-8"), files, pkg)
     return graph
 
 

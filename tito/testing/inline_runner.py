@@ -503,7 +503,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--serve"]:  # --serve JOBS [PRELOAD,...]: "-" preloads nothing
         pre = None if len(argv) < 3 else [m for m in argv[2].split(",") if m and m != "-"]
-        return serve(int(argv[1]) if len(argv) > 1 else 2, pre)
+        code = serve(int(argv[1]) if len(argv) > 1 else 2, pre)
+        # every job has ended and been reported: the interpreter's teardown of torch & co (0.3 s, which tito waits
+        # for) would only free memory the exit frees anyway
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     if len(argv) != 1:
         print("usage: python -m tito.testing.inline_runner FILE | --serve [JOBS [PRELOAD,...]]", file=sys.stderr)
         return 2

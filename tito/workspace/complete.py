@@ -11,7 +11,8 @@
    your export, so the tests call the exported code, as grading does, and an import that only an
    unexported cell makes fails the notebook that wrote it) and run by `tito.testing.inline_runner` in a job server that imports torch and
    the other heavy libraries once and forks a fresh process per notebook, two at a time (the
-   longest first, by the last run's times).
+   longest first, by the last run's times). tito's own reading of each file (its imports, script, tasks, a test
+   file's needs) is kept by the file's hash (`ParseMemo`): an unchanged file is not parsed again.
 3. **Integration tests of every notebook that passed.** A tests/test_NN_*.py file *exercises*
    the notebooks that export the tinytorch modules it names (imports, or a string naming a
    module); each of its tests, those that export what the test itself uses (tito.testing.needs:
@@ -71,9 +72,9 @@ from tito.isolation import process
 from tito.notebooks import nbgrader_glue
 from tito.notebooks.cells import cell_source, nbgrader_meta, plain_python, syntax_errors, where
 from tito.notebooks.exports import default_exp, exported_module, notebook_modules, split_exported
-from tito.notebooks.imports import module_files, named_modules, package_graph, reach
+from tito.notebooks.imports import _top_imports, module_files, named_modules, package_graph, reach
 from tito.notebooks.kit import test_helpers
-from tito.notebooks.nbfile import read_notebook
+from tito.notebooks.nbfile import atomic_write, read_notebook
 from tito.testing.inline_runner import JOB_MARKER
 from tito.testing.needs import test_modules
 from tito.testing.runners import StageResult, parse_junit, print_table
@@ -82,6 +83,7 @@ from tito.workspace import layout
 KEY_VERSION = 2  # 2: executed_hash from per-function digests
 CACHE = "complete-cache.json"
 TEST_FILE_GUESS_S = 4.0  # a test file's seconds before it has run once here (most of module 19's take 2-8 s)
+MEMO_KEEP = 3000  # ParseMemo's entries kept between runs at most (Module 19 uses about 250 a run)
 MARKED_KEEP = 400  # marked modules kept between runs at most (Module 19's package has about 90 modules)
 TEST_FILE_TIMEOUT_S = 1800  # one integration test file's pytest run at most
 LIB = "tinytorch"
@@ -227,7 +229,7 @@ def executed_hash(path: Path, executed: set[str]) -> str:
     (True, False)
     """
     text = Path(path).read_bytes()
-    digest = _module_digest(text)
+    digest = _MEMO.get("digest", [_sha(text)], lambda: _module_digest(text))
     if digest is None:
         return _sha(text)
     skeleton, bodies = digest
@@ -239,6 +241,60 @@ def key_of(kind: str, own: str, modules: set[str], hashes: dict[str, str], extra
     and `extra` (environment, data, ...)."""
     body = {"kind": kind, "own": _sha(own), "modules": {m: hashes[m] for m in sorted(modules)}, **extra}
     return _sha(json.dumps(body, sort_keys=True, default=str))
+
+
+class ParseMemo:
+    """What tito read from a file's text (a package module's imports and function digests, a notebook's script and
+    tasks, a test file's needs), kept between runs by the SHA-256 of everything the reading depends on: the text,
+    the package's module names where they matter, the sources of tito that read it (`PARSERS`) and Python's
+    version. An unchanged
+    file is not parsed again; an edited one is (its hash is new). Kept in WORKSPACE/.tito/complete/parsed.json
+    (MEMO_KEEP entries at most, the ones a run used first: old versions of an edited file do not pile up).
+
+    >>> m = ParseMemo(None); calls = []
+    >>> m.get("n", ["text"], lambda: calls.append(1) or [1]), m.get("n", ["text"], lambda: calls.append(1) or [2])
+    ([1], [1])
+    >>> m.get("n", ["other text"], lambda: calls.append(1) or [3]), len(calls)
+    ([3], 2)
+    """
+
+    def __init__(self, path: Path | None):
+        self.path, self.data, self.used = path, {}, {}
+        # Python's version too: ast.dump and what compiles differ between versions
+        self.version = _sha(sys.version.encode() + b"".join((TITO_PKG / f).read_bytes() for f in PARSERS
+                                                             if (TITO_PKG / f).is_file()))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8")) if path else {}
+            if data.get("version") == self.version:
+                self.data = data["entries"]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass
+
+    def get(self, kind: str, parts: list, compute):
+        """compute()'s value (JSON: lists, not sets) for `parts` (what it depends on), from the memo when known."""
+        k = f"{kind}:{_sha(json.dumps(parts, sort_keys=True, default=str))}"
+        if k not in self.used:
+            self.used[k] = self.data[k] if k in self.data else compute()
+        return self.used[k]
+
+    def save(self) -> None:
+        """Write this run's entries, then the earlier ones it did not need (a module a later run digests again)
+        up to MEMO_KEEP entries in all, the oldest dropped first (an edited file's old versions pile up)."""
+        if self.path:
+            entries = dict(self.used)
+            for k, v in self.data.items():
+                if len(entries) >= MEMO_KEEP:
+                    break
+                entries.setdefault(k, v)
+            # compact: json's C encoder (an indented dump of its ~0.5 MB takes the pure-Python one, 0.3 s)
+            atomic_write(self.path, json.dumps({"version": self.version, "entries": entries},
+                                                      separators=(",", ":")))
+
+
+# the sources whose reading the memo keeps: an edit to one of them empties it
+PARSERS = ["workspace/complete.py", "notebooks/cells.py", "notebooks/exports.py", "notebooks/imports.py",
+           "notebooks/nbfile.py", "notebooks/kit.py", "testing/needs.py"]
+_MEMO = ParseMemo(None)  # the run's (complete_workspace sets it); in memory elsewhere
 
 
 def _executed_modules(executed: dict | None, files: dict[str, Path]) -> dict[str, list[str]] | None:
@@ -492,6 +548,8 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
         raise TitoError(f"no notebooks in {mod_dir}")
     cache_path = scratch / CACHE
     cache = _load_cache(cache_path)
+    global _MEMO
+    _MEMO = ParseMemo((work / "parsed.json") if use_cache else None)
     env = process.child_env()
     env["PYTHONPATH"] = os.pathsep.join([str(ws_root), str(TITO_PKG.parent)]
                                         + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
@@ -542,7 +600,8 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
         for script in dispatch.scripts:
             script.unlink(missing_ok=True)
         scratch.mkdir(parents=True, exist_ok=True)
-        layout.write_json(cache_path, cache)
+        atomic_write(cache_path, json.dumps(cache, separators=(",", ":")))  # compact: the C encoder (see save)
+        _MEMO.save()
 
 
 def _export(course: Course, ws_root: Path, notebooks: list[Path]) -> tuple[StageResult, list[Path]]:
@@ -580,7 +639,13 @@ class _Package:
     def of(cls, course: Course, ws_root: Path, mod_dir: Path) -> "_Package":
         lib = ws_root / LIB
         files = module_files(lib)
-        return cls(ws_root, lib, files, package_graph(files), {m: _sha(f.read_bytes()) for m, f in files.items()},
+        known = _sha(json.dumps(sorted(files)))
+
+        def named(text: str, known_mods, package: str) -> set[str]:  # each file read once, then by its hash
+            return set(_MEMO.get("imports", [_sha(text), package, known],
+                                 lambda: sorted(named_modules(text, known_mods, package))))
+
+        return cls(ws_root, lib, files, package_graph(files, named), {m: _sha(f.read_bytes()) for m, f in files.items()},
                    environment() | {"course": course.version},
                    {str(p.relative_to(mod_dir)): _sha(p.read_bytes())
                     for p in sorted((mod_dir / "data").rglob("*")) if p.is_file()})
@@ -605,21 +670,34 @@ def _notebook_runs(notebooks: list[Path], pkg: _Package) -> tuple[list[NotebookR
     """Stage 2's notebooks, each with its script, cache key and tasks; and `broken`: module -> (notebook,
     syntax_errors entry) of a cell of the export that does not compile (it breaks its module for every importer)."""
     runs, broken = [], {}
+    known = sorted(pkg.files)
     for nb_path in notebooks:
-        nb = read_notebook(nb_path)
-        code = code_text(nb, LIB)
-        exports = notebook_modules(nb, LIB)
+        raw = nb_path.read_bytes()
+        parsed = _MEMO.get("notebook", [_sha(raw), known], lambda: _read_notebook(nb_path, pkg.files))
+        code, exports = parsed["code"], parsed["exports"]
         for m in exports:
             pkg.exporter.setdefault(m, nb_path.name)
-        mods = reach(named_modules(code, pkg.files), pkg.graph)
+        mods = reach(parsed["named"], pkg.graph)
         key = key_of("inline", code, mods, pkg.hashes, pkg.nb_extra)
-        runs.append(NotebookRun(nb_path.name, nb_path, key, exports, notebook_tasks(nb), code,
-                                reaches=mods, syntax=syntax_errors(nb)))
-        for err in runs[-1].syntax:
-            mod = exported_module(plain_python(cell_source(nb["cells"][err["cell"] - 1])), default_exp(nb))
+        runs.append(NotebookRun(nb_path.name, nb_path, key, exports, [Task(*t) for t in parsed["tasks"]], code,
+                                reaches=mods, syntax=parsed["syntax"]))
+        for err, mod in zip(parsed["syntax"], parsed["broken"]):
             if mod:
                 broken.setdefault(f"{LIB}.{mod}", (nb_path.name, err))
     return runs, broken
+
+
+def _read_notebook(nb_path: Path, files: dict[str, Path]) -> dict:
+    """What `_notebook_runs` reads from a notebook (JSON, for ParseMemo): its script (code_text), the modules it
+    exports, the package modules its script names, its tasks, its cells that do not compile and the module each
+    of those exports to (None: not exported)."""
+    nb = read_notebook(nb_path)
+    code = code_text(nb, LIB)
+    syntax = syntax_errors(nb)
+    return {"code": code, "exports": notebook_modules(nb, LIB), "named": sorted(named_modules(code, files)),
+            "tasks": [[t.grade_id, t.points, t.tests] for t in notebook_tasks(nb)], "syntax": syntax,
+            "broken": [exported_module(plain_python(cell_source(nb["cells"][err["cell"] - 1])), default_exp(nb))
+                       for err in syntax]}
 
 
 def _test_file_runs(course: Course, module: str, scratch: Path, tests: list[str] | None, runs: list[NotebookRun],
@@ -643,17 +721,27 @@ def _test_file_runs(course: Course, module: str, scratch: Path, tests: list[str]
                     {m for m in tito_names if m in pkg.files} for f in TITO_PKG.rglob("*.py")}
     exporter, files = pkg.exporter, pkg.files
     tfiles: list[TestFileRun] = []
-    helpers = test_helpers(targets, tests_dir)  # tests/busy.py and the like, which test files import
+    # tests/busy.py and the like, which test files import: what they are depends on the test files and the others
+    found = [(str(f.relative_to(tests_dir)), _sha(f.read_bytes())) for f in sorted({*targets, *(
+        f for f in tests_dir.glob("*.py") if not f.name.startswith("test_") and f.name != "conftest.py")})]
+    helpers = [tests_dir / h for h in _MEMO.get("helpers", [found], lambda: [
+        str(h.relative_to(tests_dir)) for h in test_helpers(targets, tests_dir)])]
     for h in helpers:
         shutil.copy2(h, tdir / h.name)
     helper_text = "".join(h.read_text(encoding="utf-8") for h in helpers)
     # what every test file's key holds
     extra = {"env": pkg.envkey, "tito": tito_hash, "data": pkg.data,
              "helpers": hashlib.sha256(helper_text.encode()).hexdigest()}
+    # what following a test's names through the package's re-exports reads: the module files and their imports
+    skeleton = _sha(json.dumps([tito_modules, {m: [f.name, _MEMO.get("top", [pkg.hashes[m]], lambda f=f: _from_imports(f))]
+                                               for m, f in sorted(files.items())}], sort_keys=True, default=sorted))
     for t in targets:
         text = t.read_text(encoding="utf-8")
-        named = named_modules(text, files)
-        per_test = test_modules(text, files, tito_modules)
+        parsed = _MEMO.get("test-file", [_sha(text), skeleton], lambda: {
+            "named": sorted(named_modules(text, files)),
+            "per_test": None if (pt := test_modules(text, files, tito_modules)) is None else
+            {tid: sorted(mods) for tid, mods in pt.items()}})
+        named, per_test = set(parsed["named"]), parsed["per_test"]
         tests_need = None if per_test is None else {
             tid: sorted({exporter[m] for m in mods if m in exporter}, key=order) for tid, mods in per_test.items()}
         needs = sorted({exporter[m] for m in named if m in exporter}
@@ -670,6 +758,15 @@ def _test_file_runs(course: Course, module: str, scratch: Path, tests: list[str]
         tfiles.append(tf)
         shutil.copy2(t, tdir / t.name)
     return tfiles, tdir
+
+
+def _from_imports(f: Path) -> list | None:
+    """A package file's module-level `from ... import ...` statements (tito.notebooks.imports' reading of them,
+    which `defining_module` follows): what a test file's needs depend on in that file."""
+    try:
+        return _top_imports(f.read_text(encoding="utf-8"))
+    except OSError:
+        return None
 
 
 class _Dispatch:
