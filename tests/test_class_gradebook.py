@@ -331,6 +331,10 @@ def test_grading_a_written_answer_in_a_real_browser(klass, template, tmp_path, r
             wait = WebDriverWait(browser, 240)  # a full parallel test run slowed the page past 60 s twice
             score = wait.until(lambda b: b.find_element(By.ID, ANSWER))
             wait.until(lambda b: "Answer key and rubric" in b.page_source)
+            # formgrade.js binds a score's view to its field once its grades and comments arrive (an AJAX fetch
+            # each): typed before that, an edit is never saved (a full test run's load once gave 240 s of nothing)
+            wait.until(lambda b: b.execute_script("return typeof formgrader !== 'undefined' && "
+                                                  "formgrader.grades.loaded && formgrader.comments.loaded"))
             browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", score)
             score.clear()
             score.send_keys("2", Keys.TAB)

@@ -257,3 +257,30 @@ def weights_sha256(model: nn.Module | str | Path) -> str:
 assert median_interval([2.0] * 5) == (2.0, 2.0)
 assert claim_check(0.99, 0.90, tolerance=0.01, relative=False)
 assert speedup_check(10.0, [2.0, 2.1, 1.9, 2.0, 2.2, 1.8], tolerance=0.5)["contradicted"]
+
+# %%
+def test_module():
+    "The size rule on a model traced here (its tensors' bytes worked by hand), the mangle discount, the two claim checks."
+    import io
+
+    def saved(m: nn.Module) -> bytes:
+        buf = io.BytesIO()
+        torch.jit.save(torch.jit.trace(m.eval(), torch.zeros(1, 64)), buf)
+        return buf.getvalue()
+
+    first = saved(nn.Linear(64, 10))
+    records, how = counted_records(first)
+    assert records is not None, how
+    tensors = sum(n for k, n in records.items() if "/data/" in k)
+    assert tensors == (64 * 10 + 10) * 4, f"a weight and a bias of 650 float32s in all: {tensors} bytes counted"
+    assert not any("debug" in k for k in records), f"debug information is not counted: {sorted(records)}"
+    size, _ = model_file_bytes(first)
+    assert tensors < size <= sum(records.values()) < len(first), (tensors, size, len(first))
+    again = saved(nn.Linear(64, 10))  # traced again in this process: its class may be renamed ___torch_mangle_<n>
+    assert abs(model_file_bytes(again)[0] - size) < len(MANGLE_PREFIX), "the same model, sized alike"
+    assert claim_check(2.0, 1.0, tolerance=0.01) and not claim_check(1.005, 1.0, tolerance=0.01)
+    assert not speedup_check(2.0, [2.0, 2.1, 1.9, 2.0, 2.2, 1.8], tolerance=0.5)["contradicted"]
+
+
+if __name__ == "__main__":
+    test_module()

@@ -358,3 +358,33 @@ def plot_distribution(payload: dict[str, Any], metric: str, output_dir: str | Pa
     title = f"{metric}: every timed sample per model" + (f"\n({note})" if note else "")
     return _save_figure(fig, ax, Path(output_dir) / f"{metric}_distribution.png", title,
                         f"{metric} ({payload.get('metrics', {}).get(metric, {}).get('unit', '')})")
+
+# %%
+def test_module():
+    "A payload's files: results.json read back with its schema checked and NaN refused, the tidy CSV, the plot scale."
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = ensure_output_dir(Path(tmp) / "new" / "folder")
+        path = save_json({"schema": SCHEMA, "models": ["a"], "note": None}, out / JSON_FILE)
+        assert load_payload(path) == {"schema": SCHEMA, "models": ["a"], "note": None}
+        (out / "other.json").write_text('{"schema": "another/1"}', encoding="utf-8")
+        for bad, write in (("other.json", False), ("nan.json", True)):
+            try:
+                if write:
+                    save_json({"schema": SCHEMA, "median": float("nan")}, out / bad)
+                else:
+                    load_payload(out / bad)
+            except ValueError:
+                continue
+            raise AssertionError(f"{bad}: must be refused")
+        assert not (out / "nan.json").exists(), "a refused payload leaves no file behind"
+    header, row = tidy_csv([{"model": "a", "metric": "latency", "median": 0.1, "note": None}]).splitlines()
+    assert header.split(",") == list(TABLE_COLUMNS)
+    cells = dict(zip(TABLE_COLUMNS, row.split(",")))
+    assert cells["median"] == "0.1" and cells["note"] == "" and cells["count"] == "", cells
+    assert distribution_scale([[1.0, 1.2, 0.9]]) == ("linear", "")
+
+
+if __name__ == "__main__":
+    test_module()

@@ -103,7 +103,7 @@ def defining_module(module: str, name: str, files: Mapping[str, Path], _seen: fr
     if f is None or module in _seen:
         return module
     try:
-        imports = _top_imports(f.read_text(encoding="utf-8"))
+        imports = top_imports(f.read_text(encoding="utf-8"))
     except OSError:
         return module
     package = module if f.name == "__init__.py" else module.rpartition(".")[0]
@@ -116,10 +116,14 @@ def defining_module(module: str, name: str, files: Mapping[str, Path], _seen: fr
 
 
 @functools.lru_cache(maxsize=1024)
-def _top_imports(text: str) -> tuple[tuple[str | None, int, tuple[tuple[str, str | None], ...]], ...] | None:
+def top_imports(text: str) -> tuple[tuple[str | None, int, tuple[tuple[str, str | None], ...]], ...] | None:
     """The module-level `from ... import ...` statements of `text` as (module, level, ((name, asname), ...)); None
     when it does not parse. Parsed once a run: `module complete` follows every name of 17 test files through the
-    same package files (230 parses of them a run before, 1.5 s of CPU)."""
+    same package files (230 parses of them a run before, 1.5 s of CPU).
+
+    >>> top_imports("from .a import b as c, d")
+    (('a', 1, (('b', 'c'), ('d', None))),)
+    """
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):

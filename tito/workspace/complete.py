@@ -72,7 +72,7 @@ from tito.isolation import process
 from tito.notebooks import nbgrader_glue
 from tito.notebooks.cells import cell_source, nbgrader_meta, plain_python, syntax_errors, where
 from tito.notebooks.exports import default_exp, exported_module, notebook_modules, split_exported
-from tito.notebooks.imports import _top_imports, module_files, named_modules, package_graph, reach
+from tito.notebooks.imports import top_imports, module_files, named_modules, package_graph, reach
 from tito.notebooks.kit import test_helpers
 from tito.notebooks.nbfile import atomic_write, read_notebook
 from tito.testing.inline_runner import JOB_MARKER
@@ -764,7 +764,7 @@ def _from_imports(f: Path) -> list | None:
     """A package file's module-level `from ... import ...` statements (tito.notebooks.imports' reading of them,
     which `defining_module` follows): what a test file's needs depend on in that file."""
     try:
-        return _top_imports(f.read_text(encoding="utf-8"))
+        return top_imports(f.read_text(encoding="utf-8"))
     except OSError:
         return None
 
