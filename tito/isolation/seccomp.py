@@ -18,7 +18,7 @@ such process once they are made (`student_filter`, `install`: filters stack, the
 
     >>> len(keyring_filter("x86_64")) % 8        # sock_filter instructions of 8 bytes each
     0
-    >>> keyring_filter("sparc64") is None        # numbers unknown here: no filter (see KEYRING_CALLS)
+    >>> keyring_filter("sparc64") is None        # numbers unknown here: no filter (see CALLS)
     True
 """
 from __future__ import annotations
@@ -37,8 +37,6 @@ CALLS = {
                 (ARM, dict(add_key=309, request_key=310, keyctl=311, clone=120, unshare=337, clone3=435))],
 }
 CALLS["amd64"], CALLS["arm64"] = CALLS["x86_64"], CALLS["aarch64"]
-KEYRING_CALLS = {m: [(arch, (n["add_key"], n["request_key"], n["keyctl"])) for arch, n in arches]
-                 for m, arches in CALLS.items()}
 X32_BIT = 0x40000000              # x32 calls arrive as AUDIT_ARCH_X86_64 with this bit set in the number
 EPERM, ENOSYS = 1, 38
 CLONE_PARENT, CLONE_NEWUSER = 0x00008000, 0x10000000
