@@ -505,8 +505,9 @@ def test_no_notebook_imports_one_read_later():
 TASK_LINE = re.compile(r"\*\*Your task \((easy|medium|hard), (\d+) points?\)\.\*\*")
 NBGRADER_HEADER = re.compile(r"^# %%(?: \[markdown\])? nbgrader=(\{.*\})\s*$")
 TARGETS = {"solution_lines": 600, "graded_tasks": 25, "medium_or_hard_share": 0.5, "module_19_lines": 8423,
-           "module_19_library_lines": 1057}  # 1057: +57 for report_dev's and olympics_rules_dev's own test_module
-# (tito test's inline stage refuses a notebook with no tests; stop 49). 8423 (issue 45 items 6, 4: was 9351, target <= 8,600): the reading path only,
+           "module_19_library_lines": 1081}  # 1081: +57 for report_dev's and olympics_rules_dev's own test_module
+# (tito test's inline stage refuses a notebook with no tests; stop 49), +24 for pickle_storages, the one pickle walk (the
+# judge's copy checks read tensors through it; tito/olympics/records.py had a second walk, 74 lines). 8423 (issue 45 items 6, 4: was 9351, target <= 8,600): the reading path only,
 # 8417 after item 6, +6 for item 4 (each size quantity's one name, its aliases said to be aliases, in the lesson's text);
 # library code no task asks for left it for library notebooks outside the reading order, counted on their own (1000, with issue 44's +4 in
 # defaults_dev: run_default_benchmark(plots=False), so that tests reading only the figures draw no PNGs): report_dev

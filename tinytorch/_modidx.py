@@ -303,6 +303,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                                   'tinytorch/benchmarking/olympics_rules.py'),
                                                        'tinytorch.benchmarking.olympics_rules.pickle_storage_keys': ( '19_benchmarking/olympics_rules_dev.html#pickle_storage_keys',
                                                                                                                       'tinytorch/benchmarking/olympics_rules.py'),
+                                                       'tinytorch.benchmarking.olympics_rules.pickle_storages': ( '19_benchmarking/olympics_rules_dev.html#pickle_storages',
+                                                                                                                  'tinytorch/benchmarking/olympics_rules.py'),
                                                        'tinytorch.benchmarking.olympics_rules.speedup_check': ( '19_benchmarking/olympics_rules_dev.html#speedup_check',
                                                                                                                 'tinytorch/benchmarking/olympics_rules.py'),
                                                        'tinytorch.benchmarking.olympics_rules.state_dict_sha256': ( '19_benchmarking/olympics_rules_dev.html#state_dict_sha256',

@@ -70,8 +70,8 @@ __all__ = ['SUBMISSION_SCHEMA', 'SUBMISSION_VERSION', 'EVENT_RULES', 'DEFAULT_EV
            'generate_submission', 'submission_format_error', 'validate_submission', 'submission_tolerance',
            'verify_submission', 'rank_with_ties', 'judged_figures', 'faster_on_repeats', 'score_separable',
            'rank_judged', 'compare_optimization_techniques', 'SIZE_METHOD', 'MANGLE_PREFIX', 'PICKLE_WALK_MB',
-           'pickle_storage_keys', 'counted_records', 'model_file_bytes', 'claim_check', 'speedup_check',
-           'median_interval', 'state_dict_sha256', 'is_onnx_file', 'onnx_file_state', 'weights_sha256']
+           'pickle_storage_keys', 'pickle_storages', 'counted_records', 'model_file_bytes', 'claim_check',
+           'speedup_check', 'median_interval', 'state_dict_sha256', 'is_onnx_file', 'onnx_file_state', 'weights_sha256']
 
 # %% ../../nbs/19_benchmarking/olympics_dev.ipynb #076264e1
 def check_constraints(event: OlympicEvent | str, measured: Mapping[str, float | None],
@@ -106,8 +106,8 @@ SAVE_RECIPE = ("save it as TorchScript, which carries its code with its weights:
 # the reading order (no tasks); re-exported here, where they have always been importable
 from .olympics_rules import (MANGLE_PREFIX, PICKLE_WALK_MB, SIZE_METHOD, claim_check, counted_records,
                                                    is_onnx_file, median_interval, model_file_bytes, onnx_file_state,
-                                                   pickle_storage_keys, speedup_check, state_dict_sha256, weights_sha256)
-_all_ = ["SIZE_METHOD", "MANGLE_PREFIX", "PICKLE_WALK_MB", "pickle_storage_keys", "counted_records", "model_file_bytes", "claim_check",
+                                                   pickle_storage_keys, pickle_storages, speedup_check, state_dict_sha256, weights_sha256)
+_all_ = ["SIZE_METHOD", "MANGLE_PREFIX", "PICKLE_WALK_MB", "pickle_storage_keys", "pickle_storages", "counted_records", "model_file_bytes", "claim_check",
          "speedup_check", "median_interval", "state_dict_sha256", "is_onnx_file", "onnx_file_state", "weights_sha256"]
 
 

@@ -15,9 +15,9 @@ from torch import nn
 from .results import ALPHA, MiB, bootstrap_interval, decide, is_significant, model_state, onnx_state
 
 # %% auto #0
-__all__ = ['SIZE_METHOD', 'MANGLE_PREFIX', 'PICKLE_WALK_MB', 'pickle_storage_keys', 'counted_records', 'model_file_bytes',
-           'claim_check', 'speedup_check', 'median_interval', 'state_dict_sha256', 'is_onnx_file', 'onnx_file_state',
-           'weights_sha256']
+__all__ = ['SIZE_METHOD', 'MANGLE_PREFIX', 'PICKLE_WALK_MB', 'pickle_storages', 'pickle_storage_keys', 'counted_records',
+           'model_file_bytes', 'claim_check', 'speedup_check', 'median_interval', 'state_dict_sha256', 'is_onnx_file',
+           'onnx_file_state', 'weights_sha256']
 
 # %% ../../nbs/19_benchmarking/olympics_rules_dev.ipynb #59012741
 SIZE_METHOD = ("model file bytes: the model file the judge runs, as its loader reads it (`model_file_bytes`): a "
@@ -27,13 +27,15 @@ MANGLE_PREFIX = b"___torch_mangle_"  # TorchScript names a class compiled again 
 PICKLE_WALK_MB = 64  # a model's pickled structure larger than this is not walked: every record of its archive counts
 
 
-def pickle_storage_keys(data: bytes) -> set[str]:
-    """The storage keys a TorchScript pickle (`data.pkl`, `constants.pkl`) refers to, read by walking its
-    opcodes with their stack effects (nothing is unpickled, no code runs): each persistent id
-    `("storage", type, key, device, numel)` names the record `<folder>/<key>` the loader reads."""
+def pickle_storages(data: bytes) -> dict[str, dict[str, Any]]:
+    """The storages a TorchScript pickle (`data.pkl`, `constants.pkl`) refers to, read by walking its opcodes with
+    their stack effects (nothing is unpickled, no code runs): each persistent id `("storage", type, key, device,
+    numel)` names the record `<folder>/<key>` the loader reads. key -> {"kind": its storage type's name ("FloatStorage"),
+    "views": [(offset, shape), ...] of the tensors rebuilt on it}. The judge counts the records (`counted_records`)
+    and reads the tensors (tito's copy checks) by this one walk."""
     import pickletools
 
-    marks, stack, memo, keys = [], [], {}, set()  # marks: where each open MARK sits on the stack
+    marks, stack, memo, found = [], [], {}, {}  # marks: where each open MARK sits on the stack
 
     def pop_mark() -> list:
         # by position, never by searching the stack: a long list of tuples would make the walk quadratic
@@ -62,11 +64,27 @@ def pickle_storage_keys(data: bytes) -> set[str]:
             items = stack[-n:]
             del stack[-n:]
             stack.append(tuple(items))
+        elif name == "EMPTY_TUPLE":
+            stack.append(())
+        elif name == "GLOBAL":
+            stack.append(str(arg))
+        elif name == "STACK_GLOBAL":
+            mod, attr = stack[-2:]
+            del stack[-2:]
+            stack.append(f"{mod} {attr}")
         elif name == "BINPERSID":
             pid = stack.pop()
             if not (isinstance(pid, tuple) and len(pid) >= 3 and pid[0] == "storage" and isinstance(pid[2], str)):
                 raise ValueError("a persistent id whose storage key the walk cannot read")
-            keys.add(pid[2])
+            kind = str(pid[1]).rsplit(" ", 1)[-1] if isinstance(pid[1], str) else "?"
+            stack.append(found.setdefault(pid[2], {"kind": kind, "views": []}))
+        elif name == "REDUCE":  # a tensor rebuilt on a storage: its offset and shape
+            args, fn = stack.pop(), stack.pop()
+            if (isinstance(fn, str) and fn.endswith(("_rebuild_tensor_v2", "_rebuild_qtensor")) and isinstance(args, tuple)
+                    and len(args) >= 3 and isinstance(args[0], dict)  # the walk's own entry: no other dict is pushed
+                    and isinstance(args[1], int)
+                    and isinstance(args[2], tuple) and all(isinstance(d, int) and d >= 0 for d in args[2])):
+                args[0]["views"].append((args[1], args[2]))
             stack.append(None)
         else:  # any other opcode: its documented stack effect, values unknown (pushes of a literal keep it)
             before, after = op.stack_before, op.stack_after
@@ -76,7 +94,13 @@ def pickle_storage_keys(data: bytes) -> set[str]:
             if before:
                 del stack[-len(before):]
             stack.extend([arg] if not before and len(after) == 1 else [None] * len(after))
-    return keys
+    return found
+
+
+def pickle_storage_keys(data: bytes) -> set[str]:
+    """The storage keys a TorchScript pickle refers to (`pickle_storages`): the records `<folder>/<key>` its loader
+    reads."""
+    return set(pickle_storages(data))
 
 
 def counted_records(model_file: str | Path | bytes) -> tuple[dict[str, int] | None, str]:

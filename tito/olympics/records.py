@@ -16,7 +16,6 @@ This file is staged beside the server in every measuring sandbox (it imports onl
 from __future__ import annotations
 
 import io
-import pickletools
 import re
 import zipfile
 from pathlib import Path
@@ -88,83 +87,12 @@ STORAGE_DTYPES = {"FloatStorage": np.float32, "DoubleStorage": np.float64, "Half
                   "QInt32Storage": np.int32}  # weights: floating or quantized; integer and bool storages are not
 
 
-class _Storage:
-    def __init__(self, kind: str, key: str) -> None:
-        self.kind, self.key, self.views = kind, key, []
-
-
-def pickle_tensors(data: bytes) -> dict[str, _Storage]:
-    """The storages a TorchScript pickle refers to (key -> its type and the tensor views rebuilt on it: offset and
-    shape), read by walking its opcodes with their stack effects (nothing is unpickled, no code runs), like the
-    library's `pickle_storage_keys`, which finds the same keys."""
-    marks: list[int] = []
-    stack: list[Any] = []
-    memo: dict[Any, Any] = {}
-    found: dict[str, _Storage] = {}
-
-    def pop_mark() -> list:
-        if not marks:
-            raise ValueError("a pickle that pops a MARK it never pushed")
-        i = marks.pop()
-        items = stack[i:]
-        del stack[i:]
-        return items
-
-    for op, arg, _ in pickletools.genops(data):
-        name = op.name
-        if name == "MARK":
-            marks.append(len(stack))
-        elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
-            memo[arg] = stack[-1]
-        elif name == "MEMOIZE":
-            memo[len(memo)] = stack[-1]
-        elif name in ("GET", "BINGET", "LONG_BINGET"):
-            stack.append(memo.get(arg))
-        elif name == "TUPLE":
-            stack.append(tuple(pop_mark()))
-        elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
-            n = int(name[-1])
-            items = stack[-n:]
-            del stack[-n:]
-            stack.append(tuple(items))
-        elif name == "EMPTY_TUPLE":
-            stack.append(())
-        elif name == "GLOBAL":
-            stack.append(str(arg))
-        elif name == "STACK_GLOBAL":
-            mod, attr = stack[-2:]
-            del stack[-2:]
-            stack.append(f"{mod} {attr}")
-        elif name == "BINPERSID":
-            pid = stack.pop()
-            if not (isinstance(pid, tuple) and len(pid) >= 3 and pid[0] == "storage" and isinstance(pid[2], str)):
-                raise ValueError("a persistent id whose storage key the walk cannot read")
-            kind = str(pid[1]).rsplit(" ", 1)[-1] if isinstance(pid[1], str) else "?"
-            stack.append(found.setdefault(pid[2], _Storage(kind, pid[2])))
-        elif name == "REDUCE":
-            args, fn = stack.pop(), stack.pop()
-            if (isinstance(fn, str) and fn.endswith(("_rebuild_tensor_v2", "_rebuild_qtensor")) and isinstance(args, tuple)
-                    and len(args) >= 3 and isinstance(args[0], _Storage) and isinstance(args[1], int)
-                    and isinstance(args[2], tuple) and all(isinstance(d, int) and d >= 0 for d in args[2])):
-                args[0].views.append((args[1], args[2]))
-            stack.append(None)
-        else:  # any other opcode: its documented stack effect, values unknown (pushes of a literal keep it)
-            before, after = op.stack_before, op.stack_after
-            if pickletools.markobject in before:
-                pop_mark()
-                before = before[:before.index(pickletools.markobject)]
-            if before:
-                del stack[-len(before):]
-            stack.extend([arg] if not before and len(after) == 1 else [None] * len(after))
-    return found
-
-
 def file_tensors(data: bytes) -> list[tuple[str, np.ndarray]]:
     """Every floating-point or quantized tensor held in the counted records of a TorchScript archive's bytes: one
     per storage, in the shape of the tensor built on it when one view covers the storage whole (else flat);
     quantized storages as their integers. Parameters, buffers, tensors in list or dict attributes and frozen
     constants alike: where the model keeps a tensor does not hide it."""
-    from tinytorch.benchmarking.olympics import counted_records
+    from tinytorch.benchmarking.olympics import counted_records, pickle_storages
 
     records, _ = counted_records(data)
     if not records:
@@ -177,11 +105,11 @@ def file_tensors(data: bytes) -> list[tuple[str, np.ndarray]]:
             if prefix + pkl not in records:
                 continue
             try:
-                storages = pickle_tensors(z.read(prefix + pkl))
+                storages = pickle_storages(z.read(prefix + pkl))
             except (ValueError, IndexError, KeyError, EOFError):
                 continue  # a pickle the walk cannot follow: its records count, its tensors are not read
             for key, st in storages.items():
-                dtype = STORAGE_DTYPES.get(st.kind)
+                dtype = STORAGE_DTYPES.get(st["kind"])
                 record = prefix + folder + key
                 if dtype is None or record not in records:
                     continue
@@ -190,7 +118,7 @@ def file_tensors(data: bytes) -> list[tuple[str, np.ndarray]]:
                     values = (np.frombuffer(raw[:len(raw) // 2 * 2], np.uint16).astype(np.uint32) << 16).view(np.float32)
                 else:
                     values = np.frombuffer(raw[:len(raw) // np.dtype(dtype).itemsize * np.dtype(dtype).itemsize], dtype)
-                whole = [size for offset, size in st.views if offset == 0 and int(np.prod(size)) == values.size]
+                whole = [size for offset, size in st["views"] if offset == 0 and int(np.prod(size)) == values.size]
                 out.append((record, values.reshape(whole[0]) if whole and whole[0] else values))
     return out
 
