@@ -125,9 +125,11 @@ def test_an_input_is_no_key_and_no_window(attacked):
     for j in (attacked, attacked["public"]):
         near = j["students"]["nearcache"]
         assert near["figures"]["accuracy"]["value"] > 0.9 and not near["figures"]["accuracy"]["timed"]["differs"]
-        for h in HONEST:  # the course CNN plus a cache lookup that never hits: never above the honest students
-            assert near["figures"]["score"]["value"] <= j["students"][h]["figures"]["score"]["value"] * 1.3 or \
-                near["rank"] >= j["students"][h]["rank"], (h, near["figures"]["score"], near["rank"])
+        # Its figure is the course CNN's plus a lookup that misses (about 0.85 of the baseline's speed); a hit answers
+        # about 15x faster than the CNN (6.8 vs 104 us a call, measured here), so a cache that hit in the timed
+        # rounds is judged far above 2. Not compared with the honest students: bob's int8 model is slower than the
+        # float baseline for one 8x8 image a call (about 0.5 of its speed here), so nearcache may rank above him honestly.
+        assert near["figures"]["score"]["value"] < 2, (near["figures"]["score"], near["rank"])
     assert attacked["public"]["students"]["alice"]["flags"] == [] == attacked["public"]["students"]["bob"]["flags"]
     pre = s["prefetch"]
     assert pre["rank"] is None and pre["figures"]["accuracy"]["value"] < 0.3, pre["figures"]["accuracy"]
