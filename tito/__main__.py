@@ -49,7 +49,7 @@ SUPPORTED_PYTHON = ((3, 11, 2), (3, 15))
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 TORCH_ENV, TORCH_INDEX_ENV = "TITO_TORCH", "TITO_TORCH_INDEX"
 # the set-up's size and time as measured (docs/performance.md, "Set-up": a normal user, no pip configuration, empty
-# pip cache, downloading from PyPI on a busy 2-core machine; ~80 s from a local package cache on a quiet one)
+# pip cache, downloading from PyPI on a busy 2-core machine; ~60 s from a local package cache on a quiet one)
 SETUP_CPU = "~1.8 GB, 2-8 min"
 SETUP_CUDA = "~5.9 GB, 8 min or more"
 
@@ -171,11 +171,15 @@ def index_reachable(url: str, timeout: float = 15.0) -> str | None:
         return str(getattr(e, "reason", e))[:200]
 
 
+def lock_args() -> list[str]:
+    "pip's arguments that make requirements.lock its constraints (none in a folder without one)."
+    return ["-c", str(LOCK)] if LOCK.exists() else []
+
+
 def torch_install(py, build: str, log) -> list[list[str]]:
     """The pip commands that install the pinned torch of `build`, saying on stderr (and in the log) what it chose;
     the CPU index falls back to PyPI, loudly, when it cannot be reached."""
-    lock = ["-c", str(LOCK)] if LOCK.exists() else []
-    base = [py, "-m", "pip", "install", "--disable-pip-version-check", *lock]
+    base = [py, "-m", "pip", "install", "--disable-pip-version-check", *lock_args()]
     if build == "cpu":
         index = os.environ.get(TORCH_INDEX_ENV, "").strip() or TORCH_CPU_INDEX
         why = index_reachable(index)
@@ -267,6 +271,9 @@ def setup_venv() -> None:
     py = _venv_python()
     try:
         with open(LOG, "w", encoding="utf-8") as log:
+            # the lock's pip before anything else: a venv's own pip (23.x from Python 3.11's ensurepip and Debian's)
+            # takes ~2.5x the CPU of pip 26 to resolve the lock (28 vs 11 CPU-s, docs/performance.md, "Set-up")
+            _run_logged([py, "-m", "pip", "install", "--disable-pip-version-check", *lock_args(), "pip"], log)
             # torch first and pinned, of the chosen build: an unpinned resolve pulls a multi-GB CUDA build
             for cmd in torch_install(py, build, log):
                 _run_logged(cmd, log)
@@ -274,8 +281,7 @@ def setup_venv() -> None:
             say(f"tito: torch {got} installed ({'the CPU build' if got.endswith('+cpu') else 'not the CPU build'})", log)
             # compat mode: a .pth puts the repo root on sys.path, so packages exported after
             # set-up (tinytorch/ on a fresh course) are importable from notebooks' kernels too
-            lock = ["-c", str(LOCK)] if LOCK.exists() else []
-            _run_logged([py, "-m", "pip", "install", "--disable-pip-version-check", *lock, "-e", ".",
+            _run_logged([py, "-m", "pip", "install", "--disable-pip-version-check", *lock_args(), "-e", ".",
                          "--config-settings", EDITABLE_MODE], log)
             if is_student_kit():
                 kit_jupyter_config(VENV)
