@@ -112,11 +112,18 @@ def student_release(release_19):
 @pytest.mark.lesson
 @pytest.mark.parametrize("name", [p.name for p in SOLUTION_NOTEBOOKS])
 def test_release_notebook_runs_with_only_expected_errors(name, student_release, agg_backend):
+    """Every graded test cell of a release notebook fails on the stubs: a hidden test added at grading cannot make a
+    failing cell pass, so a blank hand-in scores 0 (tests/test_grading_module19.py grades a blank student on two of
+    the notebooks, not on every one)."""
     nb, errors = run_release_notebook(student_release / name)
     if _has_solution_regions(nb):
-        graded = [i for i, meta, o in errors if meta.get("grade") and _expected(o)]
-        assert graded, (f"release {name}: no graded test cell reported a missing implementation; "
-                        "each stub should be caught and reported by its test")
+        graded = {i: c.metadata["nbgrader"]["grade_id"] for i, c in enumerate(nb.cells)
+                  if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")}
+        on_stub = {i for i, meta, o in errors if meta.get("grade") and _expected(o)}
+        assert graded, f"release {name}: no graded test cell"
+        passing = [gid for i, gid in graded.items() if i not in on_stub]
+        assert not passing, (f"release {name}: graded test cells that pass on the stubs (points for a blank hand-in); "
+                             f"each stub should be caught and reported by its test: {passing}")
 
 
 # The solution notebooks are executed by `tito test` itself (its notebook stage, which fails any
