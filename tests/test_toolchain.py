@@ -174,8 +174,8 @@ def test_parallel_stages_report_what_serial_ones_do(tmp_path, monkeypatch):
                               "import time\ndef test_unit_c():\n    time.sleep(0.3)\n"]):
         files.append(tmp_path / f"m{i}_dev.py")
         files[-1].write_text(body)
-    serial = runners.run_inline(files, timeout=120, root=tmp_path, jobs=1)
-    parallel = runners.run_inline(files, timeout=120, root=tmp_path, jobs=2)
+    serial = runners.run_inline(files, timeout=120, root=tmp_path, jobs=1, preload=[])  # a tiny course: nothing to preload
+    parallel = runners.run_inline(files, timeout=120, root=tmp_path, jobs=2, preload=[])
     assert (parallel.run, parallel.passed, parallel.failed) == (serial.run, serial.passed, serial.failed) == (3, 2, 1)
     assert parallel.failures == serial.failures and "one is not two" in parallel.failures[0]
     assert [d["file"] for d in parallel.details] == [str(f) for f in files]
@@ -219,7 +219,7 @@ def test_each_parallel_test_process_gets_its_share_of_the_cores(tmp_path, monkey
         monkeypatch.setenv("WANT", str(max(1, cores // jobs)))
         with threads_per_job(jobs) as n:
             assert n == max(1, cores // jobs) and os.environ["MKL_NUM_THREADS"] == str(n)
-            st = runners.run_inline([probe], timeout=120, root=tmp_path, jobs=jobs)
+            st = runners.run_inline([probe], timeout=120, root=tmp_path, jobs=jobs, preload=["torch"])
             assert st.failed == 0 and st.passed == 1, st.failures
         assert not any(v in os.environ for v in THREAD_VARS)
     monkeypatch.setenv("OMP_NUM_THREADS", "3")

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tito.isolation import process
-from tito.testing.inline_runner import parse_output
 from tito.notebooks.nbfile import notebook_node
 
 
@@ -74,26 +73,57 @@ def _ordered_map(fn: Callable[[Any], Any], items: list, jobs: int, pool: type = 
 
 
 def run_inline(files: list[Path], timeout: float = 900, verbose: bool = False,
-               stage: StageResult | None = None, root: Path | None = None, jobs: int = 1) -> StageResult:
-    """Run each source file's inline tests in a fresh `python -m tito.testing.inline_runner FILE`, `jobs` files
-    at a time; `seconds` is the stage's wall time.
+               stage: StageResult | None = None, root: Path | None = None, jobs: int = 1,
+               preload: list[str] | None = None) -> StageResult:
+    """Run each source file's inline tests in a fresh process, `jobs` files at a time: a child forked from a job
+    server (tito.testing.job_server) that imported the third-party libraries once (`preload`, default
+    tito.testing.inline_runner.PRELOAD), never the code under test, as `tito module complete` runs them. Each
+    process used to import torch & co itself: the course's 16 files took 67.6 CPU-s that way, 17.8 CPU-s forked
+    (docs/performance.md, "The test command"). `seconds` is the stage's wall time.
 
     One test function = one counted test. A file that fails to load, holds no tests, or
     crashes the runner counts as one failed test of its own.
     """
+    from tito.config import TitoError
+    from tito.testing.job_server import JobServer
+
     st = stage or StageResult("inline tests")
     t0 = time.perf_counter()
-    runs = _ordered_map(lambda f: process.run([sys.executable, "-m", "tito.testing.inline_runner", str(f)], timeout=timeout,
-                                              env=process.child_env(), cwd=str(root or Path.cwd())), files, jobs)
+    ended: dict[int, dict] = {}
+    lost = ""
+    with tempfile.TemporaryDirectory(prefix="tito-inline-") as tmp:
+        if files:
+            server = JobServer(Path(root or Path.cwd()), process.child_env(), max(1, jobs), Path(tmp) / "server.log",
+                               preload)
+            try:
+                for i, f in enumerate(files):
+                    server.submit({"id": i, "kind": "inline", "file": str(f), "log": f"{tmp}/{i}.log",
+                                   "result": f"{tmp}/{i}.json", "timeout": timeout})
+                server.p.stdin.close()  # every job is in: the server ends when they have
+                while server.pending:
+                    try:
+                        msg = server.next()
+                    except TitoError as e:  # the server itself died: the files it had not reported fail, saying so
+                        lost = str(e)
+                        break
+                    log = Path(tmp) / f"{msg['id']}.log"
+                    ended[msg["id"]] = {**msg, "log": log.read_text(encoding="utf-8", errors="replace") if log.exists()
+                                        else ""}
+            finally:
+                server.close()
     st.seconds += time.perf_counter() - t0
-    for f, p in zip(files, runs):
+    for i, f in enumerate(files):
         rel = _rel(f, root)
-        out, err, rc = p.stdout, p.stderr, p.returncode
-        if p.timed_out:
-            out, err, rc = "", f"timed out after {timeout:.0f} s", -1
-        res = parse_output(out)
+        if i not in ended:
+            st.add(False, f"{rel}: not run: {lost}")
+            st.details.append({"file": str(f), "ok": False, "error": lost, "tests": []})
+            continue
+        msg = ended[i]
+        err, res = msg["log"], msg["result"]
+        if msg["timed_out"]:
+            err, res = f"timed out after {timeout:.0f} s", None
         if res is None:
-            st.add(False, f"{rel}: runner crashed (exit {rc}): {_tail(err)}")
+            st.add(False, f"{rel}: runner crashed (exit {msg['exit']}): {_tail(err)}")
             st.details.append({"file": str(f), "ok": False, "error": _tail(err), "tests": []})
             continue
         st.details.append(res)

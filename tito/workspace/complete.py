@@ -60,7 +60,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -75,7 +74,7 @@ from tito.notebooks.exports import default_exp, exported_module, notebook_module
 from tito.notebooks.imports import top_imports, module_files, named_modules, package_graph, reach
 from tito.notebooks.kit import test_helpers
 from tito.notebooks.nbfile import atomic_write, read_notebook
-from tito.testing.inline_runner import JOB_MARKER
+from tito.testing.job_server import JobServer
 from tito.testing.needs import test_modules
 from tito.testing.runners import StageResult, parse_junit, print_table
 from tito.workspace import layout
@@ -320,62 +319,6 @@ def executed_key(own: str, executed: dict[str, list[str]], files: dict[str, Path
     mods = {m: executed_hash(files[m], set(q)) if m in files else None for m, q in sorted(executed.items())}
     body = {"kind": kind, "own": _sha(own), "package": sorted(files), "modules": mods, **extra}
     return _sha(json.dumps(body, sort_keys=True, default=str))
-
-
-# ---- the job server ---------------------------------------------------------------------------
-
-class JobServer:
-    """`python -m tito.testing.inline_runner --serve JOBS` (see serve there), fed over stdin."""
-
-    def __init__(self, cwd: Path, env: dict, jobs: int, log: Path, preload: list[str] | None = None):
-        self.log = log
-        self._err = open(log, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        cmd = [sys.executable, "-m", "tito.testing.inline_runner", "--serve", str(jobs)]
-        if preload is not None:
-            cmd.append(",".join(preload) or "-")
-        self.p = process.start(cmd, cwd=cwd, env=env,
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err)
-        self.pending = 0
-        self.ready: dict | None = None
-
-    def submit(self, job: dict) -> None:
-        self.p.stdin.write((json.dumps(job) + "\n").encode())
-        self.p.stdin.flush()
-        self.pending += 1
-
-    def next(self) -> dict:
-        """The next job that ended (blocks)."""
-        while True:
-            line = self.p.stdout.readline()
-            if not line:
-                self._err.flush()
-                raise TitoError(f"the test job server stopped with {self.pending} job(s) unfinished:\n"
-                                + process.tail(self.log.read_text(encoding="utf-8", errors="replace"), 8))
-            text = line.decode("utf-8", "replace")
-            if not text.startswith(JOB_MARKER):
-                continue
-            msg = json.loads(text[len(JOB_MARKER):])
-            if msg.get("ready"):
-                self.ready = msg
-                continue
-            self.pending -= 1
-            return msg
-
-    def discard(self) -> None:
-        """Stop a server that got no job (every notebook and test file from the cache): the rest of its preload,
-        torch's compiler stack and the like, would be CPU spent for nothing (it is started before the keys are known,
-        so that its imports overlap the export)."""
-        if self.pending == 0:
-            process.kill_group(self.p)
-
-    def close(self) -> None:
-        try:
-            if self.p.stdin and not self.p.stdin.closed:
-                self.p.stdin.close()
-        except BrokenPipeError:
-            pass
-        process.wait(self.p, 30)
-        self._err.close()
 
 
 # ---- results ----------------------------------------------------------------------------------
