@@ -34,6 +34,16 @@ def agg_backend(monkeypatch):
 # ---- the course repository only: a student kit's conftest ends here (tito.notebooks.kit.kit_conftest) ----
 
 @pytest.fixture(scope="session")
+def lesson_kernels():
+    """NotebookClient's kernel arguments for the notebooks the lesson's tests execute: each kernel forked by one
+    server per test process (tito.testing.kernels), torch & co imported there once, not in every kernel."""
+    from tito.testing.kernels import KernelServer
+
+    with KernelServer() as server:
+        yield server.client_args()
+
+
+@pytest.fixture(scope="session")
 def bwrap():
     """The sandbox backend (bubblewrap, which loads the seccomp filter): the sandbox tests FAIL (never skip)
     without it, saying how to get it."""

@@ -36,8 +36,9 @@ CELL_TIMEOUT_S = 180
 SOLUTION_NOTEBOOKS = sorted((ROOT / "nbs" / MODULE).glob("*.ipynb"))
 
 
-def _execute(path: Path, allow_errors: bool):
-    """Run notebook `path` top to bottom in a fresh python3 kernel (cwd = its folder).
+def _execute(path: Path, allow_errors: bool, kernels: dict):
+    """Run notebook `path` top to bottom in a fresh python3 kernel (cwd = its folder; `kernels`: the
+    lesson_kernels fixture, NotebookClient's kernel arguments).
 
     Returns (notebook with outputs, seconds, error or None); with allow_errors=False the first
     failing cell stops the run and is returned as the error."""
@@ -46,8 +47,8 @@ def _execute(path: Path, allow_errors: bool):
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", allow_errors=allow_errors,
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, allow_errors=allow_errors,
+                            resources={"metadata": {"path": str(path.parent)}}, **kernels)
     t0 = time.perf_counter()
     try:
         client.execute()
@@ -89,11 +90,11 @@ def make_release(course, module: str, tmp_path_factory) -> Path:
     return res.release_dir
 
 
-def run_release_notebook(path: Path) -> tuple[Any, list]:
+def run_release_notebook(path: Path, kernels: dict) -> tuple[Any, list]:
     """Execute a release notebook; it may fail only on the stubs' NotImplementedError, within
     `NOTEBOOK_LIMIT_S`. Returns the executed notebook and its error outputs (see `_errors`)."""
     assert path.exists(), f"{path.name} is missing from the student release"
-    nb, seconds, _ = _execute(path, allow_errors=True)
+    nb, seconds, _ = _execute(path, allow_errors=True, kernels=kernels)
     print(f"release {path.name}: {seconds:.1f} s")
     errors = _errors(nb)
     bad = [(i, o["ename"], o["evalue"][:200]) for i, _, o in errors if not _expected(o)]
@@ -111,11 +112,11 @@ def student_release(release_19):
 
 @pytest.mark.lesson
 @pytest.mark.parametrize("name", [p.name for p in SOLUTION_NOTEBOOKS])
-def test_release_notebook_runs_with_only_expected_errors(name, student_release, agg_backend):
+def test_release_notebook_runs_with_only_expected_errors(name, student_release, agg_backend, lesson_kernels):
     """Every graded test cell of a release notebook fails on the stubs: a hidden test added at grading cannot make a
     failing cell pass, so a blank hand-in scores 0 (tests/test_grading_module19.py grades a blank student on two of
     the notebooks, not on every one)."""
-    nb, errors = run_release_notebook(student_release / name)
+    nb, errors = run_release_notebook(student_release / name, lesson_kernels)
     if _has_solution_regions(nb):
         graded = {i: c.metadata["nbgrader"]["grade_id"] for i, c in enumerate(nb.cells)
                   if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")}

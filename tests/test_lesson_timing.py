@@ -409,12 +409,12 @@ def release_15(course, tmp_path_factory):
 
 @pytest.mark.lesson
 @pytest.mark.parametrize("name", ["timing_dev.ipynb", "profiling_dev.ipynb"])
-def test_release_15_runs_with_only_expected_errors(name, release_15, agg_backend):
+def test_release_15_runs_with_only_expected_errors(name, release_15, agg_backend, lesson_kernels):
     path = release_15 / name
     assert path.exists(), f"{name} is missing from the Module 15 release"
     src = path.read_text(encoding="utf-8")
     assert "### BEGIN SOLUTION" not in src and "not yet implemented" in src, f"{name}: solutions left in the release"
-    nb, errors = run_release_notebook(path)
+    nb, errors = run_release_notebook(path, lesson_kernels)
     if _has_solution_regions(nb):
         graded = {meta.get("grade_id") for i, meta, o in errors if meta.get("grade") and _expected(o)}
         solution_ids = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tito.isolation import process
+from tito.testing import kernels as kernels_mod
 from tito.notebooks.nbfile import notebook_node
 
 
@@ -136,8 +137,9 @@ def run_inline(files: list[Path], timeout: float = 900, verbose: bool = False,
     return st
 
 
-def run_notebook(path: Path, timeout: int = 300) -> tuple[bool, str | None, float]:
-    """Execute notebook `path` with nbclient (kernel python3 = this venv's python; cwd = its folder).
+def run_notebook(path: Path, timeout: int = 300, kernels: str | None = None) -> tuple[bool, str | None, float]:
+    """Execute notebook `path` with nbclient (kernel python3 = this venv's python; cwd = its folder); with `kernels`
+    (a tito.testing.kernels.KernelServer's spec_dir) its kernel is forked by that server.
 
     Returns (ok, error, seconds); error names the failing cell and its exception.
     """
@@ -153,8 +155,8 @@ def run_notebook(path: Path, timeout: int = 300) -> tuple[bool, str | None, floa
         # the kernel's own stderr (ipykernel's transport warning, crashes) goes to a file,
         # shown only when the kernel dies
         for attempt in (1, 2):
-            client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                    resources={"metadata": {"path": str(path.parent)}})
+            how = kernels_mod.client_args(kernels) if kernels else {"kernel_name": "python3"}
+            client = NotebookClient(nb, timeout=timeout, resources={"metadata": {"path": str(path.parent)}}, **how)
             try:
                 client.execute(stderr=kernel_err)
                 break
@@ -188,8 +190,12 @@ def run_notebooks(paths: list[Path], timeout: int, root: Path | None = None,
     environment); one that errors, or takes longer than `time_limit` s, fails. `seconds`: wall time."""
     st = StageResult("notebooks")
     t0 = time.perf_counter()
-    runs = _ordered_map(functools.partial(run_notebook, timeout=timeout), paths, jobs, ProcessPoolExecutor,
-                        mp_context=multiprocessing.get_context("spawn"))
+    # each kernel forked from one server that imported torch & co once (tito.testing.kernels)
+    runs = []
+    if paths:
+        with kernels_mod.KernelServer(env=process.child_env()) as server:
+            runs = _ordered_map(functools.partial(run_notebook, timeout=timeout, kernels=str(server.spec_dir)), paths,
+                                jobs, ProcessPoolExecutor, mp_context=multiprocessing.get_context("spawn"))
     st.seconds = time.perf_counter() - t0
     for p, (ok, err, secs) in zip(paths, runs):
         if ok and time_limit is not None and secs > time_limit:
