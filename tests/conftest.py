@@ -58,15 +58,15 @@ def bwrap():
 # `tito test` runs pytest through pytest-xdist with each file in one worker (`--dist loadfile
 # --no-loadscope-reorder`), handing files out in collection order: the longest go first, so that no
 # worker is left with one of them at the end while the other idles. Seconds: the sum of each file's test
-# times (setup + call + teardown) in the quiet fresh-clone run of d52cfd0 (2 workers, 2026-11-29, JUnit XML;
-# docs/performance.md "Issue 43, round 4"); a file not named here goes after these, in collection order.
-LONGEST_FIRST = {"test_grading_module19.py": 137, "test_grading.py": 131, "test_grading_hostile.py": 111,
-                 "test_olympics_judge.py": 106, "test_olympics_attacks.py": 103, "test_student_kit.py": 89,
-                 "test_python_support.py": 81, "test_olympics_cli.py": 71, "test_student_workflow.py": 45,
-                 "test_lesson.py": 38, "test_class_gradebook.py": 27, "test_toolchain.py": 23,
-                 "test_olympics_groups.py": 22, "test_lesson_mutations.py": 19, "test_lesson_timing.py": 18,
-                 "test_grading_limits.py": 16, "test_seed_contract_tinymlperf.py": 15, "test_19_runtimes.py": 13,
-                 "test_cli.py": 13, "test_olympics_onnx.py": 11}
+# times (setup + call + teardown) in the quiet fresh-clone run of 98bc489 (2 workers, 2026-11-29, JUnit XML;
+# docs/performance.md "Issue 43, round 3"); a file not named here goes after these, in collection order.
+LONGEST_FIRST = {"test_grading.py": 168, "test_grading_module19.py": 147, "test_student_kit.py": 138,
+                 "test_grading_hostile.py": 126, "test_olympics_judge.py": 120, "test_python_support.py": 97,
+                 "test_lesson.py": 90, "test_olympics_attacks.py": 90, "test_olympics_cli.py": 77,
+                 "test_student_workflow.py": 50, "test_class_gradebook.py": 50, "test_toolchain.py": 25,
+                 "test_olympics_groups.py": 19, "test_lesson_timing.py": 18, "test_lesson_mutations.py": 18,
+                 "test_grading_limits.py": 16, "test_cli.py": 15, "test_seed_contract_tinymlperf.py": 14,
+                 "test_olympics_onnx.py": 13, "test_lesson_written.py": 12, "test_19_runtimes.py": 11}
 
 
 @pytest.fixture(scope="session")
