@@ -11,7 +11,6 @@ import pytest
 from tito.notebooks import nbgrader_glue, regions
 from tito.commands import export as export_cmd
 from tito.config import TitoError
-from tito.testing.inline_runner import parse_output
 
 TINY_SRC = '''\
 # %% [markdown]
@@ -122,14 +121,18 @@ def test_cell_ids_stable(tiny_course):
 
 # ---- inline runner ----------------------------------------------------------------------
 
-def _run_inline(path: Path) -> tuple[int, dict]:
-    p = subprocess.run([sys.executable, "-m", "tito.testing.inline_runner", str(path)], capture_output=True, text=True)
-    return p.returncode, parse_output(p.stdout)
+def _run_inline(path: Path) -> tuple[bool, dict]:
+    """The file's inline tests as `tito test` runs them (a child of a job server): (stage ok, run_file's summary)."""
+    from tito.testing import runners
+
+    st = runners.run_inline([path], timeout=120, root=path.parent, preload=[])
+    (res,) = st.details
+    return st.ok, res
 
 
 def test_inline_runner_passes_and_skips_main(tiny_course):
-    rc, res = _run_inline(tiny_course / "modules" / "01_tiny" / "tiny_dev.py")
-    assert rc == 0 and res["ok"]
+    ok, res = _run_inline(tiny_course / "modules" / "01_tiny" / "tiny_dev.py")
+    assert ok and res["ok"]
     assert [t["name"] for t in res["tests"]] == ["test_unit_triple", "test_unit_double"]
     assert res["passed"] == 2 and res["failed"] == 0
 
@@ -147,8 +150,8 @@ def test_inline_runner_reports(tmp_path):
         def test_module():
             pass
     '''))
-    rc, res = _run_inline(f)
-    assert rc == 1 and not res["ok"]
+    ok, res = _run_inline(f)
+    assert not ok and not res["ok"]
     by = {t["name"]: t for t in res["tests"]}
     assert list(by) == ["test_unit_a", "test_unit_b", "test_module"]
     assert by["test_unit_a"]["error"] == "not yet implemented: Model.forward"
@@ -156,12 +159,29 @@ def test_inline_runner_reports(tmp_path):
     assert by["test_module"]["status"] == "passed"
 
     f.write_text("def helper():\n    return 1\n")
-    rc, res = _run_inline(f)
-    assert rc == 1 and res["error"].startswith("no tests found")
+    ok, res = _run_inline(f)
+    assert not ok and res["error"].startswith("no tests found")
 
     f.write_text("import no_such_module_xyz\ndef test_unit_a():\n    pass\n")
-    rc, res = _run_inline(f)
-    assert rc == 1 and "ModuleNotFoundError" in res["error"]
+    ok, res = _run_inline(f)
+    assert not ok and "ModuleNotFoundError" in res["error"]
+
+
+def test_each_file_forked_from_the_job_server_draws_its_own_random_numbers(tmp_path):
+    """numpy.random preloaded in the server (its global generator made there, as scipy.stats and torch make it):
+    each child still seeds its generators from the OS, as a fresh process would (Python's random reseeds itself at
+    a fork; numpy's is reseeded by tito.testing.inline_runner.preload_for_forks)."""
+    from tito.testing import runners
+
+    files = []
+    for i in range(2):
+        files.append(tmp_path / f"r{i}_dev.py")
+        files[-1].write_text("import random, numpy as np\ndef test_unit_draw():\n"
+                             f"    open('draw{i}.txt', 'w').write(f'{{random.random()}} {{np.random.rand()}}')\n")
+    st = runners.run_inline(files, timeout=120, root=tmp_path, jobs=1, preload=["numpy.random"])
+    assert st.ok, st.failures
+    (a, b) = [(tmp_path / f"draw{i}.txt").read_text().split() for i in range(2)]
+    assert a[0] != b[0] and a[1] != b[1], (a, b)
 
 
 def test_parallel_stages_report_what_serial_ones_do(tmp_path, monkeypatch):

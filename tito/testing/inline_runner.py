@@ -1,25 +1,21 @@
-"""Run a module source's inline tests in this process and report them as JSON.
+"""Run a module source's inline tests and report them as JSON, in children forked from a job server.
 
-    python -m tito.testing.inline_runner FILE
-    python -m tito.testing.inline_runner --serve [JOBS [PRELOAD,...]]   (a job server: see serve)
+    python -m tito.testing.inline_runner --serve [JOBS [PRELOAD,...]]   (driven by tito.testing.job_server)
 
-Executes FILE's code with `__name__ = "__tito_inline__"` (so `if __name__ == "__main__":`
+`run_file(FILE)` executes FILE's code with `__name__ = "__tito_inline__"` (so `if __name__ == "__main__":`
 blocks do not fire), then calls, in definition order, every top-level function named
-`test_unit_*`, then `test_module` if defined. Each test's own output goes to stderr.
+`test_unit_*`, then `test_module` if defined. Each test's own output goes to the job's log. Its summary:
 
-The last line on stdout is the summary, prefixed by MARKER:
-
-    TITO_INLINE_RESULT {"file": str, "ok": bool, "error": str|null,
-        "tests": [{"name": str, "status": "passed"|"failed"|"not_implemented",
-                   "seconds": float, "error": str|null, "origin": str|null}],
-        "passed": int, "failed": int, "seconds": float}
+    {"file": str, "ok": bool, "error": str|null,
+     "tests": [{"name": str, "status": "passed"|"failed"|"not_implemented",
+                "seconds": float, "error": str|null, "origin": str|null}],
+     "passed": int, "failed": int, "seconds": float}
 
 `error` on the file is set when the file fails to load ("SyntaxError: ...") or holds no
 tests ("no tests found"). A test whose failure is a NotImplementedError reports
 "not yet implemented: <qualname>" (co_qualname of the innermost frame that raised it);
 others report "<ExceptionType>: <message>". `origin` is the file of that innermost frame (a
-stub in another module's file is that module's task, not this one's). Exit code: 0 when ok,
-1 otherwise.
+stub in another module's file is that module's task, not this one's).
 """
 from __future__ import annotations
 
@@ -37,7 +33,6 @@ from typing import TYPE_CHECKING, Any, Iterator
 if TYPE_CHECKING:
     import ast
 
-MARKER = "TITO_INLINE_RESULT "
 
 
 def _origin(exc: BaseException) -> str | None:
@@ -120,14 +115,6 @@ def run_file(path: str | os.PathLike) -> dict:
         sys.path[:] = old_path
         res["seconds"] = round(time.perf_counter() - t0, 4)
     return res
-
-
-def parse_output(stdout: str) -> dict | None:
-    """The summary dict from a runner's stdout, or None if there is none."""
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(MARKER):
-            return json.loads(line[len(MARKER):])
-    return None
 
 
 # ---- a job server: import the heavy libraries once, then one fresh process per job ----------
@@ -381,8 +368,6 @@ def _child(job: dict) -> None:
         fd = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
-        if "numpy" in sys.modules:  # a fresh process seeds numpy's global generator from the OS; so do we
-            sys.modules["numpy"].random.seed()
         res = run_job(job)
         tmp = job["result"] + ".tmp"
         Path(tmp).write_text(json.dumps(res), encoding="utf-8")
@@ -418,6 +403,28 @@ def threads_per_job(jobs: int) -> Iterator[int]:
                 os.environ[v] = val
 
 
+def preload_for_forks(names: list[str], who: str) -> list[str]:
+    """In a server that forks fresh processes (this job server, tito.testing.kernels'): import `names` (one that fails
+    is said on stderr: the child imports it itself, and fails there if it must; torch's compiler stack raises
+    RuntimeError, not ImportError, on a Python it does not support); make every child reseed numpy's global generator
+    from the OS, as a fresh process does (Python's `random` reseeds itself after a fork); and keep what is loaded out
+    of the collector's sight: it lives as long as the server, and a child's collections (pytest runs two at its end)
+    then neither walk torch's objects nor write to their pages (-0.8 s of CPU a job). Returns the names loaded."""
+    loaded = []
+    for name in names:
+        try:
+            __import__(name)
+            loaded.append(name)
+        except Exception as e:  # noqa: BLE001 - said, and the child's own import decides
+            print(f"{who}: not preloaded: {name} ({type(e).__name__}: {e})", file=sys.stderr, flush=True)
+    if "numpy.random" in sys.modules:  # its global generator made here (numpy 2 loads numpy.random when first used)
+        os.register_at_fork(after_in_child=sys.modules["numpy.random"].seed)
+    import gc
+
+    gc.freeze()
+    return loaded
+
+
 def serve(jobs: int = 2, preload: list[str] | None = None) -> int:
     """Read jobs (one JSON object a line: id, kind, file | args and cwd, log, result, timeout) from
     stdin; run each in a child forked from this process after it imported the `preload` libraries
@@ -437,26 +444,13 @@ def _serve(jobs: int, preload: list[str] | None) -> int:
     from collections import deque
 
     t0 = time.perf_counter()
-    loaded = []
-    for name in PRELOAD if preload is None else preload:
-        try:
-            __import__(name)
-            loaded.append(name)
-        except Exception as e:  # noqa: BLE001 - the job imports it itself, and fails there if it must (torch's
-            # compiler stack raises RuntimeError, not ImportError, on a Python it does not support)
-            print(f"tito job server: not preloaded: {name} ({type(e).__name__}: {e})", file=sys.stderr)
+    loaded = preload_for_forks(PRELOAD if preload is None else preload, "tito job server")
     out = sys.stdout
 
     def emit(obj: dict) -> None:
         out.write(JOB_MARKER + json.dumps(obj) + "\n")
         out.flush()
 
-    # what is loaded now lives as long as the server: out of the collector's sight, a job's collections (pytest
-    # runs two at its end) no longer walk torch's objects, and its pages are not written to by them (-0.8 s of
-    # CPU for each job here)
-    import gc
-
-    gc.freeze()
     emit({"ready": True, "preloaded": loaded, "seconds": round(time.perf_counter() - t0, 3)})
     sel = selectors.DefaultSelector()
     sel.register(sys.stdin.fileno(), selectors.EVENT_READ)
@@ -509,19 +503,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-    if len(argv) != 1:
-        print("usage: python -m tito.testing.inline_runner FILE | --serve [JOBS [PRELOAD,...]]", file=sys.stderr)
-        return 2
-    real_stdout = sys.stdout
-    sys.stdout = sys.stderr  # the tests' prints must not mix with the summary line
-    try:
-        res = run_file(argv[0])
-    finally:
-        sys.stdout = real_stdout
-    real_stdout.write(MARKER + json.dumps(res) + "\n")
-    real_stdout.flush()
-    return 0 if res["ok"] else 1
-
+    print("usage: python -m tito.testing.inline_runner --serve [JOBS [PRELOAD,...]]", file=sys.stderr)
+    return 2
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 KERNEL_NAME = "tito-forked-python3"
+
 
 def default_preload() -> list[str]:
     """What the server imports: the job server's libraries (tito.testing.inline_runner.PRELOAD) but matplotlib, which
@@ -57,7 +59,8 @@ class KernelServer:
         # the proxy starts in the notebook's folder: -P keeps that folder off its path (a tito.py there would be
         # imported instead), and tito is found where this one is
         here = str(Path(__file__).resolve().parents[2])
-        proxy_code = f"import sys; sys.path.insert(0, {here!r}); from tito.testing.kernels import main; sys.exit(main(sys.argv[1:]))"
+        proxy_code = (f"import sys; sys.path.insert(0, {here!r}); from tito.testing.kernels import main; "
+                      "sys.exit(main(sys.argv[1:]))")
         (spec / "kernel.json").write_text(json.dumps({
             "argv": [sys.executable, "-P", "-c", proxy_code, "--proxy", str(self.socket), "{connection_file}"],
             "display_name": "Python 3 (forked by tito)", "language": "python", "interrupt_mode": "signal"}))
@@ -88,9 +91,7 @@ class KernelServer:
             pass
         process.wait(self.p, 30)
         self.log.close()
-        for f in sorted(self.dir.rglob("*"), reverse=True):
-            f.rmdir() if f.is_dir() else f.unlink(missing_ok=True)
-        self.dir.rmdir()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> KernelServer:
         return self
@@ -136,11 +137,12 @@ def proxy(sock_path: str, connection_file: str, args: list[str]) -> int:
     req = json.dumps({"connection_file": os.path.abspath(connection_file), "args": args, "cwd": os.getcwd(),
                       "env": dict(os.environ)}).encode()
     socket.send_fds(s, [len(req).to_bytes(8, "big") + req], [0, 1, 2])
-    pid = int(_read_line(s))
+    lines = s.makefile("rb")
+    pid = int(lines.readline())
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, _frame: _signal(pid, signum))
-    said = _read_line(s)  # the kernel's exit code, when it ends
-    return int(said) if said.lstrip("-").isdigit() else 1
+    said = lines.readline().strip()  # the kernel's exit code, when it ends
+    return int(said) if said.lstrip(b"-").isdigit() else 1
 
 
 def _signal(pid: int, signum: int) -> None:
@@ -148,19 +150,6 @@ def _signal(pid: int, signum: int) -> None:
         os.kill(pid, signum)
     except ProcessLookupError:
         pass
-
-
-def _read_line(s: socket.socket) -> str:
-    buf = b""
-    while not buf.endswith(b"\n"):
-        try:
-            chunk = s.recv(64)
-        except InterruptedError:
-            continue
-        if not chunk:
-            break
-        buf += chunk
-    return buf.decode().strip()
 
 
 # ---- the server -------------------------------------------------------------------------------
@@ -175,14 +164,9 @@ def serve(sock_path: str, preload: list[str]) -> int:
     die_with_parent()
     global _SERVER_DIR
     _SERVER_DIR = sys.path[0] if sys.path and sys.path[0] == os.getcwd() else None
-    for name in preload:
-        try:
-            __import__(name)
-        except Exception as e:  # noqa: BLE001 - the kernel imports it itself, and fails there if it must
-            print(f"tito kernel server: not preloaded: {name} ({type(e).__name__}: {e})", file=sys.stderr, flush=True)
-    import gc
+    from tito.testing.inline_runner import preload_for_forks
 
-    gc.freeze()  # what is loaded now lives as long as the server: out of the kernels' collections
+    preload_for_forks(preload, "tito kernel server")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(sock_path)
     listener.listen(16)
@@ -290,11 +274,6 @@ def _kernel(req: dict, fds: list[int], close: list[socket.socket]) -> None:
         # the kernel's parent is this server, not the process that asked: ipykernel polls the parent it is given
         # and stops when another is its parent (the proxy holds the kernel's lifetime; the server's end ends it too)
         os.environ["JPY_PARENT_PID"] = str(os.getppid())
-        import random
-
-        random.seed()  # a fresh process seeds these from the OS; so do we
-        if "numpy" in sys.modules:
-            sys.modules["numpy"].random.seed()
         threads = os.environ.get("OMP_NUM_THREADS", "")
         if "torch" in sys.modules and threads.isdigit() and int(threads) > 0:
             sys.modules["torch"].set_num_threads(int(threads))
