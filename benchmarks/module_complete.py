@@ -19,6 +19,11 @@ Each line gives the wall time, the CPU time of the whole process tree (user + sy
 machine with C usable cores the wall time cannot be below CPU / C), what ran (notebooks and test files executed, of all), the exit code
 and the 1-minute load average before and after (os.getloadavg): on a shared machine the load
 says as much about a figure as the figure itself.
+
+The sequence runs twice, side by side in one run, each in a fresh workspace: with a job server of each run's own
+(TITO_KEEP_SERVER=0) and with the server kept between runs (tito.testing.kept_server, the default). A kept server
+is not the run's child, so its CPU (its own and its sessions', read from /proc) is added to the run's; it is
+stopped at the end.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,22 +43,47 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tito.testing import kept_server  # noqa: E402
 from tito.workspace import layout  # noqa: E402
 from tito.workspace.start import start  # noqa: E402
 from tito.notebooks.student_release import release  # noqa: E402
 from tito.config import Course  # noqa: E402
 
 
-def timed_complete(mod_dir: Path, num: str, *extra: str) -> dict:
+def kept_cpu(ws_root: Path) -> float:
+    """CPU seconds of the workspace's kept servers and the sessions they have collected (waiting, up to 5 s, until
+    none is left running)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in kept_server.running(ws_root):
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                kids = " ".join(t.joinpath("children").read_text() for t in Path(f"/proc/{pid}/task").iterdir())
+            except OSError:
+                break
+            if not kids.strip():
+                break
+            time.sleep(0.05)
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(fields[i]) for i in (11, 12, 13, 14)) / tick  # utime, stime, cutime, cstime
+    return total
+
+
+def timed_complete(mod_dir: Path, num: str, *extra: str, env: dict | None = None) -> dict:
     """Run `python3 -m tito module complete NUM` in `mod_dir`; wall time, load, what ran."""
     load0 = os.getloadavg()[0]
+    server0 = kept_cpu(mod_dir.parent)
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "tito", "module", "complete", num, *extra], cwd=mod_dir,
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=env)
     secs = time.perf_counter() - t0
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime) + kept_cpu(mod_dir.parent) - server0
     last = json.loads((mod_dir / layout.PROGRESS).read_text(encoding="utf-8"))["last"]
     nbs, tfs = last.get("notebooks", {}), last.get("integration", {})
     return {"seconds": secs, "cpu": cpu, "rc": p.returncode, "complete": last["complete"], "load": (load0, os.getloadavg()[0]),
@@ -103,23 +134,39 @@ def main(argv: list[str] | None = None) -> int:
         res = release(course, module, release_dir=base / "release", course_dir=base / "nbgrader")
         if res.leaks:
             raise SystemExit(f"the release leaks {len(res.leaks)} solution lines")
-        mod_dir = start(course, module, base / "ws", force=True, release_dir=base / "release")
-        for nb in course.notebooks(module):  # the instructor's solutions as the student's work
-            shutil.copy2(nb, mod_dir / nb.name)
-        first = timed_complete(mod_dir, num)
-        again = timed_complete(mod_dir, num)
-        edits = []
-        for stem in [s for s in args.edit.split(",") if s]:
-            edit_exported_cell(mod_dir / f"{stem}.ipynb")
-            edits.append((stem, timed_complete(mod_dir, num)))
-        full = timed_complete(mod_dir, num, "--no-cache")
-        show("first run (no cache)", first)
-        show("re-run, nothing changed", again, full["seconds"])
-        for stem, r in edits:
-            show(f"re-run after editing {stem}", r, full["seconds"])
-        show("forced full re-run (--no-cache)", full)
-        if first["rc"] != 0:
-            print("\nfirst run's output (tail):\n" + first["tail"])
+        rows = {}
+        for mode, keep in (("a server of each run's own", "0"), ("the server kept between runs", "")):
+            env = {**os.environ, "TITO_KEEP_SERVER": keep} if keep else {k: v for k, v in os.environ.items()
+                                                                          if k != "TITO_KEEP_SERVER"}
+            ws = base / f"ws-{len(rows)}"
+            mod_dir = start(course, module, ws, force=True, release_dir=base / "release")
+            for nb in course.notebooks(module):  # the instructor's solutions as the student's work
+                shutil.copy2(nb, mod_dir / nb.name)
+            try:
+                first = timed_complete(mod_dir, num, env=env)
+                again = timed_complete(mod_dir, num, env=env)
+                edits = []
+                for stem in [s for s in args.edit.split(",") if s]:
+                    edit_exported_cell(mod_dir / f"{stem}.ipynb")
+                    edits.append((stem, timed_complete(mod_dir, num, env=env)))
+                full = timed_complete(mod_dir, num, "--no-cache", env=env)
+            finally:
+                for pid in kept_server.running(ws):
+                    os.kill(pid, signal.SIGTERM)
+            rows[mode] = (first, again, edits, full)
+        for mode, (first, again, edits, full) in rows.items():
+            print(f"\n{mode}:")
+            show("first run (no cache)", first)
+            show("re-run, nothing changed", again, full["seconds"])
+            for stem, r in edits:
+                show(f"re-run after editing {stem}", r, full["seconds"])
+            show("forced full re-run (--no-cache)", full)
+            if first["rc"] != 0:
+                print("\nfirst run's output (tail):\n" + first["tail"])
+        (own, kept) = rows.values()
+        print("\nkept / own server, wall time: first run {:.2f}x, after each edit {}".format(
+            kept[0]["seconds"] / own[0]["seconds"],
+            ", ".join(f"{k[1]['seconds'] / o[1]['seconds']:.2f}x" for o, k in zip(own[2], kept[2]))))
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -32,6 +33,10 @@ def agg_backend(monkeypatch):
 
 
 # ---- the course repository only: a student kit's conftest ends here (tito.notebooks.kit.kit_conftest) ----
+
+# `module complete` keeps its job server for the next run (tito.testing.kept_server): a test's workspace is gone when
+# the test ends, so its server would only wait out its keep time. The tests that keep one say so, and stop it.
+os.environ["TITO_KEEP_SERVER"] = "0"
 
 @pytest.fixture(scope="session")
 def lesson_kernels():

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from fixtures import submissions as subs
+from tito.testing import kept_server
 from tito.workspace import layout
 from tito.workspace.complete import complete_workspace
 from tito.workspace.start import start
@@ -262,9 +264,23 @@ def _edit_code(nb_path: Path, grade_id: str, old: str, new: str) -> None:
 
 
 def test_complete_runs_only_what_changed(mini, tmp_path, capsys, monkeypatch):
+    """Run after run, only what changed runs again; every run after the first is a session of one kept job server
+    (tito.testing.kept_server, as a student's runs are), each with its own results."""
     runs = tmp_path / "runs.txt"
     monkeypatch.setenv("MINI_RUNS", str(runs))
+    monkeypatch.setenv("TITO_KEEP_SERVER", "120")
+    (tmp_path / "run").mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
     dest = _mini_workspace(mini, tmp_path, ("zeta_dev", "alpha_dev", "mid_dev"))
+    try:
+        _runs_only_what_changed(mini, dest, runs, capsys, monkeypatch)
+        assert len(kept_server.running(dest.parent)) == 1, "one server kept for every run of the workspace"
+    finally:
+        for pid in kept_server.running(dest.parent):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _runs_only_what_changed(mini, dest, runs, capsys, monkeypatch):
 
     # 1. first run: everything runs, per-task points in reading order, complete
     rc, out, last = _complete(mini, dest, capsys)

@@ -439,19 +439,26 @@ def serve(jobs: int = 2, preload: list[str] | None = None) -> int:
 
 
 def _serve(jobs: int, preload: list[str] | None) -> int:
+    t0 = time.perf_counter()
+    loaded = preload_for_forks(PRELOAD if preload is None else preload, "tito job server")
+    return run_queue(jobs, {"ready": True, "preloaded": loaded, "seconds": round(time.perf_counter() - t0, 3)})
+
+
+def run_queue(jobs: int, ready: dict) -> int:
+    """serve's loop, in a process that has preloaded what it needs: say `ready`, then run the jobs read from stdin
+    (tito.testing.kept_server's sessions run it too, with a socket for stdin and stdout). A line `{"stop": true}`
+    ends every job at once (a caller that stops early)."""
     import selectors
     import signal
     from collections import deque
 
-    t0 = time.perf_counter()
-    loaded = preload_for_forks(PRELOAD if preload is None else preload, "tito job server")
     out = sys.stdout
 
     def emit(obj: dict) -> None:
         out.write(JOB_MARKER + json.dumps(obj) + "\n")
         out.flush()
 
-    emit({"ready": True, "preloaded": loaded, "seconds": round(time.perf_counter() - t0, 3)})
+    emit(ready)
     sel = selectors.DefaultSelector()
     sel.register(sys.stdin.fileno(), selectors.EVENT_READ)
     buf, eof, queue, running = b"", False, deque(), {}
@@ -465,6 +472,13 @@ def _serve(jobs: int, preload: list[str] | None) -> int:
             buf += chunk
             *lines, buf = buf.split(b"\n")
             queue.extend(json.loads(l) for l in lines if l.strip())
+        if any(job.get("stop") for job in queue):  # the caller stopped early: its jobs end, unreported
+            for pid in running:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+            for pid in running:
+                os.waitpid(pid, 0)
+            return 0
         while running:
             pid, status, usage = os.wait4(-1, os.WNOHANG)
             if pid == 0:

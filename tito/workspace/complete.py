@@ -74,6 +74,7 @@ from tito.notebooks.exports import default_exp, exported_module, notebook_module
 from tito.notebooks.imports import top_imports, module_files, named_modules, package_graph, reach
 from tito.notebooks.kit import test_helpers
 from tito.notebooks.nbfile import atomic_write, read_notebook
+from tito.testing import kept_server
 from tito.testing.job_server import JobServer
 from tito.testing.needs import test_modules
 from tito.testing.runners import StageResult, parse_junit, print_table
@@ -496,8 +497,14 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
     env = process.child_env()
     env["PYTHONPATH"] = os.pathsep.join([str(ws_root), str(TITO_PKG.parent)]
                                         + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    # started before the export, so its imports of torch & co overlap it
-    server = JobServer(ws_root, env, jobs, work / "server.log", preload)
+    try:
+        keep = kept_server.keep_seconds(env)
+    except ValueError as e:
+        raise TitoError(str(e)) from None
+    # started before the export, so its imports of torch & co overlap it; kept for the next run (kept_server)
+    server = JobServer(ws_root, env, jobs, work / "server.log", preload, keep)
+    if server.note:
+        print(f"({server.note})", flush=True)
     dispatch = _Dispatch(server, jobs, cache, work)
     try:
         print(f"[1/3] export your code into {ws_root / LIB} ...", flush=True)
