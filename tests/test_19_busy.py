@@ -69,7 +69,11 @@ def test_multiple_runs_are_consistent(busy):
 
 
 def test_verdicts_hold_beside_four_busy_processes_per_core(busy):
-    "The same work twice is never called different; four times the work is always called slower (3 runs each)."
+    """Four times the work is always called slower (3 runs); the same work twice is called different no more often
+    than the significance level allows. At alpha = 5% one A/A run of three may be a false positive (up to a 14%
+    chance that one is; it happened in a `module complete` run beside 16 busy processes: 1.09x, p = 0.041); two of
+    three would be a chance below 1% (3 * 0.05^2), and are what a bias that load brings would give. Measured
+    beside 8 and 16 busy processes on 2 cores: 0 of 120 A/A runs called different, p < 0.05 in 3% to 13% of them."""
     w = np.random.default_rng(2).standard_normal((96, 96)).astype(np.float32)
 
     def one(x):
@@ -79,11 +83,14 @@ def test_verdicts_hold_beside_four_busy_processes_per_core(busy):
         for _ in range(4):
             w @ w
 
+    false_positives = []
     for _ in range(3):
         b = Benchmark([one, four, one], names=["one", "four", "one_again"], warmup_runs=3, measurement_runs=20)
         b.run_latency_benchmark(input_shape=(1, 1))
         same, slower = b.compare("one", "one_again"), b.compare("one", "four")
-        assert same.outcome != "different", same.verdict
+        if same.outcome == "different":
+            false_positives.append(same.verdict)
+        assert len(false_positives) <= 1, f"the same work called different in 2 of 3 runs: {false_positives}"
         assert slower.outcome == "different" and slower.winner == "one" and slower.ratio > 2, slower.verdict
         # On CPU time whenever the timing core found it stands for the latency. Where the machine let the typical
         # sample run for less than 95% of its wall time (module complete's own busy processes beside this test's:

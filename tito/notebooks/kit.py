@@ -45,7 +45,9 @@ The first command copies the notebooks into `{module}/` (its README.md gives the
 prints what to run next; the second runs your inline tests, exports your code into `tinytorch/`
 (where the notebooks and the tests import it from), runs the integration tests and reports. Open the
 notebooks with `.venv/bin/jupyter lab {module}` (or any editor using the `.venv/bin/python` kernel);
-after you finish a notebook, run `module complete` so the next notebooks can import your code.
+after you finish a notebook, run `module complete` so the next notebooks can import your code. It
+keeps the process that imported torch for 15 minutes after a run, so the next run after an edit is
+quick (`TITO_KEEP_SERVER=0` keeps none; it holds about 0.5 GB of memory meanwhile).
 In JupyterLab, a notebook's **Validate** button (nbgrader's, in the notebook's toolbar) runs the whole
 notebook and says whether any cell fails; nbgrader's instructor tools (formgrader, Create Assignment,
 the course and assignment lists) are switched off in this kit.
