@@ -586,8 +586,14 @@ def test_grading_that_fails_is_tito_s_failure_and_exits_1(graded_class, tmp_path
 
 def test_no_sandbox_says_so(graded_class, tmp_path):
     lines = []
+    tmp = Path("/tmp")  # the TMPDIR tito.isolation.sandbox.environment gives a command
+    before = {p.name for p in tmp.iterdir()}
     (r,) = classrun.grade(graded_class["course"], MODULE, graded_class["subs"], tmp_path / "out",
                           students=["full"], progress=lines.append, jobs=1, no_sandbox=True)
+    # a notebook's process makes its home, cache and copy of the student's files (host.prepare): not in /tmp, where
+    # every --no-sandbox run left them
+    left = sorted(n for n in {p.name for p in tmp.iterdir()} - before if n.startswith(("home-", "work-", "cache-")))
+    assert not left, f"left in {tmp}: {left}"
     assert r.score == subs.FULL and r.sandbox == UNSANDBOXED
     assert any("NOT SANDBOXED" in l for l in lines)
     assert {row["sandbox"] for row in csv.DictReader(open(tmp_path / "out" / "grades.csv"))} == {UNSANDBOXED}

@@ -242,8 +242,11 @@ def _judge_sandboxes(job: GradeJob, work: Path, names: list[str], cpus: set[int]
             mounts = {"files": work / "files", "stage": stage, "hostlib": run.hostlib,
                       **({"cache": run.cache} if run.cache else {})}
             judge_end, host_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            # unsandboxed (--no-sandbox), the notebooks' processes have no private /tmp: their home, cache and copy of
+            # the student's files go in this student's scratch folder, removed with it, not in the machine's /tmp
+            host_env = env if box.isolated else {**env, "TMPDIR": str(scratch)}
             spec = sandbox.SandboxSpec(["{python}", "-s", "-P", "-m", "tito.grading.host", str(host_end.fileno())],
-                                       mounts, env, limits=limits, rw=[scratch],
+                                       mounts, host_env, limits=limits, rw=[scratch],
                                        caps=HOST_CAPS if as_root and shared else None, private_tmp=as_root and shared,
                                        namespaces=True)  # each notebook process loads seccomp.STUDENT itself
             host_procs.append(sandbox.start(spec, box, pass_fds=(host_end.fileno(),), stdout=log, stderr=log,
