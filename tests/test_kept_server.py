@@ -18,12 +18,12 @@ from tito.testing.job_server import JobServer
 
 # what each job writes: the run's environment as the job sees it, its folder, and whether the server's preload reached it
 JOB = """
-import json, os, sys, time
+import json, os, sys, tempfile, time
 def test_unit_report():
     out = os.environ["KEPT_OUT"]
     with open(out, "w") as f:
         json.dump({"mark": os.environ.get("KEPT_MARK"), "cwd": os.getcwd(), "pid": os.getpid(),
-                   "preloaded": "wave" in sys.modules}, f)
+                   "preloaded": "wave" in sys.modules, "scratch": tempfile.mkdtemp()}, f)
     time.sleep(float(os.environ.get("KEPT_SLEEP", "0")))
 """
 
@@ -76,6 +76,8 @@ def test_a_second_run_is_a_session_of_the_same_server_in_its_own_environment(ws)
     assert (seen1["mark"], seen2["mark"]) == ("one", "two"), "each job sees its own run's environment"
     assert seen1["cwd"] == seen2["cwd"] == str(ws.resolve()) and seen2["preloaded"]
     assert seen1["pid"] != seen2["pid"]
+    for seen in (seen1, seen2):  # what a job leaves in its temporary folder goes with the job
+        assert Path(seen["scratch"]).parent.name.startswith("tito-job-") and not Path(seen["scratch"]).exists()
     # a variable the preloaded libraries read as they are imported is another server's
     third, _ = _run(ws, MPLBACKEND="pdf")
     assert third.ready["kept"] != server and sorted(kept_server.running(ws)) == sorted([server, third.ready["kept"]])

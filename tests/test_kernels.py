@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -51,7 +52,7 @@ def test_a_forked_kernel_runs_a_notebook_as_a_fresh_one_would(server, tmp_path, 
              "import json, matplotlib\n"
              "print(json.dumps([sys.path, os.getcwd(), os.environ['TITO_KERNEL_PROBE'], open('data.txt').read(), __name__,\n"
              "                  matplotlib.get_backend()]))",
-             "print(os.getpid(), random.random(), np.random.rand())",
+             "import tempfile\nprint(os.getpid(), random.random(), np.random.rand(), tempfile.mkdtemp())",
              "x = 41\nx + 1")
     monkeypatch.setenv("TEST_PID", str(os.getpid()))
     runs = []
@@ -66,9 +67,14 @@ def test_a_forked_kernel_runs_a_notebook_as_a_fresh_one_would(server, tmp_path, 
         assert _out(nb.cells[1]) == _out(fresh.cells[1]), (_out(nb.cells[1]), _out(fresh.cells[1]))
         assert nb.cells[3].outputs[0]["data"]["text/plain"] == "42"
     assert "from the caller" in _out(fresh.cells[1]) and "inline" in _out(fresh.cells[1])
-    pids, seeds = zip(*[(int(_out(r.cells[2]).split()[0]), _out(r.cells[2]).split()[1:]) for r in forked])
+    pids, seeds = zip(*[(int(_out(r.cells[2]).split()[0]), _out(r.cells[2]).split()[1:3]) for r in forked])
     assert seeds[0][0] != seeds[1][0] and seeds[0][1] != seeds[1][1], ("random and numpy seeded afresh", seeds)
     assert all(_gone(pid) for pid in pids), "each kernel ends with its notebook"
+    made = [Path(_out(r.cells[2]).split()[3]) for r in forked]
+    deadline = time.monotonic() + 10  # the server removes a kernel's temporary folder as it collects its end
+    while any(m.exists() for m in made) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(m.exists() for m in made), f"a kernel's temporary files go with it: {made}"
 
 
 def test_an_interrupt_stops_a_cell_and_the_kernel_goes_on(server, tmp_path):

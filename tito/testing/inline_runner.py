@@ -23,7 +23,9 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 import types
@@ -361,6 +363,7 @@ def _child(job: dict) -> None:
     code = 70
     try:
         os.setpgid(0, 0)  # a group of its own, so a timeout kills whatever the job started
+        os.environ["TMPDIR"] = tempfile.tempdir = job["tmp"]
         from tito.isolation.process import die_with_parent
 
         die_with_parent()
@@ -476,14 +479,16 @@ def run_queue(jobs: int, ready: dict) -> int:
             for pid in running:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pid, signal.SIGKILL)
-            for pid in running:
+            for pid, (job, _, _) in running.items():
                 os.waitpid(pid, 0)
+                shutil.rmtree(job["tmp"], ignore_errors=True)
             return 0
         while running:
             pid, status, usage = os.wait4(-1, os.WNOHANG)
             if pid == 0:
                 break
             job, started, killed = running.pop(pid)
+            shutil.rmtree(job["tmp"], ignore_errors=True)
             res_path = Path(job["result"])
             res = json.loads(res_path.read_text(encoding="utf-8")) if res_path.exists() else None
             emit({"id": job["id"], "exit": os.waitstatus_to_exitcode(status), "timed_out": killed,
@@ -498,6 +503,9 @@ def run_queue(jobs: int, ready: dict) -> int:
         while queue and len(running) < jobs:
             job = queue.popleft()
             Path(job["result"]).unlink(missing_ok=True)
+            # the job's temporary files (a test's mkdtemp, pytest's tmp_path) in a folder of its own, removed when it
+            # ends: nothing a job makes is left in the machine's /tmp
+            job["tmp"] = tempfile.mkdtemp(prefix="tito-job-")
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()

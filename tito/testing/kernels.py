@@ -14,6 +14,7 @@ third-party libraries are preloaded, never the code a notebook runs.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -40,6 +41,7 @@ MAX_REQUEST = 1 << 20
 # `-m` put the server's folder first on sys.path; a kernel's first entry is its own folder (ipykernel adds it as it
 # starts), so each kernel drops the server's
 _SERVER_DIR: str | None = None
+_TMP: dict[int, str] = {}  # kernel pid -> its temporary folder
 
 
 # ---- the owner's side ----------------------------------------------------------------------
@@ -198,6 +200,8 @@ def serve(sock_path: str, preload: list[str]) -> int:
                 pid, status = os.waitpid(-1, os.WNOHANG)
                 if pid == 0:
                     break
+                if pid in _TMP:
+                    shutil.rmtree(_TMP.pop(pid), ignore_errors=True)
                 conn = kernels.pop(pid, None)
                 if conn is not None:
                     if conn in (k.fileobj for k in sel.get_map().values()):
@@ -210,6 +214,10 @@ def serve(sock_path: str, preload: list[str]) -> int:
     finally:
         for pid in kernels:
             _kill(pid)
+        for pid in list(_TMP):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            shutil.rmtree(_TMP.pop(pid), ignore_errors=True)
 
 
 def _kill(pid: int) -> None:
@@ -239,11 +247,14 @@ def _start_kernel(conn: socket.socket, listener: socket.socket, others: list[soc
             os.close(fd)
         return None
     req = json.loads(msg[8:])
+    # the kernel's temporary files in a folder of its own, removed when it ends (serve): none left in /tmp
+    req["env"]["TMPDIR"] = tempfile.mkdtemp(prefix="tito-kernel-")
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
         _kernel(req, fds, [listener, conn, *others])
+    _TMP[pid] = req["env"]["TMPDIR"]
     for fd in fds:
         os.close(fd)
     return pid
@@ -271,6 +282,7 @@ def _kernel(req: dict, fds: list[int], close: list[socket.socket]) -> None:
             sys.path.pop(0)
         os.environ.clear()
         os.environ.update(req["env"])
+        tempfile.tempdir = None  # gettempdir() reads TMPDIR again
         # the kernel's parent is this server, not the process that asked: ipykernel polls the parent it is given
         # and stops when another is its parent (the proxy holds the kernel's lifetime; the server's end ends it too)
         os.environ["JPY_PARENT_PID"] = str(os.getppid())
