@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import shutil
 import signal
+import socket
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,7 +27,8 @@ import json, os, sys, tempfile, time
 def test_unit_report():
     out = os.environ["KEPT_OUT"]
     with open(out, "w") as f:
-        json.dump({"mark": os.environ.get("KEPT_MARK"), "cwd": os.getcwd(), "pid": os.getpid(),
+        json.dump({"mark": os.environ.get("KEPT_MARK"), "term": os.environ.get("TERM"), "cwd": os.getcwd(),
+                   "pid": os.getpid(),
                    "preloaded": "wave" in sys.modules, "scratch": tempfile.mkdtemp()}, f)
     time.sleep(float(os.environ.get("KEPT_SLEEP", "0")))
 """
@@ -43,7 +49,8 @@ def ws(tmp_path, monkeypatch):
 
 def _run(ws: Path, keep: float = 60, **env_extra) -> tuple[JobServer, dict]:
     """One run of one job through a kept server; (the server object after close, what the job wrote)."""
-    out = ws / f"out-{time.monotonic_ns()}.json"
+    out = ws / "out.json"  # one path for every run: every variable but a few (VOLATILE_VARS) is part of the key
+    out.unlink(missing_ok=True)
     env = {**process.child_env(), "KEPT_OUT": str(out), **env_extra}
     srv = JobServer(ws, env, 1, ws / "server.log", preload=["wave"], keep=keep)
     try:
@@ -68,19 +75,20 @@ def _gone(pid: int, within: float) -> bool:
 
 
 def test_a_second_run_is_a_session_of_the_same_server_in_its_own_environment(ws):
-    first, seen1 = _run(ws, KEPT_MARK="one")
-    second, seen2 = _run(ws, KEPT_MARK="two")
+    first, seen1 = _run(ws, TERM="one")
+    second, seen2 = _run(ws, TERM="two")  # a variable two terminals differ in (VOLATILE_VARS): the same server
     assert first.conn is not None and first.note == ""
     server = first.ready["kept"]
     assert second.ready["kept"] == server and kept_server.running(ws) == [server], "one server, reused"
-    assert (seen1["mark"], seen2["mark"]) == ("one", "two"), "each job sees its own run's environment"
+    assert (seen1["term"], seen2["term"]) == ("one", "two"), "each job sees its own run's environment"
     assert seen1["cwd"] == seen2["cwd"] == str(ws.resolve()) and seen2["preloaded"]
     assert seen1["pid"] != seen2["pid"]
     for seen in (seen1, seen2):  # what a job leaves in its temporary folder goes with the job
         assert Path(seen["scratch"]).parent.name.startswith("tito-job-") and not Path(seen["scratch"]).exists()
-    # a variable the preloaded libraries read as they are imported is another server's
-    third, _ = _run(ws, MPLBACKEND="pdf")
+    # any other variable may be one a preloaded library reads as it is imported: another server
+    third, seen3 = _run(ws, KEPT_MARK="three")
     assert third.ready["kept"] != server and sorted(kept_server.running(ws)) == sorted([server, third.ready["kept"]])
+    assert seen3["mark"] == "three"
 
 
 def test_an_idle_server_ends_and_a_dead_one_is_replaced(ws):
@@ -126,3 +134,112 @@ def test_keep_seconds_is_checked():
     for bad in ("soon", "-1", "inf", "nan"):
         with pytest.raises(ValueError, match="TITO_KEEP_SERVER"):
             kept_server.keep_seconds({"TITO_KEEP_SERVER": bad})
+
+
+# ---- what a red team found (stop 51): each a test -----------------------------------------------------------------
+
+def test_a_killed_run_takes_its_jobs_with_it(ws, tmp_path):
+    """A run killed (SIGKILL, a closed terminal) left its jobs running in the kept server, to write a result a later
+    run's job of the same name could be reported with."""
+    out = ws / "out.json"
+    client = tmp_path / "client.py"
+    client.write_text(
+        "import sys\nfrom pathlib import Path\nfrom tito.isolation import process\n"
+        "from tito.testing.job_server import JobServer\n"
+        f"ws = Path({str(ws)!r})\n"
+        "srv = JobServer(ws, process.child_env(), 1, ws / 'server.log', preload=['wave'], keep=60)\n"
+        "srv.submit({'id': 0, 'kind': 'inline', 'file': str(ws / 'job_dev.py'), 'log': str(ws / 'job.log'),\n"
+        "            'result': str(ws / 'job.json'), 'timeout': 600})\n"
+        "srv.next()\n")
+    env = {**os.environ, "KEPT_OUT": str(out), "KEPT_SLEEP": "120", "PYTHONPATH": str(Path(__file__).parents[1])}
+    p = subprocess.Popen([sys.executable, str(client)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        job = json.loads(out.read_text())["pid"]
+    finally:
+        p.kill()
+        p.wait()
+    assert _gone(job, 10), "the killed run's job was left running"
+    assert not (ws / "job.json").exists()
+
+
+def test_a_workspace_made_again_at_its_path_gets_a_server_of_its_own(ws):
+    first, _ = _run(ws)
+    shutil.rmtree(ws)
+    ws.mkdir()
+    (ws / "job_dev.py").write_text(JOB)
+    second, seen = _run(ws)  # the old server's folder is gone: every job of it would fail in os.getcwd()
+    assert second.ready["kept"] != first.ready["kept"] and seen["cwd"] == str(ws.resolve())
+    assert first.ready["kept"] in kept_server.running(ws), "a server whose folder was removed is still found"
+
+
+def test_a_library_changed_in_place_is_loaded_again(ws, tmp_path):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "kept_probe.py").write_text("VERSION = 1\n")
+    (ws / "ver_dev.py").write_text("import json, os, kept_probe\ndef test_unit_version():\n"
+                                   "    json.dump(kept_probe.VERSION, open(os.environ['KEPT_OUT'], 'w'))\n")
+    env = {**process.child_env(), "PYTHONPATH": str(lib)}
+
+    def version() -> tuple[int, int]:
+        out = ws / "v.json"
+        srv = JobServer(ws, {**env, "KEPT_OUT": str(out)}, 1, ws / "server.log", preload=["kept_probe"], keep=60)
+        try:
+            srv.submit({"id": 0, "kind": "inline", "file": str(ws / "ver_dev.py"), "log": str(ws / "v.log"),
+                        "result": str(ws / "v.res"), "timeout": 60})
+            assert srv.next()["result"]["ok"], (ws / "v.log").read_text()
+        finally:
+            srv.close()
+        return json.loads(out.read_text()), srv.ready["kept"]
+
+    v1, server = version()
+    (lib / "kept_probe.py").write_text("VERSION = 22\n")  # edited in place: no install, no folder's time changes
+    v2, server2 = version()
+    assert (v1, v2) == (1, 22) and server2 != server and _gone(server, 5), "the stale server is replaced"
+
+
+def test_the_limits_a_run_is_given_are_part_of_the_key(ws):
+    first, _ = _run(ws)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 512) - 1, hard))
+    try:
+        second, _ = _run(ws)  # a session has its server's limits: a run under other ones needs another server
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert second.ready["kept"] != first.ready["kept"]
+
+
+def test_a_large_environment_and_a_stuck_server(ws, monkeypatch):
+    big, seen = _run(ws, KEPT_MARK="x" * 100_000)  # a header over many socket buffers, jobs queued behind it
+    assert seen["mark"] == "x" * 100_000
+    os.kill(big.ready["kept"], signal.SIGSTOP)  # alive, never answering
+    monkeypatch.setattr(kept_server, "READY_WAIT_S", 2.0)
+    t0 = time.monotonic()
+    again, seen = _run(ws, KEPT_MARK="x" * 100_000)
+    assert again.ready["kept"] != big.ready["kept"] and time.monotonic() - t0 < 60 and _gone(big.ready["kept"], 5)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a listener of another uid")
+def test_a_server_of_another_user_is_never_used(tmp_path):
+    """The socket folder is this user's alone; if another user's process listens at the path all the same (a folder
+    swapped under a root run), the run refuses it rather than hand it its environment and log."""
+    path = tmp_path / "s"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(str(path))
+        os.setuid(65534)
+        s.listen(1)  # the credentials a connecting run sees are those of listen()
+        os.write(w, b"x")
+        time.sleep(30)
+        os._exit(0)
+    try:
+        os.read(r, 1)
+        with pytest.raises(OSError, match="uid 65534"):
+            kept_server._connected(path)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)

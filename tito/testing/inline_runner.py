@@ -467,7 +467,10 @@ def run_queue(jobs: int, ready: dict) -> int:
     buf, eof, queue, running = b"", False, deque(), {}
     while not (eof and not queue and not running):
         for _ in sel.select(timeout=0.05 if running or not eof else 0):
-            chunk = os.read(sys.stdin.fileno(), 65536)
+            try:
+                chunk = os.read(sys.stdin.fileno(), 65536)
+            except ConnectionResetError:  # a socket's caller that closed with our lines unread: gone, as at its end
+                chunk = b""
             if not chunk:
                 eof = True
                 sel.unregister(sys.stdin.fileno())
@@ -475,7 +478,10 @@ def run_queue(jobs: int, ready: dict) -> int:
             buf += chunk
             *lines, buf = buf.split(b"\n")
             queue.extend(json.loads(l) for l in lines if l.strip())
-        if any(job.get("stop") for job in queue):  # the caller stopped early: its jobs end, unreported
+        # the caller stopped early ({"stop": true}), or went (its end of the pipe or socket closed with jobs left:
+        # killed, its terminal closed): its jobs end, unreported, rather than run on and write results a later run
+        # could take for its own
+        if any(job.get("stop") for job in queue) or (eof and (queue or running)):
             for pid in running:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pid, signal.SIGKILL)
@@ -490,8 +496,9 @@ def run_queue(jobs: int, ready: dict) -> int:
             job, started, killed = running.pop(pid)
             shutil.rmtree(job["tmp"], ignore_errors=True)
             res_path = Path(job["result"])
-            res = json.loads(res_path.read_text(encoding="utf-8")) if res_path.exists() else None
-            emit({"id": job["id"], "exit": os.waitstatus_to_exitcode(status), "timed_out": killed,
+            code = os.waitstatus_to_exitcode(status)
+            res = json.loads(res_path.read_text(encoding="utf-8")) if code == 0 and res_path.exists() else None
+            emit({"id": job["id"], "exit": code, "timed_out": killed,
                   "seconds": round(time.perf_counter() - started, 3), "result": res,
                   "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3)})
         now = time.perf_counter()

@@ -38,7 +38,7 @@ class JobServer:
             from tito.testing import kept_server
 
             try:
-                self.conn = kept_server.connect(cwd, env, jobs, preload, self._err.fileno(), keep)
+                self.conn, self.ready = kept_server.connect(cwd, env, jobs, preload, self._err.fileno(), keep)
             except OSError as e:  # a folder others can enter, no Unix sockets: this run's own server, as before
                 self.note = f"no job server kept between runs: {e}"
         if self.conn is not None:

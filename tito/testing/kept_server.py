@@ -23,20 +23,28 @@ import fcntl
 import hashlib
 import json
 import os
+import signal
 import socket
 import stat
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    import subprocess
 
 KEEP_SECONDS = 900.0  # a student edits and re-runs within minutes; an idle server holds ~0.5 GB
-# variables the preloaded libraries (or Python itself) read as they are imported: a server made under other values
-# would not be the one this run starts
-IMPORT_TIME_VARS = ("PYTHON", "MPL", "OMP_", "MKL", "OPENBLAS", "KMP_", "GOTO", "TORCH", "PYTORCH", "CUDA", "NUMPY",
-                    "SCIPY", "ONNX", "ORT_", "LD_", "LC_", "XDG_", "TITO_")
-IMPORT_TIME_NAMES = ("HOME", "PATH", "VIRTUAL_ENV", "LANG", "TMPDIR", "TZ")
+# variables that differ between two terminals of one user and that no library reads as it is imported: every other
+# variable is part of the key (an allow-list missed NPY_*, SKLEARN_*, MALLOC_* and the like: red team, stop 51)
+VOLATILE_VARS = ("PWD", "OLDPWD", "SHLVL", "_", "TERM", "COLORTERM", "COLUMNS", "LINES", "LS_COLORS", "PS1", "PS2",
+                 "HISTFILE", "HISTSIZE", "WINDOWID", "DISPLAY", "STY", "MAIL", "SSH_CLIENT", "SSH_CONNECTION",
+                 "SSH_TTY", "SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_TTY", "TMUX", "TMUX_PANE", "KITTY_WINDOW_ID",
+                 "TERM_PROGRAM", "TERM_PROGRAM_VERSION", "TERM_SESSION_ID", "VSCODE_PID", "VSCODE_IPC_HOOK_CLI",
+                 "JPY_SESSION_NAME", "JPY_PARENT_PID", "XDG_SESSION_ID", "XDG_SESSION_TYPE", "XDG_SESSION_CLASS",
+                 "XDG_VTNR", "XDG_SEAT", "DBUS_SESSION_BUS_ADDRESS")
+READY_WAIT_S = 120.0  # a kept server that has not said it is ready by then is stuck (its preload takes ~4 s quiet)
 MAX_HEADER = 1 << 20
 TITO_PKG = Path(__file__).resolve().parents[1]
 
@@ -60,7 +68,9 @@ def keep_seconds(env: dict | None = None) -> float:
 
 
 def server_key(cwd: Path, env: dict, jobs: int, preload: list[str] | None) -> str:
-    """What makes two runs' servers the same (module doc), as a short hash."""
+    """What makes two runs' servers the same (module doc), as a short hash: also the folder itself (a workspace
+    deleted and made again at the same path is another folder) and the limits a process inherits (cores, rlimits,
+    umask, niceness, cgroup: a session is the server's child, and has the server's)."""
     from tito.testing.inline_runner import PRELOAD
 
     def mtime(path: str) -> int:
@@ -69,18 +79,31 @@ def server_key(cwd: Path, env: dict, jobs: int, preload: list[str] | None) -> st
         except OSError:
             return -1
 
+    import resource
     import site
     import sysconfig
 
     # where libraries are installed (PYTHONPATH's folders are in the key by name: the workspace is one, and each run
-    # writes into it)
+    # writes into it); a library changed in place elsewhere is caught by the session's check (_stale)
     folders = list(site.getsitepackages()) + [site.getusersitepackages(), sysconfig.get_paths()["stdlib"]]
     tito_files = sorted((str(p.relative_to(TITO_PKG)), p.stat().st_mtime_ns, p.stat().st_size)
                         for p in TITO_PKG.rglob("*.py"))
-    seen = {k: v for k, v in env.items() if k in IMPORT_TIME_NAMES or k.startswith(IMPORT_TIME_VARS)}
+    here = os.stat(cwd)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    try:
+        cgroup = Path("/proc/self/cgroup").read_text()
+    except OSError:
+        cgroup = ""
+    limits = [(name, resource.getrlimit(getattr(resource, name))) for name in sorted(dir(resource))
+              if name.startswith("RLIMIT_")]
     what = {"python": sys.executable, "version": sys.version, "tito": str(TITO_PKG), "tito_files": tito_files,
-            "cwd": str(Path(cwd).resolve()), "jobs": jobs, "preload": PRELOAD if preload is None else preload,
-            "env": sorted(seen.items()), "folders": [(f, mtime(f)) for f in folders]}
+            "cwd": [str(Path(cwd).resolve()), here.st_dev, here.st_ino], "jobs": jobs,
+            "preload": PRELOAD if preload is None else preload,
+            "env": sorted((k, v) for k, v in env.items() if k not in VOLATILE_VARS),
+            "folders": [(f, mtime(f)) for f in folders], "uid": os.getuid(), "gid": os.getgid(),
+            "cores": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "limits": limits, "umask": mask, "nice": os.getpriority(os.PRIO_PROCESS, 0), "cgroup": cgroup}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -88,8 +111,11 @@ def private_folder() -> Path:
     """This user's folder for server sockets: $XDG_RUNTIME_DIR/tito, else TMPDIR/tito-UID; made 0700, and refused
     (OSError) when it is someone else's or others may enter it (their socket there would get this user's jobs)."""
     runtime = os.environ.get("XDG_RUNTIME_DIR", "")
-    base = Path(runtime) / "tito" if runtime and os.path.isdir(runtime) else \
-        Path(tempfile.gettempdir()) / f"tito-{os.getuid()}"
+    ours = False
+    with contextlib.suppress(OSError):  # another user's (root under `sudo -E`, say): not where this user's server goes
+        rst = os.stat(runtime) if runtime else None
+        ours = rst is not None and stat.S_ISDIR(rst.st_mode) and rst.st_uid == os.getuid() and not rst.st_mode & 0o022
+    base = Path(runtime) / "tito" if ours else Path(tempfile.gettempdir()) / f"tito-{os.getuid()}"
     with contextlib.suppress(FileExistsError):
         base.mkdir(mode=0o700)
     st = os.lstat(base)
@@ -111,44 +137,93 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _connected(path: Path) -> socket.socket | None:
+    """A connection to the server at `path`, or None where none listens. OSError when the process listening there is
+    not this user's (the folder is this user's alone; this is the second check)."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.connect(str(path))
-        return s
     except OSError:  # no server (ECONNREFUSED: a dead one's socket file; ENOENT: none yet)
         s.close()
         return None
+    pid, uid = peer(s)
+    if uid != os.getuid():
+        s.close()
+        raise OSError(f"the job server at {path} runs as uid {uid}, not as this user")
+    return s
+
+
+def peer(s: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end of the Unix socket `s` (Linux: SO_PEERCRED)."""
+    creds = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    return int.from_bytes(creds[0:4], sys.byteorder), int.from_bytes(creds[4:8], sys.byteorder)
+
+
+def _send_header(conn: socket.socket, env: dict, log_fd: int) -> None:
+    header = json.dumps({"env": env}).encode()
+    socket.send_fds(conn, [len(header).to_bytes(8, "big") + header], [log_fd])
+
+
+def _ready_line(conn: socket.socket, wait: float) -> dict | None:
+    """The session's first line (its ready message), read byte by byte so that nothing after it is taken from the
+    stream; None when it does not come within `wait` seconds or the connection ends."""
+    from tito.testing.inline_runner import JOB_MARKER
+
+    conn.settimeout(wait)
+    line = b""
+    try:
+        while not line.endswith(b"\n"):
+            b = conn.recv(1)
+            if not b:
+                return None
+            line += b
+    except OSError:  # socket.timeout included
+        return None
+    finally:
+        conn.settimeout(None)
+    text = line.decode("utf-8", "replace")
+    return json.loads(text[len(JOB_MARKER):]) if text.startswith(JOB_MARKER) else None
 
 
 def connect(cwd: Path, env: dict, jobs: int, preload: list[str] | None, log_fd: int,
-            keep: float | None = None) -> socket.socket:
+            keep: float | None = None) -> tuple[socket.socket, dict | None]:
     """A session of the server for these arguments (started, detached, when there is none): the connection, over which
-    jobs go and results come as in tito.testing.inline_runner.serve. OSError when no server can be kept here."""
+    jobs go and results come as in tito.testing.inline_runner.serve, and the session's ready message when it was
+    read here (a server found running: one that does not answer, or finds a library it loaded changed, is stopped and
+    replaced). OSError when no server can be kept here."""
     keep = keep_seconds(env) if keep is None else keep
     if not hasattr(socket, "SO_PEERCRED"):  # macOS: the server could not check that a run is this user's
         raise OSError("this system does not say which user connects to a socket (SO_PEERCRED)")
     path = private_folder() / f"js-{server_key(cwd, env, jobs, preload)}"
     with _locked(path):
         conn = _connected(path)
+        if conn is not None:
+            _send_header(conn, env, log_fd)
+            ready = _ready_line(conn, READY_WAIT_S)
+            if ready is not None and not ready.get("stale"):
+                return conn, ready
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(peer(conn)[0], signal.SIGKILL)  # stuck, or its libraries changed: the next one loads them
+            conn.close()
+        path.unlink(missing_ok=True)
+        # bound here, under the lock (no two runs start two servers); listened on by the server, so that a run
+        # finds the server's pid and uid on the socket (SO_PEERCRED holds who called listen())
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(str(path))
+            server = _start(listener, cwd, env, jobs, preload, keep, path)
+        finally:
+            listener.close()
+        deadline = time.monotonic() + READY_WAIT_S
+        while (conn := _connected(path)) is None and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
         if conn is None:
-            path.unlink(missing_ok=True)
-            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                listener.bind(str(path))
-                listener.listen(16)
-                _start(listener, cwd, env, jobs, preload, keep, path)
-            finally:
-                listener.close()
-            conn = _connected(path)
-            if conn is None:
-                raise OSError(f"the job server at {path} did not take a connection")
-    header = json.dumps({"env": env}).encode()
-    socket.send_fds(conn, [len(header).to_bytes(8, "big") + header], [log_fd])
-    return conn
+            raise OSError(f"the job server at {path} did not take a connection")
+    _send_header(conn, env, log_fd)
+    return conn, None
 
 
 def _start(listener: socket.socket, cwd: Path, env: dict, jobs: int, preload: list[str] | None, keep: float,
-           path: Path) -> None:
+           path: Path) -> "subprocess.Popen":
     """The server, detached (a session of its own: this run's end is not its end), listening on `listener`."""
     import subprocess
     import threading
@@ -157,11 +232,16 @@ def _start(listener: socket.socket, cwd: Path, env: dict, jobs: int, preload: li
 
     names = ",".join(PRELOAD if preload is None else preload) or "-"
     argv = [sys.executable, "-m", "tito.testing.kept_server", str(listener.fileno()), str(jobs), names, repr(keep)]
-    with open(str(path) + ".log", "w", encoding="utf-8") as log:  # the server's own words; a run's go to its log
+    # the server's own words (a run's go to its log); never through a link someone left in its place
+    log = os.open(str(path) + ".log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
         p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                              pass_fds=(listener.fileno(),), start_new_session=True)
+    finally:
+        os.close(log)
     # this run's child until this run ends: collected if it ends first, so no zombie stays
     threading.Thread(target=p.wait, daemon=True, name="tito-kept-server-reaper").start()
+    return p
 
 
 def running(cwd: Path) -> list[int]:
@@ -174,7 +254,8 @@ def running(cwd: Path) -> list[int]:
             continue
         try:
             argv = (d / "cmdline").read_bytes().split(b"\0")
-            if argv[1:3] == [b"-m", b"tito.testing.kept_server"] and Path(os.readlink(d / "cwd")) == want:
+            where = os.readlink(d / "cwd").removesuffix(" (deleted)")  # a folder removed since: still its server
+            if argv[1:3] == [b"-m", b"tito.testing.kept_server"] and Path(where) == want:
                 parents[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue  # gone, or another user's
@@ -188,13 +269,16 @@ def serve(listen_fd: int, jobs: int, preload: list[str], keep: float) -> int:
     from tito.testing.inline_runner import preload_for_forks, threads_per_job
 
     listener = socket.socket(fileno=listen_fd)
+    listener.listen(16)  # here, not by the run that bound it: a connecting run sees this process (connect, peer)
     path = Path(listener.getsockname())
+    made = os.stat(path)  # this server's socket file: a later server's, at the same path, is not removed at the end
     with threads_per_job(jobs) as threads:
         t0 = time.perf_counter()
         loaded = preload_for_forks(preload, "tito kept job server")
         if "torch" in sys.modules:
             sys.modules["torch"].set_num_threads(threads)
     ready = {"ready": True, "preloaded": loaded, "seconds": round(time.perf_counter() - t0, 3), "kept": os.getpid()}
+    files = _loaded_files()
     sessions: set[int] = set()
     idle_since = time.monotonic()
     listener.settimeout(1.0)
@@ -211,23 +295,51 @@ def serve(listen_fd: int, jobs: int, preload: list[str], keep: float) -> int:
         except TimeoutError:
             if sessions or time.monotonic() - idle_since < keep:
                 continue
-            conn = _retire(listener, path)
+            conn = _retire(listener, path, made)
             if conn is None:
                 return 0
-        pid = _fork_session(conn, listener, jobs, ready)
+        pid = _fork_session(conn, listener, jobs, ready, files)
         if pid is not None:
             sessions.add(pid)
 
 
-def _retire(listener: socket.socket, path: Path) -> socket.socket | None:
+def _loaded_files() -> dict[str, tuple[int, int]]:
+    """(modification time, size) of every module file this process has loaded: a session compares them (_stale)."""
+    out = {}
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if isinstance(f, str) and f not in out:
+            with contextlib.suppress(OSError):
+                st = os.stat(f)
+                out[f] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+def _stale(files: dict[str, tuple[int, int]]) -> str:
+    """The first loaded module file changed or gone since the server loaded it ('' when none): a library upgraded
+    in place, an editable install edited."""
+    for f, was in files.items():
+        try:
+            st = os.stat(f)
+        except OSError:
+            return f"{f} is gone"
+        if (st.st_mtime_ns, st.st_size) != was:
+            return f"{f} changed"
+    return ""
+
+
+def _retire(listener: socket.socket, path: Path, made: os.stat_result) -> socket.socket | None:
     """Under the lock a run takes to find a server: stop listening (None), unless a run connected meanwhile (its
-    connection, to serve)."""
+    connection, to serve). The socket file goes only while it is still this server's."""
     with _locked(path):
         listener.setblocking(False)
         try:
             conn, _ = listener.accept()
         except BlockingIOError:
-            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                now = os.stat(path)
+                if (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino):
+                    path.unlink()
             listener.close()
             return None
         listener.settimeout(1.0)
@@ -235,11 +347,10 @@ def _retire(listener: socket.socket, path: Path) -> socket.socket | None:
         return conn
 
 
-def _fork_session(conn: socket.socket, listener: socket.socket, jobs: int, ready: dict) -> int | None:
+def _fork_session(conn: socket.socket, listener: socket.socket, jobs: int, ready: dict,
+                  files: dict[str, tuple[int, int]]) -> int | None:
     """Fork a session for `conn` (only this user's runs: the peer's uid is checked); its pid."""
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-    peer_uid = int.from_bytes(creds[4:8], sys.byteorder)
-    if peer_uid != os.getuid():
+    if peer(conn)[1] != os.getuid():
         conn.close()
         return None
     sys.stdout.flush()
@@ -249,7 +360,7 @@ def _fork_session(conn: socket.socket, listener: socket.socket, jobs: int, ready
         code = 70
         try:
             listener.close()
-            code = _session(conn, jobs, ready)
+            code = _session(conn, jobs, ready, files)
         except BaseException:  # noqa: BLE001 - said in the run's log (fd 2 is the run's by now) or the server's
             import traceback
 
@@ -262,25 +373,36 @@ def _fork_session(conn: socket.socket, listener: socket.socket, jobs: int, ready
     return pid
 
 
-def _session(conn: socket.socket, jobs: int, ready: dict) -> int:
-    """One run's jobs: its environment and log, then the job loop over the connection."""
-    from tito.isolation.process import die_with_parent
-    from tito.testing.inline_runner import run_queue
-
-    conn.settimeout(30)  # a run sends its header as it connects
-    msg, fds, _, _ = socket.recv_fds(conn, MAX_HEADER + 8, 1)
-    size = int.from_bytes(msg[:8], "big") if len(msg) >= 8 else -1
-    while 0 <= size <= MAX_HEADER and len(msg) < size + 8:
-        more = conn.recv(MAX_HEADER)
+def _recv_exactly(conn: socket.socket, n: int) -> bytes:
+    """`n` bytes, no more: what follows (the run's first jobs) stays for run_queue."""
+    data = b""
+    while len(data) < n:
+        more = conn.recv(n - len(data))
         if not more:
             break
-        msg += more
+        data += more
+    return data
+
+
+def _session(conn: socket.socket, jobs: int, ready: dict, files: dict[str, tuple[int, int]]) -> int:
+    """One run's jobs: its environment and log, then the job loop over the connection."""
+    from tito.isolation.process import die_with_parent
+    from tito.testing.inline_runner import JOB_MARKER, run_queue, threads_per_job
+
+    conn.settimeout(30)  # a run sends its header as it connects
+    try:
+        head, fds, _, _ = socket.recv_fds(conn, 8, 1)  # the log's descriptor comes with the first bytes
+        head += _recv_exactly(conn, 8 - len(head))
+        size = int.from_bytes(head, "big") if len(head) == 8 else -1
+        body = _recv_exactly(conn, size) if 0 <= size <= MAX_HEADER else b""
+    except OSError:
+        return 2
     conn.settimeout(None)
-    if size < 0 or size > MAX_HEADER or len(fds) != 1 or len(msg) != size + 8:
+    if size < 0 or size > MAX_HEADER or len(fds) != 1 or len(body) != size:
         for fd in fds:
             os.close(fd)
         return 2
-    env = json.loads(msg[8:])["env"]
+    env = json.loads(body)["env"]
     os.setsid()
     die_with_parent()  # the server killed: its sessions go, and their jobs with them (each dies with its parent)
     os.dup2(conn.fileno(), 0)
@@ -288,10 +410,12 @@ def _session(conn: socket.socket, jobs: int, ready: dict) -> int:
     os.dup2(fds[0], 2)
     os.close(fds[0])
     conn.close()
+    stale = _stale(files)
+    if stale:  # the run stops this server and starts another (connect)
+        sys.stdout.write(JOB_MARKER + json.dumps({**ready, "stale": stale}) + "\n")
+        return 3
     os.environ.clear()
     os.environ.update(env)
-    from tito.testing.inline_runner import threads_per_job
-
     with threads_per_job(jobs):  # the cores divided among the jobs, as a fresh server sets them
         return run_queue(jobs, ready)
 

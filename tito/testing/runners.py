@@ -100,7 +100,6 @@ def run_inline(files: list[Path], timeout: float = 900, verbose: bool = False,
                 for i, f in enumerate(files):
                     server.submit({"id": i, "kind": "inline", "file": str(f), "log": f"{tmp}/{i}.log",
                                    "result": f"{tmp}/{i}.json", "timeout": timeout})
-                server.p.stdin.close()  # every job is in: the server ends when they have
                 while server.pending:
                     try:
                         msg = server.next()
