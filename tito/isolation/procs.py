@@ -25,6 +25,11 @@ def _read(pid: int | str, name: str) -> str | None:
         return None
 
 
+def read(pid: int | str, name: str) -> str | None:
+    """The text of /proc/PID/`name`; None when the process ended or is not this user's to read."""
+    return _read(pid, name)
+
+
 def every(read: str = "stat") -> Iterator[tuple[int, str]]:
     """(pid, text of /proc/PID/`read`) for every process this one can see."""
     for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
@@ -49,6 +54,14 @@ def tree(pid: int, read: str = "stat") -> Iterator[tuple[int, str]]:
             continue
         if text is not None:
             yield p, text
+
+
+def cwd_of(pid: int) -> str | None:
+    """The folder process `pid` runs in (a removed folder keeps its old path), None where it cannot be read."""
+    try:
+        return os.readlink(f"/proc/{pid}/cwd").removesuffix(" (deleted)")
+    except OSError:
+        return None
 
 
 def stat_fields(stat: str) -> list[str]:

@@ -245,20 +245,17 @@ def _start(listener: socket.socket, cwd: Path, env: dict, jobs: int, preload: li
 
 
 def running(cwd: Path) -> list[int]:
-    """The pids of this user's kept servers started for the folder `cwd` (Linux: read from /proc; elsewhere []).
-    Their sessions and jobs are forks with the same command line: not counted."""
-    parents, want = {}, Path(cwd).resolve()
-    proc = Path("/proc")
-    for d in proc.iterdir() if proc.is_dir() else ():
-        if not d.name.isdigit():
-            continue
-        try:
-            argv = (d / "cmdline").read_bytes().split(b"\0")
-            where = os.readlink(d / "cwd").removesuffix(" (deleted)")  # a folder removed since: still its server
-            if argv[1:3] == [b"-m", b"tito.testing.kept_server"] and Path(where) == want:
-                parents[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue  # gone, or another user's
+    """The pids of this user's kept servers started for the folder `cwd` (Linux: read from /proc; elsewhere [], and
+    a removed folder still counts). Their sessions and jobs are forks with the same command line: not counted."""
+    from tito.isolation import procs
+
+    want = str(Path(cwd).resolve())
+    parents = {}
+    for pid, cmdline in procs.every("cmdline"):
+        if cmdline.split("\0")[1:3] == ["-m", "tito.testing.kept_server"] and procs.cwd_of(pid) == want:
+            fields = procs.stat_fields(procs.read(pid, "stat") or "")
+            if len(fields) > 1:
+                parents[pid] = int(fields[1])
     return sorted(pid for pid, ppid in parents.items() if ppid not in parents)
 
 
