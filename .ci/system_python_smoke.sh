@@ -44,6 +44,11 @@ UPATH="$H/nobwrap" step "kit: module complete 19 with one notebook ($FIRST) done
   "cd ~/kit/19_benchmarking && cp $SOL/$FIRST.ipynb . && { $PY -m tito module complete 19 > ~/one.log 2>&1; test \$? = 1; } && grep -E '^ *[0-9]+[.] $FIRST[.]ipynb: passed' ~/one.log"
 UPATH="$H/nobwrap" step "kit: module complete 19 with every notebook done, olympics submit and verify" \
   "cd ~/kit/19_benchmarking && cp $SOL/*.ipynb . && $PY -m tito module complete 19 && $PY -m tito olympics submit --runs 3 && $PY -m tito olympics verify submission.json --runs 6"
+# both runs of module complete in the kit were sessions of one kept job server (tito.testing.kept_server); it is
+# stopped here, not left to wait out its 15 minutes beside the test suite
+step "kit: one job server kept for both module complete runs" \
+  "cd ~/kit && test \"\$(.venv/bin/python -c 'from tito.testing import kept_server; print(len(kept_server.running(\".\")))')\" = 1"
+pkill -u "$U" -f tito.testing.kept_server || true
 UPATH="$H/nobwrap" step "kit: module submit 19 (the hand-in archive)" \
   "cd ~/kit/19_benchmarking && $PY -m tito module submit 19 --student smoke && test -s ~/kit/19_benchmarking-smoke.zip"
 step "grade 19: a three-student class (full, partial, and the kit's hand-in archive)" \
