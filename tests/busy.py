@@ -22,3 +22,17 @@ def busy_processes(per_core: int = 4) -> Iterator[list[int]]:
             p.kill()
         for p in procs:
             p.wait()
+
+
+def ended(pid: int, within: float = 10.0) -> bool:
+    "Whether process `pid` is gone (not even a zombie of ours) within `within` seconds."
+    import time
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False

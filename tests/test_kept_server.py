@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from busy import ended
 from tito.isolation import process
 from tito.testing import kept_server
 from tito.testing.job_server import JobServer
@@ -63,17 +64,6 @@ def _run(ws: Path, keep: float = 60, **env_extra) -> tuple[JobServer, dict]:
     return srv, json.loads(out.read_text())
 
 
-def _gone(pid: int, within: float) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_a_second_run_is_a_session_of_the_same_server_in_its_own_environment(ws):
     first, seen1 = _run(ws, TERM="one")
     second, seen2 = _run(ws, TERM="two")  # a variable two terminals differ in (VOLATILE_VARS): the same server
@@ -94,11 +84,11 @@ def test_a_second_run_is_a_session_of_the_same_server_in_its_own_environment(ws)
 def test_an_idle_server_ends_and_a_dead_one_is_replaced(ws):
     srv, _ = _run(ws, keep=0.5)
     pid = srv.ready["kept"]
-    assert _gone(pid, 15), "a server idle for its keep time ends"
+    assert ended(pid, 15), "a server idle for its keep time ends"
     assert not [p for p in Path(os.environ["XDG_RUNTIME_DIR"], "tito").iterdir() if p.is_socket()], "its socket too"
     srv, _ = _run(ws)
     os.kill(srv.ready["kept"], signal.SIGKILL)  # its socket file stays: nobody listens there now
-    assert _gone(srv.ready["kept"], 5)
+    assert ended(srv.ready["kept"], 5)
     again, seen = _run(ws, KEPT_MARK="after")
     assert again.ready["kept"] not in (pid, srv.ready["kept"]) and seen["mark"] == "after"
 
@@ -125,7 +115,7 @@ def test_a_run_that_stops_early_ends_its_jobs(ws):
     job = json.loads(out.read_text())["pid"]
     srv.wait_ready()  # every line the server sent is read: the close below is a clean one, not a reset
     srv.close()  # a job still running: the run stopped early (an error, Ctrl-C)
-    assert _gone(job, 10), "the job of a run that stopped is ended, not left running in the kept server"
+    assert ended(job, 10), "the job of a run that stopped is ended, not left running in the kept server"
     assert len(kept_server.running(ws)) == 1, "the server itself stays for the next run"
 
 
@@ -161,7 +151,7 @@ def test_a_killed_run_takes_its_jobs_with_it(ws, tmp_path):
     finally:
         p.kill()
         p.wait()
-    assert _gone(job, 10), "the killed run's job was left running"
+    assert ended(job, 10), "the killed run's job was left running"
     assert not (ws / "job.json").exists()
 
 
@@ -197,7 +187,7 @@ def test_a_library_changed_in_place_is_loaded_again(ws, tmp_path):
     v1, server = version()
     (lib / "kept_probe.py").write_text("VERSION = 22\n")  # edited in place: no install, no folder's time changes
     v2, server2 = version()
-    assert (v1, v2) == (1, 22) and server2 != server and _gone(server, 5), "the stale server is replaced"
+    assert (v1, v2) == (1, 22) and server2 != server and ended(server, 5), "the stale server is replaced"
 
 
 def test_the_limits_a_run_is_given_are_part_of_the_key(ws):
@@ -218,7 +208,7 @@ def test_a_large_environment_and_a_stuck_server(ws, monkeypatch):
     monkeypatch.setattr(kept_server, "READY_WAIT_S", 2.0)
     t0 = time.monotonic()
     again, seen = _run(ws, KEPT_MARK="x" * 100_000)
-    assert again.ready["kept"] != big.ready["kept"] and time.monotonic() - t0 < 60 and _gone(big.ready["kept"], 5)
+    assert again.ready["kept"] != big.ready["kept"] and time.monotonic() - t0 < 60 and ended(big.ready["kept"], 5)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a listener of another uid")

@@ -12,6 +12,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from busy import ended
 from tito.testing.kernels import KernelServer
 
 
@@ -29,17 +30,6 @@ def _notebook(*cells: str) -> nbformat.NotebookNode:
 
 def _out(cell) -> str:
     return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
-
-
-def _gone(pid: int, within: float = 10.0) -> bool:
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_a_forked_kernel_runs_a_notebook_as_a_fresh_one_would(server, tmp_path, monkeypatch):
@@ -69,7 +59,7 @@ def test_a_forked_kernel_runs_a_notebook_as_a_fresh_one_would(server, tmp_path, 
     assert "from the caller" in _out(fresh.cells[1]) and "inline" in _out(fresh.cells[1])
     pids, seeds = zip(*[(int(_out(r.cells[2]).split()[0]), _out(r.cells[2]).split()[1:3]) for r in forked])
     assert seeds[0][0] != seeds[1][0] and seeds[0][1] != seeds[1][1], ("random and numpy seeded afresh", seeds)
-    assert all(_gone(pid) for pid in pids), "each kernel ends with its notebook"
+    assert all(ended(pid) for pid in pids), "each kernel ends with its notebook"
     made = [Path(_out(r.cells[2]).split()[3]) for r in forked]
     deadline = time.monotonic() + 10  # the server removes a kernel's temporary folder as it collects its end
     while any(m.exists() for m in made) and time.monotonic() < deadline:
@@ -112,5 +102,5 @@ def test_the_kernel_ends_when_the_process_that_asked_for_it_is_killed(server, tm
     kernel_pid, proxy_pid = int("".join(said).split()[0]), km.provisioner.process.pid
     assert kernel_pid != proxy_pid
     os.kill(proxy_pid, signal.SIGKILL)
-    assert _gone(kernel_pid), "the kernel outlived the proxy killed under it"
+    assert ended(kernel_pid), "the kernel outlived the proxy killed under it"
     run_sync(km.shutdown_kernel)(now=True)
