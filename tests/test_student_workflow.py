@@ -285,6 +285,7 @@ def _runs_only_what_changed(mini, dest, runs, capsys, monkeypatch):
     # 1. first run: everything runs, per-task points in reading order, complete
     rc, out, last = _complete(mini, dest, capsys)
     assert rc == 0, out
+    assert "the process that imports torch & co for the tests stays 2 min after this run" in out, out
     assert sorted(_runs(runs)) == ["alpha", "mid", "zeta"]
     assert last["complete"] and last["points"] == {"earned": 9.0, "possible": 9.0}
     report = out[out.index("== your notebooks, in reading order"):]
@@ -308,6 +309,7 @@ def _runs_only_what_changed(mini, dest, runs, capsys, monkeypatch):
     rc, out, last = _complete(mini, dest, capsys)
     assert parsed == {"notebooks": [], "test files": [], "digests": 0}, "nothing changed: nothing is parsed again"
     assert rc == 0, out
+    assert "stays 2 min" not in out, "said once, by the run that started the server"
     assert len(_runs(runs)) == 3, "a cache hit must not execute the notebook"
     assert all(v["cached"] and v["executions"] == 1 for v in last["notebooks"].values())
     assert all(v["cached"] for v in last["integration"].values()) and last["complete"]

@@ -505,6 +505,9 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
     server = JobServer(ws_root, env, jobs, work / "server.log", preload, keep)
     if server.note:
         print(f"({server.note})", flush=True)
+    elif server.conn is not None and server.ready is None:  # started now, to be kept: said once, so it is no surprise
+        print(f"(the process that imports torch & co for the tests stays {keep / 60:g} min after this run, for "
+              "your next one; TITO_KEEP_SERVER=0 keeps none)", flush=True)
     dispatch = _Dispatch(server, jobs, cache, work)
     try:
         print(f"[1/3] export your code into {ws_root / LIB} ...", flush=True)
