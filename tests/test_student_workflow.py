@@ -332,6 +332,7 @@ def _runs_only_what_changed(mini, dest, runs, capsys, monkeypatch):
     assert parsed["test files"] == [], "no import of the package changed: the test files' needs are kept"
     assert parsed["digests"] == 1, "the edited module (mini_leaf) is digested again, no other"
     assert [n for n, v in last["integration"].items() if not v["cached"]] == ["test_07_leaf.py"]
+    assert last["integration"]["test_07_leaf.py"]["early"], "started beside mid_dev, the one notebook running"
 
     # 5. an edit of zeta's exported code: zeta and alpha (which imports it) run again, mid does not
     _edit_code(dest / "zeta_dev.ipynb", "square", "return x * x", "return x ** 2")
@@ -350,6 +351,23 @@ def _runs_only_what_changed(mini, dest, runs, capsys, monkeypatch):
     # 7. --no-cache runs everything again
     _complete(mini, dest, capsys, use_cache=False)
     assert sorted(_runs(runs)[6:]) == ["alpha", "mid", "zeta"]
+
+
+def test_a_test_file_started_beside_a_notebook_that_fails_is_not_counted(mini, tmp_path, capsys, monkeypatch):
+    """A worker idle while zeta's inline tests run starts test_07_base (it needs only zeta) early; zeta fails, so that
+    run is thrown away and the file is reported as if it had waited: skipped, naming zeta."""
+    monkeypatch.setenv("MINI_RUNS", str(tmp_path / "runs.txt"))
+    dest = _mini_workspace(mini, tmp_path, ("zeta_dev", "alpha_dev", "mid_dev"))
+    rc, out, last = _complete(mini, dest, capsys)
+    assert rc == 0 and last["integration"]["test_07_base.py"]["passed"] == 1
+    _edit_code(dest / "zeta_dev.ipynb", "square", "return x * x", "return x * x + 1")  # wrong: alpha fails at once
+    _edit_code(dest / "zeta_dev.ipynb", "test-square", "def test_unit_square():\n",
+               "def test_unit_square():\n    import time\n    time.sleep(2)\n")  # zeta fails after alpha: a worker idles
+    rc, out, last = _complete(mini, dest, capsys)
+    base = last["integration"]["test_07_base.py"]
+    assert rc == 1 and base["thrown_away"] and not base["early"], base
+    assert base["skipped"] == "the inline tests of zeta_dev.ipynb did not pass" and base["passed"] == base["failed"] == 0
+    assert "test_07_base.py: passed" not in out and "test_07_base.py: FAILED" not in out, out
 
 
 def test_complete_partial_student(mini, tmp_path, capsys, monkeypatch):

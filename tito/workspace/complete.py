@@ -371,6 +371,8 @@ class TestFileRun:
     selected: list[str] | None = None  # the tests that ran, when only some could (the others need a notebook that failed)
     left_out: str | None = None    # why the others did not run
     extra: dict = field(default_factory=dict)  # what its keys hold besides the code (environment, tito, data)
+    early: bool = False            # started beside a notebook it needs (_Dispatch.send): kept only if that passes
+    thrown_away: bool = False      # started early, and a notebook it needs failed: that run was not counted
 
     @property
     def ok(self) -> bool:
@@ -540,6 +542,7 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
             if r.cached:
                 r.report = task_reports(r, pkg.owner_of_file)
         dispatch.ready_test_files(tfiles, runs, tdir, ws_root, pkg)
+        dispatch.early = (tfiles, runs, tdir, ws_root, pkg)
         dispatch.send()
         if not server.pending:
             server.discard()
@@ -726,7 +729,12 @@ class _Dispatch:
     """The job server's queue: jobs wait here until a worker is free, the longest expected first (the last run's
     seconds, else a guess), so that no long job starts last and leaves the other workers idle at the end; a notebook
     that integration tests wait for goes before one that is only long. A test file is queued once the notebooks it
-    needs have run (`ready_test_files`); each job's end is recorded as it comes (`done`)."""
+    needs have run (`ready_test_files`); each job's end is recorded as it comes (`done`).
+
+    A worker that would wait idle while notebooks run starts a test file that needs only them (and notebooks that
+    passed) early: the export it tests is made before any job starts, so its result is the one it would give after
+    them. It counts only when they pass; when one fails it is thrown away, as if never run, and the file is handled
+    as any other (run in part, or skipped). After one edit a run is then one notebook long shorter (issue 44)."""
 
     def __init__(self, server: JobServer, jobs: int, cache: dict, work: Path):
         self.server, self.jobs, self.cache, self.work = server, jobs, cache, work
@@ -736,11 +744,33 @@ class _Dispatch:
             shutil.rmtree(self.marked, ignore_errors=True)  # one file per version of a module: old edits pile up
         self.waiting: list[tuple[float, dict]] = []
         self.scripts: list[Path] = []
+        self.running: set[str] = set()      # the notebooks whose inline tests are with the server
+        self.held: dict[str, dict] = {}     # test file -> its end, started early, while a notebook it needs runs
+        self.early: list | None = None      # (test files, runs, tdir, ws_root, pkg) once test files can start early
 
     def send(self) -> None:
         self.waiting.sort(key=lambda e: -e[0])
         while self.waiting and self.server.pending < self.jobs:
-            self.server.submit(self.waiting.pop(0)[1])
+            job = self.waiting.pop(0)[1]
+            kind, _, name = job["id"].partition(":")
+            if kind == "inline":
+                self.running.add(name)
+            self.server.submit(job)
+        if self.early and self.server.pending < self.jobs and self.running:
+            self._start_early(*self.early)
+
+    def _start_early(self, tfiles: list[TestFileRun], runs: list[NotebookRun], tdir: Path, ws_root: Path,
+                     pkg: _Package) -> None:
+        """Idle workers: the longest test files whose notebooks have passed or are running now (one at least)."""
+        by_name = {r.name: r for r in runs}
+        can = [tf for tf in tfiles if not (tf.cached or tf.skipped or tf.submitted) and tf.needs
+               and any(n in self.running for n in tf.needs)
+               and all(n in self.running or (by_name[n].result is not None and by_name[n].ok) for n in tf.needs)]
+        can.sort(key=lambda tf: -self.expected(tf.name, TEST_FILE_GUESS_S))
+        for tf in can[:self.jobs - self.server.pending]:
+            tf.early = True
+            self._queue_test_file(tf, [str(tdir / tf.name)], tdir, ws_root, pkg)
+            self.server.submit(self.waiting.pop()[1])
 
     def expected(self, name: str, guess: float) -> float:
         return float(self.cache["seconds"].get(name, guess))
@@ -782,23 +812,52 @@ class _Dispatch:
                     tf.left_out = (f"{len(tf.tests) - len(ready)} of {len(tf.tests)} test(s) not run yet: "
                                    f"they need {', '.join(waiting_on)}, whose inline tests did not pass")
                     targets = [f"{tdir / tf.name}::{tid}" for tid in ready]
-            tf.submitted = True
-            stem = Path(tf.name).stem
-            xml = self.work / f"{stem}.xml"
-            xml.unlink(missing_ok=True)
-            self.waiting.append((self.expected(tf.name, TEST_FILE_GUESS_S),
-                                 {"id": f"pytest:{tf.name}", "kind": "pytest", "cwd": str(ws_root),
-                                  "args": ["-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "--rootdir", str(tdir),
-                                           "--confcutdir", str(tdir), "-c", os.devnull, *targets],
-                                  "record": str(pkg.lib), "marked": str(self.marked), "log": str(self.logs / f"{stem}.log"),
-                                  "result": str(self.work / f"{stem}.json"), "timeout": TEST_FILE_TIMEOUT_S}))
+            self._queue_test_file(tf, targets, tdir, ws_root, pkg)
+
+    def _queue_test_file(self, tf: TestFileRun, targets: list[str], tdir: Path, ws_root: Path, pkg: _Package) -> None:
+        tf.submitted = True
+        stem = Path(tf.name).stem
+        xml = self.work / f"{stem}.xml"
+        xml.unlink(missing_ok=True)
+        self.waiting.append((self.expected(tf.name, TEST_FILE_GUESS_S),
+                             {"id": f"pytest:{tf.name}", "kind": "pytest", "cwd": str(ws_root),
+                              "args": ["-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "--rootdir", str(tdir),
+                                       "--confcutdir", str(tdir), "-c", os.devnull, *targets],
+                              "record": str(pkg.lib), "marked": str(self.marked), "log": str(self.logs / f"{stem}.log"),
+                              "result": str(self.work / f"{stem}.json"), "timeout": TEST_FILE_TIMEOUT_S}))
+
+    def _waits(self, name: str, runs: list[NotebookRun], tfiles: list[TestFileRun]) -> bool:
+        tf = next(t for t in tfiles if t.name == name)
+        return any(r.name in tf.needs and r.result is None for r in runs)
+
+    def _early_verdict(self, msg: dict, name: str, runs: list[NotebookRun], tfiles: list[TestFileRun]) -> str:
+        """A test file's end: "keep" it (not started early, or every notebook it needs passed), "held" while one of
+        them still runs, "thrown away" when one failed (its run stands for nothing)."""
+        tf = next(t for t in tfiles if t.name == name)
+        if not tf.early:
+            return "keep"
+        if self._waits(name, runs, tfiles):
+            self.held[name] = msg
+            return "held"
+        by_name = {r.name: r for r in runs}
+        if all(by_name[n].ok for n in tf.needs):
+            return "keep"
+        tf.early = tf.submitted = False
+        tf.thrown_away = True
+        return "thrown away"
 
     def done(self, msg: dict, runs: list[NotebookRun], tfiles: list[TestFileRun], tdir: Path, ws_root: Path,
              pkg: _Package, timeout: float) -> None:
         """Record the job that ended (its result, the cache) and queue what it makes ready."""
         kind, _, name = msg["id"].partition(":")
         cache = self.cache
+        if kind == "pytest" and (early := self._early_verdict(msg, name, runs, tfiles)) != "keep":
+            if early == "thrown away":  # as if it had waited: run in part, or skipped
+                self.ready_test_files(tfiles, runs, tdir, ws_root, pkg)
+            self.send()
+            return
         if kind == "inline":
+            self.running.discard(name)
             r = next(r for r in runs if r.name == name)
             r.seconds, r.cpu_seconds = msg["seconds"], msg.get("cpu_seconds", 0.0)
             log = self.logs / f"{r.path.stem}.log"
@@ -822,6 +881,8 @@ class _Dispatch:
                 cache["inline"].pop(r.name, None)
             print(f"  {r.name}: {'passed' if r.ok else 'FAILED'} ({r.seconds:.1f} s, CPU {r.cpu_seconds:.1f} s)",
                   flush=True)
+            for held in [self.held.pop(t) for t in list(self.held) if not self._waits(t, runs, tfiles)]:
+                self.done(held, runs, tfiles, tdir, ws_root, pkg, timeout)  # its notebooks are done now
             self.ready_test_files(tfiles, runs, tdir, ws_root, pkg)
         else:
             tf = next(t for t in tfiles if t.name == name)
@@ -947,7 +1008,7 @@ def _finish(course: Course, module: str, mod_dir: Path, stages: list[StageResult
                                         "seconds": tf.seconds, "cpu_seconds": tf.cpu_seconds,
                                         "passed": sum(c["ok"] for c in tf.cases),
                                         "failed": sum(not c["ok"] for c in tf.cases), "error": tf.error,
-                                        "not_run": tf.left_out}
+                                        "not_run": tf.left_out, "early": tf.early, "thrown_away": tf.thrown_away}
                               for tf in tfiles},
               "written_answers": {f"{a.notebook}:{a.grade_id}": a.answered for a in answers},
               "stages": {s.name: {"run": s.run, "passed": s.passed, "failed": s.failed,
