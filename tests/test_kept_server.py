@@ -233,3 +233,27 @@ def test_a_server_of_another_user_is_never_used(tmp_path):
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
+
+
+def test_torchs_compile_cache_lasts_beyond_a_job(ws):
+    """A job's temporary folder is removed when it ends; torch's compile cache (by default under the temporary folder)
+    is not in it, in a kept server or a server of the run's own: in a job's folder every run compiled again (+8 CPU-s
+    for test_19_runtimes)."""
+    (ws / "cache_dev.py").write_text("import json, os\ndef test_unit_cache():\n"
+                                     "    from torch._inductor.runtime.cache_dir_utils import cache_dir\n"
+                                     "    json.dump(cache_dir(), open(os.environ['KEPT_OUT'], 'w'))\n")
+    import tempfile
+
+    for keep in (0, 60):
+        out = ws / "c.json"
+        srv = JobServer(ws, {**process.child_env(), "KEPT_OUT": str(out)}, 1, ws / "server.log",
+                        preload=["torch._inductor.runtime.cache_dir_utils"], keep=keep)
+        try:
+            srv.submit({"id": 0, "kind": "inline", "file": str(ws / "cache_dev.py"), "log": str(ws / "c.log"),
+                        "result": str(ws / "c.res"), "timeout": 120})
+            assert srv.next()["result"]["ok"], (ws / "c.log").read_text()
+        finally:
+            srv.close()
+        used = Path(json.loads(out.read_text()))
+        assert used.parent == Path(tempfile.gettempdir()) and used.name.startswith("torchinductor_"), (keep, used)
+        assert used.is_dir(), "still there after the job"

@@ -18,7 +18,8 @@ from tito.testing.kernels import KernelServer
 
 @pytest.fixture(scope="module")
 def server():
-    with KernelServer(preload=["numpy", "torch", "ipykernel.kernelapp"]) as s:
+    # torch's compile-cache helper as the default preload has it (torch._inductor.codecache loads it)
+    with KernelServer(preload=["numpy", "torch", "torch._inductor.runtime.cache_dir_utils", "ipykernel.kernelapp"]) as s:
         yield s
 
 
@@ -43,7 +44,8 @@ def test_a_forked_kernel_runs_a_notebook_as_a_fresh_one_would(server, tmp_path, 
              "print(json.dumps([sys.path, os.getcwd(), os.environ['TITO_KERNEL_PROBE'], open('data.txt').read(), __name__,\n"
              "                  matplotlib.get_backend()]))",
              "import tempfile\nprint(os.getpid(), random.random(), np.random.rand(), tempfile.mkdtemp())",
-             "x = 41\nx + 1")
+             "x = 41\nx + 1",
+             "from torch._inductor.runtime.cache_dir_utils import cache_dir\nprint(cache_dir())")
     monkeypatch.setenv("TEST_PID", str(os.getpid()))
     runs = []
     for how in ({"kernel_name": "python3"}, server.client_args(), server.client_args()):
@@ -56,6 +58,9 @@ def test_a_forked_kernel_runs_a_notebook_as_a_fresh_one_would(server, tmp_path, 
         assert _out(nb.cells[0]).split() == ["True", "False"], "forked: torch loaded, the server's child"
         assert _out(nb.cells[1]) == _out(fresh.cells[1]), (_out(nb.cells[1]), _out(fresh.cells[1]))
         assert nb.cells[3].outputs[0]["data"]["text/plain"] == "42"
+        # torch's compile cache where a fresh kernel keeps it (under the caller's temporary folder, kept between
+        # runs), not in the kernel's own temporary folder, removed when it ends
+        assert _out(nb.cells[4]) == _out(fresh.cells[4]), (_out(nb.cells[4]), _out(fresh.cells[4]))
     assert "from the caller" in _out(fresh.cells[1]) and "inline" in _out(fresh.cells[1])
     pids, seeds = zip(*[(int(_out(r.cells[2]).split()[0]), _out(r.cells[2]).split()[1:3]) for r in forked])
     assert seeds[0][0] != seeds[1][0] and seeds[0][1] != seeds[1][1], ("random and numpy seeded afresh", seeds)

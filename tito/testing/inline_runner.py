@@ -363,6 +363,7 @@ def _child(job: dict) -> None:
     code = 70
     try:
         os.setpgid(0, 0)  # a group of its own, so a timeout kills whatever the job started
+        os.environ.update(lasting_caches(os.environ))
         os.environ["TMPDIR"] = tempfile.tempdir = job["tmp"]
         from tito.isolation.process import die_with_parent
 
@@ -382,6 +383,18 @@ def _child(job: dict) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def lasting_caches(env: dict) -> dict[str, str]:
+    """For a process about to get a temporary folder of its own (a job, a forked kernel) that is removed when it ends:
+    where the caches libraries keep under the temporary folder, to last between runs, stay. torch's compile cache
+    (TORCHINDUCTOR_CACHE_DIR, by default TMPDIR/torchinductor_USER) in a job's folder cost test_19_runtimes 8 CPU-s
+    a run, compiling again what the cache held. Only where torch is loaded already (the preload): its default,
+    computed as torch does, unless `env` names one."""
+    utils = sys.modules.get("torch._inductor.runtime.cache_dir_utils")
+    if utils is None or "TORCHINDUCTOR_CACHE_DIR" in env:
+        return {}
+    return {"TORCHINDUCTOR_CACHE_DIR": utils.default_cache_dir()}
 
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")

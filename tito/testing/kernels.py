@@ -248,6 +248,9 @@ def _start_kernel(conn: socket.socket, listener: socket.socket, others: list[soc
         return None
     req = json.loads(msg[8:])
     # the kernel's temporary files in a folder of its own, removed when it ends (serve): none left in /tmp
+    from tito.testing.inline_runner import lasting_caches
+
+    req["env"].update(lasting_caches(req["env"]))  # computed here, with the caller's temporary folder
     req["env"]["TMPDIR"] = tempfile.mkdtemp(prefix="tito-kernel-")
     sys.stdout.flush()
     sys.stderr.flush()
