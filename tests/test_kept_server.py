@@ -64,6 +64,18 @@ def _run(ws: Path, keep: float = 60, **env_extra) -> tuple[JobServer, dict]:
     return srv, json.loads(out.read_text())
 
 
+def _written(path: Path, within: float = 60) -> dict:
+    """What a job wrote to `path`, once it is all there (the job may be between opening the file and writing it)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def test_a_second_run_is_a_session_of_the_same_server_in_its_own_environment(ws):
     first, seen1 = _run(ws, TERM="one")
     second, seen2 = _run(ws, TERM="two")  # a variable two terminals differ in (VOLATILE_VARS): the same server
@@ -109,10 +121,7 @@ def test_a_run_that_stops_early_ends_its_jobs(ws):
     srv = JobServer(ws, env, 1, ws / "server.log", preload=["wave"], keep=60)
     srv.submit({"id": 0, "kind": "inline", "file": str(ws / "job_dev.py"), "log": str(ws / "job.log"),
                 "result": str(ws / "job.json"), "timeout": 600})
-    deadline = time.monotonic() + 60
-    while not out.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    job = json.loads(out.read_text())["pid"]
+    job = _written(out)["pid"]
     srv.wait_ready()  # every line the server sent is read: the close below is a clean one, not a reset
     srv.close()  # a job still running: the run stopped early (an error, Ctrl-C)
     assert ended(job, 10), "the job of a run that stopped is ended, not left running in the kept server"
@@ -144,10 +153,7 @@ def test_a_killed_run_takes_its_jobs_with_it(ws, tmp_path):
     env = {**os.environ, "KEPT_OUT": str(out), "KEPT_SLEEP": "120", "PYTHONPATH": str(Path(__file__).parents[1])}
     p = subprocess.Popen([sys.executable, str(client)], env=env)
     try:
-        deadline = time.monotonic() + 60
-        while not out.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        job = json.loads(out.read_text())["pid"]
+        job = _written(out)["pid"]
     finally:
         p.kill()
         p.wait()

@@ -362,7 +362,7 @@ def test_a_test_file_started_beside_a_notebook_that_fails_is_not_counted(mini, t
     assert rc == 0 and last["integration"]["test_07_base.py"]["passed"] == 1
     _edit_code(dest / "zeta_dev.ipynb", "square", "return x * x", "return x * x + 1")  # wrong: alpha fails at once
     _edit_code(dest / "zeta_dev.ipynb", "test-square", "def test_unit_square():\n",
-               "def test_unit_square():\n    import time\n    time.sleep(2)\n")  # zeta fails after alpha: a worker idles
+               "def test_unit_square():\n    import time\n    time.sleep(3)\n")  # zeta fails after alpha: a worker idles
     rc, out, last = _complete(mini, dest, capsys)
     base = last["integration"]["test_07_base.py"]
     assert rc == 1 and base["thrown_away"] and not base["early"], base
