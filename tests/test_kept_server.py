@@ -48,15 +48,17 @@ def ws(tmp_path, monkeypatch):
         os.kill(pid, signal.SIGKILL)
 
 
-def _run(ws: Path, keep: float = 60, **env_extra) -> tuple[JobServer, dict]:
-    """One run of one job through a kept server; (the server object after close, what the job wrote)."""
+def _run(ws: Path, keep: float = 60, file: str = "job_dev.py", preload: tuple = ("wave",), base: dict | None = None,
+         **env_extra) -> tuple[JobServer, object]:
+    """One run of one file's inline tests through a kept server (or the run's own, keep=0); (the server object after
+    close, what the job wrote to KEPT_OUT)."""
     out = ws / "out.json"  # one path for every run: every variable but a few (VOLATILE_VARS) is part of the key
     out.unlink(missing_ok=True)
-    env = {**process.child_env(), "KEPT_OUT": str(out), **env_extra}
-    srv = JobServer(ws, env, 1, ws / "server.log", preload=["wave"], keep=keep)
+    env = {**(base or process.child_env()), "KEPT_OUT": str(out), **env_extra}
+    srv = JobServer(ws, env, 1, ws / "server.log", preload=list(preload), keep=keep)
     try:
-        srv.submit({"id": 0, "kind": "inline", "file": str(ws / "job_dev.py"), "log": str(ws / "job.log"),
-                    "result": str(ws / "job.json"), "timeout": 60})
+        srv.submit({"id": 0, "kind": "inline", "file": str(ws / file), "log": str(ws / "job.log"),
+                    "result": str(ws / "job.json"), "timeout": 120})
         msg = srv.next()
     finally:
         srv.close()
@@ -180,15 +182,8 @@ def test_a_library_changed_in_place_is_loaded_again(ws, tmp_path):
     env = {**process.child_env(), "PYTHONPATH": str(lib)}
 
     def version() -> tuple[int, int]:
-        out = ws / "v.json"
-        srv = JobServer(ws, {**env, "KEPT_OUT": str(out)}, 1, ws / "server.log", preload=["kept_probe"], keep=60)
-        try:
-            srv.submit({"id": 0, "kind": "inline", "file": str(ws / "ver_dev.py"), "log": str(ws / "v.log"),
-                        "result": str(ws / "v.res"), "timeout": 60})
-            assert srv.next()["result"]["ok"], (ws / "v.log").read_text()
-        finally:
-            srv.close()
-        return json.loads(out.read_text()), srv.ready["kept"]
+        srv, seen = _run(ws, file="ver_dev.py", preload=("kept_probe",), base=env)
+        return seen, srv.ready["kept"]
 
     v1, server = version()
     (lib / "kept_probe.py").write_text("VERSION = 22\n")  # edited in place: no install, no folder's time changes
@@ -251,15 +246,7 @@ def test_torchs_compile_cache_lasts_beyond_a_job(ws):
     import tempfile
 
     for keep in (0, 60):
-        out = ws / "c.json"
-        srv = JobServer(ws, {**process.child_env(), "KEPT_OUT": str(out)}, 1, ws / "server.log",
-                        preload=["torch._inductor.runtime.cache_dir_utils"], keep=keep)
-        try:
-            srv.submit({"id": 0, "kind": "inline", "file": str(ws / "cache_dev.py"), "log": str(ws / "c.log"),
-                        "result": str(ws / "c.res"), "timeout": 120})
-            assert srv.next()["result"]["ok"], (ws / "c.log").read_text()
-        finally:
-            srv.close()
-        used = Path(json.loads(out.read_text()))
+        _, seen = _run(ws, keep, file="cache_dev.py", preload=("torch._inductor.runtime.cache_dir_utils",))
+        used = Path(seen)
         assert used.parent == Path(tempfile.gettempdir()) and used.name.startswith("torchinductor_"), (keep, used)
         assert used.is_dir(), "still there after the job"
