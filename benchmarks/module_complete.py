@@ -22,7 +22,7 @@ says as much about a figure as the figure itself.
 
 The sequence runs twice, side by side in one run, each in a fresh workspace: with a job server of each run's own
 (TITO_KEEP_SERVER=0) and with the server kept between runs (tito.testing.kept_server, the default). A kept server
-is not the run's child, so its CPU (its own and its sessions', read from /proc) is added to the run's; it is
+is not the run's child, so its CPU (its own and its sessions', tito.isolation.procs.tree_cpu_s) is added to the run's; it is
 stopped at the end.
 """
 from __future__ import annotations
@@ -43,6 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tito.isolation import procs  # noqa: E402
 from tito.testing import kept_server  # noqa: E402
 from tito.workspace import layout  # noqa: E402
 from tito.workspace.start import start  # noqa: E402
@@ -51,26 +52,8 @@ from tito.config import Course  # noqa: E402
 
 
 def kept_cpu(ws_root: Path) -> float:
-    """CPU seconds of the workspace's kept servers and the sessions they have collected (waiting, up to 5 s, until
-    none is left running)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in kept_server.running(ws_root):
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            try:
-                kids = " ".join(t.joinpath("children").read_text() for t in Path(f"/proc/{pid}/task").iterdir())
-            except OSError:
-                break
-            if not kids.strip():
-                break
-            time.sleep(0.05)
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(fields[i]) for i in (11, 12, 13, 14)) / tick  # utime, stime, cutime, cstime
-    return total
+    """CPU seconds of the workspace's kept servers: each with its sessions and their jobs, running or collected."""
+    return sum(procs.tree_cpu_s(pid) for pid in kept_server.running(ws_root))
 
 
 def timed_complete(mod_dir: Path, num: str, *extra: str, env: dict | None = None) -> dict:

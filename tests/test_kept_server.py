@@ -250,3 +250,30 @@ def test_torchs_compile_cache_lasts_beyond_a_job(ws):
         used = Path(seen)
         assert used.parent == Path(tempfile.gettempdir()) and used.name.startswith("torchinductor_"), (keep, used)
         assert used.is_dir(), "still there after the job"
+
+
+def test_a_request_is_read_to_its_length_and_a_bad_one_refused():
+    """tito.testing.wire, what both forking servers read first: the bytes after a request stay for what follows (a
+    run's first jobs); a request too large, not JSON, without its descriptors, or late, is refused, its fds closed."""
+    from tito.testing import wire
+
+    a, b = socket.socketpair()
+    wire.send(a, {"env": {"X": "y" * 100_000}}, [1])
+    a.sendall(b"next line\n")
+    obj, fds = wire.receive(b, 1)
+    assert obj == {"env": {"X": "y" * 100_000}} and len(fds) == 1 and b.recv(64) == b"next line\n"
+    os.close(fds[0])
+    for raw, nfds in (((wire.MAX_REQUEST + 1).to_bytes(8, "big"), 1), ((4).to_bytes(8, "big") + b"nope", 1),
+                      ((2).to_bytes(8, "big") + b"{}", 0)):
+        a, b = socket.socketpair()
+        r, w = os.pipe()
+        socket.send_fds(a, [raw], [r] if nfds else [])
+        os.close(r)
+        assert wire.receive(b, 1, timeout=2) is None, raw[:12]
+        if nfds:  # the descriptor it was handed is closed: the pipe has no reader left
+            with pytest.raises(BrokenPipeError):
+                os.write(w, b"x")
+        os.close(w)
+    a, b = socket.socketpair()
+    t0 = time.monotonic()
+    assert wire.receive(b, 1, timeout=0.5) is None and time.monotonic() - t0 < 5, "nothing sent: refused in time"

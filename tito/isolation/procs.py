@@ -17,7 +17,8 @@ import time
 from typing import Callable, Iterator
 
 
-def _read(pid: int | str, name: str) -> str | None:
+def read(pid: int | str, name: str) -> str | None:
+    """The text of /proc/PID/`name`; None when the process ended or is not this user's to read."""
     try:
         with open(f"/proc/{pid}/{name}", encoding="ascii", errors="replace") as f:
             return f.read()
@@ -25,20 +26,15 @@ def _read(pid: int | str, name: str) -> str | None:
         return None
 
 
-def read(pid: int | str, name: str) -> str | None:
-    """The text of /proc/PID/`name`; None when the process ended or is not this user's to read."""
-    return _read(pid, name)
-
-
-def every(read: str = "stat") -> Iterator[tuple[int, str]]:
-    """(pid, text of /proc/PID/`read`) for every process this one can see."""
+def every(file: str = "stat") -> Iterator[tuple[int, str]]:
+    """(pid, text of /proc/PID/`file`) for every process this one can see."""
     for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if name.isdigit() and (text := _read(name, read)) is not None:
+        if name.isdigit() and (text := read(name, file)) is not None:
             yield int(name), text
 
 
-def tree(pid: int, read: str = "stat") -> Iterator[tuple[int, str]]:
-    """(pid, text of /proc/PID/`read`) for process `pid` and every process below it (the kernel's children
+def tree(pid: int, file: str = "stat") -> Iterator[tuple[int, str]]:
+    """(pid, text of /proc/PID/`file`) for process `pid` and every process below it (the kernel's children
     lists of each of its threads)."""
     todo, seen = [pid], set()
     while todo:
@@ -46,10 +42,10 @@ def tree(pid: int, read: str = "stat") -> Iterator[tuple[int, str]]:
         if p in seen:
             continue
         seen.add(p)
-        text = _read(p, read)
+        text = read(p, file)
         try:
             for t in os.listdir(f"/proc/{p}/task"):
-                todo += [int(c) for c in (_read(f"{p}/task/{t}", "children") or "").split()]
+                todo += [int(c) for c in (read(f"{p}/task/{t}", "children") or "").split()]
         except OSError:
             continue
         if text is not None:
@@ -160,7 +156,7 @@ def tree_cpu_s(pid: int) -> float:
 
 def process_cpu_s(pid: int | None) -> float:
     "CPU seconds of one process (all its threads, its reaped children); 0 when it is gone or unknown."
-    stat = _read(pid, "stat") if pid is not None else None
+    stat = read(pid, "stat") if pid is not None else None
     return _cpu_s(stat) if stat else 0.0
 
 
@@ -173,7 +169,7 @@ def tree_pss_mb(pid: int) -> float:
 
 def own_status(key: str) -> str | None:
     "The value of `key` (`VmHWM`, `CapEff`, ...) in this process's /proc/self/status; None where unreadable."
-    status = _read("self", "status") or ""
+    status = read("self", "status") or ""
     return next((l.split(":", 1)[1].strip() for l in status.splitlines() if l.startswith(f"{key}:")), None)
 
 
@@ -189,9 +185,9 @@ def peak_rss_mb() -> float:
 
 def own_cgroups() -> list[str]:
     "The lines of /proc/self/cgroup (`ID:controllers:path`); [] where there are none."
-    return (_read("self", "cgroup") or "").splitlines()
+    return (read("self", "cgroup") or "").splitlines()
 
 
 def sysctl(name: str) -> str | None:
     "The kernel setting `name` (`kernel.unprivileged_userns_clone`), None where it is not readable."
-    return (_read("sys", name.replace(".", "/")) or "").strip() or None
+    return (read("sys", name.replace(".", "/")) or "").strip() or None

@@ -1,20 +1,23 @@
 """A job server kept between `tito module complete` runs, so that a run after one edit does not import torch again.
 
 `tito module complete` runs its notebooks and test files in children of a job server that imported torch & co once
-(tito.testing.inline_runner.serve): 4.4 CPU-s of the ~9 s a run takes after one edit (docs/performance.md, "Module
+(tito.testing.inline_runner.serve): 4.4 CPU-s of the ~9 s a run took after one edit (docs/performance.md, "Module
 complete"). Here the server outlives the run: it listens on a Unix socket in a folder only this user can open, and
-each run is a *session*, a child forked from it with the run's environment and log (passed as a file descriptor),
-that reads jobs and writes results over the connection exactly as a fresh server does over its pipes. The server
-ends after `TITO_KEEP_SERVER` seconds (default KEEP_SECONDS) without a session; `TITO_KEEP_SERVER=0` keeps none.
+each run is a *session*, a child forked from it with the run's environment and log (sent as one tito.testing.wire
+request, the log as a file descriptor), that reads jobs and writes results over the connection exactly as a fresh
+server does over its pipes (inline_runner.run_queue). The server ends after `TITO_KEEP_SERVER` seconds (default
+KEEP_SECONDS) without a session; `TITO_KEEP_SERVER=0` keeps none.
 
-A server is only reused by a run that would have started the same one (`server_key`): the same Python, the same tito
-files, folder, job count and preload list, the same value of every variable the preloaded libraries read as they
-are imported, and unchanged package folders (an install or an upgrade changes their modification time). Only
+A server is only reused by a run that would have started the same one (`server_key`): the same Python, tito files,
+folder (path, device, inode), job count and preload list, every environment variable but VOLATILE_VARS, the same
+limits (cores, rlimits, umask, niceness, cgroup) and unchanged package folders; and each session checks that no
+module file the server loaded has changed (`_stale`: the run then replaces the server). A run checks that the
+server is its own user's (SO_PEERCRED), and replaces one that does not answer within READY_WAIT_S. Only
 third-party libraries are preloaded, never the student's package: each job imports that afresh.
 
-    >>> conn = connect(Path("ws"), env, jobs=2, preload=None, log_fd=2)     # doctest: +SKIP
-    >>> conn.makefile("rb").readline()                                      # doctest: +SKIP
-    b'TITO_JOB_RESULT {"ready": true, "preloaded": [...], "seconds": 0.0, "kept": 4242}\\n'
+    >>> conn, ready = connect(Path("ws"), env, jobs=2, preload=None, log_fd=2)   # doctest: +SKIP
+    >>> ready   # a server found running: its session's first line; None when this run started the server  # doctest: +SKIP
+    {'ready': True, 'preloaded': [...], 'seconds': 3.1, 'kept': 4242}
 """
 from __future__ import annotations
 
@@ -32,6 +35,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+from tito.testing import wire
+
 if TYPE_CHECKING:
     import subprocess
 
@@ -45,7 +50,6 @@ VOLATILE_VARS = ("PWD", "OLDPWD", "SHLVL", "_", "TERM", "COLORTERM", "COLUMNS", 
                  "JPY_SESSION_NAME", "JPY_PARENT_PID", "XDG_SESSION_ID", "XDG_SESSION_TYPE", "XDG_SESSION_CLASS",
                  "XDG_VTNR", "XDG_SEAT", "DBUS_SESSION_BUS_ADDRESS")
 READY_WAIT_S = 120.0  # a kept server that has not said it is ready by then is stuck (its preload takes ~4 s quiet)
-MAX_HEADER = 1 << 20
 TITO_PKG = Path(__file__).resolve().parents[1]
 
 
@@ -158,11 +162,6 @@ def peer(s: socket.socket) -> tuple[int, int]:
     return int.from_bytes(creds[0:4], sys.byteorder), int.from_bytes(creds[4:8], sys.byteorder)
 
 
-def _send_header(conn: socket.socket, env: dict, log_fd: int) -> None:
-    header = json.dumps({"env": env}).encode()
-    socket.send_fds(conn, [len(header).to_bytes(8, "big") + header], [log_fd])
-
-
 def _ready_line(conn: socket.socket, wait: float) -> dict | None:
     """The session's first line (its ready message), read byte by byte so that nothing after it is taken from the
     stream; None when it does not come within `wait` seconds or the connection ends."""
@@ -197,7 +196,7 @@ def connect(cwd: Path, env: dict, jobs: int, preload: list[str] | None, log_fd: 
     with _locked(path):
         conn = _connected(path)
         if conn is not None:
-            _send_header(conn, env, log_fd)
+            wire.send(conn, {"env": env}, [log_fd])
             ready = _ready_line(conn, READY_WAIT_S)
             if ready is not None and not ready.get("stale"):
                 return conn, ready
@@ -218,7 +217,7 @@ def connect(cwd: Path, env: dict, jobs: int, preload: list[str] | None, log_fd: 
             time.sleep(0.01)
         if conn is None:
             raise OSError(f"the job server at {path} did not take a connection")
-    _send_header(conn, env, log_fd)
+    wire.send(conn, {"env": env}, [log_fd])
     return conn, None
 
 
@@ -370,36 +369,15 @@ def _fork_session(conn: socket.socket, listener: socket.socket, jobs: int, ready
     return pid
 
 
-def _recv_exactly(conn: socket.socket, n: int) -> bytes:
-    """`n` bytes, no more: what follows (the run's first jobs) stays for run_queue."""
-    data = b""
-    while len(data) < n:
-        more = conn.recv(n - len(data))
-        if not more:
-            break
-        data += more
-    return data
-
-
 def _session(conn: socket.socket, jobs: int, ready: dict, files: dict[str, tuple[int, int]]) -> int:
     """One run's jobs: its environment and log, then the job loop over the connection."""
     from tito.isolation.process import die_with_parent
     from tito.testing.inline_runner import JOB_MARKER, run_queue, threads_per_job
 
-    conn.settimeout(30)  # a run sends its header as it connects
-    try:
-        head, fds, _, _ = socket.recv_fds(conn, 8, 1)  # the log's descriptor comes with the first bytes
-        head += _recv_exactly(conn, 8 - len(head))
-        size = int.from_bytes(head, "big") if len(head) == 8 else -1
-        body = _recv_exactly(conn, size) if 0 <= size <= MAX_HEADER else b""
-    except OSError:
+    got = wire.receive(conn, 1)  # a run sends its environment and log as it connects
+    if got is None or not isinstance(got[0].get("env"), dict):
         return 2
-    conn.settimeout(None)
-    if size < 0 or size > MAX_HEADER or len(fds) != 1 or len(body) != size:
-        for fd in fds:
-            os.close(fd)
-        return 2
-    env = json.loads(body)["env"]
+    env, fds = got[0]["env"], got[1]
     os.setsid()
     die_with_parent()  # the server killed: its sessions go, and their jobs with them (each dies with its parent)
     os.dup2(conn.fileno(), 0)

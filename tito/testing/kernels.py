@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tito.testing import wire
+
 KERNEL_NAME = "tito-forked-python3"
 
 
@@ -37,7 +39,6 @@ def default_preload() -> list[str]:
     return [m for m in PRELOAD if m.split(".")[0] not in ("matplotlib", "pytest")] + ["ipykernel.kernelapp"]
 
 
-MAX_REQUEST = 1 << 20
 # `-m` put the server's folder first on sys.path; a kernel's first entry is its own folder (ipykernel adds it as it
 # starts), so each kernel drops the server's
 _SERVER_DIR: str | None = None
@@ -136,9 +137,8 @@ def proxy(sock_path: str, connection_file: str, args: list[str]) -> int:
     die_with_parent()  # nbclient gone: this proxy goes, and with it (its socket closing) the kernel
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(sock_path)
-    req = json.dumps({"connection_file": os.path.abspath(connection_file), "args": args, "cwd": os.getcwd(),
-                      "env": dict(os.environ)}).encode()
-    socket.send_fds(s, [len(req).to_bytes(8, "big") + req], [0, 1, 2])
+    wire.send(s, {"connection_file": os.path.abspath(connection_file), "args": args, "cwd": os.getcwd(),
+                  "env": dict(os.environ)}, [0, 1, 2])
     lines = s.makefile("rb")
     pid = int(lines.readline())
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -229,24 +229,10 @@ def _kill(pid: int) -> None:
 
 def _start_kernel(conn: socket.socket, listener: socket.socket, others: list[socket.socket]) -> int | None:
     """Read one request (its streams come as file descriptors) and fork its kernel; the kernel's pid."""
-    conn.settimeout(30)  # a proxy sends its request at once; the server waits for no other
-    msg, fds = b"", []
-    try:
-        msg, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST + 8, 3)
-        size = int.from_bytes(msg[:8], "big") if len(msg) >= 8 else -1
-        while 0 <= size and len(msg) < size + 8:
-            more = conn.recv(MAX_REQUEST)
-            if not more:
-                break
-            msg += more
-    except OSError:  # socket.timeout included
-        size = -1
-    conn.settimeout(None)
-    if size < 0 or size > MAX_REQUEST or len(fds) != 3 or len(msg) != size + 8:
-        for fd in fds:
-            os.close(fd)
+    got = wire.receive(conn, 3)  # a proxy sends its request at once; the server waits 30 s at most
+    if got is None:
         return None
-    req = json.loads(msg[8:])
+    req, fds = got
     # the kernel's temporary files in a folder of its own, removed when it ends (serve): none left in /tmp
     from tito.testing.inline_runner import lasting_caches
 

@@ -542,7 +542,6 @@ def complete_workspace(course: Course, module: str, mod_dir: Path, tests: list[s
             if r.cached:
                 r.report = task_reports(r, pkg.owner_of_file)
         dispatch.ready_test_files(tfiles, runs, tdir, ws_root, pkg)
-        dispatch.early = (tfiles, runs, tdir, ws_root, pkg)
         dispatch.send()
         if not server.pending:
             server.discard()
@@ -746,7 +745,7 @@ class _Dispatch:
         self.scripts: list[Path] = []
         self.running: set[str] = set()      # the notebooks whose inline tests are with the server
         self.held: dict[str, dict] = {}     # test file -> its end, started early, while a notebook it needs runs
-        self.early: list | None = None      # (test files, runs, tdir, ws_root, pkg) once test files can start early
+        self.standby: dict[str, tuple] = {}  # test file -> (it, the notebooks it needs, its job): may start early
 
     def send(self) -> None:
         self.waiting.sort(key=lambda e: -e[0])
@@ -756,21 +755,15 @@ class _Dispatch:
             if kind == "inline":
                 self.running.add(name)
             self.server.submit(job)
-        if self.early and self.server.pending < self.jobs and self.running:
-            self._start_early(*self.early)
-
-    def _start_early(self, tfiles: list[TestFileRun], runs: list[NotebookRun], tdir: Path, ws_root: Path,
-                     pkg: _Package) -> None:
-        """Idle workers: the longest test files whose notebooks have passed or are running now (one at least)."""
-        by_name = {r.name: r for r in runs}
-        can = [tf for tf in tfiles if not (tf.cached or tf.skipped or tf.submitted) and tf.needs
-               and any(n in self.running for n in tf.needs)
-               and all(n in self.running or (by_name[n].result is not None and by_name[n].ok) for n in tf.needs)]
-        can.sort(key=lambda tf: -self.expected(tf.name, TEST_FILE_GUESS_S))
-        for tf in can[:self.jobs - self.server.pending]:
-            tf.early = True
-            self._queue_test_file(tf, [str(tdir / tf.name)], tdir, ws_root, pkg)
-            self.server.submit(self.waiting.pop()[1])
+        # idle workers: the longest test files whose notebooks have passed or are running now (ready_test_files)
+        early = [(tf, needs, job) for tf, needs, job in self.standby.values() if not tf.submitted
+                 and any(r.name in self.running for r in needs)
+                 and all(r.name in self.running or (r.result is not None and r.ok) for r in needs)]
+        for tf, _, job in sorted(early, key=lambda e: -self.expected(e[0].name, TEST_FILE_GUESS_S)):
+            if self.server.pending >= self.jobs:
+                break
+            tf.submitted = tf.early = True
+            self.server.submit(job)
 
     def expected(self, name: str, guess: float) -> float:
         return float(self.cache["seconds"].get(name, guess))
@@ -796,8 +789,9 @@ class _Dispatch:
             if tf.cached or tf.skipped or tf.submitted:
                 continue
             states = [by_name[n] for n in tf.needs]
-            if any(r.result is None for r in states):
-                continue  # still running
+            if any(r.result is None for r in states):  # still running: it may start early on an idle worker (send)
+                self.standby[tf.name] = (tf, states, self._test_file_job(tf, [str(tdir / tf.name)], tdir, ws_root, pkg))
+                continue
             bad = [r.name for r in states if not r.ok]
             targets = [str(tdir / tf.name)]
             if bad:
@@ -812,19 +806,19 @@ class _Dispatch:
                     tf.left_out = (f"{len(tf.tests) - len(ready)} of {len(tf.tests)} test(s) not run yet: "
                                    f"they need {', '.join(waiting_on)}, whose inline tests did not pass")
                     targets = [f"{tdir / tf.name}::{tid}" for tid in ready]
-            self._queue_test_file(tf, targets, tdir, ws_root, pkg)
+            tf.submitted = True
+            self.waiting.append((self.expected(tf.name, TEST_FILE_GUESS_S),
+                                 self._test_file_job(tf, targets, tdir, ws_root, pkg)))
 
-    def _queue_test_file(self, tf: TestFileRun, targets: list[str], tdir: Path, ws_root: Path, pkg: _Package) -> None:
-        tf.submitted = True
+    def _test_file_job(self, tf: TestFileRun, targets: list[str], tdir: Path, ws_root: Path, pkg: _Package) -> dict:
         stem = Path(tf.name).stem
         xml = self.work / f"{stem}.xml"
         xml.unlink(missing_ok=True)
-        self.waiting.append((self.expected(tf.name, TEST_FILE_GUESS_S),
-                             {"id": f"pytest:{tf.name}", "kind": "pytest", "cwd": str(ws_root),
-                              "args": ["-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "--rootdir", str(tdir),
-                                       "--confcutdir", str(tdir), "-c", os.devnull, *targets],
-                              "record": str(pkg.lib), "marked": str(self.marked), "log": str(self.logs / f"{stem}.log"),
-                              "result": str(self.work / f"{stem}.json"), "timeout": TEST_FILE_TIMEOUT_S}))
+        return {"id": f"pytest:{tf.name}", "kind": "pytest", "cwd": str(ws_root),
+                "args": ["-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "--rootdir", str(tdir),
+                         "--confcutdir", str(tdir), "-c", os.devnull, *targets],
+                "record": str(pkg.lib), "marked": str(self.marked), "log": str(self.logs / f"{stem}.log"),
+                "result": str(self.work / f"{stem}.json"), "timeout": TEST_FILE_TIMEOUT_S}
 
     def _waits(self, name: str, runs: list[NotebookRun], tfiles: list[TestFileRun]) -> bool:
         tf = next(t for t in tfiles if t.name == name)
